@@ -1,0 +1,76 @@
+"""Errors raised by salience.
+
+Every error derives from :class:`SalienceError`, so ``except SalienceError``
+catches anything the library raises on purpose::
+
+    SalienceError
+    ├── InvalidParameterError(ValueError, TypeError)   bad argument value or type
+    ├── ShapeError(ValueError)                         arrays that do not line up
+    ├── IdMismatchError(KeyError, ValueError)          unknown or duplicate ids
+    ├── InputFormatError(ValueError)                   unreadable input file (names file and line)
+    ├── NotFittedError(RuntimeError)                   method needs a fitted object
+    ├── CorruptIndexError(OSError)                     partial or damaged index file (names the file)
+    └── MissingDependencyError(ImportError)            an optional extra is not installed
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Iterable
+
+__all__ = [
+    "SalienceError",
+    "InvalidParameterError",
+    "ShapeError",
+    "IdMismatchError",
+    "InputFormatError",
+    "NotFittedError",
+    "CorruptIndexError",
+    "MissingDependencyError",
+    "unknown_choice",
+]
+
+
+class SalienceError(Exception):
+    """Base class of every error salience raises on purpose."""
+
+
+class InvalidParameterError(SalienceError, ValueError, TypeError):
+    """An argument has a value or type the function cannot use."""
+
+
+class ShapeError(SalienceError, ValueError):
+    """Arrays or sequences that must line up do not."""
+
+
+class IdMismatchError(SalienceError, KeyError, ValueError):
+    """An id is unknown, duplicated, or does not match its partner collection."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InputFormatError(SalienceError, ValueError):
+    """An input file or record cannot be read; the message names file and line."""
+
+
+class NotFittedError(SalienceError, RuntimeError):
+    """The object must be fitted (or indexed) before this call."""
+
+
+class CorruptIndexError(SalienceError, OSError):
+    """A saved index is partial or damaged; the message names the file."""
+
+
+class MissingDependencyError(SalienceError, ImportError):
+    """An optional dependency is missing; the message gives the pip command."""
+
+
+def unknown_choice(what: str, value: object, valid: Iterable[str]) -> InvalidParameterError:
+    """Build the error for an unknown name, listing valid names with a did-you-mean."""
+    valid = sorted(valid)
+    hint = difflib.get_close_matches(str(value), valid, n=1)
+    msg = f"unknown {what} {value!r}; valid values are: {', '.join(valid)}."
+    if hint:
+        msg += f" Did you mean {hint[0]!r}?"
+    return InvalidParameterError(msg)

@@ -1,0 +1,570 @@
+"""A BM25 search engine over a sparse term-document matrix.
+
+Scores are precomputed per posting at index time (as in bm25s), so a batch of queries is
+one sparse-matrix product followed by a row-wise ``argpartition``. Documents live in
+segments; deletions are a mask that is also excluded from the collection statistics, so
+scores always equal those of a fresh build over the live documents, before and after a merge.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from salience.core.run import Run
+from salience.core.scores import Scores
+from salience.core.select import check_k
+from salience.exceptions import (
+    IdMismatchError,
+    InvalidParameterError,
+    NotFittedError,
+    unknown_choice,
+)
+from salience.search import scoring
+from salience.search.filters import MetadataColumns
+from salience.search.sources import Document, iter_documents, read_queries
+from salience.text.tokenize import TermEncoder, Tokenizer
+
+__all__ = ["BM25", "Explanation", "TermContribution"]
+
+# A batch of queries is scored into a dense (batch x documents) float32 block of at most this many cells.
+_MAX_BLOCK_CELLS = 1 << 22
+
+
+def _progress(total: int | None, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, unit="doc", leave=False, mininterval=0.5)
+
+
+@dataclass(frozen=True)
+class TermContribution:
+    term: str
+    query_weight: float
+    tf: float
+    idf: float
+    contribution: float
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Per-term contributions to one document's score; ``contributions`` sum to ``score``."""
+
+    doc_id: str
+    score: float
+    terms: tuple[TermContribution, ...]
+    doc_length: float
+    avg_doc_length: float
+
+    def to_dict(self) -> dict:
+        return {
+            "doc_id": self.doc_id,
+            "score": self.score,
+            "doc_length": self.doc_length,
+            "avg_doc_length": self.avg_doc_length,
+            "terms": [t.__dict__ for t in self.terms],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"doc {self.doc_id}: score {self.score:.4f} (length {self.doc_length:g}, average {self.avg_doc_length:.1f})"]
+        for t in self.terms:
+            lines.append(f"  {t.term:<20} qtf={t.query_weight:g} tf={t.tf:g} idf={t.idf:.3f} -> {t.contribution:.4f}")
+        return "\n".join(lines)
+
+
+class BM25:
+    """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
+
+    Parameters
+    ----------
+    variant : {"lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf"}
+        Scoring formula; ``lucene`` is the default of Lucene, Elasticsearch and Pyserini.
+    k1, b : float
+        Term-frequency saturation and length normalisation.
+    delta : float
+        Lower bound on term frequency credit for ``bm25l`` and ``bm25+``.
+    fields : sequence of str
+        Document fields to index (missing fields count as empty).
+    field_weights : mapping, optional
+        Weight of each field's term counts and length (default 1 each, which equals indexing
+        the fields concatenated).
+    tokenizer : Tokenizer, optional
+        Defaults to ``Tokenizer()``: NFKC, lower-case, ``\\w\\w+``, English stop words, Snowball stemming.
+    store_documents : bool
+        Keep the indexed fields so results can show them.
+
+    Examples
+    --------
+    >>> index = BM25().index(["the cat sat", "a dog barked", "cats and dogs"])
+    >>> index.search("cat", k=2).ids
+    ['0', '2']
+
+    References
+    ----------
+    Robertson and Zaragoza. The Probabilistic Relevance Framework: BM25 and Beyond. 2009.
+    Kamphuis et al. Which BM25 Do You Mean? ECIR 2020.
+    """
+
+    def __init__(
+        self,
+        *,
+        variant: str = "lucene",
+        k1: float = 1.5,
+        b: float = 0.75,
+        delta: float = 0.5,
+        fields: Sequence[str] = ("title", "text"),
+        field_weights: Mapping[str, float] | None = None,
+        tokenizer: Tokenizer | None = None,
+        store_documents: bool = True,
+    ):
+        if variant not in scoring.VARIANTS:
+            raise unknown_choice("BM25 variant", variant, scoring.VARIANTS)
+        for name, value, low in (("k1", k1, 0.0), ("delta", delta, 0.0)):
+            if not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
+                raise InvalidParameterError(f"{name} must be a finite number >= {low}; got {value!r}.")
+        if not isinstance(b, numbers.Real) or not 0.0 <= b <= 1.0:
+            raise InvalidParameterError(f"b must be a number in [0, 1]; got {b!r}.")
+        if isinstance(fields, str):
+            fields = [f.strip() for f in fields.split(",") if f.strip()]
+        fields = tuple(fields)
+        if not fields or not all(isinstance(f, str) and f for f in fields):
+            raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
+        weights = {f: 1.0 for f in fields}
+        for name, w in (field_weights or {}).items():
+            if name not in weights:
+                raise unknown_choice("field in field_weights", name, fields)
+            if not isinstance(w, numbers.Real) or not math.isfinite(w) or w <= 0:
+                raise InvalidParameterError(f"field weight for {name!r} must be a number > 0; got {w!r}.")
+            weights[name] = float(w)
+        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
+            raise InvalidParameterError(f"tokenizer must be a salience Tokenizer; got {type(tokenizer).__name__}.")
+        self.variant = variant
+        self.k1 = float(k1)
+        self.b = float(b)
+        self.delta = float(delta)
+        self.fields = fields
+        self.field_weights = weights
+        self.tokenizer = tokenizer or Tokenizer()
+        self.store_documents = bool(store_documents)
+        self._reset()
+
+    # ------------------------------------------------------------------------------------
+    # state
+    def _reset(self) -> None:
+        self._encoder = TermEncoder(self.tokenizer)
+        self._tf: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
+        self._doc_len = np.zeros(0, dtype=np.float32)
+        self._ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._live = np.zeros(0, dtype=bool)
+        self._metadata: list[dict] = []
+        self._stored: list[dict] | None = [] if self.store_documents else None
+        # segments: [{"name": str | None (not yet on disk), "n_docs": int}]
+        self._segments: list[dict] = []
+        self._path: Path | None = None
+        self._columns: MetadataColumns | None = None
+
+    def get_params(self) -> dict[str, Any]:
+        return {
+            "variant": self.variant,
+            "k1": self.k1,
+            "b": self.b,
+            "delta": self.delta,
+            "fields": list(self.fields),
+            "field_weights": dict(self.field_weights),
+            "store_documents": self.store_documents,
+        }
+
+    def __repr__(self) -> str:
+        state = f"{self.n_docs} documents" if self._tf is not None else "not indexed"
+        return f"BM25(variant={self.variant!r}, k1={self.k1}, b={self.b}, {state})"
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    @property
+    def n_docs(self) -> int:
+        """Number of live (not deleted) documents."""
+        return int(self._live.sum())
+
+    @property
+    def ids(self) -> list[str]:
+        """Ids of live documents in index order."""
+        return [i for i, alive in zip(self._ids, self._live) if alive]
+
+    @property
+    def vocabulary(self) -> list[str]:
+        return list(self._encoder.terms)
+
+    @property
+    def path(self) -> Path | None:
+        """Folder this index is saved to (``None`` until saved or loaded)."""
+        return self._path
+
+    def _require_index(self) -> None:
+        if self._tf is None:
+            raise NotFittedError("this BM25 has no documents yet; call index(documents) or BM25.load(path) first.")
+
+    # ------------------------------------------------------------------------------------
+    # indexing
+    def index(self, documents: Any, *, show_progress: bool = False, encoding_errors: str = "strict") -> "BM25":
+        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
+
+        Raises
+        ------
+        InvalidParameterError
+            If there are no documents.
+        IdMismatchError
+            If an id occurs twice.
+        """
+        self._reset()
+        docs = list(iter_documents(documents, self.fields, encoding_errors))
+        if not docs:
+            raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
+        self._append_segment(docs, show_progress)
+        return self
+
+    def add(self, documents: Any, *, show_progress: bool = False, encoding_errors: str = "strict") -> "BM25":
+        """Add documents as a new segment without re-indexing the existing ones.
+
+        On an index that was saved or loaded, call :meth:`commit` to write the new segment.
+        """
+        if self._tf is None:
+            return self.index(documents, show_progress=show_progress, encoding_errors=encoding_errors)
+        docs = list(iter_documents(documents, self.fields, encoding_errors))
+        if docs:
+            self._append_segment(docs, show_progress)
+        return self
+
+    def delete(self, ids: Iterable[str] | str) -> "BM25":
+        """Delete documents by id; they stop counting in the statistics at once.
+
+        Raises ``IdMismatchError`` naming an unknown id (nothing is deleted then).
+        """
+        self._require_index()
+        if isinstance(ids, str):
+            ids = [ids]
+        positions = []
+        for doc_id in ids:
+            pos = self._pos.get(str(doc_id))
+            if pos is None or not self._live[pos]:
+                raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
+            positions.append(pos)
+        for doc_id, pos in zip(ids, positions):
+            self._live[pos] = False
+            del self._pos[str(doc_id)]
+        self._refresh()
+        return self
+
+    def _append_segment(self, docs: list[Document], show_progress: bool) -> None:
+        seen: set[str] = set()
+        for doc in docs:
+            if doc.id in seen or doc.id in self._pos:
+                raise IdMismatchError(f"duplicate document id {doc.id!r}; every document needs a unique id.")
+            seen.add(doc.id)
+        n_new = len(docs)
+        rows, cols, weights = [], [], []
+        doc_len = np.zeros(n_new, dtype=np.float64)
+        with _progress(n_new * len(self.fields), "tokenizing", show_progress) as bar:
+            for name in self.fields:
+                term_ids, lengths = self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
+                w = self.field_weights[name]
+                rows.append(term_ids)
+                cols.append(np.repeat(np.arange(n_new, dtype=np.int32), lengths))
+                weights.append(np.full(len(term_ids), w, dtype=np.float32))
+                doc_len += w * lengths
+        n_terms = len(self._encoder.terms)
+        new_tf = sp.coo_matrix(
+            (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, n_new)
+        ).tocsr()
+        new_tf.sum_duplicates()
+        if self._tf is None:
+            self._tf = new_tf
+        else:
+            old = self._tf
+            old.resize((n_terms, old.shape[1]))
+            self._tf = sp.hstack([old, new_tf], format="csr")
+        self._tf.sort_indices()
+        self._doc_len = np.concatenate([self._doc_len, doc_len.astype(np.float32)])
+        start = len(self._ids)
+        for offset, doc in enumerate(docs):
+            self._pos[doc.id] = start + offset
+        self._ids.extend(d.id for d in docs)
+        self._live = np.concatenate([self._live, np.ones(n_new, dtype=bool)])
+        self._metadata.extend(d.metadata for d in docs)
+        if self._stored is not None:
+            self._stored.extend(d.fields for d in docs)
+        self._segments.append({"name": None, "n_docs": n_new})
+        self._refresh()
+
+    def _refresh(self) -> None:
+        """Recompute collection statistics and per-posting scores over live documents."""
+        tf = self._tf
+        n_terms, n_total = tf.shape
+        live = self._live
+        indptr, indices, data = tf.indptr, tf.indices, tf.data
+        if not live.all():
+            keep = live[indices]
+            row_of = np.repeat(np.arange(n_terms), np.diff(indptr))[keep]
+            indices, data = indices[keep], data[keep]
+            indptr = np.zeros(n_terms + 1, dtype=tf.indptr.dtype)
+            np.cumsum(np.bincount(row_of, minlength=n_terms), out=indptr[1:])
+        df = np.diff(indptr)
+        row_of = np.repeat(np.arange(n_terms), df)
+        n_live = int(live.sum())
+        self._n_live = n_live
+        self._avg_len = float(self._doc_len[live].mean()) if n_live else 1.0
+        if self._avg_len <= 0:
+            self._avg_len = 1.0  # every live document is empty: no posting to score
+        self._idf = scoring.idf(df, n_live, self.variant)
+        base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
+        tfc = scoring.tf_component(data, self._doc_len[indices], self._avg_len, self.variant, self.k1, self.b, self.delta)
+        values = (self._idf[row_of] * (tfc - base)).astype(np.float32)
+        self._scores = sp.csr_matrix((values, indices, indptr), shape=(n_terms, n_total))
+        self._nonocc = self._idf * base
+        self._df = df
+        self._columns = None
+
+    # ------------------------------------------------------------------------------------
+    # querying
+    def _encode_queries(self, queries: Sequence[str]) -> list[list[int]]:
+        out = []
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                raise InvalidParameterError(f"query at position {i} must be a str; got {type(q).__name__}.")
+            out.append(self._encoder.encode(q, grow=False))
+        return out
+
+    def _filter_mask(self, where: Mapping | None) -> np.ndarray | None:
+        if where is None:
+            return None
+        if self._columns is None:
+            self._columns = MetadataColumns(self._metadata)
+        return self._columns.mask(where)
+
+    def _score_block(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
+        """Dense (queries x documents) float32 occurrence scores."""
+        lengths = [len(q) for q in encoded]
+        rows = np.repeat(np.arange(len(encoded)), lengths)
+        cols = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=sum(lengths))
+        query_matrix = sp.csr_matrix(
+            (np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(len(encoded), self._scores.shape[0])
+        )
+        return (query_matrix @ self._scores).toarray()
+
+    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Best ``k`` positive entries per row, score descending, ties by document position."""
+        if mask is not None:
+            dense *= mask
+        n = dense.shape[1]
+        if k < n:
+            part = np.argpartition(-dense, k - 1, axis=1)[:, :k]
+        else:
+            part = np.broadcast_to(np.arange(n), (dense.shape[0], n))
+        vals = np.take_along_axis(dense, part, axis=1)
+        out = []
+        for r in range(dense.shape[0]):
+            idx, v = part[r], vals[r]
+            positive = v > 0
+            if k < n and positive.all():
+                kth = v.min()
+                # argpartition breaks ties at the boundary arbitrarily: take the lowest positions.
+                if np.count_nonzero(dense[r] == kth) > np.count_nonzero(v == kth):
+                    better = np.flatnonzero(dense[r] > kth)
+                    tied = np.flatnonzero(dense[r] == kth)[: k - len(better)]
+                    idx = np.concatenate([better, tied])
+                    v = dense[r, idx]
+                    positive = v > 0
+            idx, v = idx[positive], v[positive]
+            order = np.lexsort((idx, -v))
+            out.append((idx[order], v[order]))
+        return out
+
+    def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
+        n_total = max(self._scores.shape[1], 1)
+        block = max(1, min(1024, _MAX_BLOCK_CELLS // n_total))
+        results: list[Scores] = []
+        for start in range(0, len(encoded), block):
+            chunk = encoded[start : start + block]
+            dense = self._score_block(chunk)
+            for q, (idx, vals) in zip(chunk, self._top_k_block(dense, k, mask)):
+                values = vals.astype(np.float64)
+                if q and self._nonocc.any():
+                    values += self._nonocc[q].sum()
+                results.append(Scores(values, ids=[self._ids[i] for i in idx]))
+        return results
+
+    def search(self, query: str, k: int = 10, *, where: Mapping | None = None) -> Scores:
+        """The ``k`` best documents for ``query`` as :class:`~salience.Scores` in rank order.
+
+        Only documents containing at least one query term (with non-zero weight) are returned,
+        so a query of stop words or unknown terms gives an empty result. ``k`` above the corpus
+        size is clamped. ``where`` filters on metadata before the top-k cut.
+        """
+        return self.search_batch([query], k, where=where)[0]
+
+    def search_batch(
+        self,
+        queries: Sequence[str],
+        k: int = 10,
+        *,
+        where: Mapping | None = None,
+        n_jobs: int = 1,
+        show_progress: bool = False,
+    ) -> list[Scores]:
+        """Search many queries; ``n_jobs`` threads score blocks in parallel (results identical)."""
+        self._require_index()
+        k = check_k(k)
+        if isinstance(queries, str):
+            raise InvalidParameterError("search_batch takes a list of queries; for one query use search(query).")
+        if not isinstance(n_jobs, numbers.Integral) or n_jobs == 0 or n_jobs < -1:
+            raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (all cores); got {n_jobs!r}.")
+        queries = list(queries)
+        encoded = self._encode_queries(queries)
+        mask = self._filter_mask(where)
+        n_jobs = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+        if n_jobs == 1 and not show_progress:
+            return self._search_encoded(encoded, k, mask)
+        chunk = max(1, min(256, math.ceil(len(encoded) / max(n_jobs * 4, 1))))
+        pieces = [encoded[i : i + chunk] for i in range(0, len(encoded), chunk)]
+        results: list[Scores] = []
+        with _progress(len(encoded), "searching", show_progress) as bar, ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            for part in pool.map(lambda piece: self._search_encoded(piece, k, mask), pieces):
+                results.extend(part)
+                bar.update(len(part))
+        return results
+
+    def retrieve(
+        self,
+        queries: Any,
+        k: int = 1000,
+        *,
+        where: Mapping | None = None,
+        n_jobs: int = 1,
+        show_progress: bool = False,
+        name: str | None = None,
+    ) -> Run:
+        """Search every query of ``{id: text}``, a queries.jsonl file or a BEIR folder; return a :class:`Run`."""
+        query_map = read_queries(queries)
+        results = self.search_batch(list(query_map.values()), k, where=where, n_jobs=n_jobs, show_progress=show_progress)
+        return Run(dict(zip(query_map.keys(), results)), name=name or f"bm25-{self.variant}")
+
+    def get_scores(self, query: str) -> np.ndarray:
+        """Exact score of every indexed position for ``query`` (deleted documents get 0), float64."""
+        self._require_index()
+        encoded = self._encode_queries([query])
+        dense = self._score_block(encoded)[0].astype(np.float64)
+        if encoded[0]:
+            dense += self._nonocc[encoded[0]].sum()
+        dense[~self._live] = 0.0
+        return dense
+
+    def explain(self, query: str, doc_id: str) -> Explanation:
+        """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
+        self._require_index()
+        pos = self._pos.get(str(doc_id))
+        if pos is None:
+            raise IdMismatchError(f"unknown document id {doc_id!r}.")
+        counts: dict[int, int] = {}
+        for t in self._encode_queries([query])[0]:
+            counts[t] = counts.get(t, 0) + 1
+        terms = []
+        for t, qtf in counts.items():
+            start, end = self._scores.indptr[t], self._scores.indptr[t + 1]
+            row_docs = self._scores.indices[start:end]
+            j = np.searchsorted(row_docs, pos)
+            occurs = j < len(row_docs) and row_docs[j] == pos
+            value = float(self._scores.data[start + j]) if occurs else 0.0
+            tf_value = 0.0
+            if occurs:
+                tf_start, tf_end = self._tf.indptr[t], self._tf.indptr[t + 1]
+                tj = np.searchsorted(self._tf.indices[tf_start:tf_end], pos)
+                tf_value = float(self._tf.data[tf_start + tj])
+            contribution = qtf * (value + float(self._nonocc[t]))
+            terms.append(TermContribution(self._encoder.terms[t], float(qtf), tf_value, float(self._idf[t]), contribution))
+        terms.sort(key=lambda c: -c.contribution)
+        return Explanation(
+            doc_id=str(doc_id),
+            score=float(sum(c.contribution for c in terms)),
+            terms=tuple(terms),
+            doc_length=float(self._doc_len[pos]),
+            avg_doc_length=self._avg_len,
+        )
+
+    def document(self, doc_id: str) -> dict:
+        """Stored fields and metadata of a document."""
+        self._require_index()
+        pos = self._pos.get(str(doc_id))
+        if pos is None:
+            raise IdMismatchError(f"unknown document id {doc_id!r}.")
+        out = {"id": self._ids[pos]}
+        if self._stored is not None:
+            out.update(self._stored[pos])
+        out.update(self._metadata[pos])
+        return out
+
+    # ------------------------------------------------------------------------------------
+    # persistence (see salience.search.store for the format)
+    def save(self, path: str | os.PathLike) -> "BM25":
+        """Write the index (live documents, one segment) to ``path`` atomically."""
+        from salience.search import store
+
+        self._require_index()
+        self._compact()
+        store.save_index(self, Path(path))
+        return self
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, verify: bool = True) -> "BM25":
+        """Open a saved index; ``verify`` checks each file's size and CRC32 against the manifest."""
+        from salience.search import store
+
+        return store.load_index(cls, Path(path), verify=verify)
+
+    def commit(self) -> "BM25":
+        """Write segments added and documents deleted since the last save/commit to :attr:`path`."""
+        from salience.search import store
+
+        if self._path is None:
+            raise NotFittedError("this index has no folder yet; call save(path) first.")
+        store.commit_index(self)
+        return self
+
+    def merge(self) -> "BM25":
+        """Merge all segments into one and drop deleted documents (rewrites the folder if saved)."""
+        self._require_index()
+        self._compact()
+        if self._path is not None:
+            from salience.search import store
+
+            store.save_index(self, self._path)
+        return self
+
+    def _compact(self) -> None:
+        if self._live.all() and len(self._segments) == 1:
+            return
+        keep = np.flatnonzero(self._live)
+        tf = self._tf[:, keep].tocsr()
+        used = np.flatnonzero(np.diff(tf.indptr) > 0)
+        tf = tf[used].tocsr()
+        tf.sort_indices()
+        terms = [self._encoder.terms[t] for t in used]
+        self._encoder = TermEncoder(self.tokenizer, terms)
+        self._tf = tf
+        self._doc_len = self._doc_len[keep]
+        self._ids = [self._ids[i] for i in keep]
+        self._pos = {doc_id: i for i, doc_id in enumerate(self._ids)}
+        self._live = np.ones(len(keep), dtype=bool)
+        self._metadata = [self._metadata[i] for i in keep]
+        if self._stored is not None:
+            self._stored = [self._stored[i] for i in keep]
+        self._segments = [{"name": None, "n_docs": len(keep)}]
+        self._refresh()

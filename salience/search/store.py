@@ -1,0 +1,274 @@
+"""On-disk format of a BM25 index (format version 1).
+
+::
+
+    INDEX/
+      manifest.json           format, version, parameters, tokenizer, segments, deletions,
+                              and the size and CRC32 of every file
+      seg-000000/
+        terms.json            the segment's terms (row i of the postings)
+        postings_indptr.npy   row pointers (CSR, terms x documents)
+        postings_docs.npy     document number within the segment
+        postings_tf.npy       field-weighted term frequency (float32)
+        doc_lengths.npy       field-weighted document length (float32)
+        ids.json              document ids
+        metadata.jsonl        one JSON object per document
+        documents.jsonl       stored fields (when store_documents)
+
+Arrays are ``.npy`` files opened memory-mapped. A full save builds the folder under a temporary
+name and renames it into place; a commit writes each new segment the same way and then replaces
+``manifest.json`` atomically, which is the single commit point: a crash leaves the previous
+manifest and so the previous index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import scipy.sparse as sp
+
+from salience.exceptions import CorruptIndexError
+from salience.io.files import atomic_directory, atomic_write_text, fsync_dir
+from salience.text.tokenize import TermEncoder, Tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from salience.search.bm25 import BM25
+
+FORMAT = "salience.bm25"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+def _crc32(path: Path) -> int:
+    crc = 0
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            crc = zlib.crc32(chunk, crc)
+    return crc
+
+
+def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
+    """Write documents [start, stop) of ``index`` (all live) into ``folder``; return its file table."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tf = index._tf[:, start:stop].tocsr()
+    used = np.flatnonzero(np.diff(tf.indptr) > 0)
+    tf = tf[used].tocsr()
+    tf.sort_indices()
+    index_dtype = np.int32 if tf.nnz < 2**31 - 1 else np.int64
+    np.save(folder / "postings_indptr.npy", tf.indptr.astype(index_dtype))
+    np.save(folder / "postings_docs.npy", tf.indices.astype(index_dtype))
+    np.save(folder / "postings_tf.npy", tf.data.astype(np.float32))
+    np.save(folder / "doc_lengths.npy", index._doc_len[start:stop].astype(np.float32))
+    terms = index._encoder.terms
+    (folder / "terms.json").write_text(json.dumps([terms[t] for t in used], ensure_ascii=False), encoding="utf-8")
+    (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
+    with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
+        for row in index._metadata[start:stop]:
+            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    if index._stored is not None:
+        with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
+            for row in index._stored[start:stop]:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    files = {}
+    for path in sorted(folder.iterdir()):
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        files[path.name] = {"bytes": path.stat().st_size, "crc32": _crc32(path)}
+    return files
+
+
+def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]) -> str:
+    return json.dumps(
+        {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "params": index.get_params(),
+            "tokenizer": index.tokenizer.get_config(),
+            "n_docs": index.n_docs,
+            "segments": segments,
+            "deleted": deleted,
+        },
+        indent=1,
+        ensure_ascii=False,
+    )
+
+
+def save_index(index: "BM25", path: Path) -> None:
+    """Full save of a compacted index (one segment, no deletions), atomically replacing ``path``."""
+    index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
+    with atomic_directory(path) as tmp:
+        files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
+        segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
+        (tmp / MANIFEST).write_text(_manifest(index, segments, {}), encoding="utf-8")
+    index._segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
+    index._path = path
+
+
+def commit_index(index: "BM25") -> None:
+    """Write new segments, then atomically replace the manifest (segments + deletions)."""
+    path = index._path
+    existing = {int(s["name"].split("-")[1]) for s in index._segments if s.get("name")}
+    next_number = max(existing, default=-1) + 1
+    start = 0
+    for segment in index._segments:
+        stop = start + segment["n_docs"]
+        if segment.get("name") is None:
+            name = f"seg-{next_number:06d}"
+            next_number += 1
+            tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=path))
+            try:
+                files = _write_segment(index, tmp, start, stop)
+                fsync_dir(tmp)
+                os.replace(tmp, path / name)
+            except BaseException:
+                import shutil
+
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            segment["name"], segment["files"] = name, files
+        start = stop
+    fsync_dir(path)
+    deleted: dict[str, list[int]] = {}
+    start = 0
+    for segment in index._segments:
+        stop = start + segment["n_docs"]
+        dead = np.flatnonzero(~index._live[start:stop])
+        if len(dead):
+            deleted[segment["name"]] = dead.tolist()
+        start = stop
+    atomic_write_text(path / MANIFEST, _manifest(index, index._segments, deleted))
+
+
+# -------------------------------------------------------------------------------------------
+# loading
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path}: file is missing from the index.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptIndexError(f"{path}: cannot be read as JSON ({err}); the index is damaged.") from None
+
+
+def _read_jsonl(path: Path, n: int) -> list[dict]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        rows = [json.loads(line) for line in lines]
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path}: file is missing from the index.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptIndexError(f"{path}: cannot be read ({err}); the index is damaged.") from None
+    if len(rows) != n:
+        raise CorruptIndexError(f"{path}: holds {len(rows)} rows, the manifest says {n}.")
+    return rows
+
+
+def _load_array(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, mmap_mode="r", allow_pickle=False)
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path}: file is missing from the index.") from None
+    except (ValueError, OSError, EOFError) as err:
+        raise CorruptIndexError(f"{path}: not a valid .npy array ({err}); the index is damaged.") from None
+
+
+def load_index(cls, path: Path, verify: bool = True) -> "BM25":
+    manifest_path = path / MANIFEST
+    if not path.is_dir():
+        raise CorruptIndexError(f"{path}: no such index folder.")
+    if not manifest_path.is_file():
+        raise CorruptIndexError(f"{manifest_path}: missing; {path} is not a salience index or its save did not finish.")
+    manifest = _read_json(manifest_path)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise CorruptIndexError(f"{manifest_path}: not a salience BM25 manifest.")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise CorruptIndexError(
+            f"{manifest_path}: format version {version!r} is newer than this salience reads ({FORMAT_VERSION}); upgrade salience."
+        )
+    try:
+        params = dict(manifest["params"])
+        tokenizer = Tokenizer.from_config(manifest["tokenizer"])
+        segments = list(manifest["segments"])
+        deleted = dict(manifest.get("deleted", {}))
+    except (KeyError, TypeError, ValueError) as err:
+        raise CorruptIndexError(f"{manifest_path}: incomplete manifest ({err}).") from None
+    index = cls(tokenizer=tokenizer, **params)
+    encoder = TermEncoder(tokenizer)
+    rows, cols, data = [], [], []
+    offset = 0
+    for segment in segments:
+        folder = path / segment["name"]
+        n_docs = int(segment["n_docs"])
+        if verify:
+            for name, expected in segment["files"].items():
+                file_path = folder / name
+                if not file_path.is_file():
+                    raise CorruptIndexError(f"{file_path}: file is missing from the index.")
+                size = file_path.stat().st_size
+                if size != expected["bytes"]:
+                    raise CorruptIndexError(
+                        f"{file_path}: {size} bytes, the manifest says {expected['bytes']} (partial write or damage)."
+                    )
+                if _crc32(file_path) != expected["crc32"]:
+                    raise CorruptIndexError(f"{file_path}: checksum mismatch; the file is damaged.")
+        terms = _read_json(folder / "terms.json")
+        ids = _read_json(folder / "ids.json")
+        indptr = _load_array(folder / "postings_indptr.npy")
+        docs = _load_array(folder / "postings_docs.npy")
+        tf = _load_array(folder / "postings_tf.npy")
+        lengths = _load_array(folder / "doc_lengths.npy")
+        where = folder / "postings_indptr.npy"
+        if (
+            indptr.ndim != 1
+            or len(indptr) != len(terms) + 1
+            or indptr[0] != 0
+            or indptr[-1] != len(docs)
+            or len(tf) != len(docs)
+            or np.any(np.diff(indptr) < 0)
+        ):
+            raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
+        if len(ids) != n_docs or len(lengths) != n_docs or (len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
+            raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
+        local_to_global = np.fromiter(
+            (encoder.vocab.setdefault(t, len(encoder.vocab)) for t in terms), dtype=np.int64, count=len(terms)
+        )
+        rows.append(np.repeat(local_to_global, np.diff(indptr)))
+        cols.append(np.asarray(docs, dtype=np.int64) + offset)
+        data.append(np.asarray(tf, dtype=np.float32))
+        index._doc_len = np.concatenate([index._doc_len, np.asarray(lengths, dtype=np.float32)])
+        index._ids.extend(ids)
+        index._metadata.extend(_read_jsonl(folder / "metadata.jsonl", n_docs))
+        if index._stored is not None:
+            index._stored.extend(_read_jsonl(folder / "documents.jsonl", n_docs))
+        live = np.ones(n_docs, dtype=bool)
+        dead = deleted.get(segment["name"], [])
+        if dead:
+            live[np.asarray(dead, dtype=np.int64)] = False
+        index._live = np.concatenate([index._live, live])
+        index._segments.append({"name": segment["name"], "n_docs": n_docs, "files": segment["files"]})
+        offset += n_docs
+    encoder.terms = list(encoder.vocab)
+    index._encoder = encoder
+    n_terms = len(encoder.terms)
+    if len(segments) == 1:
+        index._tf = sp.csr_matrix(
+            (data[0], np.asarray(docs), np.asarray(indptr)), shape=(n_terms, offset), copy=False
+        )
+    else:
+        index._tf = sp.coo_matrix(
+            (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, offset)
+        ).tocsr()
+        index._tf.sort_indices()
+    index._pos = {doc_id: i for i, doc_id in enumerate(index._ids) if index._live[i]}
+    if len(index._pos) != int(index._live.sum()):
+        raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
+    index._path = path
+    index._refresh()
+    return index

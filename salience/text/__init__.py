@@ -1,0 +1,6 @@
+"""Text processing shared by every domain: tokenizing, stop words, stemming."""
+
+from salience.text.stopwords import STOPWORDS, get_stopwords
+from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
+
+__all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN", "STOPWORDS", "get_stopwords"]
