@@ -71,6 +71,15 @@ class Scores:
 
     # construction -------------------------------------------------------------------------
     @classmethod
+    def _trusted(cls, values: np.ndarray, ids: list) -> "Scores":
+        """Skip validation for internal callers that guarantee float64 values, no NaN and one id each."""
+        obj = cls.__new__(cls)
+        obj.values = np.asarray(values, dtype=np.float64)
+        obj.ids = ids
+        obj._index = None
+        return obj
+
+    @classmethod
     def from_dict(cls, mapping: Mapping[Any, float]) -> "Scores":
         """Build from ``{id: score}``, keeping the mapping's order."""
         return cls(list(mapping.values()), ids=list(mapping.keys()))

@@ -39,10 +39,23 @@ __all__ = ["BM25", "Explanation", "TermContribution"]
 _MAX_BLOCK_CELLS = 1 << 22
 
 
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
 def _progress(total: int | None, desc: str, enabled: bool):
+    if not enabled:
+        return _NoProgress()
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, unit="doc", leave=False, mininterval=0.5)
+    return tqdm(total=total, desc=desc, unit="doc", leave=False, mininterval=0.5)
 
 
 @dataclass(frozen=True)
@@ -275,12 +288,12 @@ class BM25:
         doc_len = np.zeros(n_new, dtype=np.float64)
         with _progress(n_new * len(self.fields), "tokenizing", show_progress) as bar:
             for name in self.fields:
-                term_ids, lengths = self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
+                term_ids, doc_index = self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
                 w = self.field_weights[name]
                 rows.append(term_ids)
-                cols.append(np.repeat(np.arange(n_new, dtype=np.int32), lengths))
+                cols.append(doc_index)
                 weights.append(np.full(len(term_ids), w, dtype=np.float32))
-                doc_len += w * lengths
+                doc_len += w * np.bincount(doc_index, minlength=n_new)
         n_terms = len(self._encoder.terms)
         new_tf = sp.coo_matrix(
             (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, n_new)
@@ -332,6 +345,7 @@ class BM25:
         self._nonocc = self._idf * base
         self._df = df
         self._columns = None
+        self._id_array = np.array(self._ids, dtype=object)
 
     # ------------------------------------------------------------------------------------
     # querying
@@ -351,55 +365,78 @@ class BM25:
         return self._columns.mask(where)
 
     def _score_block(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
-        """Dense (queries x documents) float32 occurrence scores."""
-        lengths = [len(q) for q in encoded]
-        rows = np.repeat(np.arange(len(encoded)), lengths)
-        cols = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=sum(lengths))
-        query_matrix = sp.csr_matrix(
-            (np.ones(len(cols), dtype=np.float32), (rows, cols)), shape=(len(encoded), self._scores.shape[0])
-        )
-        return (query_matrix @ self._scores).toarray()
+        """Dense (queries x documents) float64 occurrence scores.
 
-    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> list[tuple[np.ndarray, np.ndarray]]:
-        """Best ``k`` positive entries per row, score descending, ties by document position."""
+        All postings of all (query, term) pairs are gathered with one ragged arange and summed
+        with a single ``bincount`` into the flattened block: no Python loop over postings.
+        """
+        scores = self._scores
+        n_docs = scores.shape[1]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(lengths.sum()))
+        query_of_term = np.repeat(np.arange(len(encoded), dtype=np.int64), lengths)
+        starts = scores.indptr[terms].astype(np.int64)
+        counts = scores.indptr[terms + 1] - starts
+        total = int(counts.sum())
+        if total == 0:
+            return np.zeros((len(encoded), n_docs))
+        # positions of every gathered posting: a ragged arange over [start, start + count)
+        offsets = np.cumsum(counts) - counts
+        positions = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
+        flat = np.repeat(query_of_term * n_docs, counts) + scores.indices[positions]
+        dense = np.bincount(flat, weights=scores.data[positions], minlength=len(encoded) * n_docs)
+        return dense.reshape(len(encoded), n_docs)
+
+    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """Best ``k`` entries per row, score descending, ties by document position.
+
+        Returns ``(positions, scores)`` of shape (rows, min(k, documents)); entries with a
+        score <= 0 (no matching term) are to be dropped by the caller.
+        """
         if mask is not None:
             dense *= mask
-        n = dense.shape[1]
-        if k < n:
-            part = np.argpartition(-dense, k - 1, axis=1)[:, :k]
+        n_rows, n = dense.shape
+        if k >= n:
+            part = np.broadcast_to(np.arange(n), (n_rows, n))
         else:
-            part = np.broadcast_to(np.arange(n), (dense.shape[0], n))
+            part = np.argpartition(-dense, k - 1, axis=1)[:, :k]
         vals = np.take_along_axis(dense, part, axis=1)
-        out = []
-        for r in range(dense.shape[0]):
-            idx, v = part[r], vals[r]
-            positive = v > 0
-            if k < n and positive.all():
-                kth = v.min()
-                # argpartition breaks ties at the boundary arbitrarily: take the lowest positions.
-                if np.count_nonzero(dense[r] == kth) > np.count_nonzero(v == kth):
-                    better = np.flatnonzero(dense[r] > kth)
-                    tied = np.flatnonzero(dense[r] == kth)[: k - len(better)]
+        order = np.lexsort((part, -vals), axis=-1)
+        part = np.take_along_axis(part, order, axis=1)
+        vals = np.take_along_axis(vals, order, axis=1)
+        if k < n:
+            # argpartition breaks ties at the k-th value arbitrarily: redo rows where an
+            # unselected document ties with the last selected one, taking the lowest positions.
+            kth = vals[:, -1]
+            suspect = np.flatnonzero(kth > 0)
+            if len(suspect):
+                ties_total = np.count_nonzero(dense[suspect] == kth[suspect, None], axis=1)
+                ties_taken = np.count_nonzero(vals[suspect] == kth[suspect, None], axis=1)
+                for r in suspect[ties_total > ties_taken]:
+                    row = dense[r]
+                    better = np.flatnonzero(row > kth[r])
+                    tied = np.flatnonzero(row == kth[r])[: k - len(better)]
                     idx = np.concatenate([better, tied])
-                    v = dense[r, idx]
-                    positive = v > 0
-            idx, v = idx[positive], v[positive]
-            order = np.lexsort((idx, -v))
-            out.append((idx[order], v[order]))
-        return out
+                    idx = idx[np.lexsort((idx, -row[idx]))]
+                    part[r], vals[r] = idx, row[idx]
+        return part, vals
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         n_total = max(self._scores.shape[1], 1)
         block = max(1, min(1024, _MAX_BLOCK_CELLS // n_total))
+        ids = self._id_array
+        has_nonocc = bool(self._nonocc.any())
         results: list[Scores] = []
         for start in range(0, len(encoded), block):
             chunk = encoded[start : start + block]
-            dense = self._score_block(chunk)
-            for q, (idx, vals) in zip(chunk, self._top_k_block(dense, k, mask)):
-                values = vals.astype(np.float64)
-                if q and self._nonocc.any():
-                    values += self._nonocc[q].sum()
-                results.append(Scores(values, ids=[self._ids[i] for i in idx]))
+            positions, values = self._top_k_block(self._score_block(chunk), k, mask)
+            n_positive = np.count_nonzero(values > 0, axis=1)
+            for r, q in enumerate(chunk):
+                m = n_positive[r]
+                v = values[r, :m]
+                if has_nonocc and q:
+                    v = v + self._nonocc[q].sum()
+                results.append(Scores._trusted(v, ids[positions[r, :m]].tolist()))
         return results
 
     def search(self, query: str, k: int = 10, *, where: Mapping | None = None) -> Scores:

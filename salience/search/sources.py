@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.io.files import iter_jsonl
@@ -55,7 +56,7 @@ def _record_to_document(record: Mapping, fields: tuple[str, ...], where: str, po
         values[name] = value
     metadata = {k: v for k, v in record.items() if k not in _RESERVED and k not in fields}
     nested = record.get("metadata")
-    if isinstance(nested, Mapping):
+    if nested and isinstance(nested, Mapping):
         metadata.update(nested)
     return Document(doc_id, values, metadata)
 
@@ -87,7 +88,7 @@ def iter_documents(
         where = f"document at position {position}"
         if isinstance(item, str):
             yield Document(str(position), {f: (item if f == text_field else "") for f in fields})
-        elif isinstance(item, Mapping):
+        elif isinstance(item, dict) or isinstance(item, Mapping):
             yield _record_to_document(item, fields, where, position)
         elif isinstance(item, tuple) and len(item) == 2:
             doc_id, text = item

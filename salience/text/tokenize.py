@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from itertools import chain, compress, repeat
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -23,10 +24,12 @@ __all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN"]
 DEFAULT_PATTERN = r"\w\w+"
 _NORMAL_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
 
-# Byte table for the ASCII fast path: word characters [A-Za-z0-9_] are kept (and optionally
-# lower-cased); every other byte becomes a space, so bytes.split() yields the \w+ runs.
+# Byte table for the fast path: ASCII word characters [A-Za-z0-9_] are kept (and optionally
+# lower-cased); every other ASCII byte becomes a space, so bytes.split() yields the \w+ runs.
+# Bytes >= 0x80 are kept: in UTF-8 text whose non-word characters were already blanked
+# (see _NON_ASCII_NONWORD) they belong to word characters.
 def _ascii_table(lower: bool) -> bytes:
-    table = bytearray(b" " * 256)
+    table = bytearray(b" " * 128 + bytes(range(128, 256)))
     for c in range(128):
         ch = chr(c)
         if ch.isalnum() or ch == "_":
@@ -34,7 +37,12 @@ def _ascii_table(lower: bool) -> bytes:
     return bytes(table)
 
 
+_NON_ASCII_NONWORD = re.compile(r"[^\w\x00-\x7f]")
+
+
 _TABLE_LOWER = _ascii_table(True)
+# _BYTE_MASKS[i] keeps the low i bytes of a little-endian uint64 (the first i bytes of a token).
+_BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 _TABLE_KEEP = _ascii_table(False)
 
 
@@ -52,7 +60,8 @@ def _load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str],
             "Snowball stemming requires PyStemmer. Install it with: pip install PyStemmer"
         ) from None
     try:
-        return Stemmer.Stemmer(stemmer).stemWord
+        # PyStemmer's own LRU cache costs more than it saves: callers cache per distinct token.
+        return Stemmer.Stemmer(stemmer, 0).stemWord
     except KeyError:
         raise unknown_choice("stemmer language", stemmer, Stemmer.algorithms()) from None
 
@@ -140,12 +149,21 @@ class Tokenizer:
     def term(self, raw: str | bytes) -> str | None:
         """Normalise one raw token to its index term, or ``None`` if it is dropped."""
         if isinstance(raw, bytes):
+            raw = raw.decode("utf-8")
             if len(raw) < 2:  # the byte path also yields one-character runs; \w\w+ does not
                 return None
-            raw = raw.decode("ascii")
         if raw in self._stopset:
             return None
         return self._stem(raw) if self._stem is not None else raw
+
+    def stem_many(self, words: list[str]) -> list[str]:
+        """Stem a list of words (batched when the stemmer is PyStemmer)."""
+        if self._stem is None:
+            return words
+        batch = getattr(getattr(self._stem, "__self__", None), "stemWords", None)
+        if batch is not None:
+            return batch(words)
+        return [self._stem(w) for w in words]
 
     def tokenize(self, text: str) -> list[str]:
         """Index terms of one text."""
@@ -214,26 +232,157 @@ class TermEncoder:
                 ids.append(tid)
         return ids
 
-    def encode_batch(self, texts: Iterable[str], grow: bool = True, progress=None) -> tuple[np.ndarray, np.ndarray]:
-        """Encode many texts into one flat id array plus per-text lengths.
+    def encode_batch(
+        self, texts: Iterable[str], grow: bool = True, progress=None, chunk_size: int = 4_000
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Encode many texts into term ids.
 
-        Returns ``(ids, lengths)``: ``ids`` (int32) concatenates every text's kept term ids,
-        ``lengths`` (int64) gives how many belong to each text.
+        Returns ``(ids, text_index)``: the kept term ids (int32) of every text and, aligned with
+        them, the position of the text each came from (int64). Texts are handled a chunk at a
+        time; with the default pattern texts take a vectorised path (:meth:`_encode_bytes`); others are split
+        with the tokenizer's pattern and looked up through the raw-token cache.
         """
-        cache = self._cache
-        split = self.tokenizer.split
-        flat: list[int] = []
-        lengths: list[int] = []
-        for text in texts:
-            raw_tokens = split(text)
-            try:
-                ids = [cache[t] for t in raw_tokens]
-            except KeyError:
-                ids = [cache[t] if t in cache else self._resolve(t, grow) for t in raw_tokens]
-            if -1 in ids:
-                ids = [i for i in ids if i >= 0]
-            flat.extend(ids)
-            lengths.append(len(ids))
+        id_parts: list[np.ndarray] = []
+        doc_parts: list[np.ndarray] = []
+        chunk: list[str] = []
+        base = 0
+        for position, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidParameterError(f"text at position {position} must be a str; got {type(text).__name__}.")
+            chunk.append(text)
+            if len(chunk) >= chunk_size:
+                self._encode_chunk(chunk, base, grow, id_parts, doc_parts)
+                base += len(chunk)
+                if progress is not None:
+                    progress.update(len(chunk))
+                chunk = []
+        if chunk:
+            self._encode_chunk(chunk, base, grow, id_parts, doc_parts)
             if progress is not None:
-                progress.update(1)
-        return np.asarray(flat, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
+                progress.update(len(chunk))
+        if not id_parts:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int64)
+        return np.concatenate(id_parts), np.concatenate(doc_parts)
+
+    def _encode_chunk(self, texts: list[str], base: int, grow: bool, id_parts: list, doc_parts: list) -> None:
+        if self.tokenizer._ascii_fast:
+            ids, docs = self._encode_bytes(texts, grow)
+        else:
+            ids, docs = self._encode_tokens([self.tokenizer.split(t) for t in texts], grow)
+        id_parts.append(ids)
+        doc_parts.append(docs + base)
+
+    def _lookup(self, tokens: list, grow: bool) -> np.ndarray:
+        """Term ids (-1 = dropped) of raw tokens, resolving unseen ones (each distinct one once)."""
+        cache = self._cache
+        codes = np.fromiter(map(cache.get, tokens, repeat(-2)), dtype=np.int32, count=len(tokens))
+        unseen = codes == -2
+        if unseen.any():
+            flags = unseen.tolist()
+            self._resolve_many(dict.fromkeys(compress(tokens, flags)), grow)
+            codes[unseen] = np.fromiter(
+                map(cache.get, compress(tokens, flags), repeat(-1)), dtype=np.int32, count=int(unseen.sum())
+            )
+        return codes
+
+    def _encode_tokens(self, docs: list[list], grow: bool) -> tuple[np.ndarray, np.ndarray]:
+        raw_lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
+        tokens = list(chain.from_iterable(docs))
+        ids = self._lookup(tokens, grow)
+        kept = ids >= 0
+        return ids[kept], np.repeat(np.arange(len(docs)), raw_lengths)[kept]
+
+    def _encode_bytes(self, texts: list[str], grow: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Vectorised tokenizing, exact for the pattern ``\\w\\w+``.
+
+        Non-ASCII texts are normalised and lower-cased as :meth:`Tokenizer.split` does, and
+        their non-word characters blanked. All texts are then joined as UTF-8, mapped through
+        the byte table (ASCII word bytes kept and lower-cased, other ASCII a space) and token
+        boundaries found with numpy. Tokens of up to 16 bytes are
+        keyed exactly by their zero-padded bytes (two uint64 words, read from an unaligned view)
+        and numbered with ``np.unique``; only distinct tokens and longer ones become Python objects.
+        """
+        tokenizer = self.tokenizer
+        encoded = [t.encode("ascii") if t.isascii() else self._prepare_non_ascii(t) for t in texts]
+        joined = b"\n".join(encoded).translate(tokenizer._table)
+        text_starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(texts))[:-1] + 1, out=text_starts[1:])
+        data = np.frombuffer(joined, dtype=np.uint8)
+        is_word = np.zeros(len(data) + 2, dtype=bool)
+        is_word[1:-1] = data != 32
+        starts = np.flatnonzero(is_word[1:] > is_word[:-1])
+        ends = np.flatnonzero(is_word[1:] < is_word[:-1])
+        lengths = ends - starts
+        keep = lengths >= 2
+        if not joined.isascii():
+            # \w\w+ counts characters, not bytes. A token of 2-4 bytes may be one multi-byte
+            # character: count its UTF-8 continuation bytes (10xxxxxx).
+            maybe_one = np.flatnonzero(keep & (lengths <= 4))
+            window = np.concatenate((data, np.zeros(4, dtype=np.uint8)))[starts[maybe_one, None] + np.arange(4)]
+            inside = np.arange(4) < lengths[maybe_one, None]
+            continuation = np.count_nonzero(((window & 0xC0) == 0x80) & inside, axis=1)
+            keep[maybe_one] = (lengths[maybe_one] - continuation) >= 2
+        starts, lengths = starts[keep], lengths[keep]
+        ids = np.empty(len(starts), dtype=np.int32)
+        short = lengths <= 16
+        s_starts, s_lengths = starts[short], lengths[short]
+        if len(s_starts):
+            padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
+            # every byte offset read as a little-endian uint64 (an unaligned, overlapping view)
+            as_words = np.ndarray(shape=(len(data) + 9,), dtype="<u8", buffer=padded, strides=(1,))
+            low = _BYTE_MASKS[np.minimum(s_lengths, 8)]
+            high = _BYTE_MASKS[np.clip(s_lengths - 8, 0, 8)]
+            w0 = as_words[s_starts] & low
+            w1 = as_words[s_starts + 8] & high
+            key = w0 * np.uint64(0x9E3779B97F4A7C15) + w1 * np.uint64(0xC2B2AE3D27D4EB4F)
+            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+            inverse = inverse.ravel()
+            rep = first[inverse]
+            if ((w0[rep] != w0) | (w1[rep] != w1)).any():  # a 64-bit key collision: number exactly instead
+                pairs = np.ascontiguousarray(np.stack([w0, w1], axis=1)).view("V16").ravel()
+                _, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
+                inverse = inverse.ravel()
+            distinct = [joined[i : i + n] for i, n in zip(s_starts[first].tolist(), s_lengths[first].tolist())]
+            ids[short] = self._lookup(distinct, grow)[inverse]
+        if not short.all():
+            long_tokens = [joined[i : i + n] for i, n in zip(starts[~short].tolist(), lengths[~short].tolist())]
+            ids[~short] = self._lookup(long_tokens, grow)
+        docs = np.searchsorted(text_starts, starts, side="right") - 1
+        kept = ids >= 0
+        return ids[kept], docs[kept]
+
+    def _prepare_non_ascii(self, text: str) -> bytes:
+        tokenizer = self.tokenizer
+        if tokenizer.normalize is not None:
+            text = unicodedata.normalize(tokenizer.normalize, text)
+        if tokenizer.lower:
+            text = text.lower()
+        return _NON_ASCII_NONWORD.sub(" ", text).encode("utf-8")
+
+    def _resolve_many(self, raw_tokens: Iterable, grow: bool) -> None:
+        """Resolve distinct unseen raw tokens into the cache, stemming them in one batch."""
+        tokenizer = self.tokenizer
+        cache = self._cache
+        pending_raw, pending_text = [], []
+        for raw in raw_tokens:
+            text = raw
+            if isinstance(raw, bytes):
+                text = raw.decode("utf-8")
+                if len(text) < 2:
+                    cache[raw] = -1
+                    continue
+            if text in tokenizer._stopset:
+                cache[raw] = -1
+                continue
+            pending_raw.append(raw)
+            pending_text.append(text)
+        stems = tokenizer.stem_many(pending_text)
+        vocab, terms = self.vocab, self.terms
+        for raw, term in zip(pending_raw, stems):
+            tid = vocab.get(term)
+            if tid is None:
+                if not grow:
+                    continue  # unknown terms are not cached: the vocabulary may grow later
+                tid = vocab[term] = len(terms)
+                terms.append(term)
+            cache[raw] = tid
