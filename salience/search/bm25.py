@@ -35,6 +35,18 @@ from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25", "Explanation", "TermContribution"]
 
+_BACKENDS = ("auto", "numpy", "numba")
+
+
+def _numba_kernel():
+    """The compiled top-k kernel, or None when numba is not installed."""
+    try:
+        from salience.search._numba_kernels import top_k_queries
+    except ImportError:
+        return None
+    return top_k_queries
+
+
 # A batch of queries is scored into a dense (batch x documents) float32 block of at most this many cells.
 _MAX_BLOCK_CELLS = 1 << 22
 
@@ -113,6 +125,9 @@ class BM25:
         Defaults to ``Tokenizer()``: NFKC, lower-case, ``\\w\\w+``, English stop words, Snowball stemming.
     store_documents : bool
         Keep the indexed fields so results can show them.
+    backend : {"auto", "numpy", "numba"}
+        Query kernel. ``numba`` (used by ``auto`` when numba is installed) gives identical
+        results faster; ``numpy`` needs nothing beyond numpy and scipy.
 
     Examples
     --------
@@ -137,7 +152,10 @@ class BM25:
         field_weights: Mapping[str, float] | None = None,
         tokenizer: Tokenizer | None = None,
         store_documents: bool = True,
+        backend: str = "auto",
     ):
+        if backend not in _BACKENDS:
+            raise unknown_choice("backend", backend, _BACKENDS)
         if variant not in scoring.VARIANTS:
             raise unknown_choice("BM25 variant", variant, scoring.VARIANTS)
         for name, value, low in (("k1", k1, 0.0), ("delta", delta, 0.0)):
@@ -167,6 +185,7 @@ class BM25:
         self.field_weights = weights
         self.tokenizer = tokenizer or Tokenizer()
         self.store_documents = bool(store_documents)
+        self.backend = backend
         self._reset()
 
     # ------------------------------------------------------------------------------------
@@ -194,6 +213,7 @@ class BM25:
             "fields": list(self.fields),
             "field_weights": dict(self.field_weights),
             "store_documents": self.store_documents,
+            "backend": self.backend,
         }
 
     def __repr__(self) -> str:
@@ -387,57 +407,93 @@ class BM25:
         dense = np.bincount(flat, weights=scores.data[positions], minlength=len(encoded) * n_docs)
         return dense.reshape(len(encoded), n_docs)
 
-    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """Best ``k`` entries per row, score descending, ties by document position.
+    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Best ``k`` positive entries per row: score descending, ties by document position.
 
-        Returns ``(positions, scores)`` of shape (rows, min(k, documents)); entries with a
-        score <= 0 (no matching term) are to be dropped by the caller.
+        Returns ``(positions, scores, counts)``: rows of width ``min(k, documents)`` of which
+        the first ``counts[r]`` entries are valid.
         """
         if mask is not None:
             dense *= mask
         n_rows, n = dense.shape
-        if k >= n:
-            part = np.broadcast_to(np.arange(n), (n_rows, n))
+        width = min(k, n)
+        positive = dense > 0  # only matching documents are candidates
+        n_positive = np.count_nonzero(positive)
+        if k < n and 4 * n_positive > dense.size:
+            # Most documents match: one partition of the whole block finds each row's k-th score.
+            kth = np.partition(dense, n - k, axis=1)[:, n - k]
+            rows, cols = np.nonzero(positive & (dense >= kth[:, None]))
+            vals = dense[rows, cols]
         else:
-            part = np.argpartition(-dense, k - 1, axis=1)[:, :k]
-        vals = np.take_along_axis(dense, part, axis=1)
-        order = np.lexsort((part, -vals), axis=-1)
-        part = np.take_along_axis(part, order, axis=1)
-        vals = np.take_along_axis(vals, order, axis=1)
-        if k < n:
-            # argpartition breaks ties at the k-th value arbitrarily: redo rows where an
-            # unselected document ties with the last selected one, taking the lowest positions.
-            kth = vals[:, -1]
-            suspect = np.flatnonzero(kth > 0)
-            if len(suspect):
-                ties_total = np.count_nonzero(dense[suspect] == kth[suspect, None], axis=1)
-                ties_taken = np.count_nonzero(vals[suspect] == kth[suspect, None], axis=1)
-                for r in suspect[ties_total > ties_taken]:
-                    row = dense[r]
-                    better = np.flatnonzero(row > kth[r])
-                    tied = np.flatnonzero(row == kth[r])[: k - len(better)]
-                    idx = np.concatenate([better, tied])
-                    idx = idx[np.lexsort((idx, -row[idx]))]
-                    part[r], vals[r] = idx, row[idx]
-        return part, vals
+            # Few documents match: partition only the matching scores of each crowded row.
+            rows, cols = np.nonzero(positive)
+            vals = dense[rows, cols]
+            per_row = np.bincount(rows, minlength=n_rows)
+            ends = np.cumsum(per_row)
+            kth = np.zeros(n_rows)
+            for r in np.flatnonzero(per_row > width):
+                row_vals = vals[ends[r] - per_row[r] : ends[r]]
+                kth[r] = np.partition(row_vals, len(row_vals) - width)[len(row_vals) - width]
+            above = vals >= kth[rows]
+            rows, cols, vals = rows[above], cols[above], vals[above]
+        # the k-th score bounds the candidates, ties included; sorting settles ties by position
+        order = np.lexsort((cols, -vals, rows))
+        rows, cols, vals = rows[order], cols[order], vals[order]
+        per_row = np.bincount(rows, minlength=n_rows)
+        rank = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+        keep = rank < width
+        positions = np.zeros((n_rows, width), dtype=np.int64)
+        values = np.zeros((n_rows, width), dtype=np.float64)
+        positions[rows[keep], rank[keep]] = cols[keep]
+        values[rows[keep], rank[keep]] = vals[keep]
+        return positions, values, np.minimum(per_row, width)
+
+    def _kernel(self):
+        if self.backend == "numpy":
+            return None
+        kernel = _numba_kernel()
+        if kernel is None and self.backend == "numba":
+            from salience.exceptions import MissingDependencyError
+
+            raise MissingDependencyError("backend='numba' requires numba. Install it with: pip install numba")
+        return kernel
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         n_total = max(self._scores.shape[1], 1)
-        block = max(1, min(1024, _MAX_BLOCK_CELLS // n_total))
-        ids = self._id_array
-        has_nonocc = bool(self._nonocc.any())
+        kernel = self._kernel()
+        if kernel is not None:
+            batches = [(encoded, *self._top_k_numba(kernel, encoded, k, mask))]
+        else:
+            block = max(1, min(1024, _MAX_BLOCK_CELLS // n_total))
+            batches = []
+            for start in range(0, len(encoded), block):
+                chunk = encoded[start : start + block]
+                batches.append((chunk, *self._top_k_block(self._score_block(chunk), k, mask)))
         results: list[Scores] = []
-        for start in range(0, len(encoded), block):
-            chunk = encoded[start : start + block]
-            positions, values = self._top_k_block(self._score_block(chunk), k, mask)
-            n_positive = np.count_nonzero(values > 0, axis=1)
-            for r, q in enumerate(chunk):
-                m = n_positive[r]
-                v = values[r, :m]
-                if has_nonocc and q:
-                    v = v + self._nonocc[q].sum()
-                results.append(Scores._trusted(v, ids[positions[r, :m]].tolist()))
+        for chunk, positions, values, counts in batches:
+            if self._nonocc.any():
+                # BM25L / BM25+ credit absent query terms too: a per-query constant
+                values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in chunk])[:, None]
+            id_rows = self._id_array[positions].tolist()
+            for r, m in enumerate(counts.tolist()):
+                results.append(Scores._trusted(values[r, :m], id_rows[r][:m]))
         return results
+
+    def _top_k_numba(self, kernel, encoded: list[list[int]], k: int, mask: np.ndarray | None):
+        scores = self._scores
+        n_total = scores.shape[1]
+        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+        query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=query_indptr[1:])
+        query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
+        width = min(k, n_total)
+        positions = np.zeros((len(encoded), width), dtype=np.int64)
+        values = np.zeros((len(encoded), width), dtype=np.float64)
+        counts = np.zeros(len(encoded), dtype=np.int64)
+        if mask is None:
+            mask = np.ones(n_total, dtype=bool)
+        kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
+        return positions, values, counts
 
     def search(self, query: str, k: int = 10, *, where: Mapping | None = None) -> Scores:
         """The ``k`` best documents for ``query`` as :class:`~salience.Scores` in rank order.

@@ -1,0 +1,123 @@
+"""Optional numba kernel for query scoring and top-k (the ``numba`` backend).
+
+It computes exactly what the numpy backend computes, in the same order of additions, so
+results are identical; it only avoids the dense (queries x documents) block by touching
+the postings of the query terms and keeping a bounded heap of the best ``k``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(inline="always")
+def _worse(val_a, idx_a, val_b, idx_b):
+    # ranking rule: higher score first, ties by lower document position
+    return val_a < val_b or (val_a == val_b and idx_a > idx_b)
+
+
+@njit(inline="always")
+def _sift_down(heap_val, heap_idx, size, i):
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            return
+        child = left
+        right = left + 1
+        if right < size and _worse(heap_val[right], heap_idx[right], heap_val[left], heap_idx[left]):
+            child = right
+        if _worse(heap_val[child], heap_idx[child], heap_val[i], heap_idx[i]):
+            heap_val[i], heap_val[child] = heap_val[child], heap_val[i]
+            heap_idx[i], heap_idx[child] = heap_idx[child], heap_idx[i]
+            i = child
+        else:
+            return
+
+
+@njit(inline="always")
+def _select(candidates, n_candidates, n_docs, acc, mask, k, heap_val, heap_idx, all_documents):
+    """Push candidate documents into the bounded heap; return its size."""
+    size = 0
+    threshold = 0.0  # score of the worst kept document once the heap is full
+    for j in range(n_candidates):
+        d = j if all_documents else candidates[j]
+        v = acc[d]
+        # Once the heap is full almost every document is rejected here; the branch is
+        # predictable, which matters when scanning all documents.
+        if v < threshold or v <= 0.0:
+            continue
+        if not mask[d]:
+            continue
+        if size < k:
+            # insert at the end and sift up (min-heap on "worse")
+            i = size
+            heap_val[i] = v
+            heap_idx[i] = d
+            size += 1
+            while i > 0:
+                parent = (i - 1) // 2
+                if _worse(heap_val[i], heap_idx[i], heap_val[parent], heap_idx[parent]):
+                    heap_val[i], heap_val[parent] = heap_val[parent], heap_val[i]
+                    heap_idx[i], heap_idx[parent] = heap_idx[parent], heap_idx[i]
+                    i = parent
+                else:
+                    break
+            if size == k:
+                threshold = heap_val[0]
+        elif _worse(heap_val[0], heap_idx[0], v, d):
+            heap_val[0] = v
+            heap_idx[0] = d
+            _sift_down(heap_val, heap_idx, size, 0)
+            threshold = heap_val[0]
+    return size
+
+
+@njit(cache=True, nogil=True)
+def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, mask, out_idx, out_val, out_count):
+    """Score each query (terms ``query_terms[query_indptr[q]:query_indptr[q+1]]``) and write its
+    best ``k`` documents with a positive score, best first, into row ``q`` of the outputs."""
+    acc = np.zeros(n_docs, dtype=np.float64)
+    touched = np.empty(n_docs, dtype=np.int64)
+    heap_val = np.empty(k, dtype=np.float64)
+    heap_idx = np.empty(k, dtype=np.int64)
+    for q in range(len(query_indptr) - 1):
+        n_postings = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            t = query_terms[j]
+            n_postings += indptr[t + 1] - indptr[t]
+        # Many postings: accumulate branch-free, then scan every document.
+        # Few postings: remember the touched documents and visit only those.
+        dense = 4 * n_postings >= n_docs
+        n_touched = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            t = query_terms[j]
+            if dense:
+                for p in range(indptr[t], indptr[t + 1]):
+                    acc[indices[p]] += data[p]
+            else:
+                for p in range(indptr[t], indptr[t + 1]):
+                    value = data[p]
+                    if value <= 0.0:
+                        continue  # a zero-weight posting neither scores nor makes a document match
+                    d = indices[p]
+                    if acc[d] == 0.0:  # first touch: every stored value is >= 0, so sums are too
+                        touched[n_touched] = d
+                        n_touched += 1
+                    acc[d] += value
+        if dense:
+            size = _select(acc, n_docs, n_docs, acc, mask, k, heap_val, heap_idx, True)
+            acc[:] = 0.0
+        else:
+            size = _select(touched, n_touched, n_docs, acc, mask, k, heap_val, heap_idx, False)
+            for j in range(n_touched):
+                acc[touched[j]] = 0.0
+        out_count[q] = size
+        # pop the worst first, filling the row from the back
+        while size > 0:
+            size -= 1
+            out_val[q, size] = heap_val[0]
+            out_idx[q, size] = heap_idx[0]
+            heap_val[0] = heap_val[size]
+            heap_idx[0] = heap_idx[size]
+            _sift_down(heap_val, heap_idx, size, 0)
