@@ -417,26 +417,18 @@ class BM25:
             dense *= mask
         n_rows, n = dense.shape
         width = min(k, n)
-        positive = dense > 0  # only matching documents are candidates
-        n_positive = np.count_nonzero(positive)
-        if k < n and 4 * n_positive > dense.size:
-            # Most documents match: one partition of the whole block finds each row's k-th score.
-            kth = np.partition(dense, n - k, axis=1)[:, n - k]
-            rows, cols = np.nonzero(positive & (dense >= kth[:, None]))
-            vals = dense[rows, cols]
-        else:
-            # Few documents match: partition only the matching scores of each crowded row.
-            rows, cols = np.nonzero(positive)
-            vals = dense[rows, cols]
-            per_row = np.bincount(rows, minlength=n_rows)
-            ends = np.cumsum(per_row)
-            kth = np.zeros(n_rows)
-            for r in np.flatnonzero(per_row > width):
-                row_vals = vals[ends[r] - per_row[r] : ends[r]]
-                kth[r] = np.partition(row_vals, len(row_vals) - width)[len(row_vals) - width]
-            above = vals >= kth[rows]
-            rows, cols, vals = rows[above], cols[above], vals[above]
-        # the k-th score bounds the candidates, ties included; sorting settles ties by position
+        # Candidates: the k-th best score within a strided sample of columns is a lower bound
+        # on the row's true k-th best score, so every top-k document scores at least that much;
+        # about k * stride documents pass. Without a sample, every matching document competes.
+        stride = n // (32 * width)
+        candidate = dense > 0
+        if stride >= 2:
+            sample = dense[:, ::stride]
+            bound = np.partition(sample, sample.shape[1] - width, axis=1)[:, sample.shape[1] - width]
+            candidate &= dense >= bound[:, None]
+        rows, cols = np.nonzero(candidate)
+        vals = dense[rows, cols]
+        # sort candidates by row, score descending, position; keep the first `width` of each row
         order = np.lexsort((cols, -vals, rows))
         rows, cols, vals = rows[order], cols[order], vals[order]
         per_row = np.bincount(rows, minlength=n_rows)

@@ -1,0 +1,5 @@
+import sys
+
+from salience.cli import main
+
+sys.exit(main())

@@ -1,0 +1,127 @@
+import json
+
+import numpy as np
+import pytest
+
+from salience import CorruptIndexError, NotFittedError
+from salience.search import BM25
+from salience.text import Tokenizer
+
+DOCS = [
+    {"_id": f"d{i}", "title": f"title {i % 7}", "text": " ".join(f"w{(i * j) % 31}" for j in range(1, 3 + i % 11)), "year": 1990 + i}
+    for i in range(120)
+]
+QUERIES = ["w1 w2", "w3 title", "w5 w5 w30", "title 3", "w7"]
+
+
+def _results(index, k=20):
+    return [index.search(q, k=k).to_dict() for q in QUERIES]
+
+
+def test_save_load_round_trip(tmp_path):
+    index = BM25(variant="bm25+", k1=1.2, b=0.6, tokenizer=Tokenizer(stemmer=None)).index(DOCS)
+    index.save(tmp_path / "ix")
+    loaded = BM25.load(tmp_path / "ix")
+    assert loaded.get_params() == index.get_params()
+    assert loaded.tokenizer.get_config() == index.tokenizer.get_config()
+    assert _results(loaded) == _results(index)
+    assert loaded.document("d5")["year"] == 1995
+    assert loaded.search("w1", where={"year": {"<": 2000}}).ids == index.search("w1", where={"year": {"<": 2000}}).ids
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    assert manifest["format_version"] == 1 and manifest["n_docs"] == 120
+
+
+def test_add_delete_merge_equal_fresh_build(tmp_path):
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:80]).save(path)
+    index = BM25.load(path)
+    index.add(DOCS[80:]).delete(["d3", "d90", "d41"])
+    index.commit()
+    live = [d for d in DOCS if d["_id"] not in {"d3", "d90", "d41"}]
+    fresh = BM25().index(live)
+    reopened = BM25.load(path)
+    assert len(reopened._segments) == 2
+    assert reopened.n_docs == fresh.n_docs == 117
+    for a, b in zip(_results(reopened), _results(fresh)):  # before the merge
+        assert list(a) == list(b) and np.allclose(list(a.values()), list(b.values()), rtol=1e-6)
+    reopened.merge()
+    merged = BM25.load(path)
+    assert len(merged._segments) == 1 and sorted(p.name for p in path.iterdir()) == ["manifest.json", "seg-000000"]
+    assert _results(merged) == _results(fresh)
+    for q in QUERIES:  # the uncompacted in-memory index scores live documents as a fresh build does
+        assert np.allclose(index.get_scores(q)[index._live], fresh.get_scores(q), rtol=1e-6)
+
+
+def test_deleted_ids_can_be_added_again():
+    index = BM25().index(DOCS[:10]).delete("d1").add([{"_id": "d1", "text": "w1 fresh"}])
+    assert index.search("fresh").ids == ["d1"]
+    assert index.document("d1")["text"] == "w1 fresh"
+
+
+def test_commit_needs_a_folder():
+    with pytest.raises(NotFittedError, match="save"):
+        BM25().index(DOCS).commit()
+
+
+def _saved(tmp_path):
+    path = tmp_path / "ix"
+    BM25().index(DOCS).save(path)
+    return path
+
+
+def test_truncated_array_named(tmp_path):
+    path = _saved(tmp_path)
+    target = path / "seg-000000" / "postings_tf.npy"
+    target.write_bytes(target.read_bytes()[:-7])
+    with pytest.raises(CorruptIndexError, match="postings_tf.npy.*partial write"):
+        BM25.load(path)
+    with pytest.raises(CorruptIndexError, match="postings_tf.npy"):
+        BM25.load(path, verify=False)
+
+
+def test_flipped_byte_named(tmp_path):
+    path = _saved(tmp_path)
+    target = path / "seg-000000" / "postings_docs.npy"
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(CorruptIndexError, match="postings_docs.npy: checksum mismatch"):
+        BM25.load(path)
+
+
+def test_missing_file_and_manifest(tmp_path):
+    path = _saved(tmp_path)
+    (path / "seg-000000" / "terms.json").unlink()
+    with pytest.raises(CorruptIndexError, match="terms.json: file is missing"):
+        BM25.load(path)
+    (path / "manifest.json").unlink()
+    with pytest.raises(CorruptIndexError, match="manifest.json: missing"):
+        BM25.load(path)
+    with pytest.raises(CorruptIndexError, match="no such index folder"):
+        BM25.load(tmp_path / "nothing")
+
+
+def test_garbage_manifest(tmp_path):
+    path = _saved(tmp_path)
+    (path / "manifest.json").write_text("{not json")
+    with pytest.raises(CorruptIndexError, match="manifest.json: cannot be read as JSON"):
+        BM25.load(path)
+    (path / "manifest.json").write_text(json.dumps({"format": "salience.bm25", "format_version": 99}))
+    with pytest.raises(CorruptIndexError, match="newer than this salience"):
+        BM25.load(path)
+
+
+def test_failed_save_keeps_previous_index(tmp_path, monkeypatch):
+    path = _saved(tmp_path)
+    before = _results(BM25.load(path))
+    from salience.search import store
+
+    def explode(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(store, "_manifest", explode)
+    with pytest.raises(KeyboardInterrupt):
+        BM25().index(DOCS[:5]).save(path)
+    monkeypatch.undo()
+    assert _results(BM25.load(path)) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ix"]  # no temporary folder left behind

@@ -1,0 +1,95 @@
+import json
+import subprocess
+import sys
+
+import pytest
+
+from salience.cli import main
+from tests.conftest import data_path
+from tests.test_docs import _env
+
+
+@pytest.fixture()
+def corpus(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    rows = [
+        {"_id": "a", "title": "Heat transfer", "text": "boundary layer heat transfer at high speed", "year": 1960},
+        {"_id": "b", "title": "Wings", "text": "lift of slender wings", "year": 1970},
+        {"_id": "c", "title": "", "text": "heat flux in a boundary layer", "year": 1980},
+    ]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_index_query_add_delete_merge(tmp_path, corpus, capsys):
+    out = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet"]) == 0
+    assert "indexed 3 documents" in capsys.readouterr().out
+    assert main(["search", "query", str(out), "heat boundary layer", "-k", "5", "--json", "--explain"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert sorted(r["id"] for r in result["results"]) == ["a", "c"]  # "b" shares no term
+    assert result["results"][0]["score"] >= result["results"][1]["score"]
+    first = result["results"][0]
+    assert sum(t["contribution"] for t in first["explanation"]["terms"]) == pytest.approx(first["score"], rel=1e-6)
+    assert main(["search", "query", str(out), "heat", "--where", '{"year": {">": 1970}}', "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["c"]
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"_id": "d", "text": "heat heat heat"}) + "\n")
+    assert main(["search", "add", str(out), str(more)]) == 0
+    assert main(["search", "delete", str(out), "a"]) == 0
+    capsys.readouterr()
+    assert main(["search", "query", str(out), "heat", "--json"]) == 0
+    assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["d", "c"]
+    assert main(["search", "merge", str(out)]) == 0
+    assert main(["search", "query", str(out), "heat"]) == 0
+    text = capsys.readouterr().out
+    assert "d" in text and "no matching" not in text
+
+
+def test_variant_options_and_errors(tmp_path, corpus, capsys):
+    out = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--variant", "bm25l", "--k1", "1.2", "--b", "0.5"]) == 0
+    assert json.loads((out / "manifest.json").read_text())["params"]["variant"] == "bm25l"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--variant", "bm26"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown BM25 variant 'bm26'" in err and "lucene" in err
+    assert main(["search", "query", str(tmp_path / "missing"), "x"]) == 2
+    assert "no such index folder" in capsys.readouterr().err
+    assert main(["search", "query", str(out), "heat", "-k", "0"]) == 2
+    assert "k must be a positive integer" in capsys.readouterr().err
+
+
+def test_invalid_utf8_cli(tmp_path, capsys):
+    path = tmp_path / "c.jsonl"
+    path.write_bytes(b'{"_id": "1", "text": "ok"}\n{"_id": "2", "text": "\xc3("}\n')
+    assert main(["search", "index", str(path), "--out", str(tmp_path / "ix")]) == 2
+    assert "c.jsonl:2: invalid UTF-8" in capsys.readouterr().err
+    assert main(["search", "index", str(path), "--out", str(tmp_path / "ix"), "--encoding-errors", "replace"]) == 0
+
+
+def test_evaluate_json_counts_unjudged_queries(tmp_path, capsys):
+    root = tmp_path / "ds"
+    root.mkdir()
+    (root / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": f"d{i}", "title": "", "text": f"topic{i % 3} words" + (" topic1" if i == 1 else "")}) + "\n" for i in range(9))
+    )
+    (root / "queries.jsonl").write_text(
+        json.dumps({"_id": "q1", "text": "topic1"}) + "\n" + json.dumps({"_id": "q2", "text": "topic2"}) + "\n"
+    )
+    (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["search", "evaluate", str(root), "--metrics", "ndcg@10,recall@100", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["queries"] == 2 and result["queries_skipped_unjudged"] == 1 and result["queries_evaluated"] == 1
+    assert result["ndcg@10"] == 1.0 and result["docs"] == 9
+    assert {"index_seconds", "queries_per_second"} <= set(result)
+
+
+def test_evaluate_scifact_subprocess():
+    root = data_path("search", "scifact")
+    out = subprocess.run(
+        [sys.executable, "-m", "salience", "search", "evaluate", str(root), "--json", "--quiet"],
+        capture_output=True, text=True, check=True, env=_env(),
+    )
+    result = json.loads(out.stdout)
+    assert result["ndcg@10"] == pytest.approx(0.6863, abs=1e-4)
+    assert result["docs"] == 5183 and result["queries"] == 300

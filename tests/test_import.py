@@ -1,0 +1,43 @@
+import subprocess
+import sys
+
+import pytest
+
+import salience
+
+
+def test_import_is_light():
+    code = (
+        "import sys, salience\n"
+        "allowed_roots = {'numpy', 'scipy', 'salience'}\n"
+        "heavy = ['torch', 'numba', 'tqdm', 'Stemmer', 'pandas', 'sklearn', 'ray', 'fastapi', 'matplotlib', 'transformers']\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_top_level_loads_only_stdlib_numpy_scipy():
+    code = (
+        "import sys\n"
+        "before = set(sys.modules)\n"
+        "import salience\n"
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}\n"
+        "stdlib = set(sys.stdlib_module_names)\n"
+        "print(sorted(r for r in new if r not in stdlib and not r.startswith('_') and r not in {'numpy', 'scipy', 'salience'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_lazy_attributes():
+    assert salience.BM25 is salience.search.BM25
+    with pytest.raises(AttributeError):
+        salience.not_a_thing  # noqa: B018
+
+
+def test_errors_form_one_tree():
+    for name in ("InvalidParameterError", "ShapeError", "IdMismatchError", "CorruptIndexError", "MissingDependencyError"):
+        assert issubclass(getattr(salience, name), salience.SalienceError)
+    assert issubclass(salience.InvalidParameterError, ValueError)
+    assert issubclass(salience.MissingDependencyError, ImportError)

@@ -1,0 +1,71 @@
+import random
+
+import pytest
+
+from salience import InvalidParameterError
+from salience.text import TermEncoder, Tokenizer, get_stopwords
+
+
+def test_defaults_lowercase_stopwords_stem():
+    assert Tokenizer().tokenize("The Cats were RUNNING, and the dogs ran.") == ["cat", "were", "run", "dog", "ran"]
+
+
+def test_configurable():
+    t = Tokenizer(lower=False, stopwords=None, stemmer=None)
+    assert t.tokenize("The Cats") == ["The", "Cats"]
+    t = Tokenizer(stopwords=["cats"], stemmer=None)
+    assert t.tokenize("the cats") == ["the"]
+    t = Tokenizer(stemmer=str.upper, stopwords=None)
+    assert t.tokenize("ab cd") == ["AB", "CD"]
+    t = Tokenizer(pattern=r"\S+", stopwords=None, stemmer=None)
+    assert t.tokenize("a-b c") == ["a-b", "c"]
+
+
+def test_unicode_normalisation():
+    t = Tokenizer(stopwords=None, stemmer=None)
+    assert t.tokenize("ﬁne Ｆｕｌｌｗｉｄｔｈ café") == ["fine", "fullwidth", "café"]
+    assert Tokenizer(normalize=None, stopwords=None, stemmer=None).tokenize("ﬁne") == ["ﬁne"]
+
+
+def test_bad_config():
+    with pytest.raises(InvalidParameterError, match="stopword list"):
+        Tokenizer(stopwords="klingon")
+    with pytest.raises(InvalidParameterError, match="stemmer language"):
+        Tokenizer(stemmer="klingon")
+    with pytest.raises(InvalidParameterError, match="regular expression"):
+        Tokenizer(pattern="(")
+    with pytest.raises(InvalidParameterError, match="must be a str"):
+        Tokenizer().tokenize(b"bytes")
+    assert "the" in get_stopwords("en")
+
+
+ALPHABET = list("abcXYZ019_ -.,;\n\t") + ["é", "ß", "İ", "ﬁ", "β", "日", "本", "–", "±", "\u0301", "²", "Ω", "ǅ", "½", "𝔘"]
+
+
+def test_vectorised_encoder_equals_reference_tokenizer():
+    """The byte-level batch path must give exactly the tokens of the regex path."""
+    rng = random.Random(0)
+    tokenizer = Tokenizer(stopwords=None, stemmer=None)
+    texts = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 60))) for _ in range(3000)]
+    texts += ["", " ", "ab", "a b", "x" * 40, "é" * 9, "aé", "ée"]
+    encoder = TermEncoder(tokenizer)
+    ids, docs = encoder.encode_batch(texts, chunk_size=700)
+    got = [[] for _ in texts]
+    for i, d in zip(ids.tolist(), docs.tolist()):
+        got[d].append(encoder.terms[i])
+    assert got == tokenizer.tokenize_batch(texts)
+
+
+def test_encoder_with_stemming_matches_tokenize_batch():
+    rng = random.Random(1)
+    words = ["running", "runs", "the", "Cats", "café", "naïve", "studies", "a", "of", "β-cells", "x2"]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.randint(0, 12))) for _ in range(500)]
+    tokenizer = Tokenizer()
+    encoder = TermEncoder(tokenizer)
+    ids, docs = encoder.encode_batch(texts)
+    got = [[] for _ in texts]
+    for i, d in zip(ids.tolist(), docs.tolist()):
+        got[d].append(encoder.terms[i])
+    assert got == tokenizer.tokenize_batch(texts)
+    # queries use the per-text path and the same cache
+    assert [encoder.terms[i] for i in encoder.encode(texts[3])] == tokenizer.tokenize(texts[3])
