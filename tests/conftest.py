@@ -21,21 +21,15 @@ def read_jsonl(path: Path) -> list[dict]:
         return [json.loads(line) for line in fh if line.strip()]
 
 
+def _collection(name: str) -> dict:
+    root = data_path("search", name)
+    return {
+        "root": root,
+        "corpus": read_jsonl(root / "corpus.jsonl"),
+        "queries": {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")},
+    }
+
+
 @pytest.fixture(scope="session")
 def scifact():
-    root = data_path("search", "scifact")
-    return {
-        "root": root,
-        "corpus": read_jsonl(root / "corpus.jsonl"),
-        "queries": {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")},
-    }
-
-
-@pytest.fixture(scope="session")
-def cranfield():
-    root = data_path("search", "cranfield")
-    return {
-        "root": root,
-        "corpus": read_jsonl(root / "corpus.jsonl"),
-        "queries": {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")},
-    }
+    return _collection("scifact")

@@ -14,7 +14,8 @@ from salience.exceptions import InvalidParameterError, ShapeError, unknown_choic
 
 __all__ = ["Scores", "rank_order"]
 
-_NORMALIZATIONS = ("minmax", "zscore", "sum", "rank")
+_NORMALIZATIONS = ("minmax", "zscore", "sum", "max", "rank")
+_FLOOR = 1e-9
 
 
 def rank_order(values: np.ndarray) -> np.ndarray:
@@ -164,10 +165,12 @@ class Scores:
         return self.take(chosen)
 
     def normalize(self, method: str = "minmax") -> "Scores":
-        """Rescale values: ``minmax`` to [0, 1], ``zscore``, ``sum`` (values sum to 1),
-        or ``rank`` (1 for the best down to 1/n for the worst).
+        """Rescale values (the definitions of ranx, so fusion agrees with it exactly).
 
-        Constant inputs map to 0 for minmax and zscore, and to 1/n for sum.
+        ``minmax``: ``(x - min) / (max - min)``; ``zscore``: ``(x - mean) / std``;
+        ``sum``: ``(x - min) / sum(x - min)``; ``max``: ``x / max``; ``rank``: ``1 - i / n`` for
+        the item at 0-based rank ``i`` (1 for the best). Denominators are floored at 1e-9, so
+        constant inputs map to 0.
         """
         v = self.values
         if method not in _NORMALIZATIONS:
@@ -177,15 +180,13 @@ class Scores:
         if not np.isfinite(v).all():
             raise InvalidParameterError(f"cannot {method}-normalize scores that contain +-inf.")
         if method == "minmax":
-            lo, hi = v.min(), v.max()
-            out = (v - lo) / (hi - lo) if hi > lo else np.zeros_like(v)
+            out = (v - v.min()) / max(v.max() - v.min(), _FLOOR)
         elif method == "zscore":
-            sd = v.std()
-            out = (v - v.mean()) / sd if sd > 0 else np.zeros_like(v)
+            out = (v - v.mean()) / max(v.std(), _FLOOR)
         elif method == "sum":
-            total = v.sum()
-            out = v / total if total != 0 else np.full_like(v, 1.0 / len(v))
+            out = (v - v.min()) / max(v.sum() - v.min() * len(v), _FLOOR)
+        elif method == "max":
+            out = v / max(v.max(), _FLOOR)
         else:
-            n = len(v)
-            out = (n - self.rank() + 1) / n
+            out = 1.0 - (self.rank() - 1) / len(v)
         return Scores(out, ids=self.ids)

@@ -18,6 +18,12 @@ def _worse(val_a, idx_a, val_b, idx_b):
 
 
 @njit(inline="always")
+def _swap(heap_val, heap_idx, i, j):
+    heap_val[i], heap_val[j] = heap_val[j], heap_val[i]
+    heap_idx[i], heap_idx[j] = heap_idx[j], heap_idx[i]
+
+
+@njit(inline="always")
 def _sift_down(heap_val, heap_idx, size, i):
     while True:
         left = 2 * i + 1
@@ -28,8 +34,7 @@ def _sift_down(heap_val, heap_idx, size, i):
         if right < size and _worse(heap_val[right], heap_idx[right], heap_val[left], heap_idx[left]):
             child = right
         if _worse(heap_val[child], heap_idx[child], heap_val[i], heap_idx[i]):
-            heap_val[i], heap_val[child] = heap_val[child], heap_val[i]
-            heap_idx[i], heap_idx[child] = heap_idx[child], heap_idx[i]
+            _swap(heap_val, heap_idx, i, child)
             i = child
         else:
             return
@@ -58,8 +63,7 @@ def _select(candidates, n_candidates, n_docs, acc, mask, k, heap_val, heap_idx, 
             while i > 0:
                 parent = (i - 1) // 2
                 if _worse(heap_val[i], heap_idx[i], heap_val[parent], heap_idx[parent]):
-                    heap_val[i], heap_val[parent] = heap_val[parent], heap_val[i]
-                    heap_idx[i], heap_idx[parent] = heap_idx[parent], heap_idx[i]
+                    _swap(heap_val, heap_idx, i, parent)
                     i = parent
                 else:
                     break

@@ -283,8 +283,7 @@ class BM25:
         Raises ``IdMismatchError`` naming an unknown id (nothing is deleted then).
         """
         self._require_index()
-        if isinstance(ids, str):
-            ids = [ids]
+        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
         positions = []
         for doc_id in ids:
             pos = self._pos.get(str(doc_id))
@@ -293,7 +292,7 @@ class BM25:
             positions.append(pos)
         for doc_id, pos in zip(ids, positions):
             self._live[pos] = False
-            del self._pos[str(doc_id)]
+            self._pos.pop(doc_id, None)  # an id listed twice is deleted once
         self._refresh()
         return self
 

@@ -233,7 +233,7 @@ class TermEncoder:
         return ids
 
     def encode_batch(
-        self, texts: Iterable[str], grow: bool = True, progress=None, chunk_size: int = 4_000
+        self, texts: Iterable[str], grow: bool = True, progress=None, chunk_size: int = 1_000
     ) -> tuple[np.ndarray, np.ndarray]:
         """Encode many texts into term ids.
 

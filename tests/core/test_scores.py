@@ -29,7 +29,8 @@ def test_top_k_matches_full_sort_on_random_data():
 def test_normalize():
     s = Scores([1.0, 3.0, 2.0])
     assert s.normalize("minmax").values.tolist() == [0.0, 1.0, 0.5]
-    assert s.normalize("sum").values.tolist() == pytest.approx([1 / 6, 3 / 6, 2 / 6])
+    assert s.normalize("sum").values.tolist() == pytest.approx([0.0, 2 / 3, 1 / 3])
+    assert s.normalize("max").values.tolist() == pytest.approx([1 / 3, 1.0, 2 / 3])
     assert s.normalize("rank").values.tolist() == pytest.approx([1 / 3, 1.0, 2 / 3])
     z = s.normalize("zscore").values
     assert z.mean() == pytest.approx(0.0) and z.std() == pytest.approx(1.0)

@@ -52,6 +52,11 @@ def test_add_delete_merge_equal_fresh_build(tmp_path):
         assert np.allclose(index.get_scores(q)[index._live], fresh.get_scores(q), rtol=1e-6)
 
 
+def test_delete_accepts_any_iterable():
+    index = BM25().index(DOCS[:10]).delete(d for d in ("d1", "d2", "d2"))
+    assert index.n_docs == 8 and "d1" not in index.ids and "d2" not in index.ids
+
+
 def test_deleted_ids_can_be_added_again():
     index = BM25().index(DOCS[:10]).delete("d1").add([{"_id": "d1", "text": "w1 fresh"}])
     assert index.search("fresh").ids == ["d1"]
