@@ -9,6 +9,7 @@ catches anything the library raises on purpose::
     ├── IdMismatchError(KeyError, ValueError)          unknown or duplicate ids
     ├── InputFormatError(ValueError)                   unreadable input file (names file and line)
     ├── NotFittedError(RuntimeError)                   method needs a fitted object
+    ├── JudgeError(RuntimeError)                       a judge raised, returned an invalid value, or ran out of budget
     ├── CorruptIndexError(OSError)                     partial or damaged index file (names the file)
     └── MissingDependencyError(ImportError)            an optional extra is not installed
 """
@@ -25,6 +26,7 @@ __all__ = [
     "IdMismatchError",
     "InputFormatError",
     "NotFittedError",
+    "JudgeError",
     "CorruptIndexError",
     "MissingDependencyError",
     "unknown_choice",
@@ -56,6 +58,11 @@ class InputFormatError(SalienceError, ValueError):
 
 class NotFittedError(SalienceError, RuntimeError):
     """The object must be fitted (or indexed) before this call."""
+
+
+class JudgeError(SalienceError, RuntimeError):
+    """A judge (comparator or listwise ranker) failed, returned an invalid value, or its call
+    budget ran out; the message names the call."""
 
 
 class CorruptIndexError(SalienceError, OSError):

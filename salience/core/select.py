@@ -14,7 +14,19 @@ import numpy as np
 from salience.core.scores import Scores, rank_order
 from salience.exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["check_k", "select_top_k", "select_threshold", "select_budget"]
+__all__ = [
+    "check_k",
+    "select_top_k",
+    "select_threshold",
+    "select_fraction",
+    "select_budget",
+    "select_mmr",
+    "select_facility_location",
+    "select_coverage",
+    "select_cutoff",
+    "expected_f1",
+    "expected_dcg_gain",
+]
 
 # Exact knapsack DP runs when n * (budget + 1) stays below this many cells.
 _DP_MAX_CELLS = 20_000_000
@@ -135,3 +147,213 @@ def _knapsack_greedy(values: np.ndarray, costs: np.ndarray, budget: float) -> np
     if values[best_single] > values[chosen].sum():
         chosen = [best_single]
     return np.array(sorted(chosen), dtype=np.int64)
+
+
+def select_fraction(scores: Scores, fraction: float) -> Scores:
+    """The best ``ceil(fraction * n)`` items (``0 < fraction <= 1``).
+
+    >>> select_fraction(Scores([1, 3, 2, 0], ids="abcd"), 0.5).ids
+    ['b', 'c']
+    """
+    fraction = float(fraction)
+    if not 0.0 < fraction <= 1.0:
+        raise InvalidParameterError(f"fraction must be in (0, 1]; got {fraction}.")
+    if len(scores) == 0:
+        return scores.take([])
+    return scores.top_k(max(1, int(np.ceil(fraction * len(scores) - 1e-12))))
+
+
+def _similarity_matrix(similarity, n: int, name: str = "similarity") -> np.ndarray:
+    S = np.asarray(similarity, dtype=np.float64)
+    if S.shape != (n, n):
+        raise ShapeError(f"{name} must be an {n}x{n} matrix (one row and column per item); got shape {S.shape}.")
+    if not np.isfinite(S).all():
+        raise InvalidParameterError(f"{name} holds NaN or inf.")
+    return S
+
+
+def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3) -> Scores:
+    """Maximal marginal relevance (Carbonell and Goldstein, 1998): greedily add the item
+    maximising ``(1 - diversity) * relevance - diversity * max similarity to those chosen``.
+
+    Relevance is ``scores`` min-max normalised so both terms share a scale. The result keeps
+    the selection order (its values are the MMR gains when chosen).
+
+    >>> S = [[1, .9, 0], [.9, 1, 0], [0, 0, 1]]
+    >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, 2, diversity=0.5).ids
+    ['a', 'c']
+    """
+    k = check_k(k)
+    if not 0.0 <= diversity <= 1.0:
+        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
+    n = len(scores)
+    S = _similarity_matrix(similarity, n)
+    relevance = scores.normalize("minmax").values if n else scores.values
+    chosen: list[int] = []
+    gains: list[float] = []
+    max_sim = np.full(n, -np.inf)
+    available = np.ones(n, dtype=bool)
+    for _ in range(min(k, n)):
+        penalty = np.where(np.isfinite(max_sim), max_sim, 0.0)
+        gain = (1 - diversity) * relevance - diversity * penalty
+        gain[~available] = -np.inf
+        best = int(np.argmax(gain))  # first maximum: ties by position
+        chosen.append(best)
+        gains.append(float(gain[best]))
+        available[best] = False
+        max_sim = np.maximum(max_sim, S[:, best])
+    return Scores(np.arange(len(chosen), 0, -1, dtype=float), ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])
+
+
+def select_facility_location(similarity, k: int, *, ids=None, weights=None) -> Scores:
+    """Facility location: ``k`` items that best represent all, maximising
+    ``sum_i w_i max_{j in S} sim(i, j)`` (similarities >= 0), by lazy greedy ((1 - 1/e)-optimal).
+
+    Values are the marginal gains, in selection order.
+    """
+    k = check_k(k)
+    S = np.asarray(similarity, dtype=np.float64)
+    n = S.shape[0] if S.ndim == 2 else -1
+    S = _similarity_matrix(S, n)
+    if (S < 0).any():
+        raise InvalidParameterError("facility location needs non-negative similarities (shift or clip them).")
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    if w.shape != (n,) or not np.isfinite(w).all() or (w < 0).any():
+        raise InvalidParameterError(f"weights needs {n} finite, non-negative numbers.")
+    ids = list(range(n)) if ids is None else list(ids)
+    if len(ids) != n:
+        raise ShapeError(f"{len(ids)} ids for {n} items.")
+    coverage = np.zeros(n)
+
+    def gain(j, chosen):
+        return float((w * np.maximum(S[:, j] - coverage, 0.0)).sum())
+
+    order: list[int] = []
+    gains: list[float] = []
+    for j in _lazy_greedy_with_state(n, k, gain, order, gains):
+        coverage[:] = np.maximum(coverage, S[:, j])
+    return Scores(gains, ids=[ids[j] for j in order])
+
+
+def _lazy_greedy_with_state(n, k, gain_of, order, gains):
+    """Lazy greedy maximisation of a monotone submodular function (Minoux, 1978).
+
+    ``gain_of(i, order)`` is the marginal gain of item ``i``; stale upper bounds sit in a heap
+    and are refreshed only when they reach the top. Yields each choice so the caller can update
+    its state before the next gain is asked.
+    """
+    import heapq
+
+    heap = [(-gain_of(i, order), i, 0) for i in range(n)]
+    heapq.heapify(heap)
+    while heap and len(order) < k:
+        neg, i, stamp = heapq.heappop(heap)
+        if stamp == len(order):
+            if -neg <= 0:
+                return
+            order.append(i)
+            gains.append(-neg)
+            yield i
+        else:
+            heapq.heappush(heap, (-gain_of(i, order), i, len(order)))
+
+
+def select_coverage(concepts, k: int, *, ids=None, concept_weights=None) -> Scores:
+    """Weighted coverage: ``k`` items covering the most concept weight, by lazy greedy.
+
+    ``concepts`` is one iterable of concept keys per item (or a 0/1 items x concepts matrix).
+    Values are the marginal gains, in selection order.
+
+    >>> select_coverage([{"a", "b"}, {"b"}, {"c"}], 2, ids=["x", "y", "z"]).ids
+    ['x', 'z']
+    """
+    k = check_k(k)
+    if isinstance(concepts, np.ndarray):
+        if concepts.ndim != 2:
+            raise ShapeError(f"a coverage matrix must be items x concepts; got shape {concepts.shape}.")
+        sets = [set(np.flatnonzero(row).tolist()) for row in concepts]
+    else:
+        sets = [set(c) for c in concepts]
+    n = len(sets)
+    ids = list(range(n)) if ids is None else list(ids)
+    if len(ids) != n:
+        raise ShapeError(f"{len(ids)} ids for {n} items.")
+    weight = dict(concept_weights or {})
+    covered: set = set()
+
+    def gain(j, chosen):
+        return float(sum(weight.get(c, 1.0) for c in sets[j] - covered))
+
+    order: list[int] = []
+    gains: list[float] = []
+    for j in _lazy_greedy_with_state(n, k, gain, order, gains):
+        covered |= sets[j]
+    return Scores(gains, ids=[ids[j] for j in order])
+
+
+def _poisson_binomial(p: np.ndarray) -> np.ndarray:
+    """Distribution of the number of successes of independent Bernoulli(p_i)."""
+    dist = np.zeros(len(p) + 1)
+    dist[0] = 1.0
+    for i, q in enumerate(p):
+        dist[1 : i + 2] = dist[1 : i + 2] * (1 - q) + dist[: i + 1] * q
+        dist[0] *= 1 - q
+    return dist
+
+
+def expected_f1(probabilities: Sequence[float]) -> np.ndarray:
+    """Exact expected F1 of returning the top ``k`` items, for ``k = 0..n``, given independent
+    relevance probabilities in rank order (F1 is taken as 1 when nothing is relevant and nothing
+    is returned)."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    n = len(p)
+    # suffix[k]: distribution of relevant items among positions k..n-1
+    suffix = [None] * (n + 1)
+    suffix[n] = np.array([1.0])
+    for k in range(n - 1, -1, -1):
+        prev = suffix[k + 1]
+        cur = np.zeros(len(prev) + 1)
+        cur[:-1] += prev * (1 - p[k])
+        cur[1:] += prev * p[k]
+        suffix[k] = cur
+    out = np.zeros(n + 1)
+    out[0] = suffix[0][0]  # F1 = 1 only when nothing is relevant
+    prefix = np.array([1.0])
+    for k in range(1, n + 1):
+        nxt = np.zeros(len(prefix) + 1)
+        nxt[:-1] += prefix * (1 - p[k - 1])
+        nxt[1:] += prefix * p[k - 1]
+        prefix = nxt
+        a = np.arange(len(prefix))[:, None]  # relevant among the returned
+        b = np.arange(len(suffix[k]))[None, :]  # relevant among the rest
+        f1 = 2 * a / (k + a + b)
+        out[k] = float((prefix[:, None] * suffix[k][None, :] * f1).sum())
+    return out
+
+
+def expected_dcg_gain(probabilities: Sequence[float]) -> np.ndarray:
+    """Expected truncated DCG for ``k = 0..n`` when a relevant item gains +1 and a non-relevant
+    one costs 1 (the truncation objective of Lien et al., 2019): ``sum_{i<=k} (2 p_i - 1) / log2(i + 1)``."""
+    p = np.asarray(probabilities, dtype=np.float64)
+    gains = (2 * p - 1) / np.log2(np.arange(2, len(p) + 2))
+    return np.concatenate(([0.0], np.cumsum(gains)))
+
+
+def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
+    """Keep the top ``k`` items, ``k`` chosen to maximise the expected ``objective`` given
+    per-item relevance probabilities (the scores, which must lie in [0, 1]).
+
+    ``f1``: exact expected F1 (Poisson-binomial dynamic programme, O(n^2) memory, O(n^3) time).
+    ``dcg``: expected DCG with -1 gain for non-relevant items (so the list can end early).
+    """
+    if objective not in ("f1", "dcg"):
+        from salience.exceptions import unknown_choice
+
+        raise unknown_choice("cut-off objective", objective, ("f1", "dcg"))
+    ranked = scores.sorted()
+    p = ranked.values
+    if ((p < 0) | (p > 1)).any():
+        raise InvalidParameterError("select_cutoff needs relevance probabilities in [0, 1]; calibrate the scores first.")
+    curve = expected_f1(p) if objective == "f1" else expected_dcg_gain(p)
+    k = int(np.argmax(curve))  # first maximum: the shortest best list
+    return ranked.take(np.arange(k))
