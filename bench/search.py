@@ -329,10 +329,11 @@ def targets(results) -> list[str]:
     return out + [""]
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, marker: str = "bench/search.py") -> None:
+    """Replace (or append) the section between this benchmark's markers in ``path``."""
     from salience.io.files import atomic_write_text
 
-    begin, end = "<!-- bench/search.py begin -->", "<!-- bench/search.py end -->"
+    begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
     text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
     block = f"{begin}\n{section}{end}"
     if begin in text and end in text:

@@ -4,6 +4,8 @@
     salience search query DIR "query text" [-k 10] [--json] [--explain] [--where JSON]
     salience search evaluate DATASET_DIR [--variant V ...] [--metrics ndcg@10,recall@100] [--json]
     salience search add DIR SOURCE      |  salience search delete DIR ID [ID ...]  |  salience search merge DIR
+    salience rank fuse RUN1 RUN2 ... --method rrf [--norm minmax] [--weights 0.7,0.3] --out RUN
+    salience rank evaluate QRELS RUN [--metrics ndcg@10,map@1000] [--json]
 """
 
 from __future__ import annotations
@@ -206,6 +208,38 @@ def _cmd_merge(args) -> int:
     return 0
 
 
+def _cmd_rank_fuse(args) -> int:
+    from salience.core.fusion import fuse
+    from salience.core.run import Run
+
+    runs = [Run.read_trec(path) for path in args.runs]
+    weights = None
+    if args.weights:
+        try:
+            weights = [float(w) for w in args.weights.split(",")]
+        except ValueError:
+            raise InvalidParameterError(f"--weights must be comma-separated numbers; got {args.weights!r}.") from None
+    fused = fuse(runs, method=args.method, norm=args.norm, weights=weights, k=args.k, missing=args.missing)
+    if args.depth:
+        fused = type(fused)({s: fused[s].top_k(args.depth) for s in fused}, name=fused.name)
+    fused.write_trec(args.out, tag=args.tag or f"fused-{args.method}")
+    print(f"fused {len(runs)} runs ({len(fused)} subjects) with {args.method}"
+          f"{' after ' + args.norm if args.norm else ''} -> {args.out}")
+    return 0
+
+
+def _cmd_rank_evaluate(args) -> int:
+    from salience.core.metrics import evaluate
+    from salience.core.run import Qrels, Run
+
+    report = evaluate(Qrels.read(args.qrels), Run.read_trec(args.run), args.metrics, missing=args.missing)
+    if args.json:
+        print(json.dumps(report.to_dict()))
+    else:
+        print(report)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
@@ -251,6 +285,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = commands.add_parser("merge", help="merge segments and drop deleted documents")
     p.add_argument("index")
     p.set_defaults(func=_cmd_merge)
+
+    from salience.core.fusion import FUSION_METHODS, FUSION_NORMS
+
+    rank = domains.add_parser("rank", help="fuse and evaluate rankings (TREC run files)")
+    commands = rank.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("fuse", help="fuse two or more TREC run files into one")
+    p.add_argument("runs", nargs="+", help="TREC run files (qid Q0 docid rank score tag)")
+    p.add_argument("--method", default="rrf", help=f"one of: {', '.join(FUSION_METHODS)} (default rrf)")
+    p.add_argument("--norm", default=None, help=f"score normalisation first: {', '.join(FUSION_NORMS)}")
+    p.add_argument("--weights", default=None, help="one weight per run, e.g. 0.7,0.3 (required by wsum)")
+    p.add_argument("--k", type=float, default=60, help="RRF constant (default 60)")
+    p.add_argument("--depth", type=int, default=None, help="keep the best N items per subject")
+    p.add_argument("--missing", default="error", choices=("error", "empty"),
+                   help="a subject absent from a run: stop (default) or treat as an empty ranking")
+    p.add_argument("--tag", default=None, help="run tag written in the last column")
+    p.add_argument("--out", required=True, help="output TREC run file (written atomically)")
+    p.set_defaults(func=_cmd_rank_fuse)
+
+    p = commands.add_parser("evaluate", help="score a TREC run against qrels (BEIR qrels.tsv or TREC qrels)")
+    p.add_argument("qrels")
+    p.add_argument("run")
+    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000,mrr@10")
+    p.add_argument("--missing", default="zero", choices=("zero", "skip"),
+                   help="judged subjects absent from the run: count as 0 (default) or skip (trec_eval)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_rank_evaluate)
     return parser
 
 

@@ -93,3 +93,40 @@ def test_evaluate_scifact_subprocess():
     result = json.loads(out.stdout)
     assert result["ndcg@10"] == pytest.approx(0.6863, abs=1e-4)
     assert result["docs"] == 5183 and result["queries"] == 300
+
+
+def _write_run(path, run):
+    lines = [f"{q} Q0 {d} {i + 1} {s} t\n" for q, docs in run.items() for i, (d, s) in enumerate(sorted(docs.items(), key=lambda x: -x[1]))]
+    path.write_text("".join(lines))
+
+
+def test_rank_fuse_and_evaluate(tmp_path, capsys):
+    a, b = tmp_path / "a.trec", tmp_path / "b.trec"
+    _write_run(a, {"q1": {"d1": 3.0, "d2": 2.0, "d3": 1.0}})
+    _write_run(b, {"q1": {"d3": 5.0, "d1": 4.0}})
+    out = tmp_path / "fused.trec"
+    assert main(["rank", "fuse", str(a), str(b), "--method", "rrf", "--out", str(out)]) == 0
+    lines = out.read_text().splitlines()
+    assert [line.split()[2] for line in lines] == ["d1", "d3", "d2"]
+    assert float(lines[0].split()[4]) == pytest.approx(1 / 61 + 1 / 62)
+    assert main(["rank", "fuse", str(a), str(b), "--method", "wsum", "--norm", "minmax", "--weights", "0.5,0.5", "--out", str(out)]) == 0
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td9\t1\n")
+    capsys.readouterr()
+    assert main(["rank", "evaluate", str(qrels), str(out), "--metrics", "mrr@10,recall@10", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["evaluated"] == 2 and report["missing_from_run"] == 1
+
+
+def test_rank_fuse_errors(tmp_path, capsys):
+    a, b = tmp_path / "a.trec", tmp_path / "b.trec"
+    _write_run(a, {"q1": {"d1": 1.0}})
+    _write_run(b, {"q2": {"d1": 1.0}})
+    assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+    assert "no ranking for 1 subject" in capsys.readouterr().err
+    assert main(["rank", "fuse", str(a), str(b), "--missing", "empty", "--out", str(tmp_path / "o")]) == 0
+    b.write_text("q1 Q0 d1 1 nan t\n")
+    assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
+    assert "score is NaN" in capsys.readouterr().err
+    assert main(["rank", "fuse", str(a), str(a), "--method", "median", "--out", str(tmp_path / "o")]) == 2
+    assert not (tmp_path / "o2").exists()

@@ -75,16 +75,24 @@ def _weights(weights, n: int) -> np.ndarray:
 
 
 def pairwise_wins(
-    rankings: Sequence[Sequence[Hashable]], items: Sequence[Hashable] | None = None, weights: Sequence[float] | None = None
+    rankings: Sequence[Sequence[Hashable]],
+    items: Sequence[Hashable] | None = None,
+    weights: Sequence[float] | None = None,
+    *,
+    unranked: str = "below",
 ) -> tuple[list, np.ndarray]:
     """``(items, W)`` with ``W[i, j]`` = weight of rankings placing item ``i`` above item ``j``.
 
-    An item a ranking holds beats every item it leaves out; two left-out items are not compared.
+    ``unranked="below"`` reads each ranking as a top list: an item it holds beats every item it
+    leaves out. ``unranked="ignore"`` reads it as a ranking of its own items only (a JointRank
+    block): items it leaves out are not compared. Two left-out items are never compared.
 
     >>> items, W = pairwise_wins([["a", "b", "c"], ["b", "a"]])
     >>> W.tolist()
     [[0.0, 1.0, 2.0], [1.0, 0.0, 2.0], [0.0, 0.0, 0.0]]
     """
+    if unranked not in ("below", "ignore"):
+        raise unknown_choice("unranked", unranked, ("below", "ignore"))
     items, index = _universe(rankings, items)
     w = _weights(weights, len(rankings))
     n = len(items)
@@ -96,7 +104,7 @@ def pairwise_wins(
         upper = np.triu(np.ones((len(pos), len(pos)), dtype=bool), k=1)
         rows, cols = np.nonzero(upper)
         W[pos[rows], pos[cols]] += weight
-        left_out = np.setdiff1d(np.arange(n), pos)
+        left_out = np.setdiff1d(np.arange(n), pos) if unranked == "below" else np.zeros(0, dtype=np.int64)
         if len(left_out):
             W[np.repeat(pos, len(left_out)), np.tile(left_out, len(pos))] += weight
     return items, W
@@ -137,6 +145,10 @@ def _check_matrix(W, ids) -> tuple[np.ndarray, list]:
 def copeland(rankings, items=None, weights=None) -> Scores:
     """Copeland: pairwise majority wins plus half the majority ties (over compared pairs)."""
     items, W = pairwise_wins(rankings, items, weights)
+    return _copeland_from_matrix(W, items)
+
+
+def _copeland_from_matrix(W: np.ndarray, items: list) -> Scores:
     compared = (W + W.T) > 0
     score = ((W > W.T) & compared).sum(axis=1) + 0.5 * ((W == W.T) & compared).sum(axis=1)
     return Scores(score, ids=items)
@@ -249,9 +261,13 @@ def markov_chain(rankings, items=None, weights=None, *, teleport: float = 0.05) 
     """MC4 (Dwork et al.): from item ``i`` pick ``j`` uniformly and move there if a majority of
     the rankings that compare them put ``j`` above ``i``; the stationary probability is the score.
     ``teleport`` mixes in a uniform jump so the chain is ergodic."""
+    items, W = pairwise_wins(rankings, items, weights)
+    return _markov_chain_from_matrix(W, items, teleport=teleport)
+
+
+def _markov_chain_from_matrix(W: np.ndarray, items: list, *, teleport: float = 0.05) -> Scores:
     if not 0.0 <= teleport < 1.0:
         raise InvalidParameterError(f"teleport must be in [0, 1); got {teleport}.")
-    items, W = pairwise_wins(rankings, items, weights)
     n = len(items)
     if n == 0:
         return Scores([], ids=[])
@@ -336,8 +352,11 @@ def bradley_terry(W, ids=None, *, ties=None, prior: float = 0.1, max_iter: int =
     return Scores(theta - theta.mean(), ids=ids)
 
 
-def aggregate(rankings, method: str = "borda", *, items=None, weights=None, **params: Any) -> Scores:
+def aggregate(rankings, method: str = "borda", *, items=None, weights=None, unranked: str = "below", **params: Any) -> Scores:
     """Consensus of ``rankings`` by ``method`` (one of :data:`AGGREGATORS`).
+
+    ``unranked`` says how pairwise methods read partial rankings (see :func:`pairwise_wins`);
+    Borda always shares a ranking's remaining points among the items it leaves out.
 
     >>> aggregate([["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]], "kemeny").ranked_ids()
     ['a', 'b', 'c']
@@ -346,13 +365,13 @@ def aggregate(rankings, method: str = "borda", *, items=None, weights=None, **pa
         raise unknown_choice("aggregation method", method, AGGREGATORS)
     if method == "borda":
         return borda(rankings, items, weights)
+    ids, W = pairwise_wins(rankings, items, weights, unranked=unranked)
     if method == "copeland":
-        return copeland(rankings, items, weights)
+        return _copeland_from_matrix(W, ids)
     if method == "kemeny":
-        return kemeny(rankings, items, weights, **params)
+        return _kemeny_from_matrix(W, ids, **params)
     if method == "mc4":
-        return markov_chain(rankings, items, weights, **params)
-    ids, W = pairwise_wins(rankings, items, weights)
+        return _markov_chain_from_matrix(W, ids, **params)
     if method == "pagerank":
         return pagerank(W, ids, **params)
     if method == "winrate":

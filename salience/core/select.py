@@ -172,12 +172,13 @@ def _similarity_matrix(similarity, n: int, name: str = "similarity") -> np.ndarr
     return S
 
 
-def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3) -> Scores:
+def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3, normalize: str | None = None) -> Scores:
     """Maximal marginal relevance (Carbonell and Goldstein, 1998): greedily add the item
     maximising ``(1 - diversity) * relevance - diversity * max similarity to those chosen``.
 
-    Relevance is ``scores`` min-max normalised so both terms share a scale. The result keeps
-    the selection order (its values are the MMR gains when chosen).
+    Relevance is ``scores`` as given, so put them on the similarity's scale (cosine
+    similarities to the query, say) or pass ``normalize="minmax"``. The result keeps the
+    selection order (values count down from ``k``).
 
     >>> S = [[1, .9, 0], [.9, 1, 0], [0, 0, 1]]
     >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, 2, diversity=0.5).ids
@@ -188,9 +189,8 @@ def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3) ->
         raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
     n = len(scores)
     S = _similarity_matrix(similarity, n)
-    relevance = scores.normalize("minmax").values if n else scores.values
+    relevance = scores.normalize(normalize).values if normalize and n else scores.values
     chosen: list[int] = []
-    gains: list[float] = []
     max_sim = np.full(n, -np.inf)
     available = np.ones(n, dtype=bool)
     for _ in range(min(k, n)):
@@ -199,7 +199,6 @@ def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3) ->
         gain[~available] = -np.inf
         best = int(np.argmax(gain))  # first maximum: ties by position
         chosen.append(best)
-        gains.append(float(gain[best]))
         available[best] = False
         max_sim = np.maximum(max_sim, S[:, best])
     return Scores(np.arange(len(chosen), 0, -1, dtype=float), ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])

@@ -281,7 +281,8 @@ def jointrank(
     blocks = block_design(len(items), block_size, repetitions, seed=seed)
     judge.require(len(blocks), f"JointRank with {len(blocks)} blocks")
     rankings = judge.rank_many(query, [[items[p] for p in block] for block in blocks])
-    return aggregate(rankings, aggregate_with, items=items)
+    # a block ranks its own items only: nothing is implied about items outside it
+    return aggregate(rankings, aggregate_with, items=items, unranked="ignore")
 
 
 def permutation_self_consistency(

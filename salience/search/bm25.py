@@ -365,6 +365,7 @@ class BM25:
         self._df = df
         self._columns = None
         self._id_array = np.array(self._ids, dtype=object)
+        self._last_scores: tuple[str, np.ndarray] | None = None  # score() reuses one query's vector
 
     # ------------------------------------------------------------------------------------
     # querying
@@ -550,6 +551,28 @@ class BM25:
             dense += self._nonocc[encoded[0]].sum()
         dense[~self._live] = 0.0
         return dense
+
+    def score(self, query: str, doc_ids: Sequence[str]) -> Scores:
+        """Exact scores of the given documents for ``query`` (a scorer for
+        :class:`~salience.core.judges.ScorerJudge` and other rerankers).
+
+        >>> index = BM25().index(["red fox", "red dog", "blue"])
+        >>> index.score("red fox", ["1", "0"]).ranked_ids()
+        ['0', '1']
+        """
+        self._require_index()
+        if isinstance(doc_ids, str):
+            raise InvalidParameterError("doc_ids must be a list of document ids.")
+        positions = []
+        for doc_id in doc_ids:
+            pos = self._pos.get(str(doc_id))
+            if pos is None:
+                raise IdMismatchError(f"unknown document id {doc_id!r}.")
+            positions.append(pos)
+        cached = self._last_scores
+        if cached is None or cached[0] != query:
+            cached = self._last_scores = (query, self.get_scores(query))
+        return Scores(cached[1][positions], ids=[str(d) for d in doc_ids])
 
     def explain(self, query: str, doc_id: str) -> Explanation:
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
