@@ -110,21 +110,35 @@ def pairwise_wins(
     return items, W
 
 
-def borda(rankings, items=None, weights=None) -> Scores:
+def borda(rankings, items=None, weights=None, *, unranked: str = "below") -> Scores:
     """Borda count: the item at 0-based position ``i`` gets ``n - i`` points; items a ranking
     leaves out share its remaining points equally, ``(n - len + 1) / 2`` each.
+
+    With ``unranked="ignore"`` (rankings of subsets, such as JointRank blocks) an item scores
+    the mean of ``1 - i / m`` over the rankings that hold it (``m`` items each).
 
     >>> borda([["a", "b", "c"], ["b", "a", "c"], ["b", "c"]]).ranked_ids()
     ['b', 'a', 'c']
     """
+    if unranked not in ("below", "ignore"):
+        raise unknown_choice("unranked", unranked, ("below", "ignore"))
     items, index = _universe(rankings, items)
     w = _weights(weights, len(rankings))
     n = len(items)
     points = np.zeros(n)
+    held = np.zeros(n)
     for weight, ranking in zip(w, rankings):
+        pos = [index[i] for i in ranking]
+        if unranked == "ignore":
+            m = len(ranking)
+            points[pos] += weight * (1 - np.arange(m) / max(m, 1))
+            held[pos] += weight
+            continue
         contribution = np.full(n, (n - len(ranking) + 1) / 2)
-        contribution[[index[i] for i in ranking]] = n - np.arange(len(ranking))
+        contribution[pos] = n - np.arange(len(ranking))
         points += weight * contribution
+    if unranked == "ignore":
+        points = np.where(held > 0, points / np.where(held > 0, held, 1.0), 0.0)
     return Scores(points, ids=items)
 
 
@@ -364,7 +378,7 @@ def aggregate(rankings, method: str = "borda", *, items=None, weights=None, unra
     if method not in AGGREGATORS:
         raise unknown_choice("aggregation method", method, AGGREGATORS)
     if method == "borda":
-        return borda(rankings, items, weights)
+        return borda(rankings, items, weights, unranked=unranked)
     ids, W = pairwise_wins(rankings, items, weights, unranked=unranked)
     if method == "copeland":
         return _copeland_from_matrix(W, ids)
