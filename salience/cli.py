@@ -6,6 +6,8 @@
     salience search add DIR SOURCE      |  salience search delete DIR ID [ID ...]  |  salience search merge DIR
     salience rank fuse RUN1 RUN2 ... --method rrf [--norm minmax] [--weights 0.7,0.3] --out RUN
     salience rank evaluate QRELS RUN [--metrics ndcg@10,map@1000] [--json]
+    salience summarize [FILE|-] [--sentences 3 | --words 100] [--method lexrank] [--query Q] [--json]
+    salience summarize evaluate DOCS.jsonl [--method lexrank] [--json]
 """
 
 from __future__ import annotations
@@ -240,6 +242,57 @@ def _cmd_rank_evaluate(args) -> int:
     return 0
 
 
+def _read_text(source: str, encoding_errors: str) -> str:
+    if source == "-":
+        data = sys.stdin.buffer.read()
+        where = "standard input"
+    else:
+        try:
+            data = Path(source).read_bytes()
+        except OSError as err:
+            raise InvalidParameterError(f"{source}: cannot read ({err.strerror}).") from None
+        where = source
+    try:
+        return data.decode("utf-8", errors=encoding_errors)
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise InvalidParameterError(
+            f"{where}:{line}: invalid UTF-8; fix the file or pass --encoding-errors replace."
+        ) from None
+
+
+def _cmd_summarize(args) -> int:
+    from salience.summarize import summarize
+
+    if args.target == "evaluate":
+        return _cmd_summarize_evaluate(args)
+    if args.docs is not None:
+        raise InvalidParameterError(f"unexpected argument {args.docs!r}; give one FILE (or - for standard input).")
+    text = _read_text(args.target, args.encoding_errors)
+    summary = summarize(text, method=args.method, sentences=args.sentences, words=args.words,
+                        query=args.query, diversity=args.diversity)
+    if args.json:
+        print(json.dumps({"method": args.method, "indices": summary.indices, "sentences": summary.sentences}, ensure_ascii=False))
+    else:
+        print(summary.text)
+    return 0
+
+
+def _cmd_summarize_evaluate(args) -> int:
+    from salience.summarize.evaluate import evaluate_summaries
+
+    if args.docs is None:
+        raise InvalidParameterError("usage: salience summarize evaluate DOCS.jsonl [--method M] [--json]")
+    result = evaluate_summaries(args.docs, method=args.method, sentences=args.sentences, words=args.words,
+                                diversity=args.diversity, encoding_errors=args.encoding_errors)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print(f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
+              f"ROUGE-2 {result['rouge2']:.1f}  ROUGE-L {result['rougeL']:.1f}  ({result['docs_per_second']:.0f} docs/s)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
@@ -311,6 +364,25 @@ def build_parser() -> argparse.ArgumentParser:
                    help="judged subjects absent from the run: count as 0 (default) or skip (trec_eval)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_rank_evaluate)
+
+    from salience.summarize.extractive import METHODS as SUMMARY_METHODS
+
+    p = domains.add_parser(
+        "summarize",
+        help="extractive summary of a text file; 'summarize evaluate DOCS.jsonl' scores against gold summaries",
+        description="salience summarize [FILE|-] [options]   or   salience summarize evaluate DOCS.jsonl [options]",
+    )
+    p.add_argument("target", nargs="?", default="-", help="a text file, - for standard input, or 'evaluate'")
+    p.add_argument("docs", nargs="?", default=None, help="with 'evaluate': a jsonl file of {text, summary}")
+    p.add_argument("--method", default="lexrank", choices=SUMMARY_METHODS)
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--sentences", type=int, default=None, help="number of sentences (default 3; evaluate: gold length)")
+    length.add_argument("--words", type=int, default=None, help="word budget instead of a sentence count")
+    p.add_argument("--query", default=None, help="focus the summary on this query")
+    p.add_argument("--diversity", type=float, default=0.0, help="MMR redundancy control in [0, 1] (default 0)")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_summarize)
     return parser
 
 

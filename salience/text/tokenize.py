@@ -265,7 +265,8 @@ class TermEncoder:
         return np.concatenate(id_parts), np.concatenate(doc_parts)
 
     def _encode_chunk(self, texts: list[str], base: int, grow: bool, id_parts: list, doc_parts: list) -> None:
-        if self.tokenizer._ascii_fast:
+        # the vectorised path pays a fixed cost of some thirty numpy calls: small inputs go by token
+        if self.tokenizer._ascii_fast and sum(map(len, texts)) > 20_000:
             ids, docs = self._encode_bytes(texts, grow)
         else:
             ids, docs = self._encode_tokens([self.tokenizer.split(t) for t in texts], grow)

@@ -1,0 +1,91 @@
+"""Rule-based sentence splitting that survives abbreviations, initials, decimals, quotes and
+line breaks.
+
+A boundary is terminal punctuation (``. ! ? …``, possibly repeated), optionally followed by
+closing quotes or brackets, then whitespace, then something that can open a sentence (an
+upper-case letter, a digit, an opening quote or bracket) or the end of the text. A period
+does not end a sentence after a known abbreviation (``Dr.``, ``e.g.``, ``U.S.``), after a
+single-letter initial (``J. Smith``) or inside a number (``3.14`` has no space anyway). A
+blank line always ends a sentence; a single line break ends one only after terminal
+punctuation, so hard-wrapped paragraphs stay whole.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["Sentence", "split_sentences", "ABBREVIATIONS"]
+
+ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs eq eqs no nos vol vols pp p ed eds inc ltd co corp
+    plc dept univ jan feb mar apr jun jul aug sep sept oct nov dec gen gov sen rep capt col lt sgt mt ft rev est
+    approx u.s u.k u.n e.u a.m p.m ph.d b.sc m.sc op ch sec art resp viz""".split()
+)
+
+_BOUNDARY = re.compile(r"""([.!?…]+)(["'”’)\]]*)(\s+|$)""")
+_OPENER = re.compile(r"""["'“‘(\[]*[\w¿¡]""")
+_PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
+_LAST_WORD = re.compile(r"([\w.]+)$")
+_ACRONYM = re.compile(r"(?:[a-z]\.)+[a-z]")
+_INNER_SPACE = re.compile(r"\s\s|[^\S ]")
+
+
+class Sentence(NamedTuple):
+    """A sentence (whitespace runs collapsed to one space) and its span in the source text."""
+
+    text: str
+    start: int
+    end: int
+
+
+def _is_boundary(text: str, match: re.Match) -> bool:
+    end = match.end()
+    if end < len(text) and not text[end].isupper():  # the common case needs no regex
+        opener = _OPENER.match(text, end)
+        if opener is None:
+            return False
+        first = opener.group(0)[-1]
+        if first.isalpha() and first.islower():
+            return False  # "e.g. the", "approx. three": a lower-case word continues the sentence
+    if match.group(1) != ".":
+        return True
+    word = _LAST_WORD.search(text, max(0, match.start() - 40), match.start())
+    if word is None:
+        return True
+    token = word.group(1).lower().rstrip(".")
+    if token in ABBREVIATIONS:
+        return False
+    if len(token) == 1 and token.isalpha():
+        return False  # an initial: "J. Smith"
+    if "." in token and _ACRONYM.fullmatch(token):
+        return False  # dotted acronyms: "U.S.A."
+    return True
+
+
+def split_sentences(text: str) -> list[Sentence]:
+    """Sentences of ``text`` with their character spans (whitespace-trimmed, empty ones dropped).
+
+    >>> [s.text for s in split_sentences("Dr. Smith paid $3.50 for it. Was it worth it? \\"Yes.\\" He left.")]
+    ['Dr. Smith paid $3.50 for it.', 'Was it worth it?', '"Yes."', 'He left.']
+    """
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
+    cuts = {0, len(text)}
+    for paragraph in _PARAGRAPH.finditer(text):
+        cuts.add(paragraph.start())
+    for match in _BOUNDARY.finditer(text):
+        if _is_boundary(text, match):
+            cuts.add(match.end(2))
+    sentences = []
+    bounds = sorted(cuts)
+    for start, end in zip(bounds, bounds[1:]):
+        piece = text[start:end]
+        stripped = piece.strip()
+        if stripped:
+            offset = start + piece.index(stripped[0])
+            clean = " ".join(stripped.split()) if _INNER_SPACE.search(stripped) else stripped
+            sentences.append(Sentence(clean, offset, offset + len(stripped)))
+    return sentences

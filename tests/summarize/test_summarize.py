@@ -1,0 +1,112 @@
+import json
+
+import numpy as np
+import pytest
+
+from salience import InvalidParameterError
+from salience.cli import main
+from salience.summarize import score_sentences, summarize
+from salience.summarize.extractive import METHODS, _pagerank
+from tests.conftest import data_path, read_jsonl
+
+DOC = (
+    "Solar panels convert sunlight into electricity. "
+    "Panels made of silicon cells convert light into electric current. "
+    "The weather was pleasant on Tuesday. "
+    "Electricity from solar cells powers homes and charges batteries. "
+    "A cat slept on the warm roof."
+)
+
+
+def test_pagerank_solves_the_stationary_equation():
+    rng = np.random.default_rng(0)
+    W = rng.random((6, 6))
+    x = _pagerank(W, 0.85)
+    P = W.copy()
+    np.fill_diagonal(P, 0)
+    P = P / P.sum(axis=1, keepdims=True)
+    assert x == pytest.approx(0.85 * x @ P + 0.15 / 6)
+    assert x.sum() == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_each_method_returns_k_sentences_in_document_order(method):
+    summary = summarize(DOC, method=method, sentences=2)
+    assert len(summary.sentences) == 2 and summary.indices == sorted(summary.indices)
+
+
+def test_central_sentences_win_and_off_topic_lose():
+    scores = score_sentences([s.strip() + "." for s in DOC.split(".") if s.strip()], "lexrank")
+    assert set(scores.ranked_ids()[:2]) <= {0, 1, 3}
+    assert scores.ranked_ids()[-1] in (2, 4)
+    assert summarize(DOC, method="lead", sentences=2).indices == [0, 1]
+
+
+def test_query_focus_and_word_budget():
+    focused = summarize(DOC, sentences=1, query="cat roof")
+    assert focused.sentences == ["A cat slept on the warm roof."]
+    budget = summarize(DOC, words=12)
+    assert sum(len(s.split()) for s in budget.sentences) <= 12 and budget.sentences
+
+
+def test_diversity_drops_near_duplicates():
+    text = "Solar power is cheap. Solar power is very cheap. Wind power grows fast. The sky is blue."
+    plain = summarize(text, sentences=2, method="lexrank")
+    diverse = summarize(text, sentences=2, method="lexrank", diversity=0.7)
+    assert plain.indices == [0, 1]
+    assert diverse.indices != [0, 1]
+
+
+def test_bad_input():
+    assert summarize("", sentences=3).sentences == []
+    assert summarize("No terms here!!! ...", sentences=1).sentences  # punctuation and stop words only
+    with pytest.raises(InvalidParameterError, match="sentences must be a positive integer"):
+        summarize(DOC, sentences=0)
+    with pytest.raises(InvalidParameterError, match="not both"):
+        summarize(DOC, sentences=2, words=10)
+    with pytest.raises(InvalidParameterError, match="valid values"):
+        summarize(DOC, method="luhn")
+    with pytest.raises(InvalidParameterError):
+        summarize(42)
+
+
+def test_long_document_memory_and_time():
+    import time
+
+    text = " ".join(f"Sentence number {i} talks about topic {i % 50} and item {i % 7}." for i in range(3000))
+    start = time.perf_counter()
+    assert len(summarize(text, sentences=5).sentences) == 5
+    assert time.perf_counter() - start < 20
+
+
+def test_rouge_on_bbc_beats_summa_reference():
+    pytest.importorskip("rouge_score")
+    from salience.summarize.evaluate import evaluate_summaries
+
+    result = evaluate_summaries(data_path("summarize", "bbc_news_summary_100", "docs.jsonl"))
+    assert result["rouge2"] >= 76.2 and result["rouge1"] >= 82.3
+    assert result["docs"] == 100
+
+
+def test_cli(tmp_path, capsys):
+    doc = tmp_path / "doc.txt"
+    doc.write_text(DOC)
+    assert main(["summarize", str(doc), "--sentences", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["sentences"]) == 2
+    assert main(["summarize", str(doc), "--words", "10", "--method", "textrank"]) == 0
+    capsys.readouterr()
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(json.dumps({"text": DOC, "summary": "Solar panels convert sunlight into electricity."}) + "\n")
+    pytest.importorskip("rouge_score")
+    assert main(["summarize", "evaluate", str(gold), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["docs"] == 1 and 0 < result["rouge1"] <= 100
+    gold.write_text(json.dumps({"text": DOC}) + "\n")
+    assert main(["summarize", "evaluate", str(gold)]) == 2
+    assert "gold.jsonl:1: record has no text field 'summary'" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(b"ok text.\n\xff\xfe broken")
+    assert main(["summarize", str(bad)]) == 2
+    assert "bad.txt:2: invalid UTF-8" in capsys.readouterr().err
+    assert main(["summarize", str(bad), "--encoding-errors", "replace"]) == 0
