@@ -1,4 +1,13 @@
-"""Text salience benchmark: extractive summaries on ../shared/data/summarize/bbc_news_summary_100
+"""Text salience benchmark, one protocol per task for every system.
+
+Keyphrases (../shared/data/keyphrase/{inspec,semeval2017,semeval2010}): salience's methods
+against YAKE (the current release in this process; 0.4.8 in a subprocess of its own
+environment, given by --yake048-python, since two versions cannot share a process) and
+rake-nltk, all scored by salience.keywords.evaluate (stemmed exact match, all gold, F1@10).
+rake-nltk's default stop list and tokenizers need NLTK data that cannot be downloaded here:
+it gets sumy's English stop list, salience's sentence splitter and a regex word splitter.
+
+Summaries: extractive summaries on ../shared/data/summarize/bbc_news_summary_100
 against summa (TextRank) and sumy (LexRank, TextRank), with one ROUGE protocol for every system.
 
 Protocol: ROUGE-1/2/L F1 x 100 (rouge-score, Porter stemming) of the system summary against the
@@ -29,6 +38,122 @@ from salience.summarize import split_sentences, summarize  # noqa: E402
 from salience.summarize.evaluate import rouge_scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100" / "docs.jsonl"
+KEYPHRASE_DATA = ROOT.parent / "shared" / "data" / "keyphrase"
+KEYPHRASE_SETS = ("inspec", "semeval2017", "semeval2010")
+ANCHORS = {"inspec": 0.211, "semeval2017": 0.215, "semeval2010": 0.158}
+
+_YAKE048 = """
+import json, sys, time, yake
+docs = [json.loads(l) for l in open(sys.argv[1])]
+ex = yake.KeywordExtractor(lan="en", n=3, top=10)
+start = time.perf_counter()
+out = [[k for k, _ in ex.extract_keywords(d["text"])] for d in docs]
+print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "version": getattr(yake, "__version__", "0.4.8")}))
+"""
+
+
+def keyphrase_systems(yake048_python: str | None):
+    from salience.keywords import DocumentFrequency, extract_keyphrases
+    from salience.keywords.extract import METHODS
+
+    out = {}
+    for method in METHODS:
+        label = f"salience {method}" + (" (default)" if method == "yake" else "")
+        if method == "tfidf":
+            def run(docs, method=method):
+                model = DocumentFrequency().fit(d["text"] for d in docs)  # unsupervised, on the evaluated texts
+                return [extract_keyphrases(d["text"], 10, method=method, document_frequency=model).ids for d in docs]
+        else:
+            def run(docs, method=method):
+                return [extract_keyphrases(d["text"], 10, method=method).ids for d in docs]
+        out[label] = run
+    try:
+        import yake
+
+        def yake_current(docs):
+            ex = yake.KeywordExtractor(lan="en", n=3, top=10)
+            return [[k for k, _ in ex.extract_keywords(d["text"])] for d in docs]
+
+        out[f"YAKE {getattr(yake, '__version__', 'current')}"] = yake_current
+    except ImportError:
+        print("skipping yake: not installed", file=sys.stderr)
+    try:
+        from rake_nltk import Rake
+        from sumy.utils import get_stop_words
+
+        word_splitter = re.compile(r"\w+(?:[-']\w+)*|[^\w\s]")
+
+        def rake(docs):
+            engine = Rake(stopwords=set(get_stop_words("english")),
+                          sentence_tokenizer=lambda text: [s.text for s in split_sentences(text)],
+                          word_tokenizer=word_splitter.findall)
+            out = []
+            for d in docs:
+                engine.extract_keywords_from_text(d["text"])
+                out.append(engine.get_ranked_phrases()[:10])
+            return out
+
+        out["rake-nltk"] = rake
+    except ImportError:
+        print("skipping rake-nltk (needs rake-nltk and sumy for a stop list)", file=sys.stderr)
+    if yake048_python:
+        import subprocess
+
+        def yake048(docs, path=None):
+            result = subprocess.run([yake048_python, "-c", _YAKE048, str(path)], capture_output=True, text=True, check=True)
+            payload = json.loads(result.stdout)
+            return payload["predictions"], payload["seconds"]
+
+        out["YAKE 0.4.8 (subprocess)"] = yake048
+    return out
+
+
+def run_keyphrases(yake048_python: str | None, repeats: int) -> list[dict]:
+    from salience.keywords import evaluate_keyphrases
+
+    rows = []
+    systems = keyphrase_systems(yake048_python)
+    for name in KEYPHRASE_SETS:
+        path = KEYPHRASE_DATA / name / "docs.jsonl"
+        docs = read_jsonl(path)
+        for label, fn in systems.items():
+            if label.startswith("YAKE 0.4.8"):
+                predictions, seconds = fn(docs, path=path)
+            else:
+                reps = 1 if name == "semeval2010" else repeats
+                seconds = float("inf")
+                for _ in range(reps):
+                    start = time.perf_counter()
+                    predictions = fn(docs)
+                    seconds = min(seconds, time.perf_counter() - start)
+            result = evaluate_keyphrases(predictions, [d["text"] for d in docs], [d["keyphrases"] for d in docs], ks=(5, 10, 15))
+            rows.append({"dataset": name, "system": label, **result, "docs_per_second": len(docs) / seconds})
+            print(f"  {name:<12} {label:<28} F1@10 {result['F1@10']:.3f}  {len(docs) / seconds:,.0f} docs/s", file=sys.stderr, flush=True)
+    return rows
+
+
+def render_keyphrases(rows, command) -> str:
+    lines = ["## Keyphrases (`bench/text.py`)", "", f"Command: `{command}`", "",
+             "Stemmed (Porter) exact match, all gold keyphrases including absent ones, precision over the phrases "
+             "returned (<= k), macro-averaged; docs/s single-threaded (best of the repeats; one pass on SemEval2010).", ""]
+    for name in KEYPHRASE_SETS:
+        lines += [f"### {name}", "", "| system | F1@5 | F1@10 | F1@15 | P@10 | R@10 | docs/s |", "|---|---:|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            if r["dataset"] == name:
+                lines.append(f"| {r['system']} | {r['F1@5']:.3f} | {r['F1@10']:.3f} | {r['F1@15']:.3f} | {r['P@10']:.3f} | "
+                             f"{r['R@10']:.3f} | {r['docs_per_second']:,.0f} |")
+        lines.append("")
+    lines += ["Targets (issue 4, keyphrases): one default configuration (`salience yake`), no per-dataset tuning.", "",
+              "| dataset | target | measured | met |", "|---|---|---|---|"]
+    for name in KEYPHRASE_SETS:
+        ours = next(r for r in rows if r["dataset"] == name and r["system"].endswith("(default)"))
+        best = max((r for r in rows if r["dataset"] == name and r["system"].startswith("salience")), key=lambda r: r["F1@10"])
+        lines.append(f"| {name} | F1@10 > {ANCHORS[name]} (best anchor) | default {ours['F1@10']:.3f}; best salience "
+                     f"method {best['system']} {best['F1@10']:.3f} | {'yes' if ours['F1@10'] > ANCHORS[name] else 'no'} |")
+    inspec = next(r for r in rows if r["dataset"] == "inspec" and r["system"].endswith("(default)"))
+    lines.append(f"| inspec | default method >= 3,300 docs/s | {inspec['docs_per_second']:,.0f} docs/s | "
+                 f"{'yes' if inspec['docs_per_second'] >= 3300 else 'no'} |")
+    return "\n".join(lines) + "\n"
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -139,17 +264,25 @@ def render(rows, command) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tasks", default="keyphrases,summaries")
+    parser.add_argument("--yake048-python", default=None, help="a Python with yake==0.4.8 installed")
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
-    rows = run_summaries(read_jsonl(DATA), args.repeats)
     command = "python bench/text.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(rows, command.strip())
-    print(section)
-    if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
+    sys.path.insert(0, str(ROOT / "bench"))
+    from search import write_section
 
-        write_section(args.write, section, marker="bench/text.py (summaries)")
+    tasks = set(args.tasks.split(","))
+    if "keyphrases" in tasks:
+        section = render_keyphrases(run_keyphrases(args.yake048_python, args.repeats), command.strip())
+        print(section)
+        if args.write:
+            write_section(args.write, section, marker="bench/text.py (keyphrases)")
+    if "summaries" in tasks:
+        section = render(run_summaries(read_jsonl(DATA), args.repeats), command.strip())
+        print(section)
+        if args.write:
+            write_section(args.write, section, marker="bench/text.py (summaries)")
     return 0
 
 

@@ -8,6 +8,8 @@
     salience rank evaluate QRELS RUN [--metrics ndcg@10,map@1000] [--json]
     salience summarize [FILE|-] [--sentences 3 | --words 100] [--method lexrank] [--query Q] [--json]
     salience summarize evaluate DOCS.jsonl [--method lexrank] [--json]
+    salience keywords [FILE|-] [-k 10] [--method yake] [--json]
+    salience keywords evaluate DOCS.jsonl [--method yake] [-k 5,10,15] [--json]
 """
 
 from __future__ import annotations
@@ -293,6 +295,69 @@ def _cmd_summarize_evaluate(args) -> int:
     return 0
 
 
+def _cmd_keywords(args) -> int:
+    from salience.keywords import DocumentFrequency, extract_keyphrases
+
+    if args.target == "evaluate":
+        return _cmd_keywords_evaluate(args)
+    if args.docs is not None:
+        raise InvalidParameterError(f"unexpected argument {args.docs!r}; give one FILE (or - for standard input).")
+    k = _single_k(args.k or "10")
+    model = DocumentFrequency.load(args.df_model) if args.df_model else None
+    text = _read_text(args.target, args.encoding_errors)
+    phrases = extract_keyphrases(text, k, method=args.method, document_frequency=model)
+    if args.json:
+        print(json.dumps({"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}, ensure_ascii=False))
+    else:
+        for phrase, value in phrases:
+            print(f"{value:10.4f}  {phrase}")
+    return 0
+
+
+def _single_k(text: str) -> int:
+    try:
+        values = [int(v) for v in str(text).split(",") if v.strip()]
+    except ValueError:
+        raise InvalidParameterError(f"-k must be an integer or a comma-separated list; got {text!r}.") from None
+    if not values or any(v <= 0 for v in values):
+        raise InvalidParameterError(f"-k must be a positive integer; got {text!r}.")
+    return max(values)
+
+
+def _cmd_keywords_evaluate(args) -> int:
+    from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases
+    from salience.keywords.evaluate import read_gold
+
+    if args.docs is None:
+        raise InvalidParameterError("usage: salience keywords evaluate DOCS.jsonl [--method M] [-k 5,10,15] [--json]")
+    ks = sorted({int(v) for v in str(args.k).split(",")}) if args.k else [5, 10, 15]
+    _single_k(",".join(map(str, ks)))
+    records = read_gold(args.docs, args.encoding_errors)
+    texts = [r["text"] for r in records]
+    model = DocumentFrequency.load(args.df_model) if args.df_model else None
+    if args.method == "tfidf" and model is None:
+        model = DocumentFrequency().fit(texts)  # unsupervised: document frequencies of the evaluated texts
+    start = time.perf_counter()
+    predictions = [extract_keyphrases(t, max(ks), method=args.method, document_frequency=model).ids for t in texts]
+    seconds = time.perf_counter() - start
+    golds = [r["keyphrases"] for r in records]
+    result = {
+        "method": args.method,
+        "docs": len(records),
+        "all_gold": evaluate_keyphrases(predictions, texts, golds, ks),
+        "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True),
+        "docs_per_second": len(records) / seconds if seconds > 0 else None,
+    }
+    if args.json:
+        print(json.dumps(result))
+        return 0
+    print(f"{len(records)} documents, method {args.method} ({result['docs_per_second']:.0f} docs/s)")
+    for label in ("all_gold", "present_gold"):
+        row = result[label]
+        print(f"  {label.replace('_', ' '):<12} " + "  ".join(f"F1@{k} {row[f'F1@{k}']:.3f}" for k in ks))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
@@ -383,6 +448,22 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_summarize)
+
+    from salience.keywords.extract import METHODS as KEYWORD_METHODS
+
+    p = domains.add_parser(
+        "keywords",
+        help="keyphrases of a text file; 'keywords evaluate DOCS.jsonl' scores against gold keyphrases",
+        description="salience keywords [FILE|-] [options]   or   salience keywords evaluate DOCS.jsonl [options]",
+    )
+    p.add_argument("target", nargs="?", default="-", help="a text file, - for standard input, or 'evaluate'")
+    p.add_argument("docs", nargs="?", default=None, help="with 'evaluate': a jsonl file of {text, keyphrases}")
+    p.add_argument("-k", default=None, help="number of keyphrases (default 10); evaluate: cut-offs, default 5,10,15")
+    p.add_argument("--method", default="yake", choices=KEYWORD_METHODS)
+    p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf")
+    p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=_cmd_keywords)
     return parser
 
 

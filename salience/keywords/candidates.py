@@ -1,0 +1,170 @@
+"""Candidate keyphrases: n-grams of content words bounded by stop words and punctuation.
+
+A document is read once into tokens (words, with inner hyphens and apostrophes, and
+punctuation marks). Runs of consecutive content words (not stop words, not numbers, at least
+two characters) between boundaries are *phrases*; candidates are their n-grams up to
+``max_words``. Candidates are keyed by their stemmed lower-case words, so inflections and
+case variants merge (near-duplicates), each keeping its most frequent surface form.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+
+from salience.exceptions import InvalidParameterError
+from salience.text.stopwords import get_stopwords
+
+__all__ = ["Document", "Candidate", "analyze", "candidates"]
+
+_TOKEN = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+_SENTENCE_END = frozenset(".!?;")
+
+
+@dataclass
+class Candidate:
+    key: tuple[str, ...]  # stemmed lower-case words
+    surface: str  # most frequent surface form
+    positions: list[int] = field(default_factory=list)  # word index of each occurrence
+    sentences: list[int] = field(default_factory=list)
+
+    @property
+    def frequency(self) -> int:
+        return len(self.positions)
+
+    @property
+    def first(self) -> int:
+        return self.positions[0]
+
+
+@dataclass
+class Document:
+    words: list[str]  # original word tokens (punctuation removed)
+    lower: list[str]
+    stems: list[str]
+    sentence: np.ndarray  # sentence number of each word
+    content: np.ndarray  # bool: word may belong to a keyphrase
+    breaks: np.ndarray  # bool: a boundary (punctuation) precedes word i
+    n_sentences: int
+
+
+class _Stems:
+    """Shared stem cache (Snowball English via the salience tokenizer's stemmer)."""
+
+    def __init__(self, language: str = "english"):
+        import Stemmer
+
+        self._stem = Stemmer.Stemmer(language, 0).stemWord
+        self._cache: dict[str, str] = {}
+
+    def __call__(self, word: str) -> str:
+        stem = self._cache.get(word)
+        if stem is None:
+            stem = self._cache[word] = self._stem(word)
+        return stem
+
+
+_STEMS: _Stems | None = None
+
+
+def _stems() -> _Stems:
+    global _STEMS
+    if _STEMS is None:
+        _STEMS = _Stems()
+    return _STEMS
+
+
+def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Document:
+    """Tokenise ``text`` into words with sentence numbers, content flags and boundaries."""
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
+    stop = get_stopwords(stopwords)
+    stem = _stems()
+    words: list[str] = []
+    sentence: list[int] = []
+    breaks: list[bool] = []
+    current, pending_break = 0, True
+    for token in _TOKEN.findall(text):
+        if token[0].isalnum() or token[0] == "_":
+            words.append(token)
+            sentence.append(current)
+            breaks.append(pending_break)
+            pending_break = False
+        else:
+            pending_break = True
+            if token in _SENTENCE_END:
+                current += 1
+    lower = [w.lower() for w in words]
+    stems = [stem(w) for w in lower]
+    content = np.fromiter(
+        (len(w) > 1 and w not in stop and not w.replace("-", "").isdigit() for w in lower), dtype=bool, count=len(lower)
+    )
+    return Document(words, lower, stems, np.asarray(sentence, dtype=np.int64), content,
+                    np.asarray(breaks, dtype=bool), (current + 1) if words else 0)
+
+
+def candidates(
+    doc: Document, max_words: int = 3, maximal: bool = False, inner_stopwords: bool = False
+) -> dict[tuple[str, ...], Candidate]:
+    """Candidates keyed by stems, in order of first occurrence.
+
+    ``maximal=True`` keeps only whole content runs of at most ``max_words`` words (longer runs
+    give their n-grams), as RAKE and noun-phrase chunkers do; ``maximal="both"`` adds the runs
+    to every n-gram of up to three words; ``False`` keeps the n-grams only.
+    ``inner_stopwords=True`` also admits n-grams (up to ``max_words``) with stop words inside
+    but not at either end, within a clause ("number of sensors"), as YAKE does.
+    """
+    if max_words < 1:
+        raise InvalidParameterError(f"max_words must be >= 1; got {max_words}.")
+    found: dict[tuple[str, ...], Candidate] = {}
+    surfaces: dict[tuple[str, ...], dict[str, int]] = {}
+    n = len(doc.words)
+    content, breaks, sentence = doc.content, doc.breaks, doc.sentence
+
+    def add(i: int, j: int) -> None:
+        key = tuple(doc.stems[i:j])
+        cand = found.get(key)
+        if cand is None:
+            cand = found[key] = Candidate(key, "")
+            surfaces[key] = {}
+        cand.positions.append(i)
+        cand.sentences.append(int(sentence[i]))
+        form = " ".join(doc.lower[i:j])
+        surfaces[key][form] = surfaces[key].get(form, 0) + 1
+
+    start = 0
+    while start < n:
+        if not content[start]:
+            start += 1
+            continue
+        end = start + 1
+        while end < n and content[end] and not breaks[end] and sentence[end] == sentence[start]:
+            end += 1
+        if maximal and end - start <= max_words:
+            add(start, end)
+        if not maximal or maximal == "both" or end - start > max_words:
+            cap = min(max_words, 3) if maximal == "both" else max_words
+            for i in range(start, end):
+                for j in range(i + 1, min(end, i + cap) + 1):
+                    if not (maximal == "both" and i == start and j == end):
+                        add(i, j)
+        start = end
+    if inner_stopwords:
+        for i in range(n):
+            if not content[i]:
+                continue
+            for j in range(i + 2, min(n, i + min(max_words, 3))):  # at most three words, as YAKE
+                # words i..j inclusive, same clause, content at both ends, a stop word inside
+                if breaks[j] or sentence[j] != sentence[i]:
+                    break
+                if content[j] and not content[i + 1 : j].all() and all(
+                    doc.lower[m].isalpha() for m in range(i + 1, j)
+                ):
+                    add(i, j + 1)
+    for key, cand in found.items():
+        forms = surfaces[key]
+        cand.surface = max(forms, key=lambda f: (forms[f], -len(f)))
+    return found

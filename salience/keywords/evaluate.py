@@ -1,0 +1,84 @@
+"""The frozen keyphrase evaluation protocol.
+
+Both sides are lower-cased and Porter-stemmed word by word (words = ``\\w+`` runs), and a
+predicted phrase counts when it equals a gold phrase exactly. Gold keyphrases absent from the
+text are included (``present_only=True`` restricts the gold to phrases whose stemmed form occurs
+in the stemmed text). Per document: precision = matches / number returned (at most k),
+recall = matches / gold, F1 their harmonic mean; all macro-averaged over documents.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Sequence
+
+__all__ = ["normalize_phrase", "prf_at_k", "evaluate_keyphrases", "read_gold"]
+
+_WORD = re.compile(r"\w+")
+_PORTER = None
+
+
+def _porter():
+    global _PORTER
+    if _PORTER is None:
+        import Stemmer
+
+        _PORTER = Stemmer.Stemmer("porter", 0).stemWord
+    return _PORTER
+
+
+def normalize_phrase(phrase: str) -> str:
+    stem = _porter()
+    return " ".join(stem(w) for w in _WORD.findall(phrase.lower()))
+
+
+def prf_at_k(predicted: Sequence[str], gold: Iterable[str], k: int) -> tuple[float, float, float]:
+    gold_set = {g for g in (normalize_phrase(p) for p in gold) if g}
+    seen, top = set(), []
+    for phrase in predicted:
+        norm = normalize_phrase(phrase)
+        if norm and norm not in seen:
+            seen.add(norm)
+            top.append(norm)
+        if len(top) == k:
+            break
+    hits = sum(1 for p in top if p in gold_set)
+    precision = hits / len(top) if top else 0.0
+    recall = hits / len(gold_set) if gold_set else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return precision, recall, f1
+
+
+def evaluate_keyphrases(predictions: Sequence[Sequence[str]], texts: Sequence[str], golds: Sequence[Sequence[str]],
+                        ks: Sequence[int] = (5, 10, 15), present_only: bool = False) -> dict:
+    """Macro P/R/F at each k; with ``present_only`` the gold keeps phrases found in the text."""
+    out = {}
+    for k in ks:
+        totals = [0.0, 0.0, 0.0]
+        for predicted, text, gold in zip(predictions, texts, golds):
+            if present_only:
+                stemmed_text = " " + normalize_phrase(text) + " "
+                gold = [g for g in gold if normalize_phrase(g) and f" {normalize_phrase(g)} " in stemmed_text]
+            for i, value in enumerate(prf_at_k(predicted, gold, k)):
+                totals[i] += value
+        n = max(len(golds), 1)
+        out[f"P@{k}"], out[f"R@{k}"], out[f"F1@{k}"] = (t / n for t in totals)
+    return out
+
+
+def read_gold(path, encoding_errors: str = "strict") -> list[dict]:
+    """Records with ``text`` (a string) and ``keyphrases`` (a list of strings); errors name the line."""
+    from salience.exceptions import InputFormatError
+    from salience.io.files import iter_jsonl
+
+    records = []
+    for lineno, record in iter_jsonl(path, encoding_errors):
+        if not isinstance(record.get("text"), str):
+            raise InputFormatError(f"{path}:{lineno}: record has no text field 'text' (a string).")
+        gold = record.get("keyphrases")
+        if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
+            raise InputFormatError(f"{path}:{lineno}: record has no field 'keyphrases' (a list of strings).")
+        records.append(record)
+    if not records:
+        raise InputFormatError(f"{path}: no records.")
+    return records

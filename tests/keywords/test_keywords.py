@@ -1,0 +1,102 @@
+import json
+
+import pytest
+
+from salience import InvalidParameterError
+from salience.cli import main
+from salience.keywords import METHODS, DocumentFrequency, evaluate_keyphrases, extract_keyphrases, normalize_phrase
+from salience.keywords.candidates import analyze, candidates
+from salience.keywords.evaluate import prf_at_k
+from tests.conftest import data_path, read_jsonl
+
+TEXT = (
+    "Wireless sensor networks are useful. A wireless sensor network has many sensors. "
+    "Sensor placement decides the coverage of the network. The weather was fine."
+)
+
+
+def test_protocol_by_hand():
+    assert normalize_phrase("Sensor Networks") == normalize_phrase("sensor network") == "sensor network"
+    # 3 returned (k = 5), 2 match, gold has 4 (one absent from the text): P = 2/3, R = 2/4
+    p, r, f = prf_at_k(["sensor networks", "weather", "Sensor placement"], ["sensor network", "sensor placement", "coverage area", "x y"], 5)
+    assert p == pytest.approx(2 / 3) and r == pytest.approx(0.5) and f == pytest.approx(2 * (2 / 3) * 0.5 / (2 / 3 + 0.5))
+    result = evaluate_keyphrases([["a b", "c"]], ["a b c"], [["a b", "zz"]], ks=(1,), present_only=True)
+    assert result["P@1"] == 1.0 and result["R@1"] == 1.0  # "zz" is absent from the text
+
+
+def test_candidates_merge_inflections_and_respect_boundaries():
+    doc = analyze(TEXT)
+    runs = candidates(doc, 8, True)
+    keys = {" ".join(k) for k in runs}
+    assert "wireless sensor network" in keys  # "networks" and "network" merged by stem
+    assert runs[("wireless", "sensor", "network")].frequency == 2
+    assert all("weather" not in k or k == "weather" for k in keys)
+    grams = candidates(doc, 3, False)
+    assert ("sensor", "network") in grams and grams[("sensor", "network")].frequency == 2
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_ranks_the_topic_first(method):
+    model = DocumentFrequency().fit([TEXT, "The weather was fine today.", "Fine weather again."])
+    top = extract_keyphrases(TEXT, 3, method=method, document_frequency=model).ids
+    assert top and any("sensor" in phrase for phrase in top)
+
+
+def test_document_frequency_round_trip(tmp_path):
+    model = DocumentFrequency().fit([TEXT, "sensor data"])
+    model.save(tmp_path / "df.json")
+    loaded = DocumentFrequency.load(tmp_path / "df.json")
+    assert loaded.n_docs == 2 and loaded.df == model.df
+    (tmp_path / "bad.json").write_text("{}")
+    with pytest.raises(ValueError, match="not a salience document-frequency model"):
+        DocumentFrequency.load(tmp_path / "bad.json")
+
+
+def test_bad_input():
+    assert len(extract_keyphrases("", 5)) == 0
+    assert len(extract_keyphrases("the of and to a", 5)) == 0  # no candidate
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer"):
+        extract_keyphrases(TEXT, 0)
+    with pytest.raises(InvalidParameterError, match="valid values"):
+        extract_keyphrases(TEXT, method="keybert-ish")
+    with pytest.raises(InvalidParameterError):
+        extract_keyphrases(None)
+
+
+def test_mixed_scripts_and_non_english():
+    phrases = extract_keyphrases("Die Katze schläft. 東京 tower und Tokyo tower. Café au lait café.", 5).ids
+    assert phrases and any("tower" in p for p in phrases)
+
+
+def test_long_document_is_linear_enough():
+    import time
+
+    text = " ".join(f"Topic {i % 40} concerns sensor array {i % 13} and signal model {i % 7}." for i in range(3000))
+    start = time.perf_counter()
+    assert len(extract_keyphrases(text, 10)) == 10
+    assert time.perf_counter() - start < 30
+
+
+@pytest.mark.parametrize("dataset, anchor", [("inspec", 0.211), ("semeval2017", 0.215)])
+def test_default_beats_the_best_anchor(dataset, anchor):
+    docs = read_jsonl(data_path("keyphrase", dataset, "docs.jsonl"))
+    predictions = [extract_keyphrases(d["text"], 10).ids for d in docs]
+    result = evaluate_keyphrases(predictions, [d["text"] for d in docs], [d["keyphrases"] for d in docs], ks=(10,))
+    assert result["F1@10"] > anchor
+
+
+def test_cli(tmp_path, capsys):
+    doc = tmp_path / "doc.txt"
+    doc.write_text(TEXT)
+    assert main(["keywords", str(doc), "-k", "3", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["keyphrases"]) == 3
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(json.dumps({"text": TEXT, "keyphrases": ["wireless sensor network", "sensor placement"]}) + "\n")
+    assert main(["keywords", "evaluate", str(gold), "--method", "positionrank", "-k", "5,10", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert set(result["all_gold"]) == {"P@5", "R@5", "F1@5", "P@10", "R@10", "F1@10"} and "present_gold" in result
+    gold.write_text(json.dumps({"text": TEXT}) + "\n" + json.dumps({"text": TEXT, "keyphrases": "x"}) + "\n")
+    assert main(["keywords", "evaluate", str(gold)]) == 2
+    assert "gold.jsonl:1: record has no field 'keyphrases'" in capsys.readouterr().err
+    assert main(["keywords", str(doc), "-k", "0"]) == 2
+    assert "positive integer" in capsys.readouterr().err
