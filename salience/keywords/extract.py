@@ -358,8 +358,10 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
     has no candidate).
 
-    >>> extract_keyphrases("Graph neural networks learn on graphs. Neural networks are popular.", 2).ids
-    ['neural networks', 'graph neural networks']
+    >>> text = ("Sensor placement decides the coverage of a wireless sensor network. "
+    ...         "Wireless sensor networks monitor areas with cheap sensors.")
+    >>> extract_keyphrases(text, 2).ids
+    ['sensor placement decides', 'wireless sensor network']
     """
     k = check_k(k)
     scores = score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency)
