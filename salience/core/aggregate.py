@@ -23,6 +23,7 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
+from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, unknown_choice
 
@@ -300,11 +301,8 @@ def pagerank(W, ids=None, *, damping: float = 0.85) -> Scores:
         return Scores([], ids=[])
     if not 0.0 <= damping < 1.0:
         raise InvalidParameterError(f"damping must be in [0, 1); got {damping}.")
-    out = W.T  # out[i, j]: weight of edge i -> j, i.e. wins of j over i
-    totals = out.sum(axis=1, keepdims=True)
-    P = np.where(totals > 0, out / np.where(totals > 0, totals, 1.0), 1.0 / n)  # undefeated items jump uniformly
-    P = damping * P + (1 - damping) / n
-    return Scores(_stationary(P), ids=ids)
+    # each loser links to its winners: edge i -> j weighted by the wins of j over i
+    return Scores(pagerank_scores(W.T, damping), ids=ids)
 
 
 def win_rate(W, ids=None) -> Scores:

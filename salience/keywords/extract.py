@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
@@ -80,24 +81,6 @@ class DocumentFrequency:
         return model
 
 
-def _pagerank(W: np.ndarray, damping: float = 0.85, personalization: np.ndarray | None = None) -> np.ndarray:
-    n = len(W)
-    if n == 0:
-        return np.zeros(0)
-    totals = W.sum(axis=1, keepdims=True)
-    P = np.where(totals > 0, W / np.where(totals > 0, totals, 1.0), 1.0 / n)
-    teleport = np.full(n, 1.0 / n) if personalization is None else personalization / personalization.sum()
-    if n <= 600:
-        return np.linalg.solve(np.eye(n) - damping * P.T, (1 - damping) * teleport)
-    x = np.full(n, 1.0 / n)
-    for _ in range(100):
-        nxt = damping * (x @ P) + (1 - damping) * teleport
-        if np.abs(nxt - x).sum() < 1e-9:
-            return nxt
-        x = nxt
-    return x
-
-
 def _word_graph_scores(doc: Document, window: int, position_bias: bool) -> dict[str, float]:
     """PageRank over content-word stems linked when within ``window`` content words."""
     idx = np.flatnonzero(doc.content)
@@ -119,7 +102,7 @@ def _word_graph_scores(doc: Document, window: int, position_bias: bool) -> dict[
     if position_bias:
         personalization = np.zeros(n)
         np.add.at(personalization, ids, 1.0 / (idx + 1.0))
-    scores = _pagerank(W, 0.85, personalization)
+    scores = pagerank_scores(W, 0.85, personalization)
     return {s: float(scores[i]) for s, i in vocab.items()}
 
 
@@ -334,7 +317,7 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
         one_hot[np.arange(len(sub)), t] = 1.0
         T = one_hot.T @ W @ one_hot
         np.fill_diagonal(T, 0.0)
-        topic_scores = _pagerank(T)
+        topic_scores = pagerank_scores(T)
         for a in range(n_topics):
             members = np.flatnonzero(t == a)
             first = min(members, key=lambda m: sub[m].first)
@@ -349,7 +332,7 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
         siblings = members[members != first]
         if len(siblings):
             boosted[:, first] += 1.1 * math.exp(1.0 / (1 + sub[first].first)) * W[:, siblings].sum(axis=1)
-    values[keep] = _pagerank(boosted)
+    values[keep] = pagerank_scores(boosted)
     return values.tolist()
 
 

@@ -31,6 +31,7 @@ from typing import Sequence
 
 import numpy as np
 
+from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k, select_mmr
 from salience.exceptions import InvalidParameterError, unknown_choice
@@ -103,24 +104,6 @@ def _overlap_similarity(counts: np.ndarray) -> np.ndarray:
     return np.where(denominator > 0, shared / np.where(denominator > 0, denominator, 1.0), 0.0)
 
 
-def _pagerank(weights: np.ndarray, damping: float = 0.85, personalization: np.ndarray | None = None) -> np.ndarray:
-    n = len(weights)
-    W = weights.copy()
-    np.fill_diagonal(W, 0.0)
-    totals = W.sum(axis=1, keepdims=True)
-    P = np.where(totals > 0, W / np.where(totals > 0, totals, 1.0), 1.0 / n)  # dangling rows jump uniformly
-    teleport = np.full(n, 1.0 / n) if personalization is None else personalization
-    if n <= 1000:  # small graphs: solve x = d x P + (1 - d) t exactly
-        return np.linalg.solve(np.eye(n) - damping * P.T, (1 - damping) * teleport)
-    x = np.full(n, 1.0 / n)
-    for _ in range(200):
-        nxt = damping * (x @ P) + (1 - damping) * teleport
-        if np.abs(nxt - x).sum() < 1e-10:
-            return nxt
-        x = nxt
-    return x
-
-
 def _query_affinity(sentences: Sequence[str], query: str) -> np.ndarray:
     counts = _term_counts(list(sentences) + [query])
     sim = _cosine(_tfidf(counts))[-1, :-1]
@@ -176,8 +159,8 @@ def score_sentences(
     if affinity is not None and affinity.sum() > 0:
         if not 0.0 <= query_bias < 1.0:
             raise InvalidParameterError(f"query_bias must be in [0, 1); got {query_bias}.")
-        return Scores(_pagerank(sim, 1.0 - query_bias, affinity / affinity.sum()))
-    return Scores(_pagerank(sim, damping))
+        return Scores(pagerank_scores(sim, 1.0 - query_bias, affinity / affinity.sum()))
+    return Scores(pagerank_scores(sim, damping))
 
 
 @dataclass

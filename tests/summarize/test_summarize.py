@@ -6,7 +6,7 @@ import pytest
 from salience import InvalidParameterError
 from salience.cli import main
 from salience.summarize import score_sentences, summarize
-from salience.summarize.extractive import METHODS, _pagerank
+from salience.summarize.extractive import METHODS
 from tests.conftest import data_path, read_jsonl
 
 DOC = (
@@ -16,17 +16,6 @@ DOC = (
     "Electricity from solar cells powers homes and charges batteries. "
     "A cat slept on the warm roof."
 )
-
-
-def test_pagerank_solves_the_stationary_equation():
-    rng = np.random.default_rng(0)
-    W = rng.random((6, 6))
-    x = _pagerank(W, 0.85)
-    P = W.copy()
-    np.fill_diagonal(P, 0)
-    P = P / P.sum(axis=1, keepdims=True)
-    assert x == pytest.approx(0.85 * x @ P + 0.15 / 6)
-    assert x.sum() == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("method", METHODS)
