@@ -267,10 +267,14 @@ def score_candidates(text: str, method: str = "yake", *, candidates_from: str = 
         values = [sum(word.get(s, 0.0) for s in c.key) for c in cands]
     elif method == "yake":
         word, (ids, vocab, tf) = _yake_word_scores(doc)
-        names = list(vocab)
-        codes, counts = np.unique(ids[:-1] * len(vocab) + ids[1:], return_counts=True) if len(ids) > 1 else ([], [])
-        adjacency = {(names[c // len(vocab)], names[c % len(vocab)]): int(k) for c, k in zip(codes, counts)}
-        tf_of = {w: tf[i] for w, i in vocab.items()}
+        adjacency: dict = {}
+        tf_of: dict = {}
+        if any(not doc.content[c.first + m] for c in cands for m in range(len(c.key))):
+            # bigram counts, needed only for candidates with a stop word inside
+            names = list(vocab)
+            codes, counts = np.unique(ids[:-1] * len(vocab) + ids[1:], return_counts=True) if len(ids) > 1 else ([], [])
+            adjacency = {(names[c // len(vocab)], names[c % len(vocab)]): int(k) for c, k in zip(codes, counts)}
+            tf_of = {w: tf[i] for w, i in vocab.items()}
         raw = np.array([_yake_candidate_score(doc, c, word, adjacency, tf_of) for c in cands])
         if long_text:
             # in long documents keyphrases show up early (title, abstract): a first-occurrence
