@@ -106,16 +106,12 @@ def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Doc
                     np.asarray(breaks, dtype=bool), (current + 1) if words else 0)
 
 
-def candidates(
-    doc: Document, max_words: int = 3, maximal: bool = False, inner_stopwords: bool = False
-) -> dict[tuple[str, ...], Candidate]:
+def candidates(doc: Document, max_words: int = 3, maximal: bool = False) -> dict[tuple[str, ...], Candidate]:
     """Candidates keyed by stems, in order of first occurrence.
 
     ``maximal=True`` keeps only whole content runs of at most ``max_words`` words (longer runs
-    give their n-grams), as RAKE and noun-phrase chunkers do; ``maximal="both"`` adds the runs
-    to every n-gram of up to three words; ``False`` keeps the n-grams only.
-    ``inner_stopwords=True`` also admits n-grams (up to ``max_words``) with stop words inside
-    but not at either end, within a clause ("number of sensors"), as YAKE does.
+    give their n-grams), as RAKE and noun-phrase chunkers do; ``False`` keeps every n-gram of
+    up to ``max_words`` words of each run.
     """
     if max_words < 1:
         raise InvalidParameterError(f"max_words must be >= 1; got {max_words}.")
@@ -145,25 +141,11 @@ def candidates(
             end += 1
         if maximal and end - start <= max_words:
             add(start, end)
-        if not maximal or maximal == "both" or end - start > max_words:
-            cap = min(max_words, 3) if maximal == "both" else max_words
+        else:
             for i in range(start, end):
-                for j in range(i + 1, min(end, i + cap) + 1):
-                    if not (maximal == "both" and i == start and j == end):
-                        add(i, j)
+                for j in range(i + 1, min(end, i + max_words) + 1):
+                    add(i, j)
         start = end
-    if inner_stopwords:
-        for i in range(n):
-            if not content[i]:
-                continue
-            for j in range(i + 2, min(n, i + min(max_words, 3))):  # at most three words, as YAKE
-                # words i..j inclusive, same clause, content at both ends, a stop word inside
-                if breaks[j] or sentence[j] != sentence[i]:
-                    break
-                if content[j] and not content[i + 1 : j].all() and all(
-                    doc.lower[m].isalpha() for m in range(i + 1, j)
-                ):
-                    add(i, j + 1)
     for key, cand in found.items():
         forms = surfaces[key]
         cand.surface = max(forms, key=lambda f: (forms[f], -len(f)))

@@ -158,26 +158,13 @@ def _yake_word_scores(doc: Document, window: int = 2) -> dict[str, float]:
     sentences_with = np.bincount(word_sentence // (doc.n_sentences + 1), minlength=V).astype(float)
     t_diff = sentences_with / max(doc.n_sentences, 1)
     score = (t_rel * t_pos) / (t_case + t_freq / t_rel + t_diff / t_rel)
-    return {w: float(score[i]) for w, i in vocab.items()}, (ids, vocab, tf)
+    return {w: float(score[i]) for w, i in vocab.items()}
 
 
-def _yake_candidate_score(doc: Document, c: Candidate, word: dict, adjacency: dict, tf_of: dict) -> float:
-    """YAKE's S(kw) = prod S(w) / (TF(kw) (1 + sum S(w))); a stop word inside the phrase
-    contributes through the probability of its bigrams, as YAKE does."""
-    words = doc.lower[c.first : c.first + len(c.key)]
-    product, total = 1.0, 0.0
-    for m, w in enumerate(words):
-        if _is_stopword(w) and 0 < m < len(words) - 1:
-            prev, nxt = words[m - 1], words[m + 1]
-            p_prev = adjacency.get((prev, w), 0) / max(tf_of.get(prev, 1), 1)
-            p_next = adjacency.get((w, nxt), 0) / max(tf_of.get(w, 1), 1)
-            bigram = p_prev * p_next
-            product *= 1 + (1 - bigram)
-            total -= 1 - bigram
-        else:
-            product *= word[w]
-            total += word[w]
-    return product / (c.frequency * (1.0 + total))
+def _yake_candidate_score(doc: Document, c: Candidate, word: dict) -> float:
+    """YAKE's S(kw) = prod S(w) / (TF(kw) (1 + sum S(w))) over the candidate's words."""
+    scores = [word[w] for w in doc.lower[c.first : c.first + len(c.key)]]
+    return float(np.prod(scores)) / (c.frequency * (1.0 + sum(scores)))
 
 
 _YAKE_STOP = None
@@ -266,16 +253,8 @@ def score_candidates(text: str, method: str = "yake", *, candidates_from: str = 
         word = _word_graph_scores(doc, 2 if method == "textrank" else 10, method == "positionrank")
         values = [sum(word.get(s, 0.0) for s in c.key) for c in cands]
     elif method == "yake":
-        word, (ids, vocab, tf) = _yake_word_scores(doc)
-        adjacency: dict = {}
-        tf_of: dict = {}
-        if any(not doc.content[c.first + m] for c in cands for m in range(len(c.key))):
-            # bigram counts, needed only for candidates with a stop word inside
-            names = list(vocab)
-            codes, counts = np.unique(ids[:-1] * len(vocab) + ids[1:], return_counts=True) if len(ids) > 1 else ([], [])
-            adjacency = {(names[c // len(vocab)], names[c % len(vocab)]): int(k) for c, k in zip(codes, counts)}
-            tf_of = {w: tf[i] for w, i in vocab.items()}
-        raw = np.array([_yake_candidate_score(doc, c, word, adjacency, tf_of) for c in cands])
+        word = _yake_word_scores(doc)
+        raw = np.array([_yake_candidate_score(doc, c, word) for c in cands])
         if long_text:
             # in long documents keyphrases show up early (title, abstract): a first-occurrence
             # prior, as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
