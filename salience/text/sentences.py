@@ -28,7 +28,6 @@ ABBREVIATIONS = frozenset(
 _BOUNDARY = re.compile(r"""([.!?…]+)(["'”’)\]]*)(\s+|$)""")
 _OPENER = re.compile(r"""["'“‘(\[]*[\w¿¡]""")
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
-_LAST_WORD = re.compile(r"([\w.]+)$")
 _ACRONYM = re.compile(r"(?:[a-z]\.)+[a-z]")
 _INNER_SPACE = re.compile(r"\s\s|[^\S ]")
 
@@ -52,10 +51,13 @@ def _is_boundary(text: str, match: re.Match) -> bool:
             return False  # "e.g. the", "approx. three": a lower-case word continues the sentence
     if match.group(1) != ".":
         return True
-    word = _LAST_WORD.search(text, max(0, match.start() - 40), match.start())
-    if word is None:
+    end_of_word = match.start()
+    begin = end_of_word
+    while begin > 0 and begin > end_of_word - 40 and (text[begin - 1].isalnum() or text[begin - 1] in "._"):
+        begin -= 1  # walk back over the word the period ends (letters, digits, inner dots)
+    if begin == end_of_word:
         return True
-    token = word.group(1).lower().rstrip(".")
+    token = text[begin:end_of_word].lower().rstrip(".")
     if token in ABBREVIATIONS:
         return False
     if len(token) == 1 and token.isalpha():
