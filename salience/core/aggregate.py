@@ -24,7 +24,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from salience.core.graph import pagerank_scores
-from salience.core.scores import Scores
+from salience.core.scores import Scores, first_duplicate
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, unknown_choice
 
 __all__ = [
@@ -50,9 +50,8 @@ def _universe(rankings: Sequence[Sequence[Hashable]], items: Sequence[Hashable] 
     for r, ranking in enumerate(rankings):
         if isinstance(ranking, (str, bytes)):
             raise InvalidParameterError(f"ranking {r} is a string; pass a list of item ids.")
-        if len(set(ranking)) != len(ranking):
-            seen: set = set()
-            dup = next(i for i in ranking if i in seen or seen.add(i))
+        dup = first_duplicate(ranking)
+        if dup is not None:
             raise IdMismatchError(f"ranking {r} lists item {dup!r} twice.")
     if items is None:
         items = list(dict.fromkeys(i for ranking in rankings for i in ranking))

@@ -7,7 +7,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import numpy as np
 
-from salience.core.scores import Scores
+from salience.core.scores import Scores, first_duplicate
 from salience.exceptions import IdMismatchError, InputFormatError, InvalidParameterError
 
 __all__ = ["Run", "Qrels"]
@@ -39,9 +39,8 @@ class Run:
     def __setitem__(self, subject: Any, scores: Scores | Mapping[Any, float]) -> None:
         if not isinstance(scores, Scores):
             scores = Scores.from_dict(scores)
-        if len(set(scores.ids)) != len(scores.ids):
-            seen: set = set()
-            dup = next(i for i in scores.ids if i in seen or seen.add(i))
+        dup = first_duplicate(scores.ids)
+        if dup is not None:
             raise IdMismatchError(f"run {self.name!r}, subject {subject!r}: item {dup!r} appears twice.")
         self._results[subject] = scores
 

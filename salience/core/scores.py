@@ -12,10 +12,24 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
-__all__ = ["Scores", "rank_order"]
+__all__ = ["Scores", "rank_order", "first_duplicate"]
 
 _NORMALIZATIONS = ("minmax", "zscore", "sum", "max", "rank")
 _FLOOR = 1e-9
+
+
+def first_duplicate(items: Iterable[Any]) -> Any | None:
+    """The first item met a second time, or ``None`` when all are distinct.
+
+    >>> first_duplicate(["a", "b", "a", "b"])
+    'a'
+    """
+    seen: set = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 
 def rank_order(values: np.ndarray) -> np.ndarray:

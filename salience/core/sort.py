@@ -27,7 +27,7 @@ import numpy as np
 
 from salience.core.aggregate import AGGREGATORS, aggregate
 from salience.core.judges import as_listwise, as_pairwise
-from salience.core.scores import Scores
+from salience.core.scores import Scores, first_duplicate
 from salience.core.select import check_k
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
 
@@ -48,9 +48,8 @@ def _items(items: Sequence[Hashable]) -> list:
     if isinstance(items, (str, bytes)) or not isinstance(items, Sequence):
         raise InvalidParameterError("items must be a list of item ids in their initial order.")
     items = list(items)
-    if len(set(items)) != len(items):
-        seen: set = set()
-        dup = next(i for i in items if i in seen or seen.add(i))
+    dup = first_duplicate(items)
+    if dup is not None:
         raise IdMismatchError(f"item {dup!r} appears twice in the list to rank.")
     return items
 
