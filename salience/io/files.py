@@ -21,6 +21,7 @@ __all__ = [
     "fsync_dir",
     "iter_text_lines",
     "iter_jsonl",
+    "read_records",
 ]
 
 _ENCODING_ERRORS = ("strict", "replace", "ignore")
@@ -140,3 +141,20 @@ def iter_jsonl(path: str | Path, encoding_errors: str = "strict") -> Iterator[tu
             raise InputFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}.")
         yield lineno, record
 
+
+
+def read_records(path: str | Path, required: dict, encoding_errors: str = "strict") -> list[dict]:
+    """All records of a jsonl file, each checked to hold the ``required`` fields.
+
+    ``required`` maps a field name to ``(check, what)``: ``check(value)`` says whether the value
+    is acceptable and ``what`` describes it for the error, which names the file and line.
+    """
+    records = []
+    for lineno, record in iter_jsonl(path, encoding_errors):
+        for name, (check, what) in required.items():
+            if not check(record.get(name)):
+                raise InputFormatError(f"{path}:{lineno}: record has no {what}.")
+        records.append(record)
+    if not records:
+        raise InputFormatError(f"{path}: no records.")
+    return records

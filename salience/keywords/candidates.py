@@ -51,30 +51,21 @@ class Document:
     n_sentences: int
 
 
-class _Stems:
-    """Shared stem cache (Snowball English via the salience tokenizer's stemmer)."""
-
-    def __init__(self, language: str = "english"):
-        import Stemmer
-
-        self._stem = Stemmer.Stemmer(language, 0).stemWord
-        self._cache: dict[str, str] = {}
-
-    def __call__(self, word: str) -> str:
-        stem = self._cache.get(word)
-        if stem is None:
-            stem = self._cache[word] = self._stem(word)
-        return stem
+_STEM_CACHE: dict[str, str] = {}
+_STEMMER = None
 
 
-_STEMS: _Stems | None = None
+def _stem(word: str) -> str:
+    """Snowball English stem, cached per word (the tokenizer's stemmer loader)."""
+    global _STEMMER
+    stem = _STEM_CACHE.get(word)
+    if stem is None:
+        if _STEMMER is None:
+            from salience.text.tokenize import _load_stemmer
 
-
-def _stems() -> _Stems:
-    global _STEMS
-    if _STEMS is None:
-        _STEMS = _Stems()
-    return _STEMS
+            _STEMMER = _load_stemmer("english")
+        stem = _STEM_CACHE[word] = _STEMMER(word)
+    return stem
 
 
 def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Document:
@@ -82,7 +73,6 @@ def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Doc
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     stop = get_stopwords(stopwords)
-    stem = _stems()
     words: list[str] = []
     sentence: list[int] = []
     breaks: list[bool] = []
@@ -98,7 +88,7 @@ def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Doc
             if token in _SENTENCE_END:
                 current += 1
     lower = [w.lower() for w in words]
-    stems = [stem(w) for w in lower]
+    stems = [_stem(w) for w in lower]
     content = np.fromiter(
         (len(w) > 1 and w not in stop and not w.replace("-", "").isdigit() for w in lower), dtype=bool, count=len(lower)
     )

@@ -68,17 +68,10 @@ def evaluate_keyphrases(predictions: Sequence[Sequence[str]], texts: Sequence[st
 
 def read_gold(path, encoding_errors: str = "strict") -> list[dict]:
     """Records with ``text`` (a string) and ``keyphrases`` (a list of strings); errors name the line."""
-    from salience.exceptions import InputFormatError
-    from salience.io.files import iter_jsonl
+    from salience.io.files import read_records
 
-    records = []
-    for lineno, record in iter_jsonl(path, encoding_errors):
-        if not isinstance(record.get("text"), str):
-            raise InputFormatError(f"{path}:{lineno}: record has no text field 'text' (a string).")
-        gold = record.get("keyphrases")
-        if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
-            raise InputFormatError(f"{path}:{lineno}: record has no field 'keyphrases' (a list of strings).")
-        records.append(record)
-    if not records:
-        raise InputFormatError(f"{path}: no records.")
-    return records
+    return read_records(path, {
+        "text": (lambda v: isinstance(v, str), "text field 'text' (a string)"),
+        "keyphrases": (lambda v: isinstance(v, list) and all(isinstance(g, str) for g in v),
+                       "field 'keyphrases' (a list of strings)"),
+    }, encoding_errors)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from salience.exceptions import InputFormatError, MissingDependencyError
-from salience.io.files import iter_jsonl
+from salience.exceptions import MissingDependencyError
+from salience.io.files import read_records
 
 __all__ = ["evaluate_summaries", "rouge_scorer"]
 
@@ -24,15 +24,9 @@ def rouge_scorer():
 
 def read_gold(path: str | Path, encoding_errors: str = "strict") -> list[dict]:
     """Records with ``text`` and ``summary`` (one summary sentence per line); errors name the line."""
-    records = []
-    for lineno, record in iter_jsonl(path, encoding_errors):
-        for name in ("text", "summary"):
-            if not isinstance(record.get(name), str):
-                raise InputFormatError(f"{path}:{lineno}: record has no text field {name!r} (a string).")
-        records.append(record)
-    if not records:
-        raise InputFormatError(f"{path}: no records.")
-    return records
+    is_text = lambda v: isinstance(v, str)  # noqa: E731
+    return read_records(path, {"text": (is_text, "text field 'text' (a string)"),
+                               "summary": (is_text, "text field 'summary' (a string)")}, encoding_errors)
 
 
 def evaluate_summaries(
