@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import numpy as np
 
 from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k
-from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
+from salience.exceptions import InputFormatError, unknown_choice
 from salience.keywords.candidates import Candidate, Document, analyze, candidates
 
 __all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases"]

@@ -35,7 +35,7 @@ from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k, select_mmr
 from salience.exceptions import InvalidParameterError, unknown_choice
-from salience.text.sentences import Sentence, split_sentences
+from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["METHODS", "Summary", "score_sentences", "summarize"]

@@ -62,14 +62,14 @@ def test_select_top_k_and_threshold():
 
 
 def _brute_force_knapsack(values, costs, budget):
-    best, best_set = 0.0, ()
+    best = 0.0
     n = len(values)
     for mask in range(1 << n):
         chosen = [i for i in range(n) if mask >> i & 1]
         if sum(costs[i] for i in chosen) <= budget:
             total = sum(values[i] for i in chosen)
             if total > best + 1e-12:
-                best, best_set = total, tuple(chosen)
+                best = total
     return best
 
 

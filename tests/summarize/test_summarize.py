@@ -1,13 +1,12 @@
 import json
 
-import numpy as np
 import pytest
 
 from salience import InvalidParameterError
 from salience.cli import main
 from salience.summarize import score_sentences, summarize
 from salience.summarize.extractive import METHODS
-from tests.conftest import data_path, read_jsonl
+from tests.conftest import data_path
 
 DOC = (
     "Solar panels convert sunlight into electricity. "
