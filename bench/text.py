@@ -53,7 +53,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "v
 
 
 def keyphrase_systems(yake048_python: str | None):
-    from salience.keywords import DocumentFrequency, extract_keyphrases
+    from salience.keywords import DocumentFrequency, extract_keyphrases_many
     from salience.keywords.extract import METHODS
 
     out = {}
@@ -62,10 +62,10 @@ def keyphrase_systems(yake048_python: str | None):
         if method == "tfidf":
             def run(docs, method=method):
                 model = DocumentFrequency().fit(d["text"] for d in docs)  # unsupervised, on the evaluated texts
-                return [extract_keyphrases(d["text"], 15, method=method, document_frequency=model).ids for d in docs]
+                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method, document_frequency=model)]
         else:
             def run(docs, method=method):
-                return [extract_keyphrases(d["text"], 15, method=method).ids for d in docs]
+                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method)]
         out[label] = run
     try:
         import yake

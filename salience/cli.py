@@ -325,7 +325,7 @@ def _single_k(text: str) -> int:
 
 
 def _cmd_keywords_evaluate(args) -> int:
-    from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases
+    from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases_many
     from salience.keywords.evaluate import read_gold
 
     if args.docs is None:
@@ -338,7 +338,7 @@ def _cmd_keywords_evaluate(args) -> int:
     if args.method == "tfidf" and model is None:
         model = DocumentFrequency().fit(texts)  # unsupervised: document frequencies of the evaluated texts
     start = time.perf_counter()
-    predictions = [extract_keyphrases(t, max(ks), method=args.method, document_frequency=model).ids for t in texts]
+    predictions = [s.ids for s in extract_keyphrases_many(texts, max(ks), method=args.method, document_frequency=model)]
     seconds = time.perf_counter() - start
     golds = [r["keyphrases"] for r in records]
     result = {

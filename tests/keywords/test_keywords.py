@@ -100,3 +100,30 @@ def test_cli(tmp_path, capsys):
     assert "gold.jsonl:1: record has no field 'keyphrases'" in capsys.readouterr().err
     assert main(["keywords", str(doc), "-k", "0"]) == 2
     assert "positive integer" in capsys.readouterr().err
+
+
+def test_tokenize_batch_by_hand():
+    from salience.keywords.candidates import tokenize_batch
+
+    b = tokenize_batch(["Graph kernels. Fast ones!", "", "x-ray, Scans"])
+    assert [b.types[t] for t in b.word_type] == ["Graph", "kernels", "Fast", "ones", "x-ray", "Scans"]
+    assert b.doc.tolist() == [0, 0, 0, 0, 2, 2]
+    assert b.sentence.tolist() == [0, 0, 1, 1, 0, 0]
+    assert b.breaks.tolist() == [True, False, True, False, True, True]  # document start, ".", document start, ","
+    assert b.doc_start.tolist() == [0, 4, 4, 6] and b.n_sentences.tolist() == [3, 0, 1]
+    assert [b.stems[s] for s in b.stem] == ["graph", "kernel", "fast", "one", "x-ray", "scan"]
+
+
+def test_batched_extraction_equals_one_by_one():
+    from salience.keywords import extract_keyphrases_many
+
+    texts = [TEXT, "", "the of", "Sensor data. " * 600 + "Graph kernels compare graphs.", TEXT.upper()]
+    many = extract_keyphrases_many(texts, 7, batch_size=2)
+    for text, batched in zip(texts, many):
+        single = extract_keyphrases(text, 7)
+        assert batched.ids == single.ids and batched.values.tolist() == single.values.tolist()
+    assert [len(s) for s in many[1:3]] == [0, 0]
+    with pytest.raises(InvalidParameterError, match="not one str"):
+        extract_keyphrases_many(TEXT)
+    with pytest.raises(InvalidParameterError, match="document 1"):
+        extract_keyphrases_many([TEXT, None])
