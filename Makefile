@@ -13,12 +13,16 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
 	touch $@
 
+# torch is pinned to the CPU build that lies on this workplace's disk; unpinned, the
+# embedding extra's sentence-transformers would pull a multi-GB CUDA build.
+TORCH ?= torch==2.13.0
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[test]' '$(TORCH)'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install -q -e '.[test,bench]'
+	$(BIN)/python -m pip install -q -e '.[test,bench]' '$(TORCH)'
 	touch $@
 
 demo: $(VENV)/.installed-base

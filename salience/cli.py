@@ -8,7 +8,7 @@
     salience rank evaluate QRELS RUN [--metrics ndcg@10,map@1000] [--json]
     salience summarize [FILE|-] [--sentences 3 | --words 100] [--method lexrank] [--query Q] [--json]
     salience summarize evaluate DOCS.jsonl [--method lexrank] [--json]
-    salience keywords [FILE|-] [-k 10] [--method yake] [--json]
+    salience keywords [FILE|-] [-k 10] [--method yake|...|embed] [--rerank semrerank] [--json]
     salience keywords evaluate DOCS.jsonl [--method yake] [-k 5,10,15] [--json]
 """
 
@@ -305,7 +305,8 @@ def _cmd_keywords(args) -> int:
     k = _single_k(args.k or "10")
     model = DocumentFrequency.load(args.df_model) if args.df_model else None
     text = _read_text(args.target, args.encoding_errors)
-    phrases = extract_keyphrases(text, k, method=args.method, document_frequency=model)
+    phrases = extract_keyphrases(text, k, method=args.method, document_frequency=model, encoder=args.encoder,
+                                 diversity=args.diversity, rerank=args.rerank)
     if args.json:
         print(json.dumps({"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}, ensure_ascii=False))
     else:
@@ -338,11 +339,12 @@ def _cmd_keywords_evaluate(args) -> int:
     if args.method == "tfidf" and model is None:
         model = DocumentFrequency().fit(texts)  # unsupervised: document frequencies of the evaluated texts
     start = time.perf_counter()
-    predictions = [s.ids for s in extract_keyphrases_many(texts, max(ks), method=args.method, document_frequency=model)]
+    predictions = [s.ids for s in extract_keyphrases_many(texts, max(ks), method=args.method, document_frequency=model,
+                                                          encoder=args.encoder, diversity=args.diversity, rerank=args.rerank)]
     seconds = time.perf_counter() - start
     golds = [r["keyphrases"] for r in records]
     result = {
-        "method": args.method,
+        "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
         "docs": len(records),
         "all_gold": evaluate_keyphrases(predictions, texts, golds, ks),
         "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True),
@@ -461,6 +463,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-k", default=None, help="number of keyphrases (default 10); evaluate: cut-offs, default 5,10,15")
     p.add_argument("--method", default="yake", choices=KEYWORD_METHODS)
     p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf")
+    p.add_argument("--rerank", default=None, choices=("semrerank",), help="revise the method's scores with SemRe-Rank")
+    p.add_argument("--encoder", default=None,
+                   help="sentence-transformers model name or folder for embed/semrerank (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--diversity", type=float, default=0.5, help="MMR diversity of embed, 0..1 (default 0.5)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_keywords)

