@@ -470,7 +470,40 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_keywords)
+
+    data = domains.add_parser("data", help="select training data for a target distribution (DSIR)")
+    data_cmds = data.add_subparsers(dest="command", required=True)
+    p = data_cmds.add_parser("select", help="importance-resample raw documents toward a target sample")
+    p.add_argument("--target", nargs="+", required=True, help="target sample: jsonl or jsonl.gz files")
+    p.add_argument("--raw", nargs="+", required=True, help="raw pool: jsonl or jsonl.gz files")
+    p.add_argument("--k", type=int, required=True, help="number of documents to select")
+    p.add_argument("--out", required=True, help="selected documents (.jsonl or .jsonl.gz), each with salience_weight")
+    p.add_argument("--method", default="dsir", choices=("dsir",))
+    p.add_argument("--sampling", default="gumbel", choices=("gumbel", "topk", "replacement"))
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
+    p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
+    p.add_argument("--buckets", type=int, default=10_000)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--shard-size", type=int, default=4000)
+    p.add_argument("--work-dir", default=None, help="shard cache (default OUT.work); a rerun skips finished shards")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
+    p.add_argument("--on-error", default="raise", choices=("raise", "skip"), help="invalid UTF-8/JSON or corrupt gzip")
+    p.set_defaults(func=_cmd_data_select)
     return parser
+
+
+def _cmd_data_select(args) -> int:
+    from salience.data import HashedNgrams, select_documents
+
+    report = select_documents(args.target, args.raw, args.k, args.out, sampling=args.sampling, seed=args.seed,
+                              text_field=args.text_field, label_field=args.label_field, min_tokens=args.min_tokens,
+                              features=HashedNgrams(buckets=args.buckets), workers=args.workers,
+                              shard_size=args.shard_size, work_dir=args.work_dir, strict=args.strict,
+                              on_error=args.on_error)
+    print(json.dumps(report.to_dict()))
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

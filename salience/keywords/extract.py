@@ -407,7 +407,7 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
     >>> [s.ids for s in extract_keyphrases_many(["Graph kernels compare graphs.", "the of"], 1)]
     [['graph kernels compare graphs'], []]
     """
-    from salience.keywords.semantic import embed_scores, embed_select, semrerank
+    from salience.keywords.semantic import embed_scores, embed_select, semrerank_many
 
     k = check_k(k)
     _check_method(method, candidates_from)
@@ -441,6 +441,6 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
             scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency)
                       for text in chunk]
         if rerank == "semrerank":
-            scored = [semrerank(scores, encoder=encoder) for scores in scored]
+            scored = semrerank_many(scored, encoder=encoder)
         out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
     return out

@@ -22,7 +22,7 @@ from salience.core.select import check_k, select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.embed import encode_normalized, get_encoder
 
-__all__ = ["embed_scores", "embed_select", "semrerank"]
+__all__ = ["embed_scores", "embed_select", "semrerank", "semrerank_many"]
 
 
 def embed_scores(texts: Sequence[str], candidates: Sequence[Scores], encoder=None) -> list[tuple[Scores, np.ndarray]]:
@@ -46,6 +46,20 @@ def embed_select(scores: Scores, vectors: np.ndarray, k: int, diversity: float) 
         return scores.top_k(k) if len(scores) else scores
     chosen = select_mmr(scores, vectors @ vectors.T, k, diversity=diversity)
     return Scores(np.array([scores[i] for i in chosen.ids]), ids=chosen.ids)
+
+
+def semrerank_many(bases: Sequence[Scores], *, encoder: str | Callable | None = None, **options) -> list[Scores]:
+    """:func:`semrerank` for many base scores, encoding the distinct words of all of them in one call."""
+    words = list(dict.fromkeys(w for base in bases for p in base.ids for w in str(p).split()))
+    if not words:
+        return list(bases)
+    table = encode_normalized(get_encoder(encoder), words)
+    row = {w: i for i, w in enumerate(words)}
+
+    def lookup(batch: Sequence[str]) -> np.ndarray:
+        return table[[row[w] for w in batch]]
+
+    return [semrerank(base, encoder=lookup, **options) for base in bases]
 
 
 def semrerank(base: Scores, *, encoder: str | Callable | None = None, seeds: int = 5, neighbours: int = 5,

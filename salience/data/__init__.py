@@ -1,0 +1,7 @@
+"""Training-data selection: hashed n-gram features, DSIR importance resampling, streaming selection."""
+
+from salience.data.dsir import ImportanceResampler, kl_reduction, resample
+from salience.data.features import HashedNgrams
+from salience.data.pipeline import SelectionReport, select_documents
+
+__all__ = ["HashedNgrams", "ImportanceResampler", "kl_reduction", "resample", "select_documents", "SelectionReport"]

@@ -1,0 +1,153 @@
+"""Hashed n-gram features, computed with array operations over raw bytes.
+
+Text is lower-cased and split into word runs and punctuation runs (as nltk's
+``WordPunctTokenizer`` does: ``\\w+|[^\\w\\s]+``, with every non-ASCII character counted as a
+word character). Each token's bytes are read as two 64-bit words (tokens of over 16 bytes are
+hashed one by one) and mixed with a 64-bit finaliser, so no Python object is made per token;
+n-grams combine their tokens' hashes, and the result is taken modulo ``buckets``. Memory is linear in the batch and
+independent of the vocabulary: nothing is remembered between batches.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["HashedNgrams", "NgramBatch"]
+
+_BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(9)], dtype=np.uint64)  # low i bytes
+_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_PAIR = np.uint64(0x9E3779B97F4A7C15)
+
+# byte classes: 0 space, 1 word (ASCII letters, digits, _ and every byte of a non-ASCII character), 2 punctuation
+_CLASS = np.zeros(256, dtype=np.int8)
+for _b in range(256):
+    _c = chr(_b)
+    if _b >= 0x80 or _c.isalnum() or _c == "_":
+        _CLASS[_b] = 1
+    elif not _c.isspace():
+        _CLASS[_b] = 2
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """splitmix64's finaliser: every input bit affects every output bit."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * _MIX1
+    h = h ^ (h >> np.uint64(27))
+    h = h * _MIX2
+    return h ^ (h >> np.uint64(31))
+
+
+@dataclass
+class NgramBatch:
+    """Hashed n-grams of a batch: ``bucket[i]`` belongs to document ``doc[i]``;
+    ``tokens[d]`` is document ``d``'s token count."""
+
+    bucket: np.ndarray
+    doc: np.ndarray
+    tokens: np.ndarray
+
+    def counts(self, buckets: int) -> np.ndarray:
+        """Total count of each bucket over the batch."""
+        return np.bincount(self.bucket, minlength=buckets)
+
+    def dot(self, weights: np.ndarray) -> np.ndarray:
+        """Per document: sum over its n-grams of ``weights[bucket]`` (counts . weights)."""
+        return np.bincount(self.doc, weights=weights[self.bucket], minlength=len(self.tokens))
+
+
+class HashedNgrams:
+    """Bag of hashed word n-grams (unigrams and bigrams by default) in ``buckets`` buckets.
+
+    >>> f = HashedNgrams(buckets=16)
+    >>> batch = f.transform(["The cat sat.", "", "the CAT"])
+    >>> batch.tokens.tolist()  # 'the', 'cat', 'sat', '.'; none; 'the', 'cat'
+    [4, 0, 2]
+    >>> int(batch.counts(16).sum())  # 4 + 3 bigrams, 2 + 1 bigram
+    10
+    """
+
+    def __init__(self, orders: Sequence[int] = (1, 2), buckets: int = 10_000, lowercase: bool = True):
+        orders = tuple(sorted(set(int(n) for n in orders)))
+        if not orders or orders[0] < 1:
+            raise InvalidParameterError(f"orders must be positive n-gram sizes, such as (1, 2); got {orders}.")
+        if not isinstance(buckets, (int, np.integer)) or buckets < 2:
+            raise InvalidParameterError(f"buckets must be an integer >= 2; got {buckets!r}.")
+        self.orders = orders
+        self.buckets = int(buckets)
+        self.lowercase = lowercase
+
+    def __repr__(self) -> str:
+        return f"HashedNgrams(orders={self.orders}, buckets={self.buckets}, lowercase={self.lowercase})"
+
+    def token_hashes(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """(64-bit hash of each token, its document) for all tokens of ``texts``, in order."""
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidParameterError(f"text {i} must be a str; got {type(text).__name__}.")
+        parts = [t.lower() for t in texts] if self.lowercase else list(texts)
+        joined = "\n".join(parts)
+        ascii_only = joined.isascii()
+        raw = joined.encode("utf-8", errors="surrogatepass")
+        data = np.frombuffer(raw, dtype=np.uint8)
+        n = len(data)
+        if n == 0:
+            return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+        cls = _CLASS[data]
+        start = np.ones(n, dtype=bool)
+        start[1:] = cls[1:] != cls[:-1]
+        start &= cls != 0
+        end = np.ones(n, dtype=bool)
+        end[:-1] = cls[:-1] != cls[1:]
+        end &= cls != 0
+        starts = np.flatnonzero(start)
+        ends = np.flatnonzero(end) + 1
+        lengths = ends - starts
+        # tokens of up to 16 bytes are keyed by their zero-padded bytes, read as two little-endian
+        # words from an unaligned view; longer ones (rare: URLs, chemical names) are hashed one by one
+        padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
+        as_words = np.ndarray(shape=(n + 9,), dtype="<u8", buffer=padded, strides=(1,))
+        short = lengths <= 16
+        with np.errstate(over="ignore"):
+            w0 = as_words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]
+            w1 = as_words[starts + 8] & _BYTE_MASKS[np.clip(lengths - 8, 0, 8)]
+            hashes = _mix(_mix(w0 + lengths.astype(np.uint64)) * _PAIR + w1)
+            if not short.all():
+                for i in np.flatnonzero(~short).tolist():
+                    digest = hashlib.blake2b(raw[starts[i] : ends[i]], digest_size=8).digest()
+                    hashes[i] = np.uint64(int.from_bytes(digest, "little"))
+        # documents: the joining newlines sit at known byte offsets
+        byte_lengths = np.fromiter(map(len, parts) if ascii_only else (len(t.encode("utf-8", errors="surrogatepass")) for t in parts),
+                                   dtype=np.int64, count=len(parts))
+        text_starts = np.zeros(len(texts), dtype=np.int64)
+        np.cumsum(byte_lengths[:-1] + 1, out=text_starts[1:])
+        doc = np.searchsorted(text_starts, starts, side="right") - 1
+        return hashes, doc
+
+    def transform(self, texts: Sequence[str]) -> NgramBatch:
+        """Hash the n-grams of ``texts``; n-grams never cross documents."""
+        hashes, doc = self.token_hashes(texts)
+        tokens = np.bincount(doc, minlength=len(texts))
+        parts, docs = [], []
+        B = np.uint64(self.buckets)
+        for n in self.orders:
+            if n == 1:
+                parts.append(hashes % B)
+                docs.append(doc)
+                continue
+            if len(hashes) < n:
+                continue
+            combined = hashes[: len(hashes) - n + 1].copy()
+            with np.errstate(over="ignore"):
+                for offset in range(1, n):
+                    combined = _mix(combined * _PAIR + hashes[offset : len(hashes) - n + 1 + offset])
+            same = doc[: len(doc) - n + 1] == doc[n - 1 :]
+            parts.append(combined[same] % B)
+            docs.append(doc[: len(doc) - n + 1][same])
+        bucket = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        return NgramBatch(bucket, np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64), tokens)

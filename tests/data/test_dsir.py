@@ -1,0 +1,117 @@
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from salience import InvalidParameterError, SalienceError
+from salience.data import HashedNgrams, ImportanceResampler, kl_reduction, resample, select_documents
+from salience.exceptions import InputFormatError
+
+
+def test_hashed_ngrams_by_hand():
+    f = HashedNgrams(buckets=1 << 20)
+    batch = f.transform(["The cat sat.", "", "the CAT", "cat"])
+    assert batch.tokens.tolist() == [4, 0, 2, 1]
+    unigram = {int(b) for b, d in zip(batch.bucket, batch.doc) if d == 3}
+    assert len(unigram) == 1 and unigram <= set(batch.bucket[batch.doc == 0].tolist())  # 'cat' hashes alike everywhere
+    assert np.bincount(batch.doc, minlength=4).tolist() == [7, 0, 3, 1]  # n tokens + (n - 1) bigrams, never across documents
+    long_word = "x" * 40
+    assert f.transform([long_word]).bucket.tolist() == f.transform([f"{long_word}!"]).bucket[:1].tolist()
+    with pytest.raises(InvalidParameterError, match="buckets"):
+        HashedNgrams(buckets=1)
+    with pytest.raises(InvalidParameterError, match="text 1"):
+        f.transform(["ok", None])
+
+
+def test_resample_modes():
+    w = np.log(np.array([1.0, 100.0, 50.0, 1e-9, 10.0]))
+    assert resample(w, 2, sampling="topk").tolist() == [1, 2]
+    draws = np.concatenate([resample(w, 1, sampling="gumbel", seed=s) for s in range(400)])
+    assert np.bincount(draws, minlength=5).argmax() == 1 and (draws == 3).sum() == 0
+    assert len(resample(w, 10, sampling="replacement")) == 10
+    groups = np.array(["a", "a", "b", "b", "b"])
+    assert resample(w, 0, sampling="topk", groups=groups, quotas={"a": 1, "b": 2}).tolist() == [1, 2, 4]
+    with pytest.raises(InvalidParameterError, match="larger than the pool"):
+        resample(w, 6)
+    with pytest.raises(InvalidParameterError, match="valid values"):
+        resample(w, 2, sampling="bogus")
+
+
+def test_importance_weights_and_kl():
+    r = ImportanceResampler(HashedNgrams(buckets=256), min_target_tokens=5)
+    r.fit_target(["protein binding assay in cells", "protein folding in cells"])
+    r.fit_raw(["stock prices fell sharply", "protein assay in cells", "the match ended in a draw"])
+    w = r.log_weights(["protein binding in cells", "stock prices fell"])
+    assert w[0] > 0 > w[1]
+    t, raw = r.target_counts, r.raw_counts
+    assert kl_reduction(t, raw, t) > 0 and kl_reduction(t, raw, raw) == pytest.approx(0.0)
+    with pytest.raises(SalienceError, match="at least 5"):
+        ImportanceResampler(min_target_tokens=5).fit_target(["two words"]).fit_raw(["x y"]).log_ratio
+    with pytest.raises(SalienceError, match="target is empty"):
+        ImportanceResampler().fit_target([]).fit_raw(["x y"]).log_ratio
+
+
+def _pool(tmp_path):
+    target = tmp_path / "target.jsonl"
+    target.write_text("".join(json.dumps({"text": f"protein {i} binds the receptor in cells"}) + "\n" for i in range(200)))
+    raw = tmp_path / "raw.jsonl.gz"
+    with gzip.open(raw, "wt") as fh:
+        for i in range(300):
+            domain = "bio" if i % 3 == 0 else "news"
+            text = f"protein {i} binds receptor cells assay" if domain == "bio" else f"stock {i} market prices fell today"
+            fh.write(json.dumps({"id": i, "text": text, "domain": domain}) + "\n")
+        fh.write(json.dumps({"id": "no-text"}) + "\n")
+    return target, raw
+
+
+def test_select_documents_end_to_end_and_resume(tmp_path):
+    target, raw = _pool(tmp_path)
+    out = tmp_path / "selected.jsonl.gz"
+    report = select_documents([target], [raw], 50, out, label_field="domain", workers=2, shard_size=64)
+    records = [json.loads(line) for line in gzip.open(out, "rt")]
+    assert len(records) == 50 and all(r["domain"] == "bio" for r in records) and "salience_weight" in records[0]
+    assert report.by_label == {"bio": 50} and report.skipped_no_text == 1 and report.kl_reduction > 0
+    shards = sorted((tmp_path / "selected.jsonl.gz.work").glob("shard-*.npz"))
+    assert len(shards) == 5
+    stamp = [s.stat().st_mtime_ns for s in shards]
+    again = select_documents([target], [raw], 50, out, label_field="domain", workers=1, shard_size=64)
+    assert [s.stat().st_mtime_ns for s in shards] == stamp and again.by_label == report.by_label  # finished shards reused
+
+
+def test_select_documents_bad_input(tmp_path):
+    target, raw = _pool(tmp_path)
+    out = tmp_path / "out.jsonl"
+    with pytest.raises(InputFormatError, match="no text field"):
+        select_documents([target], [raw], 5, out, strict=True, work_dir=tmp_path / "w1")
+    with pytest.raises(InvalidParameterError, match="larger than the pool"):
+        select_documents([target], [raw], 5000, out, work_dir=tmp_path / "w2")
+    assert not out.exists()
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    with pytest.raises(SalienceError, match="target is empty"):
+        select_documents([empty], [raw], 5, out, work_dir=tmp_path / "w3")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b'{"text": "fine text here"}\n{"text": "caf\xe9"}\n')
+    with pytest.raises(InputFormatError, match="bad.jsonl:2"):
+        select_documents([target], [bad], 1, out, work_dir=tmp_path / "w4")
+    report = select_documents([target], [bad], 1, out, on_error="skip", work_dir=tmp_path / "w5")
+    assert report.skipped_errors == 1 and report.selected == 1
+    corrupt = tmp_path / "corrupt.jsonl.gz"
+    corrupt.write_bytes(gzip.compress(b'{"text": "a b c"}\n' * 100)[:25])
+    with pytest.raises(InputFormatError, match="corrupt.jsonl.gz: unreadable"):
+        select_documents([target], [corrupt], 1, out, work_dir=tmp_path / "w6")
+
+
+def test_cli_select(tmp_path, capsys):
+    from salience.cli import main
+
+    target, raw = _pool(tmp_path)
+    out = tmp_path / "sel.jsonl"
+    assert main(["data", "select", "--target", str(target), "--raw", str(raw), "--k", "10", "--out", str(out),
+                 "--label-field", "domain", "--sampling", "topk", "--workers", "1"]) == 0
+    assert json.loads(capsys.readouterr().out)["by_label"] == {"bio": 10}
+    assert len(out.read_text().splitlines()) == 10
+    assert main(["data", "select", "--target", str(target), "--raw", str(raw), "--k", "100000", "--out", str(out),
+                 "--work-dir", str(tmp_path / "w")]) == 2
+    assert "larger than the pool" in capsys.readouterr().err
