@@ -28,7 +28,7 @@ import numpy as np
 
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
-from salience.exceptions import InputFormatError, InvalidParameterError, SalienceError
+from salience.exceptions import InputFormatError, InvalidParameterError
 
 __all__ = ["select_documents", "SelectionReport", "read_lines"]
 
