@@ -478,14 +478,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--raw", nargs="+", required=True, help="raw pool: jsonl or jsonl.gz files")
     p.add_argument("--k", type=int, required=True, help="number of documents to select")
     p.add_argument("--out", required=True, help="selected documents (.jsonl or .jsonl.gz), each with salience_weight")
-    p.add_argument("--method", default="dsir", choices=("dsir",))
+    p.add_argument("--method", default="dsir", choices=("dsir", "classifier", "perplexity"))
     p.add_argument("--sampling", default="gumbel", choices=("gumbel", "topk", "replacement"))
     p.add_argument("--text-field", default="text")
     p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
     p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
     p.add_argument("--buckets", type=int, default=10_000)
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--shard-size", type=int, default=4000)
+    p.add_argument("--shard-mb", type=float, default=8.0, help="shard size in MB of text (default 8)")
+    p.add_argument("--executor", default="local", choices=("local", "ray"))
+    p.add_argument("--quota-field", default=None, help="select per value of this field, in the target's proportions")
+    p.add_argument("--keep-work", action="store_true", help="keep the shard cache after a successful run")
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.add_argument("--work-dir", default=None, help="shard cache (default OUT.work); a rerun skips finished shards")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
@@ -497,11 +501,12 @@ def build_parser() -> argparse.ArgumentParser:
 def _cmd_data_select(args) -> int:
     from salience.data import HashedNgrams, select_documents
 
-    report = select_documents(args.target, args.raw, args.k, args.out, sampling=args.sampling, seed=args.seed,
-                              text_field=args.text_field, label_field=args.label_field, min_tokens=args.min_tokens,
-                              features=HashedNgrams(buckets=args.buckets), workers=args.workers,
-                              shard_size=args.shard_size, work_dir=args.work_dir, strict=args.strict,
-                              on_error=args.on_error)
+    report = select_documents(args.target, args.raw, args.k, args.out, method=args.method, sampling=args.sampling,
+                              seed=args.seed, text_field=args.text_field, label_field=args.label_field,
+                              quota_field=args.quota_field, min_tokens=args.min_tokens,
+                              features=HashedNgrams(buckets=args.buckets), workers=args.workers, executor=args.executor,
+                              shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
+                              keep_work=args.keep_work, strict=args.strict, on_error=args.on_error, progress=args.progress)
     print(json.dumps(report.to_dict()))
     return 0
 

@@ -70,13 +70,16 @@ class ImportanceResampler:
         return self
 
     def _check_fitted(self) -> None:
+        self._check_target()
+        if self.raw_counts.sum() == 0:
+            raise SalienceError("the raw pool is empty: fit_raw needs at least one document with text.")
+
+    def _check_target(self) -> None:
         if self.target_tokens == 0:
             raise SalienceError("the target is empty: fit_target needs at least one document with text.")
         if self.target_tokens < self.min_target_tokens:
             raise SalienceError(f"the target has {self.target_tokens} tokens; at least {self.min_target_tokens} are needed "
                                 "to fit its n-gram distribution (min_target_tokens).")
-        if self.raw_counts.sum() == 0:
-            raise SalienceError("the raw pool is empty: fit_raw needs at least one document with text.")
 
     def distribution(self, counts: np.ndarray) -> np.ndarray:
         smoothed = np.asarray(counts, dtype=np.float64) + self.smoothing

@@ -1,15 +1,18 @@
-"""Streaming DSIR selection over jsonl / jsonl.gz files, in shards, with local worker processes.
+"""Streaming selection over jsonl, jsonl.gz or parquet files, in shards, on local processes or Ray.
 
-Pass 1 reads the raw files once: the main process splits them into shards of ``shard_size``
-lines and worker processes parse and hash each shard, returning its bucket counts, each
-document's token count and label, and its hashed n-grams, which go to ``work_dir`` (one
-``.npz`` per shard, written atomically; a rerun skips the shards already there). Pass 2 turns
-the cached n-grams into one log weight per document, and selection keeps ``k`` of them. Pass 3
-re-reads the raw files and writes the selected records, each with its weight, to a temporary
-file renamed into place at the end: an interrupted run leaves no partial output.
+Pass 1 reads the raw files once, in shards of about ``shard_bytes`` bytes (parquet: row
+batches), and an executor parses and hashes each shard: its bucket counts, each document's
+token count, label, line number and place in the shard, and its hashed n-grams go to
+``work_dir`` (one ``.npz`` per shard, written atomically; a rerun skips the shards already
+there). Pass 2 scores each document from the cached n-grams — DSIR's log importance weight,
+the quality classifier's log-odds or the target n-gram model's log-probability — and
+selection keeps ``k`` of them. Pass 3 re-reads the raw files and writes the selected records,
+each with its score, to a temporary file renamed into place at the end: an interrupted run
+leaves no partial output.
 
-Memory: one float64 weight, one token count and one label per document, plus a shard in flight
-per worker; the n-gram cache on disk takes 2 bytes per n-gram (``buckets`` <= 65,536).
+Memory: one float64 score, one int32 token count, one int64 line number and one label per
+document, plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-gram
+(``buckets`` <= 65,536) and is removed after a successful run unless ``keep_work``.
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import shutil
 import time
 import zlib
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
@@ -28,13 +31,18 @@ import numpy as np
 
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
-from salience.exceptions import InputFormatError, InvalidParameterError
+from salience.data.scorers import NgramPerplexity, QualityClassifier, per_document_sums
+from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
 
-__all__ = ["select_documents", "SelectionReport", "read_lines"]
+__all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "METHODS", "EXECUTORS"]
+
+METHODS = ("dsir", "classifier", "perplexity")
+EXECUTORS = ("local", "ray")
 
 
 @dataclass
 class SelectionReport:
+    method: str
     selected: int
     pool: int
     eligible: int
@@ -43,61 +51,146 @@ class SelectionReport:
     kl_reduction: float = 0.0
     by_label: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
+    shards: int = 0
+    shards_reused: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
-def read_lines(path: str | Path, on_error: str = "raise") -> Iterator[tuple[int, bytes]]:
-    """(line number, raw line) of a jsonl or jsonl.gz file; a corrupt gzip stream raises an
-    error naming the file and the last good line (``on_error="skip"`` stops reading it)."""
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    number = 0
-    try:
-        with opener(path, "rb") as fh:
-            for number, line in enumerate(fh, 1):
-                if line.strip():
-                    yield number, line
-    except (OSError, EOFError, zlib.error) as err:
-        if on_error == "skip":
-            return
-        raise InputFormatError(f"{path}: unreadable after line {number} ({err}).") from None
+# reading ------------------------------------------------------------------------------------------
+@dataclass
+class Shard:
+    """A piece of one raw file: ``blob`` (whole jsonl lines, the first numbered ``first_line``)
+    or, for parquet, ``rows`` (dicts, the first numbered ``first_line``)."""
+
+    index: int
+    path: str
+    first_line: int
+    blob: bytes | None = None
+    rows: list | None = None
 
 
-def _parse_shard(lines: list[tuple[int, bytes]], path: str, text_field: str, label_field: str | None,
-                 strict: bool, on_error: str) -> tuple[list[str], list, int, int, list[int]]:
-    texts, labels, missing, errors, kept = [], [], 0, 0, []
-    for i, (number, line) in enumerate(lines):
+def _open_binary(path: Path):
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_error: str = "raise",
+                parquet_rows: int = 20_000) -> Iterator[Shard]:
+    """Shards of every file in turn; cut at line ends, so their boundaries depend only on the
+    file and ``shard_bytes``. A corrupt gzip stream raises an error naming the file and the last
+    complete line (``on_error="skip"`` ends that file there)."""
+    index = 0
+    for path in map(Path, paths):
+        if path.suffix == ".parquet":
+            for rows_first, rows in _parquet_batches(path, parquet_rows):
+                yield Shard(index, str(path), rows_first, rows=rows)
+                index += 1
+            continue
+        line = 1
+        carry = b""
         try:
-            record = json.loads(line.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as err:
+            with _open_binary(path) as fh:
+                while True:
+                    block = fh.read(shard_bytes)
+                    if not block:
+                        break
+                    block = carry + block
+                    cut = block.rfind(b"\n") + 1
+                    if cut == 0:
+                        carry = block
+                        continue
+                    blob, carry = block[:cut], block[cut:]
+                    yield Shard(index, str(path), line, blob=blob)
+                    index += 1
+                    line += blob.count(b"\n")
+        except (OSError, EOFError, zlib.error) as err:
+            if on_error != "skip":
+                raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
+            carry = b""
+        if carry.strip():
+            yield Shard(index, str(path), line, blob=carry + b"\n")
+            index += 1
+
+
+def _parquet_batches(path: Path, rows: int):
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise MissingDependencyError("Reading parquet needs pyarrow. Install it with: pip install 'salience[parquet]'") from None
+    try:
+        first = 1
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
+            records = batch.to_pylist()
+            yield first, records
+            first += len(records)
+    except (OSError, ValueError) as err:
+        raise InputFormatError(f"{path}: not a readable parquet file ({err}).") from None
+
+
+def parse_shard(shard: Shard, text_field: str, label_field: str | None, strict: bool, on_error: str):
+    """(texts, labels, line numbers, places in the shard, records missing the field, bad records)."""
+    texts, labels, numbers, places = [], [], [], []
+    missing = errors = 0
+    if shard.rows is not None:
+        items = ((shard.first_line + i, i, row) for i, row in enumerate(shard.rows))
+    else:
+        items = _blob_records(shard)
+    for number, place, record in items:
+        if record is None:
             if on_error == "skip":
                 errors += 1
                 continue
-            raise InputFormatError(f"{path}:{number}: not a UTF-8 JSON record ({err}).") from None
+            raise InputFormatError(f"{shard.path}:{number}: not a UTF-8 JSON record.")
         text = record.get(text_field) if isinstance(record, dict) else None
         if not isinstance(text, str):
             if strict:
-                raise InputFormatError(f"{path}:{number}: record has no text field {text_field!r}.")
+                raise InputFormatError(f"{shard.path}:{number}: record has no text field {text_field!r}.")
             missing += 1
             continue
         texts.append(text)
-        labels.append(record.get(label_field) if label_field else None)
-        kept.append(i)
-    return texts, labels, missing, errors, kept
+        labels.append("" if not label_field or record.get(label_field) is None else str(record.get(label_field)))
+        numbers.append(number)
+        places.append(place)
+    return texts, labels, numbers, places, missing, errors
 
 
-def _shard_job(args) -> dict:
-    lines, path, features, text_field, label_field, strict, on_error = args
-    texts, labels, missing, errors, kept = _parse_shard(lines, path, text_field, label_field, strict, on_error)
+def _blob_records(shard: Shard):
+    lines = shard.blob.split(b"\n")
+    for i, line in enumerate(lines[:-1] if lines and lines[-1] == b"" else lines):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)  # bytes: json detects UTF-8 and rejects invalid sequences
+        except (UnicodeDecodeError, ValueError):
+            record = None
+        yield shard.first_line + i, i, record
+
+
+def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_field: str | None,
+                strict: bool, on_error: str) -> dict:
+    texts, labels, numbers, places, missing, errors = parse_shard(shard, text_field, label_field, strict, on_error)
     batch = features.transform(texts)
-    ngram_doc_counts = np.bincount(batch.doc, minlength=len(texts))
-    by_doc = np.argsort(batch.doc, kind="stable")  # n-grams come grouped by order: regroup them by document
-    return {"counts": batch.counts(features.buckets), "tokens": batch.tokens, "labels": np.array(labels, dtype=object),
-            "bucket": batch.bucket[by_doc].astype(np.uint16 if features.buckets <= 65536 else np.uint32),
-            "ngrams": ngram_doc_counts, "lines": np.array([lines[i][0] for i in kept], dtype=np.int64),
-            "missing": missing, "errors": errors}
+    n = len(texts)
+    # transform lays n-grams out order by order, each order in document order: keep that layout
+    part_counts = np.zeros((len(features.orders), n), dtype=np.int32)
+    position = 0
+    for o, order in enumerate(features.orders):
+        size = int(np.maximum(batch.tokens - order + 1, 0).sum())
+        part_counts[o] = np.bincount(batch.doc[position : position + size], minlength=n)
+        position += size
+    return {"counts": batch.counts(features.buckets), "tokens": batch.tokens.astype(np.int32),
+            "labels": np.array(labels, dtype=str), "lines": np.array(numbers, dtype=np.int64),
+            "places": np.array(places, dtype=np.int64),
+            "bucket": batch.bucket.astype(np.uint16 if features.buckets <= 65536 else np.uint32),
+            "part_counts": part_counts, "missing": missing, "errors": errors}
+
+
+def _hash_job(args) -> dict:
+    shard, shard_file, features, text_field, label_field, strict, on_error = args
+    result = _hash_shard(shard, features, text_field, label_field, strict, on_error)
+    _atomic_save(Path(shard_file), **result)
+    return {"shard_file": shard_file}
 
 
 def _atomic_save(path: Path, **arrays) -> None:
@@ -109,157 +202,302 @@ def _atomic_save(path: Path, **arrays) -> None:
     os.replace(tmp, path)
 
 
-def _shards(paths: Sequence[Path], shard_size: int, on_error: str) -> Iterator[tuple[int, Path, list]]:
-    index = 0
-    for path in paths:
-        chunk: list = []
-        for item in read_lines(path, on_error):
-            chunk.append(item)
-            if len(chunk) >= shard_size:
-                yield index, path, chunk
-                index, chunk = index + 1, []
-        if chunk:
-            yield index, path, chunk
-            index += 1
+# executors ----------------------------------------------------------------------------------------
+class _LocalExecutor:
+    def __init__(self, workers: int):
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = ProcessPoolExecutor(workers) if workers > 1 else None
+        self.limit = 2 * workers
+        self.pending: list = []
+
+    def submit(self, args) -> None:
+        if self.pool is None:
+            _hash_job(args)
+            return
+        self.pending.append(self.pool.submit(_hash_job, args))
+        if len(self.pending) >= self.limit:
+            self._wait(self.limit // 2)
+
+    def _wait(self, keep: int) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        while len(self.pending) > keep:
+            done, rest = wait(self.pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()  # re-raises a worker's error, naming file and line
+            self.pending = list(rest)
+
+    def close(self) -> None:
+        try:
+            self._wait(0)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+
+
+class _RayExecutor:
+    def __init__(self, workers: int):
+        try:
+            import ray
+        except ImportError:
+            raise MissingDependencyError("The Ray executor needs Ray. Install it with: pip install 'salience[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+        self.task = ray.remote(_hash_job)
+        self.limit = 2 * workers
+        self.pending: list = []
+
+    def submit(self, args) -> None:
+        self.pending.append(self.task.remote(args))
+        if len(self.pending) >= self.limit:
+            done, self.pending = self.ray.wait(self.pending, num_returns=len(self.pending) - self.limit // 2)
+            self._get(done)
+
+    def _get(self, refs) -> None:
+        try:
+            self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as err:
+            cause = err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err
+            raise cause from None
+
+    def close(self) -> None:
+        refs, self.pending = self.pending, []
+        self._get(refs)
+
+
+def _executor(name: str, workers: int):
+    if name not in EXECUTORS:
+        raise unknown_choice("executor", name, EXECUTORS)
+    return _LocalExecutor(workers) if name == "local" else _RayExecutor(workers)
+
+
+# selection ----------------------------------------------------------------------------------------
+def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_error: str) -> list[str]:
+    texts = []
+    for shard in iter_shards(paths, on_error=on_error):
+        texts.extend(parse_shard(shard, text_field, None, strict, on_error)[0])
+    return texts
 
 
 def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k: int, out: str | Path, *,
-                     sampling: str = "gumbel", seed: int = 0, text_field: str = "text", label_field: str | None = None,
-                     quota_field: str | None = None, quotas: dict | None = None, min_tokens: int = 0,
-                     features: HashedNgrams | None = None, length_normalize: bool = False, workers: int = 2,
-                     shard_size: int = 4000, work_dir: str | Path | None = None, strict: bool = False,
-                     on_error: str = "raise", progress: bool = False) -> SelectionReport:
-    """Select ``k`` raw documents for the target distribution and write them to ``out``."""
+                     method: str = "dsir", sampling: str = "gumbel", seed: int = 0, text_field: str = "text",
+                     label_field: str | None = None, quota_field: str | None = None, quotas: dict | None = None,
+                     min_tokens: int = 0, features: HashedNgrams | None = None, length_normalize: bool = False,
+                     workers: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
+                     work_dir: str | Path | None = None, keep_work: bool = False, strict: bool = False,
+                     on_error: str = "raise", progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
+    """Select ``k`` raw documents for the target and write them to ``out`` (jsonl, or jsonl.gz by
+    suffix), each with a ``salience_score`` field. ``quota_field`` with ``quotas`` ({value: count})
+    selects per group instead of ``k`` overall; without ``quotas``, ``k`` is split over the
+    groups in proportion to their share of the target sample."""
+    if method not in METHODS:
+        raise unknown_choice("method", method, METHODS)
     if on_error not in ("raise", "skip"):
         raise InvalidParameterError(f"on_error must be 'raise' or 'skip'; got {on_error!r}.")
-    if workers < 1:
-        raise InvalidParameterError(f"workers must be >= 1; got {workers}.")
+    if not isinstance(workers, int) or workers < 1:
+        raise InvalidParameterError(f"workers must be a positive integer; got {workers!r}.")
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
     features = features or HashedNgrams()
+    if method == "perplexity" and features.orders != (1, 2):
+        raise InvalidParameterError(f"method='perplexity' needs n-gram orders (1, 2); got {features.orders}.")
     out = Path(out)
-    raw_paths = [Path(p) for p in raw]
-    for p in [*map(Path, target), *raw_paths]:
+    target, raw = list(map(Path, target)), list(map(Path, raw))
+    if not target or not raw:
+        raise InvalidParameterError("give at least one target file and one raw file.")
+    for p in [*target, *raw]:
         if not p.exists():
             raise InputFormatError(f"{p}: no such file.")
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
-    timings = {}
-    start = time.perf_counter()
+    timings: dict[str, float] = {}
+
+    clock = time.perf_counter()
+    target_texts = _read_texts(target, text_field, strict, on_error)
     resampler = ImportanceResampler(features, length_normalize=length_normalize)
-    for path in target:
-        texts = []
-        for number, line in read_lines(path):
-            t, _, _, _, _ = _parse_shard([(number, line)], str(path), text_field, None, strict, on_error)
-            texts.extend(t)
-        resampler.fit_target(texts)
-    timings["fit_target"] = time.perf_counter() - start
+    target_batch = features.transform(target_texts)
+    resampler.update_target(target_batch)
+    resampler._check_target()
+    target_groups = None
+    if quota_field and not quotas:
+        target_groups = [str(r.get(quota_field)) for s in iter_shards(target) for r in _records(s) if isinstance(r, dict)]
+    timings["read_target"] = time.perf_counter() - clock
 
-    # pass 1: parse and hash every raw shard (skipping shards finished by an earlier run)
-    start = time.perf_counter()
+    # pass 1: hash every raw shard that an earlier run did not finish
+    clock = time.perf_counter()
     group_field = quota_field or label_field
-    shard_files = []
-    pending = {}
-    with ProcessPoolExecutor(workers) as pool:
-        for index, path, lines in _shards(raw_paths, shard_size, on_error):
-            shard_file = work / f"shard-{index:06d}.npz"
-            shard_files.append((shard_file, path))
+    shard_files: list[tuple[Path, str]] = []
+    reused = 0
+    runner = _executor(executor, workers)
+    bar = _progress(progress, "hashing shards")
+    try:
+        for shard in iter_shards(raw, shard_bytes, on_error):
+            shard_file = work / f"shard-{shard.index:06d}.npz"
+            shard_files.append((shard_file, shard.path))
             if shard_file.exists():
-                continue
-            pending[pool.submit(_shard_job, (lines, str(path), features, text_field, group_field, strict, on_error))] = shard_file
-            if len(pending) >= 2 * workers:
-                _drain(pending, wait_all=False)
-        _drain(pending, wait_all=True)
-    timings["hash_raw"] = time.perf_counter() - start
+                reused += 1
+            else:
+                runner.submit((shard, str(shard_file), features, text_field, group_field, strict, on_error))
+            if bar is not None:
+                bar.update(1)
+    finally:
+        runner.close()
+        if bar is not None:
+            bar.close()
+    timings["hash_raw"] = time.perf_counter() - clock
 
-    start = time.perf_counter()
-    loaded = [np.load(f, allow_pickle=True) for f, _ in shard_files]
-    for shard in loaded:
-        resampler.raw_counts += shard["counts"]
+    # pass 2: scores from the cached n-grams
+    clock = time.perf_counter()
+    for shard_file, _ in shard_files:
+        with np.load(shard_file) as shard:
+            resampler.raw_counts += shard["counts"]
     resampler._log_ratio = None
-    weights, tokens, labels, where = [], [], [], []
-    for (f, path), shard in zip(shard_files, loaded):
-        ngram_counts = shard["ngrams"]
-        doc = np.repeat(np.arange(len(ngram_counts)), ngram_counts)
-        w = np.bincount(doc, weights=resampler.log_ratio[shard["bucket"].astype(np.int64)], minlength=len(ngram_counts))
-        if length_normalize:
-            w = w / np.maximum(ngram_counts, 1)
-        weights.append(w)
-        tokens.append(shard["tokens"])
-        labels.append(shard["labels"])
-        where.extend((path, int(line)) for line in shard["lines"])
-    weights = np.concatenate(weights) if weights else np.zeros(0)
-    tokens = np.concatenate(tokens) if tokens else np.zeros(0, dtype=np.int64)
-    labels = np.concatenate(labels) if labels else np.zeros(0, dtype=object)
-    missing = sum(int(s["missing"]) for s in loaded)
-    errors = sum(int(s["errors"]) for s in loaded)
+    scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
+    scores, tokens, labels, lines, files, places, shard_of = [], [], [], [], [], [], []
+    missing = errors = 0
+    for s, (shard_file, path) in enumerate(shard_files):
+        with np.load(shard_file) as shard:
+            scores.append(scorer(shard))
+            tokens.append(shard["tokens"])
+            labels.append(shard["labels"])
+            lines.append(shard["lines"])
+            places.append(shard["places"])
+            shard_of.append(np.full(len(shard["tokens"]), s, dtype=np.int32))
+            missing += int(shard["missing"])
+            errors += int(shard["errors"])
+    concat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
+    scores, tokens = concat(scores, np.float64), concat(tokens, np.int32)
+    labels, lines, places, shard_of = concat(labels, str), concat(lines, np.int64), concat(places, np.int64), concat(shard_of, np.int32)
     eligible = tokens >= min_tokens
-    chosen = resample(weights, k, sampling=sampling, seed=seed, eligible=eligible,
+    if quota_field and not quotas:
+        quotas = _proportional_quotas(target_groups, k)
+    chosen = resample(scores, k, sampling=sampling, seed=seed, eligible=eligible,
                       groups=labels if quotas else None, quotas=quotas)
-    selected_counts = np.zeros(features.buckets)
-    offset = 0
-    chosen_set = np.zeros(len(weights), dtype=bool)
-    chosen_set[chosen] = True
-    for shard in loaded:
-        n = len(shard["ngrams"])
-        mask = chosen_set[offset : offset + n]
-        if mask.any():
-            doc = np.repeat(np.arange(n), shard["ngrams"])
-            selected_counts += np.bincount(shard["bucket"].astype(np.int64)[mask[doc]], minlength=features.buckets)
-        offset += n
-    timings["weights_and_selection"] = time.perf_counter() - start
+    selected_counts = _selected_counts(shard_files, shard_of, chosen, features.buckets)
+    timings["score_and_select"] = time.perf_counter() - clock
 
-    # pass 3: write the selected records with their weights
-    start = time.perf_counter()
-    _write_selection(out, raw_paths, where, chosen, weights, on_error)
-    timings["write"] = time.perf_counter() - start
+    # pass 3: write the selected records with their scores
+    clock = time.perf_counter()
+    _write_selection(out, raw, shard_files, shard_of, places, chosen, scores, shard_bytes, on_error)
+    timings["write"] = time.perf_counter() - clock
     by_label = {}
     if group_field:
-        values, counts = np.unique(labels[chosen].astype(str), return_counts=True)
+        values, counts = np.unique(labels[chosen], return_counts=True)
         by_label = dict(zip(values.tolist(), counts.tolist()))
-    return SelectionReport(len(chosen), len(weights), int(eligible.sum()), missing, errors,
-                           kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label, timings)
+    if not keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+    return SelectionReport(method, len(chosen), len(scores), int(eligible.sum()), missing, errors,
+                           kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
+                           timings, len(shard_files), reused)
 
 
-def _drain(pending: dict, wait_all: bool) -> None:
-    from concurrent.futures import FIRST_COMPLETED, wait
-
-    while pending:
-        done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
-        for future in done:
-            shard_file = pending.pop(future)
-            result = future.result()  # re-raises a worker's error, naming file and line
-            _atomic_save(shard_file, **{k: v for k, v in result.items()})
-        if not wait_all:
-            return
+def _records(shard: Shard):
+    if shard.rows is not None:
+        yield from shard.rows
+    else:
+        for _, _, record in _blob_records(shard):
+            yield record
 
 
-def _write_selection(out: Path, raw_paths: Sequence[Path], where: list, chosen: np.ndarray, weights: np.ndarray,
-                     on_error: str) -> None:
-    wanted: dict[Path, dict[int, float]] = {}
-    for i in np.unique(chosen).tolist():
-        path, line = where[i]
-        wanted.setdefault(path, {})[line] = float(weights[i])
-    repeats = np.bincount(chosen, minlength=len(weights)) if len(chosen) else np.zeros(0, dtype=np.int64)
-    repeat_of = {where[i]: int(repeats[i]) for i in np.unique(chosen).tolist()}
+def _proportional_quotas(groups: list[str] | None, k: int) -> dict:
+    if not groups:
+        raise InvalidParameterError("quota_field is not in the target records: give quotas explicitly.")
+    values, counts = np.unique(np.array(groups), return_counts=True)
+    share = counts / counts.sum() * k
+    quota = np.floor(share).astype(int)
+    quota[np.argsort(-(share - quota))[: k - quota.sum()]] += 1  # largest remainders
+    return dict(zip(values.tolist(), quota.tolist()))
+
+
+def _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs):
+    if method == "dsir":
+        log_ratio = resampler.log_ratio
+
+        def score(shard):
+            w = per_document_sums(log_ratio[shard["bucket"]], shard["part_counts"])
+            return w / np.maximum(shard["part_counts"].sum(axis=0), 1) if resampler.length_normalize else w
+        return score
+    if method == "perplexity":
+        lm = NgramPerplexity(features.buckets).fit(target_batch)
+
+        def score(shard):
+            tokens = shard["tokens"].astype(np.int64)
+            n_uni = int(tokens.sum())
+            return lm.score_parts(shard["bucket"][:n_uni].astype(np.int64), shard["bucket"][n_uni:].astype(np.int64), tokens)
+        return score
+    # classifier: train on the target against the first raw documents
+    from salience.data.features import NgramBatch
+
+    buckets, docs, tokens, taken = [], [], [], 0
+    for shard_file, _ in shard_files:
+        with np.load(shard_file) as shard:
+            counts = shard["part_counts"]
+            n = counts.shape[1]
+            doc = np.concatenate([np.repeat(np.arange(n), c) for c in counts])
+            buckets.append(shard["bucket"].astype(np.int64))
+            docs.append(doc + taken)
+            tokens.append(shard["tokens"])
+            taken += n
+        if taken >= classifier_raw_docs:
+            break
+    raw_batch = NgramBatch(np.concatenate(buckets), np.concatenate(docs), np.concatenate(tokens))
+    clf = QualityClassifier(features.buckets).fit(target_batch, raw_batch)
+    return lambda shard: clf.score_parts(shard["bucket"].astype(np.int64), shard["part_counts"])
+
+
+def _selected_counts(shard_files, shard_of, chosen, buckets: int) -> np.ndarray:
+    total = np.zeros(buckets)
+    picks = np.bincount(chosen, minlength=len(shard_of)) if len(chosen) else np.zeros(len(shard_of), dtype=np.int64)
+    offset = 0
+    for s, (shard_file, _) in enumerate(shard_files):
+        with np.load(shard_file) as shard:
+            part_counts = shard["part_counts"]
+            n = part_counts.shape[1]
+            weight = picks[offset : offset + n]
+            if weight.any():
+                per_ngram = np.concatenate([np.repeat(weight, c) for c in part_counts])
+                total += np.bincount(shard["bucket"].astype(np.int64), weights=per_ngram, minlength=buckets)
+            offset += n
+    return total
+
+
+def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, places, chosen, scores,
+                     shard_bytes: int, on_error: str) -> None:
+    picks = np.bincount(chosen, minlength=len(scores)) if len(chosen) else np.zeros(len(scores), dtype=np.int64)
+    wanted: dict[int, list[tuple[int, int, float]]] = {}
+    for i in np.flatnonzero(picks).tolist():
+        wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), int(picks[i]), float(scores[i])))
     tmp = out.with_name(out.name + ".tmp")
     opener = gzip.open if out.suffix == ".gz" else open
     try:
         with opener(tmp, "wb") as fh:
-            for path in raw_paths:
-                lines = wanted.get(path)
-                if not lines:
+            for shard in iter_shards(raw, shard_bytes, on_error):
+                todo = wanted.get(shard.index)
+                if not todo:
                     continue
-                for number, line in read_lines(path, on_error):
-                    weight = lines.get(number)
-                    if weight is None:
-                        continue
-                    record = json.loads(line.decode("utf-8"))
-                    record["salience_weight"] = weight
-                    payload = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-                    for _ in range(repeat_of[(path, number)]):
-                        fh.write(payload)
+                if shard.rows is not None:
+                    records = shard.rows
+                else:
+                    lines = shard.blob.split(b"\n")
+                    records = None
+                for place, repeat, value in todo:
+                    record = dict(records[place]) if records is not None else json.loads(lines[place])
+                    record["salience_score"] = value
+                    payload = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+                    fh.write(payload * repeat)
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, out)
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _progress(enabled: bool, what: str):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    return tqdm(desc=what, unit="shard")

@@ -1,0 +1,165 @@
+"""Document scorers over hashed n-grams, besides DSIR's importance weight.
+
+* :class:`QualityClassifier`: logistic regression on length-normalised hashed n-gram counts,
+  target (1) against raw (0), as the fastText / DCLM quality filters do; a document's score is
+  its log-odds of being target-like (the odds estimate the density ratio, so the score can
+  serve as a log importance weight).
+* :class:`NgramPerplexity`: an interpolated bigram language model over hashed buckets fitted
+  on the target; a document's score is its mean log-probability per token (higher = lower
+  perplexity under the target; perplexity = exp(-score)).
+* :func:`text_statistics`: length and character heuristics (Gopher-style quality rules).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import sparse
+from scipy.optimize import minimize
+
+from salience.data.features import NgramBatch
+from salience.exceptions import InvalidParameterError, SalienceError
+
+__all__ = ["QualityClassifier", "NgramPerplexity", "text_statistics", "per_document_sums"]
+
+
+def per_document_sums(values: np.ndarray, part_counts: np.ndarray) -> np.ndarray:
+    """Sum ``values`` (aligned with n-grams laid out order by order, each order grouped by
+    document) per document; ``part_counts[o, d]`` = n-grams of order ``o`` in document ``d``."""
+    part_counts = np.atleast_2d(part_counts)
+    out = np.zeros(part_counts.shape[1])
+    position = 0
+    for counts in part_counts:
+        total = int(counts.sum())
+        cumulative = np.concatenate(([0.0], np.cumsum(values[position : position + total], dtype=np.float64)))
+        ends = np.cumsum(counts)
+        out += cumulative[ends] - cumulative[ends - counts]
+        position += total
+    return out
+
+
+def _tf_matrix(batch: NgramBatch, buckets: int) -> sparse.csr_matrix:
+    n = len(batch.tokens)
+    X = sparse.csr_matrix((np.ones(len(batch.bucket)), (batch.doc, batch.bucket)), shape=(n, buckets))
+    X.sum_duplicates()
+    totals = np.asarray(X.sum(axis=1)).ravel()
+    return sparse.diags(1.0 / np.maximum(totals, 1.0)) @ X
+
+
+class QualityClassifier:
+    """Hashed n-gram logistic regression, target vs raw, with L2 penalty ``l2`` and balanced
+    classes.
+
+    >>> from salience.data.features import HashedNgrams
+    >>> f = HashedNgrams(buckets=256)
+    >>> clf = QualityClassifier(256).fit(f.transform(["protein binds receptor"] * 5), f.transform(["stock prices fell"] * 5))
+    >>> s = clf.score(f.transform(["protein receptor", "stock prices"]))
+    >>> bool(s[0] > 0 > s[1])
+    True
+    """
+
+    def __init__(self, buckets: int, l2: float = 1e-4, max_iter: int = 200):
+        self.buckets = int(buckets)
+        self.l2 = float(l2)
+        self.max_iter = int(max_iter)
+        self.coef = np.zeros(self.buckets)
+        self.intercept = 0.0
+
+    def fit(self, target: NgramBatch, raw: NgramBatch) -> "QualityClassifier":
+        if len(target.tokens) == 0 or len(raw.tokens) == 0:
+            raise SalienceError("the classifier needs target and raw documents to train on; got "
+                                f"{len(target.tokens)} target and {len(raw.tokens)} raw.")
+        X = sparse.vstack([_tf_matrix(target, self.buckets), _tf_matrix(raw, self.buckets)]).tocsr()
+        y = np.concatenate([np.ones(len(target.tokens)), -np.ones(len(raw.tokens))])
+        weight = np.where(y > 0, 0.5 / len(target.tokens), 0.5 / len(raw.tokens))  # balanced classes
+        scale = 100.0  # tf features are tiny: scale them so that the penalty is comparable across lengths
+        X = X * scale
+
+        def loss(params):
+            w, b = params[:-1], params[-1]
+            z = X @ w + b
+            margin = y * z
+            value = np.sum(weight * np.logaddexp(0.0, -margin)) + 0.5 * self.l2 * (w @ w)
+            g = -weight * y * 0.5 * (1.0 - np.tanh(margin / 2.0))  # d/dz log(1 + e^-yz) = -y sigmoid(-yz)
+            return value, np.concatenate([X.T @ g + self.l2 * w, [g.sum()]])
+
+        result = minimize(loss, np.zeros(self.buckets + 1), jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter})
+        self.coef = result.x[:-1] * scale
+        self.intercept = float(result.x[-1])
+        return self
+
+    def score(self, batch: NgramBatch) -> np.ndarray:
+        ngrams = np.bincount(batch.doc, minlength=len(batch.tokens))
+        return batch.dot(self.coef) / np.maximum(ngrams, 1) + self.intercept
+
+    def score_parts(self, bucket: np.ndarray, part_counts: np.ndarray) -> np.ndarray:
+        ngrams = np.atleast_2d(part_counts).sum(axis=0)
+        return per_document_sums(self.coef[bucket], part_counts) / np.maximum(ngrams, 1) + self.intercept
+
+
+class NgramPerplexity:
+    """Interpolated bigram model over hashed buckets: p(w | v) = lam * (C(vw) + a) / (C(v) + a B)
+    + (1 - lam) * (C(w) + a) / (N + a B), fitted on the target's n-grams (orders 1 and 2).
+
+    >>> from salience.data.features import HashedNgrams
+    >>> f = HashedNgrams(buckets=1024)
+    >>> lm = NgramPerplexity(1024).fit(f.transform(["the protein binds the receptor"] * 20))
+    >>> s = lm.score(f.transform(["the protein binds", "stock prices fell"]))
+    >>> bool(s[0] > s[1])
+    True
+    """
+
+    def __init__(self, buckets: int, interpolation: float = 0.7, smoothing: float = 0.1):
+        if not 0.0 <= interpolation < 1.0:
+            raise InvalidParameterError(f"interpolation must be in [0, 1); got {interpolation}.")
+        self.buckets = int(buckets)
+        self.interpolation = float(interpolation)
+        self.smoothing = float(smoothing)
+        self.unigram = np.zeros(self.buckets)
+        self.bigram = np.zeros(self.buckets)
+
+    @staticmethod
+    def _split(batch: NgramBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        # transform() lays out all unigrams (one per token), then all bigrams
+        n_tokens = int(batch.tokens.sum())
+        return batch.bucket[:n_tokens], batch.bucket[n_tokens:], batch.tokens
+
+    def fit(self, target: NgramBatch) -> "NgramPerplexity":
+        uni, bi, _ = self._split(target)
+        self.unigram += np.bincount(uni, minlength=self.buckets)
+        self.bigram += np.bincount(bi, minlength=self.buckets)
+        return self
+
+    def token_log_probs(self, unigrams: np.ndarray, bigrams: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        """log p of each token after the first of each document (the first gets the unigram)."""
+        a, B, lam = self.smoothing, self.buckets, self.interpolation
+        p_uni = (self.unigram + a) / (self.unigram.sum() + a * B)
+        starts = np.concatenate(([0], np.cumsum(tokens)[:-1]))
+        has_prev = np.ones(len(unigrams), dtype=bool)
+        has_prev[starts[tokens > 0]] = False
+        prev = unigrams[np.flatnonzero(has_prev) - 1]
+        p = p_uni[unigrams].copy()
+        p[has_prev] = lam * (self.bigram[bigrams] + a) / (self.unigram[prev] + a * B) + (1 - lam) * p[has_prev]
+        return np.log(p)
+
+    def score(self, batch: NgramBatch) -> np.ndarray:
+        uni, bi, tokens = self._split(batch)
+        return self.score_parts(uni, bi, tokens)
+
+    def score_parts(self, unigrams: np.ndarray, bigrams: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+        logp = self.token_log_probs(unigrams, bigrams, tokens)
+        return per_document_sums(logp, tokens[None, :]) / np.maximum(tokens, 1)
+
+
+def text_statistics(texts: list[str]) -> dict[str, np.ndarray]:
+    """Per text: ``words``, ``mean_word_length``, ``alpha_ratio`` (share of letters among
+    non-space characters), ``symbol_ratio`` (share of '#' and '...' per word), ``uppercase_ratio``
+    and ``line_count`` — the usual inputs of Gopher-style quality rules."""
+    words = np.fromiter((len(t.split()) for t in texts), dtype=np.int64, count=len(texts))
+    chars = np.fromiter((len(t) - t.count(" ") - t.count("\n") for t in texts), dtype=np.int64, count=len(texts))
+    letters = np.fromiter((sum(c.isalpha() for c in t) for t in texts), dtype=np.int64, count=len(texts))
+    upper = np.fromiter((sum(c.isupper() for c in t) for t in texts), dtype=np.int64, count=len(texts))
+    symbols = np.fromiter((t.count("#") + t.count("...") for t in texts), dtype=np.int64, count=len(texts))
+    lines = np.fromiter((t.count("\n") + 1 if t else 0 for t in texts), dtype=np.int64, count=len(texts))
+    safe_words = np.maximum(words, 1)
+    return {"words": words, "mean_word_length": chars / safe_words, "alpha_ratio": letters / np.maximum(chars, 1),
+            "symbol_ratio": symbols / safe_words, "uppercase_ratio": upper / np.maximum(letters, 1), "line_count": lines}
