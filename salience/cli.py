@@ -495,7 +495,59 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
     p.add_argument("--on-error", default="raise", choices=("raise", "skip"), help="invalid UTF-8/JSON or corrupt gzip")
     p.set_defaults(func=_cmd_data_select)
+
+    p = data_cmds.add_parser("dedup", help="drop exact (and near) duplicate documents")
+    p.add_argument("inputs", nargs="+", help="jsonl, jsonl.gz or parquet files")
+    p.add_argument("--out", required=True, help="kept documents (.jsonl or .jsonl.gz)")
+    p.add_argument("--near", action="store_true", help="also drop near duplicates (MinHash LSH)")
+    p.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity of word 5-grams (default 0.8)")
+    p.add_argument("--num-perm", type=int, default=128)
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--executor", default="local", choices=("local", "ray"))
+    p.add_argument("--strict", action="store_true")
+    p.add_argument("--on-error", default="raise", choices=("raise", "skip"))
+    p.set_defaults(func=_cmd_data_dedup)
+
+    p = data_cmds.add_parser("report", help="precision, recall and KL reduction of a selection")
+    p.add_argument("selected", help="the selected documents (jsonl or jsonl.gz)")
+    p.add_argument("--target", nargs="+", required=True)
+    p.add_argument("--raw", nargs="+", required=True)
+    p.add_argument("--label-field", default=None, help="field holding each document's domain")
+    p.add_argument("--target-label", default=None, help="the target's value of --label-field")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--buckets", type=int, default=10_000)
+    p.add_argument("--min-tokens", type=int, default=0, help="raw documents shorter than this are not in the pool")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_cmd_data_report)
     return parser
+
+
+def _cmd_data_dedup(args) -> int:
+    from salience.data.dedup import dedup_files
+
+    report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
+                         text_field=args.text_field, workers=args.workers, executor=args.executor, strict=args.strict,
+                         on_error=args.on_error)
+    print(json.dumps(report.to_dict()))
+    return 0
+
+
+def _cmd_data_report(args) -> int:
+    from salience.data import HashedNgrams
+    from salience.data.report import selection_report
+
+    if (args.label_field is None) != (args.target_label is None):
+        raise InvalidParameterError("--label-field and --target-label go together.")
+    result = selection_report(args.selected, args.target, args.raw, features=HashedNgrams(buckets=args.buckets),
+                              text_field=args.text_field, label_field=args.label_field, target_label=args.target_label,
+                              min_tokens=args.min_tokens)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key:>22}  {value:.4f}" if isinstance(value, float) else f"{key:>22}  {value}")
+    return 0
 
 
 def _cmd_data_select(args) -> int:

@@ -34,7 +34,8 @@ from salience.data.features import HashedNgrams
 from salience.data.scorers import NgramPerplexity, QualityClassifier, per_document_sums
 from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
 
-__all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "METHODS", "EXECUTORS"]
+__all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
+           "METHODS", "EXECUTORS"]
 
 METHODS = ("dsir", "classifier", "perplexity")
 EXECUTORS = ("local", "ray")
@@ -211,11 +212,11 @@ class _LocalExecutor:
         self.limit = 2 * workers
         self.pending: list = []
 
-    def submit(self, args) -> None:
+    def submit(self, job, args) -> None:
         if self.pool is None:
-            _hash_job(args)
+            job(args)
             return
-        self.pending.append(self.pool.submit(_hash_job, args))
+        self.pending.append(self.pool.submit(job, args))
         if len(self.pending) >= self.limit:
             self._wait(self.limit // 2)
 
@@ -245,12 +246,15 @@ class _RayExecutor:
         self.ray = ray
         if not ray.is_initialized():
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-        self.task = ray.remote(_hash_job)
+        self.tasks: dict = {}
         self.limit = 2 * workers
         self.pending: list = []
 
-    def submit(self, args) -> None:
-        self.pending.append(self.task.remote(args))
+    def submit(self, job, args) -> None:
+        task = self.tasks.get(job)
+        if task is None:
+            task = self.tasks[job] = self.ray.remote(job)
+        self.pending.append(task.remote(args))
         if len(self.pending) >= self.limit:
             done, self.pending = self.ray.wait(self.pending, num_returns=len(self.pending) - self.limit // 2)
             self._get(done)
@@ -267,7 +271,8 @@ class _RayExecutor:
         self._get(refs)
 
 
-def _executor(name: str, workers: int):
+def make_executor(name: str, workers: int):
+    """An executor for shard jobs: ``submit(job, args)`` then ``close()`` (waits, re-raises errors)."""
     if name not in EXECUTORS:
         raise unknown_choice("executor", name, EXECUTORS)
     return _LocalExecutor(workers) if name == "local" else _RayExecutor(workers)
@@ -330,7 +335,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     group_field = quota_field or label_field
     shard_files: list[tuple[Path, str]] = []
     reused = 0
-    runner = _executor(executor, workers)
+    runner = make_executor(executor, workers)
     bar = _progress(progress, "hashing shards")
     try:
         for shard in iter_shards(raw, shard_bytes, on_error):
@@ -339,7 +344,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
             if shard_file.exists():
                 reused += 1
             else:
-                runner.submit((shard, str(shard_file), features, text_field, group_field, strict, on_error))
+                runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error))
             if bar is not None:
                 bar.update(1)
     finally:
@@ -466,33 +471,37 @@ def _selected_counts(shard_files, shard_of, chosen, buckets: int) -> np.ndarray:
 def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, places, chosen, scores,
                      shard_bytes: int, on_error: str) -> None:
     picks = np.bincount(chosen, minlength=len(scores)) if len(chosen) else np.zeros(len(scores), dtype=np.int64)
-    wanted: dict[int, list[tuple[int, int, float]]] = {}
+    wanted: dict[int, list[tuple[int, int, dict]]] = {}
     for i in np.flatnonzero(picks).tolist():
-        wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), int(picks[i]), float(scores[i])))
+        wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), int(picks[i]), {"salience_score": float(scores[i])}))
+    write_records(out, raw, wanted, shard_bytes, on_error)
+
+
+def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: int, on_error: str) -> int:
+    """Write the records ``wanted[shard index] = [(place in shard, copies, extra fields)]`` of
+    ``inputs`` (re-read shard by shard) to ``out`` through a temporary file renamed into place."""
     tmp = out.with_name(out.name + ".tmp")
     opener = gzip.open if out.suffix == ".gz" else open
+    written = 0
     try:
         with opener(tmp, "wb") as fh:
-            for shard in iter_shards(raw, shard_bytes, on_error):
+            for shard in iter_shards(inputs, shard_bytes, on_error):
                 todo = wanted.get(shard.index)
                 if not todo:
                     continue
-                if shard.rows is not None:
-                    records = shard.rows
-                else:
-                    lines = shard.blob.split(b"\n")
-                    records = None
-                for place, repeat, value in todo:
-                    record = dict(records[place]) if records is not None else json.loads(lines[place])
-                    record["salience_score"] = value
-                    payload = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-                    fh.write(payload * repeat)
+                lines = shard.blob.split(b"\n") if shard.rows is None else None
+                for place, copies, extra in todo:
+                    record = dict(shard.rows[place]) if lines is None else json.loads(lines[place])
+                    record.update(extra)
+                    fh.write((json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8") * copies)
+                    written += copies
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, out)
     finally:
         if tmp.exists():
             tmp.unlink()
+    return written
 
 
 def _progress(enabled: bool, what: str):

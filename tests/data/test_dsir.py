@@ -116,3 +116,63 @@ def test_cli_select(tmp_path, capsys):
     assert main(["data", "select", "--target", str(target), "--raw", str(raw), "--k", "100000", "--out", str(out),
                  "--work-dir", str(tmp_path / "w")]) == 2
     assert "larger than the pool" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("method", ["classifier", "perplexity"])
+def test_other_scorers_select_the_target_domain(tmp_path, method):
+    target, raw = _pool(tmp_path)
+    report = select_documents([target], [raw], 40, tmp_path / "out.jsonl", method=method, sampling="topk",
+                              label_field="domain", workers=1)
+    assert report.by_label.get("bio", 0) >= 36  # of 40; the pool has 100 bio documents among 300
+
+
+def test_quotas_follow_the_target_mix(tmp_path):
+    _, raw = _pool(tmp_path)
+    target = tmp_path / "mixed-target.jsonl"
+    lines = [{"text": f"protein {i} binds the receptor in cells", "domain": "bio"} for i in range(150)]
+    lines += [{"text": f"stock {i} market prices fell today again", "domain": "news"} for i in range(50)]
+    target.write_text("".join(json.dumps(r) + "\n" for r in lines))
+    report = select_documents([target], [raw], 40, tmp_path / "out.jsonl", quota_field="domain", workers=1)
+    assert report.by_label == {"bio": 30, "news": 10}
+
+
+def test_report_cli(tmp_path, capsys):
+    from salience.cli import main
+
+    target, raw = _pool(tmp_path)
+    out = tmp_path / "sel.jsonl"
+    select_documents([target], [raw], 50, out, workers=1)
+    assert main(["data", "report", str(out), "--target", str(target), "--raw", str(raw), "--label-field", "domain",
+                 "--target-label", "bio", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["precision"] == 1.0 and result["recall"] == pytest.approx(50 / 100) and result["kl_reduction"] > 0
+    assert result["pool"] == 300 and result["selected"] == 50
+
+
+def test_parquet_input(tmp_path):
+    pa = pytest.importorskip("pyarrow", reason="parquet needs pyarrow: pip install 'salience[parquet]'")
+    import pyarrow.parquet as pq
+
+    target, raw = _pool(tmp_path)
+    rows = [json.loads(line) for line in gzip.open(raw, "rt")][:300]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "raw.parquet")
+    report = select_documents([target], [tmp_path / "raw.parquet"], 20, tmp_path / "out.jsonl", label_field="domain",
+                              workers=1)
+    assert report.by_label == {"bio": 20}
+    assert all(json.loads(line)["domain"] == "bio" for line in (tmp_path / "out.jsonl").read_text().splitlines())
+
+
+def test_ray_executor_matches_local(tmp_path):
+    ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'salience[ray]'")
+    target, raw = _pool(tmp_path)
+    local = select_documents([target], [raw], 30, tmp_path / "a.jsonl", workers=2, shard_bytes=4096, seed=3)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = select_documents([target], [raw], 30, tmp_path / "b.jsonl", workers=2, shard_bytes=4096, seed=3,
+                                  executor="ray")
+        with pytest.raises(InputFormatError, match="no text field"):
+            select_documents([target], [raw], 5, tmp_path / "c.jsonl", strict=True, executor="ray")
+    finally:
+        ray.shutdown()
+    assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
+    assert remote.shards == local.shards > 2

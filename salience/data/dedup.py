@@ -1,0 +1,266 @@
+"""Exact and near-duplicate removal.
+
+* Exact: documents whose normalised text (lower-cased, punctuation dropped, whitespace
+  collapsed) has the same 64-bit hash; the first is kept.
+* Near (MinHash LSH; Broder, 1997): each document's word 5-gram shingles are hashed; its
+  signature is the minimum of ``num_perm`` independent 64-bit hash functions over them; the
+  signature is cut into ``bands`` x ``rows`` with the bands and rows chosen for ``threshold``,
+  documents sharing a band are candidates, a candidate pair whose signatures agree on at least
+  ``threshold`` of their positions (the MinHash estimate of Jaccard similarity) is a duplicate,
+  and each connected group keeps its first document.
+
+:func:`dedup_files` streams jsonl / jsonl.gz / parquet files in shards with the same executors
+as selection; memory is 8 bytes per document (exact) or ``bands`` x 8 bytes (near), plus the
+signatures on disk (``num_perm`` x 8 bytes per document).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from salience.data.features import HashedNgrams, _mix
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_groups", "dedup_texts", "dedup_files",
+           "DedupReport"]
+
+_NON_WORD = re.compile(r"[\W_]+")
+_SHINGLE_PAIR = np.uint64(0x9E3779B97F4A7C15)
+
+
+def exact_hashes(texts: Sequence[str]) -> np.ndarray:
+    """64-bit hash of each text's normalised form (lower-case words joined by single spaces)."""
+    out = np.empty(len(texts), dtype=np.uint64)
+    for i, text in enumerate(texts):
+        normal = _NON_WORD.sub(" ", text.lower()).strip()
+        out[i] = int.from_bytes(hashlib.blake2b(normal.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    return out
+
+
+def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int = 5, seed: int = 1) -> np.ndarray:
+    """(len(texts), num_perm) uint64 MinHash signatures over word ``shingle``-grams (a text
+    shorter than that is one shingle of all its words; an empty text gets all-ones)."""
+    words = HashedNgrams(orders=(1,))
+    hashes, doc = words.token_hashes(list(texts))
+    n = len(texts)
+    counts = np.bincount(doc, minlength=n)
+    # shingle hashes: combine `shingle` consecutive token hashes within a document
+    if len(hashes) >= shingle:
+        m = len(hashes) - shingle + 1
+        combined = hashes[:m].copy()
+        with np.errstate(over="ignore"):
+            for offset in range(1, shingle):
+                combined = _mix(combined * _SHINGLE_PAIR + hashes[offset : offset + m])
+        same = doc[:m] == doc[shingle - 1 :]
+        shingles, owner = combined[same], doc[:m][same]
+    else:
+        shingles, owner = np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
+    # short documents: one shingle of all their tokens
+    short = np.flatnonzero((counts > 0) & (counts < shingle))
+    if len(short):
+        starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        extra = np.empty(len(short), dtype=np.uint64)
+        with np.errstate(over="ignore"):
+            for j, d in enumerate(short.tolist()):
+                h = np.zeros(1, dtype=np.uint64)
+                for t in hashes[starts[d] : starts[d] + counts[d]]:
+                    h = _mix(h * _SHINGLE_PAIR + t)
+                extra[j] = h[0]
+        shingles, owner = np.concatenate([shingles, extra]), np.concatenate([owner, short])
+        order = np.argsort(owner, kind="stable")
+        shingles, owner = shingles[order], owner[order]
+    rng = np.random.default_rng(seed)
+    salts = rng.integers(0, 2**63, size=num_perm, dtype=np.int64).astype(np.uint64)
+    signature = np.full((n, num_perm), np.iinfo(np.uint64).max, dtype=np.uint64)
+    if len(shingles):
+        present = np.unique(owner)
+        bounds = np.append(np.searchsorted(owner, present), len(owner))
+        step = max(1, (1 << 22) // num_perm)  # shingles per chunk: about 32 MB of hash values
+        lo = 0
+        while lo < len(present):
+            hi = min(len(present), max(lo + 1, int(np.searchsorted(bounds, bounds[lo] + step, side="right")) - 1))
+            a, b = bounds[lo], bounds[hi]
+            with np.errstate(over="ignore"):
+                values = _mix(shingles[a:b, None] ^ salts[None, :])
+            signature[present[lo:hi]] = np.minimum.reduceat(values, bounds[lo:hi] - a, axis=0)
+            lo = hi
+    return signature
+
+
+def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
+    """(bands, rows) with bands x rows <= num_perm minimising the false positive and false
+    negative probability mass around ``threshold`` (as datasketch chooses them)."""
+    if not 0.0 < threshold < 1.0:
+        raise InvalidParameterError(f"threshold must be in (0, 1); got {threshold}.")
+    xs = np.linspace(0.0, 1.0, 201)
+    best, best_error = (1, num_perm), np.inf
+    for b in range(1, num_perm + 1):
+        r = num_perm // b
+        p = 1.0 - (1.0 - xs**r) ** b
+        false_positive = np.trapezoid(np.where(xs < threshold, p, 0.0), xs)
+        false_negative = np.trapezoid(np.where(xs >= threshold, 1.0 - p, 0.0), xs)
+        if false_positive + false_negative < best_error:
+            best, best_error = (b, r), false_positive + false_negative
+    return best
+
+
+def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """(n, bands) 64-bit hash of each band of each signature."""
+    out = np.zeros((len(signatures), bands), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for band in range(bands):
+            h = np.full(len(signatures), np.uint64(band + 1))
+            for row in range(rows):
+                h = _mix(h * _SHINGLE_PAIR + signatures[:, band * rows + row])
+            out[:, band] = h
+    return out
+
+
+def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndarray:
+    """Group representative (smallest index) of each document: documents sharing a band hash
+    are candidates; ``agree(i, j)`` (share of equal signature positions) >= ``threshold`` links them."""
+    n = len(bands)
+    parent = np.arange(n)
+
+    def find(i):
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    checked = set()
+    for band in range(bands.shape[1]):
+        column = bands[:, band]
+        order = np.argsort(column, kind="stable")
+        ordered = column[order]
+        same = np.flatnonzero(ordered[1:] == ordered[:-1])
+        for j in same.tolist():
+            a, b = int(order[j]), int(order[j + 1])
+            a, b = min(a, b), max(a, b)
+            if (a, b) in checked:
+                continue
+            checked.add((a, b))
+            if agree(a, b) >= threshold:
+                ra, rb = find(a), find(b)
+                if ra != rb:
+                    parent[max(ra, rb)] = min(ra, rb)
+    return np.array([find(i) for i in range(n)])
+
+
+def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128) -> np.ndarray:
+    """Positions of the texts to keep (first of each duplicate group), in order.
+
+    >>> dedup_texts(["A cat sat.", "a CAT sat", "A dog ran."]).tolist()
+    [0, 2]
+    """
+    hashes = exact_hashes(texts)
+    _, first = np.unique(hashes, return_index=True)
+    keep = np.zeros(len(texts), dtype=bool)
+    keep[first] = True
+    if near:
+        signatures = minhash_signatures(texts, num_perm)
+        b, r = lsh_params(threshold, num_perm)
+        groups = near_duplicate_groups(band_hashes(signatures, b, r),
+                                       lambda i, j: float(np.mean(signatures[i] == signatures[j])), threshold)
+        keep &= groups == np.arange(len(texts))
+    return np.flatnonzero(keep)
+
+
+@dataclass
+class DedupReport:
+    documents: int
+    kept: int
+    exact_duplicates: int
+    near_duplicates: int
+    skipped_no_text: int = 0
+    skipped_errors: int = 0
+    seconds: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _dedup_job(args) -> dict:
+    from salience.data.pipeline import _atomic_save, parse_shard
+
+    shard, shard_file, text_field, near, num_perm, strict, on_error = args
+    texts, _, numbers, places, missing, errors = parse_shard(shard, text_field, None, strict, on_error)
+    result = {"exact": exact_hashes(texts), "places": np.array(places, dtype=np.int64), "missing": missing, "errors": errors}
+    if near:
+        result["signatures"] = minhash_signatures(texts, num_perm)
+    _atomic_save(Path(shard_file), **result)
+    return {}
+
+
+def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
+                num_perm: int = 128, text_field: str = "text", workers: int = 2, executor: str = "local",
+                shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
+                on_error: str = "raise") -> DedupReport:
+    """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
+    from salience.data.pipeline import iter_shards, make_executor, write_records
+
+    inputs = [Path(p) for p in inputs]
+    if not inputs:
+        raise InvalidParameterError("give at least one input file.")
+    if near:
+        lsh_params(threshold, num_perm)  # validates the threshold before any work
+    out = Path(out)
+    work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    timings = {}
+    clock = time.perf_counter()
+    shard_files = []
+    runner = make_executor(executor, workers)
+    try:
+        for shard in iter_shards(inputs, shard_bytes, on_error):
+            shard_file = work / f"dedup-{shard.index:06d}.npz"
+            shard_files.append(shard_file)
+            if not shard_file.exists():
+                runner.submit(_dedup_job, (shard, str(shard_file), text_field, near, num_perm, strict, on_error))
+    finally:
+        runner.close()
+    timings["hash"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    exact, places, shard_of, signatures = [], [], [], []
+    missing = errors = 0
+    for s, shard_file in enumerate(shard_files):
+        with np.load(shard_file) as shard:
+            exact.append(shard["exact"])
+            places.append(shard["places"])
+            shard_of.append(np.full(len(shard["exact"]), s))
+            missing += int(shard["missing"])
+            errors += int(shard["errors"])
+            if near:
+                signatures.append(shard["signatures"])
+    exact = np.concatenate(exact) if exact else np.zeros(0, dtype=np.uint64)
+    places = np.concatenate(places) if places else np.zeros(0, dtype=np.int64)
+    shard_of = np.concatenate(shard_of) if shard_of else np.zeros(0, dtype=np.int64)
+    _, first = np.unique(exact, return_index=True)
+    keep = np.zeros(len(exact), dtype=bool)
+    keep[first] = True
+    exact_removed = int(len(exact) - keep.sum())
+    near_removed = 0
+    if near and len(exact):
+        sig = np.concatenate(signatures)
+        b, r = lsh_params(threshold, num_perm)
+        groups = near_duplicate_groups(band_hashes(sig, b, r), lambda i, j: float(np.mean(sig[i] == sig[j])), threshold)
+        before = int(keep.sum())
+        keep &= groups == np.arange(len(exact))
+        near_removed = before - int(keep.sum())
+    timings["decide"] = time.perf_counter() - clock
+    clock = time.perf_counter()
+    wanted: dict[int, list] = {}
+    for i in np.flatnonzero(keep).tolist():
+        wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), 1, {}))
+    write_records(out, inputs, wanted, shard_bytes, on_error)
+    timings["write"] = time.perf_counter() - clock
+    shutil.rmtree(work, ignore_errors=True)
+    return DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors, timings)
