@@ -360,7 +360,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
             resampler.raw_counts += shard["counts"]
     resampler._log_ratio = None
     scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
-    scores, tokens, labels, lines, files, places, shard_of = [], [], [], [], [], [], []
+    scores, tokens, labels, lines, places, shard_of = [], [], [], [], [], []
     missing = errors = 0
     for s, (shard_file, path) in enumerate(shard_files):
         with np.load(shard_file) as shard:
