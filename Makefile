@@ -29,7 +29,7 @@ demo: $(VENV)/.installed-base
 	$(BIN)/python examples/demo_search.py
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # YAKE 0.4.8 cannot share a process with the current YAKE: it gets an environment of its own.
 .venv-yake048/bin/python:

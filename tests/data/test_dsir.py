@@ -176,3 +176,27 @@ def test_ray_executor_matches_local(tmp_path):
         ray.shutdown()
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
     assert remote.shards == local.shards > 2
+
+
+def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
+    import salience.data.pipeline as pipeline
+
+    target, raw = _pool(tmp_path)
+    out = tmp_path / "out.jsonl.gz"
+    calls = {"n": 0}
+    real_dumps = pipeline.json.dumps
+
+    def dumps_then_interrupt(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real_dumps(*args, **kwargs)
+
+    monkeypatch.setattr(pipeline.json, "dumps", dumps_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
+    assert not out.exists() and not list(tmp_path.glob("out.jsonl.gz*"))
+    monkeypatch.setattr(pipeline.json, "dumps", real_dumps)
+    report = select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
+    assert report.shards_reused == report.shards  # the hashed shards of the interrupted run are reused
+    assert len(gzip.open(out, "rt").read().splitlines()) == 20
