@@ -128,7 +128,7 @@ def resample(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed:
     if quotas is not None:
         if groups is None:
             raise InvalidParameterError("quotas need groups: one group label per document.")
-        groups = np.asarray(groups, dtype=object)
+        groups = np.asarray(groups)
         if len(groups) != len(w):
             raise InvalidParameterError(f"groups has {len(groups)} labels for {len(w)} documents.")
         rng = np.random.default_rng(seed)

@@ -10,8 +10,8 @@ selection keeps ``k`` of them. Pass 3 re-reads the raw files and writes the sele
 each with its score, to a temporary file renamed into place at the end: an interrupted run
 leaves no partial output.
 
-Memory: one float64 score, one int32 token count, one int64 line number and one label per
-document, plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-gram
+Memory: 16 bytes a document (a float64 score and two int32 positions; 20 with a label field),
+plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-gram
 (``buckets`` <= 65,536) and is removed after a successful run unless ``keep_work``.
 """
 
@@ -192,8 +192,7 @@ def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_fie
         part_counts[o] = np.bincount(batch.doc[position : position + size], minlength=n)
         position += size
     return {"counts": batch.counts(features.buckets), "tokens": batch.tokens.astype(np.int32),
-            "labels": np.array(labels, dtype=str), "lines": np.array(numbers, dtype=np.int64),
-            "places": np.array(places, dtype=np.int64),
+            "labels": np.array(labels, dtype=str), "places": np.array(places, dtype=np.int64),
             "bucket": batch.bucket.astype(np.uint16 if features.buckets <= 65536 else np.uint32),
             "part_counts": part_counts, "missing": missing, "errors": errors}
 
@@ -371,26 +370,38 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
             resampler.raw_counts += shard["counts"]
     resampler._log_ratio = None
     scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
-    scores, tokens, labels, lines, places, shard_of = [], [], [], [], [], []
-    missing = errors = 0
+    # per document in memory: a float64 score (-inf when too short), its place in its shard and the
+    # shard (int32 each), and with a label field an int32 label code: 16-20 bytes a document
+    scores, places, shard_of, codes = [], [], [], []
+    label_code: dict[str, int] = {}
+    missing = errors = eligible = 0
     for s, (shard_file, path) in enumerate(shard_files):
         with np.load(shard_file) as shard:
-            scores.append(scorer(shard))
-            tokens.append(shard["tokens"])
-            labels.append(shard["labels"])
-            lines.append(shard["lines"])
-            places.append(shard["places"])
-            shard_of.append(np.full(len(shard["tokens"]), s, dtype=np.int32))
+            value = scorer(shard)
+            ok = shard["tokens"] >= min_tokens
+            eligible += int(ok.sum())
+            scores.append(np.where(ok, value, -np.inf))
+            places.append(shard["places"].astype(np.int32))
+            shard_of.append(np.full(len(value), s, dtype=np.int32))
+            if group_field:
+                names, inverse = np.unique(shard["labels"], return_inverse=True)
+                lookup = np.array([label_code.setdefault(n, len(label_code)) for n in names.tolist()], dtype=np.int32)
+                codes.append(lookup[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=np.int32))
             missing += int(shard["missing"])
             errors += int(shard["errors"])
     concat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
-    scores, tokens = concat(scores, np.float64), concat(tokens, np.int32)
-    labels, lines, places, shard_of = concat(labels, str), concat(lines, np.int64), concat(places, np.int64), concat(shard_of, np.int32)
-    eligible = tokens >= min_tokens
+    scores, places, shard_of = concat(scores, np.float64), concat(places, np.int32), concat(shard_of, np.int32)
+    labels = concat(codes, np.int32) if group_field else None
+    label_names = list(label_code)
     if quota_field and not quotas:
         quotas = _proportional_quotas(target_groups, k)
-    chosen = resample(scores, k, sampling=sampling, seed=seed, eligible=eligible,
-                      groups=labels if quotas else None, quotas=quotas)
+    if quotas:
+        absent = [g for g in quotas if str(g) not in label_code]
+        if absent:
+            raise InvalidParameterError(f"quota group {absent[0]!r} has no documents in the raw pool "
+                                        f"(values of {quota_field!r} seen: {label_names[:10]}).")
+        quotas = {label_code[str(g)]: q for g, q in quotas.items()}
+    chosen = resample(scores, k, sampling=sampling, seed=seed, groups=labels if quotas else None, quotas=quotas)
     selected_counts = _selected_counts(shard_files, shard_of, chosen, features.buckets)
     timings["score_and_select"] = time.perf_counter() - clock
 
@@ -401,10 +412,10 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     by_label = {}
     if group_field:
         values, counts = np.unique(labels[chosen], return_counts=True)
-        by_label = dict(zip(values.tolist(), counts.tolist()))
+        by_label = {label_names[v]: c for v, c in zip(values.tolist(), counts.tolist())}
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
-    return SelectionReport(method, len(chosen), len(scores), int(eligible.sum()), missing, errors,
+    return SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
                            kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
                            timings, len(shard_files), reused)
 
