@@ -255,7 +255,10 @@ class _RayExecutor:
             raise MissingDependencyError("The Ray executor needs Ray. Install it with: pip install 'salience[ray]'") from None
         self.ray = ray
         if not ray.is_initialized():
-            ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            if os.environ.get("RAY_ADDRESS"):  # join the cluster the environment names
+                ray.init(log_to_driver=False)
+            else:  # a local Ray instance with `workers` CPUs
+                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
         self.tasks: dict = {}
         self.limit = 2 * workers
         self.pending: list = []
