@@ -6,8 +6,8 @@
 * :func:`semrerank` (Zhang et al., 2018): revise any base method's scores with the *semantic
   importance* of their words: personalised PageRank over a graph that links each candidate
   word to its most similar words (embedding cosine at least ``threshold``), seeded with the
-  words of the base method's best candidates. ``score' = base x (1 + mean importance)``, base
-  scaled to [0, 1].
+  words of the base method's best candidates. ``score' = base x (1 + mean importance)``, the
+  base by rank scaled to [0, 1], over the base method's best ``pool`` candidates.
 """
 
 from __future__ import annotations
@@ -63,16 +63,18 @@ def semrerank_many(bases: Sequence[Scores], *, encoder: str | Callable | None = 
 
 
 def semrerank(base: Scores, *, encoder: str | Callable | None = None, seeds: int = 5, neighbours: int = 5,
-              threshold: float = 0.5, damping: float = 0.85) -> Scores:
+              threshold: float = 0.5, damping: float = 0.85, pool: int | None = 20) -> Scores:
     """Re-rank ``base`` keyphrase scores (ids are phrases; higher is better) with SemRe-Rank.
 
     ``seeds``: how many of the base method's best candidates lend their words to the
     personalisation; ``neighbours``: edges kept per word (its most similar words with cosine
-    >= ``threshold``).
+    >= ``threshold``); ``pool``: only the base method's best ``pool`` candidates are re-ranked
+    (the rest follow in their base order; ``None`` re-ranks all). The base enters by rank,
+    scaled to [0, 1] (best 1), so that methods with skewed scores (YAKE) are treated alike.
 
     >>> import numpy as np
     >>> toy = lambda words: np.array([[1.0, 0.0] if w.startswith("s") else [0.0, 1.0] for w in words])
-    >>> base = Scores([3.0, 2.0, 1.9, 0.0], ids=["sensor network", "weather", "signal", "rain"])
+    >>> base = Scores([6.0, 5, 4, 3, 2, 1], ids=["sensor network", "weather", "signal", "rain", "wind", "cloud"])
     >>> semrerank(base, encoder=toy, seeds=1).top_k(3).ids
     ['sensor network', 'signal', 'weather']
     """
@@ -81,6 +83,17 @@ def semrerank(base: Scores, *, encoder: str | Callable | None = None, seeds: int
         raise InvalidParameterError(f"threshold must be a cosine in [-1, 1]; got {threshold}.")
     if len(base) == 0:
         return base
+    if pool is not None:
+        pool = check_k(pool, "pool")
+        order = base.order()
+        if len(order) > pool:
+            top, rest = order[:pool], order[pool:]
+            revised = semrerank(base.take(top), encoder=encoder, seeds=seeds, neighbours=neighbours,
+                                threshold=threshold, damping=damping, pool=None)
+            values = np.empty(len(base))
+            values[top] = revised.values
+            values[rest] = -np.arange(1, len(rest) + 1, dtype=float)  # below every re-ranked value (>= 0)
+            return Scores(values, ids=base.ids)
     phrase_words = [str(p).split() for p in base.ids]
     words = list(dict.fromkeys(w for ws in phrase_words for w in ws))
     index = {w: i for i, w in enumerate(words)}
@@ -102,8 +115,7 @@ def semrerank(base: Scores, *, encoder: str | Callable | None = None, seeds: int
         personalization[[index[w] for w in phrase_words[i]]] = 1.0
     importance = pagerank_scores(W, damping, personalization)
     importance = importance / importance.max() if importance.max() > 0 else importance
-    values = base.values
-    span = values.max() - values.min()
-    scaled = (values - values.min()) / span if span > 0 else np.ones(len(values))
+    n = len(base)
+    scaled = (n - base.rank()) / (n - 1) if n > 1 else np.ones(1)
     mean_importance = np.array([importance[[index[w] for w in ws]].mean() for ws in phrase_words])
     return Scores(scaled * (1.0 + mean_importance), ids=base.ids)
