@@ -239,6 +239,14 @@ class _LocalExecutor:
                 future.result()  # re-raises a worker's error, naming file and line
             self.pending = list(rest)
 
+    def drain(self) -> None:
+        self._wait(0)
+
+    def map(self, job, items: list) -> list:
+        if self.pool is None:
+            return [job(item) for item in items]
+        return list(self.pool.map(job, items))
+
     def close(self) -> None:
         try:
             self._wait(0)
@@ -276,12 +284,24 @@ class _RayExecutor:
         try:
             self.ray.get(refs)
         except self.ray.exceptions.RayTaskError as err:
-            cause = err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err
-            raise cause from None
+            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
 
-    def close(self) -> None:
+    def drain(self) -> None:
         refs, self.pending = self.pending, []
         self._get(refs)
+
+    def map(self, job, items: list) -> list:
+        task = self.tasks.get(job)
+        if task is None:
+            task = self.tasks[job] = self.ray.remote(job)
+        refs = [task.remote(item) for item in items]
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as err:
+            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
+
+    def close(self) -> None:
+        self.drain()
 
 
 def make_executor(name: str, workers: int):
@@ -349,64 +369,66 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     shard_files: list[tuple[Path, str]] = []
     reused = 0
     runner = make_executor(executor, workers)
-    bar = _progress(progress, "hashing shards")
     try:
-        for shard in iter_shards(raw, shard_bytes, on_error):
-            shard_file = work / f"shard-{shard.index:06d}.npz"
-            shard_files.append((shard_file, shard.path))
-            if shard_file.exists():
-                reused += 1
-            else:
-                runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error))
+        bar = _progress(progress, "hashing shards")
+        try:
+            for shard in iter_shards(raw, shard_bytes, on_error):
+                shard_file = work / f"shard-{shard.index:06d}.npz"
+                shard_files.append((shard_file, shard.path))
+                if shard_file.exists():
+                    reused += 1
+                else:
+                    runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error))
+                if bar is not None:
+                    bar.update(1)
+            runner.drain()
+        finally:
             if bar is not None:
-                bar.update(1)
+                bar.close()
+        timings["hash_raw"] = time.perf_counter() - clock
+
+        # pass 2: scores from the cached n-grams, shard by shard on the executor
+        clock = time.perf_counter()
+        for shard_file, _ in shard_files:
+            with np.load(shard_file) as shard:
+                resampler.raw_counts += shard["counts"]
+        resampler._log_ratio = None
+        scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
+        parts = runner.map(_score_job, [(str(f), scorer, min_tokens, bool(group_field)) for f, _ in shard_files])
+        # per document in memory: a float64 score (-inf when too short), its place in its shard and
+        # the shard (int32 each), and with a label field an int32 label code: 16-20 bytes a document
+        label_code: dict[str, int] = {}
+        codes = []
+        for part in parts:
+            if group_field:
+                names, inverse = part.pop("label_names"), part.pop("label_index")
+                lookup = np.array([label_code.setdefault(n, len(label_code)) for n in names], dtype=np.int32)
+                codes.append(lookup[inverse] if len(names) else np.zeros(0, dtype=np.int32))
+        scores = np.concatenate([p["scores"] for p in parts]) if parts else np.zeros(0)
+        places = np.concatenate([p["places"] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
+        shard_of = np.repeat(np.arange(len(parts), dtype=np.int32), [len(p["scores"]) for p in parts])
+        missing, errors = sum(p["missing"] for p in parts), sum(p["errors"] for p in parts)
+        eligible = sum(p["eligible"] for p in parts)
+        del parts
+        labels = (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)) if group_field else None
+        label_names = list(label_code)
+        if quota_field and not quotas:
+            quotas = _proportional_quotas(target_groups, k)
+        if quotas:
+            absent = [g for g in quotas if str(g) not in label_code]
+            if absent:
+                raise InvalidParameterError(f"quota group {absent[0]!r} has no documents in the raw pool "
+                                            f"(values of {quota_field!r} seen: {label_names[:10]}).")
+            quotas = {label_code[str(g)]: q for g, q in quotas.items()}
+        chosen = resample(scores, k, sampling=sampling, seed=seed, groups=labels if quotas else None, quotas=quotas)
+        picks = np.bincount(chosen, minlength=len(scores)) if len(chosen) else np.zeros(len(scores), dtype=np.int64)
+        offsets = np.concatenate(([0], np.cumsum(np.bincount(shard_of, minlength=len(shard_files)))))
+        jobs = [(str(f), picks[offsets[i] : offsets[i + 1]], features.buckets) for i, (f, _) in enumerate(shard_files)
+                if picks[offsets[i] : offsets[i + 1]].any()]
+        selected_counts = np.sum(runner.map(_picked_counts_job, jobs), axis=0) if jobs else np.zeros(features.buckets)
+        timings["score_and_select"] = time.perf_counter() - clock
     finally:
         runner.close()
-        if bar is not None:
-            bar.close()
-    timings["hash_raw"] = time.perf_counter() - clock
-
-    # pass 2: scores from the cached n-grams
-    clock = time.perf_counter()
-    for shard_file, _ in shard_files:
-        with np.load(shard_file) as shard:
-            resampler.raw_counts += shard["counts"]
-    resampler._log_ratio = None
-    scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
-    # per document in memory: a float64 score (-inf when too short), its place in its shard and the
-    # shard (int32 each), and with a label field an int32 label code: 16-20 bytes a document
-    scores, places, shard_of, codes = [], [], [], []
-    label_code: dict[str, int] = {}
-    missing = errors = eligible = 0
-    for s, (shard_file, path) in enumerate(shard_files):
-        with np.load(shard_file) as shard:
-            value = scorer(shard)
-            ok = shard["tokens"] >= min_tokens
-            eligible += int(ok.sum())
-            scores.append(np.where(ok, value, -np.inf))
-            places.append(shard["places"].astype(np.int32))
-            shard_of.append(np.full(len(value), s, dtype=np.int32))
-            if group_field:
-                names, inverse = np.unique(shard["labels"], return_inverse=True)
-                lookup = np.array([label_code.setdefault(n, len(label_code)) for n in names.tolist()], dtype=np.int32)
-                codes.append(lookup[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=np.int32))
-            missing += int(shard["missing"])
-            errors += int(shard["errors"])
-    concat = lambda parts, dtype: np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)  # noqa: E731
-    scores, places, shard_of = concat(scores, np.float64), concat(places, np.int32), concat(shard_of, np.int32)
-    labels = concat(codes, np.int32) if group_field else None
-    label_names = list(label_code)
-    if quota_field and not quotas:
-        quotas = _proportional_quotas(target_groups, k)
-    if quotas:
-        absent = [g for g in quotas if str(g) not in label_code]
-        if absent:
-            raise InvalidParameterError(f"quota group {absent[0]!r} has no documents in the raw pool "
-                                        f"(values of {quota_field!r} seen: {label_names[:10]}).")
-        quotas = {label_code[str(g)]: q for g, q in quotas.items()}
-    chosen = resample(scores, k, sampling=sampling, seed=seed, groups=labels if quotas else None, quotas=quotas)
-    selected_counts = _selected_counts(shard_files, shard_of, chosen, features.buckets)
-    timings["score_and_select"] = time.perf_counter() - clock
 
     # pass 3: write the selected records with their scores
     clock = time.perf_counter()
@@ -421,6 +443,27 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     return SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
                            kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
                            timings, len(shard_files), reused)
+
+
+def _score_job(args) -> dict:
+    shard_file, scorer, min_tokens, with_labels = args
+    with np.load(shard_file) as shard:
+        value = scorer(shard)
+        ok = shard["tokens"] >= min_tokens
+        part = {"scores": np.where(ok, value, -np.inf), "places": shard["places"].astype(np.int32),
+                "eligible": int(ok.sum()), "missing": int(shard["missing"]), "errors": int(shard["errors"])}
+        if with_labels:
+            names, inverse = np.unique(shard["labels"], return_inverse=True)
+            part["label_names"], part["label_index"] = names.tolist(), inverse.reshape(-1)
+    return part
+
+
+def _picked_counts_job(args) -> np.ndarray:
+    """Bucket counts of the picked documents of one shard (a document picked twice counts twice)."""
+    shard_file, picks, buckets = args
+    with np.load(shard_file) as shard:
+        per_ngram = np.concatenate([np.repeat(picks, c) for c in shard["part_counts"]])
+        return np.bincount(shard["bucket"].astype(np.int64), weights=per_ngram, minlength=buckets)
 
 
 def _records(shard: Shard):
@@ -441,22 +484,39 @@ def _proportional_quotas(groups: list[str] | None, k: int) -> dict:
     return dict(zip(values.tolist(), quota.tolist()))
 
 
+class _DsirScore:
+    def __init__(self, log_ratio: np.ndarray, length_normalize: bool):
+        self.log_ratio, self.length_normalize = log_ratio, length_normalize
+
+    def __call__(self, shard) -> np.ndarray:
+        w = per_document_sums(self.log_ratio[shard["bucket"]], shard["part_counts"])
+        return w / np.maximum(shard["part_counts"].sum(axis=0), 1) if self.length_normalize else w
+
+
+class _PerplexityScore:
+    def __init__(self, lm: NgramPerplexity):
+        self.lm = lm
+
+    def __call__(self, shard) -> np.ndarray:
+        tokens = shard["tokens"].astype(np.int64)
+        n_unigrams = int(tokens.sum())
+        bucket = shard["bucket"].astype(np.int64)
+        return self.lm.score_parts(bucket[:n_unigrams], bucket[n_unigrams:], tokens)
+
+
+class _ClassifierScore:
+    def __init__(self, clf: QualityClassifier):
+        self.clf = clf
+
+    def __call__(self, shard) -> np.ndarray:
+        return self.clf.score_parts(shard["bucket"].astype(np.int64), shard["part_counts"])
+
+
 def _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs):
     if method == "dsir":
-        log_ratio = resampler.log_ratio
-
-        def score(shard):
-            w = per_document_sums(log_ratio[shard["bucket"]], shard["part_counts"])
-            return w / np.maximum(shard["part_counts"].sum(axis=0), 1) if resampler.length_normalize else w
-        return score
+        return _DsirScore(resampler.log_ratio, resampler.length_normalize)
     if method == "perplexity":
-        lm = NgramPerplexity(features.buckets).fit(target_batch)
-
-        def score(shard):
-            tokens = shard["tokens"].astype(np.int64)
-            n_uni = int(tokens.sum())
-            return lm.score_parts(shard["bucket"][:n_uni].astype(np.int64), shard["bucket"][n_uni:].astype(np.int64), tokens)
-        return score
+        return _PerplexityScore(NgramPerplexity(features.buckets).fit(target_batch))
     # classifier: train on the target against the first raw documents
     from salience.data.features import NgramBatch
 
@@ -465,32 +525,14 @@ def _fit_scorer(method, resampler, target_batch, shard_files, features, classifi
         with np.load(shard_file) as shard:
             counts = shard["part_counts"]
             n = counts.shape[1]
-            doc = np.concatenate([np.repeat(np.arange(n), c) for c in counts])
             buckets.append(shard["bucket"].astype(np.int64))
-            docs.append(doc + taken)
+            docs.append(np.concatenate([np.repeat(np.arange(n), c) for c in counts]) + taken)
             tokens.append(shard["tokens"])
             taken += n
         if taken >= classifier_raw_docs:
             break
     raw_batch = NgramBatch(np.concatenate(buckets), np.concatenate(docs), np.concatenate(tokens))
-    clf = QualityClassifier(features.buckets).fit(target_batch, raw_batch)
-    return lambda shard: clf.score_parts(shard["bucket"].astype(np.int64), shard["part_counts"])
-
-
-def _selected_counts(shard_files, shard_of, chosen, buckets: int) -> np.ndarray:
-    total = np.zeros(buckets)
-    picks = np.bincount(chosen, minlength=len(shard_of)) if len(chosen) else np.zeros(len(shard_of), dtype=np.int64)
-    offset = 0
-    for s, (shard_file, _) in enumerate(shard_files):
-        with np.load(shard_file) as shard:
-            part_counts = shard["part_counts"]
-            n = part_counts.shape[1]
-            weight = picks[offset : offset + n]
-            if weight.any():
-                per_ngram = np.concatenate([np.repeat(weight, c) for c in part_counts])
-                total += np.bincount(shard["bucket"].astype(np.int64), weights=per_ngram, minlength=buckets)
-            offset += n
-    return total
+    return _ClassifierScore(QualityClassifier(features.buckets).fit(target_batch, raw_batch))
 
 
 def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, places, chosen, scores,
