@@ -111,11 +111,12 @@ class HashedNgrams:
             return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         # tokens are the maximal runs of one non-space class: cut where the class changes
         cls = _CLASS[data]
-        change = np.flatnonzero(np.diff(cls)) + 1
-        bounds = np.concatenate(([0], change, [n]))
-        kept = cls[bounds[:-1]] != 0
-        starts = bounds[:-1][kept]
-        ends = bounds[1:][kept]
+        word = cls != 0
+        change = np.empty(n + 1, dtype=bool)
+        change[0] = change[-1] = True
+        np.not_equal(cls[1:], cls[:-1], out=change[1:-1])
+        starts = np.flatnonzero(change[:-1] & word)
+        ends = np.flatnonzero(change[1:] & word) + 1
         lengths = ends - starts
         # tokens of up to 16 bytes are keyed by their zero-padded bytes, read as two little-endian
         # words from an unaligned view; longer ones (rare: URLs, chemical names) are hashed one by one

@@ -462,8 +462,12 @@ def _picked_counts_job(args) -> np.ndarray:
     """Bucket counts of the picked documents of one shard (a document picked twice counts twice)."""
     shard_file, picks, buckets = args
     with np.load(shard_file) as shard:
-        per_ngram = np.concatenate([np.repeat(picks, c) for c in shard["part_counts"]])
-        return np.bincount(shard["bucket"].astype(np.int64), weights=per_ngram, minlength=buckets)
+        bucket = shard["bucket"]
+        total = np.zeros(buckets)
+        for copies in np.unique(picks[picks > 0]).tolist():  # 1, or more when sampled with replacement
+            mask = np.concatenate([np.repeat(picks == copies, c) for c in shard["part_counts"]])
+            total += copies * np.bincount(bucket[mask], minlength=buckets)
+        return total
 
 
 def _records(shard: Shard):
@@ -549,6 +553,7 @@ def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: 
     ``inputs`` (re-read shard by shard) to ``out`` through a temporary file renamed into place."""
     tmp = out.with_name(out.name + ".tmp")
     opener = gzip.open if out.suffix == ".gz" else open
+    loads, _ = _json_loads()
     written = 0
     try:
         with opener(tmp, "wb") as fh:
@@ -558,9 +563,9 @@ def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: 
                     continue
                 lines = shard.blob.split(b"\n") if shard.rows is None else None
                 for place, copies, extra in todo:
-                    record = dict(shard.rows[place]) if lines is None else json.loads(lines[place])
+                    record = dict(shard.rows[place]) if lines is None else loads(lines[place])
                     record.update(extra)
-                    fh.write((json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8") * copies)
+                    fh.write(_dump_record(record) * copies)
                     written += copies
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -569,6 +574,16 @@ def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: 
         if tmp.exists():
             tmp.unlink()
     return written
+
+
+def _dump_record(record: dict) -> bytes:
+    """One jsonl line: orjson when it can encode the record, else the standard library."""
+    try:
+        import orjson
+
+        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
+    except (ImportError, TypeError):
+        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
 
 
 def _progress(enabled: bool, what: str):

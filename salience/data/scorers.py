@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import minimize
 
 from salience.data.features import NgramBatch
 from salience.exceptions import InvalidParameterError, SalienceError
@@ -81,6 +80,8 @@ class QualityClassifier:
             value = np.sum(weight * np.logaddexp(0.0, -margin)) + 0.5 * self.l2 * (w @ w)
             g = -weight * y * 0.5 * (1.0 - np.tanh(margin / 2.0))  # d/dz log(1 + e^-yz) = -y sigmoid(-yz)
             return value, np.concatenate([X.T @ g + self.l2 * w, [g.sum()]])
+
+        from scipy.optimize import minimize  # imported here: it costs half a second
 
         result = minimize(loss, np.zeros(self.buckets + 1), jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter})
         self.coef = result.x[:-1] * scale

@@ -184,19 +184,19 @@ def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
     target, raw = _pool(tmp_path)
     out = tmp_path / "out.jsonl.gz"
     calls = {"n": 0}
-    real_dumps = pipeline.json.dumps
+    real_dump = pipeline._dump_record
 
-    def dumps_then_interrupt(*args, **kwargs):
+    def dump_then_interrupt(record):
         calls["n"] += 1
         if calls["n"] == 5:
             raise KeyboardInterrupt
-        return real_dumps(*args, **kwargs)
+        return real_dump(record)
 
-    monkeypatch.setattr(pipeline.json, "dumps", dumps_then_interrupt)
+    monkeypatch.setattr(pipeline, "_dump_record", dump_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
     assert not out.exists() and not list(tmp_path.glob("out.jsonl.gz*"))
-    monkeypatch.setattr(pipeline.json, "dumps", real_dumps)
+    monkeypatch.setattr(pipeline, "_dump_record", real_dump)
     report = select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
     assert report.shards_reused == report.shards  # the hashed shards of the interrupted run are reused
     assert len(gzip.open(out, "rt").read().splitlines()) == 20
