@@ -2,13 +2,14 @@
 
 Pass 1 reads the raw files once, in shards of about ``shard_bytes`` bytes (parquet: row
 batches), and an executor parses and hashes each shard: its bucket counts, each document's
-token count, label, line number and place in the shard, and its hashed n-grams go to
+token count, label and place in the shard, and its hashed n-grams go to
 ``work_dir`` (one ``.npz`` per shard, written atomically; a rerun skips the shards already
 there). Pass 2 scores each document from the cached n-grams — DSIR's log importance weight,
 the quality classifier's log-odds or the target n-gram model's log-probability — and
 selection keeps ``k`` of them. Pass 3 re-reads the raw files and writes the selected records,
 each with its score, to a temporary file renamed into place at the end: an interrupted run
-leaves no partial output.
+leaves no partial output. The report (counts by label, KL reduction, timings) goes to
+``OUT.report.json``.
 
 Memory: 16 bytes a document (a float64 score and two int32 positions; 20 with a label field),
 plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-gram
@@ -438,11 +439,15 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     if group_field:
         values, counts = np.unique(labels[chosen], return_counts=True)
         by_label = {label_names[v]: c for v, c in zip(values.tolist(), counts.tolist())}
+    report = SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
+                             kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
+                             timings, len(shard_files), reused)
+    from salience.io.files import atomic_write_text
+
+    atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)
-    return SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
-                           kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
-                           timings, len(shard_files), reused)
+    return report
 
 
 def _score_job(args) -> dict:

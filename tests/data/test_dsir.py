@@ -200,3 +200,18 @@ def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
     report = select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
     assert report.shards_reused == report.shards  # the hashed shards of the interrupted run are reused
     assert len(gzip.open(out, "rt").read().splitlines()) == 20
+
+
+def test_corrupt_gzip_keeps_finished_shards(tmp_path):
+    target, raw = _pool(tmp_path)
+    corrupt = tmp_path / "later.jsonl.gz"
+    corrupt.write_bytes(gzip.compress(b'{"text": "a b c"}\n' * 100)[:25])
+    work = tmp_path / "work"
+    with pytest.raises(InputFormatError, match="later.jsonl.gz: unreadable after line 0"):
+        select_documents([target], [raw, corrupt], 5, tmp_path / "out.jsonl", work_dir=work, shard_bytes=4096)
+    finished = list(work.glob("shard-*.npz"))
+    assert len(finished) > 2 and not (tmp_path / "out.jsonl").exists()
+    report = select_documents([target], [raw, corrupt], 5, tmp_path / "out.jsonl", work_dir=work, shard_bytes=4096,
+                              on_error="skip")
+    assert report.shards_reused == len(finished) and report.selected == 5
+    assert json.loads((tmp_path / "out.jsonl.report.json").read_text())["selected"] == 5
