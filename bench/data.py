@@ -156,14 +156,14 @@ def scaling_estimate(rows: list[dict]) -> str:
         "",
         f"Measured here (biomed run): {pool:,} documents in {shards} shards of 8 MB "
         f"({pool / shards:,.0f} documents a shard); hashing {t['hash_raw'] / shards:.2f} s a shard with 2 workers "
-        f"({per_doc['hash_raw'] * 1e6:.0f} us a document), scoring and selection {per_doc['score_and_select'] * 1e6:.0f} us, "
+        f"({per_doc['hash_raw'] * 1e6:.0f} us a document), scoring (on the workers) and selection {per_doc['score_and_select'] * 1e6:.0f} us, "
         f"writing {per_doc['write'] * 1e6:.0f} us a document; peak memory {info['main_mb']:,.0f} MB for the main process and "
         f"{info['worker_mb']:,.0f} MB for the largest worker; shard cache {info['cache_bytes'] / pool:,.0f} bytes a document.",
         "",
         f"For 10^9 documents like these: hashing about {hash_hours:,.0f} hours on 2 workers, i.e. "
         f"{hash_hours * 2:,.0f} worker-hours, which divide across workers (local processes or a Ray cluster: "
-        f"{hash_hours * 2 / 64:,.1f} hours on 64); scoring, selection and writing about {rest_hours:,.0f} hours in the main "
-        f"process (reading shards sequentially; this part does not parallelise yet). Memory per worker stays at one shard "
+        f"{hash_hours * 2 / 64:,.1f} hours on 64); scoring, selection and writing about {rest_hours:,.0f} hours, most of it the main "
+        f"process re-reading every shard to write the selection (sequential; the one part that does not divide). Memory per worker stays at one shard "
         f"in flight (the figure above, independent of the corpus); the main process holds 16 bytes a document (a float64 "
         f"score, shard and place as int32; 20 with a label field): 16 GB for 10^9 documents, plus "
         f"{cache_gb:,.0f} GB of shard cache on disk.",
