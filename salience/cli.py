@@ -483,6 +483,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text")
     p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
     p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
+    p.add_argument("--filter", action="append", default=[], dest="filters", metavar="STAT>=X",
+                   help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "
+                        "line_count, e.g. 'alpha_ratio>=0.7' (repeatable)")
     p.add_argument("--buckets", type=int, default=10_000)
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shard-mb", type=float, default=8.0, help="shard size in MB of text (default 8)")
@@ -555,7 +558,7 @@ def _cmd_data_select(args) -> int:
 
     report = select_documents(args.target, args.raw, args.k, args.out, method=args.method, sampling=args.sampling,
                               seed=args.seed, text_field=args.text_field, label_field=args.label_field,
-                              quota_field=args.quota_field, min_tokens=args.min_tokens,
+                              quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
                               features=HashedNgrams(buckets=args.buckets), workers=args.workers, executor=args.executor,
                               shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
                               keep_work=args.keep_work, strict=args.strict, on_error=args.on_error, progress=args.progress)

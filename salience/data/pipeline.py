@@ -32,7 +32,7 @@ import numpy as np
 
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
-from salience.data.scorers import NgramPerplexity, QualityClassifier, per_document_sums
+from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
 
 __all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
@@ -192,7 +192,8 @@ def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_fie
         size = int(np.maximum(batch.tokens - order + 1, 0).sum())
         part_counts[o] = np.bincount(batch.doc[position : position + size], minlength=n)
         position += size
-    return {"counts": batch.counts(features.buckets), "tokens": batch.tokens.astype(np.int32),
+    stats = {f"stat_{name}": values.astype(np.float32) for name, values in text_statistics(texts).items()}
+    return {**stats, "counts": batch.counts(features.buckets), "tokens": batch.tokens.astype(np.int32),
             "labels": np.array(labels, dtype=str), "places": np.array(places, dtype=np.int64),
             "bucket": batch.bucket.astype(np.uint16 if features.buckets <= 65536 else np.uint32),
             "part_counts": part_counts, "missing": missing, "errors": errors}
@@ -323,14 +324,16 @@ def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_e
 def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k: int, out: str | Path, *,
                      method: str = "dsir", sampling: str = "gumbel", seed: int = 0, text_field: str = "text",
                      label_field: str | None = None, quota_field: str | None = None, quotas: dict | None = None,
-                     min_tokens: int = 0, features: HashedNgrams | None = None, length_normalize: bool = False,
+                     min_tokens: int = 0, filters: Sequence[str] = (), features: HashedNgrams | None = None, length_normalize: bool = False,
                      workers: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
                      work_dir: str | Path | None = None, keep_work: bool = False, strict: bool = False,
                      on_error: str = "raise", progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
     """Select ``k`` raw documents for the target and write them to ``out`` (jsonl, or jsonl.gz by
     suffix), each with a ``salience_score`` field. ``quota_field`` with ``quotas`` ({value: count})
     selects per group instead of ``k`` overall; without ``quotas``, ``k`` is split over the
-    groups in proportion to their share of the target sample."""
+    groups in proportion to their share of the target sample. ``min_tokens`` and ``filters``
+    (``"alpha_ratio>=0.7"``, ``"mean_word_length<=10"``, ...; see
+    :func:`~salience.data.scorers.text_statistics`) decide which documents are eligible."""
     if method not in METHODS:
         raise unknown_choice("method", method, METHODS)
     if on_error not in ("raise", "skip"):
@@ -340,6 +343,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
     features = features or HashedNgrams()
+    rules = [parse_filter(f) for f in filters]
     if method == "perplexity" and features.orders != (1, 2):
         raise InvalidParameterError(f"method='perplexity' needs n-gram orders (1, 2); got {features.orders}.")
     out = Path(out)
@@ -395,7 +399,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
                 resampler.raw_counts += shard["counts"]
         resampler._log_ratio = None
         scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
-        parts = runner.map(_score_job, [(str(f), scorer, min_tokens, bool(group_field)) for f, _ in shard_files])
+        parts = runner.map(_score_job, [(str(f), scorer, min_tokens, rules, bool(group_field)) for f, _ in shard_files])
         # per document in memory: a float64 score (-inf when too short), its place in its shard and
         # the shard (int32 each), and with a label field an int32 label code: 16-20 bytes a document
         label_code: dict[str, int] = {}
@@ -451,10 +455,13 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
 
 
 def _score_job(args) -> dict:
-    shard_file, scorer, min_tokens, with_labels = args
+    shard_file, scorer, min_tokens, rules, with_labels = args
     with np.load(shard_file) as shard:
         value = scorer(shard)
         ok = shard["tokens"] >= min_tokens
+        for name, op, bound in rules:
+            stat = shard[f"stat_{name}"]
+            ok &= (stat >= bound) if op == ">=" else (stat <= bound)
         part = {"scores": np.where(ok, value, -np.inf), "places": shard["places"].astype(np.int32),
                 "eligible": int(ok.sum()), "missing": int(shard["missing"]), "errors": int(shard["errors"])}
         if with_labels:

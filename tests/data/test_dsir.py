@@ -215,3 +215,18 @@ def test_corrupt_gzip_keeps_finished_shards(tmp_path):
                               on_error="skip")
     assert report.shards_reused == len(finished) and report.selected == 5
     assert json.loads((tmp_path / "out.jsonl.report.json").read_text())["selected"] == 5
+
+
+def test_heuristic_filters(tmp_path):
+    from salience.data.scorers import parse_filter, text_statistics
+
+    stats = text_statistics(["Hello world ...", "", "## A B"])
+    assert stats["words"].tolist() == [3, 0, 3] and stats["alpha_ratio"][0] == pytest.approx(10 / 13)
+    target, raw = _pool(tmp_path)
+    with pytest.raises(InvalidParameterError, match="0 eligible documents"):
+        select_documents([target], [raw], 5, tmp_path / "out.jsonl", filters=["mean_word_length>=100"], workers=1)
+    report = select_documents([target], [raw], 5, tmp_path / "out.jsonl", filters=["words>=6", "alpha_ratio>=0.5"],
+                              label_field="domain", workers=1)
+    assert report.eligible == 300 and report.by_label == {"bio": 5}
+    with pytest.raises(InvalidParameterError, match="STATISTIC>=VALUE"):
+        parse_filter("alpha>0.5")
