@@ -205,7 +205,7 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
                 on_error: str = "raise") -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
-    from salience.data.pipeline import iter_shards, make_executor, write_records
+    from salience.data.pipeline import iter_shards, make_executor, prepare_work_dir, write_records
 
     inputs = [Path(p) for p in inputs]
     if not inputs:
@@ -214,7 +214,8 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
         lsh_params(threshold, num_perm)  # validates the threshold before any work
     out = Path(out)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
+    prepare_work_dir(work, {"near": near, "num_perm": num_perm, "text_field": text_field, "shard_bytes": shard_bytes,
+                            "strict": strict, "on_error": on_error, "inputs": inputs})  # dedup keeps no skip counts: all of it keys the cache
     timings = {}
     clock = time.perf_counter()
     shard_files = []

@@ -206,6 +206,21 @@ def _hash_job(args) -> dict:
     return {"shard_file": shard_file}
 
 
+def prepare_work_dir(work: Path, settings: dict) -> None:
+    """Create ``work``; shards cached there by a run with other settings or other inputs (by
+    path, size and modification time) are removed, so a rerun reuses only what still applies."""
+    inputs = [(str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in settings.pop("inputs")]
+    manifest = json.dumps({**settings, "inputs": inputs}, sort_keys=True, default=str)
+    work.mkdir(parents=True, exist_ok=True)
+    stamp = work / "settings.json"
+    if not stamp.exists() or stamp.read_text(encoding="utf-8") != manifest:
+        for stale in work.glob("*.npz"):
+            stale.unlink()
+        from salience.io.files import atomic_write_text
+
+        atomic_write_text(stamp, manifest)
+
+
 def _atomic_save(path: Path, **arrays) -> None:
     tmp = path.with_name(path.name + ".tmp.npz")
     with open(tmp, "wb") as fh:
@@ -354,7 +369,11 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
         if not p.exists():
             raise InputFormatError(f"{p}: no such file.")
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
-    work.mkdir(parents=True, exist_ok=True)
+    group_field = quota_field or label_field
+    # strict / on_error are not part of the cache key: a cached shard keeps its counts of skipped
+    # records, checked against the current policy below
+    prepare_work_dir(work, {"features": repr(features), "text_field": text_field, "label_field": group_field,
+                            "shard_bytes": shard_bytes, "inputs": raw})
     timings: dict[str, float] = {}
 
     clock = time.perf_counter()
@@ -370,7 +389,6 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
 
     # pass 1: hash every raw shard that an earlier run did not finish
     clock = time.perf_counter()
-    group_field = quota_field or label_field
     shard_files: list[tuple[Path, str]] = []
     reused = 0
     runner = make_executor(executor, workers)
@@ -413,6 +431,11 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
         places = np.concatenate([p["places"] for p in parts]) if parts else np.zeros(0, dtype=np.int32)
         shard_of = np.repeat(np.arange(len(parts), dtype=np.int32), [len(p["scores"]) for p in parts])
         missing, errors = sum(p["missing"] for p in parts), sum(p["errors"] for p in parts)
+        for (shard_file, path), part in zip(shard_files, parts):
+            if (strict and part["missing"]) or (on_error == "raise" and part["errors"]):
+                what = "records without the text field" if strict and part["missing"] else "unreadable records"
+                raise InputFormatError(f"{path}: {what} in {shard_file.name}, hashed by an earlier lenient run; "
+                                       f"remove {work} to read the file again and see the lines.")
         eligible = sum(p["eligible"] for p in parts)
         del parts
         labels = (np.concatenate(codes) if codes else np.zeros(0, dtype=np.int32)) if group_field else None

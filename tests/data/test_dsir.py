@@ -230,3 +230,16 @@ def test_heuristic_filters(tmp_path):
     assert report.eligible == 300 and report.by_label == {"bio": 5}
     with pytest.raises(InvalidParameterError, match="STATISTIC>=VALUE"):
         parse_filter("alpha>0.5")
+
+
+def test_cached_shards_follow_the_settings(tmp_path):
+    target, raw = _pool(tmp_path)
+    work = tmp_path / "work"
+    select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, keep_work=True, workers=1)
+    again = select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, keep_work=True, workers=1,
+                             label_field="domain")
+    assert again.shards_reused == 0 and again.by_label == {"bio": 5}  # labels were not in the cached shards
+    with gzip.open(raw, "at") as fh:
+        fh.write(json.dumps({"text": "protein binds receptor cells assay again", "domain": "bio"}) + "\n")
+    changed = select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, workers=1, label_field="domain")
+    assert changed.shards_reused == 0 and changed.pool == 301
