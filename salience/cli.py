@@ -487,6 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "
                         "line_count, e.g. 'alpha_ratio>=0.7' (repeatable)")
     p.add_argument("--buckets", type=int, default=10_000)
+    p.add_argument("--orders", default="1,2", help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
+    p.add_argument("--length-normalize", action="store_true", help="divide DSIR's log weight by the n-gram count")
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--shard-mb", type=float, default=8.0, help="shard size in MB of text (default 8)")
     p.add_argument("--executor", default="local", choices=("local", "ray"))
@@ -526,6 +528,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _orders(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise InvalidParameterError(f"--orders must be comma-separated integers such as 1,2; got {text!r}.") from None
+
+
 def _cmd_data_dedup(args) -> int:
     from salience.data.dedup import dedup_files
 
@@ -559,7 +568,8 @@ def _cmd_data_select(args) -> int:
     report = select_documents(args.target, args.raw, args.k, args.out, method=args.method, sampling=args.sampling,
                               seed=args.seed, text_field=args.text_field, label_field=args.label_field,
                               quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
-                              features=HashedNgrams(buckets=args.buckets), workers=args.workers, executor=args.executor,
+                              features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
+                              length_normalize=args.length_normalize, workers=args.workers, executor=args.executor,
                               shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
                               keep_work=args.keep_work, strict=args.strict, on_error=args.on_error, progress=args.progress)
     print(json.dumps(report.to_dict()))
