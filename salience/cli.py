@@ -512,6 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=("local", "ray"))
     p.add_argument("--strict", action="store_true")
     p.add_argument("--on-error", default="raise", choices=("raise", "skip"))
+    p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(func=_cmd_data_dedup)
 
     p = data_cmds.add_parser("report", help="precision, recall and KL reduction of a selection")
@@ -540,7 +541,7 @@ def _cmd_data_dedup(args) -> int:
 
     report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
                          text_field=args.text_field, workers=args.workers, executor=args.executor, strict=args.strict,
-                         on_error=args.on_error)
+                         on_error=args.on_error, progress=args.progress)
     print(json.dumps(report.to_dict()))
     return 0
 

@@ -203,9 +203,9 @@ def _dedup_job(args) -> dict:
 def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
                 num_perm: int = 128, text_field: str = "text", workers: int = 2, executor: str = "local",
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
-                on_error: str = "raise") -> DedupReport:
+                on_error: str = "raise", progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
-    from salience.data.pipeline import iter_shards, make_executor, prepare_work_dir, write_records
+    from salience.data.pipeline import _progress, iter_shards, make_executor, prepare_work_dir, write_records
 
     inputs = [Path(p) for p in inputs]
     if not inputs:
@@ -220,14 +220,19 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     clock = time.perf_counter()
     shard_files = []
     runner = make_executor(executor, workers)
+    bar = _progress(progress, "hashing shards")
     try:
         for shard in iter_shards(inputs, shard_bytes, on_error):
             shard_file = work / f"dedup-{shard.index:06d}.npz"
             shard_files.append(shard_file)
             if not shard_file.exists():
                 runner.submit(_dedup_job, (shard, str(shard_file), text_field, near, num_perm, strict, on_error))
+            if bar is not None:
+                bar.update(1)
     finally:
         runner.close()
+        if bar is not None:
+            bar.close()
     timings["hash"] = time.perf_counter() - clock
     clock = time.perf_counter()
     exact, places, shard_of, signatures = [], [], [], []
