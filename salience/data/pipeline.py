@@ -322,7 +322,8 @@ class _RayExecutor:
 
 
 def make_executor(name: str, workers: int):
-    """An executor for shard jobs: ``submit(job, args)`` then ``close()`` (waits, re-raises errors)."""
+    """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
+    re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``."""
     if name not in EXECUTORS:
         raise unknown_choice("executor", name, EXECUTORS)
     return _LocalExecutor(workers) if name == "local" else _RayExecutor(workers)
@@ -339,8 +340,8 @@ def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_e
 def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k: int, out: str | Path, *,
                      method: str = "dsir", sampling: str = "gumbel", seed: int = 0, text_field: str = "text",
                      label_field: str | None = None, quota_field: str | None = None, quotas: dict | None = None,
-                     min_tokens: int = 0, filters: Sequence[str] = (), features: HashedNgrams | None = None, length_normalize: bool = False,
-                     workers: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
+                     min_tokens: int = 0, filters: Sequence[str] = (), features: HashedNgrams | None = None,
+                     length_normalize: bool = False, workers: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
                      work_dir: str | Path | None = None, keep_work: bool = False, strict: bool = False,
                      on_error: str = "raise", progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
     """Select ``k`` raw documents for the target and write them to ``out`` (jsonl, or jsonl.gz by
