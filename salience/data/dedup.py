@@ -1,7 +1,7 @@
 """Exact and near-duplicate removal.
 
-* Exact: documents whose normalised text (lower-cased, punctuation dropped, whitespace
-  collapsed) has the same 64-bit hash; the first is kept.
+* Exact: documents whose sequence of lower-case words (punctuation and spacing ignored) has
+  the same 64-bit hash; the first is kept.
 * Near (MinHash LSH; Broder, 1997): each document's word 5-gram shingles are hashed; its
   signature is the minimum of ``num_perm`` independent 64-bit hash functions over them; the
   signature is cut into ``bands`` x ``rows`` with the bands and rows chosen for ``threshold``,
@@ -16,8 +16,6 @@ signatures on disk (``num_perm`` x 8 bytes per document).
 
 from __future__ import annotations
 
-import hashlib
-import re
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -32,24 +30,29 @@ from salience.exceptions import InvalidParameterError
 __all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_groups", "dedup_texts", "dedup_files",
            "DedupReport"]
 
-_NON_WORD = re.compile(r"[\W_]+")
 _SHINGLE_PAIR = np.uint64(0x9E3779B97F4A7C15)
 
 
 def exact_hashes(texts: Sequence[str]) -> np.ndarray:
-    """64-bit hash of each text's normalised form (lower-case words joined by single spaces)."""
-    out = np.empty(len(texts), dtype=np.uint64)
-    for i, text in enumerate(texts):
-        normal = _NON_WORD.sub(" ", text.lower()).strip()
-        out[i] = int.from_bytes(hashlib.blake2b(normal.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
-    return out
+    """64-bit hash of each text's sequence of lower-case words (case, punctuation and spacing
+    ignored): an order-sensitive sum of the mixed word hashes and their positions."""
+    hashes, doc = HashedNgrams(orders=(1,)).token_hashes(list(texts), punctuation=False)
+    n = len(texts)
+    counts = np.bincount(doc, minlength=n)
+    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    position = (np.arange(len(hashes)) - first[doc]).astype(np.uint64)
+    with np.errstate(over="ignore"):
+        keyed = _mix(hashes * _SHINGLE_PAIR + position)
+        total = np.zeros(n, dtype=np.uint64)
+        np.add.at(total, doc, keyed)  # wraps modulo 2**64
+        return _mix(total + counts.astype(np.uint64))
 
 
 def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int = 5, seed: int = 1) -> np.ndarray:
     """(len(texts), num_perm) uint64 MinHash signatures over word ``shingle``-grams (a text
     shorter than that is one shingle of all its words; an empty text gets all-ones)."""
     words = HashedNgrams(orders=(1,))
-    hashes, doc = words.token_hashes(list(texts))
+    hashes, doc = words.token_hashes(list(texts), punctuation=False)
     n = len(texts)
     counts = np.bincount(doc, minlength=n)
     # shingle hashes: combine `shingle` consecutive token hashes within a document
@@ -79,6 +82,7 @@ def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int =
         shingles, owner = shingles[order], owner[order]
     rng = np.random.default_rng(seed)
     salts = rng.integers(0, 2**63, size=num_perm, dtype=np.int64).astype(np.uint64)
+    multipliers = rng.integers(0, 2**63, size=num_perm, dtype=np.int64).astype(np.uint64) * np.uint64(2) + np.uint64(1)
     signature = np.full((n, num_perm), np.iinfo(np.uint64).max, dtype=np.uint64)
     if len(shingles):
         present = np.unique(owner)
@@ -89,7 +93,9 @@ def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int =
             hi = min(len(present), max(lo + 1, int(np.searchsorted(bounds, bounds[lo] + step, side="right")) - 1))
             a, b = bounds[lo], bounds[hi]
             with np.errstate(over="ignore"):
-                values = _mix(shingles[a:b, None] ^ salts[None, :])
+                # h_i(x) = a_i x + b_i (mod 2**64), a_i odd: shingle hashes are already mixed,
+                # and a multiply-add per permutation is 4x cheaper than a full mixer
+                values = shingles[a:b, None] * multipliers[None, :] + salts[None, :]
             signature[present[lo:hi]] = np.minimum.reduceat(values, bounds[lo:hi] - a, axis=0)
             lo = hi
     return signature

@@ -88,8 +88,9 @@ class HashedNgrams:
     def __repr__(self) -> str:
         return f"HashedNgrams(orders={self.orders}, buckets={self.buckets}, lowercase={self.lowercase})"
 
-    def token_hashes(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
-        """(64-bit hash of each token, its document) for all tokens of ``texts``, in order."""
+    def token_hashes(self, texts: Sequence[str], punctuation: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """(64-bit hash of each token, its document) for all tokens of ``texts``, in order;
+        ``punctuation=False`` keeps word tokens only."""
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidParameterError(f"text {i} must be a str; got {type(text).__name__}.")
@@ -111,7 +112,7 @@ class HashedNgrams:
             return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
         # tokens are the maximal runs of one non-space class: cut where the class changes
         cls = _CLASS[data]
-        word = cls != 0
+        word = cls != 0 if punctuation else cls == 1
         change = np.empty(n + 1, dtype=bool)
         change[0] = change[-1] = True
         np.not_equal(cls[1:], cls[:-1], out=change[1:-1])

@@ -588,7 +588,8 @@ def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: 
     """Write the records ``wanted[shard index] = [(place in shard, copies, extra fields)]`` of
     ``inputs`` (re-read shard by shard) to ``out`` through a temporary file renamed into place."""
     tmp = out.with_name(out.name + ".tmp")
-    opener = gzip.open if out.suffix == ".gz" else open
+    # gzip level 1: about 4x faster than the default 9 (or 6) for ~13% more bytes on this kind of text
+    opener = (lambda path, mode: gzip.open(path, mode, compresslevel=1)) if out.suffix == ".gz" else open
     loads, _ = _json_loads()
     written = 0
     try:
