@@ -494,7 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=("local", "ray"))
     p.add_argument("--quota-field", default=None, help="select per value of this field, in the target's proportions")
     p.add_argument("--keep-work", action="store_true", help="keep the shard cache after a successful run")
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown when standard error is a terminal)")
     p.add_argument("--work-dir", default=None, help="shard cache (default OUT.work); a rerun skips finished shards")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
@@ -512,7 +512,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=("local", "ray"))
     p.add_argument("--strict", action="store_true")
     p.add_argument("--on-error", default="raise", choices=("raise", "skip"))
-    p.add_argument("--progress", action="store_true", help="show a progress bar")
+    p.add_argument("--quiet", action="store_true", help="no progress bar (shown when standard error is a terminal)")
     p.set_defaults(func=_cmd_data_dedup)
 
     p = data_cmds.add_parser("report", help="precision, recall and KL reduction of a selection")
@@ -541,7 +541,7 @@ def _cmd_data_dedup(args) -> int:
 
     report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
                          text_field=args.text_field, workers=args.workers, executor=args.executor, strict=args.strict,
-                         on_error=args.on_error, progress=args.progress)
+                         on_error=args.on_error, progress=_show_progress(args))
     print(json.dumps(report.to_dict()))
     return 0
 
@@ -572,7 +572,7 @@ def _cmd_data_select(args) -> int:
                               features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
                               length_normalize=args.length_normalize, workers=args.workers, executor=args.executor,
                               shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
-                              keep_work=args.keep_work, strict=args.strict, on_error=args.on_error, progress=args.progress)
+                              keep_work=args.keep_work, strict=args.strict, on_error=args.on_error, progress=_show_progress(args))
     print(json.dumps(report.to_dict()))
     return 0
 
