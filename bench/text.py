@@ -296,12 +296,48 @@ def render(rows, command) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_speed(rounds: int) -> list[dict]:
+    """The default keyphrase method and rake-nltk on Inspec, timed in alternating rounds so that
+    both meet the same machine load; best round of each."""
+    systems = keyphrase_systems(None)
+    docs = read_jsonl(KEYPHRASE_DATA / "inspec" / "docs.jsonl")
+    pair = {"salience yake (default)": systems["salience yake (default)"], "rake-nltk": systems.get("rake-nltk")}
+    best = {label: float("inf") for label, fn in pair.items() if fn is not None}
+    per_round = []
+    for _ in range(rounds):
+        seconds = {}
+        for label in best:
+            start = time.perf_counter()
+            pair[label](docs)
+            seconds[label] = time.perf_counter() - start
+            best[label] = min(best[label], seconds[label])
+        per_round.append(seconds)
+    return [{"system": label, "docs_per_second": len(docs) / best[label],
+             "rounds": [len(docs) / r[label] for r in per_round]} for label in best]
+
+
+def render_speed(rows: list[dict], command: str) -> str:
+    lines = ["## Keyphrase speed on Inspec (`bench/text.py --tasks speed`)", "", f"Command: `{command}`", "",
+             "2,000 Inspec abstracts, 15 keyphrases each, single-threaded; the two systems alternate in every round "
+             "so that both meet the same load; the table gives the best round and every round.", "",
+             "| system | docs/s (best) | every round |", "|---|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['system']} | {r['docs_per_second']:,.0f} | {', '.join(f'{v:,.0f}' for v in r['rounds'])} |")
+    ours = next(r for r in rows if r["system"].endswith("(default)"))
+    rake = next((r for r in rows if r["system"] == "rake-nltk"), None)
+    ratio = f"; {ours['docs_per_second'] / rake['docs_per_second']:.2f}x rake-nltk" if rake else ""
+    lines += ["", f"Target (issue 4): the default >= 3,300 docs/s on Inspec: {ours['docs_per_second']:,.0f}{ratio} — "
+              f"{'met' if ours['docs_per_second'] >= 3300 else 'not met'}.", ""]
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--tasks", default="keyphrases,summaries")
     parser.add_argument("--yake048-python", default=None, help="a Python with yake==0.4.8 installed")
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of --tasks speed")
     args = parser.parse_args(argv)
     command = "python bench/text.py " + " ".join(argv if argv is not None else sys.argv[1:])
     sys.path.insert(0, str(ROOT / "bench"))
@@ -313,6 +349,11 @@ def main(argv=None) -> int:
         print(section)
         if args.write:
             write_section(args.write, section, marker="bench/text.py (keyphrases)")
+    if "speed" in tasks:
+        section = render_speed(run_speed(args.rounds), command.strip())
+        print(section)
+        if args.write:
+            write_section(args.write, section, marker="bench/text.py (keyphrase speed)")
     if "summaries" in tasks:
         section = render(run_summaries(read_jsonl(DATA), args.repeats), command.strip())
         print(section)
