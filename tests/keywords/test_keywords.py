@@ -127,3 +127,19 @@ def test_batched_extraction_equals_one_by_one():
         extract_keyphrases_many(TEXT)
     with pytest.raises(InvalidParameterError, match="document 1"):
         extract_keyphrases_many([TEXT, None])
+
+
+def test_ascii_byte_tokens_equal_the_regex():
+    import random
+
+    from salience.keywords.candidates import _TOKEN, _ascii_tokens
+
+    rng = random.Random(7)
+    alphabet = "ab-'_ .,;!?\n\t9Z--''\x1c"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
+    texts += ["", "-", "'a'", "a-b-c", "a--b", "x" * 40 + "-" + "y" * 30, "well-known rock'n'roll", "_a_ __", TEXT]
+    ids, vocab, counts = _ascii_tokens(texts)
+    position = 0
+    for text, count in zip(texts, counts.tolist()):
+        assert [vocab[i] for i in ids[position : position + count]] == _TOKEN.findall(text), text
+        position += count
