@@ -17,10 +17,10 @@ from typing import Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
+from salience.text.tokenize import padded_byte_words
 
 __all__ = ["HashedNgrams", "NgramBatch"]
 
-_BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(9)], dtype=np.uint64)  # low i bytes
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _PAIR = np.uint64(0x9E3779B97F4A7C15)
 
@@ -121,12 +121,9 @@ class HashedNgrams:
         lengths = ends - starts
         # tokens of up to 16 bytes are keyed by their zero-padded bytes, read as two little-endian
         # words from an unaligned view; longer ones (rare: URLs, chemical names) are hashed one by one
-        padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
-        as_words = np.ndarray(shape=(n + 9,), dtype="<u8", buffer=padded, strides=(1,))
         short = lengths <= 16
+        w0, w1 = padded_byte_words(data, starts, lengths)
         with np.errstate(over="ignore"):
-            w0 = as_words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]
-            w1 = as_words[starts + 8] & _BYTE_MASKS[np.clip(lengths - 8, 0, 8)]
             hashes = _mix(_mix(w0 + lengths.astype(np.uint64)) * _PAIR + w1)
             if not short.all():
                 for i in np.flatnonzero(~short).tolist():

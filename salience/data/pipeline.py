@@ -19,6 +19,7 @@ plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
+from salience.io.files import _open_binary, atomic_write_bytes, atomic_write_text
 
 __all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
            "METHODS", "EXECUTORS"]
@@ -71,10 +73,6 @@ class Shard:
     first_line: int
     blob: bytes | None = None
     rows: list | None = None
-
-
-def _open_binary(path: Path):
-    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
 
 
 def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_error: str = "raise",
@@ -216,18 +214,14 @@ def prepare_work_dir(work: Path, settings: dict) -> None:
     if not stamp.exists() or stamp.read_text(encoding="utf-8") != manifest:
         for stale in work.glob("*.npz"):
             stale.unlink()
-        from salience.io.files import atomic_write_text
-
         atomic_write_text(stamp, manifest)
 
 
 def _atomic_save(path: Path, **arrays) -> None:
-    tmp = path.with_name(path.name + ".tmp.npz")
-    with open(tmp, "wb") as fh:
-        np.savez(fh, **arrays)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    """Save ``arrays`` as one ``.npz`` written atomically (a crash leaves no partial shard)."""
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    atomic_write_bytes(path, buffer.getvalue())
 
 
 # executors ----------------------------------------------------------------------------------------
@@ -470,8 +464,6 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     report = SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
                              kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
                              timings, len(shard_files), reused)
-    from salience.io.files import atomic_write_text
-
     atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
     if not keep_work:
         shutil.rmtree(work, ignore_errors=True)

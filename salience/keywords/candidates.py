@@ -21,6 +21,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.stopwords import get_stopwords
+from salience.text.tokenize import padded_byte_words
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
@@ -94,7 +95,6 @@ _BYTE_SPACE = np.zeros(256, dtype=bool)
 _BYTE_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True  # str.isspace() in ASCII
 _BYTE_JOIN = np.zeros(256, dtype=bool)
 _BYTE_JOIN[[ord("-"), ord("'")]] = True
-_LOW_BYTES = np.array([(1 << (8 * i)) - 1 for i in range(9)], dtype=np.uint64)
 
 
 def _ascii_tokens(texts: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
@@ -120,10 +120,7 @@ def _ascii_tokens(texts: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarr
     ends = np.flatnonzero(run_end | mark) + 1
     lengths = ends - starts
     # key each token by its bytes (two little-endian words, zero-padded) and its length
-    padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
-    as_words = np.ndarray(shape=(n + 9,), dtype="<u8", buffer=padded, strides=(1,))
-    w0 = as_words[starts] & _LOW_BYTES[np.minimum(lengths, 8)]
-    w1 = as_words[starts + 8] & _LOW_BYTES[np.clip(lengths - 8, 0, 8)]
+    w0, w1 = padded_byte_words(data, starts, lengths)
     long_tokens = np.flatnonzero(lengths > 16)
     width = lengths.astype(np.uint64)
     if len(long_tokens):  # longer tokens: number their distinct strings and key by that number

@@ -46,6 +46,17 @@ _BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1],
 _TABLE_KEEP = _ascii_table(False)
 
 
+def padded_byte_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first 16 bytes of each token ``data[starts[i] : starts[i] + lengths[i]]`` as two
+    little-endian uint64 words, zero-padded past the token's end: for tokens of up to 16 bytes
+    an exact key with no Python object per token. Reads through an unaligned, overlapping view."""
+    padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
+    as_words = np.ndarray(shape=(len(data) + 9,), dtype="<u8", buffer=padded, strides=(1,))
+    w0 = as_words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]
+    w1 = as_words[starts + 8] & _BYTE_MASKS[np.clip(lengths - 8, 0, 8)]
+    return w0, w1
+
+
 def _load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
     if stemmer is None or callable(stemmer):
         return stemmer
@@ -328,13 +339,7 @@ class TermEncoder:
         short = lengths <= 16
         s_starts, s_lengths = starts[short], lengths[short]
         if len(s_starts):
-            padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
-            # every byte offset read as a little-endian uint64 (an unaligned, overlapping view)
-            as_words = np.ndarray(shape=(len(data) + 9,), dtype="<u8", buffer=padded, strides=(1,))
-            low = _BYTE_MASKS[np.minimum(s_lengths, 8)]
-            high = _BYTE_MASKS[np.clip(s_lengths - 8, 0, 8)]
-            w0 = as_words[s_starts] & low
-            w1 = as_words[s_starts + 8] & high
+            w0, w1 = padded_byte_words(data, s_starts, s_lengths)
             key = w0 * np.uint64(0x9E3779B97F4A7C15) + w1 * np.uint64(0xC2B2AE3D27D4EB4F)
             _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
             inverse = inverse.ravel()
