@@ -24,8 +24,9 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.data.features import HashedNgrams, _mix
+from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
+from salience.text.hashing import mix64 as _mix
 
 __all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_groups", "dedup_texts", "dedup_files",
            "DedupReport"]

@@ -17,11 +17,11 @@ from typing import Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
+from salience.text.hashing import mix64 as _mix
 from salience.text.tokenize import padded_byte_words
 
 __all__ = ["HashedNgrams", "NgramBatch"]
 
-_MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _PAIR = np.uint64(0x9E3779B97F4A7C15)
 
 # byte classes: 0 space, 1 word (ASCII letters, digits, _ and every byte of a non-ASCII character), 2 punctuation
@@ -35,15 +35,6 @@ for _b in range(256):
 
 
 _ASCII_LOWER = bytes.maketrans(bytes(range(65, 91)), bytes(range(97, 123)))
-
-
-def _mix(h: np.ndarray) -> np.ndarray:
-    """splitmix64's finaliser: every input bit affects every output bit."""
-    h = h ^ (h >> np.uint64(30))
-    h = h * _MIX1
-    h = h ^ (h >> np.uint64(27))
-    h = h * _MIX2
-    return h ^ (h >> np.uint64(31))
 
 
 @dataclass

@@ -21,6 +21,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.stopwords import get_stopwords
+from salience.text.hashing import group_rows
 from salience.text.tokenize import padded_byte_words
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
@@ -36,9 +37,11 @@ class Batch:
 
     Per word: ``word_type`` (index into ``types``, the distinct original spellings), ``lower``
     and ``stem`` (indexes into ``lowers`` and ``stems``), ``doc``, ``sentence`` (number within
-    its document), ``breaks`` (a punctuation mark or the document start precedes it) and
-    ``content`` (may belong to a keyphrase). ``doc_start[d]:doc_start[d + 1]`` are document
-    ``d``'s words; ``n_sentences[d]`` its sentence count.
+    its document), ``breaks`` (a punctuation mark or the document start precedes it),
+    ``content`` (may belong to a keyphrase) and where it lies in ``data`` (the documents'
+    UTF-8 bytes, joined by newlines): ``byte_start`` and ``byte_length``.
+    ``doc_start[d]:doc_start[d + 1]`` are document ``d``'s words; ``n_sentences[d]`` its
+    sentence count.
     """
 
     types: list[str]
@@ -54,6 +57,9 @@ class Batch:
     content: np.ndarray
     doc_start: np.ndarray
     n_sentences: np.ndarray
+    data: np.ndarray
+    byte_start: np.ndarray
+    byte_length: np.ndarray
 
     @property
     def n_docs(self) -> int:
@@ -62,7 +68,6 @@ class Batch:
     def __post_init__(self) -> None:
         self.lower = self.type_lower[self.word_type]  # per word: index into lowers
         self.stem = self.type_stem[self.word_type]  # per word: index into stems
-        self.lower_list = self.lower.tolist()
 
 
 def _index(values: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -75,7 +80,6 @@ def _flags(predicate, values: list) -> np.ndarray:
     return np.fromiter(map(predicate, values), dtype=bool, count=len(values))
 
 
-_WORD_START = re.compile(r"\w")
 _STEMMER = None
 
 
@@ -89,113 +93,142 @@ def _stemmer():
     return _STEMMER
 
 
-_BYTE_WORD = np.zeros(256, dtype=bool)
-_BYTE_WORD[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"]] = True
-_BYTE_SPACE = np.zeros(256, dtype=bool)
-_BYTE_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True  # str.isspace() in ASCII
-_BYTE_JOIN = np.zeros(256, dtype=bool)
-_BYTE_JOIN[[ord("-"), ord("'")]] = True
+# Byte classes. Every byte of a non-ASCII character is a word byte unless the character is
+# whitespace, a joiner (’) or another mark: those are found with a regex and reclassified.
+_SPACE, _WORD_BYTE, _MARK, _JOIN, _CONTINUATION = 0, 1, 2, 3, 4
+_BYTE_CLASS = np.full(256, _MARK, dtype=np.uint8)
+_BYTE_CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"]] = _WORD_BYTE
+_BYTE_CLASS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = _SPACE  # str.isspace() in ASCII
+_BYTE_CLASS[[ord("-"), ord("'")]] = _JOIN
+_BYTE_CLASS[0x80:] = _WORD_BYTE
+_NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]")
+_SENTENCE_END_BYTE = np.zeros(256, dtype=bool)
+_SENTENCE_END_BYTE[[ord(c) for c in _SENTENCE_END]] = True
 
 
-def _ascii_tokens(texts: Sequence[str]) -> tuple[np.ndarray, list[str], np.ndarray]:
-    """The tokens of :data:`_TOKEN` for ASCII texts, found with array operations over their
-    bytes: (token number by first appearance, distinct tokens, tokens per text). Words are runs
-    of word bytes, a '-' or "'" between two word bytes joining them; every other non-space byte
-    is a token of its own. Equal to the regex (tested)."""
-    raw = "\n".join(texts).encode("ascii")
-    data = np.frombuffer(raw, dtype=np.uint8)
+def _byte_classes(joined: str, data: np.ndarray) -> np.ndarray:
+    """The class of each byte of ``data`` (``joined`` as UTF-8)."""
+    classes = _BYTE_CLASS[data]
+    if joined.isascii():
+        return classes
+    special = [(m.start(), m[0]) for m in _NON_ASCII_NON_WORD.finditer(joined)]
+    if special:
+        char_start = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes
+        chars = np.fromiter((c for c, _ in special), dtype=np.int64, count=len(special))
+        lead = char_start[chars]
+        size = np.append(char_start, len(data))[chars + 1] - lead
+        kind = np.array([_SPACE if ch.isspace() else _JOIN if ch == "’" else _MARK for _, ch in special], dtype=np.uint8)
+        classes[lead] = kind
+        for extra in range(1, 4):  # a mark's or joiner's other bytes continue it; a space's are spaces
+            more = size > extra
+            classes[lead[more] + extra] = np.where(kind[more] == _SPACE, _SPACE, _CONTINUATION)
+    return classes
+
+
+def _byte_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The tokens of :data:`_TOKEN`, found with array operations over the texts' UTF-8 bytes
+    (equal to the regex, tested): (data, token start, token length in bytes, token is a word,
+    tokens per text). Words are runs of word bytes, a joiner (-, ' or ’) between two word
+    bytes joining them; every other character that is not a space is a token of its own."""
+    joined = "\n".join(texts)
+    data = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     n = len(data)
-    if n == 0:
-        return np.zeros(0, dtype=np.int64), [], np.zeros(len(texts), dtype=np.int64)
-    word = _BYTE_WORD[data]
-    joined = word.copy()
-    if n > 2:
-        joined[1:-1] |= _BYTE_JOIN[data[1:-1]] & word[:-2] & word[2:]
-    mark = ~joined & ~_BYTE_SPACE[data]
-    run_start = joined.copy()
-    run_start[1:] &= ~joined[:-1]
-    run_end = joined.copy()
-    run_end[:-1] &= ~joined[1:]
-    starts = np.flatnonzero(run_start | mark)
-    ends = np.flatnonzero(run_end | mark) + 1
-    lengths = ends - starts
-    # key each token by its bytes (two little-endian words, zero-padded) and its length
-    w0, w1 = padded_byte_words(data, starts, lengths)
-    long_tokens = np.flatnonzero(lengths > 16)
-    width = lengths.astype(np.uint64)
-    if len(long_tokens):  # longer tokens: number their distinct strings and key by that number
-        long_ids, _ = _index([raw[starts[i] : ends[i]] for i in long_tokens.tolist()])
-        w0[long_tokens] = long_ids.astype(np.uint64)
-        w1[long_tokens] = np.uint64(2**64 - 1)
-    with np.errstate(over="ignore"):
-        key = w0 * np.uint64(0x9E3779B97F4A7C15) + w1 * np.uint64(0xC2B2AE3D27D4EB4F) + width * np.uint64(0x165667B19E3779F9)
-    inverse, first = dense_ids(key)
-    rep = first[inverse]
-    if ((w0[rep] != w0) | (w1[rep] != w1) | (width[rep] != width)).any():  # a 64-bit collision: number exactly
-        _, first, inverse = np.unique(np.stack([w0, w1, width], axis=1), axis=0, return_index=True, return_inverse=True)
-        inverse = inverse.reshape(-1)
-    by_first = np.argsort(first, kind="stable")
-    renumber = np.empty_like(by_first)
-    renumber[by_first] = np.arange(len(by_first))
-    firsts = first[by_first].tolist()
-    vocab = [raw[starts[i] : ends[i]].decode("ascii") for i in firsts]
+    classes = _byte_classes(joined, data)
+    word = np.zeros(n + 2, dtype=bool)  # padded by one byte on each side
+    word[1:-1] = classes == _WORD_BYTE
+    joins = np.flatnonzero(classes == _JOIN)
+    if len(joins):
+        size = np.ones(len(joins), dtype=np.int64)
+        wide = data[joins] >= 0x80  # ’, three bytes
+        size[wide] = 3
+        joining = joins[word[joins] & word[joins + size + 1]]  # word bytes on both sides (padded indexes)
+        wide_joining = joining[data[joining] >= 0x80]
+        word[joining + 1] = True
+        word[wide_joining + 2] = True
+        word[wide_joining + 3] = True
+    word_start = np.flatnonzero(word[1:-1] & ~word[:-2])
+    word_end = np.flatnonzero(word[1:-1] & ~word[2:]) + 1
+    lead = ((classes == _MARK) | (classes == _JOIN)) & ~word[1:-1]
+    mark_start = np.flatnonzero(lead)
+    mark_size = np.ones(len(mark_start), dtype=np.int64)
+    byte = data[mark_start]
+    mark_size[byte >= 0xC0] = 2
+    mark_size[byte >= 0xE0] = 3
+    mark_size[byte >= 0xF0] = 4
+    starts = np.concatenate((word_start, mark_start))
+    lengths = np.concatenate((word_end - word_start, mark_size))
+    is_word = np.zeros(len(starts), dtype=bool)
+    is_word[: len(word_start)] = True
+    order = np.argsort(starts, kind="stable")
+    starts, lengths, is_word = starts[order], lengths[order], is_word[order]
     text_starts = np.zeros(len(texts), dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))[:-1] + 1, out=text_starts[1:])
+    if len(texts) > 1:
+        newline = np.flatnonzero(data == 10)
+        # the joining newlines are the ones that do not belong to any text: count each text's own
+        own = np.fromiter((t.count("\n") for t in texts), dtype=np.int64, count=len(texts))
+        text_starts[1:] = newline[np.cumsum(own + 1)[:-1] - 1] + 1
     counts = np.diff(np.append(np.searchsorted(starts, text_starts), len(starts)))
-    return renumber[inverse], vocab, counts
+    return data, starts, lengths, is_word, counts
+
+
+def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, separator: np.ndarray | None = None) -> str:
+    """The byte ranges ``data[starts[i] : starts[i] + lengths[i]]`` decoded as one string, each
+    followed by its ``separator`` byte (a newline by default): one gather and one decode
+    instead of a Python object per range."""
+    sizes = lengths + 1
+    end = np.cumsum(sizes)
+    index = np.arange(int(end[-1]) if len(end) else 0) + np.repeat(starts - (end - sizes), sizes)
+    out = np.append(data, np.uint8(10))[index]
+    out[end - 1] = 10 if separator is None else separator
+    return out.tobytes().decode("utf-8", "surrogatepass")
 
 
 def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "en_full") -> Batch:
     """Tokenise ``texts`` into one :class:`Batch`.
 
-    Distinct tokens are classified once per batch (lower-cased, stemmed, checked against the
-    stop list); every other step is an array operation over all words of all documents.
+    Tokens are found and numbered with array operations over the texts' bytes; distinct words
+    are lower-cased, stemmed and checked against the stop list once per batch.
     """
     stop = get_stopwords(stopwords)
-    all_tokens: list[str] = []
-    token_counts = np.zeros(len(texts), dtype=np.int64)
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
-    if all(map(str.isascii, texts)):
-        tokens, vocab, token_counts = _ascii_tokens(texts)
-    else:
-        for d, text in enumerate(texts):
-            found = _TOKEN.findall(text)
-            token_counts[d] = len(found)
-            all_tokens.extend(found)
-        tokens, vocab = _index(all_tokens)
-    # classify each distinct token once, with C-level maps rather than a Python loop per token
-    is_word = _flags(bool, list(map(_WORD_START.match, vocab)))
-    kind = np.where(is_word, _WORD, np.where(_flags(_SENTENCE_END.__contains__, vocab), _SENTENCE_MARK, _OTHER_MARK))
-    types = [t for t, w in zip(vocab, is_word.tolist()) if w]
-    type_of_token = np.full(len(vocab), -1, dtype=np.int64)
-    type_of_token[is_word] = np.arange(len(types))
-    type_lower, lowers = _index(list(map(str.lower, types)))
+    data, starts, lengths, is_word, token_counts = _byte_tokens(texts)
+    token_kind = np.where(is_word, _WORD, np.where((lengths == 1) & _SENTENCE_END_BYTE[data[starts]], _SENTENCE_MARK, _OTHER_MARK))
+    position = np.flatnonzero(is_word)
+    byte_start, byte_length = starts[position], lengths[position]
+    # number the words by their bytes: two little-endian words, zero-padded, and the length
+    w0, w1 = padded_byte_words(data, byte_start, byte_length)
+    long_words = np.flatnonzero(byte_length > 16)
+    if len(long_words):  # longer words: number their distinct strings and key by that number
+        long_ids, _ = _index(byte_strings(data, byte_start[long_words], byte_length[long_words]).split("\n")[:-1])
+        w0[long_words] = long_ids.astype(np.uint64)
+        w1[long_words] = np.uint64(2**64 - 1)
+    word_type, first = group_rows([w0, w1, byte_length])
+    types = byte_strings(data, byte_start[first], byte_length[first]).split("\n")[:-1]
+    # classify each distinct word once, with C-level string operations rather than a loop per word
+    type_lower, lowers = _index("\n".join(types).lower().split("\n") if types else [])
     lower_stem, stems = _index(list(map(_stemmer(), lowers)))
     lower_chars = np.fromiter(map(len, lowers), dtype=np.int64, count=len(lowers))
-    numeric = _flags(str.isdigit, [w.replace("-", "") for w in lowers])
+    numeric = _flags(str.isdigit, "\n".join(lowers).replace("-", "").split("\n") if lowers else [])
     lower_content = (lower_chars > 1) & ~_flags(stop.__contains__, lowers) & ~numeric
 
     token_doc = np.repeat(np.arange(len(texts)), token_counts)
-    token_kind = kind[tokens]
     # sentence number of each token within its document: sentence marks seen before it
     marks = np.cumsum(token_kind == _SENTENCE_MARK)
     token_start = np.concatenate(([0], np.cumsum(token_counts)))
     marks_before_doc = np.concatenate(([0], marks))[token_start[:-1]]
-    position = np.flatnonzero(token_kind == _WORD)
     doc = token_doc[position]
     sentence = marks[position] - marks_before_doc[doc]
     # a boundary precedes a word when it opens its document or a mark lies between it and the last word
     breaks = np.ones(len(position), dtype=bool)
     breaks[1:] = (np.diff(position) > 1) | (doc[1:] != doc[:-1])
-    word_type = type_of_token[tokens[position]]
     words_per_doc = np.bincount(doc, minlength=len(texts))
     marks_per_doc = np.concatenate(([0], marks))[token_start[1:]] - marks_before_doc
     type_stem = lower_stem[type_lower]
     return Batch(types, lowers, stems, lower_chars, type_lower, type_stem, word_type, doc, sentence, breaks,
                  lower_content[type_lower[word_type]], np.concatenate(([0], np.cumsum(words_per_doc))),
-                 np.where(words_per_doc > 0, marks_per_doc + 1, 0))
+                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length)
 
 
 @dataclass
@@ -219,40 +252,6 @@ class Occurrences:
 
     def __len__(self) -> int:
         return len(self.cand_doc)
-
-
-def dense_ids(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Number the distinct values of an integer array in sorted order: (id of each element, index
-    of each id's first element). A stable argsort: several times faster than ``np.unique`` here."""
-    order = np.argsort(codes, kind="stable")
-    ordered = codes[order]
-    new = np.ones(len(ordered), dtype=bool)
-    new[1:] = ordered[1:] != ordered[:-1]
-    ids = np.empty(len(ordered), dtype=np.int64)
-    ids[order] = np.cumsum(new) - 1
-    return ids, order[new]
-
-
-def count_distinct(codes: np.ndarray) -> np.ndarray:
-    """The distinct values of an integer array, sorted."""
-    ordered = np.sort(codes)
-    keep = np.ones(len(ordered), dtype=bool)
-    keep[1:] = ordered[1:] != ordered[:-1]
-    return ordered[keep]
-
-
-def _group_rows(columns: list[np.ndarray], bound: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group identical rows of integer ``columns`` with values in [0, bound): (group of each row,
-    numbered by first appearance; first row of each group). Columns are folded in one at a
-    time, each fold renumbering (group so far, next value) pairs densely: codes never overflow."""
-    group = np.zeros(len(columns[0]), dtype=np.int64)
-    first = np.zeros(min(1, len(group)), dtype=np.int64)
-    for column in columns:
-        group, first = dense_ids(group * bound + column)
-    order = np.argsort(first, kind="stable")
-    renumber = np.empty_like(order)
-    renumber[order] = np.arange(len(order))
-    return renumber[group], first[order]
 
 
 def _padded(values: np.ndarray, start: np.ndarray, length: np.ndarray, width: int, pad) -> np.ndarray:
@@ -298,11 +297,10 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
     doc = batch.doc[start]
     lower = batch.lower
     # group occurrences by surface (document, lower-case words), then surfaces by stems
-    bound = max(batch.n_docs, len(batch.lowers) + 1)
-    surface, surface_first = _group_rows([doc, *_padded(lower + 1, start, length, width, 0).T], bound)
+    surface, surface_first = group_rows([doc, *_padded(lower + 1, start, length, width, 0).T])
     start_s, length_s = start[surface_first], length[surface_first]
     stems = _padded(batch.stem + 1, start_s, length_s, width, 0)
-    surface_cand, first_surface = _group_rows([doc[surface_first], *stems.T], max(batch.n_docs, len(batch.stems) + 1))
+    surface_cand, first_surface = group_rows([doc[surface_first], *stems.T])
     candidate, cand_first = surface_cand[surface], surface_first[first_surface]
     # choose per candidate the surface form seen most often, then the shorter, then the earlier
     surface_count = np.bincount(surface, minlength=len(surface_first))
@@ -320,9 +318,12 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
 def surface_texts(batch: Batch, occ: Occurrences, candidates: np.ndarray) -> list[str]:
     """The surface form of each of ``candidates`` (lower-case words joined by spaces)."""
     shown = occ.cand_surface[candidates]
-    lowers, words = batch.lowers, batch.lower_list
-    return [" ".join(map(lowers.__getitem__, words[s : s + n]))
-            for s, n in zip(occ.start[shown].tolist(), occ.length[shown].tolist())]
+    length = occ.length[shown]
+    end = np.cumsum(length)
+    words = np.arange(int(end[-1]) if len(end) else 0) + np.repeat(occ.start[shown] - (end - length), length)
+    separator = np.full(len(words), ord(" "), dtype=np.uint8)
+    separator[end - 1] = ord("\n")
+    return byte_strings(batch.data, batch.byte_start[words], batch.byte_length[words], separator).lower().split("\n")[:-1]
 
 
 @dataclass

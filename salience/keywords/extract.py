@@ -36,8 +36,8 @@ from salience.core.select import check_k
 from salience.text.stopwords import get_stopwords
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
 from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, occurrences,
-                                         surface_texts, tokenize_batch, _padded, count_distinct,
-                                         dense_ids, _flags)
+                                         surface_texts, tokenize_batch, _padded, _flags)
+from salience.text.hashing import dense_ids, distinct_sorted
 
 __all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
 
@@ -130,7 +130,7 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     doc = batch.doc
     n_docs = batch.n_docs
     # number the (document, word) pairs
-    word, word_first = dense_ids(doc * len(batch.lowers) + lower)
+    word, word_first = dense_ids(doc * len(batch.lowers) + lower, n_docs * len(batch.lowers))
     V = len(word_first)
     word_doc = np.empty(V, dtype=np.int64)
     word_doc[word] = doc
@@ -144,8 +144,9 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     capital = capital_type[batch.word_type] & ~acronym & ~batch.breaks  # not at a sentence or clause start
     t_case = np.maximum(np.bincount(word, capital, V), np.bincount(word, acronym, V)) / (1.0 + np.log(tf))
     # position: median sentence index of the occurrences
-    order = np.lexsort((batch.sentence, word))
-    sorted_sentence = batch.sentence[order]
+    sentence_bound = int(batch.n_sentences.max()) + 1
+    word_sentences = np.sort(word * sentence_bound + batch.sentence)  # by word, then sentence
+    sorted_sentence = word_sentences % sentence_bound
     starts = np.concatenate(([0], np.cumsum(tf.astype(np.int64))[:-1]))
     counts = tf.astype(np.int64)
     median = (sorted_sentence[starts + (counts - 1) // 2] + sorted_sentence[starts + counts // 2]) / 2.0
@@ -168,7 +169,7 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
         right_total += np.bincount(a, minlength=V)
         left_total += np.bincount(b, minlength=V)
         pairs.append(a * V + b)
-    pair_codes = count_distinct(np.concatenate(pairs))
+    pair_codes = distinct_sorted(np.concatenate(pairs))
     right_distinct = np.bincount(pair_codes // V, minlength=V)
     left_distinct = np.bincount(pair_codes % V, minlength=V)
     max_tf = np.zeros(n_docs)
@@ -178,8 +179,9 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     t_rel = 1.0 + (wl + wr) * tf / max_tf[word_doc]
     # spread: share of the document's sentences that contain the word
     n_sentences = batch.n_sentences
-    word_sentence = count_distinct(word * (int(n_sentences.max()) + 1) + batch.sentence)
-    sentences_with = np.bincount(word_sentence // (int(n_sentences.max()) + 1), minlength=V)
+    new_sentence = np.ones(len(word_sentences), dtype=bool)
+    new_sentence[1:] = word_sentences[1:] != word_sentences[:-1]
+    sentences_with = np.bincount(word_sentences[new_sentence] // sentence_bound, minlength=V)
     t_diff = sentences_with / np.maximum(n_sentences[word_doc], 1)
     word_score = (t_rel * t_pos) / (t_case + t_freq / t_rel + t_diff / t_rel)
     first = occ.cand_first

@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError, unknown_choice
+from salience.text.hashing import group_rows
 from salience.text.stopwords import get_stopwords
 
 __all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN"]
@@ -312,7 +313,8 @@ class TermEncoder:
         the byte table (ASCII word bytes kept and lower-cased, other ASCII a space) and token
         boundaries found with numpy. Tokens of up to 16 bytes are
         keyed exactly by their zero-padded bytes (two uint64 words, read from an unaligned view)
-        and numbered with ``np.unique``; only distinct tokens and longer ones become Python objects.
+        and numbered with :func:`~salience.text.hashing.group_rows`; only distinct tokens and longer
+        ones become Python objects.
         """
         tokenizer = self.tokenizer
         encoded = [t.encode("ascii") if t.isascii() else self._prepare_non_ascii(t) for t in texts]
@@ -340,14 +342,7 @@ class TermEncoder:
         s_starts, s_lengths = starts[short], lengths[short]
         if len(s_starts):
             w0, w1 = padded_byte_words(data, s_starts, s_lengths)
-            key = w0 * np.uint64(0x9E3779B97F4A7C15) + w1 * np.uint64(0xC2B2AE3D27D4EB4F)
-            _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-            inverse = inverse.ravel()
-            rep = first[inverse]
-            if ((w0[rep] != w0) | (w1[rep] != w1)).any():  # a 64-bit key collision: number exactly instead
-                pairs = np.ascontiguousarray(np.stack([w0, w1], axis=1)).view("V16").ravel()
-                _, first, inverse = np.unique(pairs, return_index=True, return_inverse=True)
-                inverse = inverse.ravel()
+            inverse, first = group_rows([w0, w1])
             distinct = [joined[i : i + n] for i, n in zip(s_starts[first].tolist(), s_lengths[first].tolist())]
             ids[short] = self._lookup(distinct, grow)[inverse]
         if not short.all():

@@ -129,17 +129,28 @@ def test_batched_extraction_equals_one_by_one():
         extract_keyphrases_many([TEXT, None])
 
 
-def test_ascii_byte_tokens_equal_the_regex():
+def test_byte_tokens_equal_the_regex():
     import random
+    import re
 
-    from salience.keywords.candidates import _TOKEN, _ascii_tokens
+    from salience.keywords.candidates import _TOKEN, _byte_tokens, byte_strings
 
     rng = random.Random(7)
-    alphabet = "ab-'_ .,;!?\n\t9Z--''\x1c"
-    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(2000)]
-    texts += ["", "-", "'a'", "a-b-c", "a--b", "x" * 40 + "-" + "y" * 30, "well-known rock'n'roll", "_a_ __", TEXT]
-    ids, vocab, counts = _ascii_tokens(texts)
-    position = 0
-    for text, count in zip(texts, counts.tolist()):
-        assert [vocab[i] for i in ids[position : position + count]] == _TOKEN.findall(text), text
-        position += count
+    ascii_alphabet = "ab-'_ .,;!?\n\t9Z--''\x1c"
+    wide_alphabet = ascii_alphabet + "é’’—\u00a0\u2003中²\u0301ΣİßЖ\U0001F600\ud800"
+    texts = [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40)))
+        for alphabet in (ascii_alphabet, wide_alphabet) for _ in range(1500)
+    ]
+    texts += ["", "-", "'a'", "a-b-c", "a--b", "x" * 40 + "-" + "y" * 30, "well-known rock'n'roll", "_a_ __", TEXT,
+              "don’t’’stop ’a’ é’", "naïve café — “quoted” text…\n\nNew line", "ΟΔΟΣ Σ", "中文 字符。句子！"]
+    for batch in (texts[:1500], texts[1500:], texts):  # all-ASCII, mixed, everything
+        data, starts, lengths, is_word, counts = _byte_tokens(batch)
+        found = byte_strings(data, starts, lengths).split("\n")[:-1]
+        assert len(found) == counts.sum()
+        assert is_word.tolist() == [bool(re.match(r"\w", t)) for t in found]
+        position = 0
+        for text, count in zip(batch, counts.tolist()):
+            assert found[position : position + count] == _TOKEN.findall(text), repr(text)
+            position += count
+    assert _byte_tokens([])[1].size == 0

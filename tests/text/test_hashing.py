@@ -1,0 +1,47 @@
+import numpy as np
+import pytest
+
+import salience.text.hashing as hashing
+from salience.text.hashing import dense_ids, distinct_sorted, first_appearance, group_rows
+
+
+def _reference_groups(rows: list[tuple]) -> tuple[list[int], list[int]]:
+    seen: dict[tuple, int] = {}
+    first = []
+    ids = []
+    for i, row in enumerate(rows):
+        if row not in seen:
+            seen[row] = len(seen)
+            first.append(i)
+        ids.append(seen[row])
+    return ids, first
+
+
+def test_dense_ids_by_hand_and_both_sort_paths():
+    codes = np.array([5, 3, 5, 0, 3, 9])
+    ids, first = dense_ids(codes)
+    assert ids.tolist() == [2, 1, 2, 0, 1, 3] and first.tolist() == [3, 1, 0, 5]
+    huge = np.array([2**62, 3, 2**62, 0], dtype=np.int64)  # too wide to pack with positions: argsort path
+    ids, first = dense_ids(huge)
+    assert ids.tolist() == [2, 1, 2, 0] and first.tolist() == [3, 1, 0]
+    assert dense_ids(np.zeros(0, dtype=np.int64))[0].size == 0
+    assert distinct_sorted(np.array([4, 1, 4, 2, 1])).tolist() == [1, 2, 4]
+
+
+def test_first_appearance_renumbers_linearly():
+    ids, first = dense_ids(np.array([7, 2, 7, 1, 2]))  # sorted order: 1 -> 0, 2 -> 1, 7 -> 2
+    new_ids, new_first = first_appearance(ids, first)
+    assert new_ids.tolist() == [0, 1, 0, 2, 1] and new_first.tolist() == [0, 1, 3]
+
+
+@pytest.mark.parametrize("weak_hash", [False, True])
+def test_group_rows_is_exact_even_when_the_hash_collides(monkeypatch, weak_hash):
+    rng = np.random.default_rng(3)
+    columns = [rng.integers(0, 4, 500), rng.integers(0, 3, 500), rng.integers(0, 2**63, 500, dtype=np.int64).astype(np.uint64) % np.uint64(5)]
+    if weak_hash:  # every row hashes alike: the check against each group's first row must catch it
+        monkeypatch.setattr(hashing, "mix64", lambda h: np.zeros_like(h))
+    ids, first = group_rows(columns)
+    expected_ids, expected_first = _reference_groups(list(zip(*(c.tolist() for c in columns))))
+    assert ids.tolist() == expected_ids and first.tolist() == expected_first
+    empty_ids, empty_first = group_rows([np.zeros(0, dtype=np.int64)])
+    assert empty_ids.size == 0 and empty_first.size == 0
