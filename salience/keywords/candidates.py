@@ -21,7 +21,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.stopwords import get_stopwords
-from salience.text.hashing import group_rows
+from salience.text.hashing import group_rows, stable_argsort
 from salience.text.tokenize import padded_byte_words
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
@@ -39,7 +39,8 @@ class Batch:
     and ``stem`` (indexes into ``lowers`` and ``stems``), ``doc``, ``sentence`` (number within
     its document), ``breaks`` (a punctuation mark or the document start precedes it),
     ``content`` (may belong to a keyphrase) and where it lies in ``data`` (the documents'
-    UTF-8 bytes, joined by newlines): ``byte_start`` and ``byte_length``.
+    UTF-8 bytes, joined by newlines): ``byte_start`` and ``byte_length``. Per type, its
+    ``type_first`` word; per lower-case word, whether it is on the stop list (``lower_stop``).
     ``doc_start[d]:doc_start[d + 1]`` are document ``d``'s words; ``n_sentences[d]`` its
     sentence count.
     """
@@ -60,6 +61,8 @@ class Batch:
     data: np.ndarray
     byte_start: np.ndarray
     byte_length: np.ndarray
+    type_first: np.ndarray  # the first word of each type
+    lower_stop: np.ndarray  # each of lowers is a stop word
 
     @property
     def n_docs(self) -> int:
@@ -211,7 +214,8 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     lower_stem, stems = _index(list(map(_stemmer(), lowers)))
     lower_chars = np.fromiter(map(len, lowers), dtype=np.int64, count=len(lowers))
     numeric = _flags(str.isdigit, "\n".join(lowers).replace("-", "").split("\n") if lowers else [])
-    lower_content = (lower_chars > 1) & ~_flags(stop.__contains__, lowers) & ~numeric
+    lower_stop = _flags(stop.__contains__, lowers)
+    lower_content = (lower_chars > 1) & ~lower_stop & ~numeric
 
     token_doc = np.repeat(np.arange(len(texts)), token_counts)
     # sentence number of each token within its document: sentence marks seen before it
@@ -228,7 +232,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     type_stem = lower_stem[type_lower]
     return Batch(types, lowers, stems, lower_chars, type_lower, type_stem, word_type, doc, sentence, breaks,
                  lower_content[type_lower[word_type]], np.concatenate(([0], np.cumsum(words_per_doc))),
-                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length)
+                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, lower_stop)
 
 
 @dataclass
@@ -291,28 +295,29 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
         starts.append(content[ok])
         lengths.append(np.full(int(ok.sum()), n, dtype=np.int64))
     start, length = np.concatenate(starts), np.concatenate(lengths)
-    order = np.lexsort((length, start))
+    order = stable_argsort(start * (int(max_words.max()) + 1) + length) if len(start) else start
     start, length = start[order], length[order]
     width = int(length.max()) if len(length) else 1
     doc = batch.doc[start]
-    lower = batch.lower
-    # group occurrences by surface (document, lower-case words), then surfaces by stems
-    surface, surface_first = group_rows([doc, *_padded(lower + 1, start, length, width, 0).T])
-    start_s, length_s = start[surface_first], length[surface_first]
-    stems = _padded(batch.stem + 1, start_s, length_s, width, 0)
-    surface_cand, first_surface = group_rows([doc[surface_first], *stems.T])
-    candidate, cand_first = surface_cand[surface], surface_first[first_surface]
-    # choose per candidate the surface form seen most often, then the shorter, then the earlier
-    surface_count = np.bincount(surface, minlength=len(surface_first))
-    lower_chars = batch.lower_chars
-    surface_chars = _padded(lower_chars[lower] if len(lower) else lower, start_s, length_s, width, 0).sum(axis=1)
-    best = np.lexsort((surface_first, surface_chars, -surface_count, surface_cand))
-    is_first = np.ones(len(best), dtype=bool)
-    is_first[1:] = surface_cand[best[1:]] != surface_cand[best[:-1]]
-    cand_surface = np.empty(len(cand_first), dtype=np.int64)
-    cand_surface[surface_cand[best[is_first]]] = surface_first[best[is_first]]
-    return Occurrences(start, length, candidate, doc[cand_first], cand_first,
-                       np.bincount(candidate, minlength=len(cand_first)), cand_surface)
+    # candidates: occurrences grouped by (document, stemmed words)
+    candidate, cand_first = group_rows([doc, *_padded(batch.stem + 1, start, length, width, 0).T])
+    frequency = np.bincount(candidate, minlength=len(cand_first))
+    # per candidate, the surface form seen most often, then the shorter, then the earlier; only
+    # candidates seen more than once can have several
+    cand_surface = cand_first.copy()
+    repeated = np.flatnonzero(frequency[candidate] > 1)
+    if len(repeated):
+        surface, first = group_rows([candidate[repeated], *_padded(batch.lower + 1, start[repeated], length[repeated], width, 0).T])
+        surface_occurrence = repeated[first]
+        surface_cand = candidate[surface_occurrence]
+        chars = np.concatenate(([0], np.cumsum(batch.lower_chars[batch.lower])))
+        surface_chars = chars[start[surface_occurrence] + length[surface_occurrence]] - chars[start[surface_occurrence]]
+        best = np.lexsort((surface_occurrence, surface_chars, -np.bincount(surface), surface_cand))
+        is_first = np.ones(len(best), dtype=bool)
+        is_first[1:] = surface_cand[best[1:]] != surface_cand[best[:-1]]
+        cand_surface[surface_cand[best[is_first]]] = surface_occurrence[best[is_first]]
+    return Occurrences(start, length, candidate, doc[cand_first], cand_first, frequency, cand_surface)
+
 
 
 def surface_texts(batch: Batch, occ: Occurrences, candidates: np.ndarray) -> list[str]:

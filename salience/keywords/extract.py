@@ -33,11 +33,10 @@ import numpy as np
 from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k
-from salience.text.stopwords import get_stopwords
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
 from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, occurrences,
-                                         surface_texts, tokenize_batch, _padded, _flags)
-from salience.text.hashing import dense_ids, distinct_sorted
+                                         surface_texts, tokenize_batch, _flags)
+from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort
 
 __all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
 
@@ -139,7 +138,11 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     tf = np.bincount(word, minlength=V).astype(float)
     spelled = batch.types
     acronym_type = _flags(str.isupper, spelled) & (batch.lower_chars[batch.type_lower] > 1)
-    capital_type = _flags(str.isupper, [t[0] for t in spelled])
+    # a capital initial: read from the first byte where it is ASCII, from the string otherwise
+    initial = batch.data[batch.byte_start[batch.type_first]]
+    capital_type = (initial >= ord("A")) & (initial <= ord("Z"))
+    for t in np.flatnonzero(initial >= 0x80).tolist():
+        capital_type[t] = spelled[t][0].isupper()
     acronym = acronym_type[batch.word_type]
     capital = capital_type[batch.word_type] & ~acronym & ~batch.breaks  # not at a sentence or clause start
     t_case = np.maximum(np.bincount(word, capital, V), np.bincount(word, acronym, V)) / (1.0 + np.log(tf))
@@ -152,7 +155,7 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     median = (sorted_sentence[starts + (counts - 1) // 2] + sorted_sentence[starts + counts // 2]) / 2.0
     t_pos = np.log(np.log(3.0 + median))
     # frequency against the mean + std of the document's valid (non-stop) word frequencies
-    valid_lower = ~_flags(get_stopwords("en_full").__contains__, batch.lowers) & (batch.lower_chars >= 2)
+    valid_lower = ~batch.lower_stop & (batch.lower_chars >= 2)
     valid = valid_lower[word_lower]
     n_valid = np.bincount(word_doc, valid, n_docs)
     use = np.where((n_valid > 0)[word_doc], valid, True).astype(float)
@@ -184,15 +187,20 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     sentences_with = np.bincount(word_sentences[new_sentence] // sentence_bound, minlength=V)
     t_diff = sentences_with / np.maximum(n_sentences[word_doc], 1)
     word_score = (t_rel * t_pos) / (t_case + t_freq / t_rel + t_diff / t_rel)
+    # S(w) of the words of each candidate's first occurrence, multiplied and added word by word
     first = occ.cand_first
-    width = int(occ.length.max())
-    per_word = _padded(word_score[word], occ.start[first], occ.length[first], width, np.nan)
-    product = np.prod(np.where(np.isnan(per_word), 1.0, per_word), axis=1)
-    total = np.nansum(per_word, axis=1)
+    start, length = occ.start[first], occ.length[first]
+    product = word_score[word[start]]
+    total = product.copy()
+    for offset in range(1, int(length.max())):
+        longer = np.flatnonzero(length > offset)
+        following = word_score[word[start[longer] + offset]]
+        product[longer] *= following
+        total[longer] += following
     raw = product / (occ.cand_frequency * (1.0 + total))
     # in long documents keyphrases show up early (title, abstract): a first-occurrence prior,
     # as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
-    first_index = occ.start[first] - batch.doc_start[occ.cand_doc]
+    first_index = start - batch.doc_start[occ.cand_doc]
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
 
 
@@ -264,7 +272,8 @@ def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str) -> lis
     values = -_yake_scores(batch, occ, long_doc)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document
     # sorts by value with ties kept in that order, as Scores.top_k does
-    order = np.lexsort((np.arange(len(values)), -values, occ.cand_doc))
+    by_value = np.argsort(-values, kind="stable")
+    order = by_value[stable_argsort(occ.cand_doc[by_value], len(texts))]
     doc_first = np.searchsorted(occ.cand_doc[order], np.arange(len(texts) + 1))
     if k is None:
         chosen, bounds = np.arange(len(values)), doc_first  # all candidates, in order of first occurrence
