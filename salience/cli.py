@@ -306,13 +306,19 @@ def _cmd_keywords(args) -> int:
     model = DocumentFrequency.load(args.df_model) if args.df_model else None
     text = _read_text(args.target, args.encoding_errors)
     phrases = extract_keyphrases(text, k, method=args.method, document_frequency=model, encoder=args.encoder,
-                                 diversity=args.diversity, rerank=args.rerank)
+                                 diversity=args.diversity, rerank=args.rerank, **_candidate_options(args))
     if args.json:
         print(json.dumps({"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}, ensure_ascii=False))
     else:
         for phrase, value in phrases:
             print(f"{value:10.4f}  {phrase}")
     return 0
+
+
+def _candidate_options(args) -> dict:
+    if args.tagger is not None and args.candidates != "noun_phrases":
+        raise InvalidParameterError("--tagger is used only with --candidates noun_phrases.")
+    return {"candidates_from": args.candidates, "tagger": args.tagger}
 
 
 def _single_k(text: str) -> int:
@@ -340,11 +346,13 @@ def _cmd_keywords_evaluate(args) -> int:
         model = DocumentFrequency().fit(texts)  # unsupervised: document frequencies of the evaluated texts
     start = time.perf_counter()
     predictions = [s.ids for s in extract_keyphrases_many(texts, max(ks), method=args.method, document_frequency=model,
-                                                          encoder=args.encoder, diversity=args.diversity, rerank=args.rerank)]
+                                                          encoder=args.encoder, diversity=args.diversity, rerank=args.rerank,
+                                                          **_candidate_options(args))]
     seconds = time.perf_counter() - start
     golds = [r["keyphrases"] for r in records]
     result = {
         "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
+        "candidates": args.candidates,
         "docs": len(records),
         "all_gold": evaluate_keyphrases(predictions, texts, golds, ks),
         "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True),
@@ -467,6 +475,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoder", default=None,
                    help="sentence-transformers model name or folder for embed/semrerank (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--diversity", type=float, default=0.5, help="MMR diversity of embed, 0..1 (default 0.5)")
+    p.add_argument("--candidates", default="auto", choices=("auto", "runs", "ngrams", "noun_phrases"),
+                   help="candidate phrases: stop-word-bounded runs or n-grams (auto picks by length), or noun phrases "
+                        "from part-of-speech tags (needs spaCy: pip install 'salience[pos]')")
+    p.add_argument("--tagger", default=None, help="spaCy pipeline for --candidates noun_phrases (default en_core_web_sm)")
     p.add_argument("--encoding-errors", default="strict", choices=("strict", "replace", "ignore"))
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=_cmd_keywords)

