@@ -18,7 +18,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.hashing import mix64 as _mix
-from salience.text.tokenize import padded_byte_words
+from salience.text.tokenize import join_utf8, padded_byte_words, tokens_per_text
 
 __all__ = ["HashedNgrams", "NgramBatch"]
 
@@ -85,18 +85,14 @@ class HashedNgrams:
         for i, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidParameterError(f"text {i} must be a str; got {type(text).__name__}.")
-        joined = "\n".join(texts)
-        if joined.isascii():
+        if all(map(str.isascii, texts)):
             # ASCII: lower-case the bytes through a table, several times faster than str.lower
-            raw = joined.encode("ascii")
+            raw, text_starts = join_utf8([t.encode("ascii") for t in texts])
             if self.lowercase:
                 raw = raw.translate(_ASCII_LOWER)
-            byte_lengths = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
         else:
             parts = [t.lower() for t in texts] if self.lowercase else list(texts)
-            encoded = [t.encode("utf-8", errors="surrogatepass") for t in parts]
-            raw = b"\n".join(encoded)
-            byte_lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+            raw, text_starts = join_utf8([t.encode("utf-8", errors="surrogatepass") for t in parts])
         data = np.frombuffer(raw, dtype=np.uint8)
         n = len(data)
         if n == 0:
@@ -120,12 +116,7 @@ class HashedNgrams:
                 for i in np.flatnonzero(~short).tolist():
                     digest = hashlib.blake2b(raw[starts[i] : ends[i]], digest_size=8).digest()
                     hashes[i] = np.uint64(int.from_bytes(digest, "little"))
-        # documents: the joining newlines sit at known byte offsets; tokens are in order, so
-        # counting the tokens before each text's start gives every token's document
-        text_starts = np.zeros(len(texts), dtype=np.int64)
-        np.cumsum(byte_lengths[:-1] + 1, out=text_starts[1:])
-        first_token = np.searchsorted(starts, text_starts)
-        doc = np.repeat(np.arange(len(texts)), np.diff(np.append(first_token, len(starts))))
+        doc = np.repeat(np.arange(len(texts)), tokens_per_text(starts, text_starts))
         return hashes, doc
 
     def transform(self, texts: Sequence[str]) -> NgramBatch:

@@ -22,7 +22,7 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.text.stopwords import get_stopwords
 from salience.text.hashing import group_rows, stable_argsort
-from salience.text.tokenize import padded_byte_words
+from salience.text.tokenize import byte_token_ids, join_utf8, tokens_per_text
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
@@ -109,12 +109,12 @@ _SENTENCE_END_BYTE = np.zeros(256, dtype=bool)
 _SENTENCE_END_BYTE[[ord(c) for c in _SENTENCE_END]] = True
 
 
-def _byte_classes(joined: str, data: np.ndarray) -> np.ndarray:
-    """The class of each byte of ``data`` (``joined`` as UTF-8)."""
+def _byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarray:
+    """The class of each byte of ``data`` (``raw``: the texts as UTF-8, joined by newlines)."""
     classes = _BYTE_CLASS[data]
-    if joined.isascii():
+    if raw.isascii():
         return classes
-    special = [(m.start(), m[0]) for m in _NON_ASCII_NON_WORD.finditer(joined)]
+    special = [(m.start(), m[0]) for m in _NON_ASCII_NON_WORD.finditer("\n".join(texts))]
     if special:
         char_start = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes
         chars = np.fromiter((c for c, _ in special), dtype=np.int64, count=len(special))
@@ -133,10 +133,10 @@ def _byte_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     (equal to the regex, tested): (data, token start, token length in bytes, token is a word,
     tokens per text). Words are runs of word bytes, a joiner (-, ' or ’) between two word
     bytes joining them; every other character that is not a space is a token of its own."""
-    joined = "\n".join(texts)
-    data = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    raw, text_starts = join_utf8([t.encode("utf-8", "surrogatepass") for t in texts])
+    data = np.frombuffer(raw, dtype=np.uint8)
     n = len(data)
-    classes = _byte_classes(joined, data)
+    classes = _byte_classes(texts, raw, data)
     word = np.zeros(n + 2, dtype=bool)  # padded by one byte on each side
     word[1:-1] = classes == _WORD_BYTE
     joins = np.flatnonzero(classes == _JOIN)
@@ -162,16 +162,9 @@ def _byte_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     lengths = np.concatenate((word_end - word_start, mark_size))
     is_word = np.zeros(len(starts), dtype=bool)
     is_word[: len(word_start)] = True
-    order = np.argsort(starts, kind="stable")
+    order = stable_argsort(starts, n)
     starts, lengths, is_word = starts[order], lengths[order], is_word[order]
-    text_starts = np.zeros(len(texts), dtype=np.int64)
-    if len(texts) > 1:
-        newline = np.flatnonzero(data == 10)
-        # the joining newlines are the ones that do not belong to any text: count each text's own
-        own = np.fromiter((t.count("\n") for t in texts), dtype=np.int64, count=len(texts))
-        text_starts[1:] = newline[np.cumsum(own + 1)[:-1] - 1] + 1
-    counts = np.diff(np.append(np.searchsorted(starts, text_starts), len(starts)))
-    return data, starts, lengths, is_word, counts
+    return data, starts, lengths, is_word, tokens_per_text(starts, text_starts)
 
 
 def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, separator: np.ndarray | None = None) -> str:
@@ -204,14 +197,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     token_kind = np.where(is_word, _WORD, np.where((lengths == 1) & _SENTENCE_END_BYTE[data[starts]], _SENTENCE_MARK, _OTHER_MARK))
     position = np.flatnonzero(is_word)
     byte_start, byte_length = starts[position], lengths[position]
-    # number the words by their bytes: two little-endian words, zero-padded, and the length
-    w0, w1 = padded_byte_words(data, byte_start, byte_length)
-    long_words = np.flatnonzero(byte_length > 16)
-    if len(long_words):  # longer words: number their distinct strings and key by that number
-        long_ids, _ = _index(byte_strings(data, byte_start[long_words], byte_length[long_words]).split("\n")[:-1])
-        w0[long_words] = long_ids.astype(np.uint64)
-        w1[long_words] = np.uint64(2**64 - 1)
-    word_type, first = group_rows([w0, w1, byte_length])
+    word_type, first = byte_token_ids(data, byte_start, byte_length)
     types = byte_strings(data, byte_start[first], byte_length[first]).split("\n")[:-1]
     # classify each distinct word once, with C-level string operations rather than a loop per word
     type_lower, lowers = _index("\n".join(types).lower().split("\n") if types else [])
@@ -236,7 +222,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     type_stem = lower_stem[type_lower]
     content = lower_content[type_lower[word_type]]
     if tagger is not None:
-        content, breaks = _noun_phrases(texts, data, starts, lengths, token_counts, position, tagger, content, breaks)
+        content, breaks = _noun_phrases(data, starts, lengths, token_counts, position, tagger, content, breaks)
     return Batch(types, lowers, stems, lower_chars, type_lower, type_stem, word_type, doc, sentence, breaks,
                  content, np.concatenate(([0], np.cumsum(words_per_doc))),
                  np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, lower_stop)
@@ -265,7 +251,7 @@ class Occurrences:
         return len(self.cand_doc)
 
 
-def _noun_phrases(texts, data, starts, lengths, token_counts, position, tagger, content, breaks):
+def _noun_phrases(data, starts, lengths, token_counts, position, tagger, content, breaks):
     """Content words and boundaries of ``ADJ* NOUN+`` phrases, from the tags of every token."""
     from salience.keywords.pos import ADJECTIVE, NOUN, get_tagger, tag_codes
 

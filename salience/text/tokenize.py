@@ -58,6 +58,33 @@ def padded_byte_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
     return w0, w1
 
 
+def join_utf8(encoded: Sequence[bytes]) -> tuple[bytes, np.ndarray]:
+    """The encoded texts joined by newlines, and the byte offset where each text starts."""
+    text_starts = np.zeros(len(encoded), dtype=np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))[:-1] + 1, out=text_starts[1:])
+    return b"\n".join(encoded), text_starts
+
+
+def tokens_per_text(starts: np.ndarray, text_starts: np.ndarray) -> np.ndarray:
+    """How many of the (sorted) token ``starts`` fall in each text of :func:`join_utf8`."""
+    return np.diff(np.append(np.searchsorted(starts, text_starts), len(starts)))
+
+
+def byte_token_ids(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number the tokens ``data[starts[i] : starts[i] + lengths[i]]`` exactly, by first
+    appearance: (id of each token, index of each id's first token). Tokens of up to 16 bytes
+    are keyed by :func:`padded_byte_words` and their length, with no Python object per token;
+    longer ones (rare) by their bytes."""
+    w0, w1 = padded_byte_words(data, starts, lengths)
+    long_tokens = np.flatnonzero(lengths > 16)
+    if len(long_tokens):
+        numbers: dict[bytes, int] = {}
+        for i, (start, length) in zip(long_tokens.tolist(), zip(starts[long_tokens].tolist(), lengths[long_tokens].tolist())):
+            w0[i] = numbers.setdefault(data[start : start + length].tobytes(), len(numbers))
+        w1[long_tokens] = np.uint64(2**64 - 1)  # no short token has these words with a length over 16
+    return group_rows([w0, w1, lengths])
+
+
 def _load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
     if stemmer is None or callable(stemmer):
         return stemmer
@@ -311,16 +338,12 @@ class TermEncoder:
         Non-ASCII texts are normalised and lower-cased as :meth:`Tokenizer.split` does, and
         their non-word characters blanked. All texts are then joined as UTF-8, mapped through
         the byte table (ASCII word bytes kept and lower-cased, other ASCII a space) and token
-        boundaries found with numpy. Tokens of up to 16 bytes are
-        keyed exactly by their zero-padded bytes (two uint64 words, read from an unaligned view)
-        and numbered with :func:`~salience.text.hashing.group_rows`; only distinct tokens and longer
-        ones become Python objects.
+        boundaries found with numpy. Tokens are numbered with :func:`byte_token_ids`; only
+        distinct tokens become Python objects.
         """
         tokenizer = self.tokenizer
-        encoded = [t.encode("ascii") if t.isascii() else self._prepare_non_ascii(t) for t in texts]
-        joined = b"\n".join(encoded).translate(tokenizer._table)
-        text_starts = np.zeros(len(texts), dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), dtype=np.int64, count=len(texts))[:-1] + 1, out=text_starts[1:])
+        joined, text_starts = join_utf8([t.encode("ascii") if t.isascii() else self._prepare_non_ascii(t) for t in texts])
+        joined = joined.translate(tokenizer._table)
         data = np.frombuffer(joined, dtype=np.uint8)
         is_word = np.zeros(len(data) + 2, dtype=bool)
         is_word[1:-1] = data != 32
@@ -337,18 +360,10 @@ class TermEncoder:
             continuation = np.count_nonzero(((window & 0xC0) == 0x80) & inside, axis=1)
             keep[maybe_one] = (lengths[maybe_one] - continuation) >= 2
         starts, lengths = starts[keep], lengths[keep]
-        ids = np.empty(len(starts), dtype=np.int32)
-        short = lengths <= 16
-        s_starts, s_lengths = starts[short], lengths[short]
-        if len(s_starts):
-            w0, w1 = padded_byte_words(data, s_starts, s_lengths)
-            inverse, first = group_rows([w0, w1])
-            distinct = [joined[i : i + n] for i, n in zip(s_starts[first].tolist(), s_lengths[first].tolist())]
-            ids[short] = self._lookup(distinct, grow)[inverse]
-        if not short.all():
-            long_tokens = [joined[i : i + n] for i, n in zip(starts[~short].tolist(), lengths[~short].tolist())]
-            ids[~short] = self._lookup(long_tokens, grow)
-        docs = np.searchsorted(text_starts, starts, side="right") - 1
+        inverse, first = byte_token_ids(data, starts, lengths)
+        distinct = [joined[i : i + n] for i, n in zip(starts[first].tolist(), lengths[first].tolist())]
+        ids = self._lookup(distinct, grow)[inverse]
+        docs = np.repeat(np.arange(len(texts)), tokens_per_text(starts, text_starts))
         kept = ids >= 0
         return ids[kept], docs[kept]
 

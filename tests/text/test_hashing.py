@@ -45,3 +45,15 @@ def test_group_rows_is_exact_even_when_the_hash_collides(monkeypatch, weak_hash)
     assert ids.tolist() == expected_ids and first.tolist() == expected_first
     empty_ids, empty_first = group_rows([np.zeros(0, dtype=np.int64)])
     assert empty_ids.size == 0 and empty_first.size == 0
+
+
+def test_byte_token_ids_number_short_and_long_tokens_exactly():
+    from salience.text.tokenize import byte_token_ids
+
+    tokens = [b"graph", b"x" * 20, b"graph", b"x" * 19 + b"y", b"", b"x" * 20, b"x" * 16, b"x" * 17, b"graphs"]
+    data = np.frombuffer(b" ".join(tokens), dtype=np.uint8)
+    lengths = np.array([len(t) for t in tokens])
+    starts = np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+    ids, first = byte_token_ids(data, starts, lengths)
+    expected_ids, expected_first = _reference_groups([(t,) for t in tokens])
+    assert ids.tolist() == expected_ids and first.tolist() == expected_first
