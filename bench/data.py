@@ -91,7 +91,7 @@ def run_reference(pool: Path, target: Path, k: int, work: Path) -> tuple[list[di
 def run_salience(pool: Path, target: Path, k: int, work: Path) -> tuple[list[dict], float]:
     start = time.perf_counter()
     out = work / "selected.jsonl"
-    report = select_documents([target], [pool], k, out, workers=2, work_dir=work / "shards", keep_work=True)
+    report = select_documents([target], [pool], out, k=k, n_jobs=2, work_dir=work / "shards", keep_work=True)
     seconds = time.perf_counter() - start
     cache_bytes = sum(f.stat().st_size for f in (work / "shards").glob("*.npz"))
     info = {"seconds": report.seconds, "shards": report.shards, "pool": report.pool, "cache_bytes": cache_bytes}

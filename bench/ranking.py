@@ -146,8 +146,8 @@ def run_real(root: Path, depth: int = 100) -> tuple[list[dict], list[dict]]:
     bm25_runs = [runs[v] for v in ("lucene", "bm25+", "bm25l", "atire")]
     for label, kwargs in (
         ("RRF (k=60) of 4 BM25 variants", {"method": "rrf"}),
-        ("CombSUM, min-max, of 4 BM25 variants", {"method": "combsum", "norm": "minmax"}),
-        ("CombMNZ, z-score, of 4 BM25 variants", {"method": "combmnz", "norm": "zscore"}),
+        ("CombSUM, min-max, of 4 BM25 variants", {"method": "combsum", "normalize": "minmax"}),
+        ("CombMNZ, z-score, of 4 BM25 variants", {"method": "combmnz", "normalize": "zscore"}),
         ("Borda of 4 BM25 variants", {"method": "borda"}),
         ("RRF of BM25 lucene + TF-IDF", {"method": "rrf", "runs": [runs["lucene"], runs["tfidf"]]}),
     ):

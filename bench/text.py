@@ -54,7 +54,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "v
 
 
 def keyphrase_systems(yake048_python: str | None):
-    from salience.keywords import DocumentFrequency, extract_keyphrases_many
+    from salience.keywords import DocumentFrequency, extract_keyphrases_batch
     from salience.keywords.extract import METHODS
 
     out = {}
@@ -63,10 +63,10 @@ def keyphrase_systems(yake048_python: str | None):
         if method == "tfidf":
             def run(docs, method=method):
                 model = DocumentFrequency().fit(d["text"] for d in docs)  # unsupervised, on the evaluated texts
-                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method, document_frequency=model)]
+                return [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, method=method, document_frequency=model)]
         else:
             def run(docs, method=method):
-                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method)]
+                return [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, method=method)]
         out[label] = run
     try:
         import importlib.util
@@ -78,15 +78,15 @@ def keyphrase_systems(yake048_python: str | None):
 
         for method in ("yake", "rake"):
             def noun_phrases(docs, method=method, pipeline=pipeline):
-                return [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, method=method,
+                return [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, method=method,
                                                                candidates_from="noun_phrases", tagger=pipeline)]
 
             out[f"salience {method}, noun phrases ({pipeline})"] = noun_phrases
     except (ImportError, StopIteration, MissingDependencyError):
         print("skipping noun phrases (needs spaCy and en_core_web_sm: pip install 'salience[pos]')", file=sys.stderr)
-    out["salience yake, for comparison"] = lambda docs: [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15)]
+    out["salience yake, for comparison"] = lambda docs: [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15)]
     out["salience yake + semrerank"] = lambda docs: [
-        s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 15, rerank="semrerank")]
+        s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, rerank="semrerank")]
     try:
         import yake
 
@@ -221,8 +221,9 @@ def systems():
     for method, label in (("lexrank", "salience LexRank (default)"), ("textrank", "salience TextRank (BM25)"),
                           ("centroid", "salience centroid"), ("lead", "salience lead")):
         out[label] = lambda doc, m=method: summarize(doc["text"], method=m, sentences=gold_length(doc)).text
-    out["salience TextRank (cosine)"] = lambda doc: summarize(doc["text"], method="textrank", similarity="cosine",
-                                                              sentences=gold_length(doc)).text
+    # TextRank over the cosine graph is continuous LexRank (one name now): the overlap graph instead
+    out["salience TextRank (overlap)"] = lambda doc: summarize(doc["text"], method="textrank", similarity="overlap",
+                                                               sentences=gold_length(doc)).text
     try:
         from summa import summarizer as summa_summarizer
 

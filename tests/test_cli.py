@@ -56,7 +56,7 @@ def test_variant_options_and_errors(tmp_path, corpus, capsys):
     assert main(["search", "query", str(tmp_path / "missing"), "x"]) == 2
     assert "no such index folder" in capsys.readouterr().err
     assert main(["search", "query", str(out), "heat", "-k", "0"]) == 2
-    assert "k must be a positive integer" in capsys.readouterr().err
+    assert "-k: must be a positive integer" in capsys.readouterr().err
 
 
 def test_invalid_utf8_cli(tmp_path, capsys):
@@ -64,7 +64,7 @@ def test_invalid_utf8_cli(tmp_path, capsys):
     path.write_bytes(b'{"_id": "1", "text": "ok"}\n{"_id": "2", "text": "\xc3("}\n')
     assert main(["search", "index", str(path), "--out", str(tmp_path / "ix")]) == 2
     assert "c.jsonl:2: invalid UTF-8" in capsys.readouterr().err
-    assert main(["search", "index", str(path), "--out", str(tmp_path / "ix"), "--encoding-errors", "replace"]) == 0
+    assert main(["search", "index", str(path), "--out", str(tmp_path / "ix"), "--on-error", "replace"]) == 0
 
 
 def test_evaluate_json_counts_unjudged_queries(tmp_path, capsys):
@@ -109,7 +109,7 @@ def test_rank_fuse_and_evaluate(tmp_path, capsys):
     lines = out.read_text().splitlines()
     assert [line.split()[2] for line in lines] == ["d1", "d3", "d2"]
     assert float(lines[0].split()[4]) == pytest.approx(1 / 61 + 1 / 62)
-    assert main(["rank", "fuse", str(a), str(b), "--method", "wsum", "--norm", "minmax", "--weights", "0.5,0.5", "--out", str(out)]) == 0
+    assert main(["rank", "fuse", str(a), str(b), "--method", "wsum", "--normalize", "minmax", "--weights", "0.5,0.5", "--out", str(out)]) == 0
     qrels = tmp_path / "qrels.tsv"
     qrels.write_text("query-id\tcorpus-id\tscore\nq1\td3\t1\nq2\td9\t1\n")
     capsys.readouterr()
@@ -124,7 +124,7 @@ def test_rank_fuse_errors(tmp_path, capsys):
     _write_run(b, {"q2": {"d1": 1.0}})
     assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
     assert "no ranking for 1 subject" in capsys.readouterr().err
-    assert main(["rank", "fuse", str(a), str(b), "--missing", "empty", "--out", str(tmp_path / "o")]) == 0
+    assert main(["rank", "fuse", str(a), str(b), "--missing-subjects", "empty", "--out", str(tmp_path / "o")]) == 0
     b.write_text("q1 Q0 d1 1 nan t\n")
     assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
     assert "score is NaN" in capsys.readouterr().err

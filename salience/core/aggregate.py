@@ -24,6 +24,7 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from salience.core.graph import pagerank_scores
+from salience.core.base import Scorer, register
 from salience.core.scores import Scores, first_duplicate
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, unknown_choice
 
@@ -390,3 +391,34 @@ def aggregate(rankings, method: str = "borda", *, items=None, weights=None, unra
     return bradley_terry(W, ids, **params)
 
 
+
+
+class Aggregator(Scorer):
+    """One rank-aggregation method with its options; ``score(rankings)`` is the consensus.
+
+    >>> Aggregator(method="borda").score([["a", "b"], ["b", "a"], ["a", "b"]]).ranked_ids()
+    ['a', 'b']
+    """
+
+    def __init__(self, *, method: str = "borda", weights=None, unranked: str = "below", options: dict | None = None):
+        if method not in AGGREGATORS:
+            raise unknown_choice("aggregation method", method, AGGREGATORS)
+        self.method, self.weights, self.unranked, self.options = method, weights, unranked, dict(options or {})
+
+    def score(self, rankings, *, items=None) -> Scores:
+        return aggregate(rankings, self.method, items=items, weights=self.weights, unranked=self.unranked, **self.options)
+
+    def score_batch(self, batch) -> list[Scores]:
+        return [self.score(rankings) for rankings in batch]
+
+
+for _method, _description in (
+    ("borda", "Borda count over (partial) rankings"),
+    ("copeland", "Copeland: pairwise wins minus losses"),
+    ("kemeny", "Kemeny consensus: fewest pairwise disagreements (exact DP up to 10 items, KwikSort beyond)"),
+    ("mc4", "MC4 Markov chain over pairwise majorities (Dwork et al., 2001)"),
+    ("pagerank", "PageRank over the pairwise-win graph"),
+    ("winrate", "share of pairwise comparisons won"),
+    ("bradley_terry", "Bradley-Terry maximum likelihood strengths, Davidson ties"),
+):
+    register("aggregate", _method, Aggregator, _description, method=_method)

@@ -30,6 +30,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer, register, reject_options
 from salience.core.run import Run, as_run
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
@@ -62,9 +63,9 @@ def fuse(
     runs: Sequence[Run | Mapping],
     *,
     method: str = "rrf",
-    norm: str | None = None,
+    normalize: str | None = None,
     weights: Sequence[float] | None = None,
-    k: float = 60,
+    rrf_k: float = 60,
     missing: str = "error",
     name: str | None = None,
 ) -> Run:
@@ -75,13 +76,14 @@ def fuse(
     runs : sequence of Run or ``{subject: {item: score}}``
         Two or more runs.
     method : {"rrf", "borda", "combsum", "combmnz", "combmax", "combmin", "wsum"}
-    norm : {"minmax", "zscore", "sum", "max", "rank", "borda"} or None
-        Per-subject score normalisation applied before score-based methods.
+    normalize : {"minmax", "zscore", "sum", "max", "rank", "borda"} or None
+        Per-subject score normalisation applied before score-based methods (refused with the
+        rank-based ``rrf`` and ``borda``, where it would do nothing).
     weights : sequence of float, optional
         One non-negative weight per run (required for ``wsum``; multiplies each run's
         contribution in every method).
-    k : float
-        RRF constant.
+    rrf_k : float
+        RRF constant (``rrf`` only).
     missing : {"error", "empty"}
         A subject absent from some run is an error, or treated as an empty ranking there.
 
@@ -92,18 +94,9 @@ def fuse(
     >>> fuse([a, b], method="rrf")["q"].ranked_ids()
     ['d2', 'd1', 'd3']
     """
-    if method not in FUSION_METHODS:
-        raise unknown_choice("fusion method", method, FUSION_METHODS)
-    if norm is not None and norm not in FUSION_NORMS:
-        raise unknown_choice("normalization", norm, FUSION_NORMS)
-    if missing not in ("error", "empty"):
-        raise unknown_choice("missing", missing, ("error", "empty"))
+    _check_fusion(method, normalize, weights, rrf_k, missing)
     if isinstance(runs, (Run, Mapping)) or len(runs) < 2:
         raise InvalidParameterError("fuse needs a list of two or more runs.")
-    if isinstance(k, bool) or not isinstance(k, numbers.Real) or not math.isfinite(k) or k < 0:
-        raise InvalidParameterError(f"k must be a finite number >= 0; got {k!r}.")
-    if method == "wsum" and weights is None:
-        raise InvalidParameterError("method='wsum' needs weights=[...], one per run.")
     runs = [as_run(r, name=f"run{i}") for i, r in enumerate(runs)]
     w = _check_weights(weights, len(runs))
     subjects = list(dict.fromkeys(s for run in runs for s in run))
@@ -119,8 +112,63 @@ def fuse(
     fused: dict = {}
     for subject in subjects:
         ranked = [run[subject].sorted() if subject in run else empty for run in runs]
-        fused[subject] = _fuse_subject(ranked, method, norm, w, float(k))
+        fused[subject] = _fuse_subject(ranked, method, normalize, w, float(rrf_k))
     return Run(fused, name=name or method)
+
+
+def _check_fusion(method, normalize, weights, rrf_k, missing) -> None:
+    if method not in FUSION_METHODS:
+        raise unknown_choice("fusion method", method, FUSION_METHODS)
+    if normalize is not None and normalize not in FUSION_NORMS:
+        raise unknown_choice("normalization", normalize, FUSION_NORMS)
+    if missing not in ("error", "empty"):
+        raise unknown_choice("missing", missing, ("error", "empty"))
+    if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Real) or not math.isfinite(rrf_k) or rrf_k < 0:
+        raise InvalidParameterError(f"rrf_k must be a finite number >= 0; got {rrf_k!r}.")
+    if method == "wsum" and weights is None:
+        raise InvalidParameterError("method='wsum' needs weights=[...], one per run.")
+    allowed = ("weights",) + (("rrf_k",) if method == "rrf" else ()) + (("normalize",) if method not in ("rrf", "borda") else ())
+    reject_options(method, {"normalize": normalize, "rrf_k": rrf_k}, allowed, {"rrf_k": 60},
+                   {"rrf_k": "rrf", "normalize": "the score-based methods (combsum, combmnz, combmax, combmin, wsum)"})
+
+
+class Fuser(Scorer):
+    """One fusion method with its options: ``score(rankings)`` fuses one subject's rankings
+    (a list of :class:`~salience.Scores`), ``score_batch`` many subjects, ``fuse(runs)`` whole runs.
+
+    >>> Fuser(method="rrf").score([Scores([3.0, 2.0], ids=["d1", "d2"]), Scores([9.0, 1.0], ids=["d2", "d3"])]).ranked_ids()
+    ['d2', 'd1', 'd3']
+    """
+
+    def __init__(self, *, method: str = "rrf", normalize: str | None = None, weights: Sequence[float] | None = None,
+                 rrf_k: float = 60, missing: str = "error"):
+        _check_fusion(method, normalize, weights, rrf_k, missing)
+        self.method, self.normalize, self.weights, self.rrf_k, self.missing = method, normalize, weights, rrf_k, missing
+
+    def score(self, rankings: Sequence[Scores]) -> Scores:
+        if isinstance(rankings, Scores) or len(rankings) < 2 or not all(isinstance(r, Scores) for r in rankings):
+            raise InvalidParameterError("rankings must be a list of two or more Scores (one subject's rankings).")
+        w = _check_weights(self.weights, len(rankings))
+        return _fuse_subject([r.sorted() for r in rankings], self.method, self.normalize, w, float(self.rrf_k))
+
+    def score_batch(self, batch: Sequence[Sequence[Scores]]) -> list[Scores]:
+        return [self.score(rankings) for rankings in batch]
+
+    def fuse(self, runs: Sequence[Run | Mapping], *, name: str | None = None) -> Run:
+        return fuse(runs, **self.get_params(), name=name)
+
+
+_DESCRIPTIONS = {
+    "rrf": "reciprocal rank fusion: sum of 1 / (rrf_k + rank) (Cormack et al., 2009)",
+    "borda": "Borda count: each run gives an item points by its rank",
+    "combsum": "sum of (normalised) scores (Fox and Shaw, 1994)",
+    "combmnz": "CombSUM times the number of runs that rank the item",
+    "combmax": "the largest (normalised) score",
+    "combmin": "the smallest (normalised) score",
+    "wsum": "weighted sum of (normalised) scores, one weight per run",
+}
+for _method in FUSION_METHODS:
+    register("fusion", _method, Fuser, _DESCRIPTIONS[_method], method=_method)
 
 
 def _normalized(ranked: list[Scores], norm: str | None, candidates: list) -> list[Scores]:

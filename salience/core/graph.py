@@ -1,11 +1,12 @@
-"""Centrality on weighted graphs: the one PageRank that every domain uses (LexRank, TextRank,
-PositionRank, TopicRank, JointRank's PageRank aggregation)."""
+"""Graphs shared by every domain: the one PageRank (LexRank, TextRank, PositionRank, TopicRank,
+JointRank's PageRank aggregation) and the one union-find (JointRank's block design, near-duplicate
+groups)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pagerank_scores"]
+__all__ = ["pagerank_scores", "DisjointSets"]
 
 # Up to this many nodes the stationary vector is solved exactly; beyond, power iteration.
 _EXACT_MAX_NODES = 1000
@@ -18,9 +19,19 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
     drawn from ``personalization`` (uniform by default). Self-loops are ignored; a node without
     out-edges jumps uniformly.
 
+    ``weights`` may be a scipy sparse matrix: beyond the exact size the walk then iterates on
+    it without ever making an n x n dense array.
+
     >>> np.round(pagerank_scores(np.array([[0, 1.0], [1.0, 0]])), 6).tolist()
     [0.5, 0.5]
     """
+    from scipy import sparse
+
+    if sparse.issparse(weights):
+        if weights.shape[0] <= _EXACT_MAX_NODES:
+            weights = weights.toarray()
+        else:
+            return _sparse_pagerank(sparse.csr_matrix(weights, dtype=np.float64), damping, personalization, tol, max_iter)
     W = np.array(weights, dtype=np.float64)
     n = len(W)
     if n == 0:
@@ -38,3 +49,55 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
             return nxt
         x = nxt
     return x
+
+
+def _sparse_pagerank(W, damping: float, personalization, tol: float, max_iter: int) -> np.ndarray:
+    from scipy import sparse
+
+    n = W.shape[0]
+    W = W - sparse.diags(W.diagonal())
+    W.eliminate_zeros()
+    totals = np.asarray(W.sum(axis=1)).ravel()
+    dangling = totals <= 0
+    P = sparse.diags(np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, totals))) @ W
+    PT = P.T.tocsr()
+    teleport = np.full(n, 1.0 / n) if personalization is None else np.asarray(personalization, float) / np.sum(personalization)
+    x = np.full(n, 1.0 / n)
+    for _ in range(max_iter):
+        nxt = damping * (PT @ x + x[dangling].sum() / n) + (1 - damping) * teleport
+        if np.abs(nxt - x).sum() < tol:
+            return nxt
+        x = nxt
+    return x
+
+
+class DisjointSets:
+    """Union-find over ``0..n-1`` with path halving.
+
+    >>> sets = DisjointSets(4)
+    >>> sets.union(3, 1); sets.union(1, 0)
+    >>> [sets.find(i) for i in range(4)]
+    [0, 0, 2, 0]
+    """
+
+    __slots__ = ("parent",)
+
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, x: int) -> int:
+        parent = self.parent
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(self, child: int, parent: int) -> None:
+        """Attach the set of ``child`` under the root of ``parent``'s set."""
+        a, b = self.find(child), self.find(parent)
+        if a != b:
+            self.parent[a] = b
+
+    def roots(self) -> list[int]:
+        """The root of every element, in element order."""
+        return [self.find(i) for i in range(len(self.parent))]

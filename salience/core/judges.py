@@ -23,16 +23,16 @@ __all__ = ["PairwiseJudge", "ListwiseJudge", "ScorerJudge", "as_pairwise", "as_l
 
 
 class _CountingJudge:
-    def __init__(self, fn: Callable, *, budget: int | None = None, cache: bool = True, n_workers: int = 1):
+    def __init__(self, fn: Callable, *, budget: int | None = None, cache: bool = True, n_jobs: int = 1):
         if not callable(fn):
             raise InvalidParameterError(f"a judge must be callable; got {type(fn).__name__}.")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0):
             raise InvalidParameterError(f"budget must be a non-negative integer or None; got {budget!r}.")
-        if isinstance(n_workers, bool) or not isinstance(n_workers, numbers.Integral) or n_workers < 1:
-            raise InvalidParameterError(f"n_workers must be a positive integer; got {n_workers!r}.")
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
+            raise InvalidParameterError(f"n_jobs must be a positive integer (threads calling the judge); got {n_jobs!r}.")
         self.fn = fn
         self.budget = budget
-        self.n_workers = int(n_workers)
+        self.n_jobs = int(n_jobs)
         self.calls = 0
         self.cache_hits = 0
         self._cache: dict | None = {} if cache else None
@@ -79,8 +79,8 @@ class _CountingJudge:
                 raise JudgeError(f"judge call #{first_call + j} {self._describe(call_args[j])} raised {type(err).__name__}: {err}") from err
             return check(value, call_args[j], first_call + j)
 
-        if self.n_workers > 1 and len(pending) > 1:
-            with ThreadPoolExecutor(max_workers=self.n_workers) as pool:
+        if self.n_jobs > 1 and len(pending) > 1:
+            with ThreadPoolExecutor(max_workers=self.n_jobs) as pool:
                 answers = list(pool.map(call, range(len(pending))))
         else:
             answers = [call(j) for j in range(len(pending))]
@@ -108,8 +108,8 @@ class PairwiseJudge(_CountingJudge):
     (1.0, 2)
     """
 
-    def __init__(self, fn, *, both_orders: bool = False, budget=None, cache=True, n_workers=1):
-        super().__init__(fn, budget=budget, cache=cache, n_workers=n_workers)
+    def __init__(self, fn, *, both_orders: bool = False, budget=None, cache=True, n_jobs=1):
+        super().__init__(fn, budget=budget, cache=cache, n_jobs=n_jobs)
         self.both_orders = bool(both_orders)
 
     @property

@@ -22,7 +22,7 @@ import numpy as np
 from salience.core.run import Qrels, Run, as_qrels, as_run
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["evaluate", "parse_metric", "Report", "METRICS"]
+__all__ = ["evaluate", "parse_metric", "Report", "METRICS", "NothingJudgedWarning"]
 
 METRICS = ("ndcg", "map", "mrr", "recall", "precision")
 _ALIASES = {"p": "precision", "r": "recall", "rr": "mrr", "ap": "map"}
@@ -91,6 +91,8 @@ class Report:
     evaluated: int = 0
     skipped_unjudged: int = 0
     missing_from_run: int = 0
+    #: judged subjects that the run ranks: 0 means the numbers measure nothing
+    matched: int = 0
 
     def __getitem__(self, metric: str) -> float:
         return self.means[metric]
@@ -101,6 +103,7 @@ class Report:
             "evaluated": self.evaluated,
             "skipped_unjudged": self.skipped_unjudged,
             "missing_from_run": self.missing_from_run,
+            "matched": self.matched,
         }
 
     def __str__(self) -> str:
@@ -155,4 +158,20 @@ def evaluate(
         name: (float(np.mean([v[name] for v in per_subject.values()])) if per_subject else 0.0)
         for name, _, _ in parsed
     }
-    return Report(means, per_subject, evaluated=len(per_subject), skipped_unjudged=skipped, missing_from_run=absent)
+    report = Report(means, per_subject, evaluated=len(per_subject), skipped_unjudged=skipped, missing_from_run=absent,
+                    matched=len(qrels) - absent)
+    if report.matched == 0:
+        import warnings
+
+        warnings.warn(
+            f"nothing was evaluated: none of the run's {len(run)} subjects has judgments "
+            f"({len(qrels)} judged subjects); the means are 0 by default, not a measurement. "
+            "Check that the run and the qrels use the same subject ids.",
+            NothingJudgedWarning,
+            stacklevel=2,
+        )
+    return report
+
+
+class NothingJudgedWarning(UserWarning):
+    """An evaluation found no judged subject in the run (an empty or disjoint run)."""

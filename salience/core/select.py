@@ -7,12 +7,13 @@ Every selector takes ``Scores`` and returns ``Scores`` of the chosen items in ra
 from __future__ import annotations
 
 import numbers
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import FunctionScorer, register
 from salience.core.scores import Scores, rank_order
-from salience.exceptions import InvalidParameterError, ShapeError
+from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
 __all__ = [
     "check_k",
@@ -25,8 +26,13 @@ __all__ = [
     "select_coverage",
     "select_cutoff",
     "expected_f1",
+    "sample_positions",
+    "select_sample",
+    "SAMPLING",
     "expected_dcg_gain",
 ]
+
+SAMPLING = ("gumbel", "topk", "replacement")
 
 # Exact knapsack DP runs when n * (budget + 1) stays below this many cells.
 _DP_MAX_CELLS = 20_000_000
@@ -356,3 +362,107 @@ def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
     curve = expected_f1(p) if objective == "f1" else expected_dcg_gain(p)
     k = int(np.argmax(curve))  # first maximum: the shortest best list
     return ranked.take(np.arange(k))
+
+
+def sample_positions(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
+             eligible: np.ndarray | None = None, groups: np.ndarray | None = None,
+             quotas: Mapping[object, int] | None = None) -> np.ndarray:
+    """Positions of the selected documents (each once, except with ``sampling="replacement"``).
+
+    ``gumbel``: add Gumbel(0, 1) noise to the log weights and keep the top ``k`` — a sample
+    without replacement with probability proportional to the weights; ``topk``: the ``k``
+    largest weights (ties by position); ``replacement``: ``k`` independent draws in proportion
+    to the weights. ``eligible`` masks documents out (too short, say). ``groups`` with
+    ``quotas`` ({group: count}) selects within each group; groups without a quota get none.
+
+    >>> sample_positions(np.log([1.0, 5.0, 3.0]), 2, sampling="topk").tolist()
+    [1, 2]
+    """
+    w = np.asarray(log_weights, dtype=np.float64)
+    if w.ndim != 1:
+        raise InvalidParameterError(f"log_weights must be one-dimensional; got shape {w.shape}.")
+    if sampling not in SAMPLING:
+        raise unknown_choice("sampling", sampling, SAMPLING)
+    mask = np.isfinite(w) if eligible is None else (np.asarray(eligible, dtype=bool) & np.isfinite(w))
+    if quotas is not None:
+        if groups is None:
+            raise InvalidParameterError("quotas need groups: one group label per document.")
+        groups = np.asarray(groups)
+        if len(groups) != len(w):
+            raise InvalidParameterError(f"groups has {len(groups)} labels for {len(w)} documents.")
+        rng = np.random.default_rng(seed)
+        chosen = []
+        for label, quota in quotas.items():
+            if quota <= 0:
+                continue
+            members = np.flatnonzero(mask & (groups == label))
+            picked = _resample(w[members], int(quota), sampling, rng, f"group {label!r}")
+            chosen.append(members[picked])
+        return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+    members = np.flatnonzero(mask)
+    picked = _resample(w[members], int(k), sampling, np.random.default_rng(seed), "the pool")
+    return members[picked] if sampling == "replacement" else np.sort(members[picked])
+
+
+def _resample(w: np.ndarray, k: int, sampling: str, rng: np.random.Generator, what: str) -> np.ndarray:
+    n = len(w)
+    if sampling != "replacement" and k > n:
+        raise InvalidParameterError(f"k={k} is larger than {what} ({n} eligible documents); without replacement "
+                                    "at most that many can be selected. Lower k or use sampling='replacement'.")
+    if n == 0:
+        raise InvalidParameterError(f"{what} has no eligible documents to sample from.")
+    if sampling == "replacement":
+        p = np.exp(w - w.max())
+        return rng.choice(n, size=k, replace=True, p=p / p.sum())
+    keys = w + rng.gumbel(size=n) if sampling == "gumbel" else w
+    if k == n:
+        return np.arange(n)
+    top = np.argpartition(-keys, k - 1)[:k]
+    return top[np.lexsort((top, -keys[top]))]
+
+
+def select_sample(scores: Scores, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
+                  groups=None, quotas=None) -> Scores:
+    """Importance resampling as a selector: ``k`` items drawn in proportion to ``exp(score)``
+    (scores are log weights; ``-inf`` marks an ineligible item). ``gumbel`` samples without
+    replacement (Gumbel top-k), ``topk`` keeps the best, ``replacement`` draws independently (an
+    item drawn twice appears once, its value the number of draws). ``groups`` with ``quotas``
+    samples within each group. The result is in rank order of the drawn keys' items.
+
+    >>> select_sample(Scores(np.log([1.0, 5.0, 3.0]), ids="abc"), 2, sampling="topk").ids
+    ['b', 'c']
+    """
+    positions = sample_positions(scores.values, k, sampling=sampling, seed=seed, groups=groups, quotas=quotas)
+    if sampling == "replacement":
+        counts = np.bincount(positions, minlength=len(scores))
+        drawn = np.flatnonzero(counts)
+        return Scores(counts[drawn].astype(float), ids=[scores.ids[i] for i in drawn]).sorted()
+    return scores.take(positions[rank_order(scores.values[positions])])
+
+
+
+class Selector(FunctionScorer):
+    """A selector over :class:`Scores` with fixed options: ``score(scores)`` is the selection.
+
+    >>> Selector(method="top_k", options={"k": 2}).score(Scores([1, 3, 2], ids="abc")).ids
+    ['b', 'c']
+    """
+
+    FAMILY = "select"
+    FUNCTIONS = {"top_k": select_top_k, "threshold": select_threshold, "fraction": select_fraction,
+                 "cutoff": select_cutoff, "sample": select_sample}
+
+    def __init__(self, *, method: str = "top_k", options: dict | None = None):
+        super().__init__(method=method, options=options)
+
+
+for _method, _description in (
+    ("top_k", "the k best items, ties by position"),
+    ("threshold", "items scoring at least a threshold"),
+    ("fraction", "the best ceil(fraction * n) items"),
+    ("cutoff", "the top k with k maximising expected F1 or DCG of calibrated probabilities (Lien et al., 2019)"),
+    ("sample", "importance resampling: Gumbel top-k, top-k or with replacement, optional per-group quotas"),
+):
+    register("select", _method, Selector, _description, method=_method)

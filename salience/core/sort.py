@@ -27,6 +27,8 @@ import numpy as np
 
 from salience.core.aggregate import AGGREGATORS, aggregate
 from salience.core.judges import as_listwise, as_pairwise
+from salience.core.base import FunctionScorer, register
+from salience.core.graph import DisjointSets
 from salience.core.scores import Scores, first_duplicate
 from salience.core.select import check_k
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
@@ -240,24 +242,17 @@ def block_design(n: int, block_size: int, repetitions: int, *, seed: int = 0) ->
                 block = block + [p for p in perm[: block_size - len(block)] if p not in block]
             blocks.append(block)
     # connect the comparison graph: bridge components with a block holding one of each
-    parent = list(range(n))
-
-    def find(x):
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    sets = DisjointSets(n)
     for block in blocks:
         for p in block[1:]:
-            parent[find(p)] = find(block[0])
-    roots = sorted({find(p) for p in range(n)})
+            sets.union(p, block[0])
+    roots = sorted(set(sets.roots()))
     while len(roots) > 1:
         bridge = roots[:block_size]
         blocks.append(bridge)
         for r in bridge[1:]:
-            parent[find(r)] = find(bridge[0])
-        roots = sorted({find(p) for p in range(n)})
+            sets.union(r, bridge[0])
+        roots = sorted(set(sets.roots()))
     return blocks
 
 
@@ -271,7 +266,7 @@ def jointrank(
     seed: int = 0,
     query: Any = None,
 ) -> Scores:
-    """JointRank: rank overlapping blocks (independently, so in parallel with ``n_workers``),
+    """JointRank: rank overlapping blocks (independently, so in parallel with ``n_jobs``),
     turn each block ranking into pairwise wins, and aggregate them (``pagerank`` or ``winrate``,
     or any method of :data:`~salience.core.aggregate.AGGREGATORS`). Calls: the number of blocks."""
     items, judge = _items(items), as_listwise(judge)
@@ -401,3 +396,34 @@ def tsp_order(
         start = list(np.argsort(-S.sum(axis=1), kind="stable"))
         order = _local_search_path(S, start)
     return _ranking_scores([items[i] for i in order], items)
+
+
+class JudgeSort(FunctionScorer):
+    """A sorting algorithm that asks a costly judge, as a scorer: ``score(items, judge, query=...)``.
+
+    >>> from salience.core.judges import ScorerJudge
+    >>> judge = ScorerJudge(lambda query, items: [len(i) for i in items])
+    >>> JudgeSort(method="allpairs").score(["aa", "a", "aaa"], judge).ranked_ids()
+    ['aaa', 'aa', 'a']
+    """
+
+    FAMILY = "sort"
+    FUNCTIONS = {"allpairs": allpairs, "heapsort": heapsort_top_k, "bubble": bubble_top_k,
+                 "sliding_window": sliding_window, "setwise": setwise_top_k, "jointrank": jointrank,
+                 "permutation_self_consistency": permutation_self_consistency, "tsp": tsp_order}
+
+    def __init__(self, *, method: str = "sliding_window", options: dict | None = None):
+        super().__init__(method=method, options=options)
+
+
+for _method, _description in (
+    ("allpairs", "PRP all pairs: every pair compared, items ranked by wins (Qin et al., 2024)"),
+    ("heapsort", "PRP heapsort: the top k with O(n + k log n) comparisons"),
+    ("bubble", "PRP bubble sort: k passes of adjacent comparisons"),
+    ("sliding_window", "listwise sliding window from the bottom up (RankGPT)"),
+    ("setwise", "setwise top-k: the judge picks the best of small sets (Zhuang et al., 2024)"),
+    ("jointrank", "JointRank: overlapping blocks ranked in parallel, then aggregated"),
+    ("permutation_self_consistency", "permutation self-consistency: shuffled lists aggregated (Tang et al., 2024)"),
+    ("tsp", "ordering by a travelling-salesman path over pairwise preferences"),
+):
+    register("sort", _method, JudgeSort, _description, method=_method)

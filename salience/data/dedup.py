@@ -16,7 +16,7 @@ signatures on disk (``num_perm`` x 8 bytes per document).
 
 from __future__ import annotations
 
-import shutil
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,8 +24,10 @@ from typing import Sequence
 
 import numpy as np
 
+from salience.core.graph import DisjointSets
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
+from salience.io.files import atomic_write_text, check_output_path
 from salience.text.hashing import mix64 as _mix
 
 __all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_groups", "dedup_texts", "dedup_files",
@@ -52,6 +54,7 @@ def exact_hashes(texts: Sequence[str]) -> np.ndarray:
 def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int = 5, seed: int = 1) -> np.ndarray:
     """(len(texts), num_perm) uint64 MinHash signatures over word ``shingle``-grams (a text
     shorter than that is one shingle of all its words; an empty text gets all-ones)."""
+    num_perm = check_num_perm(num_perm)
     words = HashedNgrams(orders=(1,))
     hashes, doc = words.token_hashes(list(texts), punctuation=False)
     n = len(texts)
@@ -105,6 +108,7 @@ def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int =
 def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
     """(bands, rows) with bands x rows <= num_perm minimising the false positive and false
     negative probability mass around ``threshold`` (as datasketch chooses them)."""
+    check_num_perm(num_perm)
     if not 0.0 < threshold < 1.0:
         raise InvalidParameterError(f"threshold must be in (0, 1); got {threshold}.")
     xs = np.linspace(0.0, 1.0, 201)
@@ -117,6 +121,13 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
         if false_positive + false_negative < best_error:
             best, best_error = (b, r), false_positive + false_negative
     return best
+
+
+def check_num_perm(num_perm: object) -> int:
+    """``num_perm`` must be a positive integer (the number of MinHash functions)."""
+    if isinstance(num_perm, bool) or not isinstance(num_perm, (int, np.integer)) or num_perm < 1:
+        raise InvalidParameterError(f"num_perm must be a positive integer (MinHash functions, e.g. 128); got {num_perm!r}.")
+    return int(num_perm)
 
 
 def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
@@ -134,15 +145,7 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
 def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndarray:
     """Group representative (smallest index) of each document: documents sharing a band hash
     are candidates; ``agree(i, j)`` (share of equal signature positions) >= ``threshold`` links them."""
-    n = len(bands)
-    parent = np.arange(n)
-
-    def find(i):
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
+    sets = DisjointSets(len(bands))
     checked = set()
     for band in range(bands.shape[1]):
         column = bands[:, band]
@@ -156,10 +159,9 @@ def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndar
                 continue
             checked.add((a, b))
             if agree(a, b) >= threshold:
-                ra, rb = find(a), find(b)
-                if ra != rb:
-                    parent[max(ra, rb)] = min(ra, rb)
-    return np.array([find(i) for i in range(n)])
+                ra, rb = sets.find(a), sets.find(b)
+                sets.union(max(ra, rb), min(ra, rb))  # the smallest index represents its group
+    return np.array(sets.roots(), dtype=np.int64)
 
 
 def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128) -> np.ndarray:
@@ -189,6 +191,8 @@ class DedupReport:
     near_duplicates: int
     skipped_no_text: int = 0
     skipped_errors: int = 0
+    truncated_files: list = field(default_factory=list)
+    lost_records_estimated: int = 0
     seconds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -208,28 +212,30 @@ def _dedup_job(args) -> dict:
 
 
 def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
-                num_perm: int = 128, text_field: str = "text", workers: int = 2, executor: str = "local",
+                num_perm: int = 128, text_field: str = "text", n_jobs: int = 2, executor: str = "local",
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
-                on_error: str = "raise", progress: bool = False) -> DedupReport:
+                on_error: str = "raise", show_progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
-    from salience.data.pipeline import _progress, iter_shards, make_executor, prepare_work_dir, write_records
+    from salience.data.pipeline import SHARD_LAYOUT, is_selection_output, remove_work_dir, _progress, iter_shards, make_executor, prepare_work_dir, write_records
 
     inputs = [Path(p) for p in inputs]
     if not inputs:
         raise InvalidParameterError("give at least one input file.")
+    check_num_perm(num_perm)
     if near:
         lsh_params(threshold, num_perm)  # validates the threshold before any work
-    out = Path(out)
+    out = check_output_path(out, inputs, what="output", is_own=is_selection_output)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     prepare_work_dir(work, {"near": near, "num_perm": num_perm, "text_field": text_field, "shard_bytes": shard_bytes,
-                            "strict": strict, "on_error": on_error, "inputs": inputs})  # dedup keeps no skip counts: all of it keys the cache
+                            "shard_layout": SHARD_LAYOUT, "strict": strict, "on_error": on_error, "inputs": inputs})  # dedup keeps no skip counts: all of it keys the cache
     timings = {}
     clock = time.perf_counter()
     shard_files = []
-    runner = make_executor(executor, workers)
-    bar = _progress(progress, "hashing shards")
+    runner = make_executor(executor, n_jobs)
+    bar = _progress(show_progress, "hashing shards")
+    losses: list = []
     try:
-        for shard in iter_shards(inputs, shard_bytes, on_error):
+        for shard in iter_shards(inputs, shard_bytes, on_error, losses=losses):
             shard_file = work / f"dedup-{shard.index:06d}.npz"
             shard_files.append(shard_file)
             if not shard_file.exists():
@@ -275,5 +281,8 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
         wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), 1, {}))
     write_records(out, inputs, wanted, shard_bytes, on_error)
     timings["write"] = time.perf_counter() - clock
-    shutil.rmtree(work, ignore_errors=True)
-    return DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors, timings)
+    remove_work_dir(work)
+    report = DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors,
+                         [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses), timings)
+    atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
+    return report

@@ -14,12 +14,12 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.select import SAMPLING, sample_positions
 from salience.data.features import HashedNgrams, NgramBatch
-from salience.exceptions import InvalidParameterError, SalienceError, unknown_choice
+from salience.exceptions import InvalidParameterError, SalienceError
 
 __all__ = ["ImportanceResampler", "resample", "kl_reduction", "SAMPLING"]
 
-SAMPLING = ("gumbel", "topk", "replacement")
 
 
 class ImportanceResampler:
@@ -70,11 +70,11 @@ class ImportanceResampler:
         return self
 
     def _check_fitted(self) -> None:
-        self._check_target()
+        self.check_target()
         if self.raw_counts.sum() == 0:
             raise SalienceError("the raw pool is empty: fit_raw needs at least one document with text.")
 
-    def _check_target(self) -> None:
+    def check_target(self) -> None:
         if self.target_tokens == 0:
             raise SalienceError("the target is empty: fit_target needs at least one document with text.")
         if self.target_tokens < self.min_target_tokens:
@@ -108,60 +108,13 @@ class ImportanceResampler:
 def resample(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
              eligible: np.ndarray | None = None, groups: np.ndarray | None = None,
              quotas: Mapping[object, int] | None = None) -> np.ndarray:
-    """Positions of the selected documents (each once, except with ``sampling="replacement"``).
-
-    ``gumbel``: add Gumbel(0, 1) noise to the log weights and keep the top ``k`` — a sample
-    without replacement with probability proportional to the weights; ``topk``: the ``k``
-    largest weights (ties by position); ``replacement``: ``k`` independent draws in proportion
-    to the weights. ``eligible`` masks documents out (too short, say). ``groups`` with
-    ``quotas`` ({group: count}) selects within each group; groups without a quota get none.
+    """Positions of the selected documents: :func:`salience.core.select.sample_positions` (the
+    core's importance-resampling selector) over DSIR's log weights.
 
     >>> resample(np.log([1.0, 5.0, 3.0]), 2, sampling="topk").tolist()
     [1, 2]
     """
-    w = np.asarray(log_weights, dtype=np.float64)
-    if w.ndim != 1:
-        raise InvalidParameterError(f"log_weights must be one-dimensional; got shape {w.shape}.")
-    if sampling not in SAMPLING:
-        raise unknown_choice("sampling", sampling, SAMPLING)
-    mask = np.isfinite(w) if eligible is None else (np.asarray(eligible, dtype=bool) & np.isfinite(w))
-    if quotas is not None:
-        if groups is None:
-            raise InvalidParameterError("quotas need groups: one group label per document.")
-        groups = np.asarray(groups)
-        if len(groups) != len(w):
-            raise InvalidParameterError(f"groups has {len(groups)} labels for {len(w)} documents.")
-        rng = np.random.default_rng(seed)
-        chosen = []
-        for label, quota in quotas.items():
-            if quota <= 0:
-                continue
-            members = np.flatnonzero(mask & (groups == label))
-            picked = _resample(w[members], int(quota), sampling, rng, f"group {label!r}")
-            chosen.append(members[picked])
-        return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
-    members = np.flatnonzero(mask)
-    picked = _resample(w[members], int(k), sampling, np.random.default_rng(seed), "the pool")
-    return members[picked] if sampling == "replacement" else np.sort(members[picked])
-
-
-def _resample(w: np.ndarray, k: int, sampling: str, rng: np.random.Generator, what: str) -> np.ndarray:
-    n = len(w)
-    if sampling != "replacement" and k > n:
-        raise InvalidParameterError(f"k={k} is larger than {what} ({n} eligible documents); without replacement "
-                                    "at most that many can be selected. Lower k or use sampling='replacement'.")
-    if n == 0:
-        raise InvalidParameterError(f"{what} has no eligible documents to sample from.")
-    if sampling == "replacement":
-        p = np.exp(w - w.max())
-        return rng.choice(n, size=k, replace=True, p=p / p.sum())
-    keys = w + rng.gumbel(size=n) if sampling == "gumbel" else w
-    if k == n:
-        return np.arange(n)
-    top = np.argpartition(-keys, k - 1)[:k]
-    return top[np.lexsort((top, -keys[top]))]
+    return sample_positions(log_weights, k, sampling=sampling, seed=seed, eligible=eligible, groups=groups, quotas=quotas)
 
 
 def kl_reduction(target_counts: np.ndarray, raw_counts: np.ndarray, selected_counts: np.ndarray,

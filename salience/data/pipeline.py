@@ -18,11 +18,11 @@ plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import json
 import os
-import shutil
 import time
 import zlib
 from dataclasses import dataclass, field
@@ -35,12 +35,14 @@ from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
-from salience.io.files import _open_binary, atomic_write_bytes, atomic_write_text
+from salience.io.files import atomic_write_bytes, atomic_write_text, check_on_error, check_output_path
 
 __all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
            "METHODS", "EXECUTORS"]
 
 METHODS = ("dsir", "classifier", "perplexity")
+# how files are cut into shards; part of the cache key, so a change never reuses old shards
+SHARD_LAYOUT = 2
 EXECUTORS = ("local", "ray")
 
 
@@ -52,6 +54,8 @@ class SelectionReport:
     eligible: int
     skipped_no_text: int = 0
     skipped_errors: int = 0
+    truncated_files: list = field(default_factory=list)
+    lost_records_estimated: int = 0
     kl_reduction: float = 0.0
     by_label: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
@@ -75,11 +79,27 @@ class Shard:
     rows: list | None = None
 
 
+@dataclass
+class Loss:
+    """Records lost from one file by ``on_error="skip"``: a damaged compressed stream ends the
+    file early, so what follows the last good line is counted from the bytes left unread."""
+
+    path: str
+    after_line: int
+    unread_bytes: int
+    estimated_records: int | None  # None: unknown (the file ends early)
+    reason: str
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
 def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_error: str = "raise",
-                parquet_rows: int = 20_000) -> Iterator[Shard]:
+                parquet_rows: int = 20_000, losses: list | None = None) -> Iterator[Shard]:
     """Shards of every file in turn; cut at line ends, so their boundaries depend only on the
     file and ``shard_bytes``. A corrupt gzip stream raises an error naming the file and the last
-    complete line (``on_error="skip"`` ends that file there)."""
+    complete line; ``on_error="skip"`` ends that file there and appends a :class:`Loss` (the
+    unread bytes and the records they hold at the file's rate so far) to ``losses``."""
     index = 0
     for path in map(Path, paths):
         if path.suffix == ".parquet":
@@ -88,29 +108,80 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                 index += 1
             continue
         line = 1
-        carry = b""
+        pending: list[bytes] = []  # decompressed bytes not yet in a shard
+        pending_bytes = 0
+        good_position = produced = 0
+        raw = _open_raw(path)
         try:
-            with _open_binary(path) as fh:
+            fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
+            with fh:
+                # small reads, so that a damaged stream loses at most one read of good lines
+                step = min(shard_bytes, 1 << 16)
                 while True:
-                    block = fh.read(shard_bytes)
+                    block = fh.read(step)
+                    good_position = raw.tell()  # compressed bytes consumed by the last good read
+                    produced += len(block)
+                    if block:
+                        pending.append(block)
+                        pending_bytes += len(block)
+                    if pending_bytes >= shard_bytes or (not block and pending):
+                        data = b"".join(pending)
+                        cut = data.rfind(b"\n") + 1 if block else len(data)
+                        if cut:
+                            blob = data[:cut] if data[cut - 1 : cut] == b"\n" else data[:cut] + b"\n"
+                            rest = data[cut:]
+                            pending, pending_bytes = ([rest], len(rest)) if rest else ([], 0)
+                            if blob.strip():
+                                yield Shard(index, str(path), line, blob=blob)
+                                index += 1
+                            line += blob.count(b"\n")
                     if not block:
                         break
-                    block = carry + block
-                    cut = block.rfind(b"\n") + 1
-                    if cut == 0:
-                        carry = block
-                        continue
-                    blob, carry = block[:cut], block[cut:]
-                    yield Shard(index, str(path), line, blob=blob)
-                    index += 1
-                    line += blob.count(b"\n")
         except (OSError, EOFError, zlib.error) as err:
             if on_error != "skip":
                 raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
-            carry = b""
-        if carry.strip():
-            yield Shard(index, str(path), line, blob=carry + b"\n")
-            index += 1
+            data = b"".join(pending)
+            cut = data.rfind(b"\n") + 1
+            if cut:  # the complete lines read before the damage are kept
+                yield Shard(index, str(path), line, blob=data[:cut])
+                index += 1
+                line += data[:cut].count(b"\n")
+            if losses is not None:
+                losses.append(_loss(path, good_position, produced, line - 1, err))
+        finally:
+            raw.close()
+
+
+def _open_raw(path: Path):
+    try:
+        return open(path, "rb")
+    except FileNotFoundError:
+        raise InputFormatError(f"{path}: file not found.") from None
+    except IsADirectoryError:
+        raise InputFormatError(f"{path}: is a folder, expected a file.") from None
+
+
+def _loss(path: Path, position: int, produced: int, lines_read: int, err: BaseException) -> Loss:
+    """Estimate the records a damaged gzip file did not give: from its trailer's uncompressed
+    size (ISIZE) where that exceeds what was decoded, else from the compressed bytes left after
+    the last good read, at the file's bytes per line so far."""
+    size = path.stat().st_size
+    unread = max(size - position, 0)
+    expected = None
+    if path.suffix == ".gz" and size >= 18:
+        with open(path, "rb") as fh:
+            fh.seek(size - 4)
+            expected = int.from_bytes(fh.read(4), "little")  # uncompressed size mod 2**32
+    trailer_read = "CRC check failed" in str(err) or "Incorrect length" in str(err)
+    if isinstance(err, EOFError) or (not unread and not trailer_read):
+        estimate = None  # the file ends early: what it lacks cannot be known
+    elif trailer_read and expected is not None and lines_read:
+        estimate = max(round((expected - produced) / (produced / lines_read)), 0)
+    elif lines_read and position:
+        estimate = max(round(unread / (position / lines_read)), 1)
+    else:
+        estimate = None
+    return Loss(str(path), lines_read, unread, estimate, f"{type(err).__name__}: {err}")
 
 
 def _parquet_batches(path: Path, rows: int):
@@ -135,7 +206,7 @@ def parse_shard(shard: Shard, text_field: str, label_field: str | None, strict: 
     if shard.rows is not None:
         items = ((shard.first_line + i, i, row) for i, row in enumerate(shard.rows))
     else:
-        items = _blob_records(shard)
+        items = _blob_records(shard, on_error)
     for number, place, record in items:
         if record is None:
             if on_error == "skip":
@@ -165,7 +236,9 @@ def _json_loads():
         return json.loads, (UnicodeDecodeError, ValueError)
 
 
-def _blob_records(shard: Shard):
+def _blob_records(shard: Shard, on_error: str = "raise"):
+    """``(line number, place, record)`` of each non-blank line; ``record`` is ``None`` when the
+    line is not UTF-8 JSON (with ``on_error="replace"``, invalid UTF-8 is decoded with U+FFFD first)."""
     loads, errors = _json_loads()
     lines = shard.blob.split(b"\n")
     for i, line in enumerate(lines[:-1] if lines and lines[-1] == b"" else lines):
@@ -175,6 +248,11 @@ def _blob_records(shard: Shard):
             record = loads(line)  # bytes: invalid UTF-8 is rejected
         except errors:
             record = None
+            if on_error == "replace":
+                try:
+                    record = json.loads(line.decode("utf-8", errors="replace"))
+                except ValueError:
+                    record = None
         yield shard.first_line + i, i, record
 
 
@@ -209,12 +287,27 @@ def prepare_work_dir(work: Path, settings: dict) -> None:
     path, size and modification time) are removed, so a rerun reuses only what still applies."""
     inputs = [(str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in settings.pop("inputs")]
     manifest = json.dumps({**settings, "inputs": inputs}, sort_keys=True, default=str)
-    work.mkdir(parents=True, exist_ok=True)
     stamp = work / "settings.json"
+    if work.exists() and not (work.is_dir() and (stamp.is_file() or not any(work.iterdir()))):
+        raise InvalidParameterError(
+            f"work folder {work} exists and is not a salience shard cache (no settings.json); it is left untouched. "
+            "Pass another --work-dir, or remove it."
+        )
+    work.mkdir(parents=True, exist_ok=True)
     if not stamp.exists() or stamp.read_text(encoding="utf-8") != manifest:
         for stale in work.glob("*.npz"):
             stale.unlink()
         atomic_write_text(stamp, manifest)
+
+
+def remove_work_dir(work: Path) -> None:
+    """Remove what a run put in its shard cache (never other files), then the folder if empty."""
+    for pattern in ("*.npz", "settings.json", ".*.tmp"):
+        for entry in work.glob(pattern):
+            with contextlib.suppress(OSError):
+                entry.unlink()
+    with contextlib.suppress(OSError):
+        work.rmdir()
 
 
 def _atomic_save(path: Path, **arrays) -> None:
@@ -225,12 +318,34 @@ def _atomic_save(path: Path, **arrays) -> None:
 
 
 # executors ----------------------------------------------------------------------------------------
+def check_n_jobs(n_jobs: object) -> int:
+    """``n_jobs``: a positive number of parallel jobs, or -1 for one per core."""
+    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
+        raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (one per core); got {n_jobs!r}.")
+    return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool worker initializer: a daemon thread ends the worker soon after its parent dies (a
+    killed run must not leave workers writing into its work folder)."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="salience-parent-watch", daemon=True).start()
+
+
 class _LocalExecutor:
-    def __init__(self, workers: int):
+    def __init__(self, n_jobs: int):
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = ProcessPoolExecutor(workers) if workers > 1 else None
-        self.limit = 2 * workers
+        self.pool = (ProcessPoolExecutor(n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
+                     if n_jobs > 1 else None)
+        self.limit = 2 * n_jobs
         self.pending: list = []
 
     def submit(self, job, args) -> None:
@@ -267,7 +382,7 @@ class _LocalExecutor:
 
 
 class _RayExecutor:
-    def __init__(self, workers: int):
+    def __init__(self, n_jobs: int):
         try:
             import ray
         except ImportError:
@@ -276,10 +391,10 @@ class _RayExecutor:
         if not ray.is_initialized():
             if os.environ.get("RAY_ADDRESS"):  # join the cluster the environment names
                 ray.init(log_to_driver=False)
-            else:  # a local Ray instance with `workers` CPUs
-                ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
+            else:  # a local Ray instance with `n_jobs` CPUs
+                ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
         self.tasks: dict = {}
-        self.limit = 2 * workers
+        self.limit = 2 * n_jobs
         self.pending: list = []
 
     def submit(self, job, args) -> None:
@@ -315,29 +430,47 @@ class _RayExecutor:
         self.drain()
 
 
-def make_executor(name: str, workers: int):
+def make_executor(name: str, n_jobs: int):
     """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
     re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``."""
     if name not in EXECUTORS:
         raise unknown_choice("executor", name, EXECUTORS)
-    return _LocalExecutor(workers) if name == "local" else _RayExecutor(workers)
+    n_jobs = check_n_jobs(n_jobs)
+    return _LocalExecutor(n_jobs) if name == "local" else _RayExecutor(n_jobs)
 
 
 # selection ----------------------------------------------------------------------------------------
-def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_error: str) -> list[str]:
+def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_error: str,
+                losses: list | None = None, what: str = "target") -> list[str]:
     texts = []
-    for shard in iter_shards(paths, on_error=on_error):
-        texts.extend(parse_shard(shard, text_field, None, strict, on_error)[0])
+    missing = 0
+    fields: set = set()
+    for shard in iter_shards(paths, on_error=on_error, losses=losses):
+        parsed = parse_shard(shard, text_field, None, strict, on_error)
+        texts.extend(parsed[0])
+        missing += parsed[4]
+        if parsed[4] and len(fields) < 20:
+            fields.update(k for r in _records(shard) if isinstance(r, dict) for k in r)
+    if not texts and missing:
+        raise InputFormatError(
+            f"none of the {missing} {what} records has a text field {text_field!r} (fields seen: "
+            f"{', '.join(sorted(map(str, fields))[:10]) or 'none'}); pass text_field= (CLI: --text-field) naming the field."
+        )
     return texts
 
 
-def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k: int, out: str | Path, *,
+def is_selection_output(path: Path) -> bool:
+    """Whether ``path`` was written by an earlier selection or dedup (its report lies beside it)."""
+    return Path(path).is_file() and Path(path).with_name(Path(path).name + ".report.json").is_file()
+
+
+def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], out: str | Path, *, k: int,
                      method: str = "dsir", sampling: str = "gumbel", seed: int = 0, text_field: str = "text",
                      label_field: str | None = None, quota_field: str | None = None, quotas: dict | None = None,
                      min_tokens: int = 0, filters: Sequence[str] = (), features: HashedNgrams | None = None,
-                     length_normalize: bool = False, workers: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
+                     length_normalize: bool = False, n_jobs: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
                      work_dir: str | Path | None = None, keep_work: bool = False, strict: bool = False,
-                     on_error: str = "raise", progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
+                     on_error: str = "raise", show_progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
     """Select ``k`` raw documents for the target and write them to ``out`` (jsonl, or jsonl.gz by
     suffix), each with a ``salience_score`` field. ``quota_field`` with ``quotas`` ({value: count})
     selects per group instead of ``k`` overall; without ``quotas``, ``k`` is split over the
@@ -346,37 +479,36 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     :func:`~salience.data.scorers.text_statistics`) decide which documents are eligible."""
     if method not in METHODS:
         raise unknown_choice("method", method, METHODS)
-    if on_error not in ("raise", "skip"):
-        raise InvalidParameterError(f"on_error must be 'raise' or 'skip'; got {on_error!r}.")
-    if not isinstance(workers, int) or workers < 1:
-        raise InvalidParameterError(f"workers must be a positive integer; got {workers!r}.")
+    check_on_error(on_error)
+    n_jobs = check_n_jobs(n_jobs)
     if not isinstance(k, (int, np.integer)) or k < 1:
         raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
     features = features or HashedNgrams()
     rules = [parse_filter(f) for f in filters]
     if method == "perplexity" and features.orders != (1, 2):
         raise InvalidParameterError(f"method='perplexity' needs n-gram orders (1, 2); got {features.orders}.")
-    out = Path(out)
     target, raw = list(map(Path, target)), list(map(Path, raw))
     if not target or not raw:
         raise InvalidParameterError("give at least one target file and one raw file.")
     for p in [*target, *raw]:
         if not p.exists():
             raise InputFormatError(f"{p}: no such file.")
+    out = check_output_path(out, [*target, *raw], what="output", is_own=is_selection_output)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     group_field = quota_field or label_field
     # strict / on_error are not part of the cache key: a cached shard keeps its counts of skipped
     # records, checked against the current policy below
     prepare_work_dir(work, {"features": repr(features), "text_field": text_field, "label_field": group_field,
-                            "shard_bytes": shard_bytes, "inputs": raw})
+                            "shard_bytes": shard_bytes, "shard_layout": SHARD_LAYOUT, "inputs": raw})
     timings: dict[str, float] = {}
 
     clock = time.perf_counter()
-    target_texts = _read_texts(target, text_field, strict, on_error)
+    losses: list[Loss] = []
+    target_texts = _read_texts(target, text_field, strict, on_error, losses)
     resampler = ImportanceResampler(features, length_normalize=length_normalize)
     target_batch = features.transform(target_texts)
     resampler.update_target(target_batch)
-    resampler._check_target()
+    resampler.check_target()
     target_groups = None
     if quota_field and not quotas:
         target_groups = [str(r.get(quota_field)) for s in iter_shards(target) for r in _records(s) if isinstance(r, dict)]
@@ -386,11 +518,11 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
     clock = time.perf_counter()
     shard_files: list[tuple[Path, str]] = []
     reused = 0
-    runner = make_executor(executor, workers)
+    runner = make_executor(executor, n_jobs)
     try:
-        bar = _progress(progress, "hashing shards")
+        bar = _progress(show_progress, "hashing shards")
         try:
-            for shard in iter_shards(raw, shard_bytes, on_error):
+            for shard in iter_shards(raw, shard_bytes, on_error, losses=losses):
                 shard_file = work / f"shard-{shard.index:06d}.npz"
                 shard_files.append((shard_file, shard.path))
                 if shard_file.exists():
@@ -462,11 +594,12 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], k:
         values, counts = np.unique(labels[chosen], return_counts=True)
         by_label = {label_names[v]: c for v, c in zip(values.tolist(), counts.tolist())}
     report = SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
+                             [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses),
                              kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
                              timings, len(shard_files), reused)
     atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
     if not keep_work:
-        shutil.rmtree(work, ignore_errors=True)
+        remove_work_dir(work)
     return report
 
 
@@ -592,7 +725,13 @@ def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: 
                     continue
                 lines = shard.blob.split(b"\n") if shard.rows is None else None
                 for place, copies, extra in todo:
-                    record = dict(shard.rows[place]) if lines is None else loads(lines[place])
+                    if lines is not None:
+                        try:
+                            record = loads(lines[place])
+                        except ValueError:  # kept by on_error="replace": decode as it was read
+                            record = json.loads(lines[place].decode("utf-8", errors="replace"))
+                    else:
+                        record = dict(shard.rows[place])
                     record.update(extra)
                     fh.write(_dump_record(record) * copies)
                     written += copies

@@ -20,11 +20,15 @@ __all__ = [
     "atomic_directory",
     "fsync_dir",
     "iter_text_lines",
+    "ON_ERROR",
+    "check_on_error",
     "iter_jsonl",
     "read_records",
+    "open_binary",
+    "check_output_path",
+    "sweep_stale_temporaries",
 ]
 
-_ENCODING_ERRORS = ("strict", "replace", "ignore")
 
 
 def fsync_dir(path: str | Path) -> None:
@@ -41,7 +45,7 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary file in the same folder, fsync, rename."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -59,16 +63,100 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def temporary_prefix(name: str) -> str:
+    """Prefix of this process's temporary siblings of ``name``: ``.NAME.PID.``, so that a later
+    write can tell which leftovers belong to a process that no longer runs."""
+    return f".{name}.{os.getpid()}."
+
+
+def sweep_stale_temporaries(folder: str | Path, name: str) -> int:
+    """Remove ``.NAME.PID.*.tmp`` / ``.old`` entries in ``folder`` left by killed writers
+    (processes that no longer run); return how many were removed."""
+    folder = Path(folder)
+    removed = 0
+    if not folder.is_dir():
+        return 0
+    for entry in folder.glob(f".{glob_escape(name)}.*"):
+        parts = entry.name[len(name) + 2 :].split(".", 1)
+        if not (entry.name.endswith(".tmp") or entry.name.endswith(".old")) or not parts[0].isdigit():
+            continue
+        pid = int(parts[0])
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                entry.unlink()
+        removed += 1
+    return removed
+
+
+def glob_escape(text: str) -> str:
+    import glob
+
+    return glob.escape(text)
+
+
+def _contains(folder: Path, path: Path) -> bool:
+    return folder == path or folder in path.parents
+
+
+def check_output_path(out: str | Path, inputs=(), *, what: str = "output", is_own=None, option: str = "--out") -> Path:
+    """Refuse an output path that would destroy data; return it resolved.
+
+    Refused: ``out`` is one of ``inputs`` or a folder that contains one, or sits inside an input
+    folder; or ``out`` exists and ``is_own(out)`` (the command's own earlier output, replaced
+    atomically) is not true. ``.`` and other existing folders that are not earlier outputs are
+    refused the same way, before anything is written.
+    """
+    from salience.exceptions import InvalidParameterError
+
+    raw = Path(out)
+    target = raw.resolve()
+    for source in inputs:
+        source = Path(source).resolve()
+        if _contains(target, source):
+            role = "is" if target == source else "contains"
+            raise InvalidParameterError(
+                f"{option} {raw} {role} the input {source}; writing there would destroy it. Choose another {what} path."
+            )
+        if source.is_dir() and _contains(source, target):
+            raise InvalidParameterError(
+                f"{option} {raw} lies inside the input folder {source}. Choose an {what} path outside it."
+            )
+    if target.exists() or target.is_symlink():
+        if is_own is None or not is_own(target):
+            kind = "folder" if target.is_dir() else "file"
+            raise InvalidParameterError(
+                f"{option} {raw} already exists and is a {kind} this command did not write; it is left untouched. "
+                f"Choose a new {what} path, or remove it first."
+            )
+    return target
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
     """Build a directory under a temporary name and move it into place only on success.
 
     An existing directory at ``path`` is replaced as a whole; an exception (or Ctrl-C)
-    leaves the old one untouched and removes the temporary one.
+    leaves the old one untouched and removes the temporary one. Temporaries of earlier,
+    killed writers are swept first.
     """
-    path = Path(path)
+    path = Path(path).resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    sweep_stale_temporaries(path.parent, path.name)
+    tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), suffix=".tmp", dir=path.parent))
     try:
         yield tmp
         for child in tmp.rglob("*"):
@@ -77,7 +165,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
                     os.fsync(fh.fileno())
         fsync_dir(tmp)
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            old = Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), suffix=".old", dir=path.parent))
             os.replace(path, old / "index")
             os.replace(tmp, path)
             shutil.rmtree(old, ignore_errors=True)
@@ -89,7 +177,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def _open_binary(path: Path):
+def open_binary(path: Path):
     try:
         if path.suffix == ".gz":
             return gzip.open(path, "rb")
@@ -100,57 +188,76 @@ def _open_binary(path: Path):
         raise InputFormatError(f"{path}: is a folder, expected a file.") from None
 
 
-def iter_text_lines(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, text)`` for each line of a text or ``.gz`` file.
+ON_ERROR = ("raise", "skip", "replace")
 
-    Invalid UTF-8 raises :class:`InputFormatError` naming the file and line, unless
-    ``encoding_errors`` is ``"replace"`` or ``"ignore"``. A corrupt gzip stream raises
-    the same error naming the file and the last good line.
-    """
-    if encoding_errors not in _ENCODING_ERRORS:
+
+def check_on_error(on_error: object) -> str:
+    """The one policy for unreadable input everywhere: ``raise`` (stop, naming file and line),
+    ``skip`` (drop the record, counted where a report is kept) or ``replace`` (decode invalid
+    UTF-8 with U+FFFD and keep the record)."""
+    if on_error not in ON_ERROR:
         from salience.exceptions import unknown_choice
 
-        raise unknown_choice("encoding_errors", encoding_errors, _ENCODING_ERRORS)
+        raise unknown_choice("on_error", on_error, ON_ERROR)
+    return str(on_error)
+
+
+def iter_text_lines(path: str | Path, on_error: str = "raise") -> Iterator[tuple[int, str]]:
+    """Yield ``(line_number, text)`` for each line of a text or ``.gz`` file.
+
+    Invalid UTF-8 raises :class:`InputFormatError` naming the file and line with
+    ``on_error="raise"``; ``"replace"`` decodes it with U+FFFD; ``"skip"`` drops the line. A
+    corrupt gzip stream raises the same error naming the file and the last good line.
+    """
+    check_on_error(on_error)
     path = Path(path)
     lineno = 0
-    with _open_binary(path) as fh:
+    errors = "replace" if on_error == "replace" else "strict"
+    with open_binary(path) as fh:
         try:
             for lineno, raw in enumerate(fh, start=1):
                 try:
-                    yield lineno, raw.decode("utf-8", errors=encoding_errors)
+                    text = raw.decode("utf-8", errors=errors)
                 except UnicodeDecodeError as err:
+                    if on_error == "skip":
+                        continue
                     raise InputFormatError(
                         f"{path}:{lineno}: invalid UTF-8 at byte {err.start} of the line. "
-                        "Fix the file, or pass encoding_errors='replace' (CLI: --encoding-errors replace)."
+                        "Fix the file, or pass on_error='replace' or 'skip' (CLI: --on-error replace)."
                     ) from None
+                yield lineno, text
         except (EOFError, OSError, zlib.error) as err:
             raise InputFormatError(f"{path}: corrupt or truncated compressed data after line {lineno}: {err}") from None
 
 
-def iter_jsonl(path: str | Path, encoding_errors: str = "strict") -> Iterator[tuple[int, dict]]:
-    """Yield ``(line_number, record)`` for each non-blank line of a jsonl / jsonl.gz file."""
+def iter_jsonl(path: str | Path, on_error: str = "raise") -> Iterator[tuple[int, dict]]:
+    """Yield ``(line_number, record)`` for each non-blank line of a jsonl / jsonl.gz file
+    (``on_error="skip"`` also drops lines that are not JSON objects)."""
     path = Path(path)
-    for lineno, line in iter_text_lines(path, encoding_errors):
+    for lineno, line in iter_text_lines(path, on_error):
         if not line.strip():
             continue
         try:
             record = json.loads(line)
         except json.JSONDecodeError as err:
+            if on_error == "skip":
+                continue
             raise InputFormatError(f"{path}:{lineno}: invalid JSON ({err.msg} at column {err.colno}).") from None
         if not isinstance(record, dict):
+            if on_error == "skip":
+                continue
             raise InputFormatError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}.")
         yield lineno, record
 
 
-
-def read_records(path: str | Path, required: dict, encoding_errors: str = "strict") -> list[dict]:
+def read_records(path: str | Path, required: dict, on_error: str = "raise") -> list[dict]:
     """All records of a jsonl file, each checked to hold the ``required`` fields.
 
     ``required`` maps a field name to ``(check, what)``: ``check(value)`` says whether the value
     is acceptable and ``what`` describes it for the error, which names the file and line.
     """
     records = []
-    for lineno, record in iter_jsonl(path, encoding_errors):
+    for lineno, record in iter_jsonl(path, on_error):
         for name, (check, what) in required.items():
             if not check(record.get(name)):
                 raise InputFormatError(f"{path}:{lineno}: record has no {what}.")

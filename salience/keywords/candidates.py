@@ -90,9 +90,9 @@ def _stemmer():
     """Snowball English (the tokenizer's stemmer loader), loaded once."""
     global _STEMMER
     if _STEMMER is None:
-        from salience.text.tokenize import _load_stemmer
+        from salience.text.tokenize import load_stemmer
 
-        _STEMMER = _load_stemmer("english")
+        _STEMMER = load_stemmer("english")
     return _STEMMER
 
 

@@ -66,7 +66,7 @@ def evaluate_keyphrases(predictions: Sequence[Sequence[str]], texts: Sequence[st
     return out
 
 
-def read_gold(path, encoding_errors: str = "strict") -> list[dict]:
+def read_gold(path, on_error: str = "raise") -> list[dict]:
     """Records with ``text`` (a string) and ``keyphrases`` (a list of strings); errors name the line."""
     from salience.io.files import read_records
 
@@ -74,4 +74,4 @@ def read_gold(path, encoding_errors: str = "strict") -> list[dict]:
         "text": (lambda v: isinstance(v, str), "text field 'text' (a string)"),
         "keyphrases": (lambda v: isinstance(v, list) and all(isinstance(g, str) for g in v),
                        "field 'keyphrases' (a list of strings)"),
-    }, encoding_errors)
+    }, on_error)

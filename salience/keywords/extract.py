@@ -31,6 +31,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from salience.core.graph import pagerank_scores
+from salience.core.base import Scorer, register, reject_options
 from salience.core.scores import Scores
 from salience.core.select import check_k
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
@@ -259,6 +260,17 @@ def _check_method(method: str, candidates_from: str, tagger=None) -> None:
         raise InvalidParameterError(f"tagger is used only with candidates_from='noun_phrases'; got {candidates_from!r}.")
 
 
+def _check_applies(method: str, rerank: str | None, **options) -> None:
+    """Options that do nothing for ``method`` are refused, not silently ignored."""
+    allowed = {"document_frequency"} if method == "tfidf" else set()
+    if method == "embed":
+        allowed |= {"encoder", "diversity"}
+    if rerank == "semrerank":
+        allowed |= {"encoder"}
+    reject_options(method if rerank is None else f"{method}+{rerank}", options, tuple(allowed), {"diversity": 0.5},
+                   {"document_frequency": "tfidf", "encoder": "embed and rerank='semrerank'", "diversity": "embed"})
+
+
 def _tagger_for(candidates_from: str, tagger):
     """The tagger that tokenising needs: noun phrases tag words (the default spaCy pipeline
     unless ``tagger`` names another or is a callable); the other sources do not."""
@@ -393,7 +405,7 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
     return values.tolist()
 
 
-def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
+def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                        document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
                        rerank: str | None = None, tagger=None) -> Scores:
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
@@ -408,10 +420,10 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
 
     >>> text = ("Sensor placement decides the coverage of a wireless sensor network. "
     ...         "Wireless sensor networks monitor areas with cheap sensors.")
-    >>> extract_keyphrases(text, 2).ids
+    >>> extract_keyphrases(text, k=2).ids
     ['sensor placement decides', 'wireless sensor network']
     """
-    return extract_keyphrases_many([text], k, method=method, candidates_from=candidates_from,
+    return extract_keyphrases_batch([text], k=k, method=method, candidates_from=candidates_from,
                                    document_frequency=document_frequency, encoder=encoder, diversity=diversity,
                                    rerank=rerank, tagger=tagger)[0]
 
@@ -420,21 +432,22 @@ def extract_keyphrases(text: str, k: int = 10, *, method: str = "yake", candidat
 EMBED_MAX_CANDIDATES = 100
 
 
-def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = "yake", candidates_from: str = "auto",
-                            document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                            rerank: str | None = None, batch_size: int = 2000, tagger=None) -> list[Scores]:
+def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
+                             document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
+                             rerank: str | None = None, batch_size: int = 2000, tagger=None) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
     methods go text by text.
 
-    >>> [s.ids for s in extract_keyphrases_many(["Graph kernels compare graphs.", "the of"], 1)]
+    >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
     """
     from salience.keywords.semantic import embed_scores, embed_select, semrerank_many
 
     k = check_k(k)
     _check_method(method, candidates_from, tagger)
+    _check_applies(method, rerank, document_frequency=document_frequency, encoder=encoder, diversity=diversity)
     if rerank is not None and rerank not in RERANKERS:
         raise unknown_choice("rerank", rerank, RERANKERS)
     if not 0.0 <= diversity <= 1.0:
@@ -468,3 +481,65 @@ def extract_keyphrases_many(texts: Iterable[str], k: int = 10, *, method: str = 
             scored = semrerank_many(scored, encoder=encoder)
         out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
     return out
+
+
+#: the name of earlier releases; it goes in the next one
+extract_keyphrases_many = extract_keyphrases_batch
+
+
+class KeyphraseExtractor(Scorer):
+    """Keyphrases of texts as :class:`~salience.Scores` (phrases and their salience), one
+    method of :data:`METHODS` with its options; the scorer form of :func:`extract_keyphrases`.
+
+    ``fit(texts)`` learns document frequencies for ``tfidf`` (``document_frequency_``) unless
+    a ``document_frequency`` model is given; the other methods need no fitting.
+
+    >>> KeyphraseExtractor(method="rake", k=1).score("Graph kernels compare graphs quickly.").ids
+    ['graph kernels compare graphs quickly']
+    """
+
+    def __init__(self, *, method: str = "yake", k: int = 10, candidates_from: str = "auto", tagger=None,
+                 document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
+                 rerank: str | None = None, batch_size: int = 2000):
+        check_k(k)
+        check_k(batch_size, "batch_size")
+        _check_method(method, candidates_from, tagger)
+        if rerank is not None and rerank not in RERANKERS:
+            raise unknown_choice("rerank", rerank, RERANKERS)
+        _check_applies(method, rerank, document_frequency=document_frequency, encoder=encoder, diversity=diversity)
+        self.method, self.k, self.candidates_from, self.tagger = method, k, candidates_from, tagger
+        self.document_frequency, self.encoder, self.diversity = document_frequency, encoder, diversity
+        self.rerank, self.batch_size = rerank, batch_size
+
+    def fit(self, texts: Iterable[str]) -> "KeyphraseExtractor":
+        if self.method == "tfidf" and self.document_frequency is None:
+            self.document_frequency_ = DocumentFrequency().fit(texts)
+        return self
+
+    def score(self, text: str) -> Scores:
+        """The ``k`` best keyphrases of one text."""
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"text must be a str; got {type(text).__name__}. For many texts use score_batch.")
+        return self.score_batch([text])[0]
+
+    def score_batch(self, texts: Iterable[str]) -> list[Scores]:
+        """The ``k`` best keyphrases of each text (results never depend on ``batch_size``)."""
+        model = self.document_frequency or getattr(self, "document_frequency_", None)
+        return extract_keyphrases_batch(texts, k=self.k, method=self.method, candidates_from=self.candidates_from,
+                                        document_frequency=model, encoder=self.encoder, diversity=self.diversity,
+                                        rerank=self.rerank, batch_size=self.batch_size, tagger=self.tagger)
+
+
+_DESCRIPTIONS = {
+    "yake": "YAKE statistics: casing, position, frequency, context spread and sentence spread of words (Campos et al., 2020)",
+    "rake": "RAKE: word degree over frequency within stop-word-bounded phrases (Rose et al., 2010)",
+    "tfidf": "candidate frequency times inverse document frequency (fit on a corpus, or the evaluated texts)",
+    "textrank": "TextRank: PageRank over the word co-occurrence graph (Mihalcea and Tarau, 2004)",
+    "singlerank": "SingleRank: TextRank with co-occurrence-weighted edges (Wan and Xiao, 2008)",
+    "positionrank": "PositionRank: PageRank biased toward early words (Florescu and Caragea, 2017)",
+    "topicrank": "TopicRank: PageRank over clusters of similar candidates (Bougouin et al., 2013)",
+    "multipartite": "MultipartiteRank: a multipartite candidate graph across topics (Boudin, 2018)",
+    "embed": "cosine of candidate and document embeddings with MMR diversity, as KeyBERT (needs salience[embed])",
+}
+for _method in METHODS:
+    register("keywords", _method, KeyphraseExtractor, _DESCRIPTIONS[_method], method=_method)

@@ -19,6 +19,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
+from salience.core.base import Scorer, register
 from salience.core.run import Run
 from salience.core.scores import Scores
 from salience.core.select import check_k
@@ -105,7 +106,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-class BM25:
+class BM25(Scorer):
     """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
 
     Parameters
@@ -212,6 +213,7 @@ class BM25:
             "delta": self.delta,
             "fields": list(self.fields),
             "field_weights": dict(self.field_weights),
+            "tokenizer": self.tokenizer,
             "store_documents": self.store_documents,
             "backend": self.backend,
         }
@@ -238,6 +240,11 @@ class BM25:
         return list(self._encoder.terms)
 
     @property
+    def n_segments(self) -> int:
+        """Number of segments (each :meth:`add` makes one until :meth:`merge`)."""
+        return len(self._segments)
+
+    @property
     def path(self) -> Path | None:
         """Folder this index is saved to (``None`` until saved or loaded)."""
         return self._path
@@ -248,8 +255,11 @@ class BM25:
 
     # ------------------------------------------------------------------------------------
     # indexing
-    def index(self, documents: Any, *, show_progress: bool = False, encoding_errors: str = "strict") -> "BM25":
+    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "BM25":
         """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
+
+        ``on_error``: ``"raise"`` stops at invalid UTF-8 or JSON naming file and line;
+        ``"replace"`` decodes invalid UTF-8 with U+FFFD; ``"skip"`` drops such records.
 
         Raises
         ------
@@ -259,20 +269,23 @@ class BM25:
             If an id occurs twice.
         """
         self._reset()
-        docs = list(iter_documents(documents, self.fields, encoding_errors))
+        docs = list(iter_documents(documents, self.fields, on_error))
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
         self._append_segment(docs, show_progress)
         return self
 
-    def add(self, documents: Any, *, show_progress: bool = False, encoding_errors: str = "strict") -> "BM25":
+    #: the indexing verb of search engines; the same as :meth:`fit`
+    index = fit
+
+    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "BM25":
         """Add documents as a new segment without re-indexing the existing ones.
 
         On an index that was saved or loaded, call :meth:`commit` to write the new segment.
         """
         if self._tf is None:
-            return self.index(documents, show_progress=show_progress, encoding_errors=encoding_errors)
-        docs = list(iter_documents(documents, self.fields, encoding_errors))
+            return self.fit(documents, show_progress=show_progress, on_error=on_error)
+        docs = list(iter_documents(documents, self.fields, on_error))
         if docs:
             self._append_segment(docs, show_progress)
         return self
@@ -542,9 +555,16 @@ class BM25:
         results = self.search_batch(list(query_map.values()), k, where=where, n_jobs=n_jobs, show_progress=show_progress)
         return Run(dict(zip(query_map.keys(), results)), name=name or f"bm25-{self.variant}")
 
-    def get_scores(self, query: str) -> np.ndarray:
-        """Exact score of every indexed position for ``query`` (deleted documents get 0), float64."""
+    def get_scores(self, query: str) -> Scores:
+        """Exact score of every live document for ``query``, as :class:`~salience.Scores` in
+        index order (the rank_bm25 / bm25s verb; documents without a query term score 0 or,
+        for BM25L / BM25+, the non-occurrence credit)."""
         self._require_index()
+        live = np.flatnonzero(self._live)
+        return Scores._trusted(self._dense_scores(query)[live], [self._ids[i] for i in live])
+
+    def _dense_scores(self, query: str) -> np.ndarray:
+        """Score of every indexed position for ``query`` (deleted documents get 0), float64."""
         encoded = self._encode_queries([query])
         dense = self._score_block(encoded)[0].astype(np.float64)
         if encoded[0]:
@@ -571,7 +591,7 @@ class BM25:
             positions.append(pos)
         cached = self._last_scores
         if cached is None or cached[0] != query:
-            cached = self._last_scores = (query, self.get_scores(query))
+            cached = self._last_scores = (query, self._dense_scores(query))
         return Scores(cached[1][positions], ids=[str(d) for d in doc_ids])
 
     def explain(self, query: str, doc_id: str) -> Explanation:
@@ -675,3 +695,14 @@ class BM25:
             self._stored = [self._stored[i] for i in keep]
         self._segments = [{"name": None, "n_docs": len(keep)}]
         self._refresh()
+
+
+for _variant, _description in (
+    ("lucene", "BM25 as Lucene, Elasticsearch and Pyserini score it (IDF log(1 + (N - df + 0.5) / (df + 0.5)))"),
+    ("robertson", "BM25 with Robertson-Sparck Jones IDF, as the original Okapi formulation"),
+    ("atire", "BM25 with ATIRE's IDF log(N / df)"),
+    ("bm25l", "BM25L: shifted term frequency so long documents are not over-penalised (Lv and Zhai, 2011)"),
+    ("bm25+", "BM25+: a lower bound delta on the credit of a matching term (Lv and Zhai, 2011)"),
+    ("tfidf", "classic TF-IDF (raw term frequency times IDF), for comparison"),
+):
+    register("search", _variant, BM25, _description, variant=_variant)

@@ -64,7 +64,7 @@ def _record_to_document(record: Mapping, fields: tuple[str, ...], where: str, po
 def iter_documents(
     source: Any,
     fields: tuple[str, ...] = ("title", "text"),
-    encoding_errors: str = "strict",
+    on_error: str = "raise",
 ) -> Iterator[Document]:
     """Yield :class:`Document` from a path (jsonl, jsonl.gz, BEIR folder) or an iterable of
     strings, ``(id, text)`` pairs, or mappings with an id key (``_id``/``id``) and text fields.
@@ -73,7 +73,7 @@ def iter_documents(
     """
     if isinstance(source, (str, os.PathLike)) and not (isinstance(source, str) and "\n" in source):
         path = resolve_corpus_path(source)
-        for position, (lineno, record) in enumerate(iter_jsonl(path, encoding_errors)):
+        for position, (lineno, record) in enumerate(iter_jsonl(path, on_error)):
             yield _record_to_document(record, fields, f"{path}:{lineno}", position)
         return
     if isinstance(source, Mapping):
@@ -99,7 +99,7 @@ def iter_documents(
             )
 
 
-def read_queries(source: Any, encoding_errors: str = "strict") -> dict[str, str]:
+def read_queries(source: Any, on_error: str = "raise") -> dict[str, str]:
     """Queries as ``{id: text}`` from a jsonl file / BEIR folder (``queries.jsonl``), a mapping,
     or a list of strings (ids are positions)."""
     if isinstance(source, Mapping):
@@ -109,7 +109,7 @@ def read_queries(source: Any, encoding_errors: str = "strict") -> dict[str, str]
         if path.is_dir():
             path = path / "queries.jsonl"
         out: dict[str, str] = {}
-        for lineno, record in iter_jsonl(path, encoding_errors):
+        for lineno, record in iter_jsonl(path, on_error):
             doc = _record_to_document(record, ("text",), f"{path}:{lineno}", len(out))
             out[doc.id] = doc.fields["text"]
         return out

@@ -23,6 +23,7 @@ manifest and so the previous index.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -41,8 +42,26 @@ if TYPE_CHECKING:  # pragma: no cover
     from salience.search.bm25 import BM25
 
 FORMAT = "salience.bm25"
-FORMAT_VERSION = 1
+# 2: the manifest carries a SHA-256 of its own content ("checksum"); version 1 manifests
+# (without one) still load.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+
+
+def _manifest_digest(body: dict) -> str:
+    canonical = json.dumps(body, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def is_index_folder(path: Path) -> bool:
+    """Whether ``path`` holds a salience BM25 index (its manifest names the format)."""
+    manifest = Path(path) / MANIFEST
+    if not manifest.is_file():
+        return False
+    try:
+        return json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 def _crc32(path: Path) -> int:
@@ -84,24 +103,28 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
 
 
 def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]) -> str:
-    return json.dumps(
-        {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "params": index.get_params(),
-            "tokenizer": index.tokenizer.get_config(),
-            "n_docs": index.n_docs,
-            "segments": segments,
-            "deleted": deleted,
-        },
-        indent=1,
-        ensure_ascii=False,
-    )
+    body = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "params": {k: v for k, v in index.get_params().items() if k != "tokenizer"},
+        "tokenizer": index.tokenizer.get_config(),
+        "n_docs": index.n_docs,
+        "segments": segments,
+        "deleted": deleted,
+    }
+    return json.dumps({**body, "checksum": _manifest_digest(body)}, indent=1, ensure_ascii=False)
 
 
 def save_index(index: "BM25", path: Path) -> None:
-    """Full save of a compacted index (one segment, no deletions), atomically replacing ``path``."""
+    """Full save of a compacted index (one segment, no deletions), atomically replacing ``path``.
+
+    ``path`` must be new, an empty folder, or an index: anything else is refused untouched.
+    """
+    from salience.io.files import check_output_path
+
     index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
+    path = check_output_path(path, what="index", option="path",
+                             is_own=lambda p: p.is_dir() and (is_index_folder(p) or not any(p.iterdir())))
     with atomic_directory(path) as tmp:
         files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
         segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
@@ -112,6 +135,8 @@ def save_index(index: "BM25", path: Path) -> None:
 
 def commit_index(index: "BM25") -> None:
     """Write new segments, then atomically replace the manifest (segments + deletions)."""
+    from salience.io.files import sweep_stale_temporaries, temporary_prefix
+
     path = index._path
     existing = {int(s["name"].split("-")[1]) for s in index._segments if s.get("name")}
     next_number = max(existing, default=-1) + 1
@@ -121,7 +146,8 @@ def commit_index(index: "BM25") -> None:
         if segment.get("name") is None:
             name = f"seg-{next_number:06d}"
             next_number += 1
-            tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", suffix=".tmp", dir=path))
+            sweep_stale_temporaries(path, name)
+            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
             try:
                 files = _write_segment(index, tmp, start, stop)
                 fsync_dir(tmp)
@@ -188,10 +214,27 @@ def load_index(cls, path: Path, verify: bool = True) -> "BM25":
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CorruptIndexError(f"{manifest_path}: not a salience BM25 manifest.")
     version = manifest.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
+    if isinstance(version, int) and version > FORMAT_VERSION:
         raise CorruptIndexError(
             f"{manifest_path}: format version {version!r} is newer than this salience reads ({FORMAT_VERSION}); upgrade salience."
         )
+    if version not in (1, 2) or isinstance(version, bool):
+        raise CorruptIndexError(f"{manifest_path}: unknown format version {version!r}; the manifest is damaged.")
+    if version >= 2:
+        body = {key: value for key, value in manifest.items() if key != "checksum"}
+        if manifest.get("checksum") != _manifest_digest(body):
+            raise CorruptIndexError(f"{manifest_path}: checksum mismatch; the manifest is damaged.")
+    try:
+        return _load_checked(cls, path, manifest, verify)
+    except CorruptIndexError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as err:
+        # a version-1 manifest has no checksum: damage shows up as inconsistent content
+        raise CorruptIndexError(f"{manifest_path}: inconsistent manifest ({type(err).__name__}: {err}); the index is damaged.") from None
+
+
+def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
+    manifest_path = path / MANIFEST
     try:
         params = dict(manifest["params"])
         tokenizer = Tokenizer.from_config(manifest["tokenizer"])

@@ -22,11 +22,11 @@ def rouge_scorer():
     return module.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
 
 
-def read_gold(path: str | Path, encoding_errors: str = "strict") -> list[dict]:
+def read_gold(path: str | Path, on_error: str = "raise") -> list[dict]:
     """Records with ``text`` and ``summary`` (one summary sentence per line); errors name the line."""
     is_text = lambda v: isinstance(v, str)  # noqa: E731
     return read_records(path, {"text": (is_text, "text field 'text' (a string)"),
-                               "summary": (is_text, "text field 'summary' (a string)")}, encoding_errors)
+                               "summary": (is_text, "text field 'summary' (a string)")}, on_error)
 
 
 def evaluate_summaries(
@@ -36,13 +36,13 @@ def evaluate_summaries(
     sentences: int | None = None,
     words: int | None = None,
     diversity: float = 0.0,
-    encoding_errors: str = "strict",
+    on_error: str = "raise",
 ) -> dict:
     """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}``; the summary length
     is the gold number of sentences unless ``sentences`` or ``words`` is given."""
     from salience.summarize.extractive import summarize
 
-    records = read_gold(path, encoding_errors)
+    records = read_gold(path, on_error)
     scorer = rouge_scorer()
     outputs = []
     start = time.perf_counter()

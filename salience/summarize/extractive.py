@@ -5,7 +5,8 @@ Scorers (all return :class:`~salience.Scores` over the sentences):
 
 * ``lexrank``: eigenvector centrality (PageRank) of the tf-idf cosine similarity graph, either
   continuous (edge weights = similarities) or thresholded (edges where similarity >= ``threshold``);
-* ``textrank``: PageRank over a BM25 (as summa), cosine or word-overlap similarity graph;
+* ``textrank``: PageRank over a BM25 (as summa) or word-overlap similarity graph (over the
+  cosine graph it would be continuous LexRank, so that is only offered as ``lexrank``);
 * ``centroid``: cosine similarity of each sentence to the document's tf-idf centroid;
 * ``lead``: earlier sentences first.
 
@@ -30,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from scipy import sparse
 
+from salience.core.base import Scorer, register, reject_options
 from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
 from salience.core.select import check_k, select_mmr
@@ -38,82 +41,96 @@ from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder, Tokenizer
 
-__all__ = ["METHODS", "Summary", "score_sentences", "summarize"]
+__all__ = ["METHODS", "Summary", "SentenceScorer", "score_sentences", "summarize"]
 
 METHODS = ("lexrank", "textrank", "centroid", "lead")
-SIMILARITIES = ("bm25", "cosine", "overlap")
+SIMILARITIES = ("bm25", "overlap")
 
-_ENCODER: TermEncoder | None = None
+# Above this many sentences the similarity graph stays sparse and PageRank iterates on it;
+# below, it is made dense (exact solve, the numbers of earlier releases).
+_DENSE_MAX_SENTENCES = 1000
+# MMR considers at most this many of the best sentences (its cost is quadratic in the pool).
+_MMR_POOL = 2000
 
 
-def _encoder() -> TermEncoder:
-    """One process-wide term encoder: its cache makes repeated vocabulary cheap. Sentence
+def _new_encoder() -> TermEncoder:
+    """A term encoder for one call: no state is shared between calls or threads. Sentence
     similarity should rest on content words, so the fuller English stop list is used."""
-    global _ENCODER
-    if _ENCODER is None:
-        _ENCODER = TermEncoder(Tokenizer(stopwords="en_full"))
-    return _ENCODER
+    return TermEncoder(Tokenizer(stopwords="en_full"))
 
 
-def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None) -> np.ndarray:
-    """Dense sentence x term count matrix over the terms of these sentences."""
-    encoder = encoder or _encoder()
-    ids, rows = encoder._encode_tokens([encoder.tokenizer.split(s) for s in sentences], grow=True)
+def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None) -> sparse.csr_matrix:
+    """Sparse sentence x term count matrix over the terms of these sentences."""
+    encoder = encoder or _new_encoder()
+    ids, rows = encoder.encode_tokens([encoder.tokenizer.split(s) for s in sentences], grow=True)
     if len(ids) == 0:
-        return np.zeros((len(sentences), 0))
+        return sparse.csr_matrix((len(sentences), 0))
     terms, local = np.unique(ids, return_inverse=True)
-    flat = np.bincount(rows * len(terms) + local.ravel(), minlength=len(sentences) * len(terms))
-    return flat.reshape(len(sentences), len(terms)).astype(np.float64)
+    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local.ravel())), shape=(len(sentences), len(terms)))
+    counts.sum_duplicates()
+    return counts
 
 
-def _tfidf(counts: np.ndarray) -> np.ndarray:
+def _tfidf(counts: sparse.csr_matrix) -> sparse.csr_matrix:
     n = counts.shape[0]
-    df = (counts > 0).sum(axis=0)
+    df = counts.getnnz(axis=0)
     idf = np.log((1.0 + n) / (1.0 + df)) + 1.0  # smoothed, as scikit-learn
-    return counts * idf
+    return sparse.csr_matrix(counts.multiply(idf[None, :]))
 
 
-def _cosine(matrix: np.ndarray) -> np.ndarray:
-    norms = np.linalg.norm(matrix, axis=1)
-    unit = matrix / np.where(norms > 0, norms, 1.0)[:, None]
-    return unit @ unit.T
+def _cosine(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
+    unit = sparse.csr_matrix(matrix.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
+    return (unit @ unit.T).tocsr()
 
 
-def _bm25_similarity(counts: np.ndarray, k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+def _bm25_similarity(counts: sparse.csr_matrix, k1: float = 1.2, b: float = 0.75) -> sparse.csr_matrix:
     """``S[i, j]``: BM25 score of sentence ``j`` for sentence ``i`` as the query."""
     n = counts.shape[0]
-    df = (counts > 0).sum(axis=0)
+    df = counts.getnnz(axis=0)
     idf = np.log((n - df + 0.5) / (df + 0.5))
     # as summa / gensim: negative IDF (terms in most sentences) is replaced by a small floor
     positive = idf[idf > 0]
     floor = 0.25 * (positive.mean() if len(positive) else 0.0)
     idf = np.where(idf > 0, idf, floor)
-    lengths = counts.sum(axis=1)
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
     avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
-    tfc = counts * (k1 + 1) / (counts + k1 * (1 - b + b * lengths[:, None] / avg))
-    return (counts > 0).astype(float) @ (tfc * idf).T
+    coo = counts.tocoo()
+    tf = coo.data
+    weight = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[coo.row] / avg)) * idf[coo.col]
+    tfc = sparse.csr_matrix((weight, (coo.row, coo.col)), shape=counts.shape)
+    present = sparse.csr_matrix((np.ones(len(tf)), (coo.row, coo.col)), shape=counts.shape)
+    return (present @ tfc.T).tocsr()
 
 
-def _overlap_similarity(counts: np.ndarray) -> np.ndarray:
-    present = (counts > 0).astype(float)
-    shared = present @ present.T
-    lengths = counts.sum(axis=1)
-    with np.errstate(divide="ignore"):
-        logs = np.log(np.maximum(lengths, 1.0))
-    denominator = logs[:, None] + logs[None, :]
-    return np.where(denominator > 0, shared / np.where(denominator > 0, denominator, 1.0), 0.0)
+def _overlap_similarity(counts: sparse.csr_matrix) -> sparse.csr_matrix:
+    present = counts.copy()
+    present.data[:] = 1.0
+    shared = (present @ present.T).tocoo()
+    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    logs = np.log(np.maximum(lengths, 1.0))
+    denominator = logs[shared.row] + logs[shared.col]
+    values = np.where(denominator > 0, shared.data / np.where(denominator > 0, denominator, 1.0), 0.0)
+    return sparse.csr_matrix((values, (shared.row, shared.col)), shape=shared.shape)
+
+
+def _graph(similarity: sparse.csr_matrix):
+    """The similarity graph in the form PageRank takes: dense for small inputs."""
+    return similarity.toarray() if similarity.shape[0] <= _DENSE_MAX_SENTENCES else similarity
 
 
 def _query_affinity(sentences: Sequence[str], query: str) -> np.ndarray:
-    counts = _term_counts(list(sentences) + [query])
-    sim = _cosine(_tfidf(counts))[-1, :-1]
+    tfidf = _tfidf(_term_counts(list(sentences) + [query]))
+    norms = np.sqrt(np.asarray(tfidf.multiply(tfidf).sum(axis=1)).ravel())
+    unit = sparse.csr_matrix(tfidf.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
+    sim = np.asarray((unit[:-1] @ unit[-1].T).todense()).ravel()
     return np.maximum(sim, 0.0)
 
 
 def score_sentences(
     sentences: Sequence[str],
-    method: str = "lexrank",
     *,
+    method: str = "lexrank",
     similarity: str | None = None,
     threshold: float | None = None,
     query: str | None = None,
@@ -122,11 +139,14 @@ def score_sentences(
 ) -> Scores:
     """Salience of each sentence (ids are positions).
 
-    ``similarity`` (``textrank`` only): ``bm25`` (default), ``cosine`` or ``overlap``.
+    ``similarity`` (``textrank`` only): ``bm25`` (default) or ``overlap``.
     ``threshold`` (``lexrank`` only): ``None`` for continuous LexRank, or a cosine cut-off such as 0.1.
+    ``damping`` (graph methods): the PageRank damping factor.
     ``query_bias``: with a query, the probability that the random walk jumps to a sentence in
     proportion to its similarity to the query (biased LexRank; Otterbacher et al. use 0.8-0.95).
+    Options that do not apply to ``method`` are refused.
     """
+    _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias, query=query)
     if method not in METHODS:
         raise unknown_choice("summarisation method", method, METHODS)
     n = len(sentences)
@@ -139,28 +159,80 @@ def score_sentences(
     counts = _term_counts(sentences)
     affinity = _query_affinity(sentences, query) if query and query.strip() else None
     if method == "centroid":
-        tfidf = _tfidf(counts)
         if affinity is not None:
             return Scores(affinity)
-        centroid = tfidf.sum(axis=0, keepdims=True)
-        return Scores(_cosine(np.vstack([tfidf, centroid]))[-1, :-1])
+        tfidf = _tfidf(counts)
+        centroid = sparse.csr_matrix(tfidf.sum(axis=0))
+        return Scores(np.asarray(_cosine(sparse.vstack([tfidf, centroid]).tocsr())[-1, :-1].todense()).ravel())
     if method == "lexrank":
         sim = _cosine(_tfidf(counts))
         if threshold is not None:
             if not 0.0 <= threshold <= 1.0:
                 raise InvalidParameterError(f"threshold must be in [0, 1]; got {threshold}.")
-            sim = (sim >= threshold).astype(float)
+            if threshold <= 0.0:  # every pair is an edge
+                sim = np.ones((n, n))
+            else:
+                sim = sim.copy()
+                sim.data = (sim.data >= threshold).astype(float)
+                sim.eliminate_zeros()
     else:
         kind = similarity or "bm25"
-        if kind not in SIMILARITIES:
-            raise unknown_choice("TextRank similarity", kind, SIMILARITIES)
-        sim = _bm25_similarity(counts) if kind == "bm25" else _cosine(_tfidf(counts)) if kind == "cosine" else _overlap_similarity(counts)
-        sim = (sim + sim.T) / 2.0
+        sim = _bm25_similarity(counts) if kind == "bm25" else _overlap_similarity(counts)
+        sim = ((sim + sim.T) / 2.0).tocsr()
+    graph = sim if isinstance(sim, np.ndarray) else _graph(sim)
+    if not 0.0 < damping < 1.0:
+        raise InvalidParameterError(f"damping must be in (0, 1); got {damping}.")
     if affinity is not None and affinity.sum() > 0:
         if not 0.0 <= query_bias < 1.0:
             raise InvalidParameterError(f"query_bias must be in [0, 1); got {query_bias}.")
-        return Scores(pagerank_scores(sim, 1.0 - query_bias, affinity / affinity.sum()))
-    return Scores(pagerank_scores(sim, damping))
+        return Scores(pagerank_scores(graph, 1.0 - query_bias, affinity / affinity.sum()))
+    return Scores(pagerank_scores(graph, damping))
+
+
+def _check_options(method: str, **options) -> None:
+    if method not in METHODS:
+        raise unknown_choice("summarisation method", method, METHODS)
+    similarity = options.get("similarity")
+    if method == "textrank" and similarity == "cosine":
+        raise InvalidParameterError("TextRank over the cosine graph is continuous LexRank: use method='lexrank'.")
+    if method == "textrank" and similarity is not None and similarity not in SIMILARITIES:
+        raise unknown_choice("TextRank similarity", similarity, SIMILARITIES)
+    allowed = {"lexrank": ("threshold", "damping", "query", "query_bias"), "textrank": ("similarity", "damping", "query", "query_bias"),
+               "centroid": ("query",), "lead": ()}[method]
+    reject_options(method, options, allowed, {"damping": 0.85, "query_bias": 0.85},
+                   {"threshold": "lexrank", "similarity": "textrank", "damping": "lexrank and textrank",
+                    "query_bias": "lexrank and textrank", "query": "lexrank, textrank and centroid"})
+
+
+class SentenceScorer(Scorer):
+    """Salience of the sentences of a text: the scorer form of :func:`score_sentences`.
+
+    >>> SentenceScorer(method="lead").score(["First.", "Second.", "Third."]).ranked_ids()
+    [0, 1, 2]
+    """
+
+    def __init__(self, *, method: str = "lexrank", similarity: str | None = None, threshold: float | None = None,
+                 damping: float = 0.85, query_bias: float = 0.85):
+        _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias)
+        self.method, self.similarity, self.threshold = method, similarity, threshold
+        self.damping, self.query_bias = damping, query_bias
+
+    def _options(self) -> dict:
+        return {k: v for k, v in self.get_params().items() if k != "method"}
+
+    def score(self, sentences: Sequence[str], *, query: str | None = None) -> Scores:
+        """Salience of each sentence of one text (a list of sentences, or a str to split)."""
+        units = [u.text for u in split_sentences(sentences)] if isinstance(sentences, str) else _sentence_list(sentences)
+        return score_sentences(units, method=self.method, query=query, **self._options())
+
+    def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
+        return [self.score(t, query=query) for t in texts]
+
+
+def _sentence_list(sentences) -> list[str]:
+    if isinstance(sentences, Sequence) and all(isinstance(x, str) for x in sentences):
+        return [x for x in sentences if x.strip()]
+    raise InvalidParameterError("sentences must be a str or a list of sentences (str).")
 
 
 @dataclass
@@ -187,7 +259,10 @@ def summarize(
     words: int | None = None,
     query: str | None = None,
     diversity: float = 0.0,
-    **options,
+    similarity: str | None = None,
+    threshold: float | None = None,
+    damping: float = 0.85,
+    query_bias: float = 0.85,
 ) -> Summary:
     """Extract a summary of ``sentences`` sentences (default 3) or at most ``words`` words.
 
@@ -206,6 +281,8 @@ def summarize(
         units = [s for s in text if s.strip()]
     else:
         raise InvalidParameterError("text must be a str or a list of sentences (str).")
+    options = {"similarity": similarity, "threshold": threshold, "damping": damping, "query_bias": query_bias}
+    _check_options(method, **options)
     if sentences is not None and words is not None:
         raise InvalidParameterError("give sentences= or words=, not both.")
     if words is not None:
@@ -214,12 +291,16 @@ def summarize(
         sentences = check_k(3 if sentences is None else sentences, "sentences")
     if not 0.0 <= diversity <= 1.0 or not isinstance(diversity, numbers.Real):
         raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity!r}.")
-    scores = score_sentences(units, method, query=query, **options)
+    scores = score_sentences(units, method=method, query=query, **options)
     if not units:
         return Summary([], [], scores)
     if diversity > 0:
-        similarity = _cosine(_tfidf(_term_counts(units)))
-        order = [int(i) for i in select_mmr(scores, similarity, len(units), diversity=diversity, normalize="minmax").ids]
+        # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
+        pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
+        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool]))).toarray()
+        picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, len(pool),
+                            diversity=diversity, normalize="minmax")
+        order = [int(i) for i in picked.ids]
     else:
         order = [int(i) for i in scores.order()]
     chosen: list[int] = []
@@ -234,3 +315,12 @@ def summarize(
         chosen = order[:sentences]
     chosen.sort()
     return Summary([units[i] for i in chosen], chosen, scores)
+
+
+for _method, _description in (
+    ("lexrank", "LexRank: PageRank over the tf-idf cosine graph, continuous or thresholded (Erkan and Radev, 2004)"),
+    ("textrank", "TextRank: PageRank over a BM25 or word-overlap sentence graph (Mihalcea and Tarau, 2004; Barrios et al., 2016)"),
+    ("centroid", "cosine of each sentence to the tf-idf centroid of the text (Radev et al., 2004)"),
+    ("lead", "earlier sentences first (the news baseline)"),
+):
+    register("summarize", _method, SentenceScorer, _description, method=_method)

@@ -85,7 +85,7 @@ def byte_token_ids(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
     return group_rows([w0, w1, lengths])
 
 
-def _load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
+def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
     if stemmer is None or callable(stemmer):
         return stemmer
     if not isinstance(stemmer, str):
@@ -151,7 +151,7 @@ class Tokenizer:
         self.stopwords = stopwords if (stopwords is None or isinstance(stopwords, str)) else sorted(set(stopwords))
         self.stemmer = stemmer
         self._stopset = get_stopwords(stopwords)
-        self._stem = _load_stemmer(stemmer)
+        self._stem = load_stemmer(stemmer)
         self._ascii_fast = pattern == DEFAULT_PATTERN
         self._table = _TABLE_LOWER if self.lower else _TABLE_KEEP
 
@@ -171,8 +171,33 @@ class Tokenizer:
     def from_config(cls, config: dict[str, Any]) -> "Tokenizer":
         return cls(**config)
 
+    def __getstate__(self) -> dict:
+        # PyStemmer objects do not pickle: a named stemmer is loaded again on unpickling
+        state = dict(self.__dict__)
+        if isinstance(self.stemmer, str):
+            state["_stem"] = None
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        if self._stem is None and isinstance(self.stemmer, str):
+            self._stem = load_stemmer(self.stemmer)
+
+    def _key(self) -> tuple:
+        stopwords = tuple(self.stopwords) if isinstance(self.stopwords, list) else self.stopwords
+        return (self.lower, self.normalize, self.pattern, stopwords, self.stemmer)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Tokenizer):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
     def __repr__(self) -> str:
-        return "Tokenizer(" + ", ".join(f"{k}={v!r}" for k, v in self.get_config().items()) + ")"
+        return "Tokenizer(" + ", ".join(f"{k}={v!r}" for k, v in zip(
+            ("lower", "normalize", "pattern", "stopwords", "stemmer"), self._key())) + ")"
 
     # splitting -----------------------------------------------------------------------------
     def split(self, text: str) -> list:
@@ -308,7 +333,7 @@ class TermEncoder:
         if self.tokenizer._ascii_fast and sum(map(len, texts)) > 20_000:
             ids, docs = self._encode_bytes(texts, grow)
         else:
-            ids, docs = self._encode_tokens([self.tokenizer.split(t) for t in texts], grow)
+            ids, docs = self.encode_tokens([self.tokenizer.split(t) for t in texts], grow)
         id_parts.append(ids)
         doc_parts.append(docs + base)
 
@@ -325,7 +350,7 @@ class TermEncoder:
             )
         return codes
 
-    def _encode_tokens(self, docs: list[list], grow: bool) -> tuple[np.ndarray, np.ndarray]:
+    def encode_tokens(self, docs: list[list], grow: bool) -> tuple[np.ndarray, np.ndarray]:
         raw_lengths = np.fromiter(map(len, docs), dtype=np.int64, count=len(docs))
         tokens = list(chain.from_iterable(docs))
         ids = self._lookup(tokens, grow)

@@ -67,7 +67,7 @@ def test_listwise_algorithms_with_a_perfect_judge():
     assert permutation_self_consistency(ITEMS[:9], ListwiseJudge(perfect_listwise), shuffles=3).ranked_ids() == sorted(
         ITEMS[:9], key=lambda d: -TRUTH[d]
     )
-    judge = ListwiseJudge(perfect_listwise, n_workers=4)
+    judge = ListwiseJudge(perfect_listwise, n_jobs=4)
     top = jointrank(ITEMS, judge, block_size=10, repetitions=3, aggregate_with="winrate").ranked_ids()
     assert judge.calls == len(block_design(40, 10, 3))
     assert len(set(top[:10]) & set(BEST[:10])) >= 8

@@ -57,9 +57,9 @@ def test_dedup_files_and_cli(tmp_path, capsys):
     source = tmp_path / "in.jsonl"
     source.write_text("".join(json.dumps(r) + "\n" for r in records))
     out = tmp_path / "out.jsonl"
-    report = dedup_files([source], out, workers=1)
+    report = dedup_files([source], out, n_jobs=1)
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 2, 3]
     assert (report.exact_duplicates, report.near_duplicates, report.skipped_no_text) == (1, 0, 1)
-    assert main(["data", "dedup", str(source), "--out", str(out), "--near", "--workers", "2"]) == 0
+    assert main(["data", "dedup", str(source), "--out", str(out), "--near", "--n-jobs", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["near_duplicates"] == 1
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 3]

@@ -68,14 +68,14 @@ def _pool(tmp_path):
 def test_select_documents_end_to_end_and_resume(tmp_path):
     target, raw = _pool(tmp_path)
     out = tmp_path / "selected.jsonl.gz"
-    report = select_documents([target], [raw], 50, out, label_field="domain", workers=2, shard_bytes=4096, keep_work=True)
+    report = select_documents([target], [raw], out, k=50, label_field="domain", n_jobs=2, shard_bytes=4096, keep_work=True)
     records = [json.loads(line) for line in gzip.open(out, "rt")]
     assert len(records) == 50 and all(r["domain"] == "bio" for r in records) and "salience_score" in records[0]
     assert report.by_label == {"bio": 50} and report.skipped_no_text == 1 and report.kl_reduction > 0
     shards = sorted((tmp_path / "selected.jsonl.gz.work").glob("shard-*.npz"))
     assert len(shards) == report.shards > 2
     stamp = [s.stat().st_mtime_ns for s in shards]
-    again = select_documents([target], [raw], 50, out, label_field="domain", workers=1, shard_bytes=4096, keep_work=True)
+    again = select_documents([target], [raw], out, k=50, label_field="domain", n_jobs=1, shard_bytes=4096, keep_work=True)
     assert [s.stat().st_mtime_ns for s in shards] == stamp and again.by_label == report.by_label  # finished shards reused
     assert again.shards_reused == len(shards)
 
@@ -84,24 +84,24 @@ def test_select_documents_bad_input(tmp_path):
     target, raw = _pool(tmp_path)
     out = tmp_path / "out.jsonl"
     with pytest.raises(InputFormatError, match="no text field"):
-        select_documents([target], [raw], 5, out, strict=True, work_dir=tmp_path / "w1")
+        select_documents([target], [raw], out, k=5, strict=True, work_dir=tmp_path / "w1")
     with pytest.raises(InvalidParameterError, match="larger than the pool"):
-        select_documents([target], [raw], 5000, out, work_dir=tmp_path / "w2")
+        select_documents([target], [raw], out, k=5000, work_dir=tmp_path / "w2")
     assert not out.exists()
     empty = tmp_path / "empty.jsonl"
     empty.write_text("")
     with pytest.raises(SalienceError, match="target is empty"):
-        select_documents([empty], [raw], 5, out, work_dir=tmp_path / "w3")
+        select_documents([empty], [raw], out, k=5, work_dir=tmp_path / "w3")
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b'{"text": "fine text here"}\n{"text": "caf\xe9"}\n')
     with pytest.raises(InputFormatError, match="bad.jsonl:2"):
-        select_documents([target], [bad], 1, out, work_dir=tmp_path / "w4")
-    report = select_documents([target], [bad], 1, out, on_error="skip", work_dir=tmp_path / "w5")
+        select_documents([target], [bad], out, k=1, work_dir=tmp_path / "w4")
+    report = select_documents([target], [bad], out, k=1, on_error="skip", work_dir=tmp_path / "w5")
     assert report.skipped_errors == 1 and report.selected == 1
     corrupt = tmp_path / "corrupt.jsonl.gz"
     corrupt.write_bytes(gzip.compress(b'{"text": "a b c"}\n' * 100)[:25])
     with pytest.raises(InputFormatError, match="corrupt.jsonl.gz: unreadable"):
-        select_documents([target], [corrupt], 1, out, work_dir=tmp_path / "w6")
+        select_documents([target], [corrupt], out, k=1, work_dir=tmp_path / "w6")
 
 
 def test_cli_select(tmp_path, capsys):
@@ -110,7 +110,7 @@ def test_cli_select(tmp_path, capsys):
     target, raw = _pool(tmp_path)
     out = tmp_path / "sel.jsonl"
     assert main(["data", "select", "--target", str(target), "--raw", str(raw), "--k", "10", "--out", str(out),
-                 "--label-field", "domain", "--sampling", "topk", "--workers", "1"]) == 0
+                 "--label-field", "domain", "--sampling", "topk", "--n-jobs", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["by_label"] == {"bio": 10}
     assert len(out.read_text().splitlines()) == 10
     assert main(["data", "select", "--target", str(target), "--raw", str(raw), "--k", "100000", "--out", str(out),
@@ -121,8 +121,8 @@ def test_cli_select(tmp_path, capsys):
 @pytest.mark.parametrize("method", ["classifier", "perplexity"])
 def test_other_scorers_select_the_target_domain(tmp_path, method):
     target, raw = _pool(tmp_path)
-    report = select_documents([target], [raw], 40, tmp_path / "out.jsonl", method=method, sampling="topk",
-                              label_field="domain", workers=1)
+    report = select_documents([target], [raw], tmp_path / "out.jsonl", k=40, method=method, sampling="topk",
+                              label_field="domain", n_jobs=1)
     assert report.by_label.get("bio", 0) >= 36  # of 40; the pool has 100 bio documents among 300
 
 
@@ -132,7 +132,7 @@ def test_quotas_follow_the_target_mix(tmp_path):
     lines = [{"text": f"protein {i} binds the receptor in cells", "domain": "bio"} for i in range(150)]
     lines += [{"text": f"stock {i} market prices fell today again", "domain": "news"} for i in range(50)]
     target.write_text("".join(json.dumps(r) + "\n" for r in lines))
-    report = select_documents([target], [raw], 40, tmp_path / "out.jsonl", quota_field="domain", workers=1)
+    report = select_documents([target], [raw], tmp_path / "out.jsonl", k=40, quota_field="domain", n_jobs=1)
     assert report.by_label == {"bio": 30, "news": 10}
 
 
@@ -141,7 +141,7 @@ def test_report_cli(tmp_path, capsys):
 
     target, raw = _pool(tmp_path)
     out = tmp_path / "sel.jsonl"
-    select_documents([target], [raw], 50, out, workers=1)
+    select_documents([target], [raw], out, k=50, n_jobs=1)
     assert main(["data", "report", str(out), "--target", str(target), "--raw", str(raw), "--label-field", "domain",
                  "--target-label", "bio", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
@@ -156,8 +156,8 @@ def test_parquet_input(tmp_path):
     target, raw = _pool(tmp_path)
     rows = [json.loads(line) for line in gzip.open(raw, "rt")][:300]
     pq.write_table(pa.Table.from_pylist(rows), tmp_path / "raw.parquet")
-    report = select_documents([target], [tmp_path / "raw.parquet"], 20, tmp_path / "out.jsonl", label_field="domain",
-                              workers=1)
+    report = select_documents([target], [tmp_path / "raw.parquet"], tmp_path / "out.jsonl", k=20, label_field="domain",
+                              n_jobs=1)
     assert report.by_label == {"bio": 20}
     assert all(json.loads(line)["domain"] == "bio" for line in (tmp_path / "out.jsonl").read_text().splitlines())
 
@@ -165,13 +165,13 @@ def test_parquet_input(tmp_path):
 def test_ray_executor_matches_local(tmp_path):
     ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'salience[ray]'")
     target, raw = _pool(tmp_path)
-    local = select_documents([target], [raw], 30, tmp_path / "a.jsonl", workers=2, shard_bytes=4096, seed=3)
+    local = select_documents([target], [raw], tmp_path / "a.jsonl", k=30, n_jobs=2, shard_bytes=4096, seed=3)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
-        remote = select_documents([target], [raw], 30, tmp_path / "b.jsonl", workers=2, shard_bytes=4096, seed=3,
+        remote = select_documents([target], [raw], tmp_path / "b.jsonl", k=30, n_jobs=2, shard_bytes=4096, seed=3,
                                   executor="ray")
         with pytest.raises(InputFormatError, match="no text field"):
-            select_documents([target], [raw], 5, tmp_path / "c.jsonl", strict=True, executor="ray")
+            select_documents([target], [raw], tmp_path / "c.jsonl", k=5, strict=True, executor="ray")
     finally:
         ray.shutdown()
     assert (tmp_path / "a.jsonl").read_text() == (tmp_path / "b.jsonl").read_text()
@@ -194,10 +194,10 @@ def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
 
     monkeypatch.setattr(pipeline, "_dump_record", dump_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
-        select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
+        select_documents([target], [raw], out, k=20, n_jobs=1, work_dir=tmp_path / "work")
     assert not out.exists() and not list(tmp_path.glob("out.jsonl.gz*"))
     monkeypatch.setattr(pipeline, "_dump_record", real_dump)
-    report = select_documents([target], [raw], 20, out, workers=1, work_dir=tmp_path / "work")
+    report = select_documents([target], [raw], out, k=20, n_jobs=1, work_dir=tmp_path / "work")
     assert report.shards_reused == report.shards  # the hashed shards of the interrupted run are reused
     assert len(gzip.open(out, "rt").read().splitlines()) == 20
 
@@ -208,10 +208,10 @@ def test_corrupt_gzip_keeps_finished_shards(tmp_path):
     corrupt.write_bytes(gzip.compress(b'{"text": "a b c"}\n' * 100)[:25])
     work = tmp_path / "work"
     with pytest.raises(InputFormatError, match="later.jsonl.gz: unreadable after line 0"):
-        select_documents([target], [raw, corrupt], 5, tmp_path / "out.jsonl", work_dir=work, shard_bytes=4096)
+        select_documents([target], [raw, corrupt], tmp_path / "out.jsonl", k=5, work_dir=work, shard_bytes=4096)
     finished = list(work.glob("shard-*.npz"))
     assert len(finished) > 2 and not (tmp_path / "out.jsonl").exists()
-    report = select_documents([target], [raw, corrupt], 5, tmp_path / "out.jsonl", work_dir=work, shard_bytes=4096,
+    report = select_documents([target], [raw, corrupt], tmp_path / "out.jsonl", k=5, work_dir=work, shard_bytes=4096,
                               on_error="skip")
     assert report.shards_reused == len(finished) and report.selected == 5
     assert json.loads((tmp_path / "out.jsonl.report.json").read_text())["selected"] == 5
@@ -224,9 +224,9 @@ def test_heuristic_filters(tmp_path):
     assert stats["words"].tolist() == [3, 0, 3] and stats["alpha_ratio"][0] == pytest.approx(10 / 13)
     target, raw = _pool(tmp_path)
     with pytest.raises(InvalidParameterError, match="0 eligible documents"):
-        select_documents([target], [raw], 5, tmp_path / "out.jsonl", filters=["mean_word_length>=100"], workers=1)
-    report = select_documents([target], [raw], 5, tmp_path / "out.jsonl", filters=["words>=6", "alpha_ratio>=0.5"],
-                              label_field="domain", workers=1)
+        select_documents([target], [raw], tmp_path / "out.jsonl", k=5, filters=["mean_word_length>=100"], n_jobs=1)
+    report = select_documents([target], [raw], tmp_path / "out.jsonl", k=5, filters=["words>=6", "alpha_ratio>=0.5"],
+                              label_field="domain", n_jobs=1)
     assert report.eligible == 300 and report.by_label == {"bio": 5}
     with pytest.raises(InvalidParameterError, match="STATISTIC>=VALUE"):
         parse_filter("alpha>0.5")
@@ -235,11 +235,11 @@ def test_heuristic_filters(tmp_path):
 def test_cached_shards_follow_the_settings(tmp_path):
     target, raw = _pool(tmp_path)
     work = tmp_path / "work"
-    select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, keep_work=True, workers=1)
-    again = select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, keep_work=True, workers=1,
+    select_documents([target], [raw], tmp_path / "a.jsonl", k=5, work_dir=work, keep_work=True, n_jobs=1)
+    again = select_documents([target], [raw], tmp_path / "a.jsonl", k=5, work_dir=work, keep_work=True, n_jobs=1,
                              label_field="domain")
     assert again.shards_reused == 0 and again.by_label == {"bio": 5}  # labels were not in the cached shards
     with gzip.open(raw, "at") as fh:
         fh.write(json.dumps({"text": "protein binds receptor cells assay again", "domain": "bio"}) + "\n")
-    changed = select_documents([target], [raw], 5, tmp_path / "a.jsonl", work_dir=work, workers=1, label_field="domain")
+    changed = select_documents([target], [raw], tmp_path / "a.jsonl", k=5, work_dir=work, n_jobs=1, label_field="domain")
     assert changed.shards_reused == 0 and changed.pool == 301

@@ -6,7 +6,7 @@ import pytest
 from salience import InvalidParameterError, Scores
 from salience.cli import main
 from salience.exceptions import ShapeError
-from salience.keywords import extract_keyphrases, extract_keyphrases_many
+from salience.keywords import extract_keyphrases, extract_keyphrases_batch
 from salience.keywords.semantic import semrerank
 from tests.conftest import data_path, read_jsonl
 
@@ -27,12 +27,12 @@ def trigram_encoder(texts):
 
 
 def test_embed_scores_are_cosines_and_mmr_diversifies():
-    plain = extract_keyphrases(TEXT, 3, method="embed", encoder=trigram_encoder, diversity=0.0)
+    plain = extract_keyphrases(TEXT, k=3, method="embed", encoder=trigram_encoder, diversity=0.0)
     E = trigram_encoder([TEXT] + plain.ids)
     E /= np.linalg.norm(E, axis=1, keepdims=True)
     assert np.allclose(plain.values, E[1:] @ E[0])  # cosine to the document
     assert list(plain.values) == sorted(plain.values, reverse=True)
-    diverse = extract_keyphrases(TEXT, 3, method="embed", encoder=trigram_encoder, diversity=0.9)
+    diverse = extract_keyphrases(TEXT, k=3, method="embed", encoder=trigram_encoder, diversity=0.9)
     assert diverse.ids[0] == plain.ids[0] and diverse.ids != plain.ids
 
 
@@ -57,13 +57,13 @@ def test_semrerank_by_hand():
 
 def test_rerank_any_method_and_bad_choices():
     for method in ("yake", "textrank", "embed"):
-        top = extract_keyphrases(TEXT, 3, method=method, rerank="semrerank", encoder=trigram_encoder)
+        top = extract_keyphrases(TEXT, k=3, method=method, rerank="semrerank", encoder=trigram_encoder)
         assert len(top) == 3 and any("sensor" in p for p in top.ids)
     with pytest.raises(InvalidParameterError, match="valid values"):
         extract_keyphrases(TEXT, rerank="keybert")
     with pytest.raises(InvalidParameterError, match="diversity"):
         extract_keyphrases(TEXT, method="embed", diversity=1.5, encoder=trigram_encoder)
-    assert [len(s) for s in extract_keyphrases_many(["", "the of"], 3, method="embed", encoder=trigram_encoder)] == [0, 0]
+    assert [len(s) for s in extract_keyphrases_batch(["", "the of"], k=3, method="embed", encoder=trigram_encoder)] == [0, 0]
 
 
 def test_bundled_minilm_encoder():
@@ -75,12 +75,12 @@ def test_bundled_minilm_encoder():
     E = encoder(["wireless sensor network", "sensor networks without wires", "chocolate cake recipe"])
     assert E.shape == (3, 384) and np.allclose(np.linalg.norm(E, axis=1), 1.0, atol=1e-5)
     assert E[0] @ E[1] > E[0] @ E[2] + 0.3
-    top = extract_keyphrases(TEXT, 3, method="embed")
+    top = extract_keyphrases(TEXT, k=3, method="embed")
     assert any("sensor" in p for p in top.ids)
     docs = read_jsonl(data_path("keyphrase", "inspec", "docs.jsonl"))[:40]
     from salience.keywords import evaluate_keyphrases
 
-    predictions = [s.ids for s in extract_keyphrases_many([d["text"] for d in docs], 10, method="embed")]
+    predictions = [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=10, method="embed")]
     result = evaluate_keyphrases(predictions, [d["text"] for d in docs], [d["keyphrases"] for d in docs], ks=(10,))
     assert result["F1@10"] > 0.15
 
@@ -89,7 +89,7 @@ def test_cli_embed_with_encoder_folder(tmp_path, capsys):
     pytest.importorskip("sentence_transformers", reason="needs the embed extra: pip install 'salience[embed]'")
     doc = tmp_path / "doc.txt"
     doc.write_text(TEXT)
-    assert main(["keywords", str(doc), "-k", "2", "--method", "embed", "--rerank", "semrerank", "--json"]) == 0
+    assert main(["keywords", "extract", str(doc), "-k", "2", "--method", "embed", "--rerank", "semrerank", "--json"]) == 0
     assert "keyphrases" in capsys.readouterr().out
-    assert main(["keywords", str(doc), "--method", "embed", "--encoder", str(tmp_path / "no-such-model")]) == 2
+    assert main(["keywords", "extract", str(doc), "--method", "embed", "--encoder", str(tmp_path / "no-such-model")]) == 2
     assert "Could not load encoder" in capsys.readouterr().err

@@ -39,8 +39,10 @@ def test_invalid_utf8_names_file_and_line(tmp_path):
     path.write_bytes(b'{"_id": "1", "text": "fine"}\n{"_id": "2", "text": "bad \xff byte"}\n')
     with pytest.raises(InputFormatError, match=r"corpus.jsonl:2: invalid UTF-8"):
         BM25().index(path)
-    index = BM25().index(path, encoding_errors="replace")
+    index = BM25().fit(path, on_error="replace")
     assert index.search("bad").ids == ["2"]
+    assert index.document("2")["text"] == "bad \ufffd byte"
+    assert BM25().fit(path, on_error="skip").ids == ["1"]  # the undecodable record is dropped
 
 
 def test_corrupt_gzip_and_bad_json_named(tmp_path):

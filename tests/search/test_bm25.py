@@ -24,14 +24,14 @@ def test_lucene_scores_worked_by_hand():
     assert result.ids == ["d2", "d0"]
     assert result.values == pytest.approx([d2_cat, d0_cat], rel=1e-6)
     assert index.search("sat cat", k=1).to_dict() == pytest.approx({"d0": d0_cat + d0_sat}, rel=1e-6)
-    assert index.get_scores("cat cat") == pytest.approx([2 * d0_cat, 0.0, 2 * d2_cat], rel=1e-6)
+    assert index.get_scores("cat cat").values == pytest.approx([2 * d0_cat, 0.0, 2 * d2_cat], rel=1e-6)
 
 
 def test_tfidf_classic_by_hand():
     index = BM25(variant="tfidf", tokenizer=PLAIN).index(DOCS)
     idf_cat = 1 + math.log(3 / (2 + 1))
     expected = [idf_cat**2 * math.sqrt(1) / math.sqrt(2), 0.0, idf_cat**2 * math.sqrt(2) / math.sqrt(3)]
-    assert index.get_scores("cat") == pytest.approx(expected, rel=1e-6)
+    assert index.get_scores("cat").values == pytest.approx(expected, rel=1e-6)
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -39,7 +39,7 @@ def test_explain_sums_to_score(variant):
     index = BM25(variant=variant, tokenizer=PLAIN).index(DOCS)
     for doc_id in ("d0", "d2"):
         explanation = index.explain("cat dog cat unknown", doc_id)
-        score = index.get_scores("cat dog cat unknown")[index.ids.index(doc_id)]
+        score = index.get_scores("cat dog cat unknown").values[index.ids.index(doc_id)]
         assert explanation.score == pytest.approx(score, rel=1e-6)
         assert sum(t.contribution for t in explanation.terms) == pytest.approx(score, rel=1e-6)
     cat = next(t for t in index.explain("cat dog cat", "d2").terms if t.term == "cat")
@@ -54,7 +54,7 @@ def test_field_weights_equal_duplicated_text():
         [{"_id": "a", "text": "red fox red fox jumps"}, {"_id": "b", "text": "dog dog red red"}]
     )
     for q in ("red", "fox dog", "jumps red"):
-        assert weighted.get_scores(q) == pytest.approx(duplicated.get_scores(q), rel=1e-6)
+        assert weighted.get_scores(q).values == pytest.approx(duplicated.get_scores(q).values, rel=1e-6)
 
 
 def test_batch_equals_single_and_threads():
@@ -85,7 +85,7 @@ def test_backends_identical_including_ties(k):
 @pytest.mark.parametrize("variant", ["bm25l", "bm25+"])
 def test_nonoccurrence_variants_add_absent_terms(variant):
     index = BM25(variant=variant, tokenizer=PLAIN).index(DOCS)
-    full = index.get_scores("cat sat")
+    full = index.get_scores("cat sat").values
     top = index.search("cat sat", k=3)
     # d1 matches no query term: not returned, although these variants give it a score
     assert top.ids == ["d0", "d2"] and full[1] > 0

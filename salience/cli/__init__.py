@@ -1,0 +1,52 @@
+"""The ``salience`` command: a sub-command group per domain, one module each.
+
+    salience search index|query|evaluate|add|delete|merge ...
+    salience rank fuse|evaluate ...
+    salience keywords extract FILE | keywords evaluate GOLD.jsonl
+    salience summarize extract FILE | summarize evaluate GOLD.jsonl
+    salience data select|dedup|report ...
+    salience methods [--domain D] [--json]
+
+Every leaf command takes ``--json`` and ``--quiet``; shared options keep one name everywhere
+(``-k``, ``--seed``, ``--n-jobs``, ``--on-error``, ``--quiet``/``--progress``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from salience.exceptions import SalienceError
+
+__all__ = ["main", "build_parser"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from salience.cli import data, methods, rank, search, text
+
+    parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
+    domains = parser.add_subparsers(dest="domain", required=True)
+    for module in (search, rank, text, data, methods):
+        module.add_commands(domains)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as stop:  # argparse's usage errors: exit status 2, message already printed
+        return int(stop.code or 0)
+    try:
+        return args.func(args)
+    except SalienceError as err:
+        print(f"salience: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("salience: interrupted; nothing was left half-written.", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

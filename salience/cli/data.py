@@ -1,0 +1,129 @@
+"""``salience data select|dedup|report``: training-data selection."""
+
+from __future__ import annotations
+
+import sys
+
+from salience.cli._common import add_n_jobs, add_on_error, add_output_options, add_seed, method_option, emit, positive_int, show_progress
+from salience.exceptions import InvalidParameterError
+
+
+def _orders(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise InvalidParameterError(f"--orders must be comma-separated integers such as 1,2; got {text!r}.") from None
+
+
+def _warn_losses(args, report) -> None:
+    if getattr(args, "quiet", False):
+        return
+    for loss in report.truncated_files:
+        lost = ("an unknown number of records lost: the file ends early" if loss["estimated_records"] is None
+                else f"about {loss['estimated_records']} records lost")
+        print(f"salience: warning: {loss['path']} is damaged after line {loss['after_line']}: "
+              f"{loss['unread_bytes']} compressed bytes were not read ({lost}; {loss['reason']}); "
+              "lines decoded from the damaged part are counted in skipped_errors.", file=sys.stderr)
+
+
+def _cmd_select(args) -> int:
+    from salience.data import HashedNgrams, select_documents
+
+    report = select_documents(args.target, args.raw, args.out, k=args.k, method=args.method, sampling=args.sampling,
+                              seed=args.seed, text_field=args.text_field, label_field=args.label_field,
+                              quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
+                              features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
+                              length_normalize=args.length_normalize, n_jobs=args.n_jobs, executor=args.executor,
+                              shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
+                              keep_work=args.keep_work, strict=args.strict, on_error=args.on_error,
+                              show_progress=show_progress(args))
+    _warn_losses(args, report)
+    emit(args, report.to_dict())
+    return 0
+
+
+def _cmd_dedup(args) -> int:
+    from salience.data.dedup import dedup_files
+
+    report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
+                         text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor, strict=args.strict,
+                         on_error=args.on_error, show_progress=show_progress(args))
+    _warn_losses(args, report)
+    emit(args, report.to_dict())
+    return 0
+
+
+def _cmd_report(args) -> int:
+    from salience.data import HashedNgrams
+    from salience.data.report import selection_report
+
+    if (args.label_field is None) != (args.target_label is None):
+        raise InvalidParameterError("--label-field and --target-label go together.")
+    result = selection_report(args.selected, args.target, args.raw, features=HashedNgrams(buckets=args.buckets),
+                              text_field=args.text_field, label_field=args.label_field, target_label=args.target_label,
+                              min_tokens=args.min_tokens)
+    emit(args, result)
+    return 0
+
+
+def add_commands(domains) -> None:
+    from salience.data.dsir import SAMPLING
+    from salience.data.pipeline import EXECUTORS
+
+    data = domains.add_parser("data", help="select training data for a target distribution (DSIR)")
+    commands = data.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("select", help="importance-resample raw documents toward a target sample")
+    p.add_argument("--target", nargs="+", required=True, help="target sample: jsonl or jsonl.gz files")
+    p.add_argument("--raw", nargs="+", required=True, help="raw pool: jsonl, jsonl.gz or parquet files")
+    p.add_argument("-k", "--k", type=positive_int, required=True, help="number of documents to select")
+    p.add_argument("--out", required=True,
+                   help="selected documents (.jsonl or .jsonl.gz), each with a salience_score field; OUT.report.json "
+                        "beside it. Refused when it exists and is not an earlier selection, or is an input")
+    method_option(p, "--method", "data", "dsir", "data method")
+    p.add_argument("--sampling", default="gumbel", choices=SAMPLING)
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
+    p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
+    p.add_argument("--filter", action="append", default=[], dest="filters", metavar="STAT>=X",
+                   help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "
+                        "line_count, e.g. 'alpha_ratio>=0.7' (repeatable)")
+    p.add_argument("--buckets", type=positive_int, default=10_000)
+    p.add_argument("--orders", default="1,2", help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
+    p.add_argument("--length-normalize", action="store_true", help="divide DSIR's log weight by the n-gram count")
+    add_n_jobs(p, default=2)
+    p.add_argument("--shard-mb", type=float, default=8.0, help="shard size in MB of text (default 8)")
+    p.add_argument("--executor", default="local", choices=EXECUTORS)
+    p.add_argument("--quota-field", default=None, help="select per value of this field, in the target's proportions")
+    p.add_argument("--keep-work", action="store_true", help="keep the shard cache after a successful run")
+    p.add_argument("--work-dir", default=None, help="shard cache (default OUT.work); a rerun skips finished shards")
+    add_seed(p)
+    p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_select)
+
+    p = commands.add_parser("dedup", help="drop exact (and near) duplicate documents")
+    p.add_argument("inputs", nargs="+", help="jsonl, jsonl.gz or parquet files")
+    p.add_argument("--out", required=True, help="kept documents (.jsonl or .jsonl.gz); OUT.report.json beside it")
+    p.add_argument("--near", action="store_true", help="also drop near duplicates (MinHash LSH)")
+    p.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity of word 5-grams (default 0.8)")
+    p.add_argument("--num-perm", type=int, default=128, help="MinHash functions (default 128)")
+    p.add_argument("--text-field", default="text")
+    add_n_jobs(p, default=2)
+    p.add_argument("--executor", default="local", choices=EXECUTORS)
+    p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_dedup)
+
+    p = commands.add_parser("report", help="precision, recall and KL reduction of a selection")
+    p.add_argument("selected", help="the selected documents (jsonl or jsonl.gz)")
+    p.add_argument("--target", nargs="+", required=True)
+    p.add_argument("--raw", nargs="+", required=True)
+    p.add_argument("--label-field", default=None, help="field holding each document's domain")
+    p.add_argument("--target-label", default=None, help="the target's value of --label-field")
+    p.add_argument("--text-field", default="text")
+    p.add_argument("--buckets", type=positive_int, default=10_000)
+    p.add_argument("--min-tokens", type=int, default=0, help="raw documents shorter than this are not in the pool")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_report)

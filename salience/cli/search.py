@@ -1,0 +1,241 @@
+"""``salience search``: index, query, evaluate, add, delete, merge."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from salience.cli._common import add_n_jobs, add_on_error, add_output_options, method_option, emit, positive_int, show_progress
+from salience.exceptions import InvalidParameterError
+from salience.io.files import check_output_path
+
+
+def _field_weights(text: str | None) -> dict[str, float] | None:
+    if not text:
+        return None
+    weights = {}
+    for part in text.split(","):
+        name, sep, value = part.partition("=")
+        if not sep:
+            raise InvalidParameterError(f"--field-weights expects NAME=WEIGHT pairs, e.g. title=2,text=1; got {part!r}.")
+        try:
+            weights[name.strip()] = float(value)
+        except ValueError:
+            raise InvalidParameterError(f"--field-weights: weight {value!r} of {name!r} is not a number.") from None
+    return weights
+
+
+def _add_engine_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("scoring")
+    method_option(group, "--variant", "search", "lucene", "BM25 variant")
+    group.add_argument("--k1", type=float, default=1.5, help="term-frequency saturation (default 1.5)")
+    group.add_argument("--b", type=float, default=0.75, help="length normalisation (default 0.75)")
+    group.add_argument("--delta", type=float, default=0.5, help="BM25L / BM25+ lower bound (default 0.5)")
+    group.add_argument("--fields", default="title,text", help="fields to index (default title,text)")
+    group.add_argument("--field-weights", default=None, help="e.g. title=2,text=1 (default 1 each)")
+    group.add_argument("--stopwords", default="en", help="stop-word list: en, or none (default en)")
+    group.add_argument("--stemmer", default="english", help="Snowball language, or none (default english)")
+
+
+def _make_engine(args):
+    from salience.search import BM25
+    from salience.text import Tokenizer
+
+    tokenizer = Tokenizer(
+        stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
+        stemmer=None if args.stemmer.lower() == "none" else args.stemmer,
+    )
+    return BM25(variant=args.variant, k1=args.k1, b=args.b, delta=args.delta, fields=args.fields,
+                field_weights=_field_weights(args.field_weights), tokenizer=tokenizer)
+
+
+def _is_own_index(path: Path) -> bool:
+    from salience.search.store import is_index_folder
+
+    return path.is_dir() and (is_index_folder(path) or not any(path.iterdir()))
+
+
+def _cmd_index(args) -> int:
+    check_output_path(args.out, [args.source], what="index", is_own=_is_own_index)
+    engine = _make_engine(args)
+    start = time.perf_counter()
+    engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error)
+    seconds = time.perf_counter() - start
+    engine.save(args.out)
+    result = {"documents": engine.n_docs, "terms": len(engine.vocabulary), "seconds": round(seconds, 3), "out": args.out}
+    emit(args, result, f"indexed {engine.n_docs} documents ({len(engine.vocabulary)} terms) in {seconds:.2f}s -> {args.out}")
+    return 0
+
+
+def _parse_where(text: str | None):
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InvalidParameterError(f"--where must be JSON, e.g. '{{\"year\": {{\">=\": 2010}}}}'; {err}") from None
+
+
+def _cmd_query(args) -> int:
+    from salience.search import BM25
+
+    engine = BM25.load(args.index)
+    results = engine.search(args.query, k=args.k, where=_parse_where(args.where))
+    rows = []
+    for rank, (doc_id, score) in enumerate(results, start=1):
+        row = {"rank": rank, "id": doc_id, "score": score}
+        if engine.store_documents:
+            doc = engine.document(doc_id)
+            row["title"] = doc.get("title", "")
+            row["text"] = doc.get("text", "")
+        if args.explain:
+            row["explanation"] = engine.explain(args.query, doc_id).to_dict()
+        rows.append(row)
+    if args.json:
+        emit(args, {"query": args.query, "results": rows})
+        return 0
+    if not rows:
+        print("no matching documents")
+    for row in rows:
+        snippet = (row.get("title") or row.get("text", ""))[:90].replace("\n", " ")
+        print(f"{row['rank']:>3}. {row['score']:8.4f}  {row['id']}  {snippet}")
+        if args.explain:
+            for term in row["explanation"]["terms"]:
+                print(f"       {term['term']:<18} tf={term['tf']:<4g} idf={term['idf']:.3f}  +{term['contribution']:.4f}")
+    return 0
+
+
+def _cmd_evaluate(args) -> int:
+    from salience.cli.rank import evaluate_quietly, nothing_judged
+    from salience.core.metrics import parse_metric
+    from salience.core.run import Qrels
+    from salience.search.sources import read_queries
+
+    dataset = Path(args.dataset)
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    depth = max([parse_metric(m)[1] or 1000 for m in metrics] + [args.k or 0])
+    qrels_path = dataset / "qrels.tsv"
+    if not qrels_path.is_file() and (dataset / "qrels").is_dir():
+        qrels_path = next(iter(sorted((dataset / "qrels").glob("test.tsv"))), qrels_path)
+    qrels = Qrels.read(qrels_path)
+    queries = read_queries(dataset / "queries.jsonl", on_error=args.on_error)
+    judged = {q: text for q, text in queries.items() if q in qrels}
+    engine = _make_engine(args)
+    start = time.perf_counter()
+    engine.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
+    index_seconds = time.perf_counter() - start
+    engine.search_batch([""], k=depth)  # load the query kernel (numba import / JIT cache) before timing
+    start = time.perf_counter()
+    run = engine.retrieve(judged, k=depth, n_jobs=args.n_jobs, show_progress=show_progress(args))
+    search_seconds = time.perf_counter() - start
+    report = evaluate_quietly(qrels, run, metrics)
+    if report.matched == 0:
+        return nothing_judged(report, qrels_path)
+    result = {
+        **report.means,
+        "docs": engine.n_docs,
+        "queries": len(queries),
+        "queries_evaluated": report.evaluated,
+        "queries_skipped_unjudged": len(queries) - len(judged),
+        "judged_queries_missing": sum(1 for q in qrels if q not in queries),
+        "index_seconds": round(index_seconds, 4),
+        "queries_per_second": round(len(judged) / search_seconds, 1) if search_seconds > 0 else None,
+        "variant": engine.variant,
+        "k1": engine.k1,
+        "b": engine.b,
+    }
+    width = max(len(m) for m in metrics)
+    text = "\n".join(
+        [f"{dataset.name}: {engine.n_docs} documents, {len(queries)} queries "
+         f"({len(judged)} judged, {len(queries) - len(judged)} without judgments skipped)",
+         f"BM25 {engine.variant} k1={engine.k1} b={engine.b}: index {index_seconds:.2f}s, "
+         f"{result['queries_per_second']} queries/s"]
+        + [f"  {m:<{width}}  {report.means[m]:.4f}" for m in metrics])
+    emit(args, result, text)
+    return 0
+
+
+def _cmd_add(args) -> int:
+    from salience.search import BM25
+
+    engine = BM25.load(args.index)
+    before = engine.n_docs
+    engine.add(args.source, show_progress=show_progress(args), on_error=args.on_error)
+    engine.commit()
+    added = engine.n_docs - before
+    emit(args, {"added": added, "documents": engine.n_docs, "segments": engine.n_segments},
+         f"added {added} documents to {args.index} ({engine.n_segments} segments)")
+    return 0
+
+
+def _cmd_delete(args) -> int:
+    from salience.search import BM25
+
+    engine = BM25.load(args.index)
+    engine.delete(args.ids)
+    engine.commit()
+    emit(args, {"deleted": len(args.ids), "documents": engine.n_docs},
+         f"deleted {len(args.ids)} documents from {args.index} ({engine.n_docs} remain)")
+    return 0
+
+
+def _cmd_merge(args) -> int:
+    from salience.search import BM25
+
+    engine = BM25.load(args.index)
+    engine.merge()
+    emit(args, {"segments": 1, "documents": engine.n_docs}, f"merged {args.index}: 1 segment, {engine.n_docs} documents")
+    return 0
+
+
+def add_commands(domains) -> None:
+    search = domains.add_parser("search", help="lexical search with BM25")
+    commands = search.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("index", help="index a jsonl / jsonl.gz file or a BEIR folder")
+    p.add_argument("source")
+    p.add_argument("--out", required=True, help="index folder to write: new, empty, or an earlier index (replaced atomically)")
+    _add_engine_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_index)
+
+    p = commands.add_parser("query", help="search a saved index")
+    p.add_argument("index")
+    p.add_argument("query")
+    p.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
+    p.add_argument("--explain", action="store_true", help="per-term contributions of each result")
+    p.add_argument("--where", default=None, help='metadata filter as JSON, e.g. \'{"year": {">=": 2010}}\'')
+    add_output_options(p)
+    p.set_defaults(func=_cmd_query)
+
+    p = commands.add_parser("evaluate", help="index a BEIR folder, run its queries, score against qrels.tsv")
+    p.add_argument("dataset")
+    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000")
+    p.add_argument("-k", type=positive_int, default=None, help="retrieval depth (default: the largest metric cut-off)")
+    _add_engine_options(p)
+    add_n_jobs(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_evaluate)
+
+    p = commands.add_parser("add", help="add documents to a saved index as a new segment")
+    p.add_argument("index")
+    p.add_argument("source")
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_add)
+
+    p = commands.add_parser("delete", help="delete documents from a saved index by id")
+    p.add_argument("index")
+    p.add_argument("ids", nargs="+")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_delete)
+
+    p = commands.add_parser("merge", help="merge segments and drop deleted documents")
+    p.add_argument("index")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_merge)

@@ -1,0 +1,155 @@
+"""``salience keywords extract|evaluate`` and ``salience summarize extract|evaluate``."""
+
+from __future__ import annotations
+
+import time
+
+from salience.cli._common import add_on_error, add_output_options, method_option, emit, ks_list, positive_int, read_text
+from salience.exceptions import InvalidParameterError
+
+
+def _keyword_options(args) -> dict:
+    """Only the options the user set: the library refuses those that do not apply to the method."""
+    from salience.keywords import DocumentFrequency
+
+    options = {"method": args.method, "candidates_from": args.candidates}
+    if args.tagger is not None:
+        options["tagger"] = args.tagger
+    if args.df_model:
+        options["document_frequency"] = DocumentFrequency.load(args.df_model)
+    if args.encoder is not None:
+        options["encoder"] = args.encoder
+    if args.diversity is not None:
+        options["diversity"] = args.diversity
+    if args.rerank is not None:
+        options["rerank"] = args.rerank
+    return options
+
+
+def _cmd_keywords_extract(args) -> int:
+    from salience.keywords import extract_keyphrases
+
+    text = read_text(args.file, args.on_error)
+    phrases = extract_keyphrases(text, k=args.k, **_keyword_options(args))
+    emit(args, {"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
+         "\n".join(f"{value:10.4f}  {phrase}" for phrase, value in phrases))
+    return 0
+
+
+def _cmd_keywords_evaluate(args) -> int:
+    from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases_batch
+    from salience.keywords.evaluate import read_gold
+
+    ks = ks_list(args.k)
+    records = read_gold(args.gold, args.on_error)
+    texts = [r["text"] for r in records]
+    options = _keyword_options(args)
+    if args.method == "tfidf" and "document_frequency" not in options:
+        options["document_frequency"] = DocumentFrequency().fit(texts)  # unsupervised: the evaluated texts' frequencies
+    start = time.perf_counter()
+    predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), **options)]
+    seconds = time.perf_counter() - start
+    golds = [r["keyphrases"] for r in records]
+    result = {
+        "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
+        "candidates": args.candidates,
+        "docs": len(records),
+        "all_gold": evaluate_keyphrases(predictions, texts, golds, ks),
+        "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True),
+        "docs_per_second": len(records) / seconds if seconds > 0 else None,
+    }
+    lines = [f"{len(records)} documents, method {result['method']} ({result['docs_per_second'] or 0:.0f} docs/s)"]
+    for label in ("all_gold", "present_gold"):
+        row = result[label]
+        lines.append(f"  {label.replace('_', ' '):<12} " + "  ".join(f"F1@{k} {row[f'F1@{k}']:.3f}" for k in ks))
+    emit(args, result, "\n".join(lines))
+    return 0
+
+
+def _summary_options(args) -> dict:
+    options = {"method": args.method, "diversity": args.diversity}
+    for name in ("similarity", "threshold"):
+        if getattr(args, name) is not None:
+            options[name] = getattr(args, name)
+    if args.sentences is not None:
+        options["sentences"] = args.sentences
+    if args.words is not None:
+        options["words"] = args.words
+    return options
+
+
+def _cmd_summarize_extract(args) -> int:
+    from salience.summarize import summarize
+
+    text = read_text(args.file, args.on_error)
+    summary = summarize(text, query=args.query, **_summary_options(args))
+    emit(args, {"method": args.method, "indices": summary.indices, "sentences": summary.sentences}, summary.text)
+    return 0
+
+
+def _cmd_summarize_evaluate(args) -> int:
+    from salience.summarize.evaluate import evaluate_summaries
+
+    if args.similarity is not None or args.threshold is not None:
+        raise InvalidParameterError("summarize evaluate takes --method, --sentences/--words and --diversity.")
+    result = evaluate_summaries(args.gold, method=args.method, sentences=args.sentences, words=args.words,
+                                diversity=args.diversity, on_error=args.on_error)
+    emit(args, result, f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
+                       f"ROUGE-2 {result['rouge2']:.1f}  ROUGE-L {result['rougeL']:.1f}  "
+                       f"({result['docs_per_second']:.0f} docs/s)")
+    return 0
+
+
+def _keyword_method_options(p) -> None:
+    method_option(p, "--method", "keywords", "yake", "keyphrase method")
+    p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf")
+    p.add_argument("--rerank", default=None, choices=("semrerank",), help="revise the method's scores with SemRe-Rank")
+    p.add_argument("--encoder", default=None,
+                   help="sentence-transformers model name or folder for embed/semrerank (default: bundled all-MiniLM-L6-v2)")
+    p.add_argument("--diversity", type=float, default=None, help="MMR diversity of embed, 0..1 (default 0.5)")
+    p.add_argument("--candidates", default="auto", choices=("auto", "runs", "ngrams", "noun_phrases"),
+                   help="candidate phrases: stop-word-bounded runs or n-grams (auto picks by length), or noun phrases "
+                        "from part-of-speech tags (needs spaCy: pip install 'salience[pos]')")
+    p.add_argument("--tagger", default=None, help="spaCy pipeline for --candidates noun_phrases (default en_core_web_sm)")
+    add_on_error(p)
+    add_output_options(p)
+
+
+def _summary_method_options(p) -> None:
+    method_option(p, "--method", "summarize", "lexrank", "summarisation method")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--sentences", type=positive_int, default=None,
+                        help="number of sentences (default 3; evaluate: the gold length)")
+    length.add_argument("--words", type=positive_int, default=None, help="word budget instead of a sentence count")
+    p.add_argument("--diversity", type=float, default=0.0, help="MMR redundancy control in [0, 1] (default 0)")
+    p.add_argument("--similarity", default=None, help="textrank only: bm25 (default) or overlap")
+    p.add_argument("--threshold", type=float, default=None, help="lexrank only: cosine cut-off for thresholded LexRank")
+    add_on_error(p)
+    add_output_options(p)
+
+
+def add_commands(domains) -> None:
+    keywords = domains.add_parser("keywords", help="keyphrases of a text, and their evaluation against gold keyphrases")
+    commands = keywords.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("extract", help="keyphrases of a text file (or - for standard input)")
+    p.add_argument("file", help="a text file, or - for standard input")
+    p.add_argument("-k", type=positive_int, default=10, help="number of keyphrases (default 10)")
+    _keyword_method_options(p)
+    p.set_defaults(func=_cmd_keywords_extract)
+    p = commands.add_parser("evaluate", help="F1@k against a jsonl of {text, keyphrases} (stemmed exact match)")
+    p.add_argument("gold", help="jsonl of {text, keyphrases}")
+    p.add_argument("-k", default="5,10,15", help="cut-offs, comma-separated (default 5,10,15)")
+    _keyword_method_options(p)
+    p.set_defaults(func=_cmd_keywords_evaluate)
+
+    summarize = domains.add_parser("summarize", help="extractive summaries, and their evaluation against gold summaries")
+    commands = summarize.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("extract", help="extractive summary of a text file (or - for standard input)")
+    p.add_argument("file", help="a text file, or - for standard input")
+    p.add_argument("--query", default=None, help="focus the summary on this query")
+    _summary_method_options(p)
+    p.set_defaults(func=_cmd_summarize_extract)
+    p = commands.add_parser("evaluate", help="ROUGE against a jsonl of {text, summary}")
+    p.add_argument("gold", help="jsonl of {text, summary}")
+    _summary_method_options(p)
+    p.set_defaults(func=_cmd_summarize_evaluate)
