@@ -45,7 +45,7 @@ from salience.exceptions import (
 
 __version__ = "0.1.0"
 
-_LAZY_SUBPACKAGES = ("search", "text", "io", "core")
+_LAZY_SUBPACKAGES = ("search", "keywords", "summarize", "data", "text", "io", "core", "cli")
 
 __all__ = [
     "Scores",

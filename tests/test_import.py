@@ -41,3 +41,13 @@ def test_errors_form_one_tree():
         assert issubclass(getattr(salience, name), salience.SalienceError)
     assert issubclass(salience.InvalidParameterError, ValueError)
     assert issubclass(salience.MissingDependencyError, ImportError)
+
+
+def test_domains_are_attributes_loaded_on_first_use():
+    import subprocess
+    import sys
+
+    code = ("import sys, salience; assert 'salience.keywords' not in sys.modules; "
+            "assert salience.keywords.extract_keyphrases('Graph kernels compare graphs.', k=1).ids; "
+            "assert salience.summarize.summarize and salience.data.DocumentScorer")
+    subprocess.run([sys.executable, "-c", code], check=True)
