@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from pathlib import Path
 
@@ -52,14 +51,10 @@ def _make_engine(args):
                 field_weights=_field_weights(args.field_weights), tokenizer=tokenizer)
 
 
-def _is_own_index(path: Path) -> bool:
-    from salience.search.store import is_index_folder
-
-    return path.is_dir() and (is_index_folder(path) or not any(path.iterdir()))
-
-
 def _cmd_index(args) -> int:
-    check_output_path(args.out, [args.source], what="index", is_own=_is_own_index)
+    from salience.search.store import is_own_output
+
+    check_output_path(args.out, [args.source], what="index", is_own=is_own_output)
     engine = _make_engine(args)
     start = time.perf_counter()
     engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error)

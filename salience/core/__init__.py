@@ -7,8 +7,8 @@ from salience.core.judges import ListwiseJudge, PairwiseJudge, ScorerJudge
 from salience.core.metrics import Report, evaluate, parse_metric
 from salience.core.run import Qrels, Run
 from salience.core.scores import Scores, rank_order
+from salience.core.checks import check_k, check_n_jobs
 from salience.core.select import (
-    check_k,
     select_budget,
     select_coverage,
     select_cutoff,
@@ -68,6 +68,7 @@ __all__ = [
     "parse_metric",
     "Report",
     "check_k",
+    "check_n_jobs",
     "select_top_k",
     "select_threshold",
     "select_budget",

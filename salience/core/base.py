@@ -78,9 +78,6 @@ class Scorer:
         """A new, unfitted scorer with the same parameters."""
         return type(self)(**self.get_params())
 
-    def is_fitted(self) -> bool:
-        return any(name.endswith("_") and not name.startswith("_") for name in vars(self))
-
     def __repr__(self) -> str:
         defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
         shown = []

@@ -18,6 +18,7 @@ from typing import Hashable, Sequence
 import numpy as np
 
 from salience.core.scores import Scores
+from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = ["kendall_tau", "spearman_rho", "rank_biased_overlap", "jaccard_at_k", "perfect_match_ratio"]
@@ -140,8 +141,6 @@ def rank_biased_overlap(a: Sequence[Hashable] | Scores, b: Sequence[Hashable] | 
 
 def jaccard_at_k(a, b, k: int) -> float:
     """|top-k(a) ∩ top-k(b)| / |top-k(a) ∪ top-k(b)| (1 when both are empty)."""
-    from salience.core.select import check_k
-
     k = check_k(k)
     A, B = set(_ranking(a, "first ranking")[:k]), set(_ranking(b, "second ranking")[:k])
     return len(A & B) / len(A | B) if A | B else 1.0

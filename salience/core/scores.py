@@ -10,6 +10,7 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
 __all__ = ["Scores", "rank_order", "first_duplicate"]
@@ -162,8 +163,6 @@ class Scores:
 
     def top_k(self, k: int) -> "Scores":
         """The ``k`` most important items in rank order; ``k`` above the size is clamped."""
-        from salience.core.select import check_k
-
         k = check_k(k)
         n = len(self)
         if k >= n:

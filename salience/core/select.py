@@ -6,12 +6,12 @@ Every selector takes ``Scores`` and returns ``Scores`` of the chosen items in ra
 
 from __future__ import annotations
 
-import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from salience.core.base import FunctionScorer, register
+from salience.core.checks import check_k
 from salience.core.scores import Scores, rank_order
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
@@ -36,15 +36,6 @@ SAMPLING = ("gumbel", "topk", "replacement")
 
 # Exact knapsack DP runs when n * (budget + 1) stays below this many cells.
 _DP_MAX_CELLS = 20_000_000
-
-
-def check_k(k: object, name: str = "k") -> int:
-    """Validate a positive integer cut-off and return it as ``int``."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise InvalidParameterError(f"{name} must be a positive integer; got {k!r} ({type(k).__name__}).")
-    if k <= 0:
-        raise InvalidParameterError(f"{name} must be a positive integer; got {k}. Use {name} >= 1.")
-    return int(k)
 
 
 def select_top_k(scores: Scores, k: int) -> Scores:
@@ -399,8 +390,7 @@ def sample_positions(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel
             picked = _resample(w[members], int(quota), sampling, rng, f"group {label!r}")
             chosen.append(members[picked])
         return np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+    k = check_k(k)
     members = np.flatnonzero(mask)
     picked = _resample(w[members], int(k), sampling, np.random.default_rng(seed), "the pool")
     return members[picked] if sampling == "replacement" else np.sort(members[picked])

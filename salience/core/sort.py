@@ -30,7 +30,7 @@ from salience.core.judges import as_listwise, as_pairwise
 from salience.core.base import FunctionScorer, register
 from salience.core.graph import DisjointSets
 from salience.core.scores import Scores, first_duplicate
-from salience.core.select import check_k
+from salience.core.checks import check_k
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
 
 __all__ = [

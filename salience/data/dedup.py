@@ -24,6 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.graph import DisjointSets
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
@@ -125,9 +126,7 @@ def lsh_params(threshold: float, num_perm: int) -> tuple[int, int]:
 
 def check_num_perm(num_perm: object) -> int:
     """``num_perm`` must be a positive integer (the number of MinHash functions)."""
-    if isinstance(num_perm, bool) or not isinstance(num_perm, (int, np.integer)) or num_perm < 1:
-        raise InvalidParameterError(f"num_perm must be a positive integer (MinHash functions, e.g. 128); got {num_perm!r}.")
-    return int(num_perm)
+    return check_k(num_perm, "num_perm")
 
 
 def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:

@@ -8,7 +8,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from salience.core.base import Scorer, check_fitted, register
+from salience.core.base import Scorer, check_fitted, register, reject_options
 from salience.core.scores import Scores
 from salience.data.dsir import ImportanceResampler
 from salience.data.features import HashedNgrams
@@ -41,8 +41,8 @@ class DocumentScorer(Scorer):
             raise unknown_choice("data method", method, DATA_METHODS)
         if method == "perplexity" and tuple(orders) != (1, 2):
             raise InvalidParameterError(f"method='perplexity' needs n-gram orders (1, 2); got {tuple(orders)}.")
-        if length_normalize and method != "dsir":
-            raise InvalidParameterError(f"option 'length_normalize' does not apply to method {method!r}; it is used by dsir.")
+        reject_options(method, {"length_normalize": length_normalize}, ("length_normalize",) if method == "dsir" else (),
+                       {"length_normalize": False}, {"length_normalize": "dsir"})
         HashedNgrams(tuple(orders), buckets=buckets)  # validates orders and buckets
         self.method, self.buckets, self.orders = method, buckets, tuple(orders)
         self.length_normalize, self.min_target_tokens = length_normalize, min_target_tokens

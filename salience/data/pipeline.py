@@ -31,16 +31,18 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k, check_n_jobs
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
+from salience.data.methods import DATA_METHODS
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
-from salience.io.files import atomic_write_bytes, atomic_write_text, check_on_error, check_output_path
+from salience.io.files import atomic_write_bytes, atomic_write_text, check_on_error, check_output_path, open_raw
 
 __all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
            "METHODS", "EXECUTORS"]
 
-METHODS = ("dsir", "classifier", "perplexity")
+METHODS = DATA_METHODS
 # how files are cut into shards; part of the cache key, so a change never reuses old shards
 SHARD_LAYOUT = 2
 EXECUTORS = ("local", "ray")
@@ -111,7 +113,7 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
         pending: list[bytes] = []  # decompressed bytes not yet in a shard
         pending_bytes = 0
         good_position = produced = 0
-        raw = _open_raw(path)
+        raw = open_raw(path)
         try:
             fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
             with fh:
@@ -150,15 +152,6 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                 losses.append(_loss(path, good_position, produced, line - 1, err))
         finally:
             raw.close()
-
-
-def _open_raw(path: Path):
-    try:
-        return open(path, "rb")
-    except FileNotFoundError:
-        raise InputFormatError(f"{path}: file not found.") from None
-    except IsADirectoryError:
-        raise InputFormatError(f"{path}: is a folder, expected a file.") from None
 
 
 def _loss(path: Path, position: int, produced: int, lines_read: int, err: BaseException) -> Loss:
@@ -318,13 +311,6 @@ def _atomic_save(path: Path, **arrays) -> None:
 
 
 # executors ----------------------------------------------------------------------------------------
-def check_n_jobs(n_jobs: object) -> int:
-    """``n_jobs``: a positive number of parallel jobs, or -1 for one per core."""
-    if isinstance(n_jobs, bool) or not isinstance(n_jobs, (int, np.integer)) or n_jobs == 0 or n_jobs < -1:
-        raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (one per core); got {n_jobs!r}.")
-    return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
-
-
 def _exit_with_parent(parent: int) -> None:
     """Pool worker initializer: a daemon thread ends the worker soon after its parent dies (a
     killed run must not leave workers writing into its work folder)."""
@@ -441,7 +427,7 @@ def make_executor(name: str, n_jobs: int):
 
 # selection ----------------------------------------------------------------------------------------
 def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_error: str,
-                losses: list | None = None, what: str = "target") -> list[str]:
+                losses: list | None = None) -> list[str]:
     texts = []
     missing = 0
     fields: set = set()
@@ -453,7 +439,7 @@ def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_e
             fields.update(k for r in _records(shard) if isinstance(r, dict) for k in r)
     if not texts and missing:
         raise InputFormatError(
-            f"none of the {missing} {what} records has a text field {text_field!r} (fields seen: "
+            f"none of the {missing} target records has a text field {text_field!r} (fields seen: "
             f"{', '.join(sorted(map(str, fields))[:10]) or 'none'}); pass text_field= (CLI: --text-field) naming the field."
         )
     return texts
@@ -481,8 +467,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
         raise unknown_choice("method", method, METHODS)
     check_on_error(on_error)
     n_jobs = check_n_jobs(n_jobs)
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+    k = check_k(k)
     features = features or HashedNgrams()
     rules = [parse_filter(f) for f in filters]
     if method == "perplexity" and features.orders != (1, 2):

@@ -25,6 +25,7 @@ __all__ = [
     "iter_jsonl",
     "read_records",
     "open_binary",
+    "open_raw",
     "check_output_path",
     "sweep_stale_temporaries",
 ]
@@ -177,15 +178,34 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
         raise
 
 
-def open_binary(path: Path):
+def open_raw(path: Path):
+    """An input file opened for reading bytes as stored; a missing file or a folder is named."""
     try:
-        if path.suffix == ".gz":
-            return gzip.open(path, "rb")
         return open(path, "rb")
     except FileNotFoundError:
         raise InputFormatError(f"{path}: file not found.") from None
     except IsADirectoryError:
         raise InputFormatError(f"{path}: is a folder, expected a file.") from None
+
+
+def open_binary(path: Path):
+    """An input file's bytes, decompressed when its name ends in ``.gz``."""
+    raw = open_raw(path)
+    return _GzipClosingRaw(raw) if Path(path).suffix == ".gz" else raw
+
+
+class _GzipClosingRaw(gzip.GzipFile):
+    """A gzip reader over an open file that closes that file too."""
+
+    def __init__(self, raw):
+        super().__init__(fileobj=raw, mode="rb")
+        self._raw = raw
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._raw.close()
 
 
 ON_ERROR = ("raise", "skip", "replace")

@@ -33,7 +33,7 @@ import numpy as np
 from salience.core.graph import pagerank_scores
 from salience.core.base import Scorer, register, reject_options
 from salience.core.scores import Scores
-from salience.core.select import check_k
+from salience.core.checks import check_k
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
 from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, occurrences,
                                          surface_texts, tokenize_batch, _flags)
@@ -260,6 +260,20 @@ def _check_method(method: str, candidates_from: str, tagger=None) -> None:
         raise InvalidParameterError(f"tagger is used only with candidates_from='noun_phrases'; got {candidates_from!r}.")
 
 
+def _check_options(k, method: str, candidates_from: str, tagger, rerank: str | None, diversity: float,
+                   batch_size: int, **options) -> int:
+    """Validate every option of an extraction (the function and the scorer share this); return ``k``."""
+    k = check_k(k)
+    check_k(batch_size, "batch_size")
+    _check_method(method, candidates_from, tagger)
+    _check_applies(method, rerank, diversity=diversity, **options)
+    if rerank is not None and rerank not in RERANKERS:
+        raise unknown_choice("rerank", rerank, RERANKERS)
+    if not 0.0 <= diversity <= 1.0:
+        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
+    return k
+
+
 def _check_applies(method: str, rerank: str | None, **options) -> None:
     """Options that do nothing for ``method`` are refused, not silently ignored."""
     allowed = {"document_frequency"} if method == "tfidf" else set()
@@ -445,14 +459,8 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     """
     from salience.keywords.semantic import embed_scores, embed_select, semrerank_many
 
-    k = check_k(k)
-    _check_method(method, candidates_from, tagger)
-    _check_applies(method, rerank, document_frequency=document_frequency, encoder=encoder, diversity=diversity)
-    if rerank is not None and rerank not in RERANKERS:
-        raise unknown_choice("rerank", rerank, RERANKERS)
-    if not 0.0 <= diversity <= 1.0:
-        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
-    batch_size = check_k(batch_size, "batch_size")
+    k = _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
+                       document_frequency=document_frequency, encoder=encoder)
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
@@ -501,12 +509,8 @@ class KeyphraseExtractor(Scorer):
     def __init__(self, *, method: str = "yake", k: int = 10, candidates_from: str = "auto", tagger=None,
                  document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
                  rerank: str | None = None, batch_size: int = 2000):
-        check_k(k)
-        check_k(batch_size, "batch_size")
-        _check_method(method, candidates_from, tagger)
-        if rerank is not None and rerank not in RERANKERS:
-            raise unknown_choice("rerank", rerank, RERANKERS)
-        _check_applies(method, rerank, document_frequency=document_frequency, encoder=encoder, diversity=diversity)
+        _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
+                       document_frequency=document_frequency, encoder=encoder)
         self.method, self.k, self.candidates_from, self.tagger = method, k, candidates_from, tagger
         self.document_frequency, self.encoder, self.diversity = document_frequency, encoder, diversity
         self.rerank, self.batch_size = rerank, batch_size

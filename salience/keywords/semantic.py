@@ -18,7 +18,8 @@ import numpy as np
 
 from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
-from salience.core.select import check_k, select_mmr
+from salience.core.checks import check_k
+from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.embed import encode_normalized, get_encoder
 

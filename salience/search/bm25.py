@@ -22,7 +22,7 @@ import scipy.sparse as sp
 from salience.core.base import Scorer, register
 from salience.core.run import Run
 from salience.core.scores import Scores
-from salience.core.select import check_k
+from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import (
     IdMismatchError,
     InvalidParameterError,
@@ -523,12 +523,10 @@ class BM25(Scorer):
         k = check_k(k)
         if isinstance(queries, str):
             raise InvalidParameterError("search_batch takes a list of queries; for one query use search(query).")
-        if not isinstance(n_jobs, numbers.Integral) or n_jobs == 0 or n_jobs < -1:
-            raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (all cores); got {n_jobs!r}.")
         queries = list(queries)
         encoded = self._encode_queries(queries)
         mask = self._filter_mask(where)
-        n_jobs = (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+        n_jobs = check_n_jobs(n_jobs)
         if n_jobs == 1 and not show_progress:
             return self._search_encoded(encoded, k, mask)
         chunk = max(1, min(256, math.ceil(len(encoded) / max(n_jobs * 4, 1))))

@@ -64,6 +64,11 @@ def is_index_folder(path: Path) -> bool:
         return False
 
 
+def is_own_output(path: Path) -> bool:
+    """Whether a save may replace ``path``: an index folder, or an empty folder."""
+    return path.is_dir() and (is_index_folder(path) or not any(path.iterdir()))
+
+
 def _crc32(path: Path) -> int:
     crc = 0
     with open(path, "rb") as fh:
@@ -123,8 +128,7 @@ def save_index(index: "BM25", path: Path) -> None:
     from salience.io.files import check_output_path
 
     index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
-    path = check_output_path(path, what="index", option="path",
-                             is_own=lambda p: p.is_dir() and (is_index_folder(p) or not any(p.iterdir())))
+    path = check_output_path(path, what="index", option="path", is_own=is_own_output)
     with atomic_directory(path) as tmp:
         files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
         segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]

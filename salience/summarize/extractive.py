@@ -36,7 +36,8 @@ from scipy import sparse
 from salience.core.base import Scorer, register, reject_options
 from salience.core.graph import pagerank_scores
 from salience.core.scores import Scores
-from salience.core.select import check_k, select_mmr
+from salience.core.checks import check_k
+from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder, Tokenizer
@@ -78,9 +79,14 @@ def _tfidf(counts: sparse.csr_matrix) -> sparse.csr_matrix:
     return sparse.csr_matrix(counts.multiply(idf[None, :]))
 
 
-def _cosine(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+def _unit_rows(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+    """Rows scaled to unit length (empty rows stay empty)."""
     norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
-    unit = sparse.csr_matrix(matrix.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
+    return sparse.csr_matrix(matrix.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
+
+
+def _cosine(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+    unit = _unit_rows(matrix)
     return (unit @ unit.T).tocsr()
 
 
@@ -120,9 +126,7 @@ def _graph(similarity: sparse.csr_matrix):
 
 
 def _query_affinity(sentences: Sequence[str], query: str) -> np.ndarray:
-    tfidf = _tfidf(_term_counts(list(sentences) + [query]))
-    norms = np.sqrt(np.asarray(tfidf.multiply(tfidf).sum(axis=1)).ravel())
-    unit = sparse.csr_matrix(tfidf.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
+    unit = _unit_rows(_tfidf(_term_counts(list(sentences) + [query])))
     sim = np.asarray((unit[:-1] @ unit[-1].T).todense()).ravel()
     return np.maximum(sim, 0.0)
 
