@@ -295,7 +295,9 @@ def render(rows, command) -> str:
     lines = ["## Extractive summaries (`bench/text.py`)", "", f"Command: `{command}`", "",
              "BBC News Summary, 100 articles (`../shared/data/summarize/bbc_news_summary_100`); summary length = gold "
              "sentence count; ROUGE F1 x 100 with Porter stemming (rouge-score); docs/s single-threaded, best of round-robin "
-             "rounds after a warm-up pass, garbage collector paused while timing (as timeit), for every system.", "",
+             "rounds after the same warm-up pass for every system, garbage collector paused while timing (as timeit). "
+             "salience keeps no state between calls (a fresh term encoder for every summary), so each of its timed "
+             "calls is cold: the warm-up gives it nothing to reuse.", "",
              "| system | ROUGE-1 | ROUGE-2 | ROUGE-L | docs/s |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['system']} | {r['rouge1']:.1f} | {r['rouge2']:.1f} | {r['rougeL']:.1f} | {r['docs_per_second']:,.0f} |")

