@@ -125,8 +125,13 @@ def test_rank_fuse_errors(tmp_path, capsys):
     assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
     assert "no ranking for 1 subject" in capsys.readouterr().err
     assert main(["rank", "fuse", str(a), str(b), "--missing-subjects", "empty", "--out", str(tmp_path / "o")]) == 0
+    fused = (tmp_path / "o").read_text()
+    assert sorted(line.split()[0] for line in fused.splitlines()) == ["q1", "q2"]  # each subject from the run that has it
     b.write_text("q1 Q0 d1 1 nan t\n")
     assert main(["rank", "fuse", str(a), str(b), "--out", str(tmp_path / "o")]) == 2
     assert "score is NaN" in capsys.readouterr().err
     assert main(["rank", "fuse", str(a), str(a), "--method", "median", "--out", str(tmp_path / "o")]) == 2
-    assert not (tmp_path / "o2").exists()
+    assert "unknown fusion method 'median'" in capsys.readouterr().err
+    # failed runs leave the earlier output as it was, and no temporary file beside it
+    assert (tmp_path / "o").read_text() == fused
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.trec", "b.trec", "o"]

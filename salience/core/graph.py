@@ -31,7 +31,7 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
         if weights.shape[0] <= _EXACT_MAX_NODES:
             weights = weights.toarray()
         else:
-            return _sparse_pagerank(sparse.csr_matrix(weights, dtype=np.float64), damping, personalization, tol, max_iter)
+            return _sparse_pagerank(weights, damping, personalization, tol, max_iter)
     W = np.array(weights, dtype=np.float64)
     n = len(W)
     if n == 0:
@@ -52,15 +52,18 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
 
 
 def _sparse_pagerank(W, damping: float, personalization, tol: float, max_iter: int) -> np.ndarray:
+    """Power iteration on a sparse graph with one copy of it: self-loops dropped and rows
+    normalised in place on that copy, the transpose a view."""
     from scipy import sparse
 
     n = W.shape[0]
-    W = W - sparse.diags(W.diagonal())
-    W.eliminate_zeros()
-    totals = np.asarray(W.sum(axis=1)).ravel()
+    P = sparse.csr_matrix(W, dtype=np.float64, copy=True)
+    P.setdiag(0.0)
+    P.eliminate_zeros()
+    totals = np.asarray(P.sum(axis=1)).ravel()
     dangling = totals <= 0
-    P = sparse.diags(np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, totals))) @ W
-    PT = P.T.tocsr()
+    P.data /= np.repeat(np.where(dangling, 1.0, totals), np.diff(P.indptr))
+    PT = P.T  # CSC view of the transpose: no copy
     teleport = np.full(n, 1.0 / n) if personalization is None else np.asarray(personalization, float) / np.sum(personalization)
     x = np.full(n, 1.0 / n)
     for _ in range(max_iter):

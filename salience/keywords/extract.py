@@ -432,10 +432,10 @@ def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", candidat
     scores with SemRe-Rank (:func:`salience.keywords.semantic.semrerank`). ``candidates_from``
     and ``tagger``: see :func:`score_candidates`.
 
-    >>> text = ("Sensor placement decides the coverage of a wireless sensor network. "
-    ...         "Wireless sensor networks monitor areas with cheap sensors.")
+    >>> text = ("Sensor placement is hard in a wireless sensor network. "
+    ...         "Wireless sensor networks have many sensors, and sensor placement is costly.")
     >>> extract_keyphrases(text, k=2).ids
-    ['sensor placement decides', 'wireless sensor network']
+    ['wireless sensor network', 'sensor placement']
     """
     return extract_keyphrases_batch([text], k=k, method=method, candidates_from=candidates_from,
                                    document_frequency=document_frequency, encoder=encoder, diversity=diversity,

@@ -38,8 +38,8 @@ def test_unjudged_skipped_and_missing_zero():
 
 @pytest.mark.parametrize("name", ["ndcg", "foo@10", "ndcg@0", "ndcg@x"])
 def test_bad_metric_names(name):
-    if name == "ndcg":
-        evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, name)  # no cut-off: full ranking
+    if name == "ndcg":  # no cut-off: the full ranking, where the relevant item ranks second of two
+        assert evaluate({"q": {"a": 1}}, {"q": {"b": 2.0, "a": 1.0}}, name)["ndcg"] == pytest.approx(1 / np.log2(3))
         return
     with pytest.raises(InvalidParameterError):
         evaluate({"q": {"a": 1}}, {"q": {"a": 1.0}}, name)

@@ -119,5 +119,10 @@ def test_not_indexed_and_bad_params():
         BM25(tokenizer=PLAIN).index(DOCS).explain("cat", "nope")
 
 
-def test_scores_type():
-    assert isinstance(BM25(tokenizer=PLAIN).index(DOCS).search("cat"), Scores)
+def test_search_returns_scores_equal_to_the_full_scores():
+    index = BM25(tokenizer=PLAIN).index(DOCS)
+    found = index.search("cat")
+    full = index.get_scores("cat")
+    # only documents holding the term, best first (d2 has cat twice), each with its exact score
+    assert isinstance(found, Scores) and found.ids == ["d2", "d0"]
+    assert found.values.tolist() == [full["d2"], full["d0"]] and full["d1"] == 0.0
