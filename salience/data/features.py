@@ -18,21 +18,11 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.hashing import mix64 as _mix
-from salience.text.tokenize import join_utf8, padded_byte_words, tokens_per_text
+from salience.text.tokenize import join_utf8, padded_byte_words, tokens_per_text, wordpunct_spans
 
 __all__ = ["HashedNgrams", "NgramBatch"]
 
 _PAIR = np.uint64(0x9E3779B97F4A7C15)
-
-# byte classes: 0 space, 1 word (ASCII letters, digits, _ and every byte of a non-ASCII character), 2 punctuation
-_CLASS = np.zeros(256, dtype=np.int8)
-for _b in range(256):
-    _c = chr(_b)
-    if _b >= 0x80 or _c.isalnum() or _c == "_":
-        _CLASS[_b] = 1
-    elif not _c.isspace():
-        _CLASS[_b] = 2
-
 
 _ASCII_LOWER = bytes.maketrans(bytes(range(65, 91)), bytes(range(97, 123)))
 
@@ -97,14 +87,7 @@ class HashedNgrams:
         n = len(data)
         if n == 0:
             return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.int64)
-        # tokens are the maximal runs of one non-space class: cut where the class changes
-        cls = _CLASS[data]
-        word = cls != 0 if punctuation else cls == 1
-        change = np.empty(n + 1, dtype=bool)
-        change[0] = change[-1] = True
-        np.not_equal(cls[1:], cls[:-1], out=change[1:-1])
-        starts = np.flatnonzero(change[:-1] & word)
-        ends = np.flatnonzero(change[1:] & word) + 1
+        starts, ends = wordpunct_spans(data, punctuation=punctuation)
         lengths = ends - starts
         # tokens of up to 16 bytes are keyed by their zero-padded bytes, read as two little-endian
         # words from an unaligned view; longer ones (rare: URLs, chemical names) are hashed one by one

@@ -20,14 +20,15 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
+from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
 from salience.text.hashing import group_rows, stable_argsort
-from salience.text.tokenize import byte_token_ids, join_utf8, tokens_per_text
+from salience.text.tokenize import TOKEN_RULES, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
-_TOKEN = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
-_SENTENCE_END = frozenset(".!?;")
+_TOKEN = re.compile(TOKEN_RULES["joined_words"])
+_SENTENCE_END = CLAUSE_END_MARKS  # the clause rule kept beside the sentence splitter, where it is explained
 _WORD, _SENTENCE_MARK, _OTHER_MARK = 0, 1, 2
 
 
@@ -96,75 +97,8 @@ def _stemmer():
     return _STEMMER
 
 
-# Byte classes. Every byte of a non-ASCII character is a word byte unless the character is
-# whitespace, a joiner (’) or another mark: those are found with a regex and reclassified.
-_SPACE, _WORD_BYTE, _MARK, _JOIN, _CONTINUATION = 0, 1, 2, 3, 4
-_BYTE_CLASS = np.full(256, _MARK, dtype=np.uint8)
-_BYTE_CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_"]] = _WORD_BYTE
-_BYTE_CLASS[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = _SPACE  # str.isspace() in ASCII
-_BYTE_CLASS[[ord("-"), ord("'")]] = _JOIN
-_BYTE_CLASS[0x80:] = _WORD_BYTE
-_NON_ASCII_NON_WORD = re.compile(r"[^\w\x00-\x7f]")
 _SENTENCE_END_BYTE = np.zeros(256, dtype=bool)
 _SENTENCE_END_BYTE[[ord(c) for c in _SENTENCE_END]] = True
-
-
-def _byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarray:
-    """The class of each byte of ``data`` (``raw``: the texts as UTF-8, joined by newlines)."""
-    classes = _BYTE_CLASS[data]
-    if raw.isascii():
-        return classes
-    special = [(m.start(), m[0]) for m in _NON_ASCII_NON_WORD.finditer("\n".join(texts))]
-    if special:
-        char_start = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes
-        chars = np.fromiter((c for c, _ in special), dtype=np.int64, count=len(special))
-        lead = char_start[chars]
-        size = np.append(char_start, len(data))[chars + 1] - lead
-        kind = np.array([_SPACE if ch.isspace() else _JOIN if ch == "’" else _MARK for _, ch in special], dtype=np.uint8)
-        classes[lead] = kind
-        for extra in range(1, 4):  # a mark's or joiner's other bytes continue it; a space's are spaces
-            more = size > extra
-            classes[lead[more] + extra] = np.where(kind[more] == _SPACE, _SPACE, _CONTINUATION)
-    return classes
-
-
-def _byte_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The tokens of :data:`_TOKEN`, found with array operations over the texts' UTF-8 bytes
-    (equal to the regex, tested): (data, token start, token length in bytes, token is a word,
-    tokens per text). Words are runs of word bytes, a joiner (-, ' or ’) between two word
-    bytes joining them; every other character that is not a space is a token of its own."""
-    raw, text_starts = join_utf8([t.encode("utf-8", "surrogatepass") for t in texts])
-    data = np.frombuffer(raw, dtype=np.uint8)
-    n = len(data)
-    classes = _byte_classes(texts, raw, data)
-    word = np.zeros(n + 2, dtype=bool)  # padded by one byte on each side
-    word[1:-1] = classes == _WORD_BYTE
-    joins = np.flatnonzero(classes == _JOIN)
-    if len(joins):
-        size = np.ones(len(joins), dtype=np.int64)
-        wide = data[joins] >= 0x80  # ’, three bytes
-        size[wide] = 3
-        joining = joins[word[joins] & word[joins + size + 1]]  # word bytes on both sides (padded indexes)
-        wide_joining = joining[data[joining] >= 0x80]
-        word[joining + 1] = True
-        word[wide_joining + 2] = True
-        word[wide_joining + 3] = True
-    word_start = np.flatnonzero(word[1:-1] & ~word[:-2])
-    word_end = np.flatnonzero(word[1:-1] & ~word[2:]) + 1
-    lead = ((classes == _MARK) | (classes == _JOIN)) & ~word[1:-1]
-    mark_start = np.flatnonzero(lead)
-    mark_size = np.ones(len(mark_start), dtype=np.int64)
-    byte = data[mark_start]
-    mark_size[byte >= 0xC0] = 2
-    mark_size[byte >= 0xE0] = 3
-    mark_size[byte >= 0xF0] = 4
-    starts = np.concatenate((word_start, mark_start))
-    lengths = np.concatenate((word_end - word_start, mark_size))
-    is_word = np.zeros(len(starts), dtype=bool)
-    is_word[: len(word_start)] = True
-    order = stable_argsort(starts, n)
-    starts, lengths, is_word = starts[order], lengths[order], is_word[order]
-    return data, starts, lengths, is_word, tokens_per_text(starts, text_starts)
 
 
 def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, separator: np.ndarray | None = None) -> str:
@@ -193,7 +127,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
-    data, starts, lengths, is_word, token_counts = _byte_tokens(texts)
+    data, starts, lengths, is_word, token_counts = joined_word_tokens(texts)
     token_kind = np.where(is_word, _WORD, np.where((lengths == 1) & _SENTENCE_END_BYTE[data[starts]], _SENTENCE_MARK, _OTHER_MARK))
     position = np.flatnonzero(is_word)
     byte_start, byte_length = starts[position], lengths[position]

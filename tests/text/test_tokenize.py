@@ -69,3 +69,32 @@ def test_encoder_with_stemming_matches_tokenize_batch():
     assert got == tokenizer.tokenize_batch(texts)
     # queries use the per-text path and the same cache
     assert [encoder.terms[i] for i in encoder.encode(texts[3])] == tokenizer.tokenize(texts[3])
+
+
+def test_named_token_rules_share_one_byte_table():
+    import random
+    import re
+
+    import numpy as np
+
+    from salience.text.tokenize import BYTE_CLASS, TOKEN_RULES, joined_word_tokens, wordpunct_spans
+
+    rng = random.Random(5)
+    alphabet = "ab Z9_-'.,;!?()\n\t\"é€ ’"
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(300)]
+    ascii_texts = [t.encode("ascii", "ignore").decode() for t in texts]
+    # wordpunct (ASCII: every non-ASCII character counts as a word character by design)
+    for text in ascii_texts:
+        data = np.frombuffer(text.encode(), dtype=np.uint8)
+        starts, ends = wordpunct_spans(data)
+        assert [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == re.findall(TOKEN_RULES["wordpunct"], text)
+    # joined words, on every text
+    data, starts, lengths, _, counts = joined_word_tokens(texts)
+    raw = data.tobytes()
+    tokens = [raw[a : a + n].decode() for a, n in zip(starts.tolist(), lengths.tolist())]
+    expected = [t for text in texts for t in re.findall(TOKEN_RULES["joined_words"], text)]
+    assert tokens == expected and counts.sum() == len(expected)
+    # the search tokenizer's table keeps exactly the word bytes
+    from salience.text.tokenize import _TABLE_KEEP
+
+    assert [b for b in range(256) if _TABLE_KEEP[b] != 32] == np.flatnonzero(BYTE_CLASS == 1).tolist()
