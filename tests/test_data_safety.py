@@ -242,7 +242,7 @@ def test_killed_writers_leave_temporaries_that_the_next_write_sweeps(tmp_path):
 def test_pool_workers_die_with_their_parent(tmp_path):
     script = textwrap.dedent("""
         import os, sys, time
-        from salience.data.pipeline import make_executor
+        from salience.parallel import make_executor
         runner = make_executor("local", 2)
         runner.submit(time.sleep, 60)
         runner.submit(time.sleep, 60)

@@ -68,7 +68,7 @@ def _cmd_report(args) -> int:
 
 def add_commands(domains) -> None:
     from salience.data.dsir import SAMPLING
-    from salience.data.pipeline import EXECUTORS
+    from salience.parallel import EXECUTORS
 
     data = domains.add_parser("data", help="select training data for a target distribution (DSIR)")
     commands = data.add_subparsers(dest="command", required=True)

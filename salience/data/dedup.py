@@ -29,6 +29,8 @@ from salience.core.graph import DisjointSets
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_write_text, check_output_path
+from salience.io.shards import SHARD_LAYOUT, atomic_save, iter_shards, parse_shard, prepare_work_dir, remove_work_dir, write_records
+from salience.parallel import make_executor, progress_bar
 from salience.text.hashing import mix64 as _mix
 
 __all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_groups", "dedup_texts", "dedup_files",
@@ -199,14 +201,12 @@ class DedupReport:
 
 
 def _dedup_job(args) -> dict:
-    from salience.data.pipeline import _atomic_save, parse_shard
-
     shard, shard_file, text_field, near, num_perm, strict, on_error = args
     texts, _, numbers, places, missing, errors = parse_shard(shard, text_field, None, strict, on_error)
     result = {"exact": exact_hashes(texts), "places": np.array(places, dtype=np.int64), "missing": missing, "errors": errors}
     if near:
         result["signatures"] = minhash_signatures(texts, num_perm)
-    _atomic_save(Path(shard_file), **result)
+    atomic_save(Path(shard_file), **result)
     return {}
 
 
@@ -215,7 +215,7 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
                 on_error: str = "raise", show_progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
-    from salience.data.pipeline import SHARD_LAYOUT, is_selection_output, remove_work_dir, _progress, iter_shards, make_executor, prepare_work_dir, write_records
+    from salience.data.pipeline import is_selection_output
 
     inputs = [Path(p) for p in inputs]
     if not inputs:
@@ -231,7 +231,7 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     clock = time.perf_counter()
     shard_files = []
     runner = make_executor(executor, n_jobs)
-    bar = _progress(show_progress, "hashing shards")
+    bar = progress_bar(None, "hashing shards", show_progress, unit="shard")
     losses: list = []
     try:
         for shard in iter_shards(inputs, shard_bytes, on_error, losses=losses):
@@ -239,12 +239,10 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
             shard_files.append(shard_file)
             if not shard_file.exists():
                 runner.submit(_dedup_job, (shard, str(shard_file), text_field, near, num_perm, strict, on_error))
-            if bar is not None:
-                bar.update(1)
+            bar.update(1)
     finally:
         runner.close()
-        if bar is not None:
-            bar.close()
+        bar.close()
     timings["hash"] = time.perf_counter() - clock
     clock = time.perf_counter()
     exact, places, shard_of, signatures = [], [], [], []

@@ -11,6 +11,9 @@ each with its score, to a temporary file renamed into place at the end: an inter
 leaves no partial output. The report (counts by label, KL reduction, timings) goes to
 ``OUT.report.json``.
 
+Reading shards and writing records is :mod:`salience.io.shards`; the executors (local
+processes, Ray) are :mod:`salience.parallel`.
+
 Memory: 16 bytes a document (a float64 score and two int32 positions; 20 with a label field),
 plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-gram
 (``buckets`` <= 65,536) and is removed after a successful run unless ``keep_work``.
@@ -18,16 +21,11 @@ plus a shard in flight per worker; the n-gram cache on disk takes 2 bytes per n-
 
 from __future__ import annotations
 
-import contextlib
-import gzip
-import io
 import json
-import os
 import time
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -36,16 +34,15 @@ from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
 from salience.data.methods import DATA_METHODS
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
-from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError, unknown_choice
-from salience.io.files import atomic_write_bytes, atomic_write_text, check_on_error, check_output_path, open_raw
+from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
+from salience.io.files import atomic_write_text, check_on_error, check_output_path
+from salience.io.shards import (SHARD_LAYOUT, Loss, Shard, atomic_save, iter_shards, parse_shard,
+                                prepare_work_dir, records, remove_work_dir, write_records)
+from salience.parallel import make_executor, progress_bar
 
-__all__ = ["select_documents", "SelectionReport", "iter_shards", "parse_shard", "make_executor", "write_records",
-           "METHODS", "EXECUTORS"]
+__all__ = ["select_documents", "SelectionReport", "is_selection_output", "METHODS"]
 
 METHODS = DATA_METHODS
-# how files are cut into shards; part of the cache key, so a change never reuses old shards
-SHARD_LAYOUT = 2
-EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -69,186 +66,6 @@ class SelectionReport:
 
 
 # reading ------------------------------------------------------------------------------------------
-@dataclass
-class Shard:
-    """A piece of one raw file: ``blob`` (whole jsonl lines, the first numbered ``first_line``)
-    or, for parquet, ``rows`` (dicts, the first numbered ``first_line``)."""
-
-    index: int
-    path: str
-    first_line: int
-    blob: bytes | None = None
-    rows: list | None = None
-
-
-@dataclass
-class Loss:
-    """Records lost from one file by ``on_error="skip"``: a damaged compressed stream ends the
-    file early, so what follows the last good line is counted from the bytes left unread."""
-
-    path: str
-    after_line: int
-    unread_bytes: int
-    estimated_records: int | None  # None: unknown (the file ends early)
-    reason: str
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
-
-
-def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_error: str = "raise",
-                parquet_rows: int = 20_000, losses: list | None = None) -> Iterator[Shard]:
-    """Shards of every file in turn; cut at line ends, so their boundaries depend only on the
-    file and ``shard_bytes``. A corrupt gzip stream raises an error naming the file and the last
-    complete line; ``on_error="skip"`` ends that file there and appends a :class:`Loss` (the
-    unread bytes and the records they hold at the file's rate so far) to ``losses``."""
-    index = 0
-    for path in map(Path, paths):
-        if path.suffix == ".parquet":
-            for rows_first, rows in _parquet_batches(path, parquet_rows):
-                yield Shard(index, str(path), rows_first, rows=rows)
-                index += 1
-            continue
-        line = 1
-        pending: list[bytes] = []  # decompressed bytes not yet in a shard
-        pending_bytes = 0
-        good_position = produced = 0
-        raw = open_raw(path)
-        try:
-            fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
-            with fh:
-                # small reads, so that a damaged stream loses at most one read of good lines
-                step = min(shard_bytes, 1 << 16)
-                while True:
-                    block = fh.read(step)
-                    good_position = raw.tell()  # compressed bytes consumed by the last good read
-                    produced += len(block)
-                    if block:
-                        pending.append(block)
-                        pending_bytes += len(block)
-                    if pending_bytes >= shard_bytes or (not block and pending):
-                        data = b"".join(pending)
-                        cut = data.rfind(b"\n") + 1 if block else len(data)
-                        if cut:
-                            blob = data[:cut] if data[cut - 1 : cut] == b"\n" else data[:cut] + b"\n"
-                            rest = data[cut:]
-                            pending, pending_bytes = ([rest], len(rest)) if rest else ([], 0)
-                            if blob.strip():
-                                yield Shard(index, str(path), line, blob=blob)
-                                index += 1
-                            line += blob.count(b"\n")
-                    if not block:
-                        break
-        except (OSError, EOFError, zlib.error) as err:
-            if on_error != "skip":
-                raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
-            data = b"".join(pending)
-            cut = data.rfind(b"\n") + 1
-            if cut:  # the complete lines read before the damage are kept
-                yield Shard(index, str(path), line, blob=data[:cut])
-                index += 1
-                line += data[:cut].count(b"\n")
-            if losses is not None:
-                losses.append(_loss(path, good_position, produced, line - 1, err))
-        finally:
-            raw.close()
-
-
-def _loss(path: Path, position: int, produced: int, lines_read: int, err: BaseException) -> Loss:
-    """Estimate the records a damaged gzip file did not give: from its trailer's uncompressed
-    size (ISIZE) where that exceeds what was decoded, else from the compressed bytes left after
-    the last good read, at the file's bytes per line so far."""
-    size = path.stat().st_size
-    unread = max(size - position, 0)
-    expected = None
-    if path.suffix == ".gz" and size >= 18:
-        with open(path, "rb") as fh:
-            fh.seek(size - 4)
-            expected = int.from_bytes(fh.read(4), "little")  # uncompressed size mod 2**32
-    trailer_read = "CRC check failed" in str(err) or "Incorrect length" in str(err)
-    if isinstance(err, EOFError) or (not unread and not trailer_read):
-        estimate = None  # the file ends early: what it lacks cannot be known
-    elif trailer_read and expected is not None and lines_read:
-        estimate = max(round((expected - produced) / (produced / lines_read)), 0)
-    elif lines_read and position:
-        estimate = max(round(unread / (position / lines_read)), 1)
-    else:
-        estimate = None
-    return Loss(str(path), lines_read, unread, estimate, f"{type(err).__name__}: {err}")
-
-
-def _parquet_batches(path: Path, rows: int):
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise MissingDependencyError("Reading parquet needs pyarrow. Install it with: pip install 'salience[parquet]'") from None
-    try:
-        first = 1
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):
-            records = batch.to_pylist()
-            yield first, records
-            first += len(records)
-    except (OSError, ValueError) as err:
-        raise InputFormatError(f"{path}: not a readable parquet file ({err}).") from None
-
-
-def parse_shard(shard: Shard, text_field: str, label_field: str | None, strict: bool, on_error: str):
-    """(texts, labels, line numbers, places in the shard, records missing the field, bad records)."""
-    texts, labels, numbers, places = [], [], [], []
-    missing = errors = 0
-    if shard.rows is not None:
-        items = ((shard.first_line + i, i, row) for i, row in enumerate(shard.rows))
-    else:
-        items = _blob_records(shard, on_error)
-    for number, place, record in items:
-        if record is None:
-            if on_error == "skip":
-                errors += 1
-                continue
-            raise InputFormatError(f"{shard.path}:{number}: not a UTF-8 JSON record.")
-        text = record.get(text_field) if isinstance(record, dict) else None
-        if not isinstance(text, str):
-            if strict:
-                raise InputFormatError(f"{shard.path}:{number}: record has no text field {text_field!r}.")
-            missing += 1
-            continue
-        texts.append(text)
-        labels.append("" if not label_field or record.get(label_field) is None else str(record.get(label_field)))
-        numbers.append(number)
-        places.append(place)
-    return texts, labels, numbers, places, missing, errors
-
-
-def _json_loads():
-    """orjson's parser when installed (several times faster), else the standard library's."""
-    try:
-        import orjson
-
-        return orjson.loads, (orjson.JSONDecodeError, UnicodeDecodeError, ValueError)
-    except ImportError:  # pragma: no cover - orjson is a dependency
-        return json.loads, (UnicodeDecodeError, ValueError)
-
-
-def _blob_records(shard: Shard, on_error: str = "raise"):
-    """``(line number, place, record)`` of each non-blank line; ``record`` is ``None`` when the
-    line is not UTF-8 JSON (with ``on_error="replace"``, invalid UTF-8 is decoded with U+FFFD first)."""
-    loads, errors = _json_loads()
-    lines = shard.blob.split(b"\n")
-    for i, line in enumerate(lines[:-1] if lines and lines[-1] == b"" else lines):
-        if not line.strip():
-            continue
-        try:
-            record = loads(line)  # bytes: invalid UTF-8 is rejected
-        except errors:
-            record = None
-            if on_error == "replace":
-                try:
-                    record = json.loads(line.decode("utf-8", errors="replace"))
-                except ValueError:
-                    record = None
-        yield shard.first_line + i, i, record
-
-
 def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_field: str | None,
                 strict: bool, on_error: str) -> dict:
     texts, labels, numbers, places, missing, errors = parse_shard(shard, text_field, label_field, strict, on_error)
@@ -271,158 +88,8 @@ def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_fie
 def _hash_job(args) -> dict:
     shard, shard_file, features, text_field, label_field, strict, on_error = args
     result = _hash_shard(shard, features, text_field, label_field, strict, on_error)
-    _atomic_save(Path(shard_file), **result)
+    atomic_save(Path(shard_file), **result)
     return {"shard_file": shard_file}
-
-
-def prepare_work_dir(work: Path, settings: dict) -> None:
-    """Create ``work``; shards cached there by a run with other settings or other inputs (by
-    path, size and modification time) are removed, so a rerun reuses only what still applies."""
-    inputs = [(str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns) for p in settings.pop("inputs")]
-    manifest = json.dumps({**settings, "inputs": inputs}, sort_keys=True, default=str)
-    stamp = work / "settings.json"
-    if work.exists() and not (work.is_dir() and (stamp.is_file() or not any(work.iterdir()))):
-        raise InvalidParameterError(
-            f"work folder {work} exists and is not a salience shard cache (no settings.json); it is left untouched. "
-            "Pass another --work-dir, or remove it."
-        )
-    work.mkdir(parents=True, exist_ok=True)
-    if not stamp.exists() or stamp.read_text(encoding="utf-8") != manifest:
-        for stale in work.glob("*.npz"):
-            stale.unlink()
-        atomic_write_text(stamp, manifest)
-
-
-def remove_work_dir(work: Path) -> None:
-    """Remove what a run put in its shard cache (never other files), then the folder if empty."""
-    for pattern in ("*.npz", "settings.json", ".*.tmp"):
-        for entry in work.glob(pattern):
-            with contextlib.suppress(OSError):
-                entry.unlink()
-    with contextlib.suppress(OSError):
-        work.rmdir()
-
-
-def _atomic_save(path: Path, **arrays) -> None:
-    """Save ``arrays`` as one ``.npz`` written atomically (a crash leaves no partial shard)."""
-    buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    atomic_write_bytes(path, buffer.getvalue())
-
-
-# executors ----------------------------------------------------------------------------------------
-def _exit_with_parent(parent: int) -> None:
-    """Pool worker initializer: a daemon thread ends the worker soon after its parent dies (a
-    killed run must not leave workers writing into its work folder)."""
-    import threading
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, name="salience-parent-watch", daemon=True).start()
-
-
-class _LocalExecutor:
-    def __init__(self, n_jobs: int):
-        from concurrent.futures import ProcessPoolExecutor
-
-        self.pool = (ProcessPoolExecutor(n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
-                     if n_jobs > 1 else None)
-        self.limit = 2 * n_jobs
-        self.pending: list = []
-
-    def submit(self, job, args) -> None:
-        if self.pool is None:
-            job(args)
-            return
-        self.pending.append(self.pool.submit(job, args))
-        if len(self.pending) >= self.limit:
-            self._wait(self.limit // 2)
-
-    def _wait(self, keep: int) -> None:
-        from concurrent.futures import FIRST_COMPLETED, wait
-
-        while len(self.pending) > keep:
-            done, rest = wait(self.pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                future.result()  # re-raises a worker's error, naming file and line
-            self.pending = list(rest)
-
-    def drain(self) -> None:
-        self._wait(0)
-
-    def map(self, job, items: list) -> list:
-        if self.pool is None:
-            return [job(item) for item in items]
-        return list(self.pool.map(job, items))
-
-    def close(self) -> None:
-        try:
-            self._wait(0)
-        finally:
-            if self.pool is not None:
-                self.pool.shutdown(cancel_futures=True)
-
-
-class _RayExecutor:
-    def __init__(self, n_jobs: int):
-        try:
-            import ray
-        except ImportError:
-            raise MissingDependencyError("The Ray executor needs Ray. Install it with: pip install 'salience[ray]'") from None
-        self.ray = ray
-        if not ray.is_initialized():
-            if os.environ.get("RAY_ADDRESS"):  # join the cluster the environment names
-                ray.init(log_to_driver=False)
-            else:  # a local Ray instance with `n_jobs` CPUs
-                ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
-        self.tasks: dict = {}
-        self.limit = 2 * n_jobs
-        self.pending: list = []
-
-    def submit(self, job, args) -> None:
-        task = self.tasks.get(job)
-        if task is None:
-            task = self.tasks[job] = self.ray.remote(job)
-        self.pending.append(task.remote(args))
-        if len(self.pending) >= self.limit:
-            done, self.pending = self.ray.wait(self.pending, num_returns=len(self.pending) - self.limit // 2)
-            self._get(done)
-
-    def _get(self, refs) -> None:
-        try:
-            self.ray.get(refs)
-        except self.ray.exceptions.RayTaskError as err:
-            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
-
-    def drain(self) -> None:
-        refs, self.pending = self.pending, []
-        self._get(refs)
-
-    def map(self, job, items: list) -> list:
-        task = self.tasks.get(job)
-        if task is None:
-            task = self.tasks[job] = self.ray.remote(job)
-        refs = [task.remote(item) for item in items]
-        try:
-            return self.ray.get(refs)
-        except self.ray.exceptions.RayTaskError as err:
-            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
-
-    def close(self) -> None:
-        self.drain()
-
-
-def make_executor(name: str, n_jobs: int):
-    """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
-    re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``."""
-    if name not in EXECUTORS:
-        raise unknown_choice("executor", name, EXECUTORS)
-    n_jobs = check_n_jobs(n_jobs)
-    return _LocalExecutor(n_jobs) if name == "local" else _RayExecutor(n_jobs)
 
 
 # selection ----------------------------------------------------------------------------------------
@@ -436,7 +103,7 @@ def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_e
         texts.extend(parsed[0])
         missing += parsed[4]
         if parsed[4] and len(fields) < 20:
-            fields.update(k for r in _records(shard) if isinstance(r, dict) for k in r)
+            fields.update(k for r in records(shard) if isinstance(r, dict) for k in r)
     if not texts and missing:
         raise InputFormatError(
             f"none of the {missing} target records has a text field {text_field!r} (fields seen: "
@@ -496,7 +163,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     resampler.check_target()
     target_groups = None
     if quota_field and not quotas:
-        target_groups = [str(r.get(quota_field)) for s in iter_shards(target) for r in _records(s) if isinstance(r, dict)]
+        target_groups = [str(r.get(quota_field)) for s in iter_shards(target) for r in records(s) if isinstance(r, dict)]
     timings["read_target"] = time.perf_counter() - clock
 
     # pass 1: hash every raw shard that an earlier run did not finish
@@ -505,7 +172,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     reused = 0
     runner = make_executor(executor, n_jobs)
     try:
-        bar = _progress(show_progress, "hashing shards")
+        bar = progress_bar(None, "hashing shards", show_progress, unit="shard")
         try:
             for shard in iter_shards(raw, shard_bytes, on_error, losses=losses):
                 shard_file = work / f"shard-{shard.index:06d}.npz"
@@ -514,12 +181,10 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
                     reused += 1
                 else:
                     runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error))
-                if bar is not None:
-                    bar.update(1)
+                bar.update(1)
             runner.drain()
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         timings["hash_raw"] = time.perf_counter() - clock
 
         # pass 2: scores from the cached n-grams, shard by shard on the executor
@@ -616,14 +281,6 @@ def _picked_counts_job(args) -> np.ndarray:
         return total
 
 
-def _records(shard: Shard):
-    if shard.rows is not None:
-        yield from shard.rows
-    else:
-        for _, _, record in _blob_records(shard):
-            yield record
-
-
 def _proportional_quotas(groups: list[str] | None, k: int) -> dict:
     if not groups:
         raise InvalidParameterError("quota_field is not in the target records: give quotas explicitly.")
@@ -694,54 +351,3 @@ def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, plac
     write_records(out, raw, wanted, shard_bytes, on_error)
 
 
-def write_records(out: Path, inputs: Sequence[Path], wanted: dict, shard_bytes: int, on_error: str) -> int:
-    """Write the records ``wanted[shard index] = [(place in shard, copies, extra fields)]`` of
-    ``inputs`` (re-read shard by shard) to ``out`` through a temporary file renamed into place."""
-    tmp = out.with_name(out.name + ".tmp")
-    # gzip level 1: about 4x faster than the default 9 (or 6) for ~13% more bytes on this kind of text
-    opener = (lambda path, mode: gzip.open(path, mode, compresslevel=1)) if out.suffix == ".gz" else open
-    loads, _ = _json_loads()
-    written = 0
-    try:
-        with opener(tmp, "wb") as fh:
-            for shard in iter_shards(inputs, shard_bytes, on_error):
-                todo = wanted.get(shard.index)
-                if not todo:
-                    continue
-                lines = shard.blob.split(b"\n") if shard.rows is None else None
-                for place, copies, extra in todo:
-                    if lines is not None:
-                        try:
-                            record = loads(lines[place])
-                        except ValueError:  # kept by on_error="replace": decode as it was read
-                            record = json.loads(lines[place].decode("utf-8", errors="replace"))
-                    else:
-                        record = dict(shard.rows[place])
-                    record.update(extra)
-                    fh.write(_dump_record(record) * copies)
-                    written += copies
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, out)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return written
-
-
-def _dump_record(record: dict) -> bytes:
-    """One jsonl line: orjson when it can encode the record, else the standard library."""
-    try:
-        import orjson
-
-        return orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_NON_STR_KEYS)
-    except (ImportError, TypeError):
-        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-
-
-def _progress(enabled: bool, what: str):
-    if not enabled:
-        return None
-    from tqdm import tqdm
-
-    return tqdm(desc=what, unit="shard")

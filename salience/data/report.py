@@ -9,7 +9,7 @@ import numpy as np
 
 from salience.data.dsir import kl_reduction
 from salience.data.features import HashedNgrams
-from salience.data.pipeline import iter_shards, parse_shard
+from salience.io.shards import iter_shards, parse_shard
 
 __all__ = ["selection_report"]
 

@@ -21,6 +21,7 @@ import scipy.sparse as sp
 
 from salience.core.base import Scorer, register
 from salience.core.run import Run
+from salience.parallel import progress_bar
 from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import (
@@ -50,25 +51,6 @@ def _numba_kernel():
 
 # A batch of queries is scored into a dense (batch x documents) float32 block of at most this many cells.
 _MAX_BLOCK_CELLS = 1 << 22
-
-
-class _NoProgress:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def update(self, n: int = 1) -> None:
-        pass
-
-
-def _progress(total: int | None, desc: str, enabled: bool):
-    if not enabled:
-        return _NoProgress()
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, unit="doc", leave=False, mininterval=0.5)
 
 
 @dataclass(frozen=True)
@@ -318,7 +300,7 @@ class BM25(Scorer):
         n_new = len(docs)
         rows, cols, weights = [], [], []
         doc_len = np.zeros(n_new, dtype=np.float64)
-        with _progress(n_new * len(self.fields), "tokenizing", show_progress) as bar:
+        with progress_bar(n_new * len(self.fields), "tokenizing", show_progress, unit="doc") as bar:
             for name in self.fields:
                 term_ids, doc_index = self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
                 w = self.field_weights[name]
@@ -532,7 +514,7 @@ class BM25(Scorer):
         chunk = max(1, min(256, math.ceil(len(encoded) / max(n_jobs * 4, 1))))
         pieces = [encoded[i : i + chunk] for i in range(0, len(encoded), chunk)]
         results: list[Scores] = []
-        with _progress(len(encoded), "searching", show_progress) as bar, ThreadPoolExecutor(max_workers=n_jobs) as pool:
+        with progress_bar(len(encoded), "searching", show_progress, unit="query") as bar, ThreadPoolExecutor(max_workers=n_jobs) as pool:
             for part in pool.map(lambda piece: self._search_encoded(piece, k, mask), pieces):
                 results.extend(part)
                 bar.update(len(part))

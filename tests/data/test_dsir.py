@@ -179,12 +179,12 @@ def test_ray_executor_matches_local(tmp_path):
 
 
 def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
-    import salience.data.pipeline as pipeline
+    import salience.io.shards as shards
 
     target, raw = _pool(tmp_path)
     out = tmp_path / "out.jsonl.gz"
     calls = {"n": 0}
-    real_dump = pipeline._dump_record
+    real_dump = shards._dump_record
 
     def dump_then_interrupt(record):
         calls["n"] += 1
@@ -192,11 +192,11 @@ def test_interrupted_write_leaves_no_output(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real_dump(record)
 
-    monkeypatch.setattr(pipeline, "_dump_record", dump_then_interrupt)
+    monkeypatch.setattr(shards, "_dump_record", dump_then_interrupt)
     with pytest.raises(KeyboardInterrupt):
         select_documents([target], [raw], out, k=20, n_jobs=1, work_dir=tmp_path / "work")
     assert not out.exists() and not list(tmp_path.glob("out.jsonl.gz*"))
-    monkeypatch.setattr(pipeline, "_dump_record", real_dump)
+    monkeypatch.setattr(shards, "_dump_record", real_dump)
     report = select_documents([target], [raw], out, k=20, n_jobs=1, work_dir=tmp_path / "work")
     assert report.shards_reused == report.shards  # the hashed shards of the interrupted run are reused
     assert len(gzip.open(out, "rt").read().splitlines()) == 20

@@ -1,0 +1,169 @@
+"""Running work in parallel: one :class:`Executor` protocol for every domain, with local
+processes by default and Ray behind the ``ray`` extra, and the one progress bar helper.
+
+An executor runs picklable jobs: ``submit(job, args)`` keeps a bounded number in flight,
+``drain()`` waits for them (re-raising a job's error), ``map(job, items)`` returns results in
+order, and ``close()`` ends it. Local workers end with their parent, so a killed run leaves none
+writing into its work folder.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Protocol
+
+from salience.core.checks import check_n_jobs
+from salience.exceptions import MissingDependencyError, unknown_choice
+
+__all__ = ["Executor", "EXECUTORS", "make_executor", "progress_bar"]
+
+EXECUTORS = ("local", "ray")
+
+
+class Executor(Protocol):
+    def submit(self, job: Callable[[Any], Any], args: Any) -> None: ...
+
+    def drain(self) -> None: ...
+
+    def map(self, job: Callable[[Any], Any], items: list) -> list: ...
+
+    def close(self) -> None: ...
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool worker initializer: a daemon thread ends the worker soon after its parent dies (a
+    killed run must not leave workers writing into its work folder)."""
+    import threading
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(1)
+
+    threading.Thread(target=watch, name="salience-parent-watch", daemon=True).start()
+
+
+class LocalExecutor:
+    def __init__(self, n_jobs: int):
+        from concurrent.futures import ProcessPoolExecutor
+
+        self.pool = (ProcessPoolExecutor(n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
+                     if n_jobs > 1 else None)
+        self.limit = 2 * n_jobs
+        self.pending: list = []
+
+    def submit(self, job, args) -> None:
+        if self.pool is None:
+            job(args)
+            return
+        self.pending.append(self.pool.submit(job, args))
+        if len(self.pending) >= self.limit:
+            self._wait(self.limit // 2)
+
+    def _wait(self, keep: int) -> None:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        while len(self.pending) > keep:
+            done, rest = wait(self.pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                future.result()  # re-raises a worker's error, naming file and line
+            self.pending = list(rest)
+
+    def drain(self) -> None:
+        self._wait(0)
+
+    def map(self, job, items: list) -> list:
+        if self.pool is None:
+            return [job(item) for item in items]
+        return list(self.pool.map(job, items))
+
+    def close(self) -> None:
+        try:
+            self._wait(0)
+        finally:
+            if self.pool is not None:
+                self.pool.shutdown(cancel_futures=True)
+
+
+class RayExecutor:
+    def __init__(self, n_jobs: int):
+        try:
+            import ray
+        except ImportError:
+            raise MissingDependencyError("The Ray executor needs Ray. Install it with: pip install 'salience[ray]'") from None
+        self.ray = ray
+        if not ray.is_initialized():
+            if os.environ.get("RAY_ADDRESS"):  # join the cluster the environment names
+                ray.init(log_to_driver=False)
+            else:  # a local Ray instance with `n_jobs` CPUs
+                ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
+        self.tasks: dict = {}
+        self.limit = 2 * n_jobs
+        self.pending: list = []
+
+    def submit(self, job, args) -> None:
+        task = self.tasks.get(job)
+        if task is None:
+            task = self.tasks[job] = self.ray.remote(job)
+        self.pending.append(task.remote(args))
+        if len(self.pending) >= self.limit:
+            done, self.pending = self.ray.wait(self.pending, num_returns=len(self.pending) - self.limit // 2)
+            self._get(done)
+
+    def _get(self, refs) -> None:
+        try:
+            self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as err:
+            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
+
+    def drain(self) -> None:
+        refs, self.pending = self.pending, []
+        self._get(refs)
+
+    def map(self, job, items: list) -> list:
+        task = self.tasks.get(job)
+        if task is None:
+            task = self.tasks[job] = self.ray.remote(job)
+        refs = [task.remote(item) for item in items]
+        try:
+            return self.ray.get(refs)
+        except self.ray.exceptions.RayTaskError as err:
+            raise (err.as_instanceof_cause() if hasattr(err, "as_instanceof_cause") else err) from None
+
+    def close(self) -> None:
+        self.drain()
+
+
+def make_executor(name: str, n_jobs: int) -> Executor:
+    """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
+    re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``."""
+    if name not in EXECUTORS:
+        raise unknown_choice("executor", name, EXECUTORS)
+    n_jobs = check_n_jobs(n_jobs)
+    return LocalExecutor(n_jobs) if name == "local" else RayExecutor(n_jobs)
+
+
+class _NoProgress:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def progress_bar(total: int | None, desc: str, enabled: bool, unit: str = "it"):
+    """A tqdm bar (a context manager with ``update`` and ``close``) when ``enabled``, else one
+    that does nothing; tqdm is imported only when a bar is shown."""
+    if not enabled:
+        return _NoProgress()
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit=unit, leave=False, mininterval=0.5)
