@@ -26,6 +26,7 @@ import numpy as np
 
 from salience.core.checks import check_k
 from salience.core.graph import DisjointSets
+from salience.core.scores import Scores
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_write_text, check_output_path
@@ -165,23 +166,30 @@ def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndar
     return np.array(sets.roots(), dtype=np.int64)
 
 
-def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128) -> np.ndarray:
-    """Positions of the texts to keep (first of each duplicate group), in order.
+def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128,
+                ids: Sequence | None = None) -> Scores:
+    """The texts to keep, the first of each duplicate group, in order, as :class:`~salience.Scores`
+    whose value is how many texts the kept one stands for (itself and its duplicates). Ids are
+    positions unless ``ids`` are given.
 
-    >>> dedup_texts(["A cat sat.", "a CAT sat", "A dog ran."]).tolist()
-    [0, 2]
+    >>> kept = dedup_texts(["A cat sat.", "a CAT sat", "A dog ran."])
+    >>> kept.ids, kept.values.tolist()
+    ([0, 2], [2.0, 1.0])
     """
+    if ids is not None and len(ids) != len(texts):
+        raise InvalidParameterError(f"ids has {len(ids)} entries for {len(texts)} texts; give one id per text.")
     hashes = exact_hashes(texts)
-    _, first = np.unique(hashes, return_index=True)
-    keep = np.zeros(len(texts), dtype=bool)
-    keep[first] = True
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    representative = first[inverse.reshape(-1)]  # the first text with the same words
     if near:
         signatures = minhash_signatures(texts, num_perm)
         b, r = lsh_params(threshold, num_perm)
         groups = near_duplicate_groups(band_hashes(signatures, b, r),
                                        lambda i, j: float(np.mean(signatures[i] == signatures[j])), threshold)
-        keep &= groups == np.arange(len(texts))
-    return np.flatnonzero(keep)
+        representative = groups[representative]  # the near-duplicate group of the exact copy kept
+    keep = np.flatnonzero(representative == np.arange(len(texts)))
+    sizes = np.bincount(representative, minlength=len(texts))[keep].astype(np.float64)
+    return Scores(sizes, ids=keep.tolist() if ids is None else [ids[i] for i in keep.tolist()])
 
 
 @dataclass

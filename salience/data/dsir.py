@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.scores import Scores
 from salience.core.select import SAMPLING, sample_positions
 from salience.data.features import HashedNgrams, NgramBatch
 from salience.exceptions import InvalidParameterError, SalienceError
@@ -30,10 +31,9 @@ class ImportanceResampler:
     a target with fewer tokens, since its distribution would be mostly smoothing.
 
     >>> r = ImportanceResampler(HashedNgrams(buckets=64), min_target_tokens=1)
-    >>> r = r.fit_target(["protein binding assay", "protein folding"]).fit_raw(["stock prices fell", "protein assay"])
-    >>> w = r.log_weights(["protein binding", "stock prices"])
-    >>> bool(w[0] > w[1])
-    True
+    >>> r = r.fit(["protein binding assay", "protein folding"], ["stock prices fell", "protein assay"])
+    >>> r.log_weights(["protein binding", "stock prices"], ids=["bio", "news"]).ranked_ids()
+    ['bio', 'news']
     """
 
     def __init__(self, features: HashedNgrams | None = None, *, smoothing: float = 1.0, length_normalize: bool = False,
@@ -44,20 +44,25 @@ class ImportanceResampler:
         self.smoothing = float(smoothing)
         self.length_normalize = length_normalize
         self.min_target_tokens = int(min_target_tokens)
-        self.target_counts = np.zeros(self.features.buckets)
-        self.raw_counts = np.zeros(self.features.buckets)
-        self.target_tokens = 0
+        self.target_counts_ = np.zeros(self.features.buckets)
+        self.raw_counts_ = np.zeros(self.features.buckets)
+        self.target_tokens_ = 0
         self._log_ratio: np.ndarray | None = None
 
     # fitting --------------------------------------------------------------------------------
     def update_target(self, batch: NgramBatch) -> None:
-        self.target_counts += batch.counts(self.features.buckets)
-        self.target_tokens += int(batch.tokens.sum())
+        self.target_counts_ += batch.counts(self.features.buckets)
+        self.target_tokens_ += int(batch.tokens.sum())
         self._log_ratio = None
 
     def update_raw(self, batch: NgramBatch) -> None:
-        self.raw_counts += batch.counts(self.features.buckets)
+        self.raw_counts_ += batch.counts(self.features.buckets)
         self._log_ratio = None
+
+    def fit(self, target: Iterable[str], raw: Iterable[str], batch_size: int = 2000) -> "ImportanceResampler":
+        """Learn the target's and the raw pool's n-gram counts (``target_counts_``,
+        ``raw_counts_``); :meth:`fit_target` and :meth:`fit_raw` add to them piece by piece."""
+        return self.fit_target(target, batch_size).fit_raw(raw, batch_size)
 
     def fit_target(self, texts: Iterable[str], batch_size: int = 2000) -> "ImportanceResampler":
         for chunk in _chunks(texts, batch_size):
@@ -71,14 +76,14 @@ class ImportanceResampler:
 
     def _check_fitted(self) -> None:
         self.check_target()
-        if self.raw_counts.sum() == 0:
+        if self.raw_counts_.sum() == 0:
             raise SalienceError("the raw pool is empty: fit_raw needs at least one document with text.")
 
     def check_target(self) -> None:
-        if self.target_tokens == 0:
+        if self.target_tokens_ == 0:
             raise SalienceError("the target is empty: fit_target needs at least one document with text.")
-        if self.target_tokens < self.min_target_tokens:
-            raise SalienceError(f"the target has {self.target_tokens} tokens; at least {self.min_target_tokens} are needed "
+        if self.target_tokens_ < self.min_target_tokens:
+            raise SalienceError(f"the target has {self.target_tokens_} tokens; at least {self.min_target_tokens} are needed "
                                 "to fit its n-gram distribution (min_target_tokens).")
 
     def distribution(self, counts: np.ndarray) -> np.ndarray:
@@ -90,7 +95,7 @@ class ImportanceResampler:
         """log p_target - log p_raw per bucket."""
         if self._log_ratio is None:
             self._check_fitted()
-            self._log_ratio = np.log(self.distribution(self.target_counts)) - np.log(self.distribution(self.raw_counts))
+            self._log_ratio = np.log(self.distribution(self.target_counts_)) - np.log(self.distribution(self.raw_counts_))
         return self._log_ratio
 
     # weights ----------------------------------------------------------------------------------
@@ -101,8 +106,9 @@ class ImportanceResampler:
             weights = weights / np.maximum(ngrams, 1)
         return weights
 
-    def log_weights(self, texts: Sequence[str]) -> np.ndarray:
-        return self.batch_log_weights(self.features.transform(list(texts)))
+    def log_weights(self, texts: Sequence[str], *, ids: Sequence | None = None) -> Scores:
+        """Each text's log importance weight, as :class:`~salience.Scores` (ids: positions unless given)."""
+        return Scores(self.batch_log_weights(self.features.transform(list(texts))), ids=ids)
 
 
 def resample(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed: int | None = 0,

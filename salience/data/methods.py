@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-import numpy as np
 
 from salience.core.base import Scorer, check_fitted, register, reject_options
 from salience.core.scores import Scores
@@ -62,7 +61,7 @@ class DocumentScorer(Scorer):
         if self.method == "dsir":
             resampler = ImportanceResampler(features, length_normalize=self.length_normalize,
                                             min_target_tokens=self.min_target_tokens)
-            self.model_ = resampler.fit_target(target).fit_raw(raw)
+            self.model_ = resampler.fit(target, raw)
             self.model_.log_ratio  # checks the target and pool now, not at the first score
         else:
             self.model_ = QualityClassifier(self.buckets).fit(features.transform(target), features.transform(raw))
@@ -72,10 +71,8 @@ class DocumentScorer(Scorer):
         check_fitted(self, "model_", "fit(target, raw)")
         texts = _texts(texts, "texts")
         if self.method == "dsir":
-            values = self.model_.log_weights(texts)
-        else:
-            values = self.model_.score(self._features().transform(texts))
-        return Scores(np.asarray(values, dtype=np.float64), ids=ids)
+            return self.model_.log_weights(texts, ids=ids)
+        return self.model_.score(self._features().transform(texts), ids=ids)
 
     def score_batch(self, batch: Sequence[Sequence[str]]) -> list[Scores]:
         return [self.score(texts) for texts in batch]

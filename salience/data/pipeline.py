@@ -191,7 +191,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
         clock = time.perf_counter()
         for shard_file, _ in shard_files:
             with np.load(shard_file) as shard:
-                resampler.raw_counts += shard["counts"]
+                resampler.raw_counts_ += shard["counts"]
         resampler._log_ratio = None
         scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
         parts = runner.map(_score_job, [(str(f), scorer, min_tokens, rules, bool(group_field)) for f, _ in shard_files])
@@ -245,7 +245,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
         by_label = {label_names[v]: c for v, c in zip(values.tolist(), counts.tolist())}
     report = SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
                              [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses),
-                             kl_reduction(resampler.target_counts, resampler.raw_counts, selected_counts), by_label,
+                             kl_reduction(resampler.target_counts_, resampler.raw_counts_, selected_counts), by_label,
                              timings, len(shard_files), reused)
     atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
     if not keep_work:

@@ -12,10 +12,13 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 from scipy import sparse
 
 from salience.data.features import NgramBatch
+from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, SalienceError
 
 __all__ = ["QualityClassifier", "NgramPerplexity", "text_statistics", "per_document_sums", "STATISTICS", "parse_filter"]
@@ -51,8 +54,8 @@ class QualityClassifier:
     >>> from salience.data.features import HashedNgrams
     >>> f = HashedNgrams(buckets=256)
     >>> clf = QualityClassifier(256).fit(f.transform(["protein binds receptor"] * 5), f.transform(["stock prices fell"] * 5))
-    >>> s = clf.score(f.transform(["protein receptor", "stock prices"]))
-    >>> bool(s[0] > 0 > s[1])
+    >>> s = clf.score(f.transform(["protein receptor", "stock prices"]), ids=["bio", "news"])
+    >>> bool(s["bio"] > 0 > s["news"])
     True
     """
 
@@ -60,8 +63,8 @@ class QualityClassifier:
         self.buckets = int(buckets)
         self.l2 = float(l2)
         self.max_iter = int(max_iter)
-        self.coef = np.zeros(self.buckets)
-        self.intercept = 0.0
+        self.coef_ = np.zeros(self.buckets)
+        self.intercept_ = 0.0
 
     def fit(self, target: NgramBatch, raw: NgramBatch) -> "QualityClassifier":
         if len(target.tokens) == 0 or len(raw.tokens) == 0:
@@ -84,17 +87,18 @@ class QualityClassifier:
         from scipy.optimize import minimize  # imported here: it costs half a second
 
         result = minimize(loss, np.zeros(self.buckets + 1), jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter})
-        self.coef = result.x[:-1] * scale
-        self.intercept = float(result.x[-1])
+        self.coef_ = result.x[:-1] * scale
+        self.intercept_ = float(result.x[-1])
         return self
 
-    def score(self, batch: NgramBatch) -> np.ndarray:
+    def score(self, batch: NgramBatch, *, ids: Sequence | None = None) -> Scores:
+        """Each document's log-odds of being a target document (ids: positions unless given)."""
         ngrams = np.bincount(batch.doc, minlength=len(batch.tokens))
-        return batch.dot(self.coef) / np.maximum(ngrams, 1) + self.intercept
+        return Scores(batch.dot(self.coef_) / np.maximum(ngrams, 1) + self.intercept_, ids=ids)
 
     def score_parts(self, bucket: np.ndarray, part_counts: np.ndarray) -> np.ndarray:
         ngrams = np.atleast_2d(part_counts).sum(axis=0)
-        return per_document_sums(self.coef[bucket], part_counts) / np.maximum(ngrams, 1) + self.intercept
+        return per_document_sums(self.coef_[bucket], part_counts) / np.maximum(ngrams, 1) + self.intercept_
 
 
 class NgramPerplexity:
@@ -104,9 +108,8 @@ class NgramPerplexity:
     >>> from salience.data.features import HashedNgrams
     >>> f = HashedNgrams(buckets=1024)
     >>> lm = NgramPerplexity(1024).fit(f.transform(["the protein binds the receptor"] * 20))
-    >>> s = lm.score(f.transform(["the protein binds", "stock prices fell"]))
-    >>> bool(s[0] > s[1])
-    True
+    >>> lm.score(f.transform(["the protein binds", "stock prices fell"])).ranked_ids()
+    [0, 1]
     """
 
     def __init__(self, buckets: int, interpolation: float = 0.7, smoothing: float = 0.1):
@@ -115,8 +118,8 @@ class NgramPerplexity:
         self.buckets = int(buckets)
         self.interpolation = float(interpolation)
         self.smoothing = float(smoothing)
-        self.unigram = np.zeros(self.buckets)
-        self.bigram = np.zeros(self.buckets)
+        self.unigram_counts_ = np.zeros(self.buckets)
+        self.bigram_counts_ = np.zeros(self.buckets)
 
     @staticmethod
     def _split(batch: NgramBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -126,25 +129,26 @@ class NgramPerplexity:
 
     def fit(self, target: NgramBatch) -> "NgramPerplexity":
         uni, bi, _ = self._split(target)
-        self.unigram += np.bincount(uni, minlength=self.buckets)
-        self.bigram += np.bincount(bi, minlength=self.buckets)
+        self.unigram_counts_ += np.bincount(uni, minlength=self.buckets)
+        self.bigram_counts_ += np.bincount(bi, minlength=self.buckets)
         return self
 
     def token_log_probs(self, unigrams: np.ndarray, bigrams: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         """log p of each token after the first of each document (the first gets the unigram)."""
         a, B, lam = self.smoothing, self.buckets, self.interpolation
-        p_uni = (self.unigram + a) / (self.unigram.sum() + a * B)
+        p_uni = (self.unigram_counts_ + a) / (self.unigram_counts_.sum() + a * B)
         starts = np.concatenate(([0], np.cumsum(tokens)[:-1]))
         has_prev = np.ones(len(unigrams), dtype=bool)
         has_prev[starts[tokens > 0]] = False
         prev = unigrams[np.flatnonzero(has_prev) - 1]
         p = p_uni[unigrams].copy()
-        p[has_prev] = lam * (self.bigram[bigrams] + a) / (self.unigram[prev] + a * B) + (1 - lam) * p[has_prev]
+        p[has_prev] = lam * (self.bigram_counts_[bigrams] + a) / (self.unigram_counts_[prev] + a * B) + (1 - lam) * p[has_prev]
         return np.log(p)
 
-    def score(self, batch: NgramBatch) -> np.ndarray:
+    def score(self, batch: NgramBatch, *, ids: Sequence | None = None) -> Scores:
+        """Each document's mean log-probability per token under the target model."""
         uni, bi, tokens = self._split(batch)
-        return self.score_parts(uni, bi, tokens)
+        return Scores(self.score_parts(uni, bi, tokens), ids=ids)
 
     def score_parts(self, unigrams: np.ndarray, bigrams: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         logp = self.token_log_probs(unigrams, bigrams, tokens)

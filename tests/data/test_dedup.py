@@ -42,8 +42,9 @@ def test_lsh_params_and_dedup_texts():
     words[50] = "CHANGED"
     near_copy = " ".join(words)
     texts = [a, a.upper() + "!", near_copy, _text(4), _text(5)]
-    assert dedup_texts(texts).tolist() == [0, 2, 3, 4]  # exact: case and punctuation ignored
-    assert dedup_texts(texts, near=True).tolist() == [0, 3, 4]
+    assert dedup_texts(texts).ids == [0, 2, 3, 4]  # exact: case and punctuation ignored
+    near = dedup_texts(texts, near=True, ids=list("abcde"))
+    assert near.ids == ["a", "d", "e"] and near.values.sum() == len(texts)  # every text is accounted for
     with pytest.raises(InvalidParameterError, match="threshold"):
         dedup_texts(texts, near=True, threshold=1.5)
 

@@ -44,7 +44,7 @@ def test_importance_weights_and_kl():
     r.fit_raw(["stock prices fell sharply", "protein assay in cells", "the match ended in a draw"])
     w = r.log_weights(["protein binding in cells", "stock prices fell"])
     assert w[0] > 0 > w[1]
-    t, raw = r.target_counts, r.raw_counts
+    t, raw = r.target_counts_, r.raw_counts_
     assert kl_reduction(t, raw, t) > 0 and kl_reduction(t, raw, raw) == pytest.approx(0.0)
     with pytest.raises(SalienceError, match="at least 5"):
         ImportanceResampler(min_target_tokens=5).fit_target(["two words"]).fit_raw(["x y"]).log_ratio
