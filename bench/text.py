@@ -155,7 +155,7 @@ def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 2
                     predictions = fn(docs)
                     seconds = min(seconds, time.perf_counter() - start)
             result = evaluate_keyphrases(predictions, [d["text"] for d in gold_docs], [d["keyphrases"] for d in gold_docs], ks=(5, 10, 15))
-            rows.append({"dataset": name, "system": label, **result, "docs_per_second": len(gold_docs) / seconds})
+            rows.append({"dataset": name, "system": label, **result.means, "docs_per_second": len(gold_docs) / seconds})
             print(f"  {name:<12} {label:<28} F1@10 {result['F1@10']:.3f}  {len(gold_docs) / seconds:,.0f} docs/s", file=sys.stderr, flush=True)
     return rows
 

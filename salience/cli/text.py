@@ -54,8 +54,8 @@ def _cmd_keywords_evaluate(args) -> int:
         "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
         "candidates": args.candidates,
         "docs": len(records),
-        "all_gold": evaluate_keyphrases(predictions, texts, golds, ks),
-        "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True),
+        "all_gold": evaluate_keyphrases(predictions, texts, golds, ks).means,
+        "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True).means,
         "docs_per_second": len(records) / seconds if seconds > 0 else None,
     }
     lines = [f"{len(records)} documents, method {result['method']} ({result['docs_per_second'] or 0:.0f} docs/s)"]
@@ -92,8 +92,9 @@ def _cmd_summarize_evaluate(args) -> int:
 
     if args.similarity is not None or args.threshold is not None:
         raise InvalidParameterError("summarize evaluate takes --method, --sentences/--words and --diversity.")
-    result = evaluate_summaries(args.gold, method=args.method, sentences=args.sentences, words=args.words,
+    report = evaluate_summaries(args.gold, method=args.method, sentences=args.sentences, words=args.words,
                                 diversity=args.diversity, on_error=args.on_error)
+    result = {**report.info, **report.means}
     emit(args, result, f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
                        f"ROUGE-2 {result['rouge2']:.1f}  ROUGE-L {result['rougeL']:.1f}  "
                        f"({result['docs_per_second']:.0f} docs/s)")

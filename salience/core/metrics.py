@@ -93,6 +93,8 @@ class Report:
     missing_from_run: int = 0
     #: judged subjects that the run ranks: 0 means the numbers measure nothing
     matched: int = 0
+    #: what else the evaluation measured (method, timing), carried into :meth:`to_dict`
+    info: dict[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, metric: str) -> float:
         return self.means[metric]
@@ -104,6 +106,7 @@ class Report:
             "skipped_unjudged": self.skipped_unjudged,
             "missing_from_run": self.missing_from_run,
             "matched": self.matched,
+            **self.info,
         }
 
     def __str__(self) -> str:

@@ -12,6 +12,9 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
+from salience.core.metrics import Report
+from salience.exceptions import ShapeError
+
 __all__ = ["normalize_phrase", "prf_at_k", "evaluate_keyphrases", "read_gold"]
 
 _WORD = re.compile(r"\w+")
@@ -50,20 +53,25 @@ def prf_at_k(predicted: Sequence[str], gold: Iterable[str], k: int) -> tuple[flo
 
 
 def evaluate_keyphrases(predictions: Sequence[Sequence[str]], texts: Sequence[str], golds: Sequence[Sequence[str]],
-                        ks: Sequence[int] = (5, 10, 15), present_only: bool = False) -> dict:
-    """Macro P/R/F at each k; with ``present_only`` the gold keeps phrases found in the text."""
-    out = {}
-    for k in ks:
-        totals = [0.0, 0.0, 0.0]
-        for predicted, text, gold in zip(predictions, texts, golds):
-            if present_only:
-                stemmed_text = " " + normalize_phrase(text) + " "
-                gold = [g for g in gold if normalize_phrase(g) and f" {normalize_phrase(g)} " in stemmed_text]
-            for i, value in enumerate(prf_at_k(predicted, gold, k)):
-                totals[i] += value
-        n = max(len(golds), 1)
-        out[f"P@{k}"], out[f"R@{k}"], out[f"F1@{k}"] = (t / n for t in totals)
-    return out
+                        ks: Sequence[int] = (5, 10, 15), present_only: bool = False) -> Report:
+    """Macro P/R/F at each k as a :class:`~salience.Report` (``report["F1@10"]``; per document in
+    ``per_subject``, keyed by position); with ``present_only`` the gold keeps phrases found in
+    the text."""
+    if not len(predictions) == len(texts) == len(golds):
+        raise ShapeError(f"predictions, texts and golds must line up; got {len(predictions)}, {len(texts)} and "
+                         f"{len(golds)}.")
+    per_doc: dict = {d: {} for d in range(len(golds))}
+    for d, (predicted, text, gold) in enumerate(zip(predictions, texts, golds)):
+        if present_only:
+            stemmed_text = " " + normalize_phrase(text) + " "
+            gold = [g for g in gold if normalize_phrase(g) and f" {normalize_phrase(g)} " in stemmed_text]
+        for k in ks:
+            per_doc[d][f"P@{k}"], per_doc[d][f"R@{k}"], per_doc[d][f"F1@{k}"] = prf_at_k(predicted, gold, k)
+    names = [f"{m}@{k}" for k in ks for m in ("P", "R", "F1")]
+    n = max(len(golds), 1)
+    # summed in document order, as before: the same means to the last digit
+    means = {name: sum(per_doc[d][name] for d in per_doc) / n for name in names}
+    return Report(means, per_doc, evaluated=len(golds), matched=len(golds))
 
 
 def read_gold(path, on_error: str = "raise") -> list[dict]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from salience.core.metrics import Report
+
 from salience.exceptions import MissingDependencyError
 from salience.io.files import read_records
 
@@ -37,9 +39,11 @@ def evaluate_summaries(
     words: int | None = None,
     diversity: float = 0.0,
     on_error: str = "raise",
-) -> dict:
-    """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}``; the summary length
-    is the gold number of sentences unless ``sentences`` or ``words`` is given."""
+) -> Report:
+    """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}`` as a
+    :class:`~salience.Report` (``report["rouge2"]``; the method, document count and speed in
+    ``report.info``); the summary length is the gold number of sentences unless ``sentences``
+    or ``words`` is given."""
     from salience.summarize.extractive import summarize
 
     records = read_gold(path, on_error)
@@ -52,14 +56,13 @@ def evaluate_summaries(
         outputs.append(summarize(record["text"], method=method, diversity=diversity, **length).text)
     seconds = time.perf_counter() - start
     totals = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
-    for record, output in zip(records, outputs):
+    per_doc = {}
+    for d, (record, output) in enumerate(zip(records, outputs)):
         scores = scorer.score(record["summary"], output)
+        per_doc[d] = {name: 100.0 * scores[name].fmeasure for name in totals}
         for name in totals:
             totals[name] += scores[name].fmeasure
-    return {
-        "method": method,
-        "docs": len(records),
-        **{name: 100.0 * value / len(records) for name, value in totals.items()},
-        "seconds": seconds,
-        "docs_per_second": len(records) / seconds if seconds > 0 else float("inf"),
-    }
+    means = {name: 100.0 * value / len(records) for name, value in totals.items()}
+    info = {"method": method, "docs": len(records), "seconds": seconds,
+            "docs_per_second": len(records) / seconds if seconds > 0 else float("inf")}
+    return Report(means, per_doc, evaluated=len(records), matched=len(records), info=info)

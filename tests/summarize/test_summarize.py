@@ -1,5 +1,7 @@
 import json
 
+import numpy as np
+
 import pytest
 
 from salience import InvalidParameterError
@@ -80,7 +82,8 @@ def test_rouge_on_bbc_beats_summa_reference():
 
     result = evaluate_summaries(data_path("summarize", "bbc_news_summary_100", "docs.jsonl"))
     assert result["rouge2"] >= 76.2 and result["rouge1"] >= 82.3
-    assert result["docs"] == 100
+    assert result.info["docs"] == 100 and len(result.per_subject) == 100
+    assert result["rouge2"] == pytest.approx(np.mean([d["rouge2"] for d in result.per_subject.values()]))
 
 
 def test_cli(tmp_path, capsys):
