@@ -182,3 +182,15 @@ def test_methods_command_lists_the_registry(capsys):
     assert main(["methods", "--domain", "summarize"]) == 0
     text = capsys.readouterr().out
     assert "lexrank" in text and "textrank" in text and "bm25" not in text.split("summarize:")[0]
+
+
+def test_the_methods_page_is_the_registry():
+    from pathlib import Path
+
+    from salience.cli.methods import methods_markdown
+
+    rows = [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
+             "params": m.params()} for m in METHODS]
+    page = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
+    assert page.read_text(encoding="utf-8") == methods_markdown(rows), \
+        "docs/methods.md is stale: run salience methods --markdown > docs/methods.md"

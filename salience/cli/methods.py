@@ -13,6 +13,9 @@ def _cmd_methods(args) -> int:
     if args.json:
         emit(args, {"methods": rows})
         return 0
+    if args.markdown:
+        print(methods_markdown(rows), end="")
+        return 0
     lines, family = [], None
     for row in rows:
         if row["family"] != family:
@@ -25,11 +28,28 @@ def _cmd_methods(args) -> int:
     return 0
 
 
+def methods_markdown(rows: list[dict]) -> str:
+    """The method tables of docs/methods.md, one per family, from the registry."""
+    lines = ["# Methods", "", "Every registered method, by family: this page is generated from the registry "
+             "(`salience methods --markdown > docs/methods.md`; a test keeps it current). Build one with "
+             "`salience.core.base.create(family, name, **params)`, or use the class named.", ""]
+    family = None
+    for row in rows:
+        if row["family"] != family:
+            family = row["family"]
+            lines += ["", f"## {family}", "", "| method | class | parameters | what it does |", "|---|---|---|---|"]
+        params = ", ".join(f"`{k}={v!r}`" for k, v in row["params"].items())
+        lines.append(f"| `{row['name']}` | `{row['class']}` | {params} | {row['description']} |")
+    lines += ["", "```console", "$ salience methods --domain fusion", "$ salience methods --json", "```", ""]
+    return "\n".join(lines)
+
+
 def add_commands(domains) -> None:
     from salience.core.base import FAMILIES
 
     p = domains.add_parser("methods", help="list every registered method with its parameters")
     p.add_argument("--domain", default=None, choices=tuple(FAMILIES), help="only this family")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--markdown", action="store_true", help="print the tables of docs/methods.md")
     p.add_argument("--quiet", action="store_true", help="accepted for symmetry; nothing is shown on standard error")
     p.set_defaults(func=_cmd_methods)

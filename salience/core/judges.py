@@ -129,7 +129,7 @@ class PairwiseJudge(_CountingJudge):
             "a pairwise judge must return a probability in [0, 1], or -1 / 0 / 1."
         )
 
-    def prefer_many(self, query: Any, pairs: Sequence[tuple[Hashable, Hashable]]) -> list[float]:
+    def prefer_batch(self, query: Any, pairs: Sequence[tuple[Hashable, Hashable]]) -> list[float]:
         """``P(a before b)`` for each pair."""
         keys, args = [], []
         for a, b in pairs:
@@ -144,7 +144,7 @@ class PairwiseJudge(_CountingJudge):
         return [(answers[2 * i] + 1.0 - answers[2 * i + 1]) / 2.0 for i in range(len(pairs))]
 
     def prefer(self, query: Any, a: Hashable, b: Hashable) -> float:
-        return self.prefer_many(query, [(a, b)])[0]
+        return self.prefer_batch(query, [(a, b)])[0]
 
 
 class ListwiseJudge(_CountingJudge):
@@ -170,13 +170,13 @@ class ListwiseJudge(_CountingJudge):
             f"a listwise judge must return a permutation of its {len(items)} items (or of positions 0..{len(items) - 1})."
         )
 
-    def rank_many(self, query: Any, lists: Sequence[Sequence[Hashable]]) -> list[list]:
+    def rank_batch(self, query: Any, lists: Sequence[Sequence[Hashable]]) -> list[list]:
         keys = [(query, tuple(items)) for items in lists]
         args = [(query, list(items)) for items in lists]
         return self._run(keys, args, self._check)
 
     def rank(self, query: Any, items: Sequence[Hashable]) -> list:
-        return self.rank_many(query, [items])[0]
+        return self.rank_batch(query, [items])[0]
 
 
 def as_pairwise(judge) -> PairwiseJudge:

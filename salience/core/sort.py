@@ -75,7 +75,7 @@ def allpairs(items: Sequence[Hashable], judge, *, query: Any = None) -> Scores:
     n = len(items)
     pairs = [(items[i], items[j]) for i in range(n) for j in range(i + 1, n)]
     judge.require(len(pairs) * judge.calls_per_comparison, f"allpairs over {n} items")
-    probabilities = judge.prefer_many(query, pairs)
+    probabilities = judge.prefer_batch(query, pairs)
     score = dict.fromkeys(items, 0.0)
     for (a, b), p in zip(pairs, probabilities):
         score[a] += p
@@ -274,7 +274,7 @@ def jointrank(
         raise unknown_choice("aggregation method", aggregate_with, AGGREGATORS)
     blocks = block_design(len(items), block_size, repetitions, seed=seed)
     judge.require(len(blocks), f"JointRank with {len(blocks)} blocks")
-    rankings = judge.rank_many(query, [[items[p] for p in block] for block in blocks])
+    rankings = judge.rank_batch(query, [[items[p] for p in block] for block in blocks])
     # a block ranks its own items only: nothing is implied about items outside it
     return aggregate(rankings, aggregate_with, items=items, unranked="ignore")
 
@@ -292,7 +292,7 @@ def permutation_self_consistency(
     judge.require(shuffles, f"permutation self-consistency with {shuffles} shuffles")
     rng = np.random.default_rng(seed)
     lists = [[items[i] for i in rng.permutation(len(items))] for _ in range(shuffles)]
-    rankings = judge.rank_many(query, lists)
+    rankings = judge.rank_batch(query, lists)
     return aggregate(rankings, aggregate_with, items=items)
 
 
@@ -381,7 +381,7 @@ def tsp_order(
         pairs = [(items[i], items[j]) for i in range(n) for j in range(i + 1, n)]
         judge.require(len(pairs) * judge.calls_per_comparison, f"TSP ordering of {n} items")
         S = np.full((n, n), 0.5)
-        for (i, j), p in zip(((i, j) for i in range(n) for j in range(i + 1, n)), judge.prefer_many(query, pairs)):
+        for (i, j), p in zip(((i, j) for i in range(n) for j in range(i + 1, n)), judge.prefer_batch(query, pairs)):
             S[i, j], S[j, i] = p, 1.0 - p
     else:
         S = np.asarray(preferences, dtype=np.float64)

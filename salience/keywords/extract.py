@@ -302,7 +302,7 @@ def _batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None) -
     return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams), long_doc
 
 
-def _yake_many(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None) -> list[Scores]:
+def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None) -> list[Scores]:
     """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None)."""
     batch, occ, long_doc = _batch_candidates(texts, candidates_from, tagger)
     values = -_yake_scores(batch, occ, long_doc)  # YAKE ranks by ascending S(kw): negate so that higher is better
@@ -338,7 +338,7 @@ def score_candidates(text: str, method: str = "yake", *, candidates_from: str = 
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     if method == "yake":
-        return _yake_many([text], None, candidates_from, tagger)[0]
+        return _yake_batch([text], None, candidates_from, tagger)[0]
     if method == "embed":
         from salience.keywords.semantic import embed_scores
 
@@ -457,7 +457,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
     """
-    from salience.keywords.semantic import embed_scores, embed_select, semrerank_many
+    from salience.keywords.semantic import embed_scores, embed_select, semrerank_batch
 
     k = _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
                        document_frequency=document_frequency, encoder=encoder)
@@ -468,10 +468,10 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     for lo in range(0, len(texts), batch_size):
         chunk = texts[lo : lo + batch_size]
         if method == "yake" and rerank is None:
-            out.extend(_yake_many(chunk, k, candidates_from, tagger))
+            out.extend(_yake_batch(chunk, k, candidates_from, tagger))
             continue
         if method == "yake":
-            scored = _yake_many(chunk, None, candidates_from, tagger)
+            scored = _yake_batch(chunk, None, candidates_from, tagger)
         elif method == "embed":
             pools = []
             for text in chunk:
@@ -486,7 +486,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
             scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency,
                                        tagger=tagger) for text in chunk]
         if rerank == "semrerank":
-            scored = semrerank_many(scored, encoder=encoder)
+            scored = semrerank_batch(scored, encoder=encoder)
         out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
     return out
 

@@ -23,7 +23,7 @@ from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.embed import encode_normalized, get_encoder
 
-__all__ = ["embed_scores", "embed_select", "semrerank", "semrerank_many"]
+__all__ = ["embed_scores", "embed_select", "semrerank", "semrerank_batch"]
 
 
 def embed_scores(texts: Sequence[str], candidates: Sequence[Scores], encoder=None) -> list[tuple[Scores, np.ndarray]]:
@@ -49,7 +49,7 @@ def embed_select(scores: Scores, vectors: np.ndarray, k: int, diversity: float) 
     return Scores(np.array([scores[i] for i in chosen.ids]), ids=chosen.ids)
 
 
-def semrerank_many(bases: Sequence[Scores], *, encoder: str | Callable | None = None, **options) -> list[Scores]:
+def semrerank_batch(bases: Sequence[Scores], *, encoder: str | Callable | None = None, **options) -> list[Scores]:
     """:func:`semrerank` for many base scores, encoding the distinct words of all of them in one call."""
     words = list(dict.fromkeys(w for base in bases for p in base.ids for w in str(p).split()))
     if not words:

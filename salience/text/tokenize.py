@@ -312,7 +312,7 @@ class Tokenizer:
             return None
         return self._stem(raw) if self._stem is not None else raw
 
-    def stem_many(self, words: list[str]) -> list[str]:
+    def stem_batch(self, words: list[str]) -> list[str]:
         """Stem a list of words (batched when the stemmer is PyStemmer)."""
         if self._stem is None:
             return words
@@ -436,7 +436,7 @@ class TermEncoder:
         unseen = codes == -2
         if unseen.any():
             flags = unseen.tolist()
-            self._resolve_many(dict.fromkeys(compress(tokens, flags)), grow)
+            self._resolve_batch(dict.fromkeys(compress(tokens, flags)), grow)
             codes[unseen] = np.fromiter(
                 map(cache.get, compress(tokens, flags), repeat(-1)), dtype=np.int32, count=int(unseen.sum())
             )
@@ -492,7 +492,7 @@ class TermEncoder:
             text = text.lower()
         return _NON_ASCII_NONWORD.sub(" ", text).encode("utf-8")
 
-    def _resolve_many(self, raw_tokens: Iterable, grow: bool) -> None:
+    def _resolve_batch(self, raw_tokens: Iterable, grow: bool) -> None:
         """Resolve distinct unseen raw tokens into the cache, stemming them in one batch."""
         tokenizer = self.tokenizer
         cache = self._cache
@@ -509,7 +509,7 @@ class TermEncoder:
                 continue
             pending_raw.append(raw)
             pending_text.append(text)
-        stems = tokenizer.stem_many(pending_text)
+        stems = tokenizer.stem_batch(pending_text)
         vocab, terms = self.vocab, self.terms
         for raw, term in zip(pending_raw, stems):
             tid = vocab.get(term)
