@@ -73,10 +73,10 @@ class Salience:
         return BM25(backend=self.backend).index(corpus)
 
     def search(self, engine, queries, k):
-        return [s.to_dict() for s in engine.search_batch(queries, k)]
+        return [s.to_dict() for s in engine.search_batch(queries, k=k)]
 
     def timed_search(self, engine, queries, k):
-        return engine.search_batch(queries, k)
+        return engine.search_batch(queries, k=k)
 
     def prepare(self, engine, queries):
         return engine._encode_queries(queries)
@@ -85,7 +85,7 @@ class Salience:
         return engine._search_encoded(prepared, k, None)
 
     def warm(self, engine):
-        engine.search_batch(["warm up"], 10)
+        engine.search_batch(["warm up"], k=10)
 
 
 class BM25S:

@@ -364,13 +364,13 @@ def bradley_terry(W, ids=None, *, ties=None, prior: float = 0.1, max_iter: int =
     return Scores(theta - theta.mean(), ids=ids)
 
 
-def aggregate(rankings, method: str = "borda", *, items=None, weights=None, unranked: str = "below", **params: Any) -> Scores:
+def aggregate(rankings, *, method: str = "borda", items=None, weights=None, unranked: str = "below", **params: Any) -> Scores:
     """Consensus of ``rankings`` by ``method`` (one of :data:`AGGREGATORS`).
 
     ``unranked`` says how pairwise methods read partial rankings (see :func:`pairwise_wins`);
     Borda always shares a ranking's remaining points among the items it leaves out.
 
-    >>> aggregate([["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]], "kemeny").ranked_ids()
+    >>> aggregate([["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]], method="kemeny").ranked_ids()
     ['a', 'b', 'c']
     """
     if method not in AGGREGATORS:
@@ -406,7 +406,7 @@ class Aggregator(Scorer):
         self.method, self.weights, self.unranked, self.options = method, weights, unranked, dict(options or {})
 
     def score(self, rankings, *, items=None) -> Scores:
-        return aggregate(rankings, self.method, items=items, weights=self.weights, unranked=self.unranked, **self.options)
+        return aggregate(rankings, method=self.method, items=items, weights=self.weights, unranked=self.unranked, **self.options)
 
     def score_batch(self, batch) -> list[Scores]:
         return [self.score(rankings) for rankings in batch]

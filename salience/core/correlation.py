@@ -139,7 +139,7 @@ def rank_biased_overlap(a: Sequence[Hashable] | Scores, b: Sequence[Hashable] | 
     return float((1 - p) / p * total + ((X[l] - X[s]) / l + X[s] / s) * p**l)
 
 
-def jaccard_at_k(a, b, k: int) -> float:
+def jaccard_at_k(a, b, *, k: int) -> float:
     """|top-k(a) ∩ top-k(b)| / |top-k(a) ∪ top-k(b)| (1 when both are empty)."""
     k = check_k(k)
     A, B = set(_ranking(a, "first ranking")[:k]), set(_ranking(b, "second ranking")[:k])

@@ -38,10 +38,10 @@ SAMPLING = ("gumbel", "topk", "replacement")
 _DP_MAX_CELLS = 20_000_000
 
 
-def select_top_k(scores: Scores, k: int) -> Scores:
+def select_top_k(scores: Scores, *, k: int) -> Scores:
     """The ``k`` best items (``k`` above the number of items is clamped).
 
-    >>> select_top_k(Scores([1, 3, 2], ids="abc"), 2).ids
+    >>> select_top_k(Scores([1, 3, 2], ids="abc"), k=2).ids
     ['b', 'c']
     """
     return scores.top_k(k)
@@ -169,7 +169,7 @@ def _similarity_matrix(similarity, n: int, name: str = "similarity") -> np.ndarr
     return S
 
 
-def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3, normalize: str | None = None) -> Scores:
+def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, normalize: str | None = None) -> Scores:
     """Maximal marginal relevance (Carbonell and Goldstein, 1998): greedily add the item
     maximising ``(1 - diversity) * relevance - diversity * max similarity to those chosen``.
 
@@ -178,7 +178,7 @@ def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3, no
     selection order (values count down from ``k``).
 
     >>> S = [[1, .9, 0], [.9, 1, 0], [0, 0, 1]]
-    >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, 2, diversity=0.5).ids
+    >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, k=2, diversity=0.5).ids
     ['a', 'c']
     """
     k = check_k(k)
@@ -201,7 +201,7 @@ def select_mmr(scores: Scores, similarity, k: int, *, diversity: float = 0.3, no
     return Scores(np.arange(len(chosen), 0, -1, dtype=float), ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])
 
 
-def select_facility_location(similarity, k: int, *, ids=None, weights=None) -> Scores:
+def select_facility_location(similarity, *, k: int, ids=None, weights=None) -> Scores:
     """Facility location: ``k`` items that best represent all, maximising
     ``sum_i w_i max_{j in S} sim(i, j)`` (similarities >= 0), by lazy greedy ((1 - 1/e)-optimal).
 
@@ -254,13 +254,13 @@ def _lazy_greedy_with_state(n, k, gain_of, order, gains):
             heapq.heappush(heap, (-gain_of(i, order), i, len(order)))
 
 
-def select_coverage(concepts, k: int, *, ids=None, concept_weights=None) -> Scores:
+def select_coverage(concepts, *, k: int, ids=None, concept_weights=None) -> Scores:
     """Weighted coverage: ``k`` items covering the most concept weight, by lazy greedy.
 
     ``concepts`` is one iterable of concept keys per item (or a 0/1 items x concepts matrix).
     Values are the marginal gains, in selection order.
 
-    >>> select_coverage([{"a", "b"}, {"b"}, {"c"}], 2, ids=["x", "y", "z"]).ids
+    >>> select_coverage([{"a", "b"}, {"b"}, {"c"}], k=2, ids=["x", "y", "z"]).ids
     ['x', 'z']
     """
     k = check_k(k)
@@ -355,7 +355,7 @@ def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
     return ranked.take(np.arange(k))
 
 
-def sample_positions(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
+def sample_positions(log_weights: np.ndarray, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
              eligible: np.ndarray | None = None, groups: np.ndarray | None = None,
              quotas: Mapping[object, int] | None = None) -> np.ndarray:
     """Positions of the selected documents (each once, except with ``sampling="replacement"``).
@@ -366,7 +366,7 @@ def sample_positions(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel
     to the weights. ``eligible`` masks documents out (too short, say). ``groups`` with
     ``quotas`` ({group: count}) selects within each group; groups without a quota get none.
 
-    >>> sample_positions(np.log([1.0, 5.0, 3.0]), 2, sampling="topk").tolist()
+    >>> sample_positions(np.log([1.0, 5.0, 3.0]), k=2, sampling="topk").tolist()
     [1, 2]
     """
     w = np.asarray(log_weights, dtype=np.float64)
@@ -413,7 +413,7 @@ def _resample(w: np.ndarray, k: int, sampling: str, rng: np.random.Generator, wh
     return top[np.lexsort((top, -keys[top]))]
 
 
-def select_sample(scores: Scores, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
+def select_sample(scores: Scores, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
                   groups=None, quotas=None) -> Scores:
     """Importance resampling as a selector: ``k`` items drawn in proportion to ``exp(score)``
     (scores are log weights; ``-inf`` marks an ineligible item). ``gumbel`` samples without
@@ -421,10 +421,10 @@ def select_sample(scores: Scores, k: int, *, sampling: str = "gumbel", seed: int
     item drawn twice appears once, its value the number of draws). ``groups`` with ``quotas``
     samples within each group. The result is in rank order of the drawn keys' items.
 
-    >>> select_sample(Scores(np.log([1.0, 5.0, 3.0]), ids="abc"), 2, sampling="topk").ids
+    >>> select_sample(Scores(np.log([1.0, 5.0, 3.0]), ids="abc"), k=2, sampling="topk").ids
     ['b', 'c']
     """
-    positions = sample_positions(scores.values, k, sampling=sampling, seed=seed, groups=groups, quotas=quotas)
+    positions = sample_positions(scores.values, k=k, sampling=sampling, seed=seed, groups=groups, quotas=quotas)
     if sampling == "replacement":
         counts = np.bincount(positions, minlength=len(scores))
         drawn = np.flatnonzero(counts)

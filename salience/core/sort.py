@@ -95,7 +95,7 @@ class _Comparator:
         return p > 0.5 or (p == 0.5 and self.position[a] < self.position[b])
 
 
-def heapsort_top_k(items: Sequence[Hashable], judge, k: int = 10, *, query: Any = None) -> Scores:
+def heapsort_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any = None) -> Scores:
     """PRP heapsort: build a heap with the judge, then pop the best ``k``.
 
     At most ``2 n + 2 k log2(n)`` comparisons.
@@ -135,7 +135,7 @@ def heapsort_top_k(items: Sequence[Hashable], judge, k: int = 10, *, query: Any 
     return _ranking_scores(order, items)
 
 
-def bubble_top_k(items: Sequence[Hashable], judge, k: int = 10, *, query: Any = None) -> Scores:
+def bubble_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any = None) -> Scores:
     """PRP-sliding: ``k`` bubble passes from the bottom of the initial ranking to the top.
 
     Exactly ``k (2 n - k - 1) / 2`` comparisons (fewer when repeats hit the cache).
@@ -194,7 +194,7 @@ def sliding_window(
     return _ranking_scores(order, items)
 
 
-def setwise_top_k(items: Sequence[Hashable], judge, k: int = 10, *, set_size: int = 4, query: Any = None) -> Scores:
+def setwise_top_k(items: Sequence[Hashable], judge, *, k: int = 10, set_size: int = 4, query: Any = None) -> Scores:
     """Setwise bubble selection: ``k`` passes; each slides a set of ``set_size`` items from the
     bottom up, asking the judge for the best of the set and carrying it upward.
 
@@ -276,7 +276,7 @@ def jointrank(
     judge.require(len(blocks), f"JointRank with {len(blocks)} blocks")
     rankings = judge.rank_batch(query, [[items[p] for p in block] for block in blocks])
     # a block ranks its own items only: nothing is implied about items outside it
-    return aggregate(rankings, aggregate_with, items=items, unranked="ignore")
+    return aggregate(rankings, method=aggregate_with, items=items, unranked="ignore")
 
 
 def permutation_self_consistency(
@@ -293,7 +293,7 @@ def permutation_self_consistency(
     rng = np.random.default_rng(seed)
     lists = [[items[i] for i in rng.permutation(len(items))] for _ in range(shuffles)]
     rankings = judge.rank_batch(query, lists)
-    return aggregate(rankings, aggregate_with, items=items)
+    return aggregate(rankings, method=aggregate_with, items=items)
 
 
 # ------------------------------------------------------------------------------------------

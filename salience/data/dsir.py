@@ -111,16 +111,16 @@ class ImportanceResampler:
         return Scores(self.batch_log_weights(self.features.transform(list(texts))), ids=ids)
 
 
-def resample(log_weights: np.ndarray, k: int, *, sampling: str = "gumbel", seed: int | None = 0,
+def resample(log_weights: np.ndarray, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
              eligible: np.ndarray | None = None, groups: np.ndarray | None = None,
              quotas: Mapping[object, int] | None = None) -> np.ndarray:
     """Positions of the selected documents: :func:`salience.core.select.sample_positions` (the
     core's importance-resampling selector) over DSIR's log weights.
 
-    >>> resample(np.log([1.0, 5.0, 3.0]), 2, sampling="topk").tolist()
+    >>> resample(np.log([1.0, 5.0, 3.0]), k=2, sampling="topk").tolist()
     [1, 2]
     """
-    return sample_positions(log_weights, k, sampling=sampling, seed=seed, eligible=eligible, groups=groups, quotas=quotas)
+    return sample_positions(log_weights, k=k, sampling=sampling, seed=seed, eligible=eligible, groups=groups, quotas=quotas)
 
 
 def kl_reduction(target_counts: np.ndarray, raw_counts: np.ndarray, selected_counts: np.ndarray,

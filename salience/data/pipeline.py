@@ -225,7 +225,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
                 raise InvalidParameterError(f"quota group {absent[0]!r} has no documents in the raw pool "
                                             f"(values of {quota_field!r} seen: {label_names[:10]}).")
             quotas = {label_code[str(g)]: q for g, q in quotas.items()}
-        chosen = resample(scores, k, sampling=sampling, seed=seed, groups=labels if quotas else None, quotas=quotas)
+        chosen = resample(scores, k=k, sampling=sampling, seed=seed, groups=labels if quotas else None, quotas=quotas)
         picks = np.bincount(chosen, minlength=len(scores)) if len(chosen) else np.zeros(len(scores), dtype=np.int64)
         offsets = np.concatenate(([0], np.cumsum(np.bincount(shard_of, minlength=len(shard_files)))))
         jobs = [(str(f), picks[offsets[i] : offsets[i + 1]], features.buckets) for i, (f, _) in enumerate(shard_files)

@@ -323,7 +323,7 @@ def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagge
     return [Scores._trusted(chosen_values[lo:hi], ids[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
-def score_candidates(text: str, method: str = "yake", *, candidates_from: str = "auto",
+def score_candidates(text: str, *, method: str = "yake", candidates_from: str = "auto",
                      document_frequency: DocumentFrequency | None = None, encoder=None, tagger=None) -> Scores:
     """Score every candidate of ``text`` by ``method`` (higher is better).
 
@@ -342,7 +342,7 @@ def score_candidates(text: str, method: str = "yake", *, candidates_from: str = 
     if method == "embed":
         from salience.keywords.semantic import embed_scores
 
-        pool = score_candidates(text, "tfidf", candidates_from=candidates_from, tagger=tagger)
+        pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger)
         return embed_scores([text], [pool], encoder)[0][0]
     doc = analyze(text, tagger=_tagger_for(candidates_from, tagger))
     if candidates_from in ("auto", "noun_phrases"):
@@ -475,7 +475,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
         elif method == "embed":
             pools = []
             for text in chunk:
-                pool = score_candidates(text, "tfidf", candidates_from=candidates_from, tagger=tagger)  # frequencies
+                pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger)  # frequencies
                 pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
             embedded = embed_scores(chunk, pools, encoder)
             if rerank is None:
@@ -483,7 +483,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
                 continue
             scored = [scores for scores, _ in embedded]
         else:
-            scored = [score_candidates(text, method, candidates_from=candidates_from, document_frequency=document_frequency,
+            scored = [score_candidates(text, method=method, candidates_from=candidates_from, document_frequency=document_frequency,
                                        tagger=tagger) for text in chunk]
         if rerank == "semrerank":
             scored = semrerank_batch(scored, encoder=encoder)

@@ -45,7 +45,7 @@ def embed_select(scores: Scores, vectors: np.ndarray, k: int, diversity: float) 
     ``diversity=0``); values stay the cosine similarities, in selection order."""
     if diversity == 0 or len(scores) == 0:
         return scores.top_k(k) if len(scores) else scores
-    chosen = select_mmr(scores, vectors @ vectors.T, k, diversity=diversity)
+    chosen = select_mmr(scores, vectors @ vectors.T, k=k, diversity=diversity)
     return Scores(np.array([scores[i] for i in chosen.ids]), ids=chosen.ids)
 
 

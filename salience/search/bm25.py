@@ -482,20 +482,20 @@ class BM25(Scorer):
         kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
         return positions, values, counts
 
-    def search(self, query: str, k: int = 10, *, where: Mapping | None = None) -> Scores:
+    def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
         """The ``k`` best documents for ``query`` as :class:`~salience.Scores` in rank order.
 
         Only documents containing at least one query term (with non-zero weight) are returned,
         so a query of stop words or unknown terms gives an empty result. ``k`` above the corpus
         size is clamped. ``where`` filters on metadata before the top-k cut.
         """
-        return self.search_batch([query], k, where=where)[0]
+        return self.search_batch([query], k=k, where=where)[0]
 
     def search_batch(
         self,
         queries: Sequence[str],
-        k: int = 10,
         *,
+        k: int = 10,
         where: Mapping | None = None,
         n_jobs: int = 1,
         show_progress: bool = False,
@@ -523,8 +523,8 @@ class BM25(Scorer):
     def retrieve(
         self,
         queries: Any,
-        k: int = 1000,
         *,
+        k: int = 1000,
         where: Mapping | None = None,
         n_jobs: int = 1,
         show_progress: bool = False,
@@ -532,7 +532,7 @@ class BM25(Scorer):
     ) -> Run:
         """Search every query of ``{id: text}``, a queries.jsonl file or a BEIR folder; return a :class:`Run`."""
         query_map = read_queries(queries)
-        results = self.search_batch(list(query_map.values()), k, where=where, n_jobs=n_jobs, show_progress=show_progress)
+        results = self.search_batch(list(query_map.values()), k=k, where=where, n_jobs=n_jobs, show_progress=show_progress)
         return Run(dict(zip(query_map.keys(), results)), name=name or f"bm25-{self.variant}")
 
     def get_scores(self, query: str) -> Scores:

@@ -302,7 +302,7 @@ def summarize(
         # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
         pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
         similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool]))).toarray()
-        picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, len(pool),
+        picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, k=len(pool),
                             diversity=diversity, normalize="minmax")
         order = [int(i) for i in picked.ids]
     else:

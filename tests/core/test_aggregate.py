@@ -94,7 +94,7 @@ def test_mc4_majority_winner_first():
 @pytest.mark.parametrize("method", AGGREGATORS)
 def test_unanimous_rankings_are_reproduced(method):
     rankings = [["a", "b", "c", "d"]] * 3
-    assert aggregate(rankings, method).ranked_ids() == ["a", "b", "c", "d"]
+    assert aggregate(rankings, method=method).ranked_ids() == ["a", "b", "c", "d"]
 
 
 def test_bad_input():
@@ -103,9 +103,9 @@ def test_bad_input():
     with pytest.raises(IdMismatchError, match="not among"):
         aggregate([["a", "z"]], items=["a", "b"])
     with pytest.raises(InvalidParameterError, match="valid values"):
-        aggregate([["a"]], "plurality")
+        aggregate([["a"]], method="plurality")
     with pytest.raises(ShapeError):
         pagerank(np.zeros((2, 3)))
     with pytest.raises(InvalidParameterError):
         win_rate(np.array([[0, np.nan], [1, 0]]))
-    assert len(aggregate([], "borda")) == 0
+    assert len(aggregate([], method="borda")) == 0

@@ -36,5 +36,5 @@ def test_rbo():
 
 
 def test_jaccard_and_pmr():
-    assert jaccard_at_k(list("abcd"), list("badx"), 3) == pytest.approx(2 / 4)
+    assert jaccard_at_k(list("abcd"), list("badx"), k=3) == pytest.approx(2 / 4)
     assert perfect_match_ratio([[1, 2], [2, 1], [3]], [[1, 2], [1, 2], [3]]) == pytest.approx(2 / 3)

@@ -56,7 +56,7 @@ def test_bad_k(k):
 
 def test_select_top_k_and_threshold():
     s = Scores([0.1, 0.9, 0.5], ids=["a", "b", "c"])
-    assert select_top_k(s, 2).ids == ["b", "c"]
+    assert select_top_k(s, k=2).ids == ["b", "c"]
     assert select_threshold(s, 0.5).ids == ["b", "c"]
     assert select_threshold(s, 0.5, inclusive=False).ids == ["b"]
 

@@ -26,10 +26,10 @@ def test_fraction():
 def test_mmr_trades_relevance_for_novelty():
     s = Scores([1.0, 0.95, 0.5], ids=["a", "a-copy", "b"])
     S = np.array([[1, 0.99, 0.1], [0.99, 1, 0.1], [0.1, 0.1, 1]])
-    assert select_mmr(s, S, 2, diversity=0.0).ids == ["a", "a-copy"]
-    assert select_mmr(s, S, 2, diversity=0.5).ids == ["a", "b"]
+    assert select_mmr(s, S, k=2, diversity=0.0).ids == ["a", "a-copy"]
+    assert select_mmr(s, S, k=2, diversity=0.5).ids == ["a", "b"]
     with pytest.raises(ShapeError):
-        select_mmr(s, np.eye(2), 2)
+        select_mmr(s, np.eye(2), k=2)
 
 
 def _facility_value(S, chosen):
@@ -40,7 +40,7 @@ def test_facility_location_greedy_bound():
     rng = np.random.default_rng(0)
     X = rng.random((12, 3))
     S = X @ X.T
-    picked = select_facility_location(S, 3)
+    picked = select_facility_location(S, k=3)
     value = _facility_value(S, list(picked.ids))
     best = max(_facility_value(S, list(c)) for c in itertools.combinations(range(12), 3))
     assert value >= (1 - 1 / np.e) * best
@@ -49,9 +49,9 @@ def test_facility_location_greedy_bound():
 
 def test_coverage():
     concepts = [{"a", "b", "c"}, {"c", "d"}, {"d", "e"}, {"a"}]
-    picked = select_coverage(concepts, 2, ids=["w", "x", "y", "z"])
+    picked = select_coverage(concepts, k=2, ids=["w", "x", "y", "z"])
     assert picked.ids == ["w", "y"] and picked.values.tolist() == [3.0, 2.0]
-    weighted = select_coverage(concepts, 1, ids=["w", "x", "y", "z"], concept_weights={"e": 10})
+    weighted = select_coverage(concepts, k=1, ids=["w", "x", "y", "z"], concept_weights={"e": 10})
     assert weighted.ids == ["y"]
 
 

@@ -26,16 +26,16 @@ def test_hashed_ngrams_by_hand():
 
 def test_resample_modes():
     w = np.log(np.array([1.0, 100.0, 50.0, 1e-9, 10.0]))
-    assert resample(w, 2, sampling="topk").tolist() == [1, 2]
-    draws = np.concatenate([resample(w, 1, sampling="gumbel", seed=s) for s in range(400)])
+    assert resample(w, k=2, sampling="topk").tolist() == [1, 2]
+    draws = np.concatenate([resample(w, k=1, sampling="gumbel", seed=s) for s in range(400)])
     assert np.bincount(draws, minlength=5).argmax() == 1 and (draws == 3).sum() == 0
-    assert len(resample(w, 10, sampling="replacement")) == 10
+    assert len(resample(w, k=10, sampling="replacement")) == 10
     groups = np.array(["a", "a", "b", "b", "b"])
-    assert resample(w, 0, sampling="topk", groups=groups, quotas={"a": 1, "b": 2}).tolist() == [1, 2, 4]
+    assert resample(w, k=0, sampling="topk", groups=groups, quotas={"a": 1, "b": 2}).tolist() == [1, 2, 4]
     with pytest.raises(InvalidParameterError, match="larger than the pool"):
-        resample(w, 6)
+        resample(w, k=6)
     with pytest.raises(InvalidParameterError, match="valid values"):
-        resample(w, 2, sampling="bogus")
+        resample(w, k=2, sampling="bogus")
 
 
 def test_importance_weights_and_kl():

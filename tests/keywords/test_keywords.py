@@ -190,7 +190,7 @@ def test_noun_phrase_candidates_follow_the_tags():
     from salience.keywords import score_candidates
 
     text = "Efficient graph kernels compare labelled graphs. Large sparse networks use fast kernels new."
-    found = score_candidates(text, "tfidf", candidates_from="noun_phrases", tagger=_dictionary_tagger)
+    found = score_candidates(text, method="tfidf", candidates_from="noun_phrases", tagger=_dictionary_tagger)
     # ADJ* NOUN+ phrases; "new" follows a noun (a new phrase) and has no noun of its own: dropped
     assert sorted(found.ids) == ["efficient graph kernels", "fast kernels", "labelled graphs", "large sparse networks"]
     many = extract_keyphrases_many_for_tags([text, "", "Graph kernels."])
