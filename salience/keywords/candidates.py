@@ -23,7 +23,7 @@ from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
 from salience.text.hashing import group_rows, stable_argsort
-from salience.text.tokenize import TOKEN_RULES, byte_token_ids, joined_word_tokens
+from salience.text.tokenize import TOKEN_RULES, byte_token_ids, joined_word_tokens, thread_stemmer
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
@@ -84,17 +84,9 @@ def _flags(predicate, values: list) -> np.ndarray:
     return np.fromiter(map(predicate, values), dtype=bool, count=len(values))
 
 
-_STEMMER = None
-
-
 def _stemmer():
-    """Snowball English (the tokenizer's stemmer loader), loaded once."""
-    global _STEMMER
-    if _STEMMER is None:
-        from salience.text.tokenize import load_stemmer
-
-        _STEMMER = load_stemmer("english")
-    return _STEMMER
+    """Snowball English, the calling thread's own (see :func:`salience.text.tokenize.thread_stemmer`)."""
+    return thread_stemmer("english")
 
 
 _SENTENCE_END_BYTE = np.zeros(256, dtype=bool)

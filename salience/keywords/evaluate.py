@@ -14,20 +14,14 @@ from typing import Iterable, Sequence
 
 from salience.core.metrics import Report
 from salience.exceptions import ShapeError
+from salience.text.tokenize import thread_stemmer
 
 __all__ = ["normalize_phrase", "prf_at_k", "evaluate_keyphrases", "read_gold"]
 
 _WORD = re.compile(r"\w+")
-_PORTER = None
-
-
 def _porter():
-    global _PORTER
-    if _PORTER is None:
-        import Stemmer
-
-        _PORTER = Stemmer.Stemmer("porter", 0).stemWord
-    return _PORTER
+    """The frozen protocol's Porter stemmer, the calling thread's own."""
+    return thread_stemmer("porter")
 
 
 def normalize_phrase(phrase: str) -> str:

@@ -10,6 +10,7 @@ parser, entity recogniser and lemmatiser.
 
 from __future__ import annotations
 
+import threading
 from typing import Callable, Sequence
 
 import numpy as np
@@ -23,7 +24,8 @@ Tagger = Callable[[list[list[str]]], Sequence[Sequence[str]]]
 DEFAULT_TAGGER = "en_core_web_sm"
 OTHER, ADJECTIVE, NOUN = 0, 1, 2  # proper nouns count as nouns
 
-_LOADED: dict[str, Tagger] = {}
+_LOADED: dict[str, Tagger] = {}  # bounded by the pipeline names a process uses
+_LOADING = threading.Lock()
 
 
 def _code(tag: str) -> int:
@@ -85,6 +87,7 @@ def get_tagger(tagger: str | Tagger | None = None) -> Tagger:
         tagger = DEFAULT_TAGGER
     if not isinstance(tagger, str):
         raise InvalidParameterError(f"tagger must be a spaCy pipeline name or a callable; got {type(tagger).__name__}.")
-    if tagger not in _LOADED:
-        _LOADED[tagger] = _spacy_tagger(tagger)
-    return _LOADED[tagger]
+    with _LOADING:  # one load per pipeline name, whichever thread asks first
+        if tagger not in _LOADED:
+            _LOADED[tagger] = _spacy_tagger(tagger)
+        return _LOADED[tagger]

@@ -10,6 +10,7 @@ looked up in a cache (see :class:`TermEncoder`).
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from itertools import chain, compress, repeat
 from typing import Any, Callable, Iterable, Sequence
@@ -195,6 +196,21 @@ def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], 
         return Stemmer.Stemmer(stemmer, 0).stemWord
     except KeyError:
         raise unknown_choice("stemmer language", stemmer, Stemmer.algorithms()) from None
+
+
+_THREAD_STEMMERS = threading.local()
+
+
+def thread_stemmer(language: str) -> Callable[[str], str]:
+    """A Snowball ``stemWord`` for ``language`` owned by the calling thread (PyStemmer objects
+    must not be shared between threads): one per thread and language, never more."""
+    stemmers = getattr(_THREAD_STEMMERS, "by_language", None)
+    if stemmers is None:
+        stemmers = _THREAD_STEMMERS.by_language = {}
+    stem = stemmers.get(language)
+    if stem is None:
+        stem = stemmers[language] = load_stemmer(language)
+    return stem
 
 
 class Tokenizer:

@@ -98,3 +98,24 @@ def test_named_token_rules_share_one_byte_table():
     from salience.text.tokenize import _TABLE_KEEP
 
     assert [b for b in range(256) if _TABLE_KEEP[b] != 32] == np.flatnonzero(BYTE_CLASS == 1).tolist()
+
+
+def test_each_thread_stems_with_its_own_stemmer():
+    import threading
+
+    from salience.text.tokenize import thread_stemmer
+
+    seen = {}
+
+    def grab(name):
+        seen[name] = thread_stemmer("english")
+
+    threads = [threading.Thread(target=grab, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    owners = {id(getattr(stem, "__self__", stem)) for stem in seen.values()}
+    assert len(owners) == 3  # no PyStemmer object shared between threads
+    assert thread_stemmer("english") is thread_stemmer("english")  # and one per thread, reused
+    assert seen[0]("running") == "run"
