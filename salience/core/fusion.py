@@ -200,7 +200,7 @@ def _fuse_subject(ranked: list[Scores], method: str, norm: str | None, w: np.nda
                 contribution[pos] = n - np.arange(len(r))
                 contribution *= weight
             total += contribution
-        return Scores._trusted(total, candidates).sorted()
+        return Scores.unchecked(total, candidates).sorted()
     held = np.zeros(n, dtype=np.int64)
     extreme = np.full(n, -np.inf if method == "combmax" else np.inf)
     for weight, r in zip(w, runs):

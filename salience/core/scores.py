@@ -87,8 +87,9 @@ class Scores:
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def _trusted(cls, values: np.ndarray, ids: list) -> "Scores":
-        """Skip validation for internal callers that guarantee float64 values, no NaN and one id each."""
+    def unchecked(cls, values: np.ndarray, ids: list) -> "Scores":
+        """Build without validation, for callers that guarantee float64 values, no NaN and one id
+        per value (hot paths that made the values themselves: search, keyphrases, fusion)."""
         obj = cls.__new__(cls)
         obj.values = np.asarray(values, dtype=np.float64)
         obj.ids = ids
@@ -160,7 +161,7 @@ class Scores:
         """A new ``Scores`` with the items at ``positions``, in that order."""
         positions = np.asarray(positions, dtype=np.int64)
         ids = self.ids
-        return Scores._trusted(self.values[positions], [ids[i] for i in positions.tolist()])
+        return Scores.unchecked(self.values[positions], [ids[i] for i in positions.tolist()])
 
     def top_k(self, k: int) -> "Scores":
         """The ``k`` most important items in rank order; ``k`` above the size is clamped."""
@@ -203,4 +204,4 @@ class Scores:
             out = v / max(v.max(), _FLOOR)
         else:
             out = 1.0 - (self.rank() - 1) / len(v)
-        return Scores._trusted(out, list(self.ids))
+        return Scores.unchecked(out, list(self.ids))

@@ -55,6 +55,11 @@ class ImportanceResampler:
         self.target_tokens_ += int(batch.tokens.sum())
         self._log_ratio = None
 
+    def add_raw_counts(self, counts: np.ndarray) -> None:
+        """Add bucket counts of raw documents counted elsewhere (the pipeline's cached shards)."""
+        self.raw_counts_ += counts
+        self._log_ratio = None
+
     def update_raw(self, batch: NgramBatch) -> None:
         self.raw_counts_ += batch.counts(self.features.buckets)
         self._log_ratio = None

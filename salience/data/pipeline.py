@@ -191,8 +191,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
         clock = time.perf_counter()
         for shard_file, _ in shard_files:
             with np.load(shard_file) as shard:
-                resampler.raw_counts_ += shard["counts"]
-        resampler._log_ratio = None
+                resampler.add_raw_counts(shard["counts"])
         scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
         parts = runner.map(_score_job, [(str(f), scorer, min_tokens, rules, bool(group_field)) for f, _ in shard_files])
         # per document in memory: a float64 score (-inf when too short), its place in its shard and

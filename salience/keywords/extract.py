@@ -320,7 +320,7 @@ def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagge
     ids = surface_texts(batch, occ, chosen)
     chosen_values = values[chosen]
     bounds = bounds.tolist()
-    return [Scores._trusted(chosen_values[lo:hi], ids[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return [Scores.unchecked(chosen_values[lo:hi], ids[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def score_candidates(text: str, *, method: str = "yake", candidates_from: str = "auto",

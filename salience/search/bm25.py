@@ -463,7 +463,7 @@ class BM25(Scorer):
                 values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in chunk])[:, None]
             id_rows = self._id_array[positions].tolist()
             for r, m in enumerate(counts.tolist()):
-                results.append(Scores._trusted(values[r, :m], id_rows[r][:m]))
+                results.append(Scores.unchecked(values[r, :m], id_rows[r][:m]))
         return results
 
     def _top_k_numba(self, kernel, encoded: list[list[int]], k: int, mask: np.ndarray | None):
@@ -541,7 +541,7 @@ class BM25(Scorer):
         for BM25L / BM25+, the non-occurrence credit)."""
         self._require_index()
         live = np.flatnonzero(self._live)
-        return Scores._trusted(self._dense_scores(query)[live], [self._ids[i] for i in live])
+        return Scores.unchecked(self._dense_scores(query)[live], [self._ids[i] for i in live])
 
     def _dense_scores(self, query: str) -> np.ndarray:
         """Score of every indexed position for ``query`` (deleted documents get 0), float64."""
