@@ -40,7 +40,22 @@ def methods_markdown(rows: list[dict]) -> str:
             lines += ["", f"## {family}", "", "| method | class | parameters | what it does |", "|---|---|---|---|"]
         params = ", ".join(f"`{k}={v!r}`" for k, v in row["params"].items())
         lines.append(f"| `{row['name']}` | `{row['class']}` | {params} | {row['description']} |")
-    lines += ["", "```console", "$ salience methods --domain fusion", "$ salience methods --json", "```", ""]
+    lines += ["", "## The contract", "",
+              "Every method follows one contract: parameters are keyword arguments of the constructor; "
+              "`get_params`, `set_params` (validated; learned state is dropped) and `clone` (unfitted) come from "
+              "`salience.core.base.Scorer`; `fit(...)` returns the scorer and keeps what it learned in attributes "
+              "ending with an underscore; one scoring verb returns `Scores` and its `_batch` form a list of them; "
+              "scorers pickle. An option that does nothing for the chosen method is refused.", "",
+              "```python",
+              "from salience.core.base import create",
+              "",
+              'extractor = create("keywords", "positionrank", k=3)',
+              'print(extractor.get_params()["k"], extractor.clone().score("Graph kernels compare graphs.").ids)',
+              'scorer = create("data", "dsir", buckets=256, min_target_tokens=1).fit(["protein binding"], ["stock prices"])',
+              'print(scorer.score(["protein", "stock"], ids=["bio", "news"]).ranked_ids())   # the target-like text first',
+              'print(create("fusion", "rrf", rrf_k=10).score([scorer.score(["a b"]), scorer.score(["a b"])]).ids)',
+              "```", "",
+              "```console", "$ salience methods --domain fusion", "$ salience methods --json", "```", ""]
     return "\n".join(lines)
 
 
