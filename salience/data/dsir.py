@@ -14,6 +14,7 @@ from typing import Iterable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer
 from salience.core.scores import Scores
 from salience.core.select import SAMPLING, sample_positions
 from salience.data.features import HashedNgrams, NgramBatch
@@ -23,7 +24,7 @@ __all__ = ["ImportanceResampler", "resample", "kl_reduction", "SAMPLING"]
 
 
 
-class ImportanceResampler:
+class ImportanceResampler(Scorer):
     """DSIR's importance weights over hashed n-grams.
 
     ``smoothing`` is added to every bucket count before normalising (Laplace; the reference

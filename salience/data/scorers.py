@@ -18,6 +18,7 @@ import numpy as np
 from scipy import sparse
 
 from salience.data.features import NgramBatch
+from salience.core.base import Scorer
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, SalienceError
 
@@ -47,7 +48,7 @@ def _tf_matrix(batch: NgramBatch, buckets: int) -> sparse.csr_matrix:
     return sparse.diags(1.0 / np.maximum(totals, 1.0)) @ X
 
 
-class QualityClassifier:
+class QualityClassifier(Scorer):
     """Hashed n-gram logistic regression, target vs raw, with L2 penalty ``l2`` and balanced
     classes.
 
@@ -101,7 +102,7 @@ class QualityClassifier:
         return per_document_sums(self.coef_[bucket], part_counts) / np.maximum(ngrams, 1) + self.intercept_
 
 
-class NgramPerplexity:
+class NgramPerplexity(Scorer):
     """Interpolated bigram model over hashed buckets: p(w | v) = lam * (C(vw) + a) / (C(v) + a B)
     + (1 - lam) * (C(w) + a) / (N + a B), fitted on the target's n-grams (orders 1 and 2).
 
