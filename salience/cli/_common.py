@@ -13,7 +13,7 @@ from salience.exceptions import InvalidParameterError
 from salience.io.files import ON_ERROR
 
 __all__ = ["add_output_options", "add_on_error", "add_n_jobs", "add_seed", "show_progress", "read_text", "emit",
-           "positive_int", "ks_list", "choices_of", "method_option"]
+           "positive_int", "ks_list", "choices_of", "method_option", "given"]
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -66,6 +66,12 @@ def ks_list(text: str) -> list[int]:
     if not values or values[0] <= 0:
         raise InvalidParameterError(f"-k must hold positive integers; got {text!r}.")
     return values
+
+
+def given(args, *names: str) -> dict:
+    """The options among ``names`` that the user set (not None): the library refuses options that
+    do not apply to the chosen method, so only what was asked for is passed on."""
+    return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
 
 
 def choices_of(family: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from salience.cli._common import add_on_error, add_output_options, method_option, emit, ks_list, positive_int, read_text
+from salience.cli._common import add_on_error, add_output_options, emit, given, ks_list, method_option, positive_int, read_text
 from salience.exceptions import InvalidParameterError
 
 
@@ -12,17 +12,9 @@ def _keyword_options(args) -> dict:
     """Only the options the user set: the library refuses those that do not apply to the method."""
     from salience.keywords import DocumentFrequency
 
-    options = {"method": args.method, "candidates_from": args.candidates}
-    if args.tagger is not None:
-        options["tagger"] = args.tagger
+    options = {"method": args.method, "candidates_from": args.candidates, **given(args, "tagger", "encoder", "diversity", "rerank")}
     if args.df_model:
         options["document_frequency"] = DocumentFrequency.load(args.df_model)
-    if args.encoder is not None:
-        options["encoder"] = args.encoder
-    if args.diversity is not None:
-        options["diversity"] = args.diversity
-    if args.rerank is not None:
-        options["rerank"] = args.rerank
     return options
 
 
@@ -67,15 +59,7 @@ def _cmd_keywords_evaluate(args) -> int:
 
 
 def _summary_options(args) -> dict:
-    options = {"method": args.method, "diversity": args.diversity}
-    for name in ("similarity", "threshold"):
-        if getattr(args, name) is not None:
-            options[name] = getattr(args, name)
-    if args.sentences is not None:
-        options["sentences"] = args.sentences
-    if args.words is not None:
-        options["words"] = args.words
-    return options
+    return {"method": args.method, "diversity": args.diversity, **given(args, "similarity", "threshold", "sentences", "words")}
 
 
 def _cmd_summarize_extract(args) -> int:
