@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from salience.exceptions import MissingDependencyError  # noqa: E402
 from salience.summarize import split_sentences, summarize  # noqa: E402
+from salience.summarize.extractive import SentenceScorer  # noqa: E402
 from salience.summarize.evaluate import rouge_scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100" / "docs.jsonl"
@@ -216,14 +217,27 @@ class SumyTokenizer:
         return tuple(self._word.findall(sentence))
 
 
+class SalienceSummaries:
+    """One SentenceScorer per timed round: its term cache starts empty every round (cold)."""
+
+    def __init__(self, **options):
+        self.options = options
+        self.reset()
+
+    def reset(self) -> None:
+        self.scorer = SentenceScorer(**self.options)
+
+    def __call__(self, doc) -> str:
+        return summarize(doc["text"], scorer=self.scorer, sentences=gold_length(doc)).text
+
+
 def systems():
     out = {}
     for method, label in (("lexrank", "salience LexRank (default)"), ("textrank", "salience TextRank (BM25)"),
                           ("centroid", "salience centroid"), ("lead", "salience lead")):
-        out[label] = lambda doc, m=method: summarize(doc["text"], method=m, sentences=gold_length(doc)).text
+        out[label] = SalienceSummaries(method=method)
     # TextRank over the cosine graph is continuous LexRank (one name now): the overlap graph instead
-    out["salience TextRank (overlap)"] = lambda doc: summarize(doc["text"], method="textrank", similarity="overlap",
-                                                               sentences=gold_length(doc)).text
+    out["salience TextRank (overlap)"] = SalienceSummaries(method="textrank", similarity="overlap")
     try:
         from summa import summarizer as summa_summarizer
 
@@ -269,6 +283,8 @@ def run_summaries(docs, repeats: int) -> list[dict]:
     best = dict.fromkeys(named, float("inf"))
     for _ in range(repeats):
         for name, fn in named.items():
+            if hasattr(fn, "reset"):
+                fn.reset()  # a fresh term cache every round: salience is timed cold
             gc.collect()
             gc.disable()  # as timeit does: no collector pauses inside the timed loop, for every system
             try:
@@ -296,8 +312,8 @@ def render(rows, command) -> str:
              "BBC News Summary, 100 articles (`../shared/data/summarize/bbc_news_summary_100`); summary length = gold "
              "sentence count; ROUGE F1 x 100 with Porter stemming (rouge-score); docs/s single-threaded, best of round-robin "
              "rounds after the same warm-up pass for every system, garbage collector paused while timing (as timeit). "
-             "salience keeps no state between calls (a fresh term encoder for every summary), so each of its timed "
-             "calls is cold: the warm-up gives it nothing to reuse.", "",
+             "salience is timed cold: each round starts a fresh `SentenceScorer`, whose term cache then fills as the "
+             "round goes (summa and sumy keep no cache).", "",
              "| system | ROUGE-1 | ROUGE-2 | ROUGE-L | docs/s |", "|---|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['system']} | {r['rouge1']:.1f} | {r['rouge2']:.1f} | {r['rougeL']:.1f} | {r['docs_per_second']:,.0f} |")

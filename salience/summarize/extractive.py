@@ -27,6 +27,7 @@ Otterbacher, Erkan and Radev. Using random walks for question-focused sentence r
 from __future__ import annotations
 
 import numbers
+import threading
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -47,60 +48,79 @@ __all__ = ["METHODS", "Summary", "SentenceScorer", "score_sentences", "summarize
 METHODS = ("lexrank", "textrank", "centroid", "lead")
 SIMILARITIES = ("bm25", "overlap")
 
-# Above this many sentences the similarity graph stays sparse and PageRank iterates on it;
-# below, it is made dense (exact solve, the numbers of earlier releases).
-_DENSE_MAX_SENTENCES = 1000
+# Counts with more cells than this (sentences x terms) are kept sparse, and so are the
+# similarity graphs built from them, on which PageRank then iterates; smaller inputs use dense
+# arrays (faster at that size, and the numbers of earlier releases).
+_DENSE_MAX_CELLS = 4_000_000
 # MMR considers at most this many of the best sentences (its cost is quadratic in the pool).
 _MMR_POOL = 2000
+# A SentenceScorer's term cache starts afresh beyond this many distinct raw tokens.
+_MAX_CACHED_TERMS = 200_000
 
 
 def _new_encoder() -> TermEncoder:
-    """A term encoder for one call: no state is shared between calls or threads. Sentence
-    similarity should rest on content words, so the fuller English stop list is used."""
+    """A term encoder with an empty cache. Sentence similarity should rest on content words,
+    so the fuller English stop list is used."""
     return TermEncoder(Tokenizer(stopwords="en_full"))
 
 
-def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None) -> sparse.csr_matrix:
-    """Sparse sentence x term count matrix over the terms of these sentences."""
+def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
+    """Sentence x term counts over the terms of these sentences: a dense array, or a sparse CSR
+    matrix when it would hold more than ``_DENSE_MAX_CELLS`` cells."""
     encoder = encoder or _new_encoder()
     ids, rows = encoder.encode_tokens([encoder.tokenizer.split(s) for s in sentences], grow=True)
+    n = len(sentences)
     if len(ids) == 0:
-        return sparse.csr_matrix((len(sentences), 0))
+        return np.zeros((n, 0))
     terms, local = np.unique(ids, return_inverse=True)
-    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local.ravel())), shape=(len(sentences), len(terms)))
+    local = local.ravel()
+    if n * len(terms) <= _DENSE_MAX_CELLS:
+        flat = np.bincount(rows * len(terms) + local, minlength=n * len(terms))
+        return flat.reshape(n, len(terms)).astype(np.float64)
+    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local)), shape=(n, len(terms)))
     counts.sum_duplicates()
     return counts
 
 
-def _tfidf(counts: sparse.csr_matrix) -> sparse.csr_matrix:
+def _tfidf(counts):
     n = counts.shape[0]
-    df = counts.getnnz(axis=0)
-    idf = np.log((1.0 + n) / (1.0 + df)) + 1.0  # smoothed, as scikit-learn
+    if isinstance(counts, np.ndarray):
+        df = (counts > 0).sum(axis=0)
+        return counts * (np.log((1.0 + n) / (1.0 + df)) + 1.0)  # smoothed, as scikit-learn
+    idf = np.log((1.0 + n) / (1.0 + counts.getnnz(axis=0))) + 1.0
     return sparse.csr_matrix(counts.multiply(idf[None, :]))
 
 
-def _unit_rows(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+def _unit_rows(matrix):
     """Rows scaled to unit length (empty rows stay empty)."""
+    if isinstance(matrix, np.ndarray):
+        norms = np.linalg.norm(matrix, axis=1)
+        return matrix / np.where(norms > 0, norms, 1.0)[:, None]
     norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
     return sparse.csr_matrix(matrix.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
 
 
-def _cosine(matrix: sparse.csr_matrix) -> sparse.csr_matrix:
+def _cosine(matrix):
     unit = _unit_rows(matrix)
-    return (unit @ unit.T).tocsr()
+    product = unit @ unit.T
+    return product if isinstance(product, np.ndarray) else product.tocsr()
 
 
-def _bm25_similarity(counts: sparse.csr_matrix, k1: float = 1.2, b: float = 0.75) -> sparse.csr_matrix:
+def _bm25_similarity(counts, k1: float = 1.2, b: float = 0.75):
     """``S[i, j]``: BM25 score of sentence ``j`` for sentence ``i`` as the query."""
     n = counts.shape[0]
-    df = counts.getnnz(axis=0)
+    dense = isinstance(counts, np.ndarray)
+    df = (counts > 0).sum(axis=0) if dense else counts.getnnz(axis=0)
     idf = np.log((n - df + 0.5) / (df + 0.5))
     # as summa / gensim: negative IDF (terms in most sentences) is replaced by a small floor
     positive = idf[idf > 0]
     floor = 0.25 * (positive.mean() if len(positive) else 0.0)
     idf = np.where(idf > 0, idf, floor)
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
+    lengths = counts.sum(axis=1) if dense else np.asarray(counts.sum(axis=1)).ravel()
     avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
+    if dense:
+        tfc = counts * (k1 + 1) / (counts + k1 * (1 - b + b * lengths[:, None] / avg))
+        return (counts > 0).astype(float) @ (tfc * idf).T
     coo = counts.tocoo()
     tf = coo.data
     weight = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[coo.row] / avg)) * idf[coo.col]
@@ -109,7 +129,15 @@ def _bm25_similarity(counts: sparse.csr_matrix, k1: float = 1.2, b: float = 0.75
     return (present @ tfc.T).tocsr()
 
 
-def _overlap_similarity(counts: sparse.csr_matrix) -> sparse.csr_matrix:
+def _overlap_similarity(counts):
+    if isinstance(counts, np.ndarray):
+        present = (counts > 0).astype(float)
+        shared = present @ present.T
+        lengths = counts.sum(axis=1)
+        with np.errstate(divide="ignore"):
+            logs = np.log(np.maximum(lengths, 1.0))
+        denominator = logs[:, None] + logs[None, :]
+        return np.where(denominator > 0, shared / np.where(denominator > 0, denominator, 1.0), 0.0)
     present = counts.copy()
     present.data[:] = 1.0
     shared = (present @ present.T).tocoo()
@@ -120,15 +148,11 @@ def _overlap_similarity(counts: sparse.csr_matrix) -> sparse.csr_matrix:
     return sparse.csr_matrix((values, (shared.row, shared.col)), shape=shared.shape)
 
 
-def _graph(similarity: sparse.csr_matrix):
-    """The similarity graph in the form PageRank takes: dense for small inputs."""
-    return similarity.toarray() if similarity.shape[0] <= _DENSE_MAX_SENTENCES else similarity
-
-
-def _query_affinity(sentences: Sequence[str], query: str) -> np.ndarray:
-    unit = _unit_rows(_tfidf(_term_counts(list(sentences) + [query])))
-    sim = np.asarray((unit[:-1] @ unit[-1].T).todense()).ravel()
-    return np.maximum(sim, 0.0)
+def _query_affinity(sentences: Sequence[str], query: str, encoder: TermEncoder | None = None) -> np.ndarray:
+    unit = _unit_rows(_tfidf(_term_counts(list(sentences) + [query], encoder)))
+    product = unit[:-1] @ unit[-1].T
+    sim = product if isinstance(product, np.ndarray) else np.asarray(product.todense()).ravel()
+    return np.maximum(np.ravel(sim), 0.0)
 
 
 def score_sentences(
@@ -140,6 +164,7 @@ def score_sentences(
     query: str | None = None,
     damping: float = 0.85,
     query_bias: float = 0.85,
+    encoder: TermEncoder | None = None,
 ) -> Scores:
     """Salience of each sentence (ids are positions).
 
@@ -148,6 +173,7 @@ def score_sentences(
     ``damping`` (graph methods): the PageRank damping factor.
     ``query_bias``: with a query, the probability that the random walk jumps to a sentence in
     proportion to its similarity to the query (biased LexRank; Otterbacher et al. use 0.8-0.95).
+    ``encoder``: the term encoder (and its cache) to use; a fresh one by default.
     Options that do not apply to ``method`` are refused.
     """
     _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias, query=query)
@@ -160,30 +186,32 @@ def score_sentences(
         return Scores(np.arange(n, 0, -1, dtype=float))
     if query is not None and not isinstance(query, str):
         raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
-    counts = _term_counts(sentences)
-    affinity = _query_affinity(sentences, query) if query and query.strip() else None
+    counts = _term_counts(sentences, encoder)
+    affinity = _query_affinity(sentences, query, encoder) if query and query.strip() else None
     if method == "centroid":
         if affinity is not None:
             return Scores(affinity)
         tfidf = _tfidf(counts)
-        centroid = sparse.csr_matrix(tfidf.sum(axis=0))
-        return Scores(np.asarray(_cosine(sparse.vstack([tfidf, centroid]).tocsr())[-1, :-1].todense()).ravel())
+        if isinstance(tfidf, np.ndarray):
+            return Scores(_cosine(np.vstack([tfidf, tfidf.sum(axis=0, keepdims=True)]))[-1, :-1])
+        stacked = sparse.vstack([tfidf, sparse.csr_matrix(tfidf.sum(axis=0))]).tocsr()
+        return Scores(np.asarray(_cosine(stacked)[-1, :-1].todense()).ravel())
     if method == "lexrank":
-        sim = _cosine(_tfidf(counts))
+        graph = _cosine(_tfidf(counts))
         if threshold is not None:
             if not 0.0 <= threshold <= 1.0:
                 raise InvalidParameterError(f"threshold must be in [0, 1]; got {threshold}.")
-            if threshold <= 0.0:  # every pair is an edge
-                sim = np.ones((n, n))
+            if isinstance(graph, np.ndarray):
+                graph = (graph >= threshold).astype(float)
+            elif threshold <= 0.0:  # every pair is an edge
+                graph = np.ones((n, n))
             else:
-                sim = sim.copy()
-                sim.data = (sim.data >= threshold).astype(float)
-                sim.eliminate_zeros()
+                graph = graph.copy()
+                graph.data = (graph.data >= threshold).astype(float)
+                graph.eliminate_zeros()
     else:
-        kind = similarity or "bm25"
-        sim = _bm25_similarity(counts) if kind == "bm25" else _overlap_similarity(counts)
-        sim = ((sim + sim.T) / 2.0).tocsr()
-    graph = sim if isinstance(sim, np.ndarray) else _graph(sim)
+        graph = _bm25_similarity(counts) if (similarity or "bm25") == "bm25" else _overlap_similarity(counts)
+        graph = (graph + graph.T) / 2.0
     if not 0.0 < damping < 1.0:
         raise InvalidParameterError(f"damping must be in (0, 1); got {damping}.")
     if affinity is not None and affinity.sum() > 0:
@@ -220,14 +248,28 @@ class SentenceScorer(Scorer):
         _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias)
         self.method, self.similarity, self.threshold = method, similarity, threshold
         self.damping, self.query_bias = damping, query_bias
+        # the term cache of this scorer alone: bounded, and used by one thread at a time
+        self._encoder: TermEncoder | None = None
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k not in ("_encoder", "_lock")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._encoder, self._lock = None, threading.Lock()
 
     def _options(self) -> dict:
         return {k: v for k, v in self.get_params().items() if k != "method"}
 
     def score(self, sentences: Sequence[str], *, query: str | None = None) -> Scores:
-        """Salience of each sentence of one text (a list of sentences, or a str to split)."""
+        """Salience of each sentence of one text (a list of sentences, or a str to split).
+        Words met before are not stemmed again: the scorer keeps their terms, up to a bound."""
         units = [u.text for u in split_sentences(sentences)] if isinstance(sentences, str) else _sentence_list(sentences)
-        return score_sentences(units, method=self.method, query=query, **self._options())
+        with self._lock:
+            if self._encoder is None or self._encoder.cached_tokens > _MAX_CACHED_TERMS:
+                self._encoder = _new_encoder()
+            return score_sentences(units, method=self.method, query=query, encoder=self._encoder, **self._options())
 
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
         return [self.score(t, query=query) for t in texts]
@@ -267,12 +309,15 @@ def summarize(
     threshold: float | None = None,
     damping: float = 0.85,
     query_bias: float = 0.85,
+    scorer: "SentenceScorer | None" = None,
 ) -> Summary:
     """Extract a summary of ``sentences`` sentences (default 3) or at most ``words`` words.
 
     ``text`` is a string (split with :func:`~salience.text.sentences.split_sentences`) or a
     list of sentences. ``diversity`` > 0 trades salience for novelty (MMR over sentence
-    cosine similarity). Sentences come back in document order.
+    cosine similarity). Sentences come back in document order. ``scorer``: a
+    :class:`SentenceScorer` to score with instead of ``method`` and its options (it keeps its
+    term cache across calls, so summarising many texts with one is faster).
 
     >>> doc = ("The cat sat on the mat. Dogs bark at cats. The mat was red. "
     ...        "Cats like mats and cats like sun.")
@@ -286,7 +331,14 @@ def summarize(
     else:
         raise InvalidParameterError("text must be a str or a list of sentences (str).")
     options = {"similarity": similarity, "threshold": threshold, "damping": damping, "query_bias": query_bias}
-    _check_options(method, **options)
+    if scorer is not None:
+        if not isinstance(scorer, SentenceScorer):
+            raise InvalidParameterError(f"scorer must be a SentenceScorer; got {type(scorer).__name__}.")
+        # the scorer carries the method and its options: passing them here too would be ambiguous
+        reject_options("scorer=...", {"method": method, **options}, (),
+                       {"method": "lexrank", "damping": 0.85, "query_bias": 0.85})
+    else:
+        _check_options(method, **options)
     if sentences is not None and words is not None:
         raise InvalidParameterError("give sentences= or words=, not both.")
     if words is not None:
@@ -295,13 +347,15 @@ def summarize(
         sentences = check_k(3 if sentences is None else sentences, "sentences")
     if not 0.0 <= diversity <= 1.0 or not isinstance(diversity, numbers.Real):
         raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity!r}.")
-    scores = score_sentences(units, method=method, query=query, **options)
+    scores = (scorer.score(units, query=query) if scorer is not None
+              else score_sentences(units, method=method, query=query, **options))
     if not units:
         return Summary([], [], scores)
     if diversity > 0:
         # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
         pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
-        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool]))).toarray()
+        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool])))
+        similarity = similarity if isinstance(similarity, np.ndarray) else similarity.toarray()
         picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, k=len(pool),
                             diversity=diversity, normalize="minmax")
         order = [int(i) for i in picked.ids]

@@ -393,6 +393,11 @@ class TermEncoder:
         self._cache[raw] = tid
         return tid
 
+    @property
+    def cached_tokens(self) -> int:
+        """How many distinct raw tokens the cache holds (owners bound it by starting afresh)."""
+        return len(self._cache)
+
     def encode(self, text: str, grow: bool = False) -> list[int]:
         cache = self._cache
         ids = []

@@ -114,3 +114,17 @@ def test_cli(tmp_path, capsys):
     named.write_text("Solar panels convert sunlight. Wind turbines convert wind.")
     assert main(["summarize", "extract", str(named), "--sentences", "1", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["sentences"]
+
+
+def test_a_scorer_reuses_its_term_cache_and_keeps_the_results():
+    import pickle
+
+    from salience.summarize import SentenceScorer
+
+    scorer = SentenceScorer(method="textrank")
+    first = summarize(DOC, sentences=2, scorer=scorer)
+    assert scorer._encoder is not None and scorer._encoder.cached_tokens > 0
+    assert summarize(DOC, sentences=2, scorer=scorer).indices == first.indices == summarize(DOC, sentences=2, method="textrank").indices
+    assert pickle.loads(pickle.dumps(scorer)).score(DOC) == scorer.score(DOC)  # the cache is not pickled
+    with pytest.raises(InvalidParameterError, match="does not apply to method 'scorer="):
+        summarize(DOC, scorer=scorer, method="centroid")
