@@ -23,7 +23,7 @@ from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
 from salience.text.hashing import group_rows, stable_argsort
-from salience.text.tokenize import TOKEN_RULES, byte_token_ids, joined_word_tokens, thread_stemmer
+from salience.text.tokenize import TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens, thread_stemmer
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
@@ -91,18 +91,6 @@ def _stemmer():
 
 _SENTENCE_END_BYTE = np.zeros(256, dtype=bool)
 _SENTENCE_END_BYTE[[ord(c) for c in _SENTENCE_END]] = True
-
-
-def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, separator: np.ndarray | None = None) -> str:
-    """The byte ranges ``data[starts[i] : starts[i] + lengths[i]]`` decoded as one string, each
-    followed by its ``separator`` byte (a newline by default): one gather and one decode
-    instead of a Python object per range."""
-    sizes = lengths + 1
-    end = np.cumsum(sizes)
-    index = np.arange(int(end[-1]) if len(end) else 0) + np.repeat(starts - (end - sizes), sizes)
-    out = np.append(data, np.uint8(10))[index]
-    out[end - 1] = 10 if separator is None else separator
-    return out.tobytes().decode("utf-8", "surrogatepass")
 
 
 def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "en_full", tagger=None) -> Batch:

@@ -39,14 +39,22 @@ BYTE_CLASS[[c for c in range(128) if chr(c).isspace()]] = SPACE
 BYTE_CLASS[[ord("-"), ord("'")]] = JOIN
 BYTE_CLASS[0x80:] = WORD
 
+#: Han ideographs (unified, extension A, compatibility) and Japanese kana: a token each, since
+#: these scripts are written without spaces between words. Character tokens (whose n-grams make
+#: the keyphrase candidates) stand in for a dictionary segmenter such as jieba or MeCab.
+IDEOGRAPHS = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+
 #: the token rules, by name, as the regular expressions the array code is tested equal to
 TOKEN_RULES = {
     "words": r"\w+",  # the search tokenizer's raw tokens (its pattern keeps those of two or more characters)
-    "joined_words": r"\w+(?:[-'’]\w+)*|[^\w\s]",  # keyphrase tokens: words with inner joiners, single marks
+    # keyphrase tokens: words with inner joiners, single marks, and each ideograph or kana on its own
+    # (Chinese and Japanese put no spaces between words: see IDEOGRAPHS)
+    "joined_words": rf"[{IDEOGRAPHS}]|[^\W{IDEOGRAPHS}]+(?:[-'’][^\W{IDEOGRAPHS}]+)*|[^\w\s]",
     "wordpunct": r"\w+|[^\w\s]+",  # hashed n-gram features: nltk's WordPunctTokenizer (non-ASCII counts as \w)
 }
 
 _NON_ASCII_NONWORD = re.compile(r"[^\w\x00-\x7f]")
+_NON_ASCII_SPECIAL = re.compile(rf"[^\w\x00-\x7f]|[{IDEOGRAPHS}]")  # byte_classes reclassifies these
 
 
 def _ascii_table(lower: bool) -> bytes:
@@ -65,22 +73,25 @@ _TABLE_LOWER = _ascii_table(True)
 _BYTE_MASKS = np.array([(1 << (8 * i)) - 1 for i in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 _TABLE_KEEP = _ascii_table(False)
 _CONTINUATION = 4  # a later byte of a multi-byte mark or joiner (only in byte_classes' output)
+IDEOGRAPH = 5  # the lead byte of an ideograph or kana (only in byte_classes' output)
+_IDEOGRAPH_CHAR = re.compile(f"[{IDEOGRAPHS}]")
 
 
 def byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarray:
     """The class of each byte of ``data`` (``raw``: the texts as UTF-8, joined by newlines),
-    with non-ASCII whitespace, marks and the joiner ’ found by a regex and reclassified; the
-    other bytes of such a character are spaces (after a space) or continuations."""
+    with non-ASCII whitespace, marks, ideographs and the joiner ’ found by a regex and
+    reclassified; the other bytes of such a character are spaces (after a space) or continuations."""
     classes = BYTE_CLASS[data]
     if raw.isascii():
         return classes
-    special = [(m.start(), m[0]) for m in _NON_ASCII_NONWORD.finditer("\n".join(texts))]
+    special = [(m.start(), m[0]) for m in _NON_ASCII_SPECIAL.finditer("\n".join(texts))]
     if special:
         char_start = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes
         chars = np.fromiter((c for c, _ in special), dtype=np.int64, count=len(special))
         lead = char_start[chars]
         size = np.append(char_start, len(data))[chars + 1] - lead
-        kind = np.array([SPACE if ch.isspace() else JOIN if ch == "’" else MARK for _, ch in special], dtype=np.uint8)
+        kind = np.array([SPACE if ch.isspace() else JOIN if ch == "’" else IDEOGRAPH if _IDEOGRAPH_CHAR.match(ch) else MARK
+                         for _, ch in special], dtype=np.uint8)
         classes[lead] = kind
         for extra in range(1, 4):  # a mark's or joiner's other bytes continue it; a space's are spaces
             more = size > extra
@@ -92,7 +103,8 @@ def joined_word_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np
     """The tokens of the ``joined_words`` rule, found with array operations over the texts' UTF-8
     bytes (equal to the regex, tested): (data, token start, token length in bytes, token is a
     word, tokens per text). Words are runs of word bytes, a joiner (-, ' or ’) between two word
-    bytes joining them; every other character that is not a space is a token of its own."""
+    bytes joining them, or single ideographs; every other character that is not a space is a
+    token of its own."""
     raw, text_starts = join_utf8([t.encode("utf-8", "surrogatepass") for t in texts])
     data = np.frombuffer(raw, dtype=np.uint8)
     n = len(data)
@@ -111,7 +123,7 @@ def joined_word_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np
         word[wide_joining + 3] = True
     word_start = np.flatnonzero(word[1:-1] & ~word[:-2])
     word_end = np.flatnonzero(word[1:-1] & ~word[2:]) + 1
-    lead = ((classes == MARK) | (classes == JOIN)) & ~word[1:-1]
+    lead = ((classes == MARK) | (classes == JOIN) | (classes == IDEOGRAPH)) & ~word[1:-1]
     mark_start = np.flatnonzero(lead)
     mark_size = np.ones(len(mark_start), dtype=np.int64)
     byte = data[mark_start]
@@ -122,6 +134,7 @@ def joined_word_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np
     lengths = np.concatenate((word_end - word_start, mark_size))
     is_word = np.zeros(len(starts), dtype=bool)
     is_word[: len(word_start)] = True
+    is_word[len(word_start):] = classes[mark_start] == IDEOGRAPH  # an ideograph is a word of its own
     order = stable_argsort(starts, n)
     starts, lengths, is_word = starts[order], lengths[order], is_word[order]
     return data, starts, lengths, is_word, tokens_per_text(starts, text_starts)
@@ -176,6 +189,18 @@ def byte_token_ids(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
             w0[i] = numbers.setdefault(data[start : start + length].tobytes(), len(numbers))
         w1[long_tokens] = np.uint64(2**64 - 1)  # no short token has these words with a length over 16
     return group_rows([w0, w1, lengths])
+
+
+def byte_strings(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, separator: np.ndarray | None = None) -> str:
+    """The byte ranges ``data[starts[i] : starts[i] + lengths[i]]`` decoded as one string, each
+    followed by its ``separator`` byte (a newline by default): one gather and one decode
+    instead of a Python object per range."""
+    sizes = lengths + 1
+    end = np.cumsum(sizes)
+    index = np.arange(int(end[-1]) if len(end) else 0) + np.repeat(starts - (end - sizes), sizes)
+    out = np.append(data, np.uint8(10))[index]
+    out[end - 1] = 10 if separator is None else separator
+    return out.tobytes().decode("utf-8", "surrogatepass")
 
 
 def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:

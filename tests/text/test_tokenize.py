@@ -80,7 +80,7 @@ def test_named_token_rules_share_one_byte_table():
     from salience.text.tokenize import BYTE_CLASS, TOKEN_RULES, joined_word_tokens, wordpunct_spans
 
     rng = random.Random(5)
-    alphabet = "ab Z9_-'.,;!?()\n\t\"é€ ’"
+    alphabet = "ab Z9_-'.,;!?()\n\t\"é€ ’中文のカ。"
     texts = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(300)]
     ascii_texts = [t.encode("ascii", "ignore").decode() for t in texts]
     # wordpunct (ASCII: every non-ASCII character counts as a word character by design)

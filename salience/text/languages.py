@@ -1,0 +1,330 @@
+"""Languages: stop words, Snowball stemmers and detection, per ISO 639-1 code.
+
+Stop words come from Stopwords ISO (``stopwordsiso``, 58 languages, maintained); English keeps
+salience's own fuller function-word list (``"en_full"``), which the keyphrase and summary
+methods were tuned with, because Stopwords ISO's English list holds content words ("able",
+"research", "value"). Stemming is Snowball through PyStemmer for every language it covers; a
+language without a stemmer is not stemmed, and a language without a stop list gets the
+statistical fallback of :func:`frequent_words`, each named in a :class:`LanguageWarning`.
+
+Detection (:func:`detect_languages`) counts, per document, the tokens that are stop words of
+each language, each word weighted by one over the number of lists it is on (so "a", on a dozen
+lists, decides little and "the" or "des" much), and takes the best language when its stop
+words cover enough of the text; otherwise the document is ``"und"`` (undetermined) and gets
+the language-free fallback. Measured accuracy is in BENCHMARKS.md (``bench/languages.py``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Iterable, Sequence
+
+import numpy as np
+
+from salience.exceptions import InvalidParameterError, MissingDependencyError
+
+__all__ = ["Language", "LanguageWarning", "LANGUAGES", "UNDETERMINED", "resolve_language", "stopwords_for",
+           "stemmer_for", "detect_languages", "detect_language", "frequent_words", "check_language"]
+
+UNDETERMINED = "und"  # ISO 639-2's code for an undetermined language
+
+# ISO 639-1 code -> (English name, Snowball algorithm in PyStemmer or None)
+_NAMES = {
+    "af": "afrikaans", "ar": "arabic", "bg": "bulgarian", "bn": "bengali", "br": "breton", "ca": "catalan",
+    "cs": "czech", "da": "danish", "de": "german", "el": "greek", "en": "english", "eo": "esperanto",
+    "es": "spanish", "et": "estonian", "eu": "basque", "fa": "persian", "fi": "finnish", "fr": "french",
+    "ga": "irish", "gl": "galician", "gu": "gujarati", "ha": "hausa", "he": "hebrew", "hi": "hindi",
+    "hr": "croatian", "hu": "hungarian", "hy": "armenian", "id": "indonesian", "it": "italian", "ja": "japanese",
+    "ko": "korean", "ku": "kurdish", "la": "latin", "lt": "lithuanian", "lv": "latvian", "mr": "marathi",
+    "ms": "malay", "ne": "nepali", "nl": "dutch", "no": "norwegian", "pl": "polish", "pt": "portuguese",
+    "ro": "romanian", "ru": "russian", "sk": "slovak", "sl": "slovenian", "so": "somali", "sr": "serbian",
+    "st": "sesotho", "sv": "swedish", "sw": "swahili", "ta": "tamil", "th": "thai", "tl": "tagalog",
+    "tr": "turkish", "uk": "ukrainian", "ur": "urdu", "vi": "vietnamese", "yi": "yiddish", "yo": "yoruba",
+    "zh": "chinese", "zu": "zulu",
+}
+_SNOWBALL = {"ar", "ca", "cs", "da", "de", "el", "en", "eo", "es", "et", "eu", "fa", "fi", "fr", "ga", "hi", "hu",
+             "hy", "id", "it", "lt", "ne", "nl", "no", "pl", "pt", "ro", "ru", "sr", "st", "sv", "ta", "tr", "yi"}
+# languages written without spaces between words: their ideographs and kana are tokens of one
+# character each (see salience.text.tokenize); Thai is not segmented (a documented limitation)
+SCRIPT_SEGMENTED = frozenset({"zh", "ja"})
+
+
+class LanguageWarning(UserWarning):
+    """A text's language was not detected, or lacks a stop list or a stemmer: a fallback is used."""
+
+
+@dataclass(frozen=True)
+class Language:
+    """One supported language: its ISO 639-1 ``code``, English ``name``, the Snowball algorithm
+    that stems it (``None``: not stemmed) and whether a stop list exists for it."""
+
+    code: str
+    name: str
+    snowball: str | None
+    has_stopwords: bool
+
+
+@lru_cache(maxsize=1)
+def _iso_lists() -> dict[str, frozenset[str]]:
+    try:
+        import stopwordsiso
+    except ImportError:  # pragma: no cover - a hard dependency
+        raise MissingDependencyError("Stop words for languages other than English need stopwordsiso: "
+                                     "pip install stopwordsiso") from None
+    lists = {}
+    for code in stopwordsiso.langs():
+        words = {w.strip().lower() for w in stopwordsiso.stopwords(code)}
+        lists[code] = frozenset(w for w in words if w and any(c.isalnum() for c in w))
+    return lists
+
+
+def _build_languages() -> dict[str, Language]:
+    from salience.text.stopwords import STOPWORDS
+
+    try:
+        import stopwordsiso
+
+        listed = set(stopwordsiso.langs())
+    except ImportError:  # pragma: no cover
+        listed = set()
+    return {code: Language(code, name, name if code in _SNOWBALL else None,
+                           code in listed or (code == "en" and "en_full" in STOPWORDS))
+            for code, name in sorted(_NAMES.items())}
+
+
+#: every language salience knows, by ISO 639-1 code
+LANGUAGES: dict[str, Language] = _build_languages()
+_BY_NAME = {lang.name: code for code, lang in LANGUAGES.items()}
+
+
+def resolve_language(language: str) -> str:
+    """The ISO 639-1 code of ``language`` (a code such as ``"fr"`` or an English name such as
+    ``"french"``, any case); an unknown one raises an error that lists the valid codes."""
+    if not isinstance(language, str):
+        raise InvalidParameterError(f"language must be a str (an ISO 639-1 code such as 'fr'); "
+                                    f"got {type(language).__name__}.")
+    key = language.strip().lower().replace("-", "_")
+    if key in LANGUAGES:
+        return key
+    if key in _BY_NAME:
+        return _BY_NAME[key]
+    base = key.split("_")[0]  # "pt_BR", "en-US"
+    if base in LANGUAGES:
+        return base
+    raise InvalidParameterError(f"unknown language {language!r}: use 'auto' (detect each text's language) or one of "
+                                f"the ISO 639-1 codes {', '.join(sorted(LANGUAGES))}.")
+
+
+def check_language(language: str) -> str:
+    """Validate a ``language=`` option: ``"auto"`` or a known language (returned as its code)."""
+    if isinstance(language, str) and language.strip().lower() == "auto":
+        return "auto"
+    return resolve_language(language)
+
+
+def stopwords_for(code: str) -> frozenset[str]:
+    """The stop list of a language (empty for one without: see :func:`frequent_words`)."""
+    if code == "en":
+        from salience.text.stopwords import STOPWORDS
+
+        return STOPWORDS["en_full"]
+    if code == UNDETERMINED:
+        return frozenset()
+    return _iso_lists().get(code, frozenset())
+
+
+def stemmer_for(code: str) -> Callable[[str], str] | None:
+    """The calling thread's Snowball stemmer for a language, or ``None`` where Snowball has none."""
+    from salience.text.tokenize import thread_stemmer
+
+    language = LANGUAGES.get(code)
+    if language is None or language.snowball is None:
+        return None
+    return thread_stemmer(language.snowball)
+
+
+def fallback_warning(code: str) -> str | None:
+    """What a text in ``code`` goes without, in words (``None`` when it has stop words and a stemmer)."""
+    if code == UNDETERMINED:
+        return ("the language of a text was not detected (too short, or not one of the "
+                f"{len(_detectable())} languages with a stop list): it gets no stemming and, as stop words, "
+                "its own most frequent words; pass language= to choose")
+    language = LANGUAGES[code]
+    missing = []
+    if not language.has_stopwords:
+        missing.append("a stop list (its own most frequent words are used)")
+    if language.snowball is None:
+        missing.append("a Snowball stemmer (words are not stemmed)")
+    return f"{language.name} ({code}) has no {' and no '.join(missing)}" if missing else None
+
+
+def warn_fallbacks(codes: Iterable[str], stacklevel: int = 3) -> None:
+    for code in sorted(set(codes)):
+        message = fallback_warning(code)
+        if message:
+            warnings.warn(message, LanguageWarning, stacklevel=stacklevel)
+
+
+def frequent_words(counts: np.ndarray, share: float = 0.3, max_words: int = 50) -> np.ndarray:
+    """Stop words for a text without a stop list: the most frequent words (indexes into
+    ``counts``) that together make up ``share`` of its tokens, at most ``max_words`` of them and
+    only words seen at least three times. Function words are the most frequent words of every
+    language (Zipf), so this removes most of them with no list."""
+    if len(counts) == 0:
+        return np.zeros(0, dtype=np.int64)
+    order = np.argsort(-counts, kind="stable")[:max_words]
+    covered = np.cumsum(counts[order]) - counts[order]  # tokens covered before each word
+    keep = (covered < share * counts.sum()) & (counts[order] >= 3)
+    return order[keep]
+
+
+# ------------------------------------------------------------------------------------------
+# detection
+
+#: the share of a text's tokens that must be stop words of the detected language
+MIN_STOPWORD_SHARE = 0.10
+#: texts with fewer word tokens than this are not detected (too little evidence)
+MIN_DETECT_TOKENS = 3
+
+
+@lru_cache(maxsize=1)
+def _detectable() -> tuple[str, ...]:
+    return tuple(code for code, lang in LANGUAGES.items() if lang.has_stopwords)
+
+
+@lru_cache(maxsize=1)
+def _stopword_index() -> dict[str, tuple[int, ...]]:
+    """Each stop word -> the languages (indexes into :func:`_detectable`) that list it."""
+    from salience.text.stopwords import STOPWORDS
+
+    lists = {code: stopwords_for(code) for code in _detectable()}
+    # English detection uses both lists: the short classic one votes as a list of its own would
+    lists["en"] = lists["en"] | STOPWORDS["en"]
+    owners: dict[str, list[int]] = {}
+    for index, code in enumerate(_detectable()):
+        for word in lists[code]:
+            owners.setdefault(word, []).append(index)
+    return {w: tuple(v) for w, v in owners.items()}
+
+
+# Scripts that a single supported language writes (or that tell it, like kana for Japanese):
+# a text the stop-word vote leaves undetermined is that language when most of its letters are
+# in the script. Han without kana is Chinese.
+_SCRIPTS = (("ja", "[\u3040-\u30ff]"), ("zh", "[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]"),
+            ("ko", "[\uac00-\ud7af\u1100-\u11ff\u3130-\u318f]"), ("th", "[\u0e00-\u0e7f]"), ("el", "[\u0370-\u03ff\u1f00-\u1fff]"),
+            ("he", "[\u0590-\u05ff]"), ("hy", "[\u0530-\u058f]"), ("gu", "[\u0a80-\u0aff]"), ("bn", "[\u0980-\u09ff]"),
+            ("ta", "[\u0b80-\u0bff]"))
+_SCRIPT_SAMPLE = 4000  # characters of a text looked at
+
+
+def script_language(text: str) -> str:
+    """The language that the script of most of ``text``'s letters tells (``"und"`` if none)."""
+    import re
+
+    sample = text[:_SCRIPT_SAMPLE]
+    letters = sum(map(str.isalpha, sample))
+    if not letters:
+        return UNDETERMINED
+    counts = {code: len(re.findall(pattern, sample)) for code, pattern in _SCRIPTS}
+    if counts["ja"] >= 0.1 * letters:
+        return "ja"  # Japanese mixes kana with Han
+    code = max(counts, key=counts.get)
+    return code if counts[code] >= 0.5 * letters else UNDETERMINED
+
+
+def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of_token: np.ndarray,
+                       n_docs: int, texts: Sequence[str] | None = None) -> list[str]:
+    """Language codes of ``n_docs`` documents from their lower-cased word tokens: ``lowers``
+    are the distinct words, ``lower_of_token`` and ``doc_of_token`` number each token's word and
+    document. Array work over all documents at once; one dictionary lookup per distinct word.
+    Given the ``texts``, those the vote leaves undetermined are told by their script."""
+    owners = _stopword_index()
+    codes = _detectable()
+    n_lang = len(codes)
+    # (distinct word, language) membership pairs
+    word_index, lang_index, weight = [], [], []
+    for i, word in enumerate(lowers):
+        langs = owners.get(word)
+        if langs:
+            word_index.extend([i] * len(langs))
+            lang_index.extend(langs)
+            weight.extend([1.0 / len(langs)] * len(langs))
+    tokens_per_doc = np.bincount(doc_of_token, minlength=n_docs)
+    out = [UNDETERMINED] * n_docs
+    if not word_index:
+        return _by_script(out, texts)
+    word_index = np.asarray(word_index, dtype=np.int64)
+    lang_index = np.asarray(lang_index, dtype=np.int64)
+    weight = np.asarray(weight)
+    # tokens per (document, distinct word), only for words on some list
+    is_listed = np.zeros(len(lowers), dtype=bool)
+    is_listed[word_index] = True
+    listed = is_listed[lower_of_token]
+    pair = doc_of_token[listed] * len(lowers) + lower_of_token[listed]
+    pair_codes, pair_counts = np.unique(pair, return_counts=True)
+    pair_doc, pair_word = pair_codes // len(lowers), pair_codes % len(lowers)
+    # expand each (document, word) to the languages listing the word
+    first = np.searchsorted(word_index, pair_word)  # word_index is sorted: lowers were scanned in order
+    per_word = np.bincount(word_index, minlength=len(lowers))[pair_word]
+    expand = np.repeat(np.arange(len(pair_word)), per_word)
+    member = first[expand] + (np.arange(len(expand)) - np.repeat(np.cumsum(per_word) - per_word, per_word))
+    votes = np.zeros((n_docs, n_lang))
+    np.add.at(votes, (pair_doc[expand], lang_index[member]), pair_counts[expand] * weight[member])
+    coverage = np.zeros((n_docs, n_lang))
+    np.add.at(coverage, (pair_doc[expand], lang_index[member]), pair_counts[expand])
+    best = votes.argmax(axis=1)
+    share = coverage[np.arange(n_docs), best] / np.maximum(tokens_per_doc, 1)
+    for d in np.flatnonzero((share >= MIN_STOPWORD_SHARE) & (tokens_per_doc >= MIN_DETECT_TOKENS)).tolist():
+        out[d] = codes[best[d]]
+    return _by_script(out, texts)
+
+
+def _by_script(codes: list[str], texts: Sequence[str] | None) -> list[str]:
+    if texts is not None:
+        for d, code in enumerate(codes):
+            if code == UNDETERMINED and texts[d]:
+                codes[d] = script_language(texts[d])
+    return codes
+
+
+def detect_languages(texts: Sequence[str]) -> list[str]:
+    """The ISO 639-1 code of each text's language, or ``"und"`` when it cannot be told (see the
+    module notes for the method).
+
+    >>> detect_languages(["The cat sat on the mat and it was happy.", "Le chat est sur le tapis et il dort.", "42"])
+    ['en', 'fr', 'und']
+    """
+    from salience.text.tokenize import byte_strings, joined_word_tokens
+
+    if isinstance(texts, str):
+        raise InvalidParameterError("texts must be a sequence of str, not one str; use detect_language for one text.")
+    for d, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
+    data, starts, lengths, is_word, counts = joined_word_tokens(texts)
+    doc = np.repeat(np.arange(len(texts)), counts)[is_word]
+    words = byte_strings(data, starts[is_word], lengths[is_word]).split("\n")[:-1]
+    lower_of_token, lowers = _number("\n".join(words).lower().split("\n") if words else [])
+    return detect_from_tokens(lowers, lower_of_token, doc, len(texts), texts)
+
+
+def detect_language(text: str) -> str:
+    """:func:`detect_languages` for one text."""
+    if not isinstance(text, str):
+        raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
+    return detect_languages([text])[0]
+
+
+def _number(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    distinct = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(distinct.__getitem__, values), dtype=np.int64, count=len(values)), list(distinct)
+
+
+def languages_of(texts: Sequence[str], language: str, detected: Sequence[str] | None = None) -> list[str]:
+    """Per text, the language to use: ``language`` itself, or with ``"auto"`` the detected one."""
+    language = check_language(language)
+    if language != "auto":
+        return [language] * len(texts)
+    return list(detected) if detected is not None else detect_languages(texts)
