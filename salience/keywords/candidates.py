@@ -22,8 +22,8 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
-from salience.text.hashing import group_rows, stable_argsort
-from salience.text.tokenize import TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens, thread_stemmer
+from salience.text.hashing import dense_ids, group_rows, stable_argsort
+from salience.text.tokenize import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 
@@ -37,13 +37,13 @@ class Batch:
     """The words (punctuation removed) of ``n_docs`` documents, concatenated.
 
     Per word: ``word_type`` (index into ``types``, the distinct original spellings), ``lower``
-    and ``stem`` (indexes into ``lowers`` and ``stems``), ``doc``, ``sentence`` (number within
-    its document), ``breaks`` (a punctuation mark or the document start precedes it),
-    ``content`` (may belong to a keyphrase) and where it lies in ``data`` (the documents'
-    UTF-8 bytes, joined by newlines): ``byte_start`` and ``byte_length``. Per type, its
-    ``type_first`` word; per lower-case word, whether it is on the stop list (``lower_stop``).
+    (index into ``lowers``), ``stem`` (index into ``stems``, stemmed in its document's
+    language), ``stop`` (on its document's stop list), ``doc``, ``sentence`` (number within its
+    document), ``breaks`` (a punctuation mark or the document start precedes it), ``content``
+    (may belong to a keyphrase) and where it lies in ``data`` (the documents' UTF-8 bytes,
+    joined by newlines): ``byte_start`` and ``byte_length``. Per type, its ``type_first`` word.
     ``doc_start[d]:doc_start[d + 1]`` are document ``d``'s words; ``n_sentences[d]`` its
-    sentence count.
+    sentence count; ``languages[d]`` the language it was read in.
     """
 
     types: list[str]
@@ -51,8 +51,9 @@ class Batch:
     stems: list[str]
     lower_chars: np.ndarray  # length of each of lowers
     type_lower: np.ndarray
-    type_stem: np.ndarray
     word_type: np.ndarray
+    stem: np.ndarray
+    stop: np.ndarray
     doc: np.ndarray
     sentence: np.ndarray
     breaks: np.ndarray
@@ -63,7 +64,7 @@ class Batch:
     byte_start: np.ndarray
     byte_length: np.ndarray
     type_first: np.ndarray  # the first word of each type
-    lower_stop: np.ndarray  # each of lowers is a stop word
+    languages: list[str]
 
     @property
     def n_docs(self) -> int:
@@ -71,7 +72,6 @@ class Batch:
 
     def __post_init__(self) -> None:
         self.lower = self.type_lower[self.word_type]  # per word: index into lowers
-        self.stem = self.type_stem[self.word_type]  # per word: index into stems
 
 
 def _index(values: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -84,62 +84,144 @@ def _flags(predicate, values: list) -> np.ndarray:
     return np.fromiter(map(predicate, values), dtype=bool, count=len(values))
 
 
-def _stemmer():
-    """Snowball English, the calling thread's own (see :func:`salience.text.tokenize.thread_stemmer`)."""
-    return thread_stemmer("english")
-
-
 _SENTENCE_END_BYTE = np.zeros(256, dtype=bool)
 _SENTENCE_END_BYTE[[ord(c) for c in _SENTENCE_END]] = True
 
 
-def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "en_full", tagger=None) -> Batch:
+def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None = "auto", tagger=None,
+                   language: str | Sequence[str] = "en") -> Batch:
     """Tokenise ``texts`` into one :class:`Batch`.
 
     Tokens are found and numbered with array operations over the texts' bytes; distinct words
-    are lower-cased, stemmed and checked against the stop list once per batch. With a
-    ``tagger`` (a spaCy pipeline name or a callable, see :mod:`salience.keywords.pos`),
-    keyphrases are noun phrases: content words are the adjectives and nouns of phrases that
-    contain a noun, and a boundary also precedes an adjective that follows a noun, so that
-    phrases match ``ADJ* NOUN+`` as in pke's default grammar.
+    are lower-cased, stemmed and checked against the stop list once per batch and language.
+    ``language``: an ISO 639-1 code for every text, one code per text, or ``"auto"`` to detect
+    each text's language (:mod:`salience.text.languages`). ``stopwords="auto"`` uses each
+    language's list (its own most frequent words where it has none); any other value (a list
+    name, your words, ``None``) applies to every text. With a ``tagger`` (a spaCy pipeline name
+    or a callable, see :mod:`salience.keywords.pos`), keyphrases are noun phrases: content
+    words are the adjectives and nouns of phrases that contain a noun, and a boundary also
+    precedes an adjective that follows a noun, so that phrases match ``ADJ* NOUN+`` as in pke's
+    default grammar.
     """
-    stop = get_stopwords(stopwords)
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
+    fixed_stop = None if isinstance(stopwords, str) and stopwords == "auto" else get_stopwords(stopwords)
     data, starts, lengths, is_word, token_counts = joined_word_tokens(texts)
-    token_kind = np.where(is_word, _WORD, np.where((lengths == 1) & _SENTENCE_END_BYTE[data[starts]], _SENTENCE_MARK, _OTHER_MARK))
+    token_kind = np.where(is_word, _WORD, np.where(_sentence_marks(data, starts, lengths), _SENTENCE_MARK, _OTHER_MARK))
     position = np.flatnonzero(is_word)
     byte_start, byte_length = starts[position], lengths[position]
     word_type, first = byte_token_ids(data, byte_start, byte_length)
     types = byte_strings(data, byte_start[first], byte_length[first]).split("\n")[:-1]
     # classify each distinct word once, with C-level string operations rather than a loop per word
     type_lower, lowers = _index("\n".join(types).lower().split("\n") if types else [])
-    lower_stem, stems = _index(list(map(_stemmer(), lowers)))
     lower_chars = np.fromiter(map(len, lowers), dtype=np.int64, count=len(lowers))
     numeric = _flags(str.isdigit, "\n".join(lowers).replace("-", "").split("\n") if lowers else [])
-    lower_stop = _flags(stop.__contains__, lowers)
-    lower_content = (lower_chars > 1) & ~lower_stop & ~numeric
+    if data.size and data.max() >= 0x80:
+        ideograph = _flags(_IDEOGRAPH.match, lowers)
+    else:
+        ideograph = np.zeros(len(lowers), dtype=bool)
 
     token_doc = np.repeat(np.arange(len(texts)), token_counts)
+    doc = token_doc[position]
+    lower = type_lower[word_type]
+    languages = _document_languages(texts, language, lowers, lower, doc)
+    stem, stems, stop = _stem_and_stop(lowers, lower, doc, languages, fixed_stop)
+    # a word may be part of a keyphrase unless it is a stop word, a number or a lone character
+    # (an ideograph is a word of one character)
+    content = ((lower_chars > 1) | ideograph)[lower] & ~stop & ~numeric[lower]
+
     # sentence number of each token within its document: sentence marks seen before it
     marks = np.cumsum(token_kind == _SENTENCE_MARK)
     token_start = np.concatenate(([0], np.cumsum(token_counts)))
     marks_before_doc = np.concatenate(([0], marks))[token_start[:-1]]
-    doc = token_doc[position]
     sentence = marks[position] - marks_before_doc[doc]
     # a boundary precedes a word when it opens its document or a mark lies between it and the last word
     breaks = np.ones(len(position), dtype=bool)
     breaks[1:] = (np.diff(position) > 1) | (doc[1:] != doc[:-1])
     words_per_doc = np.bincount(doc, minlength=len(texts))
     marks_per_doc = np.concatenate(([0], marks))[token_start[1:]] - marks_before_doc
-    type_stem = lower_stem[type_lower]
-    content = lower_content[type_lower[word_type]]
     if tagger is not None:
         content, breaks = _noun_phrases(data, starts, lengths, token_counts, position, tagger, content, breaks)
-    return Batch(types, lowers, stems, lower_chars, type_lower, type_stem, word_type, doc, sentence, breaks,
+    return Batch(types, lowers, stems, lower_chars, type_lower, word_type, stem, stop, doc, sentence, breaks,
                  content, np.concatenate(([0], np.cumsum(words_per_doc))),
-                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, lower_stop)
+                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, languages)
+
+
+_IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
+_IDEOGRAPH_SPACE = re.compile(f"(?<=[{IDEOGRAPHS}]) (?=[{IDEOGRAPHS}])")
+# the full-width clause marks of Chinese and Japanese, as UTF-8
+_WIDE_SENTENCE_MARKS = frozenset(c.encode() for c in "。！？；")
+
+
+def _sentence_marks(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Which tokens end a clause: one of ``.!?;`` or its full-width form."""
+    if not len(starts):
+        return np.zeros(0, dtype=bool)
+    marks = (lengths == 1) & _SENTENCE_END_BYTE[data[starts]]
+    for t in np.flatnonzero((lengths == 3) & (data[starts] >= 0xE3)).tolist():
+        a = int(starts[t])
+        marks[t] = data[a : a + 3].tobytes() in _WIDE_SENTENCE_MARKS
+    return marks
+
+
+def _document_languages(texts, language, lowers, lower, doc) -> list[str]:
+    """Each document's language code: given, or detected from its words (``"auto"``)."""
+    from salience.text.languages import check_language, detect_from_tokens, resolve_language
+
+    if isinstance(language, str):
+        code = check_language(language)
+        if code != "auto":
+            return [code] * len(texts)
+        return detect_from_tokens(lowers, lower, doc, len(texts), texts)
+    if len(language) != len(texts):
+        raise InvalidParameterError(f"language must be one code, 'auto', or one code per text; got {len(language)} "
+                                    f"codes for {len(texts)} texts.")
+    return [resolve_language(code) for code in language]
+
+
+def _stem_and_stop(lowers: list[str], lower: np.ndarray, doc: np.ndarray, languages: list[str], fixed_stop):
+    """Per word, its stem (numbered over the returned stems) and whether it is a stop word, in
+    its document's language: each distinct (language, word) pair is stemmed and looked up once.
+    Languages without a stop list (and undetermined ones) take each document's most frequent
+    words as its stop words (:func:`salience.text.languages.frequent_words`)."""
+    from salience.text.languages import LANGUAGES, frequent_words, stemmer_for, stopwords_for
+
+    codes = list(dict.fromkeys(languages))
+    code_index = {c: i for i, c in enumerate(codes)}
+    doc_code = np.fromiter((code_index[c] for c in languages), dtype=np.int64, count=len(languages))
+    n_lowers = max(len(lowers), 1)
+    if len(codes) <= 1:
+        pair = lower  # one language: a (language, word) pair is a word
+        pair_lower, pair_code = np.arange(len(lowers)), np.zeros(len(lowers), dtype=np.int64)
+    else:
+        pair, pair_first = dense_ids(doc_code[doc] * n_lowers + lower, len(codes) * n_lowers)
+        pair_lower, pair_code = lower[pair_first], doc_code[doc[pair_first]]
+    stem_text: list[str] = [""] * len(pair_lower)
+    pair_stop = np.zeros(len(pair_lower), dtype=bool)
+    order = np.argsort(pair_code, kind="stable")
+    bounds = np.searchsorted(pair_code[order], np.arange(len(codes) + 1)).tolist()
+    for c, code in enumerate(codes):
+        members = order[bounds[c] : bounds[c + 1]]
+        words = [lowers[w] for w in pair_lower[members].tolist()]
+        stemmer = stemmer_for(code)
+        for m, word in zip(members.tolist(), map(stemmer, words) if stemmer else words):
+            stem_text[m] = word
+        stop_list = fixed_stop if fixed_stop is not None else stopwords_for(code)
+        pair_stop[members] = _flags(stop_list.__contains__, words)
+    pair_stem, stems = _index(stem_text)
+    stop = pair_stop[pair]
+    if fixed_stop is None:
+        fallback = [d for d, code in enumerate(languages) if code not in LANGUAGES or not LANGUAGES[code].has_stopwords]
+        if fallback:
+            doc_bounds = np.searchsorted(doc, np.arange(len(languages) + 1)).tolist()
+            for d in fallback:
+                lo, hi = doc_bounds[d], doc_bounds[d + 1]
+                words, counts = np.unique(lower[lo:hi], return_counts=True)
+                frequent = np.zeros(len(lowers), dtype=bool)
+                frequent[words[frequent_words(counts)]] = True
+                stop[lo:hi] = frequent[lower[lo:hi]]
+    return pair_stem[pair], stems, stop
 
 
 @dataclass
@@ -254,7 +336,10 @@ def surface_texts(batch: Batch, occ: Occurrences, candidates: np.ndarray) -> lis
     words = np.arange(int(end[-1]) if len(end) else 0) + np.repeat(occ.start[shown] - (end - length), length)
     separator = np.full(len(words), ord(" "), dtype=np.uint8)
     separator[end - 1] = ord("\n")
-    return byte_strings(batch.data, batch.byte_start[words], batch.byte_length[words], separator).lower().split("\n")[:-1]
+    joined = byte_strings(batch.data, batch.byte_start[words], batch.byte_length[words], separator).lower()
+    if not joined.isascii():
+        joined = _IDEOGRAPH_SPACE.sub("", joined)  # ideographs are words, but written without spaces
+    return joined.split("\n")[:-1]
 
 
 @dataclass
@@ -287,12 +372,12 @@ class Document:
     n_sentences: int
 
 
-def analyze(text: str, stopwords: Iterable[str] | str | None = "en_full", tagger=None) -> Document:
+def analyze(text: str, stopwords: Iterable[str] | str | None = "auto", tagger=None, language: str = "en") -> Document:
     """Tokenise ``text`` into words with sentence numbers, content flags and boundaries (see
-    :func:`tokenize_batch` for ``tagger``)."""
+    :func:`tokenize_batch` for ``stopwords``, ``tagger`` and ``language``)."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    b = tokenize_batch([text], stopwords, tagger)
+    b = tokenize_batch([text], stopwords, tagger, language)
     return Document(b, [b.types[t] for t in b.word_type], [b.lowers[w] for w in b.lower], [b.stems[s] for s in b.stem],
                     b.sentence, b.content, b.breaks, int(b.n_sentences[0]))
 

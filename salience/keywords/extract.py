@@ -38,6 +38,7 @@ from salience.exceptions import InputFormatError, InvalidParameterError, unknown
 from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, occurrences,
                                          surface_texts, tokenize_batch, _flags)
 from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort
+from salience.text.languages import check_language, warn_fallbacks
 
 __all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
 
@@ -47,22 +48,25 @@ RERANKERS = ("semrerank",)
 
 class DocumentFrequency:
     """Candidate document frequencies over a corpus, for ``tfidf``. Save and load as JSON.
+    ``language``: as in :func:`score_candidates` (texts this short need it given: three words
+    tell no language).
 
-    >>> df = DocumentFrequency().fit(["neural networks learn", "neural networks", "graphs"])
+    >>> df = DocumentFrequency(language="en").fit(["neural networks learn", "neural networks", "graphs"])
     >>> df.n_docs, df.df[("neural", "network")]
     (3, 2)
     """
 
-    def __init__(self, max_words: int = 3, stopwords: str = "en_full"):
+    def __init__(self, max_words: int = 3, stopwords: str = "auto", language: str = "auto"):
         self.max_words = max_words
         self.stopwords = stopwords
+        self.language = check_language(language)
         self.n_docs = 0
         self.df: dict[tuple[str, ...], int] = {}
 
     def fit(self, texts: Iterable[str]) -> "DocumentFrequency":
         for text in texts:
             self.n_docs += 1
-            for key in candidates(analyze(text, self.stopwords), self.max_words):
+            for key in candidates(analyze(text, self.stopwords, language=self.language), self.max_words):
                 self.df[key] = self.df.get(key, 0) + 1
         return self
 
@@ -73,7 +77,7 @@ class DocumentFrequency:
         from salience.io.files import atomic_write_text
 
         payload = {"format": "salience.document-frequency", "version": 1, "n_docs": self.n_docs,
-                   "max_words": self.max_words, "stopwords": self.stopwords,
+                   "max_words": self.max_words, "stopwords": self.stopwords, "language": self.language,
                    "df": {" ".join(k): v for k, v in self.df.items()}}
         atomic_write_text(path, json.dumps(payload))
 
@@ -81,7 +85,7 @@ class DocumentFrequency:
     def load(cls, path: str | Path) -> "DocumentFrequency":
         try:
             payload = json.loads(Path(path).read_text(encoding="utf-8"))
-            model = cls(payload["max_words"], payload["stopwords"])
+            model = cls(payload["max_words"], payload["stopwords"], payload.get("language", "en"))
             model.n_docs = int(payload["n_docs"])
             model.df = {tuple(k.split(" ")): int(v) for k, v in payload["df"].items()}
         except (OSError, ValueError, KeyError, TypeError) as err:
@@ -134,8 +138,6 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     V = len(word_first)
     word_doc = np.empty(V, dtype=np.int64)
     word_doc[word] = doc
-    word_lower = np.empty(V, dtype=np.int64)
-    word_lower[word] = lower
     tf = np.bincount(word, minlength=V).astype(float)
     spelled = batch.types
     acronym_type = _flags(str.isupper, spelled) & (batch.lower_chars[batch.type_lower] > 1)
@@ -156,8 +158,8 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     median = (sorted_sentence[starts + (counts - 1) // 2] + sorted_sentence[starts + counts // 2]) / 2.0
     t_pos = np.log(np.log(3.0 + median))
     # frequency against the mean + std of the document's valid (non-stop) word frequencies
-    valid_lower = ~batch.lower_stop & (batch.lower_chars >= 2)
-    valid = valid_lower[word_lower]
+    valid = np.zeros(V, dtype=bool)
+    valid[word] = ~batch.stop & (batch.lower_chars[lower] >= 2)
     n_valid = np.bincount(word_doc, valid, n_docs)
     use = np.where((n_valid > 0)[word_doc], valid, True).astype(float)
     n_used = np.bincount(word_doc, use, n_docs)
@@ -293,18 +295,21 @@ def _tagger_for(candidates_from: str, tagger):
     return get_tagger(tagger) if candidates_from == "noun_phrases" else None
 
 
-def _batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None) -> tuple[Batch, Occurrences, np.ndarray]:
-    """Tokenise ``texts`` and find their candidates: runs of up to 8 words in short texts,
-    n-grams of up to 3 words in long ones (or as ``candidates_from`` says)."""
-    batch = tokenize_batch(texts, tagger=_tagger_for(candidates_from, tagger))
+def _batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None,
+                      language: str = "auto") -> tuple[Batch, Occurrences, np.ndarray]:
+    """Tokenise ``texts`` in their language and find their candidates: runs of up to 8 words
+    in short texts, n-grams of up to 3 words in long ones (or as ``candidates_from`` says)."""
+    batch = tokenize_batch(texts, tagger=_tagger_for(candidates_from, tagger), language=language)
+    warn_fallbacks(batch.languages, stacklevel=4)
     long_doc = np.diff(batch.doc_start) > LONG_TEXT_WORDS
     ngrams = long_doc if candidates_from in ("auto", "noun_phrases") else np.full(len(texts), candidates_from == "ngrams")
     return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams), long_doc
 
 
-def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None) -> list[Scores]:
+def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None,
+                language: str = "auto") -> list[Scores]:
     """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None)."""
-    batch, occ, long_doc = _batch_candidates(texts, candidates_from, tagger)
+    batch, occ, long_doc = _batch_candidates(texts, candidates_from, tagger, language)
     values = -_yake_scores(batch, occ, long_doc)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document
     # sorts by value with ties kept in that order, as Scores.top_k does
@@ -324,8 +329,13 @@ def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagge
 
 
 def score_candidates(text: str, *, method: str = "yake", candidates_from: str = "auto",
-                     document_frequency: DocumentFrequency | None = None, encoder=None, tagger=None) -> Scores:
+                     document_frequency: DocumentFrequency | None = None, encoder=None, tagger=None,
+                     language: str = "auto") -> Scores:
     """Score every candidate of ``text`` by ``method`` (higher is better).
+
+    ``language``: ``"auto"`` (detect it; a text of an undetermined language gets no stemming
+    and its own most frequent words as stop words, with a :class:`LanguageWarning`) or an ISO
+    639-1 code such as ``"fr"`` (see :data:`salience.text.languages.LANGUAGES`).
 
     ``candidates_from``: ``"runs"`` (whole stop-word-free runs of up to 8 words; suits
     abstracts and paragraphs), ``"ngrams"`` (every n-gram of up to 3 content words; suits long
@@ -335,16 +345,18 @@ def score_candidates(text: str, *, method: str = "yake", candidates_from: str = 
     default ``en_core_web_sm``, or a callable; see :mod:`salience.keywords.pos`).
     """
     _check_method(method, candidates_from, tagger)
+    language = check_language(language)
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     if method == "yake":
-        return _yake_batch([text], None, candidates_from, tagger)[0]
+        return _yake_batch([text], None, candidates_from, tagger, language)[0]
     if method == "embed":
         from salience.keywords.semantic import embed_scores
 
-        pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger)
+        pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger, language=language)
         return embed_scores([text], [pool], encoder)[0][0]
-    doc = analyze(text, tagger=_tagger_for(candidates_from, tagger))
+    doc = analyze(text, tagger=_tagger_for(candidates_from, tagger), language=language)
+    warn_fallbacks(doc.batch.languages)
     if candidates_from in ("auto", "noun_phrases"):
         candidates_from = "ngrams" if len(doc.words) > LONG_TEXT_WORDS else "runs"
     found = candidates(doc, 8, True) if candidates_from == "runs" else candidates(doc, 3, False)
@@ -421,7 +433,7 @@ def _topic_methods(cands: list[Candidate], method: str) -> list[float]:
 
 def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                        document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                       rerank: str | None = None, tagger=None) -> Scores:
+                       rerank: str | None = None, tagger=None, language: str = "auto") -> Scores:
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
     has no candidate).
 
@@ -430,7 +442,7 @@ def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", candidat
     folder, or any callable mapping a list of strings to one vector each. ``diversity``: the
     MMR trade-off of ``embed`` (0 = plain top-k). ``rerank="semrerank"`` revises the method's
     scores with SemRe-Rank (:func:`salience.keywords.semantic.semrerank`). ``candidates_from``
-    and ``tagger``: see :func:`score_candidates`.
+    and ``tagger``, ``language``: see :func:`score_candidates`.
 
     >>> text = ("Sensor placement is hard in a wireless sensor network. "
     ...         "Wireless sensor networks have many sensors, and sensor placement is costly.")
@@ -439,7 +451,7 @@ def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", candidat
     """
     return extract_keyphrases_batch([text], k=k, method=method, candidates_from=candidates_from,
                                    document_frequency=document_frequency, encoder=encoder, diversity=diversity,
-                                   rerank=rerank, tagger=tagger)[0]
+                                   rerank=rerank, tagger=tagger, language=language)[0]
 
 
 # ``embed`` encodes at most this many candidates per text: the most frequent, ties by first occurrence
@@ -448,11 +460,13 @@ EMBED_MAX_CANDIDATES = 100
 
 def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                              document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                             rerank: str | None = None, batch_size: int = 2000, tagger=None) -> list[Scores]:
+                             rerank: str | None = None, batch_size: int = 2000, tagger=None,
+                             language: str = "auto") -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
-    methods go text by text.
+    methods go text by text. With ``language="auto"`` each text's language is detected on its
+    own, so a batch may mix languages.
 
     >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
@@ -461,6 +475,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
 
     k = _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
                        document_frequency=document_frequency, encoder=encoder)
+    language = check_language(language)
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
@@ -468,14 +483,15 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     for lo in range(0, len(texts), batch_size):
         chunk = texts[lo : lo + batch_size]
         if method == "yake" and rerank is None:
-            out.extend(_yake_batch(chunk, k, candidates_from, tagger))
+            out.extend(_yake_batch(chunk, k, candidates_from, tagger, language))
             continue
         if method == "yake":
-            scored = _yake_batch(chunk, None, candidates_from, tagger)
+            scored = _yake_batch(chunk, None, candidates_from, tagger, language)
         elif method == "embed":
             pools = []
             for text in chunk:
-                pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger)  # frequencies
+                pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger,
+                                        language=language)  # frequencies
                 pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
             embedded = embed_scores(chunk, pools, encoder)
             if rerank is None:
@@ -484,7 +500,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
             scored = [scores for scores, _ in embedded]
         else:
             scored = [score_candidates(text, method=method, candidates_from=candidates_from, document_frequency=document_frequency,
-                                       tagger=tagger) for text in chunk]
+                                       tagger=tagger, language=language) for text in chunk]
         if rerank == "semrerank":
             scored = semrerank_batch(scored, encoder=encoder)
         out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
@@ -508,16 +524,17 @@ class KeyphraseExtractor(Scorer):
 
     def __init__(self, *, method: str = "yake", k: int = 10, candidates_from: str = "auto", tagger=None,
                  document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
-                 rerank: str | None = None, batch_size: int = 2000):
+                 rerank: str | None = None, batch_size: int = 2000, language: str = "auto"):
         _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
                        document_frequency=document_frequency, encoder=encoder)
+        check_language(language)
         self.method, self.k, self.candidates_from, self.tagger = method, k, candidates_from, tagger
         self.document_frequency, self.encoder, self.diversity = document_frequency, encoder, diversity
-        self.rerank, self.batch_size = rerank, batch_size
+        self.rerank, self.batch_size, self.language = rerank, batch_size, language
 
     def fit(self, texts: Iterable[str]) -> "KeyphraseExtractor":
         if self.method == "tfidf" and self.document_frequency is None:
-            self.document_frequency_ = DocumentFrequency().fit(texts)
+            self.document_frequency_ = DocumentFrequency(language=self.language).fit(texts)
         return self
 
     def score(self, text: str) -> Scores:
@@ -531,7 +548,8 @@ class KeyphraseExtractor(Scorer):
         model = self.document_frequency or getattr(self, "document_frequency_", None)
         return extract_keyphrases_batch(texts, k=self.k, method=self.method, candidates_from=self.candidates_from,
                                         document_frequency=model, encoder=self.encoder, diversity=self.diversity,
-                                        rerank=self.rerank, batch_size=self.batch_size, tagger=self.tagger)
+                                        rerank=self.rerank, batch_size=self.batch_size, tagger=self.tagger,
+                                        language=self.language)
 
 
 _DESCRIPTIONS = {

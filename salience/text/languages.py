@@ -185,8 +185,10 @@ def frequent_words(counts: np.ndarray, share: float = 0.3, max_words: int = 50) 
 
 #: the share of a text's tokens that must be stop words of the detected language
 MIN_STOPWORD_SHARE = 0.10
-#: texts with fewer word tokens than this are not detected (too little evidence)
-MIN_DETECT_TOKENS = 3
+#: texts with fewer word tokens than this are not detected
+MIN_DETECT_TOKENS = 1
+#: the tokens of a text that vote: its first so many
+DETECT_TOKENS = 2000
 
 
 @lru_cache(maxsize=1)
@@ -240,40 +242,36 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     are the distinct words, ``lower_of_token`` and ``doc_of_token`` number each token's word and
     document. Array work over all documents at once; one dictionary lookup per distinct word.
     Given the ``texts``, those the vote leaves undetermined are told by their script."""
+    from scipy import sparse
+
     owners = _stopword_index()
     codes = _detectable()
     n_lang = len(codes)
-    # (distinct word, language) membership pairs
+    # the first DETECT_TOKENS tokens of each document vote (enough, and bounded for huge texts)
+    doc_start = np.searchsorted(doc_of_token, np.arange(n_docs + 1))
+    tokens_per_doc = np.minimum(np.diff(doc_start), DETECT_TOKENS)
+    if tokens_per_doc.sum() < len(doc_of_token):
+        keep = np.arange(len(doc_of_token)) - doc_start[doc_of_token] < DETECT_TOKENS
+        lower_of_token, doc_of_token = lower_of_token[keep], doc_of_token[keep]
+    out = [UNDETERMINED] * n_docs
+    # (distinct word, language) membership, each vote weighted by one over the lists the word is on
     word_index, lang_index, weight = [], [], []
-    for i, word in enumerate(lowers):
-        langs = owners.get(word)
+    for i, langs in enumerate(map(owners.get, lowers)):
         if langs:
             word_index.extend([i] * len(langs))
             lang_index.extend(langs)
             weight.extend([1.0 / len(langs)] * len(langs))
-    tokens_per_doc = np.bincount(doc_of_token, minlength=n_docs)
-    out = [UNDETERMINED] * n_docs
     if not word_index:
         return _by_script(out, texts)
-    word_index = np.asarray(word_index, dtype=np.int64)
-    lang_index = np.asarray(lang_index, dtype=np.int64)
-    weight = np.asarray(weight)
-    # tokens per (document, distinct word), only for words on some list
-    is_listed = np.zeros(len(lowers), dtype=bool)
-    is_listed[word_index] = True
-    listed = is_listed[lower_of_token]
-    pair = doc_of_token[listed] * len(lowers) + lower_of_token[listed]
-    pair_codes, pair_counts = np.unique(pair, return_counts=True)
-    pair_doc, pair_word = pair_codes // len(lowers), pair_codes % len(lowers)
-    # expand each (document, word) to the languages listing the word
-    first = np.searchsorted(word_index, pair_word)  # word_index is sorted: lowers were scanned in order
-    per_word = np.bincount(word_index, minlength=len(lowers))[pair_word]
-    expand = np.repeat(np.arange(len(pair_word)), per_word)
-    member = first[expand] + (np.arange(len(expand)) - np.repeat(np.cumsum(per_word) - per_word, per_word))
-    votes = np.zeros((n_docs, n_lang))
-    np.add.at(votes, (pair_doc[expand], lang_index[member]), pair_counts[expand] * weight[member])
-    coverage = np.zeros((n_docs, n_lang))
-    np.add.at(coverage, (pair_doc[expand], lang_index[member]), pair_counts[expand])
+    shape = (len(lowers), n_lang)
+    weights = sparse.csr_matrix((weight, (word_index, lang_index)), shape=shape)
+    members = sparse.csr_matrix((np.ones(len(word_index)), (word_index, lang_index)), shape=shape)
+    # documents x words, one entry per token (the tokens are in document order already; the
+    # products add up repeated entries)
+    indptr = np.concatenate(([0], np.cumsum(tokens_per_doc)))
+    counts = sparse.csr_matrix((np.ones(len(lower_of_token)), lower_of_token, indptr), shape=(n_docs, len(lowers)))
+    votes = (counts @ weights).toarray()
+    coverage = (counts @ members).toarray()
     best = votes.argmax(axis=1)
     share = coverage[np.arange(n_docs), best] / np.maximum(tokens_per_doc, 1)
     for d in np.flatnonzero((share >= MIN_STOPWORD_SHARE) & (tokens_per_doc >= MIN_DETECT_TOKENS)).tolist():
