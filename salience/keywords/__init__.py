@@ -3,6 +3,7 @@
 from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase
 from salience.keywords.extract import (
     METHODS,
+    CorpusFrequency,
     DocumentFrequency,
     KeyphraseExtractor,
     extract_keyphrases,
@@ -11,5 +12,5 @@ from salience.keywords.extract import (
     score_candidates,
 )
 
-__all__ = ["METHODS", "DocumentFrequency", "KeyphraseExtractor", "extract_keyphrases", "extract_keyphrases_batch",
+__all__ = ["METHODS", "CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "extract_keyphrases", "extract_keyphrases_batch",
            "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase"]

@@ -13,6 +13,7 @@ Python loop per word; :func:`analyze` and :func:`candidates` are the one-documen
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
@@ -22,7 +23,7 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
-from salience.text.hashing import dense_ids, group_rows, stable_argsort
+from salience.text.hashing import dense_ids, distinct_sorted, group_rows, stable_argsort
 from salience.text.tokenize import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
@@ -139,6 +140,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     # a boundary precedes a word when it opens its document or a mark lies between it and the last word
     breaks = np.ones(len(position), dtype=bool)
     breaks[1:] = (np.diff(position) > 1) | (doc[1:] != doc[:-1])
+    breaks |= _unmarked_sentence_starts(types, lowers, data[byte_start[first]], type_lower, word_type, doc, breaks)
     words_per_doc = np.bincount(doc, minlength=len(texts))
     marks_per_doc = np.concatenate(([0], marks))[token_start[1:]] - marks_before_doc
     if tagger is not None:
@@ -146,6 +148,32 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     return Batch(types, lowers, stems, lower_chars, type_lower, word_type, stem, stop, doc, sentence, breaks,
                  content, np.concatenate(([0], np.cumsum(words_per_doc))),
                  np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, languages)
+
+
+def capital_initials(types: list[str], initial_bytes: np.ndarray) -> np.ndarray:
+    """Which ``types`` begin with a capital letter, read from their first UTF-8 byte where it is
+    ASCII and from the string otherwise."""
+    capital = (initial_bytes >= ord("A")) & (initial_bytes <= ord("Z"))
+    for t in np.flatnonzero(initial_bytes >= 0x80).tolist():
+        capital[t] = types[t][0].isupper()
+    return capital
+
+
+def _unmarked_sentence_starts(types, lowers, initial_bytes, type_lower, word_type, doc, breaks) -> np.ndarray:
+    """Words that open a sentence no mark ends, as when a title runs into its abstract: a
+    capitalised word ("Opinion") right after a lower-case word, where the same document also
+    writes it in lower case (so it is no name)."""
+    first_upper = capital_initials(types, initial_bytes) & ~_flags(str.isupper, types)
+    all_lower = np.fromiter(map(operator.eq, types, map(lowers.__getitem__, type_lower.tolist())), dtype=bool,
+                            count=len(types))
+    title = first_upper[word_type]
+    lower_word = all_lower[word_type]
+    n_lowers = int(type_lower.max()) + 1 if len(type_lower) else 1
+    code = doc * n_lowers + type_lower[word_type]
+    written_lower = np.isin(code, code[lower_word])
+    after_lower = np.zeros(len(doc), dtype=bool)
+    after_lower[1:] = lower_word[:-1] & ~breaks[1:]
+    return title & written_lower & after_lower
 
 
 _IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
@@ -274,12 +302,15 @@ def _padded(values: np.ndarray, start: np.ndarray, length: np.ndarray, width: in
     return np.where(inside, values[index] if len(values) else pad, pad)
 
 
-def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | np.ndarray = False) -> Occurrences:
+def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | np.ndarray = False,
+                recurring: int = 0) -> Occurrences:
     """Find every candidate occurrence; ``max_words`` and ``maximal`` may differ per document.
 
     ``maximal=True`` keeps only whole content runs of at most ``max_words`` words (longer runs
     give their n-grams), as RAKE and noun-phrase chunkers do; ``False`` keeps every n-gram of
-    up to ``max_words`` words of each run.
+    up to ``max_words`` words of each run. ``recurring=n`` adds to whole runs their sub-phrases
+    of up to ``n`` words that recur in two contexts or more (another whole phrase, or on their
+    own): shorter concepts that longer phrases share.
     """
     max_words = np.broadcast_to(np.asarray(max_words, dtype=np.int64), (batch.n_docs,))
     maximal = np.broadcast_to(np.asarray(maximal, dtype=bool), (batch.n_docs,))
@@ -302,13 +333,36 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
         ok = in_ngram_run & (remaining >= n) & (word_max >= n)
         starts.append(content[ok])
         lengths.append(np.full(int(ok.sum()), n, dtype=np.int64))
+    n_base = sum(len(x) for x in starts)
+    parents = [np.full(n_base, -1)]
+    if recurring:
+        in_whole = whole[run]
+        for n in range(1, recurring + 1):
+            ok = in_whole & (remaining >= n) & (run_length[run] > n)
+            starts.append(content[ok])
+            lengths.append(np.full(int(ok.sum()), n, dtype=np.int64))
+            parents.append(run_start[run[ok]])
     start, length = np.concatenate(starts), np.concatenate(lengths)
+    parent = np.concatenate(parents)
+    extra = np.arange(len(start)) >= n_base
     order = stable_argsort(start * (int(max_words.max()) + 1) + length) if len(start) else start
-    start, length = start[order], length[order]
+    start, length, extra, parent = start[order], length[order], extra[order], parent[order]
     width = int(length.max()) if len(length) else 1
     doc = batch.doc[start]
     # candidates: occurrences grouped by (document, stemmed words)
     candidate, cand_first = group_rows([doc, *_padded(batch.stem + 1, start, length, width, 0).T])
+    if recurring and len(extra) and extra.any():
+        # a sub-phrase counts when it is seen in two contexts or more: two different whole
+        # phrases, or a phrase and on its own ("opinion mining" in "opinion mining services"
+        # and "opinion mining applications")
+        run_candidate = np.full(len(batch.doc), -1)
+        run_candidate[start[~extra]] = candidate[~extra]  # a whole run starts where its run starts
+        context = np.where(extra, run_candidate[np.maximum(parent, 0)], candidate)
+        pairs = distinct_sorted(candidate * (len(cand_first) + 1) + context)
+        contexts = np.bincount(pairs // (len(cand_first) + 1), minlength=len(cand_first))
+        keep = ~extra | (contexts[candidate] >= 2)
+        start, length, doc = start[keep], length[keep], doc[keep]
+        candidate, cand_first = dense_ids(candidate[keep], len(cand_first))  # renumbered by first occurrence
     frequency = np.bincount(candidate, minlength=len(cand_first))
     # per candidate, the surface form seen most often, then the shorter, then the earlier; only
     # candidates seen more than once can have several

@@ -35,12 +35,12 @@ from salience.core.base import Scorer, register, reject_options
 from salience.core.scores import Scores
 from salience.core.checks import check_k
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
-from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, occurrences,
-                                         surface_texts, tokenize_batch, _flags)
-from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort
+from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, capital_initials,
+                                         occurrences, surface_texts, tokenize_batch, _flags)
+from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
 
-__all__ = ["METHODS", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
+__all__ = ["METHODS", "CorpusFrequency", "DocumentFrequency", "score_candidates", "extract_keyphrases", "extract_keyphrases_many", "RERANKERS"]
 
 METHODS = ("yake", "rake", "tfidf", "textrank", "singlerank", "positionrank", "topicrank", "multipartite", "embed")
 RERANKERS = ("semrerank",)
@@ -118,7 +118,8 @@ def _word_graph_scores(doc: Document, window: int, position_bias: bool) -> dict[
     return {s: float(scores[i]) for s, i in vocab.items()}
 
 
-def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: int = 2) -> np.ndarray:
+def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: int = 2,
+                 idf: np.ndarray | None = None) -> np.ndarray:
     """YAKE's S(kw) per candidate (lower is more important) for every document of ``batch`` at once.
 
     Word features are per (document, lower-case word): casing, median sentence position,
@@ -141,11 +142,7 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     tf = np.bincount(word, minlength=V).astype(float)
     spelled = batch.types
     acronym_type = _flags(str.isupper, spelled) & (batch.lower_chars[batch.type_lower] > 1)
-    # a capital initial: read from the first byte where it is ASCII, from the string otherwise
-    initial = batch.data[batch.byte_start[batch.type_first]]
-    capital_type = (initial >= ord("A")) & (initial <= ord("Z"))
-    for t in np.flatnonzero(initial >= 0x80).tolist():
-        capital_type[t] = spelled[t][0].isupper()
+    capital_type = capital_initials(spelled, batch.data[batch.byte_start[batch.type_first]])
     acronym = acronym_type[batch.word_type]
     capital = capital_type[batch.word_type] & ~acronym & ~batch.breaks  # not at a sentence or clause start
     t_case = np.maximum(np.bincount(word, capital, V), np.bincount(word, acronym, V)) / (1.0 + np.log(tf))
@@ -201,10 +198,73 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
         product[longer] *= following
         total[longer] += following
     raw = product / (occ.cand_frequency * (1.0 + total))
+    if idf is not None:
+        # candidates common to many of the texts given together ("proposed method", "results")
+        # are less specific: S(kw) / sqrt(idf), measured to help on every keyphrase set
+        raw = raw / np.sqrt(idf)
     # in long documents keyphrases show up early (title, abstract): a first-occurrence prior,
     # as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
     first_index = start - batch.doc_start[occ.cand_doc]
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
+
+
+def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
+    """A 64-bit key per candidate from its stems, the same in every batch and process (each
+    distinct stem hashed once, the words combined as a polynomial), for counting document
+    frequencies over texts that are tokenised in several batches."""
+    stem_hash = string_hashes(batch.stems)
+    first = occ.cand_first
+    start, length = occ.start[first], occ.length[first]
+    key = np.zeros(len(first), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for offset in range(int(length.max()) if len(length) else 0):
+            inside = length > offset
+            term = stem_hash[batch.stem[np.where(inside, start + offset, 0)]]
+            key = np.where(inside, key * np.uint64(1_000_003) + term, key)
+    return key
+
+
+class CorpusFrequency:
+    """Document frequencies of YAKE's candidates over a corpus, for ``corpus_df``: built from
+    the texts given together, or fitted once (:meth:`fit`, as
+    :meth:`KeyphraseExtractor.fit` does) and applied to texts scored later.
+
+    >>> corpus = CorpusFrequency().fit(["Graph kernels. Proposed method.", "Sensor data. Proposed method."], language="en")
+    >>> corpus.n_docs, int(corpus.counts.max())
+    (2, 2)
+    """
+
+    def __init__(self):
+        self.n_docs = 0
+        self.keys = np.zeros(0, dtype=np.uint64)  # sorted
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def fit(self, texts: Iterable[str], *, candidates_from: str = "auto", tagger=None, language: str = "auto",
+            batch_size: int = 2000) -> "CorpusFrequency":
+        """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
+        texts = list(texts)
+        for lo in range(0, len(texts), batch_size):
+            chunk = texts[lo : lo + batch_size]
+            batch, occ, _ = _batch_candidates(chunk, candidates_from, tagger, check_language(language))
+            self.add(candidate_keys(batch, occ), len(chunk))
+        return self
+
+    def add(self, keys: np.ndarray, n_docs: int) -> "CorpusFrequency":
+        """Count the candidates of ``n_docs`` more texts (a candidate is unique within its text,
+        so each key counts one text)."""
+        all_keys = np.concatenate((self.keys, keys))
+        weights = np.concatenate((self.counts, np.ones(len(keys), dtype=np.int64)))
+        self.keys, index = np.unique(all_keys, return_inverse=True)
+        self.counts = np.bincount(index.ravel(), weights, len(self.keys)).astype(np.int64)
+        self.n_docs += n_docs
+        return self
+
+    def idf(self, keys: np.ndarray) -> np.ndarray:
+        if not len(self.keys):
+            return np.ones(len(keys))
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        df = np.where(self.keys[at] == keys, self.counts[at], 0)
+        return np.log((self.n_docs + 1) / (df + 1.0)) + 1.0
 
 
 def _topics(cands: list[Candidate], threshold: float = 0.74) -> np.ndarray:
@@ -298,19 +358,27 @@ def _tagger_for(candidates_from: str, tagger):
 def _batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None,
                       language: str = "auto") -> tuple[Batch, Occurrences, np.ndarray]:
     """Tokenise ``texts`` in their language and find their candidates: runs of up to 8 words
-    in short texts, n-grams of up to 3 words in long ones (or as ``candidates_from`` says)."""
+    in short texts, with their sub-phrases of up to 3 words that recur in two contexts; n-grams
+    of up to 3 words in long texts (or as ``candidates_from`` says)."""
     batch = tokenize_batch(texts, tagger=_tagger_for(candidates_from, tagger), language=language)
     warn_fallbacks(batch.languages, stacklevel=4)
     long_doc = np.diff(batch.doc_start) > LONG_TEXT_WORDS
     ngrams = long_doc if candidates_from in ("auto", "noun_phrases") else np.full(len(texts), candidates_from == "ngrams")
-    return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams), long_doc
+    return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams, recurring=3), long_doc
 
 
-def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None,
-                language: str = "auto") -> list[Scores]:
-    """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None)."""
+def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None, language: str = "auto",
+                corpus: CorpusFrequency | None = None, own_corpus: bool = False) -> list[Scores]:
+    """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None).
+    Candidates are weighted by their document frequency in ``corpus``, or with ``own_corpus``
+    in these texts (see :func:`_yake_scores`)."""
     batch, occ, long_doc = _batch_candidates(texts, candidates_from, tagger, language)
-    values = -_yake_scores(batch, occ, long_doc)  # YAKE ranks by ascending S(kw): negate so that higher is better
+    idf = None
+    if corpus is not None or (own_corpus and len(texts) > 1):
+        keys = candidate_keys(batch, occ)
+        corpus = corpus if corpus is not None else CorpusFrequency().add(keys, len(texts))
+        idf = corpus.idf(keys) if corpus.n_docs > 1 else None
+    values = -_yake_scores(batch, occ, long_doc, idf=idf)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document
     # sorts by value with ties kept in that order, as Scores.top_k does
     by_value = np.argsort(-values, kind="stable")
@@ -461,12 +529,19 @@ EMBED_MAX_CANDIDATES = 100
 def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                              document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
                              rerank: str | None = None, batch_size: int = 2000, tagger=None,
-                             language: str = "auto") -> list[Scores]:
+                             language: str = "auto", corpus_df: "bool | CorpusFrequency" = True) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
     methods go text by text. With ``language="auto"`` each text's language is detected on its
     own, so a batch may mix languages.
+
+    ``corpus_df`` (``yake``): ``True``: the texts given together are a corpus, and candidates
+    common to many of them weigh less (S(kw) / sqrt(idf)), which is measured to raise F1 on
+    the keyphrase sets (BENCHMARKS.md); it has no effect on one text, and past ``batch_size``
+    texts the frequencies take a first pass over all of them (tokenising twice). A
+    :class:`CorpusFrequency` applies frequencies fitted before; ``False`` makes each text's
+    keyphrases independent of the others.
 
     >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
@@ -479,14 +554,20 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
+    corpus = corpus_df if isinstance(corpus_df, CorpusFrequency) else None
+    own_corpus = corpus_df is True and method == "yake"
+    if own_corpus and len(texts) > batch_size:
+        corpus = CorpusFrequency().fit(texts, candidates_from=candidates_from, tagger=tagger, language=language,
+                                       batch_size=batch_size)
+    yake_options = {"corpus": corpus, "own_corpus": own_corpus}
     out: list[Scores] = []
     for lo in range(0, len(texts), batch_size):
         chunk = texts[lo : lo + batch_size]
         if method == "yake" and rerank is None:
-            out.extend(_yake_batch(chunk, k, candidates_from, tagger, language))
+            out.extend(_yake_batch(chunk, k, candidates_from, tagger, language, **yake_options))
             continue
         if method == "yake":
-            scored = _yake_batch(chunk, None, candidates_from, tagger, language)
+            scored = _yake_batch(chunk, None, candidates_from, tagger, language, **yake_options)
         elif method == "embed":
             pools = []
             for text in chunk:
@@ -515,8 +596,10 @@ class KeyphraseExtractor(Scorer):
     """Keyphrases of texts as :class:`~salience.Scores` (phrases and their salience), one
     method of :data:`METHODS` with its options; the scorer form of :func:`extract_keyphrases`.
 
-    ``fit(texts)`` learns document frequencies for ``tfidf`` (``document_frequency_``) unless
-    a ``document_frequency`` model is given; the other methods need no fitting.
+    ``fit(texts)`` learns document frequencies: for ``tfidf`` (``document_frequency_``) unless
+    a ``document_frequency`` model is given, and for ``yake`` (``corpus_frequency_``, see
+    ``corpus_df`` in :func:`extract_keyphrases_batch`); unfitted, each text is scored on its
+    own. The other methods need no fitting.
 
     >>> KeyphraseExtractor(method="rake", k=1).score("Graph kernels compare graphs quickly.").ids
     ['graph kernels compare graphs quickly']
@@ -535,6 +618,9 @@ class KeyphraseExtractor(Scorer):
     def fit(self, texts: Iterable[str]) -> "KeyphraseExtractor":
         if self.method == "tfidf" and self.document_frequency is None:
             self.document_frequency_ = DocumentFrequency(language=self.language).fit(texts)
+        if self.method == "yake":
+            self.corpus_frequency_ = CorpusFrequency().fit(texts, candidates_from=self.candidates_from, tagger=self.tagger,
+                                                           language=self.language, batch_size=self.batch_size)
         return self
 
     def score(self, text: str) -> Scores:
@@ -544,12 +630,12 @@ class KeyphraseExtractor(Scorer):
         return self.score_batch([text])[0]
 
     def score_batch(self, texts: Iterable[str]) -> list[Scores]:
-        """The ``k`` best keyphrases of each text (results never depend on ``batch_size``)."""
+        """The ``k`` best keyphrases of each text (``batch_size`` changes nothing but rounding: exact ties may swap)."""
         model = self.document_frequency or getattr(self, "document_frequency_", None)
         return extract_keyphrases_batch(texts, k=self.k, method=self.method, candidates_from=self.candidates_from,
                                         document_frequency=model, encoder=self.encoder, diversity=self.diversity,
                                         rerank=self.rerank, batch_size=self.batch_size, tagger=self.tagger,
-                                        language=self.language)
+                                        language=self.language, corpus_df=getattr(self, "corpus_frequency_", False))
 
 
 _DESCRIPTIONS = {

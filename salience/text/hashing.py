@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "distinct_sorted"]
+__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "distinct_sorted", "string_hashes"]
 
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _COLUMN = np.uint64(0x9E3779B97F4A7C15)
@@ -24,6 +24,30 @@ def mix64(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> np.uint64(27))
     h = h * _MIX2
     return h ^ (h >> np.uint64(31))
+
+
+_BYTE_BASE = np.uint64(0x100000001B3)  # FNV's 64-bit prime, as the base of a polynomial over bytes
+
+
+def string_hashes(strings: list[str]) -> np.ndarray:
+    """A 64-bit hash of each string, the same in every process and run (unlike ``hash``): a
+    polynomial over its UTF-8 bytes, finished by :func:`mix64`; one encode for all of them.
+    The strings must not contain newlines (tokens and stems do not)."""
+    if not strings:
+        return np.zeros(0, dtype=np.uint64)
+    encoded = "\n".join(strings).encode("utf-8", "surrogatepass")
+    data = np.frombuffer(encoded, dtype=np.uint8)
+    ends = np.flatnonzero(data == 10)
+    starts = np.concatenate(([0], ends + 1))
+    lengths = np.append(ends, len(data)) - starts
+    position = np.arange(len(data)) - np.repeat(starts, lengths + 1)[: len(data)]
+    with np.errstate(over="ignore"):
+        powers = np.cumprod(np.full(int(lengths.max()) + 1, _BYTE_BASE, dtype=np.uint64))
+        terms = (data.astype(np.uint64) + np.uint64(1)) * powers[position]
+        terms[data == 10] = 0  # the separators add nothing
+        sums = np.add.reduceat(terms, np.minimum(starts, len(terms) - 1)) if len(terms) else np.zeros(len(starts), np.uint64)
+        sums[lengths == 0] = 0
+        return mix64(sums + lengths.astype(np.uint64))
 
 
 def _position_bits(n: int) -> int:

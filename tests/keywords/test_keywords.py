@@ -1,3 +1,4 @@
+import numpy as np
 import json
 
 import pytest
@@ -139,7 +140,7 @@ def test_batched_extraction_equals_one_by_one():
     from salience.keywords import extract_keyphrases_batch
 
     texts = [TEXT, "", "the of", "Sensor data. " * 600 + "Graph kernels compare graphs.", TEXT.upper()]
-    many = extract_keyphrases_batch(texts, k=7, batch_size=2)
+    many = extract_keyphrases_batch(texts, k=7, batch_size=2, corpus_df=False)
     for text, batched in zip(texts, many):
         single = extract_keyphrases(text, k=7)
         assert batched.ids == single.ids and batched.values.tolist() == single.values.tolist()
@@ -222,3 +223,42 @@ def test_noun_phrases_with_a_real_spacy_pipeline():
     assert extract_keyphrases(text, k=5).ids == ["researchers study efficient graph kernels", "protein structures"]
     found = extract_keyphrases(text, k=5, candidates_from="noun_phrases", tagger=model.__name__)
     assert sorted(found.ids) == ["efficient graph kernels", "protein structures", "researchers"]  # no verb inside
+
+
+def test_corpus_document_frequency_weighs_common_candidates_down():
+    from salience.keywords import extract_keyphrases_batch
+    from salience.keywords.extract import CorpusFrequency, _batch_candidates, candidate_keys
+
+    texts = ["Graph kernels compare graphs. Proposed method works.",
+             "Sensor networks route packets. Proposed method works.",
+             "Protein folding is hard. Proposed method works."]
+    # keys are equal across batches, and each text counts once
+    batch, occ, _ = _batch_candidates(texts, "auto", language="en")
+    keys = candidate_keys(batch, occ)
+    shared = "proposed method works"
+    surfaces = __import__("salience.keywords.candidates", fromlist=["x"]).surface_texts(batch, occ, np.arange(len(occ)))
+    corpus = CorpusFrequency().add(keys, len(texts))
+    at = [i for i, s in enumerate(surfaces) if s == shared]
+    assert len(at) == 3 and len(set(keys[at].tolist())) == 1
+    # idf = ln((N + 1) / (df + 1)) + 1: df 3 of 3 -> 1.0; df 1 -> ln 2 + 1
+    assert corpus.idf(keys[at[:1]]).tolist() == [1.0]
+    assert corpus.idf(keys[:1]).tolist() == [pytest.approx(np.log(2.0) + 1.0)]
+    assert corpus.idf(np.array([12345], dtype=np.uint64)).tolist() == [pytest.approx(np.log(4.0) + 1.0)]
+    with_df = extract_keyphrases_batch(texts, k=20, language="en")
+    without = extract_keyphrases_batch(texts, k=20, language="en", corpus_df=False)
+    for a, b in zip(with_df, without):
+        before = dict(zip(b.ids, b.values.tolist()))
+        for phrase, value in zip(a.ids, a.values.tolist()):
+            # S(kw) / sqrt(idf): the shared phrase keeps its score, the others' S shrinks (rank higher)
+            factor = 1.0 if phrase == shared else 1.0 / np.sqrt(np.log(2.0) + 1.0)
+            assert value == pytest.approx(before[phrase] * factor)
+    # one text: nothing to compare with, so no weighting; many texts: the same whatever the batch size
+    assert extract_keyphrases_batch(texts[:1], language="en")[0].ids == extract_keyphrases_batch(
+        texts[:1], language="en", corpus_df=False)[0].ids
+    assert [s.ids for s in extract_keyphrases_batch(texts, k=20, language="en", batch_size=1)] == [s.ids for s in with_df]
+    # a fitted extractor applies its corpus to texts scored later, one by one or together
+    from salience.keywords import KeyphraseExtractor
+
+    fitted = KeyphraseExtractor(k=20, language="en").fit(texts)
+    assert fitted.corpus_frequency_.n_docs == 3
+    assert [fitted.score(t).ids for t in texts] == [s.ids for s in fitted.score_batch(texts)] == [s.ids for s in with_df]
