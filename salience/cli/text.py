@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from salience.cli._common import add_on_error, add_output_options, emit, given, ks_list, method_option, positive_int, read_text
+from salience.cli._common import (add_on_error, add_output_options, emit, given, ks_list, method_option, positive_int,
+                                  read_text, show_progress)
 from salience.exceptions import InvalidParameterError
 
 
@@ -12,7 +13,8 @@ def _keyword_options(args) -> dict:
     """Only the options the user set: the library refuses those that do not apply to the method."""
     from salience.keywords import DocumentFrequency
 
-    options = {"method": args.method, "candidates_from": args.candidates, **given(args, "tagger", "encoder", "diversity", "rerank")}
+    options = {"method": args.method, "candidates_from": args.candidates, "language": args.language,
+               **given(args, "tagger", "encoder", "diversity", "rerank")}
     if args.df_model:
         options["document_frequency"] = DocumentFrequency.load(args.df_model)
     return options
@@ -21,10 +23,39 @@ def _keyword_options(args) -> dict:
 def _cmd_keywords_extract(args) -> int:
     from salience.keywords import extract_keyphrases
 
+    if args.file.endswith((".jsonl", ".jsonl.gz")):
+        return _keywords_of_records(args)
     text = read_text(args.file, args.on_error)
     phrases = extract_keyphrases(text, k=args.k, **_keyword_options(args))
     emit(args, {"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
          "\n".join(f"{value:10.4f}  {phrase}" for phrase, value in phrases))
+    return 0
+
+
+def _keywords_of_records(args) -> int:
+    """A jsonl file of records: one output line per record, ``{"id", "language", "keyphrases"}``.
+    The texts are extracted together, so (yake) they are one corpus for document frequencies."""
+    import json
+
+    from salience.io.files import iter_jsonl
+    from salience.keywords import extract_keyphrases_batch
+    from salience.text.languages import detect_languages
+
+    ids, texts = [], []
+    for lineno, record in iter_jsonl(args.file, args.on_error):
+        text = record.get(args.field)
+        if not isinstance(text, str):
+            if args.on_error == "skip":
+                continue
+            raise InvalidParameterError(f"{args.file}:{lineno}: record has no text field {args.field!r} (a string); "
+                                        f"its fields are {', '.join(sorted(record)) or 'none'}.")
+        ids.append(record.get("id", lineno))
+        texts.append(text)
+    results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), **_keyword_options(args))
+    languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
+    for doc_id, language, phrases in zip(ids, languages, results):
+        print(json.dumps({"id": doc_id, "language": language,
+                          "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}, ensure_ascii=False))
     return 0
 
 
@@ -37,14 +68,16 @@ def _cmd_keywords_evaluate(args) -> int:
     texts = [r["text"] for r in records]
     options = _keyword_options(args)
     if args.method == "tfidf" and "document_frequency" not in options:
-        options["document_frequency"] = DocumentFrequency().fit(texts)  # unsupervised: the evaluated texts' frequencies
+        # unsupervised: the evaluated texts' frequencies
+        options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
     start = time.perf_counter()
-    predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), **options)]
+    predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), show_progress=show_progress(args), **options)]
     seconds = time.perf_counter() - start
     golds = [r["keyphrases"] for r in records]
     result = {
         "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
         "candidates": args.candidates,
+        "language": args.language,
         "docs": len(records),
         "all_gold": evaluate_keyphrases(predictions, texts, golds, ks).means,
         "present_gold": evaluate_keyphrases(predictions, texts, golds, ks, present_only=True).means,
@@ -59,7 +92,8 @@ def _cmd_keywords_evaluate(args) -> int:
 
 
 def _summary_options(args) -> dict:
-    return {"method": args.method, "diversity": args.diversity, **given(args, "similarity", "threshold", "sentences", "words")}
+    return {"method": args.method, "diversity": args.diversity, "language": args.language,
+            **given(args, "similarity", "threshold", "sentences", "words")}
 
 
 def _cmd_summarize_extract(args) -> int:
@@ -77,12 +111,34 @@ def _cmd_summarize_evaluate(args) -> int:
     if args.similarity is not None or args.threshold is not None:
         raise InvalidParameterError("summarize evaluate takes --method, --sentences/--words and --diversity.")
     report = evaluate_summaries(args.gold, method=args.method, sentences=args.sentences, words=args.words,
-                                diversity=args.diversity, on_error=args.on_error)
+                                diversity=args.diversity, on_error=args.on_error, language=args.language)
     result = {**report.info, **report.means}
-    emit(args, result, f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
-                       f"ROUGE-2 {result['rouge2']:.1f}  ROUGE-L {result['rougeL']:.1f}  "
-                       f"({result['docs_per_second']:.0f} docs/s)")
+    several = result["references"] > result["docs"]
+    line = (f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
+            f"ROUGE-2 {result['rouge2']:.1f}  ROUGE-L {result['rougeL']:.1f}  ({result['docs_per_second']:.0f} docs/s)")
+    if several:
+        line += (f"\n  best of {result['references']} references; their mean: ROUGE-1 {result['rouge1_mean']:.1f}  "
+                 f"ROUGE-2 {result['rouge2_mean']:.1f}  ROUGE-L {result['rougeL_mean']:.1f}")
+    emit(args, result, line)
     return 0
+
+
+def add_language(p) -> None:
+    p.add_argument("--language", default="auto", type=language_code,
+                   help="ISO 639-1 code of the texts' language (stop words, stemming), or auto (default: detect "
+                        "each text's); the codes are listed in docs/keywords-and-summaries.md")
+
+
+def language_code(value: str) -> str:
+    """argparse type: 'auto' or a known language, else an error that lists the codes."""
+    import argparse
+
+    from salience.text.languages import check_language
+
+    try:
+        return check_language(value)
+    except InvalidParameterError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _keyword_method_options(p) -> None:
@@ -96,6 +152,7 @@ def _keyword_method_options(p) -> None:
                    help="candidate phrases: stop-word-bounded runs or n-grams (auto picks by length), or noun phrases "
                         "from part-of-speech tags (needs spaCy: pip install 'salience[pos]')")
     p.add_argument("--tagger", default=None, help="spaCy pipeline for --candidates noun_phrases (default en_core_web_sm)")
+    add_language(p)
     add_on_error(p)
     add_output_options(p)
 
@@ -109,6 +166,7 @@ def _summary_method_options(p) -> None:
     p.add_argument("--diversity", type=float, default=0.0, help="MMR redundancy control in [0, 1] (default 0)")
     p.add_argument("--similarity", default=None, help="textrank only: bm25 (default) or overlap")
     p.add_argument("--threshold", type=float, default=None, help="lexrank only: cosine cut-off for thresholded LexRank")
+    add_language(p)
     add_on_error(p)
     add_output_options(p)
 
@@ -116,9 +174,11 @@ def _summary_method_options(p) -> None:
 def add_commands(domains) -> None:
     keywords = domains.add_parser("keywords", help="keyphrases of a text, and their evaluation against gold keyphrases")
     commands = keywords.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("extract", help="keyphrases of a text file (or - for standard input)")
-    p.add_argument("file", help="a text file, or - for standard input")
+    p = commands.add_parser("extract", help="keyphrases of a text file (or - for standard input), or of each record "
+                                            "of a jsonl file (one JSON line out per record)")
+    p.add_argument("file", help="a text file, - for standard input, or a .jsonl / .jsonl.gz file of records")
     p.add_argument("-k", type=positive_int, default=10, help="number of keyphrases (default 10)")
+    p.add_argument("--field", default="text", help="the text field of jsonl records (default text)")
     _keyword_method_options(p)
     p.set_defaults(func=_cmd_keywords_extract)
     p = commands.add_parser("evaluate", help="F1@k against a jsonl of {text, keyphrases} (stemmed exact match)")

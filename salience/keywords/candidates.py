@@ -107,8 +107,9 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
+    texts = bounded_texts(texts)
     fixed_stop = None if isinstance(stopwords, str) and stopwords == "auto" else get_stopwords(stopwords)
-    data, starts, lengths, is_word, token_counts = joined_word_tokens(texts)
+    data, starts, lengths, is_word, token_counts = _split_elisions(*joined_word_tokens(texts))
     token_kind = np.where(is_word, _WORD, np.where(_sentence_marks(data, starts, lengths), _SENTENCE_MARK, _OTHER_MARK))
     position = np.flatnonzero(is_word)
     byte_start, byte_length = starts[position], lengths[position]
@@ -180,6 +181,68 @@ _IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
 _IDEOGRAPH_SPACE = re.compile(f"(?<=[{IDEOGRAPHS}]) (?=[{IDEOGRAPHS}])")
 # the full-width clause marks of Chinese and Japanese, as UTF-8
 _WIDE_SENTENCE_MARKS = frozenset(c.encode() for c in "。！？；")
+
+
+# Elided articles, pronouns and prepositions of French, Italian and Catalan ("l'avion",
+# "d'un", "qu'il", "dell'anno"): the word after the apostrophe is a word of its own
+ELIDED = frozenset("c d j l m n s t qu jusqu lorsqu puisqu quoiqu presqu dell all dall nell sull coll quell quest".split())
+_ELISION_MAX = max(map(len, ELIDED))
+
+
+def _split_elisions(data, starts, lengths, is_word, token_counts):
+    """Split word tokens such as "l'avion" into "l" and "avion" (the apostrophe, ' or ’, dropped)."""
+    apostrophes = np.flatnonzero((data == 39) | ((data == 0xE2) & (np.roll(data, -1) == 0x80) & (np.roll(data, -2) == 0x99)))
+    if not len(apostrophes) or not len(starts):
+        return data, starts, lengths, is_word, token_counts
+    token = np.searchsorted(starts, apostrophes, side="right") - 1
+    offset = apostrophes - starts[token]
+    near = (token >= 0) & is_word[token] & (offset >= 1) & (offset <= _ELISION_MAX) & (offset < lengths[token] - 1)
+    split_token, split_offset = [], []
+    for t, off in zip(token[near].tolist(), offset[near].tolist()):
+        a = int(starts[t])
+        if data[a : a + off].tobytes().decode("ascii", "replace").lower() in ELIDED:
+            split_token.append(t)
+            split_offset.append(off)
+    if not split_token:
+        return data, starts, lengths, is_word, token_counts
+    split_token, split_offset = np.array(split_token), np.array(split_offset)
+    mark = np.where(data[starts[split_token] + split_offset] == 39, 1, 3)  # the apostrophe's bytes
+    rest_start = starts[split_token] + split_offset + mark
+    rest_length = lengths[split_token] - split_offset - mark
+    lengths = lengths.copy()
+    lengths[split_token] = split_offset
+    at = split_token + 1
+    starts = np.insert(starts, at, rest_start)
+    lengths = np.insert(lengths, at, rest_length)
+    is_word = np.insert(is_word, at, True)
+    text_of_token = np.repeat(np.arange(len(token_counts)), token_counts)
+    token_counts = token_counts + np.bincount(text_of_token[split_token], minlength=len(token_counts))
+    return data, starts, lengths, is_word, token_counts
+
+
+#: Texts are read up to this many characters (about 650,000 words; a LanguageWarning says where
+#: a text was cut): memory grows with the text, about 45 bytes per character at peak.
+MAX_TEXT_CHARS = 4_000_000
+
+
+def bounded_texts(texts: Sequence[str], limit: int | None = None) -> Sequence[str]:
+    """``texts`` with any longer than ``limit`` characters (default :data:`MAX_TEXT_CHARS`) cut
+    at the last space before it, each cut named in a warning."""
+    import warnings
+
+    from salience.text.languages import LanguageWarning
+
+    limit = MAX_TEXT_CHARS if limit is None else limit
+    if all(len(text) <= limit for text in texts):
+        return texts
+    out = list(texts)
+    for d, text in enumerate(texts):
+        if len(text) > limit:
+            cut = text.rfind(" ", 0, limit)
+            out[d] = text[: cut if cut > 0 else limit]
+            warnings.warn(f"text {d} has {len(text):,} characters: keyphrases are taken from its first {len(out[d]):,} "
+                          f"(memory is bounded by MAX_TEXT_CHARS = {limit:,})", LanguageWarning, stacklevel=4)
+    return out
 
 
 def _sentence_marks(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -34,6 +34,7 @@ from salience.core.graph import pagerank_scores
 from salience.core.base import Scorer, register, reject_options
 from salience.core.scores import Scores
 from salience.core.checks import check_k
+from salience.parallel import progress_bar
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
 from salience.keywords.candidates import (Batch, Candidate, Document, Occurrences, analyze, candidates, capital_initials,
                                          occurrences, surface_texts, tokenize_batch, _flags)
@@ -529,7 +530,8 @@ EMBED_MAX_CANDIDATES = 100
 def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                              document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
                              rerank: str | None = None, batch_size: int = 2000, tagger=None,
-                             language: str = "auto", corpus_df: "bool | CorpusFrequency" = True) -> list[Scores]:
+                             language: str = "auto", corpus_df: "bool | CorpusFrequency" = True,
+                             show_progress: bool = False) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
@@ -543,17 +545,22 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     :class:`CorpusFrequency` applies frequencies fitted before; ``False`` makes each text's
     keyphrases independent of the others.
 
+    ``show_progress``: a progress bar over the texts' characters. A text is read up to
+    :data:`~salience.keywords.candidates.MAX_TEXT_CHARS` characters (a warning names a cut),
+    which bounds memory.
+
     >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
     """
-    from salience.keywords.semantic import embed_scores, embed_select, semrerank_batch
-
     k = _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
                        document_frequency=document_frequency, encoder=encoder)
     language = check_language(language)
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
+    for d, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
     corpus = corpus_df if isinstance(corpus_df, CorpusFrequency) else None
     own_corpus = corpus_df is True and method == "yake"
     if own_corpus and len(texts) > batch_size:
@@ -561,31 +568,40 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
                                        batch_size=batch_size)
     yake_options = {"corpus": corpus, "own_corpus": own_corpus}
     out: list[Scores] = []
-    for lo in range(0, len(texts), batch_size):
-        chunk = texts[lo : lo + batch_size]
-        if method == "yake" and rerank is None:
-            out.extend(_yake_batch(chunk, k, candidates_from, tagger, language, **yake_options))
-            continue
-        if method == "yake":
-            scored = _yake_batch(chunk, None, candidates_from, tagger, language, **yake_options)
-        elif method == "embed":
-            pools = []
-            for text in chunk:
-                pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger,
-                                        language=language)  # frequencies
-                pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
-            embedded = embed_scores(chunk, pools, encoder)
-            if rerank is None:
-                out.extend(embed_select(scores, vectors, k, diversity) for scores, vectors in embedded)
-                continue
-            scored = [scores for scores, _ in embedded]
-        else:
-            scored = [score_candidates(text, method=method, candidates_from=candidates_from, document_frequency=document_frequency,
-                                       tagger=tagger, language=language) for text in chunk]
-        if rerank == "semrerank":
-            scored = semrerank_batch(scored, encoder=encoder)
-        out.extend(scores.top_k(k) if len(scores) else scores for scores in scored)
+    with progress_bar(sum(map(len, texts)), "keyphrases", show_progress, unit="char") as bar:
+        for lo in range(0, len(texts), batch_size):
+            chunk = texts[lo : lo + batch_size]
+            out.extend(_extract_chunk(chunk, k, method, candidates_from, document_frequency, encoder, diversity, rerank,
+                                      tagger, language, yake_options))
+            bar.update(sum(map(len, chunk)))
     return out
+
+
+def _extract_chunk(chunk, k, method, candidates_from, document_frequency, encoder, diversity, rerank, tagger, language,
+                   yake_options) -> list[Scores]:
+    """The keyphrases of one batch of texts (see :func:`extract_keyphrases_batch`)."""
+    from salience.keywords.semantic import embed_scores, embed_select, semrerank_batch
+
+    if method == "yake":
+        if rerank is None:
+            return _yake_batch(chunk, k, candidates_from, tagger, language, **yake_options)
+        scored = _yake_batch(chunk, None, candidates_from, tagger, language, **yake_options)
+    elif method == "embed":
+        pools = []
+        for text in chunk:
+            pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger,
+                                    language=language)  # frequencies
+            pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
+        embedded = embed_scores(chunk, pools, encoder)
+        if rerank is None:
+            return [embed_select(scores, vectors, k, diversity) for scores, vectors in embedded]
+        scored = [scores for scores, _ in embedded]
+    else:
+        scored = [score_candidates(text, method=method, candidates_from=candidates_from, document_frequency=document_frequency,
+                                   tagger=tagger, language=language) for text in chunk]
+    if rerank == "semrerank":
+        scored = semrerank_batch(scored, encoder=encoder)
+    return [scores.top_k(k) if len(scores) else scores for scores in scored]
 
 
 #: the name of earlier releases; it goes in the next one

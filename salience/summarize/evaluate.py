@@ -7,8 +7,7 @@ from pathlib import Path
 
 from salience.core.metrics import Report
 
-from salience.exceptions import MissingDependencyError
-from salience.io.files import read_records
+from salience.exceptions import InputFormatError, MissingDependencyError
 
 __all__ = ["evaluate_summaries", "rouge_scorer"]
 
@@ -25,10 +24,27 @@ def rouge_scorer():
 
 
 def read_gold(path: str | Path, on_error: str = "raise") -> list[dict]:
-    """Records with ``text`` and ``summary`` (one summary sentence per line); errors name the line."""
-    is_text = lambda v: isinstance(v, str)  # noqa: E731
-    return read_records(path, {"text": (is_text, "text field 'text' (a string)"),
-                               "summary": (is_text, "text field 'summary' (a string)")}, on_error)
+    """Records with ``text`` and their reference summaries, one sentence per line: ``summary``
+    (a string) or ``summaries`` (a list of strings, several references); each record gets
+    ``references`` (the list). Errors name the line."""
+    from salience.io.files import iter_jsonl
+
+    records = []
+    for lineno, record in iter_jsonl(path, on_error):
+        references = record.get("summaries", record.get("summary"))
+        references = [references] if isinstance(references, str) else references
+        problem = None
+        if not isinstance(record.get("text"), str):
+            problem = "text field 'text' (a string)"
+        elif not (isinstance(references, list) and references and all(isinstance(r, str) for r in references)):
+            problem = "text field 'summary' (a string) or 'summaries' (a non-empty list of strings)"
+        if problem:
+            raise InputFormatError(f"{path}:{lineno}: record has no {problem}.")
+        record["references"] = references
+        records.append(record)
+    if not records:
+        raise InputFormatError(f"{path}: no records.")
+    return records
 
 
 def evaluate_summaries(
@@ -39,11 +55,16 @@ def evaluate_summaries(
     words: int | None = None,
     diversity: float = 0.0,
     on_error: str = "raise",
+    language: str = "auto",
 ) -> Report:
-    """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}`` as a
-    :class:`~salience.Report` (``report["rouge2"]``; the method, document count and speed in
-    ``report.info``); the summary length is the gold number of sentences unless ``sentences``
-    or ``words`` is given."""
+    """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}`` or ``{text,
+    summaries}`` as a :class:`~salience.Report`; the method, document count and speed are in
+    ``report.info``.
+
+    With several references per text, each is scored: ``report["rouge2"]`` is the best of them
+    per text (as rouge-score's ``score_multi``), ``report["rouge2_mean"]`` their mean (both
+    equal with one reference). The summary length is the references' mean number of sentences
+    unless ``sentences`` or ``words`` is given. ``language``: as in :func:`summarize`."""
     from salience.summarize.extractive import summarize
 
     records = read_gold(path, on_error)
@@ -51,18 +72,23 @@ def evaluate_summaries(
     outputs = []
     start = time.perf_counter()
     for record in records:
-        gold_sentences = sum(1 for line in record["summary"].splitlines() if line.strip())
-        length = {"words": words} if words is not None else {"sentences": sentences or max(gold_sentences, 1)}
-        outputs.append(summarize(record["text"], method=method, diversity=diversity, **length).text)
+        references = record["references"]
+        gold_sentences = sum(sum(1 for line in r.splitlines() if line.strip()) for r in references) / len(references)
+        length = {"words": words} if words is not None else {"sentences": sentences or max(round(gold_sentences), 1)}
+        outputs.append(summarize(record["text"], method=method, diversity=diversity, language=language, **length).text)
     seconds = time.perf_counter() - start
-    totals = {"rouge1": 0.0, "rouge2": 0.0, "rougeL": 0.0}
+    names = ("rouge1", "rouge2", "rougeL")
     per_doc = {}
     for d, (record, output) in enumerate(zip(records, outputs)):
-        scores = scorer.score(record["summary"], output)
-        per_doc[d] = {name: 100.0 * scores[name].fmeasure for name in totals}
-        for name in totals:
-            totals[name] += scores[name].fmeasure
-    means = {name: 100.0 * value / len(records) for name, value in totals.items()}
+        each = [scorer.score(reference, output) for reference in record["references"]]
+        per_doc[d] = {}
+        for name in names:
+            values = [100.0 * scores[name].fmeasure for scores in each]
+            per_doc[d][name] = max(values)
+            per_doc[d][f"{name}_mean"] = sum(values) / len(values)
+    # summed in document order: the same means as before for single references
+    means = {key: sum(row[key] for row in per_doc.values()) / len(records) for key in per_doc[0]}
     info = {"method": method, "docs": len(records), "seconds": seconds,
+            "references": sum(len(r["references"]) for r in records),
             "docs_per_second": len(records) / seconds if seconds > 0 else float("inf")}
     return Report(means, per_doc, evaluated=len(records), matched=len(records), info=info)

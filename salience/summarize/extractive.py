@@ -41,7 +41,7 @@ from salience.core.checks import check_k
 from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.text.sentences import split_sentences
-from salience.text.tokenize import TermEncoder, Tokenizer
+from salience.text.tokenize import DEFAULT_PATTERN, IDEOGRAPHS, TermEncoder, Tokenizer
 
 __all__ = ["METHODS", "Summary", "SentenceScorer", "score_sentences", "summarize"]
 
@@ -58,10 +58,37 @@ _MMR_POOL = 2000
 _MAX_CACHED_TERMS = 200_000
 
 
-def _new_encoder() -> TermEncoder:
-    """A term encoder with an empty cache. Sentence similarity should rest on content words,
-    so the fuller English stop list is used."""
-    return TermEncoder(Tokenizer(stopwords="en_full"))
+def _new_encoder(language: str = "en") -> TermEncoder:
+    """A term encoder with an empty cache for a language. Sentence similarity should rest on
+    content words, so the language's stop list is used (for English, the fuller function-word
+    list) and its Snowball stemmer; a language without them goes without (a warning says so).
+    Chinese and Japanese count each ideograph and kana as a term of its own."""
+    from salience.text.languages import LANGUAGES, SCRIPT_SEGMENTED, stopwords_for
+
+    if language == "en":
+        return TermEncoder(Tokenizer(stopwords="en_full"))
+    known = LANGUAGES.get(language)
+    pattern = rf"[{IDEOGRAPHS}]|[^\W{IDEOGRAPHS}]{{2,}}" if language in SCRIPT_SEGMENTED else DEFAULT_PATTERN
+    return TermEncoder(Tokenizer(stopwords=sorted(stopwords_for(language)) or None, pattern=pattern,
+                                 stemmer=known.snowball if known else None))
+
+
+def _check_language(language: str) -> str:
+    from salience.text.languages import check_language
+
+    return check_language(language)
+
+
+def _text_language(sentences: Sequence[str], language: str) -> str:
+    """The language of a text given as sentences: ``language``, or with ``"auto"`` detected
+    from its first sentences (a fallback language is named in a warning)."""
+    from salience.text.languages import check_language, detect_language, warn_fallbacks
+
+    code = check_language(language)
+    if code == "auto":
+        code = detect_language(" ".join(sentences[:200]))
+    warn_fallbacks([code], stacklevel=4)
+    return code
 
 
 def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
@@ -165,6 +192,7 @@ def score_sentences(
     damping: float = 0.85,
     query_bias: float = 0.85,
     encoder: TermEncoder | None = None,
+    language: str = "auto",
 ) -> Scores:
     """Salience of each sentence (ids are positions).
 
@@ -173,10 +201,13 @@ def score_sentences(
     ``damping`` (graph methods): the PageRank damping factor.
     ``query_bias``: with a query, the probability that the random walk jumps to a sentence in
     proportion to its similarity to the query (biased LexRank; Otterbacher et al. use 0.8-0.95).
-    ``encoder``: the term encoder (and its cache) to use; a fresh one by default.
+    ``encoder``: the term encoder (and its cache) to use; a fresh one by default, for
+    ``language``: ``"auto"`` (detected from the sentences) or an ISO 639-1 code, whose stop
+    words and Snowball stemmer shape the similarities (:mod:`salience.text.languages`).
     Options that do not apply to ``method`` are refused.
     """
     _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias, query=query)
+    _check_language(language)
     if method not in METHODS:
         raise unknown_choice("summarisation method", method, METHODS)
     n = len(sentences)
@@ -186,6 +217,8 @@ def score_sentences(
         return Scores(np.arange(n, 0, -1, dtype=float))
     if query is not None and not isinstance(query, str):
         raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
+    if encoder is None:
+        encoder = _new_encoder(_text_language(sentences, language))
     counts = _term_counts(sentences, encoder)
     affinity = _query_affinity(sentences, query, encoder) if query and query.strip() else None
     if method == "centroid":
@@ -244,32 +277,42 @@ class SentenceScorer(Scorer):
     """
 
     def __init__(self, *, method: str = "lexrank", similarity: str | None = None, threshold: float | None = None,
-                 damping: float = 0.85, query_bias: float = 0.85):
+                 damping: float = 0.85, query_bias: float = 0.85, language: str = "auto"):
+        from salience.text.languages import check_language
+
         _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias)
+        check_language(language)
         self.method, self.similarity, self.threshold = method, similarity, threshold
-        self.damping, self.query_bias = damping, query_bias
-        # the term cache of this scorer alone: bounded, and used by one thread at a time
-        self._encoder: TermEncoder | None = None
+        self.damping, self.query_bias, self.language = damping, query_bias, language
+        # the term caches of this scorer alone, one per language: bounded, used by one thread at a time
+        self._encoders: dict[str, TermEncoder] = {}
         self._lock = threading.Lock()
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("_encoder", "_lock")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("_encoders", "_lock")}
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
-        self._encoder, self._lock = None, threading.Lock()
+        self._encoders, self._lock = {}, threading.Lock()
 
     def _options(self) -> dict:
-        return {k: v for k, v in self.get_params().items() if k != "method"}
+        return {k: v for k, v in self.get_params().items() if k not in ("method", "language")}
+
+    def encoder_for(self, sentences: Sequence[str]) -> TermEncoder:
+        """This scorer's term encoder for the language of ``sentences`` (call under the lock)."""
+        code = _text_language(sentences, self.language)
+        encoder = self._encoders.get(code)
+        if encoder is None or encoder.cached_tokens > _MAX_CACHED_TERMS:
+            encoder = self._encoders[code] = _new_encoder(code)
+        return encoder
 
     def score(self, sentences: Sequence[str], *, query: str | None = None) -> Scores:
         """Salience of each sentence of one text (a list of sentences, or a str to split).
         Words met before are not stemmed again: the scorer keeps their terms, up to a bound."""
         units = [u.text for u in split_sentences(sentences)] if isinstance(sentences, str) else _sentence_list(sentences)
         with self._lock:
-            if self._encoder is None or self._encoder.cached_tokens > _MAX_CACHED_TERMS:
-                self._encoder = _new_encoder()
-            return score_sentences(units, method=self.method, query=query, encoder=self._encoder, **self._options())
+            encoder = self.encoder_for(units) if units else None
+            return score_sentences(units, method=self.method, query=query, encoder=encoder, **self._options())
 
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
         return [self.score(t, query=query) for t in texts]
@@ -310,6 +353,7 @@ def summarize(
     damping: float = 0.85,
     query_bias: float = 0.85,
     scorer: "SentenceScorer | None" = None,
+    language: str = "auto",
 ) -> Summary:
     """Extract a summary of ``sentences`` sentences (default 3) or at most ``words`` words.
 
@@ -317,13 +361,15 @@ def summarize(
     list of sentences. ``diversity`` > 0 trades salience for novelty (MMR over sentence
     cosine similarity). Sentences come back in document order. ``scorer``: a
     :class:`SentenceScorer` to score with instead of ``method`` and its options (it keeps its
-    term cache across calls, so summarising many texts with one is faster).
+    term cache across calls, so summarising many texts with one is faster). ``language``:
+    ``"auto"`` (detected) or an ISO 639-1 code, as in :func:`score_sentences`.
 
     >>> doc = ("The cat sat on the mat. Dogs bark at cats. The mat was red. "
     ...        "Cats like mats and cats like sun.")
     >>> summarize(doc, sentences=2, method="lexrank").indices
     [0, 3]
     """
+    _check_language(language)
     if isinstance(text, str):
         units = [s.text for s in split_sentences(text)]
     elif isinstance(text, Sequence) and all(isinstance(s, str) for s in text):
@@ -335,8 +381,8 @@ def summarize(
         if not isinstance(scorer, SentenceScorer):
             raise InvalidParameterError(f"scorer must be a SentenceScorer; got {type(scorer).__name__}.")
         # the scorer carries the method and its options: passing them here too would be ambiguous
-        reject_options("scorer=...", {"method": method, **options}, (),
-                       {"method": "lexrank", "damping": 0.85, "query_bias": 0.85})
+        reject_options("scorer=...", {"method": method, "language": language, **options}, (),
+                       {"method": "lexrank", "damping": 0.85, "query_bias": 0.85, "language": "auto"})
     else:
         _check_options(method, **options)
     if sentences is not None and words is not None:
@@ -347,14 +393,19 @@ def summarize(
         sentences = check_k(3 if sentences is None else sentences, "sentences")
     if not 0.0 <= diversity <= 1.0 or not isinstance(diversity, numbers.Real):
         raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity!r}.")
-    scores = (scorer.score(units, query=query) if scorer is not None
-              else score_sentences(units, method=method, query=query, **options))
     if not units:
-        return Summary([], [], scores)
+        return Summary([], [], Scores([], ids=[]))
+    if scorer is not None:
+        scores = scorer.score(units, query=query)
+        with scorer._lock:
+            encoder = scorer.encoder_for(units)
+    else:
+        encoder = _new_encoder(_text_language(units, language)) if method != "lead" or diversity > 0 else None
+        scores = score_sentences(units, method=method, query=query, encoder=encoder, **options)
     if diversity > 0:
         # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
         pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
-        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool])))
+        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool], encoder)))
         similarity = similarity if isinstance(similarity, np.ndarray) else similarity.toarray()
         picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, k=len(pool),
                             diversity=diversity, normalize="minmax")

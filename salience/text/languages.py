@@ -154,9 +154,9 @@ def fallback_warning(code: str) -> str | None:
     language = LANGUAGES[code]
     missing = []
     if not language.has_stopwords:
-        missing.append("a stop list (its own most frequent words are used)")
+        missing.append("stop list (its own most frequent words are used)")
     if language.snowball is None:
-        missing.append("a Snowball stemmer (words are not stemmed)")
+        missing.append("Snowball stemmer (words are not stemmed)")
     return f"{language.name} ({code}) has no {' and no '.join(missing)}" if missing else None
 
 
@@ -236,6 +236,20 @@ def script_language(text: str) -> str:
     return code if counts[code] >= 0.5 * letters else UNDETERMINED
 
 
+# Ties (a short text whose few stop words are on many lists: "in", "a") go to the language more
+# texts are written in: roughly the order of languages' shares of web content.
+_PREVALENCE = ("en", "ru", "es", "de", "fr", "ja", "pt", "it", "fa", "pl", "zh", "nl", "tr", "vi", "cs", "id", "ko", "uk",
+               "ar", "el", "hu", "sv", "ro", "da", "fi", "sk", "he", "no", "bg", "hr", "th", "sr", "lt", "sl", "ca", "hi",
+               "et", "lv", "ms", "bn", "ta", "ur", "tl", "af", "gl", "eu", "ga", "la", "eo", "sw", "hy", "ku")
+
+
+@lru_cache(maxsize=1)
+def _tie_breaker() -> np.ndarray:
+    codes = _detectable()
+    rank = {code: i for i, code in enumerate(_PREVALENCE)}
+    return np.array([-1e-9 * rank.get(code, len(_PREVALENCE)) for code in codes])
+
+
 def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of_token: np.ndarray,
                        n_docs: int, texts: Sequence[str] | None = None) -> list[str]:
     """Language codes of ``n_docs`` documents from their lower-cased word tokens: ``lowers``
@@ -270,7 +284,7 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     # products add up repeated entries)
     indptr = np.concatenate(([0], np.cumsum(tokens_per_doc)))
     counts = sparse.csr_matrix((np.ones(len(lower_of_token)), lower_of_token, indptr), shape=(n_docs, len(lowers)))
-    votes = (counts @ weights).toarray()
+    votes = (counts @ weights).toarray() + _tie_breaker()
     coverage = (counts @ members).toarray()
     best = votes.argmax(axis=1)
     share = coverage[np.arange(n_docs), best] / np.maximum(tokens_per_doc, 1)

@@ -1,7 +1,8 @@
 """Rule-based sentence splitting that survives abbreviations, initials, decimals, quotes and
 line breaks.
 
-A boundary is terminal punctuation (``. ! ? …``, possibly repeated), optionally followed by
+A boundary is terminal punctuation (``. ! ? …``, possibly repeated; or the full-width
+``。！？`` of Chinese and Japanese, which need no space after them), optionally followed by
 closing quotes or brackets, then whitespace, then something that can open a sentence (an
 upper-case letter, a digit, an opening quote or bracket) or the end of the text. A period
 does not end a sentence after a known abbreviation (``Dr.``, ``e.g.``, ``U.S.``), after a
@@ -22,10 +23,13 @@ __all__ = ["Sentence", "split_sentences", "ABBREVIATIONS", "CLAUSE_END_MARKS"]
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs eq eqs no nos vol vols pp p ed eds inc ltd co corp
     plc dept univ jan feb mar apr jun jul aug sep sept oct nov dec gen gov sen rep capt col lt sgt mt ft rev est
-    approx u.s u.k u.n e.u a.m p.m ph.d b.sc m.sc op ch sec art resp viz""".split()
-)
+    approx u.s u.k u.n e.u a.m p.m ph.d b.sc m.sc op ch sec art resp viz
+    mme mlle mmes mgr sra srta srs dra profa av pág pag cia lda ltda sta sto z.b bzw usw ggf vgl dott sig sigg ecc""".split()
+)  # English, then common French, Portuguese, Spanish, German and Italian ones
 
 _BOUNDARY = re.compile(r"""([.!?…]+)(["'”’)\]]*)(\s+|$)""")
+# Chinese and Japanese end sentences with full-width marks and no space after them
+_WIDE_BOUNDARY = re.compile(r"""[。！？]+[」』”’）)]*""")
 _OPENER = re.compile(r"""["'“‘(\[]*[\w¿¡]""")
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 _ACRONYM = re.compile(r"(?:[a-z]\.)+[a-z]")
@@ -87,6 +91,8 @@ def split_sentences(text: str) -> list[Sentence]:
     for match in _BOUNDARY.finditer(text):
         if _is_boundary(text, match):
             cuts.add(match.end(2))
+    if not text.isascii():
+        cuts.update(match.end() for match in _WIDE_BOUNDARY.finditer(text))
     sentences = []
     bounds = sorted(cuts)
     for start, end in zip(bounds, bounds[1:]):

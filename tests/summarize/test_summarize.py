@@ -123,7 +123,7 @@ def test_a_scorer_reuses_its_term_cache_and_keeps_the_results():
 
     scorer = SentenceScorer(method="textrank")
     first = summarize(DOC, sentences=2, scorer=scorer)
-    assert scorer._encoder is not None and scorer._encoder.cached_tokens > 0
+    assert list(scorer._encoders) == ["en"] and scorer._encoders["en"].cached_tokens > 0
     assert summarize(DOC, sentences=2, scorer=scorer).indices == first.indices == summarize(DOC, sentences=2, method="textrank").indices
     assert pickle.loads(pickle.dumps(scorer)).score(DOC) == scorer.score(DOC)  # the cache is not pickled
     with pytest.raises(InvalidParameterError, match="does not apply to method 'scorer="):
