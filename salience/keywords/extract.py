@@ -225,6 +225,10 @@ def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
     return key
 
 
+def _texts_with_candidates(occ: Occurrences) -> int:
+    return len(distinct_sorted(occ.cand_doc))
+
+
 class CorpusFrequency:
     """Document frequencies of YAKE's candidates over a corpus, for ``corpus_df``: built from
     the texts given together, or fitted once (:meth:`fit`, as
@@ -247,12 +251,12 @@ class CorpusFrequency:
         for lo in range(0, len(texts), batch_size):
             chunk = texts[lo : lo + batch_size]
             batch, occ, _ = _batch_candidates(chunk, candidates_from, tagger, check_language(language))
-            self.add(candidate_keys(batch, occ), len(chunk))
+            self.add(candidate_keys(batch, occ), _texts_with_candidates(occ))
         return self
 
     def add(self, keys: np.ndarray, n_docs: int) -> "CorpusFrequency":
         """Count the candidates of ``n_docs`` more texts (a candidate is unique within its text,
-        so each key counts one text)."""
+        so each key counts one text). Texts without candidates (empty ones) are not counted."""
         all_keys = np.concatenate((self.keys, keys))
         weights = np.concatenate((self.counts, np.ones(len(keys), dtype=np.int64)))
         self.keys, index = np.unique(all_keys, return_inverse=True)
@@ -377,7 +381,7 @@ def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagge
     idf = None
     if corpus is not None or (own_corpus and len(texts) > 1):
         keys = candidate_keys(batch, occ)
-        corpus = corpus if corpus is not None else CorpusFrequency().add(keys, len(texts))
+        corpus = corpus if corpus is not None else CorpusFrequency().add(keys, _texts_with_candidates(occ))
         idf = corpus.idf(keys) if corpus.n_docs > 1 else None
     values = -_yake_scores(batch, occ, long_doc, idf=idf)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document

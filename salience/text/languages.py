@@ -9,9 +9,10 @@ statistical fallback of :func:`frequent_words`, each named in a :class:`Language
 
 Detection (:func:`detect_languages`) counts, per document, the tokens that are stop words of
 each language, each word weighted by one over the number of lists it is on (so "a", on a dozen
-lists, decides little and "the" or "des" much), and takes the best language when its stop
-words cover enough of the text; otherwise the document is ``"und"`` (undetermined) and gets
-the language-free fallback. Measured accuracy is in BENCHMARKS.md (``bench/languages.py``).
+lists, decides little and "the" or "des" much), and takes the best of the languages whose stop
+words cover enough of the text (:data:`MIN_STOPWORD_SHARE`); with none, the text's script
+decides where one language writes it (Hangul, kana, Greek...), and otherwise the text is
+``"und"`` (undetermined) and gets the language-free fallback. Measured accuracy is in BENCHMARKS.md (``bench/languages.py``).
 """
 
 from __future__ import annotations
@@ -286,9 +287,10 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     counts = sparse.csr_matrix((np.ones(len(lower_of_token)), lower_of_token, indptr), shape=(n_docs, len(lowers)))
     votes = (counts @ weights).toarray() + _tie_breaker()
     coverage = (counts @ members).toarray()
-    best = votes.argmax(axis=1)
-    share = coverage[np.arange(n_docs), best] / np.maximum(tokens_per_doc, 1)
-    for d in np.flatnonzero((share >= MIN_STOPWORD_SHARE) & (tokens_per_doc >= MIN_DETECT_TOKENS)).tolist():
+    # the best vote among the languages whose stop words cover enough of the text
+    enough = coverage >= MIN_STOPWORD_SHARE * np.maximum(tokens_per_doc, 1)[:, None]
+    best = np.where(enough, votes, -np.inf).argmax(axis=1)
+    for d in np.flatnonzero(enough.any(axis=1) & (tokens_per_doc >= MIN_DETECT_TOKENS)).tolist():
         out[d] = codes[best[d]]
     return _by_script(out, texts)
 

@@ -262,3 +262,50 @@ def test_corpus_document_frequency_weighs_common_candidates_down():
     fitted = KeyphraseExtractor(k=20, language="en").fit(texts)
     assert fitted.corpus_frequency_.n_docs == 3
     assert [fitted.score(t).ids for t in texts] == [s.ids for s in fitted.score_batch(texts)] == [s.ids for s in with_df]
+
+
+def test_mixed_language_batch_and_an_empty_text_leave_the_others_unaffected():
+    from salience.keywords import extract_keyphrases_batch
+
+    en = "Wireless sensor networks route packets. Sensor placement matters in a wireless sensor network."
+    fr = "Le réchauffement climatique menace les glaciers. Les glaciers des Alpes fondent vite."
+    pt = ("O aquecimento global ameaça os glaciares, que são cada vez mais pequenos. Os glaciares dos Alpes derretem "
+          "depressa e não voltam.")
+    alone = [extract_keyphrases_batch([t], k=5)[0] for t in (en, fr, pt)]
+    mixed = extract_keyphrases_batch([en, "", fr, pt], k=5)
+    # each text read in its own language, whatever it is batched with (corpus_df off: no shared statistics)
+    mixed = extract_keyphrases_batch([en, "", fr, pt], k=5, corpus_df=False)
+    assert [m.ids for m in mixed] == [alone[0].ids, [], alone[1].ids, alone[2].ids]
+    assert "glaciares" in mixed[3].ids and "os" not in " ".join(mixed[3].ids).split()
+    # with corpus statistics, an empty text changes nothing: it is not counted as a document
+    with_df = extract_keyphrases_batch([en, fr, pt], k=5)
+    with_empty = extract_keyphrases_batch([en, "", fr, pt], k=5)
+    assert [s.ids for s in with_empty] == [with_df[0].ids, [], with_df[1].ids, with_df[2].ids]
+    assert [s.values.tolist() for s in with_empty[2:]] == [s.values.tolist() for s in with_df[1:]]
+    with pytest.raises(InvalidParameterError, match="unknown language 'xx'"):
+        extract_keyphrases_batch([en], language="xx")
+    with pytest.raises(InvalidParameterError, match="one code per text"):
+        __import__("salience.keywords.candidates", fromlist=["x"]).tokenize_batch([en, fr], language=["en"])
+
+
+def test_cli_language_and_jsonl_records(tmp_path, capsys):
+    from salience.cli import main
+
+    doc = tmp_path / "fr.txt"
+    doc.write_text("Le réchauffement climatique menace les glaciers. Les glaciers des Alpes fondent vite.", encoding="utf-8")
+    assert main(["keywords", "extract", str(doc), "--language", "xx"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown language 'xx'" in err and "fr, ga" in err
+    assert main(["keywords", "extract", str(doc), "--language", "fr", "--json", "-k", "3"]) == 0
+    assert "glaciers" in [p["phrase"] for p in json.loads(capsys.readouterr().out)["keyphrases"]]
+    records = tmp_path / "docs.jsonl"
+    records.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in [
+        {"id": "a", "text": doc.read_text(encoding="utf-8")}, {"id": "b", "text": ""},
+        {"id": "c", "text": "Wireless sensor networks route packets in a wireless sensor network."}]) + "\n", encoding="utf-8")
+    assert main(["keywords", "extract", str(records), "-k", "2"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["id"], r["language"]) for r in lines] == [("a", "fr"), ("b", "und"), ("c", "en")]
+    assert lines[1]["keyphrases"] == [] and lines[2]["keyphrases"][0]["phrase"].startswith("wireless sensor network")
+    records.write_text(json.dumps({"id": "x", "body": "text"}) + "\n")
+    assert main(["keywords", "extract", str(records)]) == 2
+    assert "no text field 'text'" in capsys.readouterr().err and main(["keywords", "extract", str(records), "--field", "body"]) == 0

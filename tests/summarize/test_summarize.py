@@ -4,7 +4,9 @@ import numpy as np
 
 import pytest
 
-from salience import InvalidParameterError
+from pathlib import Path
+
+from salience import InputFormatError, InvalidParameterError
 from salience.cli import main
 from salience.summarize import score_sentences, summarize
 from salience.summarize.extractive import METHODS
@@ -128,3 +130,67 @@ def test_a_scorer_reuses_its_term_cache_and_keeps_the_results():
     assert pickle.loads(pickle.dumps(scorer)).score(DOC) == scorer.score(DOC)  # the cache is not pickled
     with pytest.raises(InvalidParameterError, match="does not apply to method 'scorer="):
         summarize(DOC, scorer=scorer, method="centroid")
+
+
+FRENCH = ["Les chats et les chiens de la maison dorment dans le jardin.", "La réforme des retraites divise la France.",
+          "Les syndicats contestent la réforme des retraites.", "De la pluie et du vent dans les rues de la ville.",
+          "Le gouvernement défend sa réforme des retraites devant les députés."]
+
+
+def test_summaries_read_french_and_portuguese_in_their_language():
+    from salience.summarize import SentenceScorer, score_sentences
+
+    # In French, sentences 0 and 3 share only function words with the others ("les", "la", "de"):
+    # read as French they are the least central; read with English stop words they look central.
+    french = score_sentences(FRENCH).values
+    english = score_sentences(FRENCH, language="en").values
+    assert set(np.argsort(french)[:2].tolist()) == {0, 3} and french[[0, 3]].max() < 0.2 * french.max()
+    assert english[[0, 3]].min() > 0.7 * english.max()
+    assert summarize(FRENCH, sentences=2).indices == [1, 2] == summarize(FRENCH, sentences=2, language="fr").indices
+    portuguese = ["Os gatos e os cães da casa dormem no jardim.", "A reforma das pensões divide o país.",
+                  "Os sindicatos contestam a reforma das pensões.", "Da chuva e do vento nas ruas da cidade.",
+                  "O governo defende a sua reforma das pensões perante os deputados."]
+    values = score_sentences(portuguese).values
+    assert set(np.argsort(values)[:2].tolist()) == {0, 3}
+    # a scorer keeps one term cache per language
+    scorer = SentenceScorer()
+    scorer.score(FRENCH), scorer.score(portuguese), scorer.score(DOC)
+    assert sorted(scorer._encoders) == ["en", "fr", "pt"]
+    with pytest.raises(InvalidParameterError, match="unknown language 'xx'"):
+        summarize(FRENCH, language="xx")
+
+
+@pytest.mark.skipif(not (Path(__file__).resolve().parents[3] / "shared" / "data").exists(),
+                    reason="needs ../shared/data (the French and Portuguese keyphrase sets' texts)")
+def test_summaries_of_the_real_french_and_portuguese_texts():
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "keyphrase"
+    for name, code in (("wikinews_fr", "fr"), ("pt_bn_kp110", "pt")):
+        texts = [json.loads(line)["text"] for _, line in zip(range(20), open(data / name / "docs.jsonl", encoding="utf-8"))]
+        for text in texts:
+            summary = summarize(text, sentences=2)
+            assert 1 <= len(summary.indices) <= 2
+        from salience.summarize.extractive import _new_encoder
+
+        encoder = _new_encoder(code)
+        terms = encoder.tokenizer.tokenize(texts[0])
+        assert terms and not set(terms) & {"les", "des", "de", "os", "das", "que"}
+
+
+def test_evaluation_against_several_references(tmp_path):
+    pytest.importorskip("rouge_score")
+    from salience.summarize.evaluate import evaluate_summaries, rouge_scorer
+
+    sentences = FRENCH
+    good, poor = "La réforme des retraites divise la France.\nLes syndicats contestent la réforme des retraites.", \
+        "De la pluie et du vent dans les rues de la ville.\nLes chats dorment."
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text(json.dumps({"text": " ".join(sentences), "summaries": [good, poor]}) + "\n")
+    report = evaluate_summaries(gold)
+    output = summarize(" ".join(sentences), sentences=2).text
+    scorer = rouge_scorer()
+    each = [100 * scorer.score(ref, output)["rouge2"].fmeasure for ref in (good, poor)]
+    assert report["rouge2"] == pytest.approx(max(each)) and report["rouge2_mean"] == pytest.approx(sum(each) / 2)
+    assert report["rouge2"] > report["rouge2_mean"] and report.info["references"] == 2
+    gold.write_text(json.dumps({"text": " ".join(sentences), "summaries": []}) + "\n")
+    with pytest.raises(InputFormatError, match="gold.jsonl:1: record has no text field 'summary'"):
+        evaluate_summaries(gold)
