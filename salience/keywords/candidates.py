@@ -23,7 +23,7 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
-from salience.text.hashing import dense_ids, distinct_sorted, group_rows, stable_argsort
+from salience.text.hashing import dense_ids, distinct_sorted, group_spans, stable_argsort
 from salience.text.tokenize import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
@@ -167,14 +167,26 @@ def _unmarked_sentence_starts(types, lowers, initial_bytes, type_lower, word_typ
     first_upper = capital_initials(types, initial_bytes) & ~_flags(str.isupper, types)
     all_lower = np.fromiter(map(operator.eq, types, map(lowers.__getitem__, type_lower.tolist())), dtype=bool,
                             count=len(types))
-    title = first_upper[word_type]
     lower_word = all_lower[word_type]
-    n_lowers = int(type_lower.max()) + 1 if len(type_lower) else 1
-    code = doc * n_lowers + type_lower[word_type]
-    written_lower = np.isin(code, code[lower_word])
     after_lower = np.zeros(len(doc), dtype=bool)
     after_lower[1:] = lower_word[:-1] & ~breaks[1:]
-    return title & written_lower & after_lower
+    candidate = np.flatnonzero(first_upper[word_type] & after_lower)
+    starts = np.zeros(len(doc), dtype=bool)
+    if not len(candidate):
+        return starts
+    # the lower-case spelling of each candidate, and whether its document has it
+    lower_type = np.full(len(lowers), -1)
+    lower_type[type_lower[all_lower]] = np.flatnonzero(all_lower)
+    spelled = lower_type[type_lower[word_type[candidate]]]
+    candidate, spelled = candidate[spelled >= 0], spelled[spelled >= 0]
+    needed = np.zeros(len(types), dtype=bool)
+    needed[spelled] = True
+    seen = np.flatnonzero(needed[word_type])
+    codes = np.sort(doc[seen] * len(types) + word_type[seen])
+    query = doc[candidate] * len(types) + spelled
+    at = np.minimum(np.searchsorted(codes, query), max(len(codes) - 1, 0))
+    starts[candidate[codes[at] == query]] = True
+    return starts
 
 
 _IDEOGRAPH = re.compile(f"[{IDEOGRAPHS}]")
@@ -357,14 +369,6 @@ def _noun_phrases(data, starts, lengths, token_counts, position, tagger, content
     return content, breaks
 
 
-def _padded(values: np.ndarray, start: np.ndarray, length: np.ndarray, width: int, pad) -> np.ndarray:
-    """Row i holds values[start[i] : start[i] + length[i]], padded with ``pad`` to ``width``."""
-    offsets = np.arange(width)
-    inside = offsets[None, :] < length[:, None]
-    index = np.where(inside, start[:, None] + offsets[None, :], 0)
-    return np.where(inside, values[index] if len(values) else pad, pad)
-
-
 def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | np.ndarray = False,
                 recurring: int = 0) -> Occurrences:
     """Find every candidate occurrence; ``max_words`` and ``maximal`` may differ per document.
@@ -410,10 +414,9 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
     extra = np.arange(len(start)) >= n_base
     order = stable_argsort(start * (int(max_words.max()) + 1) + length) if len(start) else start
     start, length, extra, parent = start[order], length[order], extra[order], parent[order]
-    width = int(length.max()) if len(length) else 1
     doc = batch.doc[start]
     # candidates: occurrences grouped by (document, stemmed words)
-    candidate, cand_first = group_rows([doc, *_padded(batch.stem + 1, start, length, width, 0).T])
+    candidate, cand_first = group_spans(batch.stem, start, length, (doc,))
     if recurring and len(extra) and extra.any():
         # a sub-phrase counts when it is seen in two contexts or more: two different whole
         # phrases, or a phrase and on its own ("opinion mining" in "opinion mining services"
@@ -432,7 +435,7 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
     cand_surface = cand_first.copy()
     repeated = np.flatnonzero(frequency[candidate] > 1)
     if len(repeated):
-        surface, first = group_rows([candidate[repeated], *_padded(batch.lower + 1, start[repeated], length[repeated], width, 0).T])
+        surface, first = group_spans(batch.lower, start[repeated], length[repeated], (candidate[repeated],))
         surface_occurrence = repeated[first]
         surface_cand = candidate[surface_occurrence]
         chars = np.concatenate(([0], np.cumsum(batch.lower_chars[batch.lower])))

@@ -381,8 +381,12 @@ def _yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagge
     idf = None
     if corpus is not None or (own_corpus and len(texts) > 1):
         keys = candidate_keys(batch, occ)
-        corpus = corpus if corpus is not None else CorpusFrequency().add(keys, _texts_with_candidates(occ))
-        idf = corpus.idf(keys) if corpus.n_docs > 1 else None
+        if corpus is not None:
+            idf = corpus.idf(keys) if corpus.n_docs > 1 else None
+        else:  # these texts are the corpus: a key's document frequency is its count here
+            n_texts = _texts_with_candidates(occ)
+            _, index, df = np.unique(keys, return_inverse=True, return_counts=True)
+            idf = np.log((n_texts + 1) / (df[index.ravel()] + 1.0)) + 1.0 if n_texts > 1 else None
     values = -_yake_scores(batch, occ, long_doc, idf=idf)  # YAKE ranks by ascending S(kw): negate so that higher is better
     # candidates are numbered by document, then first occurrence: the rank within a document
     # sorts by value with ties kept in that order, as Scores.top_k does

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "distinct_sorted", "string_hashes"]
+__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "group_spans", "distinct_sorted",
+           "string_hashes"]
 
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _COLUMN = np.uint64(0x9E3779B97F4A7C15)
@@ -120,4 +121,34 @@ def group_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
         for column in columns:
             column_ids, _ = dense_ids(column)
             ids, first = dense_ids(ids * (int(column_ids.max()) + 1) + column_ids)
+    return first_appearance(ids, first)
+
+
+def group_spans(values: np.ndarray, start: np.ndarray, length: np.ndarray,
+                keys: tuple[np.ndarray, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_rows` for spans: rows are ``values[start[i] : start[i] + length[i]]`` (and
+    the ``keys`` columns), grouped exactly. Each word of a span is mixed in only where the span
+    reaches it, so short spans among a few long ones cost no padding."""
+    n = len(start)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    h = np.zeros(n, dtype=np.uint64)
+    for column in (*keys, length):
+        h = mix64(h * _COLUMN + column.astype(np.uint64))
+    active = np.arange(n)
+    steps = []
+    for offset in range(int(length.max())):
+        active = active[length[active] > offset]
+        steps.append(active)
+        h[active] = mix64(h[active] * _COLUMN + values[start[active] + offset].astype(np.uint64))
+    ids, first = dense_ids((h >> np.uint64(_position_bits(n) + 1)).astype(np.int64))
+    rep = first[ids]
+    exact = all((column[rep] == column).all() for column in (*keys, length)) and all(
+        (values[start[a] + offset] == values[start[rep[a]] + offset]).all() for offset, a in enumerate(steps))
+    if not exact:  # a hash collision: group by the padded rows, column by column
+        width = int(length.max())
+        offsets = np.arange(width)
+        inside = offsets[None, :] < length[:, None]
+        padded = np.where(inside, values[np.where(inside, start[:, None] + offsets[None, :], 0)].astype(np.int64) + 1, 0)
+        return group_rows([*keys, *padded.T])
     return first_appearance(ids, first)

@@ -281,10 +281,13 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     shape = (len(lowers), n_lang)
     weights = sparse.csr_matrix((weight, (word_index, lang_index)), shape=shape)
     members = sparse.csr_matrix((np.ones(len(word_index)), (word_index, lang_index)), shape=shape)
-    # documents x words, one entry per token (the tokens are in document order already; the
-    # products add up repeated entries)
-    indptr = np.concatenate(([0], np.cumsum(tokens_per_doc)))
-    counts = sparse.csr_matrix((np.ones(len(lower_of_token)), lower_of_token, indptr), shape=(n_docs, len(lowers)))
+    # documents x words, one entry per token on some list (the tokens are in document order
+    # already; the products add up repeated entries)
+    is_listed = np.zeros(len(lowers), dtype=bool)
+    is_listed[word_index] = True
+    listed = is_listed[lower_of_token]
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
+    counts = sparse.csr_matrix((np.ones(int(listed.sum())), lower_of_token[listed], indptr), shape=(n_docs, len(lowers)))
     votes = (counts @ weights).toarray() + _tie_breaker()
     coverage = (counts @ members).toarray()
     # the best vote among the languages whose stop words cover enough of the text

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 import salience.text.hashing as hashing
-from salience.text.hashing import dense_ids, distinct_sorted, first_appearance, group_rows
+from salience.text.hashing import dense_ids, distinct_sorted, first_appearance, group_rows, group_spans, string_hashes
 
 
 def _reference_groups(rows: list[tuple]) -> tuple[list[int], list[int]]:
@@ -45,6 +45,30 @@ def test_group_rows_is_exact_even_when_the_hash_collides(monkeypatch, weak_hash)
     assert ids.tolist() == expected_ids and first.tolist() == expected_first
     empty_ids, empty_first = group_rows([np.zeros(0, dtype=np.int64)])
     assert empty_ids.size == 0 and empty_first.size == 0
+
+
+@pytest.mark.parametrize("weak_hash", [False, True])
+def test_group_spans_equals_grouping_the_spans(monkeypatch, weak_hash):
+    rng = np.random.default_rng(4)
+    values = rng.integers(0, 3, 400)
+    start = rng.integers(0, 390, 600)
+    length = rng.integers(1, 6, 600)
+    doc = rng.integers(0, 2, 600)
+    if weak_hash:
+        monkeypatch.setattr(hashing, "mix64", lambda h: np.zeros_like(h))
+    ids, first = group_spans(values, start, length, (doc,))
+    rows = [(d, *values[a : a + n].tolist()) for d, a, n in zip(doc.tolist(), start.tolist(), length.tolist())]
+    expected_ids, expected_first = _reference_groups(rows)
+    assert ids.tolist() == expected_ids and first.tolist() == expected_first
+    assert group_spans(values, start[:0], length[:0])[0].size == 0
+
+
+def test_string_hashes_are_stable_and_distinct():
+    hashes = string_hashes(["graph", "kernel", "", "graph", "é"])
+    assert hashes[0] == hashes[3] and len(set(hashes.tolist())) == 4 and hashes[2] == 0
+    # the same in every process: a fixed value
+    assert string_hashes(["x"]).tolist() == [10295574029086948158]
+    assert string_hashes([]).size == 0
 
 
 def test_byte_token_ids_number_short_and_long_tokens_exactly():
