@@ -225,6 +225,22 @@ def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
     return key
 
 
+def _check_languages(language, n_texts: int):
+    """``language`` checked: ``"auto"`` or a code (returned as a str), or one per text (a list)."""
+    from salience.text.languages import resolve_language
+
+    if isinstance(language, str):
+        return check_language(language)
+    if not isinstance(language, Sequence) or len(language) != n_texts:
+        raise InvalidParameterError(f"language must be 'auto', an ISO 639-1 code, or one code per text; got "
+                                    f"{type(language).__name__} for {n_texts} texts.")
+    return [resolve_language(code) for code in language]
+
+
+def _chunk_languages(language, lo: int, n: int):
+    return language if isinstance(language, str) else language[lo : lo + n]
+
+
 def _texts_with_candidates(occ: Occurrences) -> int:
     return len(distinct_sorted(occ.cand_doc))
 
@@ -248,9 +264,10 @@ class CorpusFrequency:
             batch_size: int = 2000) -> "CorpusFrequency":
         """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
         texts = list(texts)
+        language = _check_languages(language, len(texts))
         for lo in range(0, len(texts), batch_size):
             chunk = texts[lo : lo + batch_size]
-            batch, occ, _ = _batch_candidates(chunk, candidates_from, tagger, check_language(language))
+            batch, occ, _ = _batch_candidates(chunk, candidates_from, tagger, _chunk_languages(language, lo, len(chunk)))
             self.add(candidate_keys(batch, occ), _texts_with_candidates(occ))
         return self
 
@@ -544,7 +561,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
     methods go text by text. With ``language="auto"`` each text's language is detected on its
-    own, so a batch may mix languages.
+    own, so a batch may mix languages; ``language`` may also be a list, one code per text.
 
     ``corpus_df`` (``yake``): ``True``: the texts given together are a corpus, and candidates
     common to many of them weigh less (S(kw) / sqrt(idf)), which is measured to raise F1 on
@@ -562,10 +579,10 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     """
     k = _check_options(k, method, candidates_from, tagger, rerank, diversity, batch_size,
                        document_frequency=document_frequency, encoder=encoder)
-    language = check_language(language)
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one text.")
     texts = texts if isinstance(texts, Sequence) else list(texts)
+    language = _check_languages(language, len(texts))
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
@@ -580,7 +597,7 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
         for lo in range(0, len(texts), batch_size):
             chunk = texts[lo : lo + batch_size]
             out.extend(_extract_chunk(chunk, k, method, candidates_from, document_frequency, encoder, diversity, rerank,
-                                      tagger, language, yake_options))
+                                      tagger, _chunk_languages(language, lo, len(chunk)), yake_options))
             bar.update(sum(map(len, chunk)))
     return out
 
@@ -590,15 +607,16 @@ def _extract_chunk(chunk, k, method, candidates_from, document_frequency, encode
     """The keyphrases of one batch of texts (see :func:`extract_keyphrases_batch`)."""
     from salience.keywords.semantic import embed_scores, embed_select, semrerank_batch
 
+    each = language if not isinstance(language, str) else [language] * len(chunk)
     if method == "yake":
         if rerank is None:
             return _yake_batch(chunk, k, candidates_from, tagger, language, **yake_options)
         scored = _yake_batch(chunk, None, candidates_from, tagger, language, **yake_options)
     elif method == "embed":
         pools = []
-        for text in chunk:
+        for text, code in zip(chunk, each):
             pool = score_candidates(text, method="tfidf", candidates_from=candidates_from, tagger=tagger,
-                                    language=language)  # frequencies
+                                    language=code)  # frequencies
             pools.append(pool.take(pool.order()[:EMBED_MAX_CANDIDATES]) if len(pool) else pool)
         embedded = embed_scores(chunk, pools, encoder)
         if rerank is None:
@@ -606,7 +624,7 @@ def _extract_chunk(chunk, k, method, candidates_from, document_frequency, encode
         scored = [scores for scores, _ in embedded]
     else:
         scored = [score_candidates(text, method=method, candidates_from=candidates_from, document_frequency=document_frequency,
-                                   tagger=tagger, language=language) for text in chunk]
+                                   tagger=tagger, language=code) for text, code in zip(chunk, each)]
     if rerank == "semrerank":
         scored = semrerank_batch(scored, encoder=encoder)
     return [scores.top_k(k) if len(scores) else scores for scores in scored]
