@@ -1,6 +1,7 @@
 """Stop-word lists.
 
-``"en"`` is the classic English stop set of Lucene / Elasticsearch's ``_english_`` analyzer
+Any language of :mod:`salience.text.languages` with a stop list is named by its ISO 639-1 code
+or English name (``"fr"``, ``"german"``). ``"en"`` is the classic English stop set of Lucene / Elasticsearch's ``_english_`` analyzer
 (33 words), the list most BM25 baselines (Pyserini, bm25s) use, so results are comparable.
 """
 
@@ -40,14 +41,21 @@ STOPWORDS: dict[str, frozenset[str]] = {
 
 
 def get_stopwords(spec: str | Iterable[str] | None) -> frozenset[str]:
-    """Resolve a stop-word spec: a language name, an iterable of words, or ``None`` (no stopwords)."""
+    """Resolve a stop-word spec: a list name or language (``"en_full"``, ``"fr"``), an iterable of
+    words, or ``None`` (no stopwords)."""
     if spec is None:
         return frozenset()
     if isinstance(spec, str):
         key = spec.lower()
-        if key not in STOPWORDS:
-            raise unknown_choice("stopword list", spec, STOPWORDS)
-        return STOPWORDS[key]
+        if key in STOPWORDS:
+            return STOPWORDS[key]
+        from salience.text.languages import LANGUAGES, _BY_NAME, stopwords_for
+
+        code = key if key in LANGUAGES else _BY_NAME.get(key)
+        if code is None or not LANGUAGES[code].has_stopwords:
+            listed = [c for c, lang in LANGUAGES.items() if lang.has_stopwords and c not in STOPWORDS]
+            raise unknown_choice("stopword list", spec, [*STOPWORDS, *listed])
+        return stopwords_for(code)
     try:
         words = frozenset(spec)
     except TypeError:

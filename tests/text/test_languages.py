@@ -118,7 +118,7 @@ def test_undetermined_language_warns_and_falls_back_without_a_crash():
 
 
 @needs_data
-def test_a_huge_text_is_cut_with_a_warning_and_bounded_memory():
+def test_a_huge_text_is_cut_with_a_warning_and_bounded_memory(capsys):
     import tracemalloc
 
     from salience.keywords import extract_keyphrases_batch
@@ -135,3 +135,14 @@ def test_a_huge_text_is_cut_with_a_warning_and_bounded_memory():
     tracemalloc.stop()
     assert len(out[1]) == 5 and out[2].ids == [] and out[0].ids
     assert peak < 600e6  # about 45 bytes per character read, of the 4M read
+    assert "keyphrases" in capsys.readouterr().err  # the progress bar
+
+
+def test_stop_word_lists_by_language_for_any_tokenizer():
+    from salience.text import Tokenizer, get_stopwords
+
+    assert get_stopwords("fr") == stopwords_for("fr") and get_stopwords("German") == stopwords_for("de")
+    assert get_stopwords("en") != stopwords_for("en")  # "en" stays the short Lucene list of the search tokenizer
+    assert Tokenizer(stopwords="fr", stemmer="french").tokenize("Les manifestations contre la réforme") == ["manifest", "réform"]
+    with pytest.raises(InvalidParameterError, match="unknown stopword list 'xx'"):
+        get_stopwords("xx")
