@@ -300,7 +300,9 @@ class SentenceScorer(Scorer):
 
     def encoder_for(self, sentences: Sequence[str]) -> TermEncoder:
         """This scorer's term encoder for the language of ``sentences`` (call under the lock)."""
-        code = _text_language(sentences, self.language)
+        return self._encoder(_text_language(sentences, self.language))
+
+    def _encoder(self, code: str) -> TermEncoder:
         encoder = self._encoders.get(code)
         if encoder is None or encoder.cached_tokens > _MAX_CACHED_TERMS:
             encoder = self._encoders[code] = _new_encoder(code)
@@ -396,9 +398,9 @@ def summarize(
     if not units:
         return Summary([], [], Scores([], ids=[]))
     if scorer is not None:
-        scores = scorer.score(units, query=query)
-        with scorer._lock:
+        with scorer._lock:  # the language is told once, for scoring and for MMR alike
             encoder = scorer.encoder_for(units)
+            scores = score_sentences(units, method=scorer.method, query=query, encoder=encoder, **scorer._options())
     else:
         encoder = _new_encoder(_text_language(units, language)) if method != "lead" or diversity > 0 else None
         scores = score_sentences(units, method=method, query=query, encoder=encoder, **options)

@@ -146,3 +146,8 @@ def test_stop_word_lists_by_language_for_any_tokenizer():
     assert Tokenizer(stopwords="fr", stemmer="french").tokenize("Les manifestations contre la réforme") == ["manifest", "réform"]
     with pytest.raises(InvalidParameterError, match="unknown stopword list 'xx'"):
         get_stopwords("xx")
+
+
+def test_one_text_is_detected_as_in_a_batch():
+    texts = list(SAMPLES.values()) + ["", "42", "in a", "l'avion d'un x-ray", "Zorblat quim vexo."]
+    assert [detect_language(t) for t in texts] == detect_languages(texts)
