@@ -23,7 +23,7 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
-from salience.text.hashing import dense_ids, distinct_sorted, group_spans, stable_argsort
+from salience.text.hashing import dense_ids, distinct_sorted, group_spans, number_strings, stable_argsort
 from salience.text.tokenize import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
@@ -75,12 +75,6 @@ class Batch:
         self.lower = self.type_lower[self.word_type]  # per word: index into lowers
 
 
-def _index(values: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Number the distinct strings by first appearance: (number of each value, distinct values)."""
-    distinct = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    return np.fromiter(map(distinct.__getitem__, values), dtype=np.int64, count=len(values)), list(distinct)
-
-
 def _flags(predicate, values: list) -> np.ndarray:
     return np.fromiter(map(predicate, values), dtype=bool, count=len(values))
 
@@ -116,7 +110,7 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     word_type, first = byte_token_ids(data, byte_start, byte_length)
     types = byte_strings(data, byte_start[first], byte_length[first]).split("\n")[:-1]
     # classify each distinct word once, with C-level string operations rather than a loop per word
-    type_lower, lowers = _index("\n".join(types).lower().split("\n") if types else [])
+    type_lower, lowers = number_strings("\n".join(types).lower().split("\n") if types else [])
     lower_chars = np.fromiter(map(len, lowers), dtype=np.int64, count=len(lowers))
     numeric = _flags(str.isdigit, "\n".join(lowers).replace("-", "").split("\n") if lowers else [])
     if data.size and data.max() >= 0x80:
@@ -312,7 +306,7 @@ def _stem_and_stop(lowers: list[str], lower: np.ndarray, doc: np.ndarray, langua
             stem_text[m] = word
         stop_list = fixed_stop if fixed_stop is not None else stopwords_for(code)
         pair_stop[members] = _flags(stop_list.__contains__, words)
-    pair_stem, stems = _index(stem_text)
+    pair_stem, stems = number_strings(stem_text)
     stop = pair_stop[pair]
     if fixed_stop is None:
         fallback = [d for d, code in enumerate(languages) if code not in LANGUAGES or not LANGUAGES[code].has_stopwords]

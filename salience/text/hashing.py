@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "group_spans", "distinct_sorted",
-           "string_hashes"]
+           "string_hashes", "number_strings"]
 
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _COLUMN = np.uint64(0x9E3779B97F4A7C15)
@@ -25,6 +25,12 @@ def mix64(h: np.ndarray) -> np.ndarray:
     h = h ^ (h >> np.uint64(27))
     h = h * _MIX2
     return h ^ (h >> np.uint64(31))
+
+
+def number_strings(values: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Number the distinct strings by first appearance: (number of each value, distinct values)."""
+    distinct = {v: i for i, v in enumerate(dict.fromkeys(values))}
+    return np.fromiter(map(distinct.__getitem__, values), dtype=np.int64, count=len(values)), list(distinct)
 
 
 _BYTE_BASE = np.uint64(0x100000001B3)  # FNV's 64-bit prime, as the base of a polynomial over bytes

@@ -27,6 +27,7 @@ from typing import Callable, Iterable, Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.text.hashing import number_strings
 from salience.text.tokenize import TOKEN_RULES
 
 __all__ = ["Language", "LanguageWarning", "LANGUAGES", "UNDETERMINED", "resolve_language", "stopwords_for",
@@ -232,8 +233,6 @@ _SCRIPT_SAMPLE = 4000  # characters of a text looked at
 
 def script_language(text: str) -> str:
     """The language that the script of most of ``text``'s letters tells (``"und"`` if none)."""
-    import re
-
     sample = text[:_SCRIPT_SAMPLE]
     letters = sum(map(str.isalpha, sample))
     if not letters:
@@ -337,7 +336,7 @@ def detect_languages(texts: Sequence[str]) -> list[str]:
     data, starts, lengths, is_word, counts = joined_word_tokens(texts)
     doc = np.repeat(np.arange(len(texts)), counts)[is_word]
     words = byte_strings(data, starts[is_word], lengths[is_word]).split("\n")[:-1]
-    lower_of_token, lowers = _number("\n".join(words).lower().split("\n") if words else [])
+    lower_of_token, lowers = number_strings("\n".join(words).lower().split("\n") if words else [])
     return detect_from_tokens(lowers, lower_of_token, doc, len(texts), texts)
 
 
@@ -364,11 +363,3 @@ def detect_language(text: str) -> str:
 def _number(values: list[str]) -> tuple[np.ndarray, list[str]]:
     distinct = {v: i for i, v in enumerate(dict.fromkeys(values))}
     return np.fromiter(map(distinct.__getitem__, values), dtype=np.int64, count=len(values)), list(distinct)
-
-
-def languages_of(texts: Sequence[str], language: str, detected: Sequence[str] | None = None) -> list[str]:
-    """Per text, the language to use: ``language`` itself, or with ``"auto"`` the detected one."""
-    language = check_language(language)
-    if language != "auto":
-        return [language] * len(texts)
-    return list(detected) if detected is not None else detect_languages(texts)
