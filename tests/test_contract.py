@@ -66,7 +66,16 @@ def _run(method, scorer):
     if family == "select":
         values = Scores([0.9, 0.2, 0.7, 0.4], ids=list("abcd"))
         return [scorer.score(values)], scorer.score_batch([values]), None
+    if family == "explain":
+        rows = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])
+        one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
+        return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
     raise AssertionError(f"no contract probe for family {family!r}")
+
+
+def _explained_model(rows):
+    """A small non-additive model for the explainers' contract."""
+    return 2.0 * rows[:, 0] + rows[:, 1] * rows[:, 2]
 
 
 _OPTIONS = {
@@ -84,13 +93,16 @@ _OPTIONS = {
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},
+    **{("explain", name): {"model": _explained_model}
+       for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion")},
 }
 
 METHODS = registered()
 
 
 def test_every_family_has_methods():
-    assert {m.family for m in METHODS} == {"search", "keywords", "summarize", "data", "fusion", "aggregate", "sort", "select"}
+    assert {m.family for m in METHODS} == {"search", "keywords", "summarize", "data", "fusion", "aggregate", "sort", "select",
+                                           "explain"}
     assert len(METHODS) >= 45
 
 
@@ -142,6 +154,8 @@ def test_bad_input_is_refused_by_name(method):
             bad = {"top_k": {"k": 0}, "threshold": {"threshold": float("nan")}, "fraction": {"fraction": 0.0},
                    "sample": {"k": 0}, "cutoff": {}}[method.name]
             scorer.score(Scores([2.0]), **bad)
+        elif family == "explain":
+            scorer.score([1.0, float("nan"), 2.0])
     assert str(caught.value)
 
 

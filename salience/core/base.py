@@ -13,7 +13,7 @@ A scorer (as in scikit-learn's estimators):
 * pickles (process and Ray executors ship scorers to workers).
 
 Every method is registered under its family (``search``, ``keywords``, ``summarize``, ``data``,
-``fusion``, ``aggregate``, ``sort``, ``select``) and name; the CLI's choices, "did you mean"
+``fusion``, ``aggregate``, ``sort``, ``select``, ``explain``) and name; the CLI's choices, "did you mean"
 suggestions, the docs' method tables, ``salience methods`` and the contract test read the
 registry.
 """
@@ -40,6 +40,7 @@ FAMILIES = {
     "aggregate": "salience.core.aggregate",
     "sort": "salience.core.sort",
     "select": "salience.core.select",
+    "explain": "salience.explain",
 }
 
 

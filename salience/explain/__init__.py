@@ -1,0 +1,9 @@
+"""Which input features mattered for a model's output: attribution methods with one signature,
+``Method(model, **options).attribute(inputs, *, baselines=None, target=None, n_samples=None,
+batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
+
+from salience.explain.attribution import Attribution, ModelCalls
+from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Occlusion, PermutationShapley
+
+__all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
+           "Occlusion"]

@@ -1,0 +1,292 @@
+"""Model-agnostic attribution by coalitions of features: exact Shapley values, KernelSHAP,
+permutation Shapley, Banzhaf values and occlusion.
+
+Every method explains ``f(x)`` against background rows ``B`` (``baselines``): a coalition S of
+features keeps ``x`` on S and takes the background's values elsewhere, and its value is the
+mean model output over the background rows (the interventional value function of
+Lundberg and Lee, 2017; Janzing et al., 2020)::
+
+    v(S) = mean_b f(x_S, b_{not S})
+
+The Shapley value of feature i is the average of its marginal contributions
+``v(S + i) - v(S)`` over coalitions, weighted by ``|S|! (M - |S| - 1)! / M!``; they add up to
+``f(x) - v(empty)`` (efficiency). Banzhaf weights every coalition alike. The model is called
+on batches of hybrid rows, never one row at a time.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from salience.core.base import Scorer, register
+from salience.exceptions import InvalidParameterError
+from salience.explain.attribution import Attribution, ModelCalls, check_baselines, check_inputs, feature_names_of
+
+__all__ = ["Explainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "coalition_values"]
+
+#: exact enumeration is refused past this many features (2^M coalitions)
+MAX_EXACT_FEATURES = 16
+
+
+def coalition_values(calls: ModelCalls, x: np.ndarray, background: np.ndarray, masks: np.ndarray) -> np.ndarray:
+    """v(S) for each coalition (row of boolean ``masks``): the mean output over the background
+    rows of ``x`` on S and the background elsewhere. One batched model call sequence."""
+    hybrid = np.where(masks[:, None, :], x[None, None, :], background[None, :, :])
+    outputs = calls(hybrid.reshape(-1, len(x)))
+    return outputs.reshape(len(masks), len(background)).mean(axis=1)
+
+
+class Explainer(Scorer):
+    """Base of the attribution methods: ``Method(model, **options).attribute(inputs, *,
+    baselines=None, target=None, n_samples=None, batch_size=None, seed=None)`` returns an
+    :class:`~salience.explain.Attribution` for every row of ``inputs``.
+
+    ``model``: any callable from a 2-D array of rows to one output per row (or to ``(rows,
+    outputs)``, with ``target`` naming the column). ``baselines``: background rows that stand
+    for an absent feature (default: zeros). ``n_samples``: the coalitions evaluated per row,
+    for the sampling methods. ``batch_size``: rows per model call (default: all of a row's
+    coalitions at once)."""
+
+    name = ""
+
+    def __init__(self, model: Callable, *, feature_names=None):
+        self.model = model
+        self.feature_names = feature_names
+
+    def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
+                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+        x = check_inputs(inputs)
+        background = check_baselines(baselines, x.shape[1])
+        names = feature_names_of(self.feature_names, x.shape[1])
+        if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
+            raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
+        calls = ModelCalls(self.model, target, batch_size)
+        values, base = np.zeros(x.shape), np.zeros(len(x))
+        for r, row in enumerate(x):
+            # each row draws from its own generator seeded alike: a row's attribution does not
+            # depend on the rows explained with it
+            rng = np.random.default_rng(seed)
+            values[r], base[r] = self._explain_row(calls, row, background, n_samples, rng)
+        return Attribution(values, base, self.name, calls.calls, names, {"batches": calls.batches})
+
+    def score(self, inputs, **options):
+        """The attribution of one row as :class:`~salience.Scores` over its features."""
+        x = check_inputs(inputs)
+        if len(x) != 1:
+            raise InvalidParameterError(f"score explains one row; got {len(x)}: use score_batch or attribute.")
+        return self.attribute(x, **options).to_scores()
+
+    def score_batch(self, inputs, **options) -> list:
+        """The attribution of each row as :class:`~salience.Scores`."""
+        attribution = self.attribute(inputs, **options)
+        return [attribution.to_scores(r) for r in range(len(attribution))]
+
+    def _explain_row(self, calls, x, background, n_samples, rng) -> tuple[np.ndarray, float]:
+        raise NotImplementedError
+
+
+def _all_masks(m: int) -> np.ndarray:
+    """Every coalition of ``m`` features, as rows of a boolean matrix (row s has bit i of s)."""
+    return ((np.arange(2**m)[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)
+
+
+def _check_exact(m: int, method: str) -> None:
+    if m > MAX_EXACT_FEATURES:
+        raise InvalidParameterError(f"{method} enumerates 2^{m} coalitions for {m} features; it is limited to "
+                                    f"{MAX_EXACT_FEATURES} features: use KernelShap or PermutationShapley (sampling).")
+
+
+class ExactShapley(Explainer):
+    """Shapley values by enumerating all 2^M coalitions (M <= 16): exact, and the reference the
+    sampling methods are measured against.
+
+    >>> f = lambda X: 2 * X[:, 0] + X[:, 0] * X[:, 1]
+    >>> a = ExactShapley(f).attribute([[1.0, 1.0]])
+    >>> a.values.tolist(), a.base_value.tolist()
+    ([[2.5, 0.5]], [0.0])
+    """
+
+    name = "exact_shapley"
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        _check_exact(m, "ExactShapley")
+        v = coalition_values(calls, x, background, _all_masks(m))
+        sizes = np.array([bin(s).count("1") for s in range(2**m)])
+        weight = np.array([math.factorial(s) * math.factorial(m - s - 1) / math.factorial(m) for s in range(m)])
+        phi = np.zeros(m)
+        subsets = np.arange(2**m)
+        for i in range(m):
+            without = subsets[(subsets >> i) & 1 == 0]
+            phi[i] = np.sum(weight[sizes[without]] * (v[without | (1 << i)] - v[without]))
+        return phi, v[0]
+
+
+class Banzhaf(Explainer):
+    """Banzhaf values: marginal contributions averaged over all coalitions alike (exact, M <= 16)."""
+
+    name = "banzhaf"
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        _check_exact(m, "Banzhaf")
+        v = coalition_values(calls, x, background, _all_masks(m))
+        subsets = np.arange(2**m)
+        phi = np.array([np.mean(v[subsets[(subsets >> i) & 1 == 0] | (1 << i)] - v[subsets[(subsets >> i) & 1 == 0]])
+                        for i in range(m)])
+        return phi, v[0]
+
+
+class KernelShap(Explainer):
+    """KernelSHAP (Lundberg and Lee, 2017): Shapley values as the solution of a weighted linear
+    regression over sampled coalitions, constrained to add up to ``f(x) - v(empty)``.
+
+    Coalitions are drawn as shap does: whole coalition sizes are enumerated, smallest and
+    largest first, while the budget covers them (their kernel weights exact), and the rest is
+    sampled by size in proportion to the kernel's mass, each sample paired with its
+    complement. With a budget of 2^M - 2 or more every coalition is enumerated and the result
+    is exact. ``n_samples`` default: 2 M + 2048.
+    """
+
+    name = "kernel_shap"
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        budget = n_samples if n_samples is not None else 2 * m + 2048
+        ends = coalition_values(calls, x, background, np.array([np.zeros(m, bool), np.ones(m, bool)]))
+        base, full = ends
+        if m == 1:
+            return np.array([full - base]), base
+        masks, weights = _kernel_coalitions(m, budget, rng)
+        v = coalition_values(calls, x, background, masks)
+        phi = _constrained_regression(masks.astype(float), v - base, weights, full - base)
+        return phi, base
+
+
+def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Coalitions (neither empty nor full) and their regression weights for a budget, as shap
+    draws them. The kernel gives all coalitions of size s together the mass
+    (m - 1) / (s (m - s)); sizes s and m - s are taken as a pair. A pair is enumerated when the
+    budget left, split by the mass left, affords each of its coalitions at least one sample;
+    the pairs that are not are sampled, each draw with its complement, sharing their mass."""
+    mass = np.array([(m - 1) / (s * (m - s)) for s in range(1, m)])  # by size 1..m-1
+    pairs = list(range(1, m // 2 + 1))
+    pair_mass = {s: mass[s - 1] + (mass[m - s - 1] if m - s != s else 0.0) for s in pairs}
+    masks, weights = [], []
+    left_budget, left_mass = budget, sum(pair_mass.values())
+    sampled = []
+    for s in pairs:
+        count = math.comb(m, s) * (2 if m - s != s else 1)
+        if not sampled and left_budget * pair_mass[s] / left_mass >= count - 1e-8:
+            for size in sorted({s, m - s}):
+                for mask in _combinations(m, size):
+                    masks.append(mask)
+                    weights.append(mass[size - 1] / math.comb(m, size))
+            left_budget -= count
+            left_mass -= pair_mass[s]
+        else:
+            sampled.append(s)
+    n_draws = left_budget // 2
+    if sampled and n_draws > 0:
+        p = np.array([pair_mass[s] for s in sampled])
+        total = p.sum()
+        for s in rng.choice(sampled, size=n_draws, p=p / total).tolist():
+            mask = np.zeros(m, dtype=bool)
+            mask[rng.choice(m, size=s, replace=False)] = True
+            masks += [mask, ~mask]
+            weights += [total / (2 * n_draws)] * 2
+    return np.array(masks, dtype=bool).reshape(-1, m), np.array(weights)
+
+
+def _combinations(m: int, size: int):
+    from itertools import combinations
+
+    for chosen in combinations(range(m), size):
+        mask = np.zeros(m, dtype=bool)
+        mask[list(chosen)] = True
+        yield mask
+
+
+def _constrained_regression(Z: np.ndarray, y: np.ndarray, w: np.ndarray, total: float) -> np.ndarray:
+    """argmin_phi sum w (y - Z phi)^2 subject to sum(phi) = total: the last coefficient is
+    eliminated (phi_M = total - sum of the others) and the rest solved by weighted least squares."""
+    last = Z[:, -1]
+    design = Z[:, :-1] - last[:, None]
+    target = y - last * total
+    sw = np.sqrt(w)
+    coef, *_ = np.linalg.lstsq(design * sw[:, None], target * sw, rcond=None)
+    return np.append(coef, total - coef.sum())
+
+
+class PermutationShapley(Explainer):
+    """Shapley values sampled over random feature orders, each order walked forward and then
+    backward (antithetic sampling, as shap's Permutation explainer): every walk adds features
+    one at a time, and each addition's change of v is that feature's contribution. Exact in
+    expectation; efficiency holds for every sample. ``n_samples``: coalitions evaluated per
+    row (2 M of them per pair of walks; default 10 pairs)."""
+
+    name = "permutation_shapley"
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        pairs = max(1, (n_samples if n_samples is not None else 20 * m) // (2 * m))
+        orders = []
+        for _ in range(pairs):
+            order = rng.permutation(m)
+            orders += [order, order[::-1]]
+        # the coalitions along every walk: the first k features of the order, k = 0..m
+        masks = np.zeros((len(orders), m + 1, m), dtype=bool)
+        for w, order in enumerate(orders):
+            for k in range(1, m + 1):
+                masks[w, k] = masks[w, k - 1]
+                masks[w, k, order[k - 1]] = True
+        # the empty and full coalitions are the same for every walk: evaluate them once
+        ends = coalition_values(calls, x, background, np.array([np.zeros(m, bool), np.ones(m, bool)]))
+        inner = coalition_values(calls, x, background, masks[:, 1:m].reshape(-1, m)).reshape(len(orders), m - 1)
+        v = np.concatenate([np.full((len(orders), 1), ends[0]), inner, np.full((len(orders), 1), ends[1])], axis=1)
+        phi = np.zeros(m)
+        for w, order in enumerate(orders):
+            phi[order] += np.diff(v[w])
+        return phi / len(orders), ends[0]
+
+
+class Occlusion(Explainer):
+    """Occlusion (feature ablation): each feature, or each group of ``feature_groups`` (a list
+    of lists of feature indexes), replaced by the background; its attribution is the drop of
+    the output, ``f(x) - v(all but it)``. Not additive: the values need not add up."""
+
+    name = "occlusion"
+
+    def __init__(self, model: Callable, *, feature_names=None, feature_groups=None):
+        super().__init__(model, feature_names=feature_names)
+        self.feature_groups = feature_groups
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        groups = self.feature_groups if self.feature_groups is not None else [[i] for i in range(m)]
+        seen = [i for g in groups for i in g]
+        if any(not isinstance(i, (int, np.integer)) or not 0 <= i < m for i in seen) or len(set(seen)) != len(seen):
+            raise InvalidParameterError(f"feature_groups must be disjoint lists of feature indexes in [0, {m}).")
+        masks = np.ones((len(groups) + 2, m), dtype=bool)
+        masks[0] = False  # v(empty), the base value
+        for g, members in enumerate(groups):
+            masks[g + 2, list(members)] = False
+        v = coalition_values(calls, x, background, masks)
+        phi = np.zeros(m)
+        for g, members in enumerate(groups):
+            phi[list(members)] = (v[1] - v[g + 2]) / len(members)  # a group's drop, shared by its members
+        return phi, v[0]
+
+
+_DESCRIPTIONS = {
+    "exact_shapley": (ExactShapley, "Shapley values by enumerating every coalition (up to 16 features)"),
+    "kernel_shap": (KernelShap, "KernelSHAP: efficiency-constrained weighted regression over coalitions (Lundberg and Lee, 2017)"),
+    "permutation_shapley": (PermutationShapley, "Shapley values sampled over feature orders, antithetic (Strumbelj and Kononenko, 2014)"),
+    "banzhaf": (Banzhaf, "Banzhaf values: marginal contributions over all coalitions alike (exact)"),
+    "occlusion": (Occlusion, "occlusion / feature ablation: the output's drop when a feature or group is removed"),
+}
+for _name, (_cls, _description) in _DESCRIPTIONS.items():
+    register("explain", _name, _cls, _description)

@@ -1,0 +1,107 @@
+import math
+
+import numpy as np
+import pytest
+
+from salience import InvalidParameterError, SalienceError, ShapeError
+from salience.explain import Banzhaf, ExactShapley, KernelShap, Occlusion, PermutationShapley
+
+
+def interaction(rows):
+    return 2.0 * rows[:, 0] + rows[:, 0] * rows[:, 1]
+
+
+def test_hand_computed_values_for_two_features():
+    # v(empty) = 0, v({0}) = 2, v({1}) = 0, v({0, 1}) = 3 at x = (1, 1) against a zero baseline
+    x = [[1.0, 1.0]]
+    exact = ExactShapley(interaction).attribute(x)
+    assert exact.values.tolist() == [[2.5, 0.5]] and exact.base_value.tolist() == [0.0]
+    assert exact.model_calls == 4 and exact.method == "exact_shapley"
+    assert Banzhaf(interaction).attribute(x).values.tolist() == [[2.5, 0.5]]  # mean of (2, 3) and of (0, 1)
+    # occlusion: f(x) minus the value without the feature: 3 - 0 and 3 - 2
+    assert Occlusion(interaction).attribute(x).values.tolist() == [[3.0, 1.0]]
+    assert Occlusion(interaction, feature_groups=[[0, 1]]).attribute(x).values.tolist() == [[1.5, 1.5]]
+    assert KernelShap(interaction).attribute(x).values == pytest.approx(np.array([[2.5, 0.5]]), abs=1e-12)
+    # a background set: v(S) averages over its rows
+    background = np.array([[0.0, 0.0], [2.0, 2.0]])
+    with_background = ExactShapley(interaction).attribute(x, baselines=background)
+    f = lambda a, b: 2 * a + a * b  # noqa: E731
+    v = {(): (f(0, 0) + f(2, 2)) / 2, (0,): (f(1, 0) + f(1, 2)) / 2, (1,): (f(0, 1) + f(2, 1)) / 2, (0, 1): f(1, 1)}
+    expected = [0.5 * (v[(0,)] - v[()]) + 0.5 * (v[(0, 1)] - v[(1,)]), 0.5 * (v[(1,)] - v[()]) + 0.5 * (v[(0, 1)] - v[(0,)])]
+    assert with_background.values[0] == pytest.approx(expected) and with_background.base_value[0] == v[()]
+
+
+def _model(seed=0, m=7):
+    w = np.random.default_rng(seed).normal(size=m)
+    return lambda X: np.tanh(X @ w) + X[:, 0] * X[:, 1] - X[:, 2] * X[:, 3] * X[:, 4]
+
+
+def test_efficiency_and_the_sampling_methods_against_exact():
+    rng = np.random.default_rng(1)
+    f = _model()
+    x, background = rng.normal(size=(3, 7)), rng.normal(size=(25, 7))
+    exact = ExactShapley(f).attribute(x, baselines=background)
+    output = f(x)
+    assert np.abs(exact.values.sum(axis=1) + exact.base_value - output).max() < 1e-8
+    # KernelSHAP is exact once its budget covers every coalition (2^7 - 2 = 126)
+    kernel = KernelShap(f).attribute(x, baselines=background, n_samples=126)
+    assert np.abs(kernel.values - exact.values).max() < 1e-8
+    assert kernel.model_calls == 3 * (126 + 2) * 25
+    errors = []
+    for budget in (32, 64, 96):
+        sampled = KernelShap(f).attribute(x, baselines=background, n_samples=budget, seed=0)
+        assert np.abs(sampled.values.sum(axis=1) + sampled.base_value - output).max() < 1e-8  # constrained
+        errors.append(np.abs(sampled.values - exact.values).mean())
+    assert errors[-1] < errors[0] and errors[-1] < 0.05 * np.abs(exact.values).mean() + 0.02
+    perm = PermutationShapley(f).attribute(x, baselines=background, n_samples=2000, seed=0)
+    assert np.abs(perm.values.sum(axis=1) + perm.base_value - output).max() < 1e-8
+    assert np.abs(perm.values - exact.values).max() < 0.05
+    # the same seed, the same values; a row's values do not depend on the rows explained with it
+    again = PermutationShapley(f).attribute(x[1:2], baselines=background, n_samples=2000, seed=0)
+    assert np.array_equal(again.values[0], perm.values[1])
+
+
+def test_attributions_become_scores():
+    attribution = ExactShapley(interaction, feature_names=["dose", "age"]).attribute([[1.0, 1.0]])
+    scores = attribution.to_scores()
+    assert scores.ranked_ids() == ["dose", "age"] and scores.values.tolist() == [2.5, 0.5]
+    assert ExactShapley(interaction).score([1.0, 1.0]).ranked_ids() == [0, 1]
+
+
+def test_bad_input_is_named():
+    with pytest.raises(ShapeError, match="returned shape"):
+        ExactShapley(lambda X: np.ones((len(X), 2, 2))).attribute([[1.0, 2.0]])
+    with pytest.raises(ShapeError, match="pass target="):
+        ExactShapley(lambda X: np.ones((len(X), 2))).attribute([[1.0, 2.0]])
+    assert ExactShapley(lambda X: np.stack([X[:, 0], X[:, 1]], 1)).attribute([[1.0, 2.0]], target=1).values.tolist() == [[0.0, 2.0]]
+    with pytest.raises(InvalidParameterError, match="returned nan for row"):
+        ExactShapley(lambda X: X[:, 0] / 0.0 * 0.0).attribute([[1.0, 2.0]])
+    with pytest.raises(InvalidParameterError, match="holds nan at row 0, feature 1"):
+        ExactShapley(interaction).attribute([[1.0, float("nan")]])
+    with pytest.raises(ShapeError, match="baselines must have 2 features"):
+        ExactShapley(interaction).attribute([[1.0, 1.0]], baselines=np.zeros((3, 5)))
+    with pytest.raises(InvalidParameterError, match="limited to 16 features: use KernelShap"):
+        ExactShapley(lambda X: X.sum(1)).attribute(np.zeros((1, 17)))
+    with pytest.raises(InvalidParameterError, match="the model failed .*ZeroDivisionError"):
+        ExactShapley(lambda X: 1 / 0).attribute([[1.0, 2.0]])
+    with pytest.raises(InvalidParameterError, match="must be a callable"):
+        ExactShapley("not a model").attribute([[1.0]])
+    with pytest.raises(InvalidParameterError, match="disjoint lists"):
+        Occlusion(interaction, feature_groups=[[0], [0, 1]]).attribute([[1.0, 1.0]])
+    with pytest.raises(SalienceError):
+        KernelShap(interaction).attribute([[1.0, 1.0]], n_samples=0)
+
+
+def test_the_model_is_called_in_batches():
+    sizes = []
+
+    def model(rows):
+        sizes.append(len(rows))
+        return rows.sum(axis=1)
+
+    ExactShapley(model).attribute(np.ones((2, 4)), baselines=np.zeros((3, 4)), batch_size=16)
+    assert max(sizes) <= 16 and sum(sizes) == 2 * 16 * 3 and min(sizes) > 1
+    sizes.clear()
+    KernelShap(model).attribute(np.ones((1, 10)), n_samples=200, seed=0)
+    assert len(sizes) == 2 and sum(sizes) == 2 + 200  # the ends, then every sampled coalition at once
+    assert math.isclose(sum(KernelShap(model).attribute(np.ones((1, 10)), n_samples=200, seed=0).values[0]), 10.0)
