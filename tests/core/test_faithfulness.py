@@ -1,0 +1,72 @@
+import numpy as np
+import pytest
+
+from salience import InvalidParameterError, Scores, ShapeError
+from salience.core.faithfulness import comprehensiveness, deletion_curve, insertion_curve, sufficiency
+
+
+def weighted(rows):
+    return rows @ np.array([4.0, 2.0, 1.0, 0.5])
+
+
+def test_curves_by_hand():
+    x = np.array([1.0, 1.0, 1.0, 1.0])
+    faithful, reversed_ = [4.0, 2.0, 1.0, 0.5], [0.5, 1.0, 2.0, 4.0]
+    good, bad = deletion_curve(weighted, x, faithful), deletion_curve(weighted, x, reversed_)
+    assert good.outputs.tolist() == [7.5, 3.5, 1.5, 0.5, 0.0] and good.fractions.tolist() == [0, 0.25, 0.5, 0.75, 1.0]
+    # trapezoids: 0.25 * ((7.5 + 3.5) + (3.5 + 1.5) + (1.5 + 0.5) + (0.5 + 0)) / 2
+    assert good.auc == pytest.approx(0.25 * (11 + 5 + 2 + 0.5) / 2) and good.model_calls == 5
+    assert bad.auc > good.auc  # a wrong ranking keeps the output up longer
+    ins_good, ins_bad = insertion_curve(weighted, x, faithful), insertion_curve(weighted, x, reversed_)
+    assert ins_good.outputs.tolist() == [0.0, 4.0, 6.0, 7.0, 7.5] and ins_good.auc > ins_bad.auc
+    # Scores work as well as arrays; steps coarsen the curve; the baseline is the removed value
+    assert deletion_curve(weighted, x, Scores(faithful), steps=2).outputs.tolist() == [7.5, 1.5, 0.0]
+    assert deletion_curve(weighted, x, faithful, baseline=[1.0, 1.0, 0.0, 0.0]).outputs.tolist() == [7.5, 7.5, 7.5, 6.5, 6.0]
+
+
+def test_comprehensiveness_and_sufficiency_by_hand():
+    x = np.ones(4)
+    # remove the top 1 (ceil(0.25 * 4)) then the top 2: drops 4 and 6
+    assert comprehensiveness(weighted, x, [4.0, 2.0, 1.0, 0.5], fractions=[0.25, 0.5]) == pytest.approx(5.0)
+    # keep only the top 1, then the top 2: drops 3.5 and 1.5
+    assert sufficiency(weighted, x, [4.0, 2.0, 1.0, 0.5], fractions=[0.25, 0.5]) == pytest.approx(2.5)
+    assert comprehensiveness(weighted, x, [0.5, 1.0, 2.0, 4.0], fractions=[0.25, 0.5]) == pytest.approx(1.0)  # drops 0.5, 1.5
+
+
+def test_the_explainers_rankings_are_faithful_on_a_real_model():
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from salience.explain import KernelShap
+
+    data = load_breast_cancer()
+    X = StandardScaler().fit_transform(data.data[:, :10])
+    model = LogisticRegression(max_iter=1000).fit(X, data.target)
+    f = lambda rows: model.decision_function(rows)  # noqa: E731
+    background = X[:50]
+    row = X[100]
+    shap_values = KernelShap(f).attribute(row, baselines=background, n_samples=256, seed=0).values[0]
+    mean = background.mean(axis=0)
+    rng = np.random.default_rng(0)
+    explained = deletion_curve(f, row, shap_values, baseline=mean).auc
+    random_aucs = [deletion_curve(f, row, rng.normal(size=10), baseline=mean).auc for _ in range(20)]
+    # the output falls faster when the explained features go first than in a random order
+    if f(row[None])[0] > f(mean[None])[0]:
+        assert explained < np.mean(random_aucs)
+    else:
+        assert explained > np.mean(random_aucs)
+
+
+def test_bad_input():
+    with pytest.raises(ShapeError, match="one value per feature"):
+        deletion_curve(weighted, np.ones(4), [1.0, 2.0])
+    with pytest.raises(InvalidParameterError, match="scores must be finite"):
+        deletion_curve(weighted, np.ones(4), [1.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ShapeError, match="x must be one row"):
+        deletion_curve(weighted, np.ones((2, 4)), [1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(InvalidParameterError, match="fractions"):
+        comprehensiveness(weighted, np.ones(4), [1.0, 2.0, 3.0, 4.0], fractions=[0.0])
+    with pytest.raises(InvalidParameterError, match="steps"):
+        insertion_curve(weighted, np.ones(4), [1.0, 2.0, 3.0, 4.0], steps=0)
