@@ -94,7 +94,7 @@ _OPTIONS = {
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},
     **{("explain", name): {"model": _explained_model}
-       for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion")},
+       for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime")},
 }
 
 METHODS = registered()

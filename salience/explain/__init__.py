@@ -3,7 +3,8 @@
 batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
 from salience.explain.attribution import Attribution, ModelCalls
-from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Occlusion, PermutationShapley
+from salience.explain.text import attribute_text, attribution_html, text_units
+from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
-           "Occlusion"]
+           "Occlusion", "Lime", "attribute_text", "attribution_html", "text_units"]

@@ -25,7 +25,8 @@ from salience.core.base import Scorer, register
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution, ModelCalls, check_baselines, check_inputs, feature_names_of
 
-__all__ = ["Explainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "coalition_values"]
+__all__ = ["Explainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "Lime",
+           "coalition_values"]
 
 #: exact enumeration is refused past this many features (2^M coalitions)
 MAX_EXACT_FEATURES = 16
@@ -281,12 +282,61 @@ class Occlusion(Explainer):
         return phi, v[0]
 
 
+class Lime(Explainer):
+    """LIME (Ribeiro et al., 2016) over coalitions: random coalitions (each feature kept with
+    probability 1/2), weighted by an exponential kernel of their cosine distance to the whole
+    input (width ``kernel_width`` x 100, as lime's text explainer), fitted by a weighted
+    ridge regression with an intercept; ``n_features`` keeps the surrogate sparse: the
+    features with the largest coefficients, refitted alone (lime's "highest weights").
+    ``n_samples`` default: 1000 (lime's default 5000 is for larger inputs)."""
+
+    name = "lime"
+
+    def __init__(self, model: Callable, *, feature_names=None, n_features: int | None = None, kernel_width: float = 0.25,
+                 alpha: float = 1.0):
+        super().__init__(model, feature_names=feature_names)
+        if n_features is not None and (not isinstance(n_features, (int, np.integer)) or n_features < 1):
+            raise InvalidParameterError(f"n_features must be a positive integer or None; got {n_features!r}.")
+        if not kernel_width > 0 or not alpha >= 0:
+            raise InvalidParameterError(f"kernel_width must be > 0 and alpha >= 0; got {kernel_width!r} and {alpha!r}.")
+        self.n_features, self.kernel_width, self.alpha = n_features, kernel_width, alpha
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        n = n_samples if n_samples is not None else 1000
+        masks = rng.random((n, m)) < 0.5
+        masks[0] = True  # the input itself, as lime includes it
+        v = coalition_values(calls, x, background, masks)
+        kept = masks.sum(axis=1)
+        distance = 1.0 - np.sqrt(kept / m)  # cosine distance of a 0/1 coalition to all ones
+        weight = np.exp(-((distance * 100) ** 2) / (self.kernel_width * 100) ** 2)
+        chosen = np.arange(m)
+        coef, intercept = _ridge(masks.astype(float), v, weight, self.alpha)
+        if self.n_features is not None and self.n_features < m:
+            chosen = np.sort(np.argsort(-np.abs(coef), kind="stable")[: self.n_features])
+            coef_chosen, intercept = _ridge(masks[:, chosen].astype(float), v, weight, self.alpha)
+            coef = np.zeros(m)
+            coef[chosen] = coef_chosen
+        return coef, intercept
+
+
+def _ridge(Z: np.ndarray, y: np.ndarray, w: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
+    """Weighted ridge regression with an unpenalised intercept: (coefficients, intercept)."""
+    mean_z = np.average(Z, axis=0, weights=w)
+    mean_y = np.average(y, weights=w)
+    Zc, yc = Z - mean_z, y - mean_y
+    gram = (Zc * w[:, None]).T @ Zc + alpha * np.eye(Z.shape[1])
+    coef = np.linalg.solve(gram, (Zc * w[:, None]).T @ yc)
+    return coef, float(mean_y - mean_z @ coef)
+
+
 _DESCRIPTIONS = {
     "exact_shapley": (ExactShapley, "Shapley values by enumerating every coalition (up to 16 features)"),
     "kernel_shap": (KernelShap, "KernelSHAP: efficiency-constrained weighted regression over coalitions (Lundberg and Lee, 2017)"),
     "permutation_shapley": (PermutationShapley, "Shapley values sampled over feature orders, antithetic (Strumbelj and Kononenko, 2014)"),
     "banzhaf": (Banzhaf, "Banzhaf values: marginal contributions over all coalitions alike (exact)"),
     "occlusion": (Occlusion, "occlusion / feature ablation: the output's drop when a feature or group is removed"),
+    "lime": (Lime, "LIME: a weighted, optionally sparse, linear surrogate over random coalitions (Ribeiro et al., 2016)"),
 }
 for _name, (_cls, _description) in _DESCRIPTIONS.items():
     register("explain", _name, _cls, _description)
