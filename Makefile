@@ -54,6 +54,7 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python
 	$(BIN)/python bench/text.py --yake048-python .venv-yake048/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks speed --write BENCHMARKS.md
 	$(BIN)/python bench/languages.py --write BENCHMARKS.md
+	$(BIN)/python bench/explain.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 
