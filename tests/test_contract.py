@@ -67,10 +67,15 @@ def _run(method, scorer):
         values = Scores([0.9, 0.2, 0.7, 0.4], ids=list("abcd"))
         return [scorer.score(values)], scorer.score_batch([values]), None
     if family == "explain":
+        if method.name in GRADIENT_METHODS:
+            pytest.importorskip("torch")
         rows = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
     raise AssertionError(f"no contract probe for family {family!r}")
+
+
+GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "smoothgrad")
 
 
 def _explained_model(rows):
@@ -94,7 +99,8 @@ _OPTIONS = {
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},
     **{("explain", name): {"model": _explained_model}
-       for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime")},
+       for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime",
+                    "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad")},
 }
 
 METHODS = registered()

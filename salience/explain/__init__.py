@@ -3,8 +3,10 @@
 batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
 from salience.explain.attribution import Attribution, ModelCalls
+from salience.explain.gradients import InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.text import attribute_text, attribution_html, text_units
 from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
-           "Occlusion", "Lime", "attribute_text", "attribution_html", "text_units"]
+           "Occlusion", "Lime", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "attribute_text",
+           "attribution_html", "text_units"]

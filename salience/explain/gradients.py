@@ -1,0 +1,198 @@
+"""Gradient attribution for differentiable models (``pip install 'salience[torch]'``):
+saliency, gradient x input, integrated gradients and SmoothGrad.
+
+The model is a torch module, or any function of a torch tensor of rows (float64) returning one
+output per row or ``(rows, outputs)`` with ``target`` naming the column. The signature is
+every explainer's: ``Method(model, **options).attribute(inputs, *, baselines=None, target=None,
+n_samples=None, batch_size=None, seed=None)``.
+
+* ``saliency``: ``|df/dx|`` (Simonyan et al., 2014), as captum's ``Saliency`` (``abs=True``).
+* ``input_x_gradient``: ``x * df/dx`` (Shrikumar et al., 2016).
+* ``integrated_gradients``: ``(x - b) * integral over a in [0, 1] of df/dx(b + a (x - b))``
+  (Sundararajan et al., 2017), the integral by Gauss-Legendre (default, as captum) or the
+  trapezoid, left, right or middle Riemann rules, over ``n_steps`` points; attributions add up to
+  ``f(x) - f(b)`` as the steps grow (completeness). One baseline row. Gauss-Legendre and the
+  left, right and middle rules equal captum's; captum's trapezoid weights add up to
+  ``(n - 1) / n`` rather than 1, so its trapezoid attributions fall short of completeness by
+  that factor and salience's (the textbook rule) do not.
+* ``smoothgrad``: the gradient averaged over ``n_samples`` copies of the input with Gaussian
+  noise of standard deviation ``stdev`` (Smilkov et al., 2017).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from salience.core.base import register
+from salience.core.calls import check_baselines, check_inputs
+from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.explain.attribution import Attribution, feature_names_of
+from salience.explain.shapley import Explainer
+
+__all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "RULES"]
+
+RULES = ("gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", "riemann_middle")
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:
+        raise MissingDependencyError("Gradient attribution needs torch: pip install 'salience[torch]' "
+                                     "(the CPU build: pip install torch==2.13.0)") from None
+    return torch
+
+
+def _rule(name: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """(points in [0, 1], weights) of an integration rule over n_steps points."""
+    if name == "gausslegendre":
+        nodes, weights = np.polynomial.legendre.leggauss(n_steps)
+        return 0.5 * (nodes + 1.0), 0.5 * weights
+    if name == "riemann_trapezoid":
+        if n_steps < 2:
+            raise InvalidParameterError("the trapezoid rule needs n_steps >= 2.")
+        weights = np.full(n_steps, 1.0 / (n_steps - 1))
+        weights[[0, -1]] /= 2
+        return np.linspace(0.0, 1.0, n_steps), weights
+    offset = {"riemann_left": 0.0, "riemann_right": 1.0, "riemann_middle": 0.5}.get(name)
+    if offset is None:
+        raise InvalidParameterError(f"unknown integration rule {name!r}; use one of {', '.join(RULES)}.")
+    return (np.arange(n_steps) + offset) / n_steps, np.full(n_steps, 1.0 / n_steps)
+
+
+class _GradientExplainer(Explainer):
+    def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
+                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+        x = check_inputs(inputs)
+        background = check_baselines(baselines, x.shape[1])
+        names = feature_names_of(self.feature_names, x.shape[1])
+        if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
+            raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+            raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        torch = _torch()
+        self._calls = 0
+        values = self._attribute(torch, x, background, target, n_samples, batch_size, seed)
+        with torch.no_grad():
+            base = self._outputs(torch, torch.as_tensor(np.broadcast_to(background[:1], x.shape).copy()), target)
+        return Attribution(values, base.detach().numpy(), self.name, self._calls, names)
+
+    def _outputs(self, torch, rows, target):
+        """The model's outputs for a tensor of rows, one per row, checked."""
+        self._calls += len(rows)
+        try:
+            out = self.model(rows)
+        except Exception as err:
+            raise InvalidParameterError(f"the model failed on a batch of {len(rows)} rows: {type(err).__name__}: {err}; "
+                                        "gradient methods call it on torch tensors that require gradients (for a model "
+                                        "of numpy arrays, use a model-agnostic method such as KernelShap)") from err
+        if not isinstance(out, torch.Tensor):
+            raise InvalidParameterError(f"gradient methods need a differentiable torch model: it returned "
+                                        f"{type(out).__name__}, not a torch tensor (use a model-agnostic method such as "
+                                        "KernelShap for other models).")
+        if out.ndim == 2 and out.shape[0] == len(rows):
+            if target is None:
+                if out.shape[1] != 1:
+                    raise InvalidParameterError(f"the model returned {out.shape[1]} outputs per row: pass target=.")
+                out = out[:, 0]
+            else:
+                out = out[:, target]
+        elif out.ndim != 1 or out.shape[0] != len(rows):
+            raise InvalidParameterError(f"the model returned shape {tuple(out.shape)} for {len(rows)} rows: it must "
+                                        "return one output per row, or (rows, outputs).")
+        if not torch.isfinite(out).all():
+            raise InvalidParameterError("the model returned a value that is not finite.")
+        return out
+
+    def _gradients(self, torch, rows: np.ndarray, target, batch_size) -> np.ndarray:
+        """df/dx at each row, in batches."""
+        out = np.empty_like(rows)
+        step = batch_size or len(rows)
+        for lo in range(0, len(rows), step):
+            batch = torch.tensor(rows[lo : lo + step], dtype=torch.float64, requires_grad=True)
+            outputs = self._outputs(torch, batch, target)
+            if not outputs.requires_grad:
+                raise InvalidParameterError("gradient methods need a differentiable model: its output does not depend "
+                                            "on the inputs through torch operations (use KernelShap or Occlusion).")
+            (gradient,) = torch.autograd.grad(outputs.sum(), batch, allow_unused=True)
+            if gradient is None:
+                raise InvalidParameterError("the model's output has no gradient with respect to the inputs.")
+            out[lo : lo + step] = gradient.detach().numpy()
+        return out
+
+
+class Saliency(_GradientExplainer):
+    """The absolute gradient of the output at the input."""
+
+    name = "saliency"
+
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+        return np.abs(self._gradients(torch, x, target, batch_size))
+
+
+class InputXGradient(_GradientExplainer):
+    """The input times the gradient of the output at it."""
+
+    name = "input_x_gradient"
+
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+        return x * self._gradients(torch, x, target, batch_size)
+
+
+class IntegratedGradients(_GradientExplainer):
+    """Integrated gradients from one baseline row (default zeros), over ``n_steps`` points of
+    ``rule`` (``n_samples`` overrides ``n_steps``). For a linear model ``X @ w`` they are
+    ``(x - b) * w`` exactly (tests/explain/test_gradients.py)."""
+
+    name = "integrated_gradients"
+
+    def __init__(self, model: Callable, *, feature_names=None, n_steps: int = 50, rule: str = "gausslegendre"):
+        super().__init__(model, feature_names=feature_names)
+        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise InvalidParameterError(f"n_steps must be a positive integer; got {n_steps!r}.")
+        _rule(rule, max(n_steps, 2))
+        self.n_steps, self.rule = n_steps, rule
+
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+        if len(background) != 1:
+            raise InvalidParameterError("integrated gradients takes one baseline row (the path's start); got "
+                                        f"{len(background)}.")
+        points, weights = _rule(self.rule, n_samples or self.n_steps)
+        base = background[0]
+        # every row's path points, stacked: (rows x steps) x features
+        path = base + points[None, :, None] * (x - base)[:, None, :]
+        gradients = self._gradients(torch, path.reshape(-1, x.shape[1]), target, batch_size).reshape(path.shape)
+        return (x - base) * np.einsum("s,rsf->rf", weights, gradients)
+
+
+class SmoothGrad(_GradientExplainer):
+    """The gradient averaged over ``n_samples`` (default 50) noisy copies of the input, noise of
+    standard deviation ``stdev``; ``seed`` fixes the noise."""
+
+    name = "smoothgrad"
+
+    def __init__(self, model: Callable, *, feature_names=None, stdev: float = 0.1):
+        super().__init__(model, feature_names=feature_names)
+        if not stdev > 0:
+            raise InvalidParameterError(f"stdev must be > 0; got {stdev!r}.")
+        self.stdev = stdev
+
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+        n = n_samples or 50
+        # each row's noise from its own generator seeded alike, as the other explainers draw
+        noise = np.stack([np.random.default_rng(seed).normal(0.0, self.stdev, size=(n, x.shape[1])) for _ in x])
+        noisy = x[:, None, :] + noise
+        gradients = self._gradients(torch, noisy.reshape(-1, x.shape[1]), target, batch_size)
+        return gradients.reshape(noisy.shape).mean(axis=1)
+
+
+for _name, _cls, _description in (
+    ("saliency", Saliency, "saliency: the absolute gradient at the input (needs torch)"),
+    ("input_x_gradient", InputXGradient, "gradient x input (needs torch)"),
+    ("integrated_gradients", IntegratedGradients,
+     "integrated gradients, Gauss-Legendre or Riemann rules (Sundararajan et al., 2017; needs torch)"),
+    ("smoothgrad", SmoothGrad, "SmoothGrad: gradients averaged over noisy inputs (Smilkov et al., 2017; needs torch)"),
+):
+    register("explain", _name, _cls, _description)

@@ -1,0 +1,66 @@
+import numpy as np
+import pytest
+
+from salience import InvalidParameterError
+from salience.explain import InputXGradient, IntegratedGradients, Saliency, SmoothGrad
+
+torch = pytest.importorskip("torch")
+
+
+def _mlp(seed=0):
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.Tanh(), torch.nn.Linear(8, 2)).double()
+    return net
+
+
+def test_hand_computed_gradients_of_a_quadratic():
+    f = lambda X: X[:, 0] ** 2 + 3 * X[:, 1]  # noqa: E731
+    x = [[2.0, -1.0]]
+    assert Saliency(f).attribute(x).values.tolist() == [[4.0, 3.0]]
+    assert InputXGradient(f).attribute(x).values.tolist() == [[8.0, -3.0]]
+    # integrated gradients from 0: x0^2 -> 4 exactly (the integral of 2 a x0 * x0), 3 x1 -> -3
+    ig = IntegratedGradients(f).attribute(x)
+    assert ig.values[0] == pytest.approx([4.0, -3.0], abs=1e-12) and ig.base_value.tolist() == [0.0]
+    for rule in ("riemann_trapezoid", "riemann_middle"):
+        assert IntegratedGradients(f, rule=rule, n_steps=200).attribute(x).values[0] == pytest.approx([4.0, -3.0], abs=1e-3)
+    smooth = SmoothGrad(f, stdev=0.01).attribute(x, n_samples=200, seed=0).values[0]
+    assert smooth == pytest.approx([4.0, 3.0], abs=0.01)
+
+
+def test_completeness_and_parity_with_captum():
+    net = _mlp()
+    x = np.random.default_rng(0).normal(size=(4, 5))
+    baseline = np.full(5, 0.1)
+    ig = IntegratedGradients(net, n_steps=64).attribute(x, baselines=baseline, target=1)
+    with torch.no_grad():
+        gap = net(torch.tensor(x))[:, 1] - net(torch.tensor(baseline[None]))[:, 1]
+    assert np.abs(ig.values.sum(axis=1) - gap.numpy()).max() < 1e-6  # completeness
+    captum = pytest.importorskip("captum.attr")
+    for rule in ("gausslegendre", "riemann_left", "riemann_right", "riemann_middle"):
+        ours = IntegratedGradients(net, n_steps=50, rule=rule).attribute(x, baselines=baseline, target=1).values
+        theirs = captum.IntegratedGradients(net).attribute(torch.tensor(x), baselines=torch.tensor(baseline[None]),
+                                                           target=1, n_steps=50, method=rule).detach().numpy()
+        assert np.abs(ours - theirs).max() < 1e-6
+    ours = Saliency(net).attribute(x, target=0).values
+    theirs = captum.Saliency(net).attribute(torch.tensor(x, requires_grad=True), target=0).detach().numpy()
+    assert np.abs(ours - theirs).max() < 1e-12
+    ours = InputXGradient(net).attribute(x, target=0).values
+    theirs = captum.InputXGradient(net).attribute(torch.tensor(x, requires_grad=True), target=0).detach().numpy()
+    assert np.abs(ours - theirs).max() < 1e-12
+
+
+def test_bad_input():
+    with pytest.raises(InvalidParameterError, match="gradient methods call it on torch tensors"):
+        Saliency(lambda X: np.asarray(X).sum(axis=1)).attribute([[1.0, 2.0]])
+    with pytest.raises(InvalidParameterError, match="differentiable torch model"):
+        Saliency(lambda X: [1.0] * len(X)).attribute([[1.0, 2.0]])
+    with pytest.raises(InvalidParameterError, match="does not depend on the inputs"):
+        Saliency(lambda X: torch.ones(len(X), dtype=torch.float64)).attribute([[1.0, 2.0]])
+    with pytest.raises(InvalidParameterError, match="pass target="):
+        Saliency(_mlp()).attribute(np.ones((1, 5)))
+    with pytest.raises(InvalidParameterError, match="one baseline row"):
+        IntegratedGradients(_mlp()).attribute(np.ones((1, 5)), baselines=np.zeros((2, 5)), target=0)
+    with pytest.raises(InvalidParameterError, match="unknown integration rule"):
+        IntegratedGradients(_mlp(), rule="simpson")
+    with pytest.raises(InvalidParameterError, match="holds nan"):
+        Saliency(_mlp()).attribute([[np.nan] * 5], target=0)
