@@ -75,7 +75,18 @@ def _run(method, scorer):
     raise AssertionError(f"no contract probe for family {family!r}")
 
 
-GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "smoothgrad")
+GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "deeplift")
+
+
+def _options(method) -> dict:
+    options = _OPTIONS.get((method.family, method.name), {})
+    return options() if callable(options) else options
+
+
+def _sequential_model():
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    return {"model": torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1)).double()}
 
 
 def _explained_model(rows):
@@ -101,6 +112,7 @@ _OPTIONS = {
     **{("explain", name): {"model": _explained_model}
        for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime",
                     "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad")},
+    ("explain", "deeplift"): _sequential_model,
 }
 
 METHODS = registered()
@@ -114,7 +126,7 @@ def test_every_family_has_methods():
 
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: f"{m.family}-{m.name}")
 def test_contract(method):
-    options = _OPTIONS.get((method.family, method.name), {})
+    options = _options(method)
     scorer = method.create(**options)
     # parameters round-trip, and pickling keeps them (process and Ray executors need it)
     assert scorer.clone().get_params().keys() == scorer.get_params().keys()
@@ -137,7 +149,7 @@ def test_contract(method):
 
 @pytest.mark.parametrize("method", METHODS, ids=lambda m: f"{m.family}-{m.name}")
 def test_bad_input_is_refused_by_name(method):
-    options = _OPTIONS.get((method.family, method.name), {})
+    options = _options(method)
     scorer = method.create(**options)
     family = method.family
     with pytest.raises(SalienceError) as caught:

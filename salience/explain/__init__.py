@@ -3,10 +3,10 @@
 batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
 from salience.explain.attribution import Attribution, ModelCalls
-from salience.explain.gradients import InputXGradient, IntegratedGradients, Saliency, SmoothGrad
+from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.text import attribute_text, attribution_html, text_units
 from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
-           "Occlusion", "Lime", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "attribute_text",
+           "Occlusion", "Lime", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "attribute_text",
            "attribution_html", "text_units"]

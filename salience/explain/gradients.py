@@ -31,7 +31,7 @@ from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.explain.attribution import Attribution, feature_names_of
 from salience.explain.shapley import Explainer
 
-__all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "RULES"]
+__all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "RULES"]
 
 RULES = ("gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", "riemann_middle")
 
@@ -188,11 +188,64 @@ class SmoothGrad(_GradientExplainer):
         return gradients.reshape(noisy.shape).mean(axis=1)
 
 
+class DeepLift(_GradientExplainer):
+    """DeepLIFT with the rescale rule (Shrikumar et al., 2017) for a ``torch.nn.Sequential`` of
+    linear layers and elementwise activations (ReLU, Tanh, Sigmoid, ...): each activation's
+    multiplier is ``(g(z) - g(z0)) / (z - z0)`` between the input's and the baseline's
+    pre-activations (its gradient where they meet), linear layers pass multipliers back by
+    their weights, and the attribution is ``(x - x0)`` times the input's multiplier. It adds up
+    to ``f(x) - f(x0)`` exactly (summation-to-delta). One baseline row."""
+
+    name = "deeplift"
+
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+        if len(background) != 1:
+            raise InvalidParameterError(f"DeepLift takes one baseline row; got {len(background)}.")
+        layers = list(self.model) if isinstance(self.model, torch.nn.Sequential) else None
+        if layers is None:
+            raise InvalidParameterError("DeepLift needs a torch.nn.Sequential of linear layers and elementwise "
+                                        "activations (use IntegratedGradients for other models).")
+        activation_types = (torch.nn.ReLU, torch.nn.Tanh, torch.nn.Sigmoid, torch.nn.LeakyReLU, torch.nn.ELU,
+                            torch.nn.Softplus, torch.nn.GELU, torch.nn.SiLU)
+        for layer in layers:
+            if not isinstance(layer, (torch.nn.Linear, torch.nn.Identity, torch.nn.Dropout) + activation_types):
+                raise InvalidParameterError(f"DeepLift's rescale rule covers linear layers and elementwise activations; "
+                                            f"the model has {type(layer).__name__}.")
+        with torch.no_grad():
+            current = torch.as_tensor(x)
+            reference = torch.as_tensor(background[:1]).expand(len(x), -1)
+            steps = []  # (layer, its input, the baseline's input)
+            for layer in layers:
+                steps.append((layer, current, reference))
+                if not isinstance(layer, torch.nn.Dropout):
+                    current, reference = layer(current), layer(reference)
+            self._calls += 2 * len(x)
+            if current.ndim == 2 and current.shape[1] > 1 and target is None:
+                raise InvalidParameterError(f"the model returned {current.shape[1]} outputs per row: pass target=.")
+            multiplier = torch.zeros_like(current)
+            multiplier[:, 0 if target is None else target] = 1.0
+            for layer, z, z0 in reversed(steps):
+                if isinstance(layer, torch.nn.Linear):
+                    multiplier = multiplier @ layer.weight.to(multiplier.dtype)
+                elif isinstance(layer, activation_types):
+                    delta = z - z0
+                    gz, gz0 = layer(z), layer(z0)
+                    # where the input and the baseline meet, the rescale rule's limit is the gradient
+                    near = delta.abs() < 1e-10
+                    point = z.clone().requires_grad_(True)
+                    with torch.enable_grad():
+                        (gradient,) = torch.autograd.grad(layer(point).sum(), point)
+                    slope = torch.where(near, gradient, (gz - gz0) / torch.where(near, torch.ones_like(delta), delta))
+                    multiplier = multiplier * slope
+        return (x - background[:1]) * multiplier.numpy()
+
+
 for _name, _cls, _description in (
     ("saliency", Saliency, "saliency: the absolute gradient at the input (needs torch)"),
     ("input_x_gradient", InputXGradient, "gradient x input (needs torch)"),
     ("integrated_gradients", IntegratedGradients,
      "integrated gradients, Gauss-Legendre or Riemann rules (Sundararajan et al., 2017; needs torch)"),
     ("smoothgrad", SmoothGrad, "SmoothGrad: gradients averaged over noisy inputs (Smilkov et al., 2017; needs torch)"),
+    ("deeplift", DeepLift, "DeepLIFT, rescale rule, for sequential networks (Shrikumar et al., 2017; needs torch)"),
 ):
     register("explain", _name, _cls, _description)

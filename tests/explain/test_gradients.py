@@ -64,3 +64,25 @@ def test_bad_input():
         IntegratedGradients(_mlp(), rule="simpson")
     with pytest.raises(InvalidParameterError, match="holds nan"):
         Saliency(_mlp()).attribute([[np.nan] * 5], target=0)
+
+
+def test_deeplift_equals_captum_and_sums_to_the_difference():
+    from salience.explain import DeepLift
+
+    captum = pytest.importorskip("captum.attr")
+    x = np.random.default_rng(1).normal(size=(5, 5))
+    baseline = np.full(5, -0.2)
+    for activation in (torch.nn.ReLU, torch.nn.Tanh, torch.nn.Sigmoid):
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(5, 8), activation(), torch.nn.Linear(8, 6), activation(),
+                                  torch.nn.Linear(6, 2)).double()
+        ours = DeepLift(net).attribute(x, baselines=baseline, target=1)
+        theirs = captum.DeepLift(net).attribute(torch.tensor(x), baselines=torch.tensor(baseline[None]), target=1)
+        assert np.abs(ours.values - theirs.detach().numpy()).max() < 1e-10
+        with torch.no_grad():
+            gap = (net(torch.tensor(x))[:, 1] - net(torch.tensor(baseline[None]))[:, 1]).numpy()
+        assert np.abs(ours.values.sum(axis=1) - gap).max() < 1e-10
+    with pytest.raises(InvalidParameterError, match="needs a torch.nn.Sequential"):
+        DeepLift(lambda X: X.sum(1)).attribute(np.ones((1, 5)))
+    with pytest.raises(InvalidParameterError, match="covers linear layers and elementwise activations"):
+        DeepLift(torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Softmax(dim=1))).attribute(np.ones((1, 5)), target=0)
