@@ -21,14 +21,14 @@ n_samples=None, batch_size=None, seed=None)``.
 
 from __future__ import annotations
 
+import abc
 from typing import Callable
 
 import numpy as np
 
 from salience.core.base import register
-from salience.core.calls import check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, MissingDependencyError
-from salience.explain.attribution import Attribution, feature_names_of
+from salience.explain.attribution import Attribution
 from salience.explain.shapley import Explainer
 
 __all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "RULES"]
@@ -65,11 +65,7 @@ def _rule(name: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
 class _GradientExplainer(Explainer):
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
                   batch_size: int | None = None, seed: int | None = None) -> Attribution:
-        x = check_inputs(inputs)
-        background = check_baselines(baselines, x.shape[1])
-        names = feature_names_of(self.feature_names, x.shape[1])
-        if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
-            raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
+        x, background, names = self._checked(inputs, baselines, n_samples)
         if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
             raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
         torch = _torch()
@@ -78,6 +74,10 @@ class _GradientExplainer(Explainer):
         with torch.no_grad():
             base = self._outputs(torch, torch.as_tensor(np.broadcast_to(background[:1], x.shape).copy()), target)
         return Attribution(values, base.detach().numpy(), self.name, self._calls, names)
+
+    @abc.abstractmethod
+    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed) -> np.ndarray:
+        """The attributions of the rows ``x``."""
 
     def _outputs(self, torch, rows, target):
         """The model's outputs for a tensor of rows, one per row, checked."""

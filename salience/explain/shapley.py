@@ -16,6 +16,7 @@ on batches of hybrid rows, never one row at a time.
 
 from __future__ import annotations
 
+import abc
 import math
 from typing import Callable
 
@@ -25,7 +26,7 @@ from salience.core.base import Scorer, register
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution, ModelCalls, check_baselines, check_inputs, feature_names_of
 
-__all__ = ["Explainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "Lime",
+__all__ = ["Explainer", "CoalitionExplainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "Lime",
            "coalition_values"]
 
 #: exact enumeration is refused past this many features (2^M coalitions)
@@ -40,7 +41,7 @@ def coalition_values(calls: ModelCalls, x: np.ndarray, background: np.ndarray, m
     return outputs.reshape(len(masks), len(background)).mean(axis=1)
 
 
-class Explainer(Scorer):
+class Explainer(Scorer, abc.ABC):
     """Base of the attribution methods: ``Method(model, **options).attribute(inputs, *,
     baselines=None, target=None, n_samples=None, batch_size=None, seed=None)`` returns an
     :class:`~salience.explain.Attribution` for every row of ``inputs``.
@@ -57,21 +58,19 @@ class Explainer(Scorer):
         self.model = model
         self.feature_names = feature_names
 
+    @abc.abstractmethod
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
                   batch_size: int | None = None, seed: int | None = None) -> Attribution:
+        """Attributions of every row of ``inputs`` (see the class docstring)."""
+
+    def _checked(self, inputs, baselines, n_samples):
+        """(rows, background rows, feature names) of a call, each validated."""
         x = check_inputs(inputs)
         background = check_baselines(baselines, x.shape[1])
         names = feature_names_of(self.feature_names, x.shape[1])
         if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
             raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
-        calls = ModelCalls(self.model, target, batch_size)
-        values, base = np.zeros(x.shape), np.zeros(len(x))
-        for r, row in enumerate(x):
-            # each row draws from its own generator seeded alike: a row's attribution does not
-            # depend on the rows explained with it
-            rng = np.random.default_rng(seed)
-            values[r], base[r] = self._explain_row(calls, row, background, n_samples, rng)
-        return Attribution(values, base, self.name, calls.calls, names, {"batches": calls.batches})
+        return x, background, names
 
     def score(self, inputs, **options):
         """The attribution of one row as :class:`~salience.Scores` over its features."""
@@ -85,8 +84,25 @@ class Explainer(Scorer):
         attribution = self.attribute(inputs, **options)
         return [attribution.to_scores(r) for r in range(len(attribution))]
 
+
+class CoalitionExplainer(Explainer):
+    """The methods that evaluate coalitions of features (:func:`coalition_values`), row by row."""
+
+    def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
+                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+        x, background, names = self._checked(inputs, baselines, n_samples)
+        calls = ModelCalls(self.model, target, batch_size)
+        values, base = np.zeros(x.shape), np.zeros(len(x))
+        for r, row in enumerate(x):
+            # each row draws from its own generator seeded alike: a row's attribution does not
+            # depend on the rows explained with it
+            rng = np.random.default_rng(seed)
+            values[r], base[r] = self._explain_row(calls, row, background, n_samples, rng)
+        return Attribution(values, base, self.name, calls.calls, names, {"batches": calls.batches})
+
+    @abc.abstractmethod
     def _explain_row(self, calls, x, background, n_samples, rng) -> tuple[np.ndarray, float]:
-        raise NotImplementedError
+        """(attributions, base value) of one row."""
 
 
 def _all_masks(m: int) -> np.ndarray:
@@ -100,7 +116,7 @@ def _check_exact(m: int, method: str) -> None:
                                     f"{MAX_EXACT_FEATURES} features: use KernelShap or PermutationShapley (sampling).")
 
 
-class ExactShapley(Explainer):
+class ExactShapley(CoalitionExplainer):
     """Shapley values by enumerating all 2^M coalitions (M <= 16): exact, and the reference the
     sampling methods are measured against.
 
@@ -126,7 +142,7 @@ class ExactShapley(Explainer):
         return phi, v[0]
 
 
-class Banzhaf(Explainer):
+class Banzhaf(CoalitionExplainer):
     """Banzhaf values: marginal contributions averaged over all coalitions alike (exact, M <= 16)."""
 
     name = "banzhaf"
@@ -141,7 +157,7 @@ class Banzhaf(Explainer):
         return phi, v[0]
 
 
-class KernelShap(Explainer):
+class KernelShap(CoalitionExplainer):
     """KernelSHAP (Lundberg and Lee, 2017): Shapley values as the solution of a weighted linear
     regression over sampled coalitions, constrained to add up to ``f(x) - v(empty)``.
 
@@ -222,7 +238,7 @@ def _constrained_regression(Z: np.ndarray, y: np.ndarray, w: np.ndarray, total: 
     return np.append(coef, total - coef.sum())
 
 
-class PermutationShapley(Explainer):
+class PermutationShapley(CoalitionExplainer):
     """Shapley values sampled over random feature orders, each order walked forward and then
     backward (antithetic sampling, as shap's Permutation explainer): every walk adds features
     one at a time, and each addition's change of v is that feature's contribution. Exact in
@@ -254,7 +270,7 @@ class PermutationShapley(Explainer):
         return phi / len(orders), ends[0]
 
 
-class Occlusion(Explainer):
+class Occlusion(CoalitionExplainer):
     """Occlusion (feature ablation): each feature, or each group of ``feature_groups`` (a list
     of lists of feature indexes), replaced by the background; its attribution is the drop of
     the output, ``f(x) - v(all but it)``. Not additive: the values need not add up."""
@@ -282,7 +298,7 @@ class Occlusion(Explainer):
         return phi, v[0]
 
 
-class Lime(Explainer):
+class Lime(CoalitionExplainer):
     """LIME (Ribeiro et al., 2016) over coalitions: random coalitions (each feature kept with
     probability 1/2), weighted by an exponential kernel of their cosine distance to the whole
     input (width ``kernel_width`` x 100, as lime's text explainer), fitted by a weighted
