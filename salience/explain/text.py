@@ -15,17 +15,19 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
+from salience.text.tokenize import JOINED_WORD, TOKEN_RULES
 
 __all__ = ["text_units", "masked_texts", "attribute_text", "attribution_html"]
 
 UNITS = ("word", "token", "sentence")
-_WORD = re.compile(r"\w+(?:[-'’]\w+)*")
-_TOKEN = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+_WORD = re.compile(JOINED_WORD)  # the keyphrase tokenizer's words (an ideograph is one)
+_TOKEN = re.compile(TOKEN_RULES["joined_words"])  # and its single punctuation marks
 
 
 def text_units(text: str, unit: str = "word") -> list[tuple[int, int]]:
     """The character spans of the units of ``text``: words (word characters with inner hyphens
-    and apostrophes), tokens (words and single punctuation marks) or sentences."""
+    and apostrophes, each ideograph alone, as the keyphrase tokenizer reads them), tokens (words
+    and single punctuation marks) or sentences."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
     if unit == "word":

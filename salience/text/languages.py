@@ -28,17 +28,13 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.text.hashing import number_strings
-from salience.text.tokenize import TOKEN_RULES
+from salience.text.tokenize import JOINED_WORD
 
 __all__ = ["Language", "LanguageWarning", "LANGUAGES", "UNDETERMINED", "resolve_language", "stopwords_for",
            "stemmer_for", "detect_languages", "detect_language", "frequent_words", "check_language"]
 
 UNDETERMINED = "und"  # ISO 639-2's code for an undetermined language
-# the word tokens of the keyphrase tokenizer's rule: its ideograph and word alternatives (they
-# start with different characters, so their order changes nothing but speed: words first)
-_IDEOGRAPH_RULE, _WORD_RULE, _MARK_RULE = TOKEN_RULES["joined_words"].split("|")
-assert _MARK_RULE == r"[^\w\s]"
-_WORD = re.compile(f"{_WORD_RULE}|{_IDEOGRAPH_RULE}")
+_WORD = re.compile(JOINED_WORD)
 
 # ISO 639-1 code -> (English name, Snowball algorithm in PyStemmer or None)
 _NAMES = {

@@ -89,11 +89,15 @@ def test_named_token_rules_share_one_byte_table():
         starts, ends = wordpunct_spans(data)
         assert [text[a:b] for a, b in zip(starts.tolist(), ends.tolist())] == re.findall(TOKEN_RULES["wordpunct"], text)
     # joined words, on every text
-    data, starts, lengths, _, counts = joined_word_tokens(texts)
+    data, starts, lengths, is_word, counts = joined_word_tokens(texts)
     raw = data.tobytes()
     tokens = [raw[a : a + n].decode() for a, n in zip(starts.tolist(), lengths.tolist())]
     expected = [t for text in texts for t in re.findall(TOKEN_RULES["joined_words"], text)]
     assert tokens == expected and counts.sum() == len(expected)
+    from salience.text.tokenize import JOINED_WORD
+
+    words = [t for text in texts for t in re.findall(JOINED_WORD, text)]
+    assert words == [t for t, w in zip(tokens, is_word.tolist()) if w]  # the rule's words, marks left out
     # the search tokenizer's table keeps exactly the word bytes
     from salience.text.tokenize import _TABLE_KEEP
 
