@@ -111,7 +111,8 @@ _OPTIONS = {
     ("data", "perplexity"): {"buckets": 512},
     **{("explain", name): {"model": _explained_model}
        for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime",
-                    "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad")},
+                    "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "shapley_interaction")},
+    ("explain", "rise"): {"model": _explained_model, "image_shape": (1, 3), "grid": 2},
     ("explain", "deeplift"): _sequential_model,
 }
 

@@ -14,6 +14,11 @@ position).
 * Comprehensiveness and sufficiency (DeYoung et al., 2020, ERASER): the drop of the output
   when the top fraction of features is removed, and when only it is kept; averaged over
   fractions (default 1%, 5%, 10%, 20%, 50%).
+* Remove and retrain (Hooker et al., 2019, ROAR): the top fraction of each row's features
+  is replaced by an uninformative value in the training and the test data, a fresh copy of
+  the estimator is trained, and its test score recorded. Without retraining, a removed
+  feature is out of the model's distribution and any ranking looks faithful; retraining
+  tells an informative ranking (the score falls fast) from a random one.
 """
 
 from __future__ import annotations
@@ -26,7 +31,8 @@ import numpy as np
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["Curve", "deletion_curve", "insertion_curve", "comprehensiveness", "sufficiency"]
+__all__ = ["Curve", "deletion_curve", "insertion_curve", "comprehensiveness", "sufficiency", "RetrainCurve",
+           "remove_and_retrain"]
 
 
 @dataclass
@@ -83,8 +89,16 @@ def _curve(model, x, scores, baseline, steps, insert: bool, batch_size) -> Curve
     calls = ModelCalls(model, batch_size=batch_size)
     outputs = calls(rows)
     fractions = counts / m
-    auc = float(np.sum((outputs[1:] + outputs[:-1]) / 2 * np.diff(fractions)))
-    return Curve(fractions, outputs, auc, calls.calls)
+    return Curve(fractions, outputs, _area(fractions, outputs), calls.calls)
+
+
+def _area(fractions: np.ndarray, outputs: np.ndarray) -> float:
+    """Area under a curve by trapezoids, over its span of fractions (1 for a full curve)."""
+    span = fractions[-1] - fractions[0]
+    if span <= 0:
+        return float(outputs[0])
+    return float(np.sum((outputs[1:] + outputs[:-1]) / 2 * np.diff(fractions)) / span)
+
 
 
 def deletion_curve(model: Callable, x, scores, *, baseline=None, steps: int | None = None,
@@ -157,3 +171,65 @@ def sufficiency(model: Callable, x, scores, *, baseline=None, fractions: Sequenc
     rows = _top_fraction_rows(row, base, _order(scores, len(row)), _check_fractions(fractions), keep=True)
     outputs = calls(np.vstack([row[None, :], rows]))
     return float(np.mean(outputs[0] - outputs[1:]))
+
+
+@dataclass
+class RetrainCurve:
+    """Test scores of an estimator retrained with the top ``fractions`` of every row's
+    features removed (or, with ``keep``, only those kept), and the area under the curve
+    (trapezoids over the fractions; lower is better for removal)."""
+
+    fractions: np.ndarray
+    scores: np.ndarray
+    auc: float
+    keep: bool
+
+
+def remove_and_retrain(estimator, train_inputs, train_labels, test_inputs, test_labels, train_scores, test_scores, *,
+                       fractions: Sequence[float] = (0.0, 0.1, 0.3, 0.5, 0.7, 0.9), keep: bool = False,
+                       metric: Callable | None = None, absolute: bool = True) -> RetrainCurve:
+    """ROAR (``keep=False``) or KAR (``keep=True``, keep and retrain) for a scikit-learn
+    estimator: for each fraction, each row's top features by its scores (``train_scores`` and
+    ``test_scores``, shaped like the inputs; by magnitude when ``absolute``) are replaced by
+    the training mean of the feature, a clone of ``estimator`` is fitted on the training rows
+    and scored on the test rows (``metric(labels, predictions)``, default the estimator's own
+    ``score``). Compare against random scores: a ranking that carries information falls
+    below them."""
+    try:
+        from sklearn.base import clone
+    except ImportError:
+        from salience.exceptions import MissingDependencyError
+
+        raise MissingDependencyError("remove_and_retrain retrains scikit-learn estimators: pip install scikit-learn") from None
+    x_train, x_test = check_inputs(train_inputs, "train_inputs"), check_inputs(test_inputs, "test_inputs")
+    if x_train.shape[1] != x_test.shape[1]:
+        raise ShapeError(f"train_inputs has {x_train.shape[1]} features, test_inputs {x_test.shape[1]}.")
+    y_train, y_test = np.asarray(train_labels), np.asarray(test_labels)
+    if len(y_train) != len(x_train) or len(y_test) != len(x_test):
+        raise ShapeError(f"labels must have one entry per row: {len(y_train)} for {len(x_train)} training rows, "
+                         f"{len(y_test)} for {len(x_test)} test rows.")
+    ranks = []
+    for name, values, x in (("train_scores", train_scores, x_train), ("test_scores", test_scores, x_test)):
+        v = check_inputs(values, name)
+        if v.shape != x.shape:
+            raise ShapeError(f"{name} must be shaped like its inputs {x.shape}; got {v.shape}.")
+        order = np.argsort(-(np.abs(v) if absolute else v), axis=1, kind="stable")
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(x.shape[1])[None, :].repeat(len(x), axis=0), axis=1)
+        ranks.append(rank)
+    fractions_array = np.asarray(fractions, dtype=np.float64)
+    if fractions_array.ndim != 1 or not len(fractions_array) or not ((fractions_array >= 0) & (fractions_array <= 1)).all():
+        raise InvalidParameterError(f"fractions must be a list of values in [0, 1]; got {list(fractions)}.")
+    fill = x_train.mean(axis=0)
+    m = x_train.shape[1]
+    results = []
+    for fraction in fractions_array:
+        count = int(round(fraction * m))
+        data = []
+        for x, rank in ((x_train, ranks[0]), (x_test, ranks[1])):
+            top = rank < count
+            data.append(np.where(top, x, fill) if keep else np.where(top, fill, x))
+        model = clone(estimator).fit(data[0], y_train)
+        results.append(metric(y_test, model.predict(data[1])) if metric is not None else model.score(data[1], y_test))
+    scores = np.asarray(results, dtype=np.float64)
+    return RetrainCurve(fractions_array, scores, _area(fractions_array, scores), keep)

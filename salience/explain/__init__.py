@@ -4,9 +4,13 @@ batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
+from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance
+from salience.explain.rise import Rise
+from salience.explain.shapley import (Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley,
+                                      ShapleyInteraction)
 from salience.explain.text import attribute_text, attribution_html, text_units
-from salience.explain.shapley import Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
-           "Occlusion", "Lime", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "attribute_text",
+           "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
+           "DeepLift", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
            "attribution_html", "text_units"]

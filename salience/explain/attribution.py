@@ -36,12 +36,18 @@ class Attribution:
     def to_scores(self, row: int = 0, *, absolute: bool = False) -> Scores:
         """The core's :class:`~salience.Scores` over the features of one explained row (by
         ``feature_names`` when given, else positions): ranking, selection and agreement
-        metrics apply unchanged. ``absolute`` scores by magnitude."""
+        metrics apply unchanged. ``absolute`` scores by magnitude. Pairwise values (rows x M x
+        M, as :class:`~salience.explain.ShapleyInteraction`'s) give Scores over the pairs
+        i < j, named ``"a x b"``."""
         values = np.atleast_2d(self.values)
         if not -len(values) <= row < len(values):
             raise InvalidParameterError(f"row {row} is out of range: the attribution has {len(values)} rows.")
         v = np.abs(values[row]) if absolute else values[row]
-        return Scores(v, ids=list(self.feature_names) if self.feature_names is not None else None)
+        names = list(self.feature_names) if self.feature_names is not None else list(range(v.shape[-1]))
+        if v.ndim == 2:
+            upper = np.triu_indices(len(v), k=1)
+            return Scores(v[upper], ids=[f"{names[i]} x {names[j]}" for i, j in zip(*upper)])
+        return Scores(v, ids=names if self.feature_names is not None else None)
 
     def __len__(self) -> int:
         return len(np.atleast_2d(self.values))

@@ -27,7 +27,7 @@ from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution, ModelCalls, check_baselines, check_inputs, feature_names_of
 
 __all__ = ["Explainer", "CoalitionExplainer", "ExactShapley", "Banzhaf", "KernelShap", "PermutationShapley", "Occlusion", "Lime",
-           "coalition_values"]
+           "ShapleyInteraction", "coalition_values"]
 
 #: exact enumeration is refused past this many features (2^M coalitions)
 MAX_EXACT_FEATURES = 16
@@ -92,12 +92,11 @@ class CoalitionExplainer(Explainer):
                   batch_size: int | None = None, seed: int | None = None) -> Attribution:
         x, background, names = self._checked(inputs, baselines, n_samples)
         calls = ModelCalls(self.model, target, batch_size)
-        values, base = np.zeros(x.shape), np.zeros(len(x))
-        for r, row in enumerate(x):
-            # each row draws from its own generator seeded alike: a row's attribution does not
-            # depend on the rows explained with it
-            rng = np.random.default_rng(seed)
-            values[r], base[r] = self._explain_row(calls, row, background, n_samples, rng)
+        # each row draws from its own generator seeded alike: a row's attribution does not
+        # depend on the rows explained with it
+        explained = [self._explain_row(calls, row, background, n_samples, np.random.default_rng(seed)) for row in x]
+        values = np.array([phi for phi, _ in explained], dtype=np.float64)
+        base = np.array([b for _, b in explained], dtype=np.float64)
         return Attribution(values, base, self.name, calls.calls, names, {"batches": calls.batches})
 
     @abc.abstractmethod
@@ -132,13 +131,58 @@ class ExactShapley(CoalitionExplainer):
         m = len(x)
         _check_exact(m, "ExactShapley")
         v = coalition_values(calls, x, background, _all_masks(m))
-        sizes = np.array([bin(s).count("1") for s in range(2**m)])
-        weight = np.array([math.factorial(s) * math.factorial(m - s - 1) / math.factorial(m) for s in range(m)])
-        phi = np.zeros(m)
+        return _shapley_from_values(v, m), v[0]
+
+
+def _shapley_from_values(v: np.ndarray, m: int) -> np.ndarray:
+    """Shapley values from v over every coalition (v[s] for the coalition with bits s)."""
+    sizes = np.array([bin(s).count("1") for s in range(2**m)])
+    weight = np.array([math.factorial(s) * math.factorial(m - s - 1) / math.factorial(m) for s in range(m)])
+    phi = np.zeros(m)
+    subsets = np.arange(2**m)
+    for i in range(m):
+        without = subsets[(subsets >> i) & 1 == 0]
+        phi[i] = np.sum(weight[sizes[without]] * (v[without | (1 << i)] - v[without]))
+    return phi
+
+
+class ShapleyInteraction(CoalitionExplainer):
+    """Pairwise Shapley interaction values by enumerating every coalition (M <= 16): for each
+    row an M x M matrix. Off the diagonal, half the Shapley interaction index (Grabisch and
+    Roubens, 1999) of i and j,
+
+        I_ij = sum over S without i, j of |S|! (M - |S| - 2)! / (M - 1)! x
+               [v(S + i + j) - v(S + i) - v(S + j) + v(S)],
+
+    and on the diagonal the main effect, the Shapley value less the row's interactions: each
+    row adds up to the feature's Shapley value and the matrix to ``f(x) - v(empty)`` (the SHAP
+    interaction values of Lundberg et al., 2020). ``to_scores`` ranks the pairs i < j by
+    their interaction.
+
+    >>> f = lambda X: X[:, 0] * X[:, 1] + X[:, 2]
+    >>> ShapleyInteraction(f).attribute([[1.0, 2.0, 3.0]]).values[0].tolist()
+    [[0.0, 1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 3.0]]
+    """
+
+    name = "shapley_interaction"
+
+    def _explain_row(self, calls, x, background, n_samples, rng):
+        m = len(x)
+        _check_exact(m, "ShapleyInteraction")
+        v = coalition_values(calls, x, background, _all_masks(m))
         subsets = np.arange(2**m)
+        sizes = np.array([bin(s).count("1") for s in subsets])
+        phi = np.zeros((m, m))
+        if m == 1:
+            return np.array([[v[1] - v[0]]]), v[0]
+        weight = np.array([math.factorial(s) * math.factorial(m - s - 2) / math.factorial(m - 1) for s in range(m - 1)])
         for i in range(m):
-            without = subsets[(subsets >> i) & 1 == 0]
-            phi[i] = np.sum(weight[sizes[without]] * (v[without | (1 << i)] - v[without]))
+            for j in range(i + 1, m):
+                without = subsets[((subsets >> i) & 1 == 0) & ((subsets >> j) & 1 == 0)]
+                delta = v[without | (1 << i) | (1 << j)] - v[without | (1 << i)] - v[without | (1 << j)] + v[without]
+                phi[i, j] = phi[j, i] = np.sum(weight[sizes[without]] * delta) / 2
+        shapley = _shapley_from_values(v, m)
+        phi[np.diag_indices(m)] = shapley - (phi.sum(axis=1) - np.diag(phi))
         return phi, v[0]
 
 
@@ -350,6 +394,8 @@ _DESCRIPTIONS = {
     "exact_shapley": (ExactShapley, "Shapley values by enumerating every coalition (up to 16 features)"),
     "kernel_shap": (KernelShap, "KernelSHAP: efficiency-constrained weighted regression over coalitions (Lundberg and Lee, 2017)"),
     "permutation_shapley": (PermutationShapley, "Shapley values sampled over feature orders, antithetic (Strumbelj and Kononenko, 2014)"),
+    "shapley_interaction": (ShapleyInteraction, "pairwise Shapley interaction values, exact (Grabisch and Roubens, 1999; "
+                                                "Lundberg et al., 2020)"),
     "banzhaf": (Banzhaf, "Banzhaf values: marginal contributions over all coalitions alike (exact)"),
     "occlusion": (Occlusion, "occlusion / feature ablation: the output's drop when a feature or group is removed"),
     "lime": (Lime, "LIME: a weighted, optionally sparse, linear surrogate over random coalitions (Ribeiro et al., 2016)"),

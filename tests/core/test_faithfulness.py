@@ -70,3 +70,33 @@ def test_bad_input():
         comprehensiveness(weighted, np.ones(4), [1.0, 2.0, 3.0, 4.0], fractions=[0.0])
     with pytest.raises(InvalidParameterError, match="steps"):
         insertion_curve(weighted, np.ones(4), [1.0, 2.0, 3.0, 4.0], steps=0)
+
+
+def test_remove_and_retrain_tells_an_informative_ranking_from_a_random_one():
+    pytest.importorskip("sklearn")
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.preprocessing import StandardScaler
+
+    from salience.core.faithfulness import remove_and_retrain
+
+    data = load_breast_cancer()
+    x = StandardScaler().fit_transform(data.data)
+    order = np.random.default_rng(0).permutation(len(x))
+    train, test = order[:400], order[400:]
+    model = LogisticRegression(max_iter=5000)
+    fitted = model.fit(x[train], data.target[train])
+    # gradient x input of the linear log-odds: each feature's share of the decision
+    informative = fitted.coef_[0] * x
+    random = np.random.default_rng(1).normal(size=x.shape)
+    args = (model, x[train], data.target[train], x[test], data.target[test])
+    roar = remove_and_retrain(*args, informative[train], informative[test], fractions=(0.0, 0.5, 0.8, 0.95))
+    roar_random = remove_and_retrain(*args, random[train], random[test], fractions=(0.0, 0.5, 0.8, 0.95))
+    assert roar.scores[0] == roar_random.scores[0] > 0.95  # nothing removed: the same model
+    assert roar.auc < roar_random.auc and roar.scores[-1] < roar_random.scores[-1]
+    kar = remove_and_retrain(*args, informative[train], informative[test], fractions=(0.05, 0.2), keep=True)
+    assert kar.keep and kar.scores.min() > 0.85  # the top 5% of features alone keep most of the accuracy
+    with pytest.raises(ShapeError, match="test_scores"):
+        remove_and_retrain(*args, informative[train], informative[test][:, :3])
+    with pytest.raises(InvalidParameterError, match="fractions"):
+        remove_and_retrain(*args, informative[train], informative[test], fractions=(1.5,))

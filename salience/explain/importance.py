@@ -1,0 +1,105 @@
+"""Global importance: which features matter for a model over a whole dataset, not one row.
+
+* :func:`permutation_importance`: the drop of a quality metric (or, without labels, the mean
+  change of the output) when one feature's column is shuffled, repeated over shuffles
+  (Breiman, 2001; Fisher et al., 2019's model reliance).
+* :func:`mean_abs_attribution`: the mean magnitude of local attributions over rows (the
+  global bar chart of SHAP).
+* The pairwise Shapley interaction index is :class:`~salience.explain.ShapleyInteraction`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from salience.core.calls import ModelCalls, check_inputs
+from salience.core.scores import Scores
+from salience.exceptions import InvalidParameterError, ShapeError
+from salience.explain.attribution import Attribution, feature_names_of
+
+__all__ = ["GlobalImportance", "permutation_importance", "mean_abs_attribution"]
+
+
+@dataclass
+class GlobalImportance:
+    """Importances of the features over a dataset: ``importances`` holds one row per repeat
+    (shuffle), one column per feature; ``mean`` and ``std`` summarise the repeats."""
+
+    importances: np.ndarray
+    method: str
+    model_calls: int
+    feature_names: list | None = None
+
+    @property
+    def mean(self) -> np.ndarray:
+        return self.importances.mean(axis=0)
+
+    @property
+    def std(self) -> np.ndarray:
+        return self.importances.std(axis=0)
+
+    def to_scores(self) -> Scores:
+        """The mean importances as the core's :class:`~salience.Scores` over the features."""
+        return Scores(self.mean, ids=self.feature_names)
+
+
+def permutation_importance(model: Callable, inputs, labels=None, *, metric: Callable | None = None, n_repeats: int = 5,
+                           seed: int | None = None, target: int | None = None, batch_size: int | None = None,
+                           feature_names=None) -> GlobalImportance:
+    """Permutation importance of every feature of ``inputs`` (rows x features) for ``model``.
+
+    With ``labels``, a feature's importance is ``metric(labels, f(X)) - metric(labels,
+    f(X with the feature's column shuffled))``, averaged over ``n_repeats`` shuffles;
+    ``metric`` is higher-is-better (default: the negative mean squared error, so the
+    importance is the rise of the error). Without labels it is the mean absolute change of
+    the output, ``mean |f(X_shuffled) - f(X)|``: how much the model relies on the feature.
+    All shuffled copies are scored in batched calls.
+
+    >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
+    >>> permutation_importance(lambda rows: 2 * rows[:, 0], X, n_repeats=3, seed=0).mean[1]
+    0.0
+    """
+    x = check_inputs(inputs)
+    names = feature_names_of(feature_names, x.shape[1])
+    if not isinstance(n_repeats, (int, np.integer)) or n_repeats < 1:
+        raise InvalidParameterError(f"n_repeats must be a positive integer; got {n_repeats!r}.")
+    if len(x) < 2:
+        raise InvalidParameterError(f"permutation importance needs at least 2 rows to shuffle; got {len(x)}.")
+    y = None
+    if labels is not None:
+        y = np.asarray(labels)
+        if y.shape[0] != len(x):
+            raise ShapeError(f"labels has {y.shape[0]} entries for {len(x)} rows of inputs.")
+    if metric is not None and y is None:
+        raise InvalidParameterError("metric needs labels: pass labels=, or drop metric to measure the output's change.")
+    score = metric if metric is not None else (lambda truth, predicted: -float(np.mean((truth - predicted) ** 2)))
+    calls = ModelCalls(model, target, batch_size)
+    reference = calls(x)
+    rng = np.random.default_rng(seed)
+    n, m = x.shape
+    outputs = np.empty((n_repeats, m, n))
+    for r in range(n_repeats):  # one repeat's copies at a time: memory m x n x m, not times n_repeats
+        shuffled = np.repeat(x[None], m, axis=0)  # feature j's copy has column j shuffled
+        for j in range(m):
+            shuffled[j, :, j] = x[rng.permutation(n), j]
+        outputs[r] = calls(shuffled.reshape(-1, m)).reshape(m, n)
+    if y is None:
+        importances = np.abs(outputs - reference).mean(axis=2)
+    else:
+        base = score(y, reference)
+        importances = np.array([[base - score(y, outputs[r, j]) for j in range(m)] for r in range(n_repeats)], dtype=float)
+    return GlobalImportance(importances, "permutation_importance", calls.calls, names)
+
+
+def mean_abs_attribution(attribution: Attribution) -> Scores:
+    """The mean magnitude of each feature's attribution over the explained rows: a global
+    importance from local explanations (rows x features, or rows x M x M interactions,
+    giving the pairs)."""
+    if not isinstance(attribution, Attribution):
+        raise InvalidParameterError(f"mean_abs_attribution takes an Attribution; got {type(attribution).__name__}.")
+    summary = Attribution(np.abs(np.atleast_2d(attribution.values)).mean(axis=0, keepdims=True), np.zeros(1),
+                          attribution.method, attribution.model_calls, attribution.feature_names)
+    return summary.to_scores()
