@@ -67,8 +67,11 @@ def _run(method, scorer):
         values = Scores([0.9, 0.2, 0.7, 0.4], ids=list("abcd"))
         return [scorer.score(values)], scorer.score_batch([values]), None
     if family == "explain":
-        if method.name in GRADIENT_METHODS:
+        if method.name in GRADIENT_METHODS + ATTENTION_METHODS:
             pytest.importorskip("torch")
+        if method.name in ATTENTION_METHODS:
+            rows = [[3, 1, 4], [1, 5, 9]]
+            return [scorer.score(row) for row in rows], scorer.score_batch(rows), None
         rows = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
@@ -76,6 +79,18 @@ def _run(method, scorer):
 
 
 GRADIENT_METHODS = ("saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "deeplift")
+ATTENTION_METHODS = ("attention_rollout", "attention_flow")
+
+
+def _attention_model(input_ids, attention_mask, output_attentions):
+    """Two layers of two heads whose attention is a softmax over products of token ids."""
+    import torch
+
+    products = input_ids[:, None, :, None].double() * input_ids[:, None, None, :].double() / 10
+    padded = attention_mask[:, None, None, :] == 0
+    layers = [torch.softmax(sign * products.masked_fill(padded, float("-inf") * sign), dim=-1).expand(-1, 2, -1, -1)
+              for sign in (1.0, -1.0)]
+    return tuple(layers)
 
 
 def _options(method) -> dict:
@@ -114,6 +129,7 @@ _OPTIONS = {
                     "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "shapley_interaction")},
     ("explain", "rise"): {"model": _explained_model, "image_shape": (1, 3), "grid": 2},
     ("explain", "deeplift"): _sequential_model,
+    **{("explain", name): {"model": _attention_model} for name in ATTENTION_METHODS},
 }
 
 METHODS = registered()

@@ -2,6 +2,7 @@
 ``Method(model, **options).attribute(inputs, *, baselines=None, target=None, n_samples=None,
 batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
+from salience.explain.attention import AttentionFlow, AttentionRollout
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance
@@ -12,5 +13,5 @@ from salience.explain.text import attribute_text, attribution_html, text_units
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
-           "DeepLift", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
+           "DeepLift", "AttentionRollout", "AttentionFlow", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
            "attribution_html", "text_units"]
