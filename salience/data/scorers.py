@@ -19,6 +19,7 @@ from scipy import sparse
 
 from salience.data.features import NgramBatch
 from salience.core.base import Scorer
+from salience.core.linear import fit_logistic_regression
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, SalienceError
 
@@ -76,20 +77,8 @@ class QualityClassifier(Scorer):
         weight = np.where(y > 0, 0.5 / len(target.tokens), 0.5 / len(raw.tokens))  # balanced classes
         scale = 100.0  # tf features are tiny: scale them so that the penalty is comparable across lengths
         X = X * scale
-
-        def loss(params):
-            w, b = params[:-1], params[-1]
-            z = X @ w + b
-            margin = y * z
-            value = np.sum(weight * np.logaddexp(0.0, -margin)) + 0.5 * self.l2 * (w @ w)
-            g = -weight * y * 0.5 * (1.0 - np.tanh(margin / 2.0))  # d/dz log(1 + e^-yz) = -y sigmoid(-yz)
-            return value, np.concatenate([X.T @ g + self.l2 * w, [g.sum()]])
-
-        from scipy.optimize import minimize  # imported here: it costs half a second
-
-        result = minimize(loss, np.zeros(self.buckets + 1), jac=True, method="L-BFGS-B", options={"maxiter": self.max_iter})
-        self.coef_ = result.x[:-1] * scale
-        self.intercept_ = float(result.x[-1])
+        coef, self.intercept_ = fit_logistic_regression(X, y > 0, l2=self.l2, sample_weight=weight, max_iter=self.max_iter)
+        self.coef_ = coef * scale
         return self
 
     def score(self, batch: NgramBatch, *, ids: Sequence | None = None) -> Scores:

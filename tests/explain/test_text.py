@@ -1,6 +1,3 @@
-import gzip
-import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +7,6 @@ from salience.core.faithfulness import deletion_curve
 from salience.explain import Lime, attribute_text, attribution_html, text_units
 from salience.explain.text import masked_texts
 
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "dsir" / "raw_docs.jsonl.gz"
 
 
 def polarity(texts):
@@ -57,34 +53,9 @@ def test_lime_recovers_a_linear_model():
         Lime(f, n_features=0)
 
 
-@pytest.mark.skipif(not DATA.exists(), reason="needs ../shared/data/dsir (the movie reviews)")
-def test_a_sentiment_classifier_on_real_reviews_is_explained_faithfully():
-    pytest.importorskip("sklearn")
-    from scipy import sparse
-    from sklearn.linear_model import LogisticRegression
-
-    from salience.text.tokenize import TermEncoder, Tokenizer
-
-    reviews = []
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
-        for line in f:
-            if '"reviews"' in line:
-                record = json.loads(line)
-                if record.get("subdomain") in ("movie_pos", "movie_neg"):
-                    reviews.append((record["text"], record["subdomain"] == "movie_pos"))
-    assert len(reviews) == 2000
-    encoder = TermEncoder(Tokenizer())
-
-    def features(texts):
-        ids, rows = encoder.encode_tokens([encoder.tokenizer.split(t) for t in texts], grow=True)
-        return sparse.csr_matrix((np.ones(len(ids)), (rows, ids)), shape=(len(texts), 200_000))
-
-    train = reviews[::2]
-    classifier = LogisticRegression(max_iter=2000, C=0.5).fit(features([t for t, _ in train]), [y for _, y in train])
-    accuracy = classifier.score(features([t for t, _ in reviews[1::2]]), [y for _, y in reviews[1::2]])
-    assert accuracy > 0.75
-    scorer = lambda texts: classifier.decision_function(features(texts))  # noqa: E731
-    review = reviews[1][0][:1500]
+def test_a_sentiment_classifier_on_real_reviews_is_explained_faithfully(movie_reviews, sentiment_classifier):
+    scorer = sentiment_classifier
+    review = movie_reviews[1][0][:1500]
     attribution = attribute_text(scorer, review, method="kernel_shap", n_samples=512, seed=0)
     n = len(attribution.feature_names)
     # deleting the words it ranks highest lowers the score faster than a random order
