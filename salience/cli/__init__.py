@@ -5,6 +5,7 @@
     salience keywords extract FILE | keywords evaluate GOLD.jsonl
     salience summarize extract FILE | summarize evaluate GOLD.jsonl
     salience data select|dedup|report ...
+    salience explain search|text|lm ...
     salience methods [--domain D] [--json]
 
 Every leaf command takes ``--json`` and ``--quiet``; shared options keep one name everywhere
@@ -23,11 +24,11 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from salience.cli import data, methods, rank, search, text
+    from salience.cli import data, explain, methods, rank, search, text
 
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
-    for module in (search, rank, text, data, methods):
+    for module in (search, rank, text, data, explain, methods):
         module.add_commands(domains)
     return parser
 

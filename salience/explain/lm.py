@@ -144,7 +144,9 @@ class LMAttribution:
             m = len(prompt_ids)
             result = explainer.attribute(np.ones(m), baselines=np.zeros(m), n_samples=n_samples, seed=seed)
             values, base, calls = result.values[0], float(result.base_value[0]), result.model_calls
-        info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut}
+        ends = np.cumsum([len(name) for name in names]).tolist()
+        info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut,
+                "text": "".join(names), "spans": list(zip([0] + ends[:-1], ends)), "target": target}
         return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method, calls, names, info)
 
     def _log_probs(self, torch, prompt_ids, target_ids):

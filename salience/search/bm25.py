@@ -574,6 +574,53 @@ class BM25(Scorer):
             cached = self._last_scores = (query, self._dense_scores(query))
         return Scores(cached[1][positions], ids=[str(d) for d in doc_ids])
 
+    def score_texts(self, query: str, texts: Sequence) -> np.ndarray:
+        """Scores of texts that are not in the index, as if they were, with the index's
+        collection statistics (idf, average length) held fixed: the black-box scorer that
+        token attribution masks. A text is a string (the index's first field) or a dict of
+        fields; field weights apply as at indexing.
+
+        >>> index = BM25(k1=1.2, b=0.75).index(["red fox", "red dog", "blue"])
+        >>> index.score_texts("red fox", ["red fox"]).round(6).tolist() == index.score("red fox", ["0"]).values.round(6).tolist()
+        True
+        """
+        self._require_index()
+        if isinstance(texts, (str, dict)) or not isinstance(texts, Sequence):
+            raise InvalidParameterError("texts must be a list of texts (or of dicts of fields).")
+        query_terms: dict[int, int] = {}
+        for t in self._encode_queries([query])[0]:
+            query_terms[t] = query_terms.get(t, 0) + 1
+        terms = np.fromiter(query_terms, dtype=np.int64, count=len(query_terms))
+        qtf = np.fromiter(query_terms.values(), dtype=np.float64, count=len(query_terms))
+        tf = np.zeros((len(texts), len(terms)))
+        doc_len = np.zeros(len(texts))
+        column = {int(t): j for j, t in enumerate(terms)}
+        for i, text in enumerate(texts):
+            fields = {self.fields[0]: text} if isinstance(text, str) else text
+            if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
+                raise InvalidParameterError(f"text {i} must be a str or a dict of field texts.")
+            unknown = set(fields) - set(self.fields)
+            if unknown:
+                raise InvalidParameterError(f"text {i} has fields {sorted(unknown)} the index does not have "
+                                            f"({', '.join(self.fields)}).")
+            for name, value in fields.items():
+                weight = self.field_weights[name]
+                ids = self._encoder.encode(value, grow=False)
+                doc_len[i] += weight * len(ids)
+                for t in ids:
+                    j = column.get(t)
+                    if j is not None:
+                        tf[i, j] += weight
+        if not len(terms):
+            return np.zeros(len(texts))
+        idf = self._idf[terms]
+        base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
+        lengths = np.repeat(doc_len, len(terms)).reshape(tf.shape)
+        tfc = scoring.tf_component(tf.ravel(), lengths.ravel(), self._avg_len, self.variant, self.k1, self.b,
+                                   self.delta).reshape(tf.shape)
+        per_term = np.where(tf > 0, tfc, base) * idf[None, :]
+        return per_term @ qtf
+
     def explain(self, query: str, doc_id: str) -> Explanation:
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
         self._require_index()
