@@ -217,22 +217,26 @@ class KernelShap(CoalitionExplainer):
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
         budget = n_samples if n_samples is not None else 2 * m + 2048
-        ends = coalition_values(calls, x, background, np.array([np.zeros(m, bool), np.ones(m, bool)]))
-        base, full = ends
+        ends = np.array([np.zeros(m, bool), np.ones(m, bool)])
+        masks, weights = _kernel_coalitions(m, budget, rng) if m > 1 else (np.zeros((0, m), bool), np.zeros(0))
+        v = coalition_values(calls, x, background, np.concatenate([ends, masks]))  # one call sequence
+        base, full, v = v[0], v[1], v[2:]
         if m == 1:
             return np.array([full - base]), base
-        masks, weights = _kernel_coalitions(m, budget, rng)
-        v = coalition_values(calls, x, background, masks)
         phi = _constrained_regression(masks.astype(float), v - base, weights, full - base)
         return phi, base
 
 
 def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Coalitions (neither empty nor full) and their regression weights for a budget, as shap
-    draws them. The kernel gives all coalitions of size s together the mass
-    (m - 1) / (s (m - s)); sizes s and m - s are taken as a pair. A pair is enumerated when the
-    budget left, split by the mass left, affords each of its coalitions at least one sample;
-    the pairs that are not are sampled, each draw with its complement, sharing their mass."""
+    """Coalitions (neither empty nor full) and their regression weights for a budget. The
+    kernel gives all coalitions of size s together the mass (m - 1) / (s (m - s)); sizes s and
+    m - s are taken as a pair. Pairs are enumerated, smallest sizes first (as shap does), while
+    the budget left, split by the mass left, affords each of their coalitions. The rest of the
+    budget is stratified by size: each remaining pair gets draws in proportion to its mass
+    (largest remainders), drawn without replacement and each with its complement, and every
+    drawn coalition carries its size's mass shared by the draws. Against shap's draws of sizes
+    at random with replacement, this removes the variance of how many draws each size gets
+    and of repeated coalitions."""
     mass = np.array([(m - 1) / (s * (m - s)) for s in range(1, m)])  # by size 1..m-1
     pairs = list(range(1, m // 2 + 1))
     pair_mass = {s: mass[s - 1] + (mass[m - s - 1] if m - s != s else 0.0) for s in pairs}
@@ -252,14 +256,36 @@ def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[n
             sampled.append(s)
     n_draws = left_budget // 2
     if sampled and n_draws > 0:
-        p = np.array([pair_mass[s] for s in sampled])
-        total = p.sum()
-        for s in rng.choice(sampled, size=n_draws, p=p / total).tolist():
-            mask = np.zeros(m, dtype=bool)
-            mask[rng.choice(m, size=s, replace=False)] = True
-            masks += [mask, ~mask]
-            weights += [total / (2 * n_draws)] * 2
+        share = np.array([pair_mass[s] for s in sampled]) / left_mass * n_draws
+        draws = np.floor(share).astype(int)
+        draws[np.argsort(-(share - draws), kind="stable")[: n_draws - draws.sum()]] += 1
+        for s, n_s in zip(sampled, draws.tolist()):
+            chosen = _distinct_pairs(m, s, n_s, rng)
+            if not len(chosen):
+                continue
+            masks.extend(np.concatenate([chosen, ~chosen]))
+            weights.extend([pair_mass[s] / (2 * len(chosen))] * (2 * len(chosen)))
     return np.array(masks, dtype=bool).reshape(-1, m), np.array(weights)
+
+
+def _distinct_pairs(m: int, s: int, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Up to ``n`` distinct coalitions of size ``s`` drawn uniformly without replacement, no
+    two of them complements (each stands for its pair); fewer when fewer exist."""
+    available = math.comb(m, s) // (2 if 2 * s == m else 1)
+    n = min(n, available)
+    chosen: dict[bytes, np.ndarray] = {}
+    while len(chosen) < n:
+        keys = np.argsort(rng.random((2 * (n - len(chosen)) + 4, m)), axis=1)[:, :s]
+        batch = np.zeros((len(keys), m), dtype=bool)
+        np.put_along_axis(batch, keys, True, axis=1)
+        for mask in batch:
+            # a pair is named by whichever of the coalition and its complement holds feature 0
+            key = np.packbits(mask if (2 * s != m or mask[0]) else ~mask).tobytes()
+            if key not in chosen:
+                chosen[key] = mask
+                if len(chosen) == n:
+                    break
+    return np.array(list(chosen.values()), dtype=bool).reshape(-1, m)
 
 
 def _combinations(m: int, size: int):
