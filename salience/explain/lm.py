@@ -97,6 +97,7 @@ class LMAttribution:
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate
         self.n_steps, self.rule, self.options = int(n_steps), rule, options
+        self._keeps_logits: bool | None = None  # whether the model takes logits_to_keep (found on first call)
 
     def _tokens(self, prompt: str, target: str):
         if not isinstance(prompt, str) or not prompt.strip():
@@ -131,7 +132,7 @@ class LMAttribution:
         with torch.no_grad():
             log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
         if self.method == "integrated_gradients":
-            values, base, calls = self._integrated_gradients(torch, prompt_t, target_t, batch_size or 16)
+            values, base, calls = self._integrated_gradients(torch, prompt_t, target_t, batch_size or self.n_steps)
         else:
             def model(masks: np.ndarray) -> np.ndarray:
                 ids = torch.where(torch.as_tensor(masks > 0.5), prompt_t[None, :], torch.tensor(self.baseline_token))
@@ -152,13 +153,29 @@ class LMAttribution:
     def _log_probs(self, torch, prompt_ids, target_ids):
         """log P(target | prompt) for each row of prompt ids, one forward pass over the batch."""
         ids = torch.cat([prompt_ids, target_ids[None, :].expand(len(prompt_ids), -1)], dim=1)
-        return self._target_log_probs(torch, self.model(input_ids=ids).logits, prompt_ids.shape[1], target_ids)
+        return self._target_log_probs(torch, self._logits(input_ids=ids, n_target=len(target_ids)), target_ids)
+
+    def _logits(self, *, n_target: int, **inputs):
+        """Logits of the positions that predict the target (the last n_target + 1, less the
+        last): with ``logits_to_keep`` the vocabulary projection of the other positions is
+        skipped, a large share of a small model's work."""
+        if self._keeps_logits is not False:
+            try:
+                logits = self.model(**inputs, logits_to_keep=n_target + 1).logits
+                self._keeps_logits = True
+                return logits[:, :n_target]
+            except TypeError:
+                self._keeps_logits = False  # an older or custom model: compute all positions
+        logits = self.model(**inputs).logits
+        return logits[:, -n_target - 1 : -1]
 
     @staticmethod
-    def _target_log_probs(torch, logits, prompt_length, target_ids):
-        # logits at position i predict token i + 1: the target is predicted from prompt_length - 1 on
-        predicted = logits[:, prompt_length - 1 : prompt_length - 1 + len(target_ids)].float()
-        log_probs = torch.log_softmax(predicted, dim=-1)
+    def _target_log_probs(torch, logits, target_ids):
+        # logits at position i predict token i + 1; log-softmax in the model's precision, as
+        # captum does (half precision is widened to float32)
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        log_probs = torch.log_softmax(logits, dim=-1)
         picked = log_probs.gather(2, target_ids[None, :, None].expand(len(logits), -1, 1))[:, :, 0]
         return picked.sum(dim=1).double()
 
@@ -174,12 +191,12 @@ class LMAttribution:
             alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
             path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
             inputs = torch.cat([path, t[None].expand(len(alphas), -1, -1)], dim=1)
-            out = self._target_log_probs(torch, self.model(inputs_embeds=inputs).logits, len(prompt_ids), target_ids)
+            out = self._target_log_probs(torch, self._logits(inputs_embeds=inputs, n_target=len(target_ids)), target_ids)
             (grads,) = torch.autograd.grad(out.sum(), path)
             w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
             total += (grads * w).sum(dim=0)
         values = ((x - b) * total).sum(dim=1).detach().double().numpy()
         with torch.no_grad():
-            base = float(self._target_log_probs(torch, self.model(inputs_embeds=torch.cat([b, t])[None]).logits,
-                                                len(prompt_ids), target_ids)[0])
+            base = float(self._target_log_probs(torch, self._logits(inputs_embeds=torch.cat([b, t])[None],
+                                                                    n_target=len(target_ids)), target_ids)[0])
         return values, base, self.n_steps
