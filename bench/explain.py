@@ -36,7 +36,6 @@ import argparse
 import gc
 import gzip
 import json
-import re
 import sys
 import time
 import tracemalloc

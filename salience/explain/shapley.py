@@ -205,11 +205,12 @@ class KernelShap(CoalitionExplainer):
     """KernelSHAP (Lundberg and Lee, 2017): Shapley values as the solution of a weighted linear
     regression over sampled coalitions, constrained to add up to ``f(x) - v(empty)``.
 
-    Coalitions are drawn as shap does: whole coalition sizes are enumerated, smallest and
-    largest first, while the budget covers them (their kernel weights exact), and the rest is
-    sampled by size in proportion to the kernel's mass, each sample paired with its
-    complement. With a budget of 2^M - 2 or more every coalition is enumerated and the result
-    is exact. ``n_samples`` default: 2 M + 2048.
+    Whole coalition sizes are enumerated, smallest and largest first, while the budget covers
+    them (their kernel weights exact), as shap does; the rest of the budget is stratified by
+    size and drawn without replacement, each coalition paired with its complement (see
+    ``_kernel_coalitions``). At equal budgets this is more accurate than shap's sampling
+    (BENCHMARKS.md). With a budget of 2^M - 2 or more every coalition is enumerated and the
+    result is exact. ``n_samples`` default: 2 M + 2048.
     """
 
     name = "kernel_shap"
@@ -232,11 +233,11 @@ def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[n
     kernel gives all coalitions of size s together the mass (m - 1) / (s (m - s)); sizes s and
     m - s are taken as a pair. Pairs are enumerated, smallest sizes first (as shap does), while
     the budget left, split by the mass left, affords each of their coalitions. The rest of the
-    budget is stratified by size: each remaining pair gets draws in proportion to its mass
-    (largest remainders), drawn without replacement and each with its complement, and every
-    drawn coalition carries its size's mass shared by the draws. Against shap's draws of sizes
-    at random with replacement, this removes the variance of how many draws each size gets
-    and of repeated coalitions."""
+    budget is stratified by size: each remaining pair gets a fixed number of draws (largest
+    remainders), drawn without replacement and each with its complement, and every drawn
+    coalition carries its size's mass shared by the draws. Against shap's draws of sizes at
+    random with replacement, this removes the variance of how many draws each size gets and
+    of repeated coalitions."""
     mass = np.array([(m - 1) / (s * (m - s)) for s in range(1, m)])  # by size 1..m-1
     pairs = list(range(1, m // 2 + 1))
     pair_mass = {s: mass[s - 1] + (mass[m - s - 1] if m - s != s else 0.0) for s in pairs}
@@ -256,7 +257,11 @@ def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[n
             sampled.append(s)
     n_draws = left_budget // 2
     if sampled and n_draws > 0:
-        share = np.array([pair_mass[s] for s in sampled]) / left_mass * n_draws
+        # draws in proportion to the square root of (pair mass x sizes in the pair): between
+        # shap's kernel-proportional draws and the uniform draws over sizes of leverage-score
+        # sampling (Musco and Witter, 2025); measured best of the three at 10 and 30 features
+        weight = np.sqrt([pair_mass[s] * (2 if 2 * s != m else 1) for s in sampled])
+        share = weight / weight.sum() * n_draws
         draws = np.floor(share).astype(int)
         draws[np.argsort(-(share - draws), kind="stable")[: n_draws - draws.sum()]] += 1
         for s, n_s in zip(sampled, draws.tolist()):
