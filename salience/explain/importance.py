@@ -59,7 +59,7 @@ def permutation_importance(model: Callable, inputs, labels=None, *, metric: Call
     All shuffled copies are scored in batched calls.
 
     >>> X = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0], [3.0, 5.0]])
-    >>> permutation_importance(lambda rows: 2 * rows[:, 0], X, n_repeats=3, seed=0).mean[1]
+    >>> float(permutation_importance(lambda rows: 2 * rows[:, 0], X, n_repeats=3, seed=0).mean[1])
     0.0
     """
     x = check_inputs(inputs)

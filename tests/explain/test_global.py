@@ -81,3 +81,25 @@ def test_mean_abs_attribution():
     assert scores.ids == ["p", "q"] and scores.values.tolist() == [1.0, 2.0]
     with pytest.raises(InvalidParameterError):
         mean_abs_attribution(np.zeros(3))
+
+
+def test_a_missing_extra_is_named(monkeypatch):
+    import sys
+
+    from salience.exceptions import MissingDependencyError
+    from salience.explain import IntegratedGradients, LMAttribution, load_causal_lm
+
+    monkeypatch.setitem(sys.modules, "torch", None)  # as if torch were not installed
+    with pytest.raises(MissingDependencyError, match=r"salience\[torch\]"):
+        IntegratedGradients(lambda rows: rows.sum(1)).attribute([[1.0, 2.0]])
+    with pytest.raises(MissingDependencyError, match=r"salience\[torch\]"):
+        LMAttribution(object(), tokenizer=object()).attribute("a prompt", target=" more")
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(MissingDependencyError, match="transformers"):
+        load_causal_lm("smollm2")
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    from salience import Scores
+    from salience.core.plots import plot_attribution
+
+    with pytest.raises(MissingDependencyError, match=r"salience\[plot\]"):
+        plot_attribution(Scores([1.0]))
