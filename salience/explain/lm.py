@@ -73,7 +73,10 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path, **options)
         model = AutoModelForCausalLM.from_pretrained(path, **options)
-    except (OSError, ValueError, ImportError) as err:
+    except ImportError as err:  # transformers names what a GGUF file needs (gguf, accelerate)
+        raise MissingDependencyError(f"loading {path} needs a package: {err} (for GGUF files: pip install gguf "
+                                     "accelerate)") from None
+    except (OSError, ValueError) as err:
         raise InvalidParameterError(f"could not load a causal language model from {path}: {err}") from None
     return model.eval(), tokenizer
 
