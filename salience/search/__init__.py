@@ -1,7 +1,9 @@
-"""Lexical search: BM25 variants over sparse matrices, with filters, explanations and segments."""
+"""Search: BM25 variants over sparse matrices, and dense retrieval over sentence embeddings; both with
+filters, segments and checksummed saves."""
 
 from salience.search.bm25 import BM25, Explanation, TermContribution
+from salience.search.dense import Dense
 from salience.search.scoring import VARIANTS
 from salience.search.sources import iter_documents, read_queries
 
-__all__ = ["BM25", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries"]
+__all__ = ["BM25", "Dense", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries"]

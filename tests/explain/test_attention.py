@@ -31,9 +31,9 @@ def _tiny_bert():
 
 
 def test_rollout_on_a_transformer_matches_its_attention_and_ignores_padding():
+    model = _tiny_bert()
     import torch
 
-    model = _tiny_bert()
     rows = [[2, 7, 9, 11, 3], [2, 5, 3]]
     rollout = AttentionRollout(model).attribute(rows)
     assert rollout.values.shape == (2, 5) and np.allclose(rollout.values.sum(axis=1), 1.0)

