@@ -3,7 +3,8 @@ filters, segments and checksummed saves."""
 
 from salience.search.bm25 import BM25, Explanation, TermContribution
 from salience.search.dense import Dense
+from salience.search.hybrid import Hybrid
 from salience.search.scoring import VARIANTS
 from salience.search.sources import iter_documents, read_queries
 
-__all__ = ["BM25", "Dense", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries"]
+__all__ = ["BM25", "Dense", "Hybrid", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries"]
