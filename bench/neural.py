@@ -51,7 +51,7 @@ def peak_mb() -> float:
 
 
 def scores_of(run: dict, qrels) -> dict:
-    return evaluate(qrels, Run(run), list(METRICS))
+    return dict(evaluate(qrels, Run(run), list(METRICS)).means)
 
 
 def sentence_transformers_system(corpus, texts):

