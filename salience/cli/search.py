@@ -248,6 +248,41 @@ def _cmd_merge(args) -> int:
     return 0
 
 
+def _cmd_pack(args) -> int:
+    from salience.core.run import Qrels
+    from salience.search.pack import ScoreCalibrator, approximate_tokens, pack
+    from salience.search.sources import read_queries
+
+    engine = load_index(args.index)
+    if not engine.store_documents:
+        raise InvalidParameterError(f"{args.index} stores no documents: packing counts their tokens (index with stored "
+                                    "documents).")
+    ranked = engine.search(args.query, k=args.depth)
+    if args.calibrate:
+        dataset = Path(args.calibrate)
+        qrels = Qrels.read(dataset / "qrels.tsv")
+        queries = {q: t for q, t in read_queries(dataset / "queries.jsonl").items() if q in qrels}
+        calibrator = ScoreCalibrator().fit(dict(zip(queries, engine.search_batch(list(queries.values()), k=args.depth))),
+                                           qrels)
+        values = calibrator.probabilities(ranked)
+    else:
+        from salience.core.scores import Scores
+
+        best = ranked.values[0] if len(ranked) and ranked.values[0] > 0 else 1.0
+        values = Scores(ranked.values / best, ids=ranked.ids)  # relative scores, best = 1
+    texts = {doc_id: " ".join(str(engine.document(doc_id).get(f, "")) for f in engine.fields) for doc_id in ranked.ids}
+    lengths = {doc_id: approximate_tokens(text) for doc_id, text in texts.items()}
+    packing = pack(values, lengths, tokens=args.tokens, method=args.method,
+                   cutoff=args.cutoff if args.calibrate else None)
+    result = {"query": args.query, "tokens": packing.tokens, "budget": packing.budget, "method": packing.method,
+              "expected_relevant": packing.expected_relevant, "kept_by_cutoff": packing.kept_by_cutoff,
+              "passages": [{"id": i, "tokens": lengths[i], "text": texts[i]} for i in packing.ids]}
+    lines = [f"{len(packing.ids)} passages, {packing.tokens} of {packing.budget} tokens ({packing.method})"]
+    lines += [f"  {p['id']:<12} {p['tokens']:>5} tokens  {p['text'][:80]}" for p in result["passages"]]
+    emit(args, result, "\n".join(lines))
+    return 0
+
+
 def add_commands(domains) -> None:
     search = domains.add_parser("search", help="lexical search with BM25")
     commands = search.add_subparsers(dest="command", required=True)
@@ -299,6 +334,20 @@ def add_commands(domains) -> None:
     p.add_argument("ids", nargs="+")
     add_output_options(p)
     p.set_defaults(func=_cmd_delete)
+
+    p = commands.add_parser("pack", help="choose retrieved passages for an LLM prompt under a token budget")
+    p.add_argument("index")
+    p.add_argument("query")
+    p.add_argument("--tokens", type=positive_int, required=True, help="the prompt's token budget for passages")
+    p.add_argument("--method", choices=("knapsack", "topk"), default="knapsack",
+                   help="knapsack: the most expected relevance that fits (default); topk: rank order until full")
+    p.add_argument("--depth", type=positive_int, default=30, help="passages retrieved to choose from (default 30)")
+    p.add_argument("--calibrate", default=None, metavar="BEIR_FOLDER",
+                   help="judged queries (queries.jsonl, qrels.tsv) to turn scores into relevance probabilities")
+    p.add_argument("--cutoff", choices=("f1", "dcg"), default=None,
+                   help="with --calibrate: first keep only the passages the expected F1 / DCG says are worth it")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_pack)
 
     p = commands.add_parser("merge", help="merge segments and drop deleted documents")
     p.add_argument("index")
