@@ -86,6 +86,9 @@ class ScoreCalibrator:
             labels.extend(float(judged.get(doc, 0) > 0) for doc in ordered.ids)
         if not rows:
             raise InvalidParameterError("the calibrator needs rankings of judged queries to fit on.")
+        if len(set(labels)) < 2:
+            raise InvalidParameterError("the calibrator's rankings hold only relevant or only non-relevant passages: "
+                                        "retrieve deeper (more passages per query) or give more judged queries.")
         self.coef_, self.intercept_ = fit_logistic_regression(np.vstack(rows), np.array(labels), l2=self.l2,
                                                               max_iter=500)
         return self
