@@ -114,8 +114,8 @@ class LMJudge:
             ids, mask = self._padded(torch, suffixes)
             full_mask = torch.cat([torch.ones((len(passages), len(prefix)), dtype=torch.long), mask], dim=1)
             positions = (torch.arange(ids.shape[1]) + len(prefix)).unsqueeze(0).expand(len(passages), -1)
-            logits = self.model(input_ids=ids, attention_mask=full_mask, past_key_values=cache,
-                                position_ids=positions, use_cache=True).logits
+            logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
+                                **{self._cache_argument(): cache}).logits
         else:
             ids, mask = self._padded(torch, [prefix + s for s in suffixes])
             last = last + len(prefix)
@@ -123,6 +123,14 @@ class LMJudge:
         final = logits[torch.arange(len(passages)), last].double()
         log_probs = torch.log_softmax(final, dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
+
+    def _cache_argument(self) -> str:
+        """The forward argument that takes a key/value cache: ``cache`` in recent transformers,
+        ``past_key_values`` before."""
+        import inspect
+
+        parameters = inspect.signature(self.model.forward).parameters
+        return "cache" if "cache" in parameters else "past_key_values"
 
     def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
         question = self._encode(" " + query.strip())
