@@ -158,3 +158,25 @@ def test_onnx_runtime_gives_the_same_vectors():
     assert np.abs(onnx.encode(texts) - torch_vectors).max() < 1e-5 and onnx.truncated == 1
     with pytest.raises(InvalidParameterError, match="torch backend"):
         TransformerEncoder(backend="onnx", quantize="int8")
+
+
+def test_hnsw_search_finds_the_exact_neighbours_and_respects_deletes_and_filters():
+    pytest.importorskip("faiss", reason="approximate search: pip install 'salience[ann]'")
+    rng = np.random.default_rng(0)
+    vectors = rng.normal(size=(2000, 24))
+    table = {f"doc {i}": v for i, v in enumerate(vectors)}
+    lookup = lambda texts: np.array([table.get(t, vectors[0]) for t in texts])  # noqa: E731
+    docs = [{"id": str(i), "text": f"doc {i}", "part": i % 2} for i in range(2000)]
+    exact = Dense(encoder=lookup, encoder_name="table").index(docs)
+    approx = Dense(encoder=lookup, encoder_name="table", approximate="hnsw", ef_search=200).index(docs)
+    queries = [f"doc {i}" for i in range(0, 2000, 40)]
+    recall = np.mean([len(set(a.ids) & set(b.ids)) / 10 for a, b in zip(exact.search_batch(queries, k=10),
+                                                                          approx.search_batch(queries, k=10))])
+    assert recall > 0.95
+    top = approx.search("doc 7", k=3)
+    assert top.ids[0] == "7" and top.values[0] == pytest.approx(1.0, abs=1e-5)
+    approx.delete("7")
+    assert "7" not in approx.search("doc 7", k=3).ids
+    assert all(int(i) % 2 == 0 for i in approx.search("doc 7", k=5, where={"part": 0}).ids)
+    with pytest.raises(InvalidParameterError, match="approximate"):
+        Dense(encoder=lookup, encoder_name="table", approximate="ivf")
