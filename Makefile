@@ -63,6 +63,7 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python
 	$(BIN)/python bench/explain.py --write BENCHMARKS.md
 	$(BIN)/python bench/neural.py --write BENCHMARKS.md
 	$(BIN)/python bench/pack.py --write BENCHMARKS.md
+	$(BIN)/python bench/ann.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 
