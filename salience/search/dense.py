@@ -10,9 +10,10 @@ Search is exact: blocked float32 matrix products of the queries against the docu
 partial sort per block. ``approximate="hnsw"`` searches an HNSW graph instead (faiss,
 ``pip install 'salience[ann]'``; ``hnsw_m`` links per node, ``ef_search`` candidates per
 query): faster on large collections, with a recall against exact search measured in
-BENCHMARKS.md. The graph is built on the first approximate search after indexing, adding,
-merging or loading (it is not saved); deleted and filtered-out documents are skipped during
-the graph search. BLAS rounds a product differently for different batch sizes, so a
+BENCHMARKS.md. The graph is built on the first approximate search after indexing or adding,
+and saved with the index by ``save`` and ``merge`` (``hnsw.faiss``, checksummed like every
+file; an index with segments added since rebuilds it on its next search). Deleted and
+filtered-out documents are skipped during the graph search. BLAS rounds a product differently for different batch sizes, so a
 query's scores alone and within a batch agree to float32 precision (about 1e-7 relative), not
 bit for bit. The document text is the indexed fields joined by a space (BEIR's
 convention, title then text); a text longer than the encoder's window is truncated to it
@@ -109,6 +110,7 @@ class Dense(Scorer):
                 raise InvalidParameterError(f"{name} must be an integer >= 2; got {value!r}.")
         self.approximate, self.hnsw_m, self.ef_search = approximate, hnsw_m, ef_search
         self._graph = None  # the HNSW graph over every stored vector, built on first approximate search
+        self._graph_file: Path | None = None  # or read from the file a save wrote
         self._encode = None
         self._reset()
 
@@ -268,7 +270,7 @@ class Dense(Scorer):
             self._stored.extend(d.fields for d in docs)
         self._segments.append({"name": None, "n_docs": len(docs)})
         self._columns = None
-        self._graph = None
+        self._graph = self._graph_file = None
 
     # ------------------------------------------------------------------------------------
     # querying
@@ -296,10 +298,20 @@ class Dense(Scorer):
                 from salience.exceptions import MissingDependencyError
 
                 raise MissingDependencyError("approximate='hnsw' needs faiss: pip install 'salience[ann]'") from None
-            graph = faiss.IndexHNSWFlat(self._dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            graph.hnsw.efConstruction = max(40, 2 * self.hnsw_m)
-            for block in self._blocks:
-                graph.add(np.ascontiguousarray(block, dtype=np.float32))
+            saved = getattr(self, "_graph_file", None)
+            if saved is not None:  # the graph a save wrote beside the vectors (its CRC checked on load)
+                try:
+                    graph = faiss.read_index(str(saved))
+                except RuntimeError as err:
+                    raise CorruptIndexError(f"{saved}: not a readable HNSW graph ({err}).") from None
+                if graph.ntotal != len(self._ids) or graph.d != self._dimension:
+                    raise CorruptIndexError(f"{saved}: a graph of {graph.ntotal} vectors of dimension {graph.d}, the "
+                                            f"index holds {len(self._ids)} of dimension {self._dimension}.")
+            else:
+                graph = faiss.IndexHNSWFlat(self._dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+                graph.hnsw.efConstruction = max(40, 2 * self.hnsw_m)
+                for block in self._blocks:
+                    graph.add(np.ascontiguousarray(block, dtype=np.float32))
             self._graph = graph
         return self._graph
 
@@ -468,7 +480,7 @@ class Dense(Scorer):
             self._stored = [self._stored[i] for i in keep]
         self._segments = [{"name": None, "n_docs": len(keep)}]
         self._columns = None
-        self._graph = None
+        self._graph = self._graph_file = None
 
 
 # ----------------------------------------------------------------------------------------
@@ -490,6 +502,10 @@ def _write_segment(index: Dense, folder: Path, start: int, stop: int) -> dict:
     vectors = np.concatenate([np.asarray(b) for b in index._blocks])[start:stop] if len(index._blocks) > 1 else \
         np.asarray(index._blocks[0])[start:stop]
     np.save(folder / "embeddings.npy", np.ascontiguousarray(vectors, dtype=np.float32))
+    if index.approximate == "hnsw" and start == 0 and stop == len(index._ids):
+        import faiss  # a whole-index segment (a save or merge): its graph is kept with it
+
+        faiss.write_index(index._hnsw(), str(folder / "hnsw.faiss"))
     (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
     with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
         for row in index._metadata[start:stop]:
@@ -628,6 +644,8 @@ def _load(cls, path: Path, encoder, verify: bool) -> Dense:
     index._pos = {doc_id: i for i, doc_id in enumerate(index._ids) if index._live[i]}
     index._dimension = dimension
     index._path = path
+    if len(segments) == 1 and "hnsw.faiss" in segments[0]["files"]:
+        index._graph_file = path / segments[0]["name"] / "hnsw.faiss"
     return index
 
 

@@ -180,3 +180,17 @@ def test_hnsw_search_finds_the_exact_neighbours_and_respects_deletes_and_filters
     assert all(int(i) % 2 == 0 for i in approx.search("doc 7", k=5, where={"part": 0}).ids)
     with pytest.raises(InvalidParameterError, match="approximate"):
         Dense(encoder=lookup, encoder_name="table", approximate="ivf")
+
+
+def test_a_saved_hnsw_graph_is_read_back(tmp_path):
+    pytest.importorskip("faiss", reason="approximate search: pip install 'salience[ann]'")
+    index = Dense(encoder=bag, encoder_name="bag32", approximate="hnsw").index(DOCS).save(tmp_path / "ix")
+    assert (tmp_path / "ix" / "seg-000000" / "hnsw.faiss").is_file()
+    loaded = Dense.load(tmp_path / "ix", encoder=bag)
+    assert loaded._graph_file is not None and loaded.search("sensor routing", k=2).ids == index.search("sensor routing",
+                                                                                                         k=2).ids
+    loaded.add([{"id": "e", "text": "sensor routing again"}])  # the saved graph no longer covers the index
+    assert loaded._graph_file is None and loaded.search("sensor routing again", k=1).ids == ["e"]
+    (tmp_path / "ix" / "seg-000000" / "hnsw.faiss").write_bytes(b"junk")
+    with pytest.raises(CorruptIndexError, match="hnsw.faiss"):
+        Dense.load(tmp_path / "ix", encoder=bag)
