@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import html
-import sys
 from pathlib import Path
 
-from salience.cli._common import add_output_options, add_seed, emit, positive_int
-from salience.exceptions import InvalidParameterError
+from salience.cli._common import add_output_options, add_seed, emit, positive_int, read_text
 from salience.io.files import atomic_write_text, check_output_path
 
 MARK = "<!-- written by salience explain -->"
@@ -15,13 +13,8 @@ METHODS = ("kernel_shap", "permutation_shapley", "occlusion", "lime", "banzhaf",
 
 
 def _text_argument(text: str) -> str:
-    if text == "-":
-        data = sys.stdin.buffer.read()
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise InvalidParameterError("standard input is not valid UTF-8.") from None
-    return text
+    """The text given on the command line, or standard input for ``-``."""
+    return read_text("-", "raise") if text == "-" else text
 
 
 def _write_html(args, attribution, title: str, inputs=()) -> None:

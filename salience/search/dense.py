@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -496,7 +495,7 @@ def is_dense_folder(path: Path) -> bool:
 
 
 def _write_segment(index: Dense, folder: Path, start: int, stop: int) -> dict:
-    from salience.search.store import _crc32
+    from salience.search.store import file_table
 
     folder.mkdir(parents=True, exist_ok=True)
     vectors = np.concatenate([np.asarray(b) for b in index._blocks])[start:stop] if len(index._blocks) > 1 else \
@@ -514,12 +513,7 @@ def _write_segment(index: Dense, folder: Path, start: int, stop: int) -> dict:
         with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
             for row in index._stored[start:stop]:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    files = {}
-    for path in sorted(folder.iterdir()):
-        with open(path, "rb") as f:
-            os.fsync(f.fileno())
-        files[path.name] = {"bytes": path.stat().st_size, "crc32": _crc32(path)}
-    return files
+    return file_table(folder)
 
 
 def _manifest(index: Dense, deleted: dict) -> str:
@@ -545,42 +539,16 @@ def _save(index: Dense, path: Path) -> None:
 
 
 def _commit(index: Dense) -> None:
-    import shutil
+    from salience.io.files import atomic_write_text
+    from salience.search.store import commit_segments
 
-    from salience.io.files import atomic_write_text, fsync_dir, sweep_stale_temporaries, temporary_prefix
-
-    path = index._path
-    numbers = [int(s["name"].split("-")[1]) for s in index._segments if s.get("name")]
-    next_number = max(numbers, default=-1) + 1
-    start = 0
-    for segment in index._segments:
-        stop = start + segment["n_docs"]
-        if segment.get("name") is None:
-            name = f"seg-{next_number:06d}"
-            next_number += 1
-            sweep_stale_temporaries(path, name)
-            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
-            try:
-                files = _write_segment(index, tmp, start, stop)
-                fsync_dir(tmp)
-                os.replace(tmp, path / name)
-            except BaseException:
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            segment["name"], segment["files"] = name, files
-        start = stop
-    fsync_dir(path)
-    deleted, start = {}, 0
-    for segment in index._segments:
-        dead = np.flatnonzero(~index._live[start : start + segment["n_docs"]])
-        if len(dead):
-            deleted[segment["name"]] = dead.tolist()
-        start += segment["n_docs"]
-    atomic_write_text(path / MANIFEST, _manifest(index, deleted))
+    deleted = commit_segments(index._path, index._segments, index._live,
+                              lambda folder, start, stop: _write_segment(index, folder, start, stop))
+    atomic_write_text(index._path / MANIFEST, _manifest(index, deleted))
 
 
 def _load(cls, path: Path, encoder, verify: bool) -> Dense:
-    from salience.search.store import _crc32, _load_array, _manifest_digest, _read_json, _read_jsonl
+    from salience.search.store import _load_array, _manifest_digest, _read_json, _read_jsonl, verify_files
 
     manifest_path = path / MANIFEST
     if not path.is_dir():
@@ -619,12 +587,7 @@ def _load(cls, path: Path, encoder, verify: bool) -> Dense:
         folder = path / segment["name"]
         n_docs = int(segment["n_docs"])
         if verify:
-            for name, expected in segment["files"].items():
-                file_path = folder / name
-                if not file_path.is_file():
-                    raise CorruptIndexError(f"{file_path}: file is missing from the index.")
-                if file_path.stat().st_size != expected["bytes"] or _crc32(file_path) != expected["crc32"]:
-                    raise CorruptIndexError(f"{file_path}: size or checksum differs from the manifest; the file is damaged.")
+            verify_files(folder, segment["files"])
         vectors = _load_array(folder / "embeddings.npy")
         if vectors.ndim != 2 or vectors.shape[0] != n_docs or vectors.shape[1] != dimension:
             raise CorruptIndexError(f"{folder / 'embeddings.npy'}: shape {vectors.shape}, the manifest says {n_docs} "

@@ -85,7 +85,7 @@ class Hybrid:
         """Choose ``weight`` (the weighted sum's) maximising ``metric`` over ``queries``
         (``{query_id: text}``) judged by ``qrels``: retrieve once, fuse at each weight. Sets
         :attr:`weight` and records every weight's score in :attr:`tuning_`."""
-        from salience.core.metrics import evaluate
+        from salience.core.metrics import evaluate, parse_metric
         from salience.core.run import Run
 
         if self.method != "wsum":
@@ -93,7 +93,7 @@ class Hybrid:
         if not queries:
             raise InvalidParameterError("tune needs held-aside queries with judgments.")
         ids, texts = list(queries), list(queries.values())
-        cut = int(metric.split("@")[1]) if "@" in metric else 100
+        cut = parse_metric(metric)[1] or 100
         lexical, dense = self._runs(texts, cut, None)
         scores = {}
         for w in weights:

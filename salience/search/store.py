@@ -99,12 +99,73 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
         with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
             for row in index._stored[start:stop]:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    return file_table(folder)
+
+
+def file_table(folder: Path) -> dict:
+    """Every file of a segment folder, synced to disk, with its size and CRC32 (the
+    manifest's record that :func:`verify_files` checks on load)."""
     files = {}
     for path in sorted(folder.iterdir()):
         with open(path, "rb") as f:
             os.fsync(f.fileno())
         files[path.name] = {"bytes": path.stat().st_size, "crc32": _crc32(path)}
     return files
+
+
+def verify_files(folder: Path, files: dict) -> None:
+    """Each file the manifest lists is there, of its size and CRC32."""
+    for name, expected in files.items():
+        file_path = folder / name
+        if not file_path.is_file():
+            raise CorruptIndexError(f"{file_path}: file is missing from the index.")
+        size = file_path.stat().st_size
+        if size != expected["bytes"]:
+            raise CorruptIndexError(
+                f"{file_path}: {size} bytes, the manifest says {expected['bytes']} (partial write or damage)."
+            )
+        if _crc32(file_path) != expected["crc32"]:
+            raise CorruptIndexError(f"{file_path}: checksum mismatch; the file is damaged.")
+
+
+def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write) -> dict[str, list[int]]:
+    """Write each segment not yet on disk (``name`` None) under a temporary name and rename it
+    into place (``write(folder, start, stop)`` fills the folder and returns its file table);
+    return the deleted documents per segment, for the manifest that the caller then replaces
+    atomically (the commit point)."""
+    from salience.io.files import sweep_stale_temporaries, temporary_prefix
+
+    existing = {int(s["name"].split("-")[1]) for s in segments if s.get("name")}
+    next_number = max(existing, default=-1) + 1
+    start = 0
+    for segment in segments:
+        stop = start + segment["n_docs"]
+        if segment.get("name") is None:
+            name = f"seg-{next_number:06d}"
+            next_number += 1
+            sweep_stale_temporaries(path, name)
+            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
+            try:
+                files = write(tmp, start, stop)
+                fsync_dir(tmp)
+                os.replace(tmp, path / name)
+            except BaseException:
+                import shutil
+
+                shutil.rmtree(tmp, ignore_errors=True)
+                raise
+            segment["name"], segment["files"] = name, files
+        start = stop
+    fsync_dir(path)
+    deleted: dict[str, list[int]] = {}
+    start = 0
+    for segment in segments:
+        stop = start + segment["n_docs"]
+        dead = np.flatnonzero(~live[start:stop])
+        if len(dead):
+            deleted[segment["name"]] = dead.tolist()
+        start = stop
+    return deleted
 
 
 def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]) -> str:
@@ -139,39 +200,9 @@ def save_index(index: "BM25", path: Path) -> None:
 
 def commit_index(index: "BM25") -> None:
     """Write new segments, then atomically replace the manifest (segments + deletions)."""
-    from salience.io.files import sweep_stale_temporaries, temporary_prefix
-
     path = index._path
-    existing = {int(s["name"].split("-")[1]) for s in index._segments if s.get("name")}
-    next_number = max(existing, default=-1) + 1
-    start = 0
-    for segment in index._segments:
-        stop = start + segment["n_docs"]
-        if segment.get("name") is None:
-            name = f"seg-{next_number:06d}"
-            next_number += 1
-            sweep_stale_temporaries(path, name)
-            tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
-            try:
-                files = _write_segment(index, tmp, start, stop)
-                fsync_dir(tmp)
-                os.replace(tmp, path / name)
-            except BaseException:
-                import shutil
-
-                shutil.rmtree(tmp, ignore_errors=True)
-                raise
-            segment["name"], segment["files"] = name, files
-        start = stop
-    fsync_dir(path)
-    deleted: dict[str, list[int]] = {}
-    start = 0
-    for segment in index._segments:
-        stop = start + segment["n_docs"]
-        dead = np.flatnonzero(~index._live[start:stop])
-        if len(dead):
-            deleted[segment["name"]] = dead.tolist()
-        start = stop
+    deleted = commit_segments(path, index._segments, index._live,
+                              lambda folder, start, stop: _write_segment(index, folder, start, stop))
     atomic_write_text(path / MANIFEST, _manifest(index, index._segments, deleted))
 
 
@@ -254,17 +285,7 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
         folder = path / segment["name"]
         n_docs = int(segment["n_docs"])
         if verify:
-            for name, expected in segment["files"].items():
-                file_path = folder / name
-                if not file_path.is_file():
-                    raise CorruptIndexError(f"{file_path}: file is missing from the index.")
-                size = file_path.stat().st_size
-                if size != expected["bytes"]:
-                    raise CorruptIndexError(
-                        f"{file_path}: {size} bytes, the manifest says {expected['bytes']} (partial write or damage)."
-                    )
-                if _crc32(file_path) != expected["crc32"]:
-                    raise CorruptIndexError(f"{file_path}: checksum mismatch; the file is damaged.")
+            verify_files(folder, segment["files"])
         terms = _read_json(folder / "terms.json")
         ids = _read_json(folder / "ids.json")
         indptr = _load_array(folder / "postings_indptr.npy")

