@@ -155,22 +155,22 @@ class LMAttribution:
 
     def _log_probs(self, torch, prompt_ids, target_ids):
         """log P(target | prompt) for each row of prompt ids, one forward pass over the batch."""
-        ids = torch.cat([prompt_ids, target_ids[None, :].expand(len(prompt_ids), -1)], dim=1)
+        # the last target token predicts nothing: it is left out of the input
+        ids = torch.cat([prompt_ids, target_ids[None, :-1].expand(len(prompt_ids), -1)], dim=1)
         return self._target_log_probs(torch, self._logits(input_ids=ids, n_target=len(target_ids)), target_ids)
 
     def _logits(self, *, n_target: int, **inputs):
-        """Logits of the positions that predict the target (the last n_target + 1, less the
-        last): with ``logits_to_keep`` the vocabulary projection of the other positions is
-        skipped, a large share of a small model's work."""
+        """Logits of the last n_target positions, those that predict the target (the input
+        ends before the target's last token): with ``logits_to_keep`` the vocabulary
+        projection of the other positions is skipped, a large share of a small model's work."""
         if self._keeps_logits is not False:
             try:
-                logits = self.model(**inputs, logits_to_keep=n_target + 1).logits
+                logits = self.model(**inputs, logits_to_keep=n_target).logits
                 self._keeps_logits = True
-                return logits[:, :n_target]
+                return logits
             except TypeError:
                 self._keeps_logits = False  # an older or custom model: compute all positions
-        logits = self.model(**inputs).logits
-        return logits[:, -n_target - 1 : -1]
+        return self.model(**inputs).logits[:, -n_target:]
 
     @staticmethod
     def _target_log_probs(torch, logits, target_ids):
@@ -193,13 +193,13 @@ class LMAttribution:
         for lo in range(0, len(points), batch_size):
             alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
             path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
-            inputs = torch.cat([path, t[None].expand(len(alphas), -1, -1)], dim=1)
+            inputs = torch.cat([path, t[None, :-1].expand(len(alphas), -1, -1)], dim=1)
             out = self._target_log_probs(torch, self._logits(inputs_embeds=inputs, n_target=len(target_ids)), target_ids)
             (grads,) = torch.autograd.grad(out.sum(), path)
             w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
             total += (grads * w).sum(dim=0)
         values = ((x - b) * total).sum(dim=1).detach().double().numpy()
         with torch.no_grad():
-            base = float(self._target_log_probs(torch, self._logits(inputs_embeds=torch.cat([b, t])[None],
+            base = float(self._target_log_probs(torch, self._logits(inputs_embeds=torch.cat([b, t[:-1]])[None],
                                                                     n_target=len(target_ids)), target_ids)[0])
         return values, base, self.n_steps

@@ -17,6 +17,7 @@ on batches of hybrid rows, never one row at a time.
 from __future__ import annotations
 
 import abc
+import functools
 import math
 from typing import Callable
 
@@ -205,56 +206,69 @@ class KernelShap(CoalitionExplainer):
     """KernelSHAP (Lundberg and Lee, 2017): Shapley values as the solution of a weighted linear
     regression over sampled coalitions, constrained to add up to ``f(x) - v(empty)``.
 
-    Whole coalition sizes are enumerated, smallest and largest first, while the budget covers
-    them (their kernel weights exact), as shap does; the rest of the budget is stratified by
-    size and drawn without replacement, each coalition paired with its complement (see
-    ``_kernel_coalitions``). At equal budgets this is more accurate than shap's sampling
-    (BENCHMARKS.md). With a budget of 2^M - 2 or more every coalition is enumerated and the
-    result is exact. ``n_samples`` default: 2 M + 2048.
+    The value function averages over the background rows, so the Shapley values are the mean
+    of each background row's own game ``v_b(S) = f(x_S, b_{not S})``. Each background row gets
+    its own design of ``n_samples`` coalitions, and the per-row regressions (each constrained
+    to ``f(x) - f(b)``) are averaged: for the same model evaluations (``n_samples`` coalitions
+    times the background rows, as shap's), the sampling errors of the rows' designs average
+    out instead of being shared, about 3x more accurate (BENCHMARKS.md). In each design whole
+    coalition sizes are enumerated, smallest and largest first, while the budget covers them
+    (their kernel weights exact), as shap does; the rest of the budget is stratified by size
+    and paired with complements, and the background rows take different coalitions of each
+    size (see ``_kernel_designs``). With a budget of 2^M - 2 or more every coalition is
+    enumerated and the result is exact. ``n_samples`` default: 2 M + 2048.
     """
 
     name = "kernel_shap"
 
     def _explain_row(self, calls, x, background, n_samples, rng):
-        m = len(x)
+        m, n_background = len(x), len(background)
         budget = n_samples if n_samples is not None else 2 * m + 2048
-        ends = np.array([np.zeros(m, bool), np.ones(m, bool)])
-        masks, weights = _kernel_coalitions(m, budget, rng) if m > 1 else (np.zeros((0, m), bool), np.zeros(0))
-        v = coalition_values(calls, x, background, np.concatenate([ends, masks]))  # one call sequence
-        base, full, v = v[0], v[1], v[2:]
         if m == 1:
-            return np.array([full - base]), base
-        phi = _constrained_regression(masks.astype(float), v - base, weights, full - base)
-        return phi, base
+            out = calls(np.concatenate([x[None], background]))
+            return np.array([out[0] - out[1:].mean()]), float(out[1:].mean())
+        masks, weights = _kernel_designs(m, budget, n_background, rng)
+        n = masks.shape[1]
+        # blocks of background rows keep memory bounded; the ends go with the first block
+        block = max(1, (1 << 20) // max(n * m, 1))
+        phi = np.zeros((n_background, m))
+        for lo in range(0, n_background, block):
+            hi = min(lo + block, n_background)
+            rows = np.where(masks[lo:hi], x[None, None, :], background[lo:hi, None, :]).reshape(-1, m)
+            if lo == 0:
+                out = calls(np.concatenate([x[None], background, rows]))
+                full, background_out, out = out[0], out[1 : 1 + n_background], out[1 + n_background :]
+            else:
+                out = calls(rows)
+            fb = background_out[lo:hi]
+            phi[lo:hi] = _constrained_regressions(masks[lo:hi], out.reshape(hi - lo, n) - fb[:, None], weights[lo:hi],
+                                                  full - fb)
+        return phi.mean(axis=0), float(background_out.mean())
 
 
-def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Coalitions (neither empty nor full) and their regression weights for a budget. The
-    kernel gives all coalitions of size s together the mass (m - 1) / (s (m - s)); sizes s and
-    m - s are taken as a pair. Pairs are enumerated, smallest sizes first (as shap does), while
-    the budget left, split by the mass left, affords each of their coalitions. The rest of the
-    budget is stratified by size: each remaining pair gets a fixed number of draws (largest
-    remainders), drawn without replacement and each with its complement, and every drawn
-    coalition carries its size's mass shared by the draws. Against shap's draws of sizes at
-    random with replacement, this removes the variance of how many draws each size gets and
-    of repeated coalitions."""
+def _kernel_plan(m: int, budget: int) -> tuple[list[int], dict[int, int], dict[int, float]]:
+    """How a design of ``budget`` coalitions is spent: the size pairs enumerated whole, the
+    draws of each other pair, and each pair's kernel mass. The kernel gives all coalitions of
+    size s together the mass (m - 1) / (s (m - s)); sizes s and m - s are taken as a pair.
+    Pairs are enumerated, smallest sizes first (as shap does), while the budget left, split by
+    the mass left, affords each of their coalitions. The rest of the budget is stratified: each
+    remaining pair gets a fixed number of draws (largest remainders), each drawn with its
+    complement. Against shap's draws of sizes at random, this removes the variance of how many
+    draws each size gets."""
     mass = np.array([(m - 1) / (s * (m - s)) for s in range(1, m)])  # by size 1..m-1
     pairs = list(range(1, m // 2 + 1))
     pair_mass = {s: mass[s - 1] + (mass[m - s - 1] if m - s != s else 0.0) for s in pairs}
-    masks, weights = [], []
+    enumerated, sampled = [], []
     left_budget, left_mass = budget, sum(pair_mass.values())
-    sampled = []
     for s in pairs:
         count = math.comb(m, s) * (2 if m - s != s else 1)
         if not sampled and left_budget * pair_mass[s] / left_mass >= count - 1e-8:
-            for size in sorted({s, m - s}):
-                for mask in _combinations(m, size):
-                    masks.append(mask)
-                    weights.append(mass[size - 1] / math.comb(m, size))
+            enumerated.append(s)
             left_budget -= count
             left_mass -= pair_mass[s]
         else:
             sampled.append(s)
+    draws: dict[int, int] = {}
     n_draws = left_budget // 2
     if sampled and n_draws > 0:
         # draws in proportion to the square root of (pair mass x sizes in the pair): between
@@ -262,35 +276,63 @@ def _kernel_coalitions(m: int, budget: int, rng: np.random.Generator) -> tuple[n
         # sampling (Musco and Witter, 2025); measured best of the three at 10 and 30 features
         weight = np.sqrt([pair_mass[s] * (2 if 2 * s != m else 1) for s in sampled])
         share = weight / weight.sum() * n_draws
-        draws = np.floor(share).astype(int)
-        draws[np.argsort(-(share - draws), kind="stable")[: n_draws - draws.sum()]] += 1
-        for s, n_s in zip(sampled, draws.tolist()):
-            chosen = _distinct_pairs(m, s, n_s, rng)
-            if not len(chosen):
-                continue
-            masks.extend(np.concatenate([chosen, ~chosen]))
-            weights.extend([pair_mass[s] / (2 * len(chosen))] * (2 * len(chosen)))
-    return np.array(masks, dtype=bool).reshape(-1, m), np.array(weights)
+        counts = np.floor(share).astype(int)
+        counts[np.argsort(-(share - counts), kind="stable")[: n_draws - counts.sum()]] += 1
+        for s, n_s in zip(sampled, counts.tolist()):
+            n_s = min(n_s, math.comb(m, s) // (2 if 2 * s == m else 1))
+            if n_s:
+                draws[s] = n_s
+    return enumerated, draws, pair_mass
 
 
-def _distinct_pairs(m: int, s: int, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Up to ``n`` distinct coalitions of size ``s`` drawn uniformly without replacement, no
-    two of them complements (each stands for its pair); fewer when fewer exist."""
-    available = math.comb(m, s) // (2 if 2 * s == m else 1)
-    n = min(n, available)
-    chosen: dict[bytes, np.ndarray] = {}
-    while len(chosen) < n:
-        keys = np.argsort(rng.random((2 * (n - len(chosen)) + 4, m)), axis=1)[:, :s]
-        batch = np.zeros((len(keys), m), dtype=bool)
-        np.put_along_axis(batch, keys, True, axis=1)
-        for mask in batch:
-            # a pair is named by whichever of the coalition and its complement holds feature 0
-            key = np.packbits(mask if (2 * s != m or mask[0]) else ~mask).tobytes()
-            if key not in chosen:
-                chosen[key] = mask
-                if len(chosen) == n:
-                    break
-    return np.array(list(chosen.values()), dtype=bool).reshape(-1, m)
+#: a size's pairs are listed and dealt out to the background rows when there are at most this
+#: many (else each row draws its own at random: repeats are then rare)
+_DEALT_PAIRS = 4096
+
+
+def _kernel_designs(m: int, budget: int, n_designs: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``n_designs`` designs of coalitions (neither empty nor full) with their regression
+    weights, shaped ``(n_designs, n, m)`` and ``(n_designs, n)``. The enumerated sizes are the
+    same in every design. A sampled size pair with few coalitions is dealt out: its pairs are
+    shuffled once and each design takes the next ``draws`` of them, cyclically, so the designs
+    cover the size evenly and none holds a pair twice; a size with many is drawn at random for
+    each design. Every drawn coalition comes with its complement and carries its pair's mass
+    shared by the draws."""
+    enumerated, draws, pair_mass = _kernel_plan(m, budget)
+    shared, shared_weights = [], []
+    for s in enumerated:
+        for size in sorted({s, m - s}):
+            listed = _size_masks(m, size)
+            shared.append(listed)
+            shared_weights.append(np.full(len(listed), pair_mass[s] / (2 if 2 * s != m else 1) / len(listed)))
+    parts = [np.broadcast_to(block, (n_designs, *block.shape)) for block in shared]
+    weights = [np.broadcast_to(w, (n_designs, len(w))) for w in shared_weights]
+    for s, n_s in draws.items():
+        if math.comb(m, s) // (2 if 2 * s == m else 1) <= _DEALT_PAIRS:
+            listed = _size_masks(m, s)
+            if 2 * s == m:
+                listed = listed[listed[:, 0]]  # a pair is named by whichever of the two holds feature 0
+            order = rng.permutation(len(listed))
+            taken = order[(np.arange(n_designs)[:, None] * n_s + np.arange(n_s)[None, :]) % len(listed)]
+            chosen = listed[taken]
+        else:
+            keys = np.argsort(rng.random((n_designs * n_s, m)), axis=1)[:, :s]
+            chosen = np.zeros((n_designs * n_s, m), dtype=bool)
+            np.put_along_axis(chosen, keys, True, axis=1)
+            chosen = chosen.reshape(n_designs, n_s, m)
+        parts += [chosen, ~chosen]
+        weights.append(np.full((n_designs, 2 * n_s), pair_mass[s] / (2 * n_s)))
+    if not parts:
+        return np.zeros((n_designs, 0, m), dtype=bool), np.zeros((n_designs, 0))
+    return np.concatenate(parts, axis=1), np.concatenate(weights, axis=1)
+
+
+@functools.lru_cache(maxsize=64)
+def _size_masks(m: int, size: int) -> np.ndarray:
+    """Every coalition of ``size`` of ``m`` features (read-only; listed once per process)."""
+    listed = np.array(list(_combinations(m, size)), dtype=bool).reshape(-1, m)
+    listed.flags.writeable = False
+    return listed
 
 
 def _combinations(m: int, size: int):
@@ -302,15 +344,31 @@ def _combinations(m: int, size: int):
         yield mask
 
 
-def _constrained_regression(Z: np.ndarray, y: np.ndarray, w: np.ndarray, total: float) -> np.ndarray:
-    """argmin_phi sum w (y - Z phi)^2 subject to sum(phi) = total: the last coefficient is
-    eliminated (phi_M = total - sum of the others) and the rest solved by weighted least squares."""
-    last = Z[:, -1]
-    design = Z[:, :-1] - last[:, None]
-    target = y - last * total
+def _constrained_regressions(Z: np.ndarray, y: np.ndarray, w: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """For each design d: argmin_phi sum w_d (y_d - Z_d phi)^2 subject to sum(phi) = total_d.
+    The last coefficient is eliminated (phi_M = total - sum of the others) and the rest solved
+    from the weighted normal equations, all designs at once; a design too small to determine
+    them falls back to least squares (the minimum-norm solution)."""
+    last = Z[:, :, -1].astype(float)
+    design = Z[:, :, :-1] - last[:, :, None]
+    target = y - last * total[:, None]
+    weighted = np.swapaxes(design * w[:, :, None], 1, 2)  # batched matrix products (BLAS), not einsum
+    gram = weighted @ design
+    moment = (weighted @ target[:, :, None])[:, :, 0]
+    determined = np.zeros(len(Z), dtype=bool)
+    if Z.shape[1] >= Z.shape[2] - 1:
+        try:  # the common case, every design determined: one Cholesky of the batch tells
+            pivots = np.diagonal(np.linalg.cholesky(gram), axis1=1, axis2=2) ** 2
+            determined = pivots.min(axis=1) > 1e-10 * pivots.max(axis=1)
+        except np.linalg.LinAlgError:
+            determined = np.linalg.cond(gram) < 1e10
+    coef = np.zeros(moment.shape)
+    if determined.any():
+        coef[determined] = np.linalg.solve(gram[determined], moment[determined][:, :, None])[:, :, 0]
     sw = np.sqrt(w)
-    coef, *_ = np.linalg.lstsq(design * sw[:, None], target * sw, rcond=None)
-    return np.append(coef, total - coef.sum())
+    for d in np.flatnonzero(~determined):
+        coef[d] = np.linalg.lstsq(design[d] * sw[d][:, None], target[d] * sw[d], rcond=None)[0]
+    return np.concatenate([coef, (total - coef.sum(axis=1))[:, None]], axis=1)
 
 
 class PermutationShapley(CoalitionExplainer):
