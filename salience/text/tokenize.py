@@ -417,9 +417,16 @@ class TermEncoder:
         if tid is None:
             if not grow:
                 return -1  # not cached: the vocabulary may grow later
+            tid = self.add_term(term)
+        self._cache[raw] = tid
+        return tid
+
+    def add_term(self, term: str) -> int:
+        """The id of an already-normalised term, added to the vocabulary when new."""
+        tid = self.vocab.get(term)
+        if tid is None:
             tid = self.vocab[term] = len(self.terms)
             self.terms.append(term)
-        self._cache[raw] = tid
         return tid
 
     @property

@@ -126,3 +126,39 @@ def test_search_returns_scores_equal_to_the_full_scores():
     # only documents holding the term, best first (d2 has cat twice), each with its exact score
     assert isinstance(found, Scores) and found.ids == ["d2", "d0"]
     assert found.values.tolist() == [full["d2"], full["d0"]] and full["d1"] == 0.0
+
+
+def _corpus(n=400, seed=0):
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(300)] + ["heat", "flow", "layer", "boundary", "the", "of"]
+    return [{"id": f"d{i}", "title": " ".join(rng.choice(words, 3)), "text": " ".join(rng.choice(words, rng.integers(1, 40)))}
+            for i in range(n)]
+
+
+def test_parallel_indexing_gives_the_same_index():
+    docs = _corpus()
+    queries = ["heat flow", "w1 w2 w3 layer", "boundary of w77"]
+    single = BM25().index(docs)
+    expected = single.search_batch(queries, k=20)
+    processes = BM25().index(docs, n_jobs=2)
+    assert processes.n_docs == single.n_docs and sorted(processes.vocabulary) == sorted(single.vocabulary)
+    for a, b in zip(processes.search_batch(queries, k=20), expected):
+        assert a.ids == b.ids and np.allclose(a.values, b.values, rtol=1e-6)
+    grown = BM25().index(docs[:150]).add(docs[150:], n_jobs=2)  # a segment added in parallel
+    for a, b in zip(grown.search_batch(queries, k=20), expected):
+        assert a.ids == b.ids and np.allclose(a.values, b.values, rtol=1e-6)
+    with pytest.raises(InvalidParameterError, match="executor"):
+        BM25().index(docs, n_jobs=2, executor="spark")
+
+
+def test_ray_indexing_matches_local():
+    ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'salience[ray]'")
+    docs = _corpus(200, seed=1)
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = BM25().index(docs, n_jobs=2, executor="ray")
+    finally:
+        ray.shutdown()
+    local = BM25().index(docs)
+    for a, b in zip(remote.search_batch(["heat flow", "w5 of"], k=10), local.search_batch(["heat flow", "w5 of"], k=10)):
+        assert a.ids == b.ids and np.allclose(a.values, b.values, rtol=1e-6)

@@ -10,7 +10,8 @@ tokenizers = pytest.importorskip("tokenizers")
 
 WORDS = ["[UNK]", "Query", "Passage", "Is", "the", "passage", "relevant", "to", "query", "Answer", "Yes", "or", "No",
          ":", "?", ".", "Please", "write", "a", "question", "that", "this", "answers", "Question", "cats", "dogs",
-         "sleep", "bark", "fish", "swim"]
+         "sleep", "bark", "fish", "swim", "A", "B", "C", "D", "Which", "more", "most", "N", "/", "[", "]", "1", "2",
+         "3", "4"]
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +65,149 @@ def test_query_likelihood_and_the_scorer_for_rerankers(tiny):
 def test_bad_input(tiny):
     model, tok = tiny
     with pytest.raises(InvalidParameterError, match="method"):
-        LMJudge(model, tokenizer=tok, method="listwise")
+        LMJudge(model, tokenizer=tok, method="generative")
     with pytest.raises(InvalidParameterError, match="query"):
         LMJudge(model, tokenizer=tok).scores("  ", ["x"])
     with pytest.raises(InvalidParameterError, match="passage 1"):
         LMJudge(model, tokenizer=tok).scores("cats", ["x", None])
+
+
+def test_pairwise_and_listwise_read_the_label_logits(tiny):
+    model, tok = tiny
+    label = {c: tok.encode(" " + c, add_special_tokens=False)[0] for c in "ABCD"}
+    pairwise = LMJudge(model, tokenizer=tok, method="pairwise")
+    p = pairwise.prefer("cats", "cats sleep", "fish swim")
+    prompt = ("Query: cats\nPassage A: cats sleep\nPassage B: fish swim\nWhich passage is more relevant to the query? "
+              "Answer A or B.\nAnswer:")
+    last = _next_token_log_probs(model, tok.encode(prompt, add_special_tokens=False))[-1]
+    expected = float(torch.softmax(last[[label["A"], label["B"]]], dim=0)[0])
+    assert p == pytest.approx(expected, abs=1e-9) and pairwise.calls == 1
+    listwise = LMJudge(model, tokenizer=tok, method="listwise")
+    passages = ["cats sleep", "dogs bark", "fish swim", "cats"]
+    order = listwise.rank("cats", passages)
+    prompt = ("Query: cats\n" + "".join(f"Passage {c}: {t}\n" for c, t in zip("ABCD", passages))
+              + "Which passage is the most relevant to the query? Answer with its letter.\nAnswer:")
+    last = _next_token_log_probs(model, tok.encode(prompt, add_special_tokens=False))[-1]
+    assert order == [int(i) for i in np.argsort(-last[[label[c] for c in "ABCD"]].numpy(), kind="stable")]
+    assert sorted(order) == [0, 1, 2, 3]
+    with pytest.raises(InvalidParameterError, match="1 to 26 passages"):
+        listwise.rank("cats", ["x"] * 27)
+    with pytest.raises(InvalidParameterError, match="pairwise judge's question"):
+        listwise.prefer("cats", "a", "b")
+    with pytest.raises(InvalidParameterError, match="answers rank"):
+        listwise.scores("cats", passages)
+
+
+def test_icr_is_calibrated_query_to_passage_attention(tiny):
+    model, tok = tiny
+    passages = ["cats sleep", "dogs bark . fish swim", "fish"]
+    judge = LMJudge(model, tokenizer=tok, method="icr")
+    values = judge.scores("cats sleep", passages)
+    assert judge.calls == 3  # the passages once, then the query and the content-free query on their cache
+
+    def received(query_text):
+        ids = tok.encode("Here are some passages:\n", add_special_tokens=False)
+        spans = []
+        for n, p in enumerate(passages, start=1):
+            item = tok.encode(f"[{n}] {p}\n", add_special_tokens=False)
+            spans.append((len(ids), len(ids) + len(item)))
+            ids += item
+        ids += tok.encode("Please find information that is relevant to the following query in the passages above."
+                          "\nQuery:", add_special_tokens=False)
+        question = tok.encode(query_text, add_special_tokens=False)
+        model.set_attn_implementation("eager")
+        try:
+            with torch.no_grad():
+                out = model(input_ids=torch.tensor([ids + question]), output_attentions=True)
+        finally:
+            model.set_attn_implementation("sdpa")
+        total = sum(a[0].double() for a in out.attentions)[:, len(ids):].sum(dim=(0, 1)).numpy()
+        return np.array([total[lo:hi].sum() for lo, hi in spans])
+
+    assert np.allclose(values, received(" cats sleep") - received(" N/A"), atol=1e-6)
+    one_layer = LMJudge(model, tokenizer=tok, method="icr", layers=[1], heads=[0, 2]).scores("cats sleep", passages)
+    assert one_layer.shape == (3,) and not np.allclose(one_layer, values)
+    with pytest.raises(InvalidParameterError, match="layers \\[5\\] out of range: the model has 2 layers"):
+        LMJudge(model, tokenizer=tok, method="icr", layers=[5]).scores("cats", passages)
+    with pytest.raises(InvalidParameterError, match="heads must be None"):
+        LMJudge(model, tokenizer=tok, method="icr", heads="all")
+
+
+def test_rerank_drives_every_algorithm_and_keeps_the_tail(tiny):
+    from salience.core.scores import Scores
+    from salience.core.run import Run
+    from salience.search.rerank import rerank, rerank_run
+
+    model, tok = tiny
+    texts = {f"d{i}": t for i, t in enumerate(["cats sleep", "dogs bark", "fish swim", "cats", "dogs", "fish"])}
+    first = Scores([6.0, 5, 4, 3, 2, 1], list(texts))
+    for method, algorithms in (("pointwise", ["score", "sliding", "setwise", "prp", "jointrank"]),
+                               ("pairwise", ["prp", "allpairs"]), ("listwise", ["sliding", "setwise", "jointrank"])):
+        judge = LMJudge(model, tokenizer=tok, method=method)
+        for algorithm in algorithms:
+            out = rerank("cats", first, judge, texts, algorithm=algorithm, depth=4, k=2, window=3, stride=2)
+            assert sorted(out.ranked_ids()[:4]) == ["d0", "d1", "d2", "d3"], (method, algorithm)
+            assert out.ranked_ids()[4:] == ["d4", "d5"]  # below the depth: first-stage order
+    judge = LMJudge(model, tokenizer=tok)
+    by_judge = rerank("cats", first, judge, texts, depth=6)
+    expected = [list(texts)[i] for i in np.argsort(-judge.scores("cats", list(texts.values())), kind="stable")]
+    assert by_judge.ranked_ids() == expected
+    assert rerank("cats", first, judge, texts, depth=6, interpolate=0.0).ranked_ids() == list(texts)
+    run, seconds = rerank_run(Run({"q1": first}), {"q1": "cats"}, judge, texts, depth=3)
+    assert run["q1"].ranked_ids()[3:] == ["d3", "d4", "d5"] and seconds > 0
+    with pytest.raises(InvalidParameterError, match="cannot drive the 'sliding' algorithm"):
+        rerank("cats", first, LMJudge(model, tokenizer=tok, method="pairwise"), texts, algorithm="sliding")
+    with pytest.raises(InvalidParameterError, match="queries with no text, e.g. 'q1'"):
+        rerank_run(Run({"q1": first}), {}, judge, texts)
+    with pytest.raises(InvalidParameterError, match="interpolate"):
+        rerank("cats", first, judge, texts, algorithm="sliding", interpolate=0.5)
+
+
+def test_the_rerank_command(tiny, tmp_path, capsys):
+    import json
+
+    from salience.cli import main
+    from salience.core.run import Run
+
+    model, tok = tiny
+    model.save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    corpus = tmp_path / "corpus.jsonl"
+    docs = {"d1": "cats sleep", "d2": "dogs bark", "d3": "fish swim", "d4": "cats"}
+    corpus.write_text("".join(json.dumps({"_id": k, "title": "", "text": v}) + "\n" for k, v in docs.items()))
+    (tmp_path / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "cats"}) + "\n")
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "index"), "--quiet"]) == 0
+    Run({"q1": {"d1": 4.0, "d2": 3.0, "d3": 2.0, "d4": 1.0}}, name="bm25").write_trec(tmp_path / "first.trec")
+    capsys.readouterr()
+    args = ["search", "rerank", str(tmp_path / "first.trec"), "--index", str(tmp_path / "index"), "--queries",
+            str(tmp_path / "queries.jsonl"), "--model", str(tmp_path / "model"), "--judge", "listwise", "--depth", "3",
+            "--window", "3", "--out", str(tmp_path / "reranked.trec"), "--json"]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["model_calls"] == 1 and result["queries"] == 1  # one window of 3
+    reranked = Run.read_trec(tmp_path / "reranked.trec")["q1"].ranked_ids()
+    judge = LMJudge(model, tokenizer=tok, method="listwise")
+    assert reranked == [["d1", "d2", "d3"][i] for i in judge.rank("cats", ["cats sleep", "dogs bark", "fish swim"])] + ["d4"]
+    assert main(args) == 0  # its own earlier output is replaced
+    # the output may not overwrite an input
+    assert main(args[:-3] + ["--out", str(tmp_path / "first.trec")]) == 2
+    assert "first.trec" in capsys.readouterr().err
+
+
+def test_a_model_with_non_finite_logits_is_named(tiny):
+    model, tok = tiny
+
+    class Broken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, **inputs):
+            out = self.inner(**inputs)
+            out.logits = out.logits * float("nan")
+            return out
+
+    for method, ask in (("pairwise", lambda j: j.prefer("cats", "a", "b")), ("listwise", lambda j: j.rank("cats", ["a", "b"])),
+                        ("pointwise", lambda j: j.scores("cats", ["a", "b"]))):
+        with pytest.raises(InvalidParameterError, match="non-finite"):
+            ask(LMJudge(Broken(), tokenizer=tok, method=method, prefix_cache=False))

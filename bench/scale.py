@@ -1,0 +1,248 @@
+"""Scale benchmark: BM25 (salience against bm25s) and dense indexes grown over a synthetic
+corpus, in one process run.
+
+The corpus is drawn from ``../shared/data/dsir/raw_docs.jsonl.gz``: its words (lower-cased
+``\\w+`` runs) with their frequencies, and its documents' lengths in words; document i has a
+length drawn from those lengths and words drawn from that unigram distribution (seeded, so
+every size is a prefix of the next). Queries: 500 of three words each, drawn from the same
+distribution less its 200 most frequent words.
+
+At each size: index time (wall), bytes per document of the saved index (the folder's files),
+queries/s (k=10, one thread each: salience ``search_batch(n_jobs=1)``, bm25s
+``retrieve(n_threads=1)``; queries tokenized inside the timing for both), and the overlap of
+the two engines' top 10. salience also indexes with its shards tokenized by 2 worker processes
+(``n_jobs=2``) and, at the smallest size, by 2 Ray tasks (``executor="ray"``), each checked to
+return exactly the one-process results. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
+as ``--dense-max`` allows: its encoding, at a few hundred documents per second on 2 cores, is
+what bounds it.
+
+    python bench/scale.py --write BENCHMARKS.md
+    python bench/scale.py --sizes 10000,100000
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import re
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from salience.search import BM25  # noqa: E402
+
+RAW = ROOT.parent / "shared" / "data" / "dsir" / "raw_docs.jsonl.gz"
+WORD = re.compile(r"\w+")
+
+
+def source_statistics():
+    counts, lengths = Counter(), []
+    with gzip.open(RAW, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            words = WORD.findall(json.loads(line)["text"].lower())
+            counts.update(words)
+            lengths.append(len(words))
+    vocabulary = np.array([w for w, _ in counts.most_common()], dtype=object)
+    frequency = np.array([c for _, c in counts.most_common()], dtype=np.float64)
+    lengths = np.array([n for n in lengths if n > 0])
+    return vocabulary, frequency / frequency.sum(), lengths
+
+
+def synthetic_corpus(n: int, vocabulary, probabilities, lengths, seed: int = 0):
+    """``n`` documents (id, text), generated in chunks: the first m of size n are those of size m."""
+    rng = np.random.default_rng(seed)
+    cumulative = np.cumsum(probabilities)
+    docs, chunk = [], 10_000
+    for lo in range(0, n, chunk):
+        sizes = rng.choice(lengths, min(chunk, n - lo))
+        words = np.searchsorted(cumulative, rng.random(int(sizes.sum())) * cumulative[-1]).clip(0, len(vocabulary) - 1)
+        tokens = vocabulary[words].tolist()
+        ends = np.cumsum(sizes).tolist()
+        start = 0
+        for i, end in enumerate(ends):
+            docs.append((f"d{lo + i}", " ".join(tokens[start:end])))
+            start = end
+    return docs
+
+
+def synthetic_queries(vocabulary, probabilities, n: int = 500, seed: int = 1) -> list[str]:
+    rng = np.random.default_rng(seed)
+    p = probabilities[200:] / probabilities[200:].sum()
+    return [" ".join(rng.choice(vocabulary[200:], 3, p=p)) for _ in range(n)]
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def salience_bm25(docs, queries, work: Path, n_jobs: int = 1, executor: str = "local"):
+    records = [{"id": i, "text": t} for i, t in docs]
+    start = time.perf_counter()
+    engine = BM25(fields=("text",), store_documents=False).index(records, n_jobs=n_jobs, executor=executor)
+    index_s = time.perf_counter() - start
+    del records
+    folder = work / f"salience-{n_jobs}-{executor}"
+    engine.save(folder)
+    size = folder_bytes(folder)
+    shutil.rmtree(folder)
+    engine.search_batch(queries[:5], k=10)
+    start = time.perf_counter()
+    results = engine.search_batch(queries, k=10, n_jobs=1)
+    qps = len(queries) / (time.perf_counter() - start)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results]}
+
+
+def bm25s_index(docs, queries, work: Path):
+    import bm25s
+    import Stemmer
+
+    stemmer = Stemmer.Stemmer("english")
+    start = time.perf_counter()
+    engine = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
+    engine.index(bm25s.tokenize([t for _, t in docs], stopwords="en", stemmer=stemmer, show_progress=False),
+                 show_progress=False)
+    index_s = time.perf_counter() - start
+    ids = np.array([i for i, _ in docs], dtype=object)
+    folder = work / "bm25s"
+    engine.save(str(folder))
+    size = folder_bytes(folder)
+    shutil.rmtree(folder)
+    engine.retrieve(bm25s.tokenize(queries[:5], stopwords="en", stemmer=stemmer, show_progress=False), k=10,
+                    show_progress=False, n_threads=1)
+    start = time.perf_counter()
+    found, _ = engine.retrieve(bm25s.tokenize(queries, stopwords="en", stemmer=stemmer, show_progress=False),
+                               corpus=ids, k=10, show_progress=False, n_threads=1)
+    qps = len(queries) / (time.perf_counter() - start)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [list(row) for row in found]}
+
+
+def dense_index(docs, queries, work: Path):
+    from salience.search import Dense
+
+    start = time.perf_counter()
+    engine = Dense(fields=("text",), store_documents=False).index([{"id": i, "text": t} for i, t in docs])
+    index_s = time.perf_counter() - start
+    folder = work / "dense"
+    engine.save(folder)
+    size = folder_bytes(folder)
+    shutil.rmtree(folder)
+    start = time.perf_counter()
+    engine.search_batch(queries, k=10)
+    qps = len(queries) / (time.perf_counter() - start)
+    return {"index_s": index_s, "bytes": size, "qps": qps}
+
+
+def overlap(a: list[list], b: list[list]) -> float:
+    return float(np.mean([len(set(x) & set(y)) / max(len(x), 1) for x, y in zip(a, b)]))
+
+
+def run(sizes: list[int], dense_max: int, ray_size: int) -> list[dict]:
+    vocabulary, probabilities, lengths = source_statistics()
+    print(f"  source: {len(vocabulary):,} words, mean length {lengths.mean():.0f}", file=sys.stderr, flush=True)
+    queries = synthetic_queries(vocabulary, probabilities)
+    corpus = synthetic_corpus(max(sizes), vocabulary, probabilities, lengths)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for n in sizes:
+            docs = corpus[:n]
+            words = sum(t.count(" ") + 1 for _, t in docs)
+            ours = salience_bm25(docs, queries, work)
+            row = {"n": n, "words": words, "salience": ours}
+            parallel = salience_bm25(docs, queries, work, n_jobs=2)
+            row["salience_2"] = {**parallel, "same": parallel["top"] == ours["top"]}
+            if n <= ray_size:
+                try:
+                    import ray
+
+                    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+                    try:
+                        remote = salience_bm25(docs, queries, work, n_jobs=2, executor="ray")
+                    finally:
+                        ray.shutdown()
+                    row["salience_ray"] = {**remote, "same": remote["top"] == ours["top"]}
+                except ImportError:
+                    print("skipping Ray: not installed (pip install 'salience[ray]')", file=sys.stderr)
+            theirs = bm25s_index(docs, queries, work)
+            row["bm25s"] = theirs
+            row["overlap"] = overlap(ours["top"], theirs["top"])
+            if n <= dense_max:
+                row["dense"] = dense_index(docs, queries, work)
+            row["rss_mb"] = rss_mb()
+            rows.append(row)
+            print(f"  {n:>9,} docs: salience index {ours['index_s']:.1f} s ({parallel['index_s']:.1f} s with 2 "
+                  f"processes), {ours['qps']:.0f} q/s, {ours['bytes'] / n:.0f} B/doc; bm25s {theirs['index_s']:.1f} s, "
+                  f"{theirs['qps']:.0f} q/s, {theirs['bytes'] / n:.0f} B/doc", file=sys.stderr, flush=True)
+    return rows
+
+
+def render(rows: list[dict], command: str, seconds: float) -> str:
+    import bm25s
+
+    lines = ["## Scale: BM25 and dense indexes on a growing synthetic corpus (`bench/scale.py`)", "",
+             f"Command: `{command}`", "",
+             "Documents drawn from the words, word frequencies and document lengths of "
+             "`../shared/data/dsir/raw_docs.jsonl.gz` (36,155 documents, mean 328 words); 500 three-word queries. "
+             f"salience BM25 (Lucene, text field, no stored documents) against bm25s {bm25s.__version__} (Lucene, "
+             "English stop words and stemmer), one thread each for queries (k=10). Index time: wall seconds from "
+             "texts to a searchable index (tokenizing included). Bytes per document: the saved index folder. Same "
+             "results: the top 10 of every query equal to salience's one-process index.", "",
+             "| documents | words | system | index s | docs/s | bytes/doc | queries/s | q/s vs bm25s | same results |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        n = r["n"]
+        entries = [("salience BM25", r["salience"], ""), ("salience BM25, 2 processes", r["salience_2"], None)]
+        if "salience_ray" in r:
+            entries.append(("salience BM25, 2 Ray tasks", r["salience_ray"], None))
+        entries.append((f"bm25s (top-10 overlap with salience {r['overlap']:.3f})", r["bm25s"], ""))
+        if "dense" in r:
+            entries.append(("salience Dense (MiniLM, ONNX Runtime)", r["dense"], ""))
+        for name, e, same in entries:
+            same = ("yes" if e["same"] else "no") if same is None else ""
+            ratio = e["qps"] / r["bm25s"]["qps"] if not name.startswith("bm25s") else 1.0
+            lines.append(f"| {n:,} | {r['words']:,} | {name} | {e['index_s']:.1f} | {n / e['index_s']:,.0f} | "
+                         f"{e['bytes'] / n:,.0f} | {e['qps']:,.0f} | {ratio:.2f}x | {same} |")
+    lines += ["", f"Peak resident memory of the run: {max(r['rss_mb'] for r in rows):,.0f} MB. Whole run: "
+              f"{seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", default="10000,100000,1000000")
+    parser.add_argument("--dense-max", type=int, default=10000, help="largest size indexed densely")
+    parser.add_argument("--ray-size", type=int, default=10000, help="largest size also indexed with Ray")
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not RAW.exists():
+        print(f"skipping: {RAW} is absent (the shared evaluation data)", file=sys.stderr)
+        return 0
+    started = time.perf_counter()
+    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size)
+    command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    section = render(rows, command.strip(), time.perf_counter() - started)
+    print(section)
+    if args.write:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from search import write_section
+
+        write_section(args.write, section, marker="bench/scale.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,127 @@
+"""Reranking a first-stage ranking with a costly judge through the core's sorting algorithms.
+
+``rerank(query, candidates, judge, texts, algorithm=...)`` reorders the top ``depth`` of a
+ranking and keeps the rest below them in their first-stage order; :func:`rerank_run` does it
+for every query of a :class:`~salience.Run`. The algorithms (``RERANK_ALGORITHMS``):
+
+* ``score``: one score per passage (pointwise, qlm, icr judges), sorted; with ``interpolate=w``
+  the judge's and the first stage's per-query z-scores are mixed, ``(1 - w) first + w judge``
+  (the core's weighted-sum fusion);
+* ``sliding``: RankGPT's sliding window of a listwise judge (``window``, ``stride``, default half
+  the window);
+* ``setwise``: the judge picks the best of small sets (``set_size``), top ``k``;
+* ``prp``: pairwise ranking prompting by heapsort, top ``k``, each pair asked in both orders;
+* ``allpairs``: every pair in both orders, ranked by wins;
+* ``jointrank``: overlapping blocks ranked independently, aggregated.
+
+A scoring judge works with every algorithm (its pairs and lists are derived from its scores);
+a pairwise judge with ``prp`` and ``allpairs``; a listwise judge with ``sliding``, ``setwise``
+and ``jointrank``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from salience.core.scores import Scores
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["rerank", "rerank_run", "RERANK_ALGORITHMS"]
+
+RERANK_ALGORITHMS = ("score", "sliding", "setwise", "prp", "allpairs", "jointrank")
+_PAIRWISE = ("prp", "allpairs")
+_LISTWISE = ("sliding", "setwise", "jointrank")
+
+
+def default_algorithm(method: str) -> str:
+    """The natural algorithm for a judge method: scores sorted, PRP for pairs, a sliding window for lists."""
+    return {"pairwise": "prp", "listwise": "sliding"}.get(method, "score")
+
+
+def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, algorithm: str | None = None,
+           depth: int = 20, k: int = 10, interpolate: float | None = None, window: int = 20, stride: int | None = None,
+           set_size: int = 4) -> Scores:
+    """``candidates``' top ``depth`` reordered by ``judge`` (an :class:`~salience.search.LMJudge`),
+    the rest kept below in their order. Returned scores decrease down the new order."""
+    from salience.core import sort
+    from salience.core.judges import PairwiseJudge
+
+    method = judge.method
+    algorithm = algorithm or default_algorithm(method)
+    if algorithm not in RERANK_ALGORITHMS:
+        raise InvalidParameterError(f"algorithm must be one of {', '.join(RERANK_ALGORITHMS)}; got {algorithm!r}.")
+    if not isinstance(depth, int) or depth < 1:
+        raise InvalidParameterError(f"depth must be a positive integer; got {depth!r}.")
+    scoring = method in ("pointwise", "qlm", "icr")
+    if (algorithm == "score" and not scoring) or (method == "pairwise" and algorithm not in _PAIRWISE) or (
+            method == "listwise" and algorithm not in _LISTWISE):
+        raise InvalidParameterError(f"the {method} judge cannot drive the {algorithm!r} algorithm: use "
+                                    f"{', '.join(a for a in RERANK_ALGORITHMS if _fits(method, a))}.")
+    if interpolate is not None and (algorithm != "score" or not 0.0 <= interpolate <= 1.0):
+        raise InvalidParameterError(f"interpolate (the judge's weight, 0..1) applies to algorithm='score'; got "
+                                    f"{interpolate!r} with {algorithm!r}.")
+    ranked = candidates.sorted()
+    head, tail = ranked.ids[:depth], ranked.ids[depth:]
+    if not head:
+        return ranked
+    if algorithm == "score":
+        lookup = texts if callable(texts) else texts.__getitem__
+        values = judge.scores(query, [lookup(i) for i in head])
+        if interpolate is not None:  # per-query z-scores (Scores.normalize, as the core's fusion)
+            first = Scores(ranked.values[: len(head)], head).normalize("zscore").values
+            values = (1.0 - interpolate) * first + interpolate * Scores(values, head).normalize("zscore").values
+        order = [head[i] for i in np.argsort(-values, kind="stable")]
+    else:
+        fn = judge.judge(texts)
+        if algorithm in _PAIRWISE:
+            fn = PairwiseJudge(fn.pairwise if scoring else fn, both_orders=True)
+        elif scoring:
+            fn = fn.listwise
+        if algorithm == "sliding":
+            result = sort.sliding_window(head, fn, window=window, stride=stride or max(1, window // 2), query=query)
+        elif algorithm == "setwise":
+            result = sort.setwise_top_k(head, fn, k=min(k, len(head)), set_size=set_size, query=query)
+        elif algorithm == "prp":
+            result = sort.heapsort_top_k(head, fn, k=min(k, len(head)), query=query)
+        elif algorithm == "allpairs":
+            result = sort.allpairs(head, fn, query=query)
+        else:
+            result = sort.jointrank(head, fn, block_size=min(window, len(head)), query=query)
+        order = result.ranked_ids()
+        order += [i for i in head if i not in set(order)]  # top-k algorithms: the rest in first-stage order
+    ids = order + list(tail)
+    return Scores(np.arange(len(ids), 0, -1, dtype=np.float64), ids)
+
+
+def _fits(method: str, algorithm: str) -> bool:
+    if method == "pairwise":
+        return algorithm in _PAIRWISE
+    if method == "listwise":
+        return algorithm in _LISTWISE
+    return True
+
+
+def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable, *, progress: bool = False,
+               **options):
+    """Every query of ``run`` reranked (see :func:`rerank`); returns ``(Run, seconds per query)``.
+    A query id of the run missing from ``queries`` is an error naming it."""
+    from salience.core.run import Run, as_run
+
+    run = as_run(run)
+    missing = [q for q in run if q not in queries]
+    if missing:
+        raise InvalidParameterError(f"the run ranks {len(missing)} queries with no text, e.g. {missing[0]!r}: pass "
+                                    "the queries file the run was made from.")
+    subjects: Sequence = list(run)
+    if progress:
+        from tqdm.auto import tqdm
+
+        subjects = tqdm(subjects, desc="rerank", unit="query")
+    out, start = {}, time.perf_counter()
+    for q in subjects:
+        out[q] = rerank(queries[q], run[q], judge, texts, **options)
+    seconds = (time.perf_counter() - start) / max(len(run), 1)
+    return Run(out, name=f"{run.name}+{judge.method}"), seconds
