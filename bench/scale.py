@@ -10,9 +10,9 @@ distribution less its 200 most frequent words.
 At each size: index time (wall), bytes per document of the saved index (the folder's files),
 queries/s (k=10, one thread each: salience ``search_batch(n_jobs=1)``, bm25s
 ``retrieve(n_threads=1)``; queries tokenized inside the timing for both), and the overlap of
-the two engines' top 10. salience also indexes with its shards tokenized by 2 worker processes
-(``n_jobs=2``) and, at the smallest size, by 2 Ray tasks (``executor="ray"``), each checked to
-return exactly the one-process results. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
+the two engines' top 10. salience also indexes with its shards tokenized (dense: encoded) by 2
+worker processes (``n_jobs=2``) and, at the smallest size, by 2 Ray tasks (``executor="ray"``),
+each checked to return exactly the one-process results. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
 as ``--dense-max`` allows: its encoding, at a few hundred documents per second on 2 cores, is
 what bounds it.
 
@@ -130,20 +130,21 @@ def bm25s_index(docs, queries, work: Path):
     return {"index_s": index_s, "bytes": size, "qps": qps, "top": [list(row) for row in found]}
 
 
-def dense_index(docs, queries, work: Path):
+def dense_index(docs, queries, work: Path, n_jobs: int = 1):
     from salience.search import Dense
 
     start = time.perf_counter()
-    engine = Dense(fields=("text",), store_documents=False).index([{"id": i, "text": t} for i, t in docs])
+    engine = Dense(fields=("text",), store_documents=False).index([{"id": i, "text": t} for i, t in docs],
+                                                                  n_jobs=n_jobs)
     index_s = time.perf_counter() - start
     folder = work / "dense"
     engine.save(folder)
     size = folder_bytes(folder)
     shutil.rmtree(folder)
     start = time.perf_counter()
-    engine.search_batch(queries, k=10)
+    results = engine.search_batch(queries, k=10)
     qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps}
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results]}
 
 
 def overlap(a: list[list], b: list[list]) -> float:
@@ -182,6 +183,8 @@ def run(sizes: list[int], dense_max: int, ray_size: int) -> list[dict]:
             row["overlap"] = overlap(ours["top"], theirs["top"])
             if n <= dense_max:
                 row["dense"] = dense_index(docs, queries, work)
+                two = dense_index(docs, queries, work, n_jobs=2)
+                row["dense_2"] = {**two, "same": two["top"] == row["dense"]["top"]}
             row["rss_mb"] = rss_mb()
             rows.append(row)
             print(f"  {n:>9,} docs: salience index {ours['index_s']:.1f} s ({parallel['index_s']:.1f} s with 2 "
@@ -211,11 +214,12 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
         entries.append((f"bm25s (top-10 overlap with salience {r['overlap']:.3f})", r["bm25s"], ""))
         if "dense" in r:
             entries.append(("salience Dense (MiniLM, ONNX Runtime)", r["dense"], ""))
+            entries.append(("salience Dense, 2 processes (1 thread each)", r["dense_2"], None))
         for name, e, same in entries:
             same = ("yes" if e["same"] else "no") if same is None else ""
-            ratio = e["qps"] / r["bm25s"]["qps"] if not name.startswith("bm25s") else 1.0
+            ratio = f"{e['qps'] / r['bm25s']['qps']:.2f}x" if name.startswith("salience BM25") else ""
             lines.append(f"| {n:,} | {r['words']:,} | {name} | {e['index_s']:.1f} | {n / e['index_s']:,.0f} | "
-                         f"{e['bytes'] / n:,.0f} | {e['qps']:,.0f} | {ratio:.2f}x | {same} |")
+                         f"{e['bytes'] / n:,.0f} | {e['qps']:,.0f} | {ratio} | {same} |")
     lines += ["", f"Peak resident memory of the run: {max(r['rss_mb'] for r in rows):,.0f} MB. Whole run: "
               f"{seconds:.0f} s.", ""]
     return "\n".join(lines)

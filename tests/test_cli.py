@@ -35,7 +35,7 @@ def test_index_query_add_delete_merge(tmp_path, corpus, capsys):
     assert [r["id"] for r in json.loads(capsys.readouterr().out)["results"]] == ["c"]
     more = tmp_path / "more.jsonl"
     more.write_text(json.dumps({"_id": "d", "text": "heat heat heat"}) + "\n")
-    assert main(["search", "add", str(out), str(more)]) == 0
+    assert main(["search", "add", str(out), str(more), "--n-jobs", "2"]) == 0  # tokenized by worker processes
     assert main(["search", "delete", str(out), "a"]) == 0
     capsys.readouterr()
     assert main(["search", "query", str(out), "heat", "--json"]) == 0

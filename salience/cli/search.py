@@ -55,6 +55,14 @@ def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None
                        help="run the encoder with ONNX Runtime (when installed: auto) or torch")
 
 
+def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
+    from salience.parallel import EXECUTORS
+
+    add_n_jobs(parser)
+    parser.add_argument("--executor", default="local", choices=EXECUTORS,
+                        help="with --n-jobs: tokenize / encode shards in local processes or Ray tasks (default local)")
+
+
 def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("fusion, with --hybrid")
     group.add_argument("--fusion", choices=("minmax", "zscore", "rrf"), default="minmax",
@@ -101,7 +109,8 @@ def _cmd_index(args) -> int:
                       is_own=lambda p: is_own_output(p) or (p.is_dir() and is_dense_folder(p)))
     engine = _make_engine(args)
     start = time.perf_counter()
-    engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error)
+    engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
+               executor=args.executor)
     seconds = time.perf_counter() - start
     engine.save(args.out)
     if args.dense:
@@ -226,7 +235,8 @@ def _cmd_evaluate(args) -> int:
 def _cmd_add(args) -> int:
     engine = load_index(args.index)
     before = engine.n_docs
-    engine.add(args.source, show_progress=show_progress(args), on_error=args.on_error)
+    engine.add(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
+               executor=args.executor)
     engine.commit()
     added = engine.n_docs - before
     emit(args, {"added": added, "documents": engine.n_docs, "segments": engine.n_segments},
@@ -332,6 +342,7 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True, help="index folder to write: new, empty, or an earlier index (replaced atomically)")
     _add_engine_options(p)
     _add_dense_options(p, hybrid=False)
+    _add_parallel_options(p)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_index)
@@ -365,6 +376,7 @@ def add_commands(domains) -> None:
     p = commands.add_parser("add", help="add documents to a saved index as a new segment")
     p.add_argument("index")
     p.add_argument("source")
+    _add_parallel_options(p)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_add)

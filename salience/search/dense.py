@@ -32,6 +32,7 @@ On disk (format ``salience.dense``, version 1)::
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -39,6 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from salience.core.base import Scorer, register
+from salience.core.checks import check_n_jobs
 from salience.core.scores import Scores
 from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError)
 from salience.search.filters import MetadataColumns
@@ -182,19 +184,17 @@ class Dense(Scorer):
                 self._encode = self.encoder
         return self._encode
 
-    def _vectors(self, texts: list[str], progress=None, what: str = "texts") -> np.ndarray:
-        from salience.text.fast_embed import TransformerEncoder
-
-        encoder = self._encoder()
-        before = getattr(encoder, "truncated", 0)
-        if isinstance(encoder, TransformerEncoder):
-            raw = encoder.encode(texts, progress=progress)
+    def _vectors(self, texts: list[str], progress=None, what: str = "texts", n_jobs: int = 1,
+                 executor: str = "local") -> np.ndarray:
+        if n_jobs > 1 or executor != "local":
+            raw, truncated = self._encode_in_parallel(texts, progress, n_jobs, executor)
         else:
-            raw = encoder(texts)
-            if progress is not None:
-                progress.update(len(texts))
+            encoder = self._encoder()
+            before = getattr(encoder, "truncated", 0)
+            raw = _run_encoder(encoder, texts, progress)
+            truncated = getattr(encoder, "truncated", 0) - before
         if what == "documents":
-            self.truncated_documents += getattr(encoder, "truncated", 0) - before
+            self.truncated_documents += truncated
         vectors = np.asarray(raw, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
             raise ShapeError(f"encoder {self.encoder_name!r} returned shape {vectors.shape} for {len(texts)} {what}; "
@@ -207,29 +207,54 @@ class Dense(Scorer):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms > 0, norms, 1.0)
 
+    def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor: str) -> tuple[np.ndarray, int]:
+        """Shards of ``texts`` encoded by worker processes or Ray tasks, each loading the encoder
+        once (a callable encoder must be picklable); the vectors in order, and the truncations."""
+        from salience.parallel import make_executor
+
+        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
+        size = max(1, math.ceil(len(texts) / (4 * n_jobs)))
+        shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
+        runner = make_executor(executor, n_jobs)
+        parts, truncated = [], 0
+        try:
+            for lo in range(0, len(shards), 2 * n_jobs):  # in order, a few shards in flight
+                for vectors, cut in runner.map(_encode_shard, shards[lo : lo + 2 * n_jobs]):
+                    parts.append(np.asarray(vectors, dtype=np.float32))
+                    truncated += cut
+                    if progress is not None:
+                        progress.update(len(vectors))
+        finally:
+            runner.close()
+        return np.concatenate(parts), truncated
+
     def _text(self, doc: Document) -> str:
         return " ".join(doc.fields.get(name, "") for name in self.fields if doc.fields.get(name)).strip()
 
     # ------------------------------------------------------------------------------------
     # indexing
-    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "Dense":
-        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder)."""
+    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
+            executor: str = "local") -> "Dense":
+        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
+        ``n_jobs`` > 1 encodes shards in that many worker processes (``executor="local"``) or Ray
+        tasks (``executor="ray"``), each with one torch thread; the vectors are the same."""
         self._reset()
         docs = list(iter_documents(documents, self.fields, on_error))
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
-        self._append_segment(docs, show_progress)
+        self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
         return self
 
     index = fit
 
-    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise") -> "Dense":
+    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
+            executor: str = "local") -> "Dense":
         """Add documents as a new segment; on a saved index, :meth:`commit` writes it."""
         if self._dimension is None:
-            return self.fit(documents, show_progress=show_progress, on_error=on_error)
+            return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
         docs = list(iter_documents(documents, self.fields, on_error))
         if docs:
-            self._append_segment(docs, show_progress)
+            self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
         return self
 
     def delete(self, ids: Iterable[str] | str) -> "Dense":
@@ -247,7 +272,8 @@ class Dense(Scorer):
             self._pos.pop(doc_id, None)
         return self
 
-    def _append_segment(self, docs: list[Document], show_progress: bool) -> None:
+    def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
+                        executor: str = "local") -> None:
         from salience.parallel import progress_bar
 
         seen: set[str] = set()
@@ -256,7 +282,7 @@ class Dense(Scorer):
                 raise IdMismatchError(f"duplicate document id {doc.id!r}; every document needs a unique id.")
             seen.add(doc.id)
         with progress_bar(len(docs), "encoding", show_progress, unit="doc") as bar:
-            vectors = self._vectors([self._text(d) for d in docs], bar, "documents")
+            vectors = self._vectors([self._text(d) for d in docs], bar, "documents", n_jobs, executor)
         self._dimension = vectors.shape[1]
         start = len(self._ids)
         self._blocks.append(vectors)
@@ -492,6 +518,37 @@ def is_dense_folder(path: Path) -> bool:
         return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
     except (OSError, ValueError, AttributeError):
         return False
+
+
+def _run_encoder(encoder, texts: list[str], progress=None):
+    from salience.text.fast_embed import TransformerEncoder
+
+    if isinstance(encoder, TransformerEncoder):
+        return encoder.encode(texts, progress=progress)
+    raw = encoder(texts)
+    if progress is not None:
+        progress.update(len(texts))
+    return raw
+
+
+_WORKER_ENCODERS: dict = {}
+
+
+def _encode_shard(args) -> tuple[np.ndarray, int]:
+    """A worker's job: one shard of texts encoded (the encoder loaded once per worker, one torch
+    thread: the workers share the cores)."""
+    (encoder, quantize, batch_tokens, backend), texts = args
+    if isinstance(encoder, str):
+        key = (encoder, quantize, batch_tokens, backend)
+        if key not in _WORKER_ENCODERS:
+            from salience.text.fast_embed import TransformerEncoder
+
+            _WORKER_ENCODERS[key] = TransformerEncoder(encoder, quantize=quantize, batch_tokens=batch_tokens,
+                                                       backend=backend, threads=1)
+        encoder = _WORKER_ENCODERS[key]
+    before = getattr(encoder, "truncated", 0)
+    vectors = np.asarray(_run_encoder(encoder, texts), dtype=np.float32)
+    return vectors, getattr(encoder, "truncated", 0) - before
 
 
 def _write_segment(index: Dense, folder: Path, start: int, stop: int) -> dict:

