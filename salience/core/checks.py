@@ -7,7 +7,7 @@ import os
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["check_k", "check_n_jobs"]
+__all__ = ["check_k", "check_n_jobs", "require_torch"]
 
 
 def check_k(k: object, name: str = "k") -> int:
@@ -24,3 +24,15 @@ def check_n_jobs(n_jobs: object) -> int:
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0 or n_jobs < -1:
         raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (one per core); got {n_jobs!r}.")
     return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+
+
+def require_torch(purpose: str):
+    """The torch module, or an error naming the extra to install for ``purpose``."""
+    try:
+        import torch
+    except ImportError:
+        from salience.exceptions import MissingDependencyError
+
+        raise MissingDependencyError(f"{purpose} needs torch: pip install 'salience[torch]' (the CPU build: pip "
+                                     "install torch==2.13.0)") from None
+    return torch

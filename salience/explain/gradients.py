@@ -26,8 +26,10 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.checks import require_torch
+
 from salience.core.base import register
-from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.shapley import Explainer
 
@@ -37,12 +39,7 @@ RULES = ("gausslegendre", "riemann_trapezoid", "riemann_left", "riemann_right", 
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError:
-        raise MissingDependencyError("Gradient attribution needs torch: pip install 'salience[torch]' "
-                                     "(the CPU build: pip install torch==2.13.0)") from None
-    return torch
+    return require_torch("Gradient attribution")
 
 
 def _rule(name: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:

