@@ -75,6 +75,9 @@ def _run(method, scorer):
         rows = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
+    if family == "compress":
+        weights = np.array([[1.0, -2.0, 0.5], [0.3, 4.0, -1.0]])
+        return [scorer.score(weights)], scorer.score_batch([weights]), None
     raise AssertionError(f"no contract probe for family {family!r}")
 
 
@@ -143,6 +146,8 @@ _OPTIONS = {
     ("explain", "rise"): {"model": _explained_model, "image_shape": (1, 3), "grid": 2},
     ("explain", "deeplift"): _sequential_model,
     **{("explain", name): {"model": _attention_model} for name in ATTENTION_METHODS},
+    ("compress", "wanda"): {"options": {"input_norms": np.array([1.0, 2.0, 3.0])}},
+    ("compress", "taylor"): {"options": {"gradient": np.array([[0.5, 1.0, -1.0], [2.0, 0.0, 1.0]])}},
 }
 
 METHODS = registered()
@@ -155,7 +160,7 @@ def family_of(method) -> str:
 
 def test_every_family_has_methods():
     assert {m.family for m in METHODS} == {"search", "keywords", "summarize", "data", "fusion", "aggregate", "sort", "select",
-                                           "explain"}
+                                           "explain", "compress"}
     assert len(METHODS) >= 45
 
 
@@ -211,6 +216,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(Scores([2.0]), **bad)
         elif family == "explain":
             scorer.score([1.0, float("nan"), 2.0])
+        elif family == "compress":
+            scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix
     assert str(caught.value)
 
 
