@@ -24,11 +24,11 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from salience.cli import data, explain, methods, rank, search, text
+    from salience.cli import compress, data, explain, methods, rank, search, text
 
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
-    for module in (search, rank, text, data, explain, methods):
+    for module in (search, rank, text, data, explain, compress, methods):
         module.add_commands(domains)
     return parser
 

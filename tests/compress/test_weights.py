@@ -147,3 +147,35 @@ def test_bad_input():
         prune(model, method="random", sparsity=0.5)
     with pytest.raises(InvalidParameterError, match="fewer than one window"):
         perplexity(model, [1, 2, 3], seqlen=16)
+
+
+def test_prune_and_eval_commands(tmp_path, capsys):
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from salience.cli import main
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    tiny_llama().save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    rng = np.random.default_rng(0)
+    (tmp_path / "calib.txt").write_text(" ".join(f"w{i}" for i in rng.integers(0, 63, 400)))
+    args = ["compress", "prune", str(tmp_path / "model"), "--method", "wanda", "--sparsity", "0.5", "--calib",
+            str(tmp_path / "calib.txt"), "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "pruned"), "--json"]
+    assert main(args) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["sparsity"] == pytest.approx(0.5) and len(result["layers"]) == 14
+    assert main(args) == 0  # an earlier output is replaced
+    capsys.readouterr()
+    assert main(["compress", "eval", str(tmp_path / "pruned"), "--data", str(tmp_path / "calib.txt"), "--seqlen", "16",
+                 "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["sparsity"] == pytest.approx(0.5) and evaluated["perplexity"] > 1
+    # the output may not be the model folder itself
+    assert main(args[:-3] + ["--out", str(tmp_path / "model")]) == 2
+    assert main(["compress", "prune", str(tmp_path / "model"), "--method", "magnitude", "--pattern", "2:5", "--out",
+                 str(tmp_path / "x")]) == 2
+    assert "divisible by 5" in capsys.readouterr().err

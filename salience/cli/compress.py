@@ -1,0 +1,89 @@
+"""``salience compress``: prune a causal language model by weight importance, measure its perplexity."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from salience.cli._common import add_output_options, emit, positive_int, read_text
+from salience.exceptions import InvalidParameterError
+from salience.io.files import atomic_directory, check_output_path
+
+PRUNE_CHOICES = ("magnitude", "wanda", "lamp", "taylor", "sparsegpt")
+
+
+def _token_ids(tokenizer, path: str) -> list[int]:
+    text = read_text(path, "raise")
+    if not text.strip():
+        raise InvalidParameterError(f"{path} holds no text.")
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def _is_pruned_model(path: Path) -> bool:
+    """An existing folder is this command's earlier output when it holds its report."""
+    return path.is_dir() and (path / "salience-prune.json").is_file()
+
+
+def _cmd_prune(args) -> int:
+    from salience.compress import calibration_windows, prune
+    from salience.explain.lm import load_causal_lm
+
+    check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
+                      is_own=_is_pruned_model)
+    model, tokenizer = load_causal_lm(args.model)
+    windows = None
+    if args.calib:
+        windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
+                                      seed=args.seed)
+    report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
+                   group=args.group, calibration=windows, sequential=args.sequential)
+    result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
+              "seconds": report.seconds, "layers": report.layers, "out": args.out}
+    with atomic_directory(args.out) as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    emit(args, result, report.table() + f"\n-> {args.out}")
+    return 0
+
+
+def _cmd_eval(args) -> int:
+    from salience.compress import perplexity, sparsity_of
+    from salience.explain.lm import load_causal_lm
+
+    model, tokenizer = load_causal_lm(args.model)
+    value = perplexity(model, _token_ids(tokenizer, args.data), seqlen=args.seqlen, max_windows=args.windows)
+    result = {"model": args.model, "perplexity": value, "seqlen": args.seqlen, "sparsity": sparsity_of(model)}
+    emit(args, result, f"perplexity {value:.3f} (windows of {args.seqlen} tokens; sparsity {result['sparsity']:.3f})")
+    return 0
+
+
+def add_commands(domains) -> None:
+    compress = domains.add_parser("compress", help="prune a language model by importance; measure it")
+    commands = compress.add_subparsers(dest="command", required=True)
+
+    p = commands.add_parser("prune", help="zero the least important weights of the decoder's linear layers")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--method", choices=PRUNE_CHOICES, default="wanda")
+    p.add_argument("--sparsity", type=float, default=0.5, help="fraction of weights removed, in [0, 1) (default 0.5)")
+    p.add_argument("--pattern", default=None, help="N:M semi-structured sparsity, e.g. 2:4 (instead of --sparsity)")
+    p.add_argument("--group", choices=("row", "layer", "global"), default=None,
+                   help="comparison group (default: row for wanda/sparsegpt, layer for magnitude/taylor, global for "
+                        "lamp)")
+    p.add_argument("--calib", default=None, help="calibration text file (wanda, taylor, sparsegpt)")
+    p.add_argument("--samples", type=positive_int, default=32, help="calibration windows (default 32)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--sequential", action="store_true",
+                   help="calibrate each decoder block on the outputs of the blocks already pruned")
+    p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_prune)
+
+    p = commands.add_parser("eval", help="perplexity on fixed, non-overlapping windows of a text file")
+    p.add_argument("model")
+    p.add_argument("--data", required=True, help="evaluation text file")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--windows", type=positive_int, default=None, help="at most this many windows (default all)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_eval)
