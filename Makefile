@@ -64,6 +64,9 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python
 	$(BIN)/python bench/neural.py --write BENCHMARKS.md
 	$(BIN)/python bench/pack.py --write BENCHMARKS.md
 	$(BIN)/python bench/ann.py --write BENCHMARKS.md
+	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
+	$(BIN)/python bench/scale.py --write BENCHMARKS.md
+	$(BIN)/python bench/compress.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 

