@@ -27,7 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from salience.compress import calibration_windows, perplexity, prunable_linears, prune, stdlib_docstrings  # noqa: E402
+from salience.compress import (calibration_windows, drop_least_important, perplexity, prunable_linears, prune,  # noqa: E402
+                               stdlib_docstrings)
 from salience.explain.lm import load_causal_lm  # noqa: E402
 
 CONFIGS = [
@@ -60,6 +61,20 @@ def torch_prune_masks(model, global_: bool):
     return masks, seconds
 
 
+def tokens_per_second(model, ids, seqlen: int, windows: int = 4) -> float:
+    """Forward-pass throughput over a few windows (best of 2)."""
+    import torch
+
+    batch = torch.as_tensor([ids[i * seqlen : (i + 1) * seqlen] for i in range(windows)])
+    best = float("inf")
+    with torch.no_grad():
+        for _ in range(2):
+            start = time.perf_counter()
+            model(input_ids=batch, use_cache=False)
+            best = min(best, time.perf_counter() - start)
+    return batch.numel() / best
+
+
 def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
     import torch
 
@@ -88,6 +103,18 @@ def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
         print(f"  {label:<32} perplexity {value:8.2f}  sparsity {report.sparsity:.4f}  {report.seconds['total']:.1f} s",
               file=sys.stderr, flush=True)
         del model
+    layer_rows = []
+    dense_speed = tokens_per_second(dense, evaluation_ids, seqlen)
+    for method, calib in (("block_influence", windows[:16]), ("perplexity_change", windows[:8])):
+        model = copy.deepcopy(dense)
+        start = time.perf_counter()
+        removed, _ = drop_least_important(model, 6, calib, method=method)
+        took = time.perf_counter() - start
+        value = perplexity(model, evaluation_ids, seqlen=seqlen, max_windows=n_eval_windows)
+        layer_rows.append({"method": method, "removed": removed, "perplexity": value, "seconds": took,
+                           "speed": tokens_per_second(model, evaluation_ids, seqlen) / dense_speed})
+        print(f"  layers by {method}: removed {removed}, perplexity {value:.2f}", file=sys.stderr, flush=True)
+        del model
     comparisons = []
     for group, global_ in (("layer", False), ("global", True)):
         model = copy.deepcopy(dense)
@@ -97,7 +124,7 @@ def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
         comparisons.append({"group": group, "torch_s": seconds, "ours_s": our_seconds, "differing": differing,
                             "weights": sum(m.size for m in ours.values())})
         del model
-    return {"rows": rows, "masks": comparisons, "eval_tokens": n_eval_windows * seqlen, "samples": samples,
+    return {"rows": rows, "masks": comparisons, "layers": layer_rows, "eval_tokens": n_eval_windows * seqlen, "samples": samples,
             "seqlen": seqlen}
 
 
@@ -126,6 +153,13 @@ def render(result: dict, command: str, seconds: float) -> str:
     for c in result["masks"]:
         lines.append(f"| {c['group']} | {c['weights']:,} | {c['differing']:,} | {c['ours_s']:.2f} | {c['torch_s']:.2f} | "
                      f"{c['torch_s'] / c['ours_s']:.1f}x |")
+    lines += ["", "Removing 6 of the 30 decoder layers (physically), the 6 least important by each criterion "
+              "(block influence on 16 calibration windows; perplexity change on 8). Target (issue 14): perplexity within "
+              "25% of dense.", "", "| criterion | removed layers | perplexity | vs dense | scoring s | forward speed vs "
+              "dense |", "|---|---|---:|---:|---:|---:|"]
+    for r in result["layers"]:
+        lines.append(f"| {r['method']} | {', '.join(map(str, r['removed']))} | {r['perplexity']:.2f} | "
+                     f"{r['perplexity'] / base:.2f}x | {r['seconds']:.1f} | {r['speed']:.2f}x |")
     lines += ["", f"Whole run: {seconds:.0f} s.", ""]
     return "\n".join(lines)
 

@@ -76,6 +76,15 @@ def _run(method, scorer):
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
     if family == "compress":
+        if method.name in ("block_influence", "perplexity_change"):
+            torch = pytest.importorskip("torch")
+            transformers = pytest.importorskip("transformers")
+            torch.manual_seed(0)
+            config = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=3,
+                                              num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+            model = transformers.LlamaForCausalLM(config).eval()
+            windows = np.random.default_rng(0).integers(0, 32, (2, 8))
+            return [scorer.score(model, windows)], scorer.score_batch([(model, windows)]), None
         weights = np.array([[1.0, -2.0, 0.5], [0.3, 4.0, -1.0]])
         return [scorer.score(weights)], scorer.score_batch([weights]), None
     raise AssertionError(f"no contract probe for family {family!r}")
@@ -216,6 +225,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(Scores([2.0]), **bad)
         elif family == "explain":
             scorer.score([1.0, float("nan"), 2.0])
+        elif family == "compress" and method.name in ("block_influence", "perplexity_change"):
+            scorer.score(object(), np.ones((2, 4), dtype=int))  # not a decoder model
         elif family == "compress":
             scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix
     assert str(caught.value)

@@ -47,6 +47,25 @@ def _cmd_prune(args) -> int:
     return 0
 
 
+def _cmd_layers(args) -> int:
+    from salience.compress import calibration_windows, drop_least_important
+    from salience.explain.lm import load_causal_lm
+
+    check_output_path(args.out, [args.model, args.calib], what="model", is_own=_is_pruned_model)
+    model, tokenizer = load_causal_lm(args.model)
+    windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
+                                  seed=args.seed)
+    removed, scores = drop_least_important(model, args.remove, windows, method=args.method)
+    result = {"method": args.method, "removed": removed, "layers_left": model.config.num_hidden_layers,
+              "scores": scores.values.round(6).tolist(), "out": args.out}
+    with atomic_directory(args.out) as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    emit(args, result, f"removed layers {removed} by {args.method}; {model.config.num_hidden_layers} left -> {args.out}")
+    return 0
+
+
 def _cmd_eval(args) -> int:
     from salience.compress import perplexity, sparsity_of
     from salience.explain.lm import load_causal_lm
@@ -79,6 +98,19 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
     add_output_options(p)
     p.set_defaults(func=_cmd_prune)
+
+    p = commands.add_parser("layers", help="remove the least important decoder layers (physically)")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--remove", type=int, required=True, help="how many decoder layers to remove")
+    p.add_argument("--method", choices=("block_influence", "perplexity_change"), default="block_influence",
+                   help="ShortGPT block influence, or the measured perplexity change (default block_influence)")
+    p.add_argument("--calib", required=True, help="calibration text file")
+    p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_layers)
 
     p = commands.add_parser("eval", help="perplexity on fixed, non-overlapping windows of a text file")
     p.add_argument("model")

@@ -2,8 +2,12 @@
 measuring what was lost (``pip install 'salience[torch]' transformers``)."""
 
 from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
+from salience.compress.layers import (LAYER_CRITERIA, LayerImportance, block_influence, drop_least_important,
+                                     perplexity_change, remove_layers)
 from salience.compress.weights import (CRITERIA, PRUNE_METHODS, PruneReport, WeightImportance, calibration_windows,
                                        prunable_linears, prune, sparsity_of, weight_scores)
 
 __all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "calibration_windows", "weight_scores",
-           "sparsity_of", "perplexity", "stdlib_docstrings", "windows", "CRITERIA", "PRUNE_METHODS"]
+           "sparsity_of", "perplexity", "stdlib_docstrings", "windows", "CRITERIA", "PRUNE_METHODS",
+           "LayerImportance", "block_influence", "perplexity_change", "remove_layers", "LAYER_CRITERIA",
+           "drop_least_important"]

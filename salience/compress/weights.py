@@ -348,7 +348,9 @@ def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, b
                       report) -> None:
     """Decoder block by block: each block's linear layers are calibrated on the inputs that the
     already-pruned blocks produce, then pruned."""
-    blocks = _decoder_blocks(model)
+    from salience.compress.layers import decoder_layers
+
+    blocks = list(decoder_layers(model))
     start = time.perf_counter()
     for index, block in enumerate(blocks):
         prefix = f"layers.{index}."
@@ -360,19 +362,6 @@ def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, b
         _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
                       damp, report)
     report.seconds["calibration_and_pruning"] = time.perf_counter() - start
-
-
-def _decoder_blocks(model):
-    for path in ("model.layers", "model.model.layers", "transformer.h"):
-        obj = model
-        try:
-            for part in path.split("."):
-                obj = getattr(obj, part)
-            return list(obj)
-        except AttributeError:
-            continue
-    raise InvalidParameterError(f"{type(model).__name__}: no decoder blocks found (model.layers): sequential "
-                                "calibration needs a LLaMA-style decoder.")
 
 
 def sparsity_of(model) -> float:

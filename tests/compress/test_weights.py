@@ -179,3 +179,44 @@ def test_prune_and_eval_commands(tmp_path, capsys):
     assert main(["compress", "prune", str(tmp_path / "model"), "--method", "magnitude", "--pattern", "2:5", "--out",
                  str(tmp_path / "x")]) == 2
     assert "divisible by 5" in capsys.readouterr().err
+    assert main(["compress", "layers", str(tmp_path / "model"), "--remove", "1", "--calib", str(tmp_path / "calib.txt"),
+                 "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "short"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["layers_left"] == 1 and len(result["removed"]) == 1
+    reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "short")
+    assert len(reloaded.model.layers) == 1
+    assert main(["compress", "layers", str(tmp_path / "model"), "--remove", "2", "--calib", str(tmp_path / "calib.txt"),
+                 "--seqlen", "16", "--out", str(tmp_path / "none")]) == 2
+    assert "within 0..1" in capsys.readouterr().err
+
+
+def test_layer_importance_and_physical_removal():
+    from salience.compress import LayerImportance, block_influence, perplexity_change, remove_layers
+
+    model = tiny_llama()
+    windows = calib(n=4)
+    influence = block_influence(model, windows)
+    # by hand: hooks on each block's input and output
+    seen = {}
+    hooks = [layer.register_forward_hook(lambda m, a, o, i=i: seen.setdefault(i, []).append(
+        1 - torch.nn.functional.cosine_similarity(a[0].double(), (o[0] if isinstance(o, tuple) else o).double(), dim=-1)))
+        for i, layer in enumerate(model.model.layers)]
+    with torch.no_grad():
+        model(input_ids=torch.as_tensor(windows))
+    for h in hooks:
+        h.remove()
+    assert np.allclose(influence.values, [float(torch.cat(seen[i]).mean()) for i in range(2)])
+    change = perplexity_change(model, windows)
+    full = perplexity(model, windows.ravel(), seqlen=16)
+    assert len(model.model.layers) == 2 and model.config.num_hidden_layers == 2  # restored
+    assert LayerImportance(method="perplexity_change").score(model, windows) == change
+    kept = remove_layers(model, [0])
+    assert kept == [1] and len(model.model.layers) == 1 and model.config.num_hidden_layers == 1
+    assert model.model.layers[0].self_attn.layer_idx == 0
+    assert perplexity(model, windows.ravel(), seqlen=16) == pytest.approx(full + change.values[0], rel=1e-9)
+    out = model.generate(torch.as_tensor(windows[:1, :5]), max_new_tokens=3, do_sample=False)  # the cache still works
+    assert out.shape == (1, 8)
+    with pytest.raises(InvalidParameterError, match="cannot remove all 1 layers"):
+        remove_layers(model, [0])
+    with pytest.raises(InvalidParameterError, match="distinct, within 0..0"):
+        remove_layers(model, [3])
