@@ -22,7 +22,7 @@ and ``jointrank``.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -94,7 +94,8 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, 
         else:
             result = sort.jointrank(head, fn, block_size=min(window, len(head)), query=query)
         order = result.ranked_ids()
-        order += [i for i in head if i not in set(order)]  # top-k algorithms: the rest in first-stage order
+        placed = set(order)
+        order += [i for i in head if i not in placed]  # top-k algorithms: the rest in first-stage order
     ids = order + list(tail)
     return Scores(np.arange(len(ids), 0, -1, dtype=np.float64), ids)
 
@@ -118,13 +119,12 @@ def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable
     if missing:
         raise InvalidParameterError(f"the run ranks {len(missing)} queries with no text, e.g. {missing[0]!r}: pass "
                                     "the queries file the run was made from.")
-    subjects: Sequence = list(run)
-    if progress:
-        from tqdm.auto import tqdm
+    from salience.parallel import progress_bar
 
-        subjects = tqdm(subjects, desc="rerank", unit="query")
     out, start = {}, time.perf_counter()
-    for q in subjects:
-        out[q] = rerank(queries[q], run[q], judge, texts, **options)
+    with progress_bar(len(run), "rerank", progress, unit="query") as bar:
+        for q in run:
+            out[q] = rerank(queries[q], run[q], judge, texts, **options)
+            bar.update(1)
     seconds = (time.perf_counter() - start) / max(len(run), 1)
     return Run(out, name=f"{run.name}+{judge.method}"), seconds
