@@ -9,7 +9,8 @@ distribution less its 200 most frequent words.
 
 At each size: index time (wall), bytes per document of the saved index (the folder's files),
 queries/s (k=10, one thread each: salience ``search_batch(n_jobs=1)``, bm25s
-``retrieve(n_threads=1)``; queries tokenized inside the timing for both), and the overlap of
+``retrieve(n_threads=1)``; queries tokenized inside the timing for both; bm25s tokenizes with
+its streaming ``Tokenizer``, English stop words and stemmer), and the overlap of
 the two engines' top 10. salience also indexes with its shards tokenized (dense: encoded) by 2
 worker processes (``n_jobs=2``) and, at the smallest size, by 2 Ray tasks (``executor="ray"``),
 each checked to return exactly the one-process results. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
@@ -107,25 +108,36 @@ def salience_bm25(docs, queries, work: Path, n_jobs: int = 1, executor: str = "l
 
 
 def bm25s_index(docs, queries, work: Path):
+    """bm25s fed through its streaming ``Tokenizer`` a chunk at a time, each document's ids kept
+    as a numpy array: its one-shot ``bm25s.tokenize`` holds every token as a Python int, more
+    memory than this machine has at 10^6 documents."""
     import bm25s
     import Stemmer
+    from bm25s.tokenization import Tokenizer
 
-    stemmer = Stemmer.Stemmer("english")
     start = time.perf_counter()
+    tokenizer = Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+    ids = []
+    for lo in range(0, len(docs), 20_000):
+        chunk = tokenizer.tokenize([t for _, t in docs[lo : lo + 20_000]], update_vocab=True, return_as="ids",
+                                   show_progress=False)
+        ids.extend(np.asarray(row, dtype=np.int32) for row in chunk)
     engine = bm25s.BM25(k1=1.5, b=0.75, method="lucene")
-    engine.index(bm25s.tokenize([t for _, t in docs], stopwords="en", stemmer=stemmer, show_progress=False),
-                 show_progress=False)
+    engine.index((ids, tokenizer.get_vocab_dict()), show_progress=False)
     index_s = time.perf_counter() - start
-    ids = np.array([i for i, _ in docs], dtype=object)
+    del ids
+    doc_ids = np.array([i for i, _ in docs], dtype=object)
     folder = work / "bm25s"
     engine.save(str(folder))
     size = folder_bytes(folder)
     shutil.rmtree(folder)
-    engine.retrieve(bm25s.tokenize(queries[:5], stopwords="en", stemmer=stemmer, show_progress=False), k=10,
-                    show_progress=False, n_threads=1)
+
+    def tokenized(texts):
+        return tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
+
+    engine.retrieve(tokenized(queries[:5]), k=10, show_progress=False, n_threads=1)
     start = time.perf_counter()
-    found, _ = engine.retrieve(bm25s.tokenize(queries, stopwords="en", stemmer=stemmer, show_progress=False),
-                               corpus=ids, k=10, show_progress=False, n_threads=1)
+    found, _ = engine.retrieve(tokenized(queries), corpus=doc_ids, k=10, show_progress=False, n_threads=1)
     qps = len(queries) / (time.perf_counter() - start)
     return {"index_s": index_s, "bytes": size, "qps": qps, "top": [list(row) for row in found]}
 
