@@ -46,11 +46,13 @@ def _exit_with_parent(parent: int) -> None:
 
 
 class LocalExecutor:
-    def __init__(self, n_jobs: int):
+    def __init__(self, n_jobs: int, start_method: str | None = None):
+        import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
-        self.pool = (ProcessPoolExecutor(n_jobs, initializer=_exit_with_parent, initargs=(os.getpid(),))
-                     if n_jobs > 1 else None)
+        context = multiprocessing.get_context(start_method) if start_method else None
+        self.pool = (ProcessPoolExecutor(n_jobs, mp_context=context, initializer=_exit_with_parent,
+                                         initargs=(os.getpid(),)) if n_jobs > 1 else None)
         self.limit = 2 * n_jobs
         self.pending: list = []
 
@@ -136,13 +138,16 @@ class RayExecutor:
         self.drain()
 
 
-def make_executor(name: str, n_jobs: int) -> Executor:
+def make_executor(name: str, n_jobs: int, *, start_method: str | None = None) -> Executor:
     """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
-    re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``."""
+    re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``.
+    ``start_method="spawn"`` starts local workers afresh instead of forking the parent: jobs that
+    run a model need it once the parent has run one (a forked copy of a parent's thread pools
+    can hang)."""
     if name not in EXECUTORS:
         raise unknown_choice("executor", name, EXECUTORS)
     n_jobs = check_n_jobs(n_jobs)
-    return LocalExecutor(n_jobs) if name == "local" else RayExecutor(n_jobs)
+    return LocalExecutor(n_jobs, start_method) if name == "local" else RayExecutor(n_jobs)
 
 
 class _NoProgress:

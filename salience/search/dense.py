@@ -215,7 +215,10 @@ class Dense(Scorer):
         spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
         size = max(1, math.ceil(len(texts) / (4 * n_jobs)))
         shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
-        runner = make_executor(executor, n_jobs)
+        from concurrent.futures.process import BrokenProcessPool
+
+        # fresh worker processes: a forked copy of a parent that has run the model can hang
+        runner = make_executor(executor, n_jobs, start_method="spawn")
         parts, truncated = [], 0
         try:
             for lo in range(0, len(shards), 2 * n_jobs):  # in order, a few shards in flight
@@ -224,8 +227,15 @@ class Dense(Scorer):
                     truncated += cut
                     if progress is not None:
                         progress.update(len(vectors))
+        except BrokenProcessPool:
+            raise InvalidParameterError(
+                "a worker process encoding documents ended abruptly. Workers start afresh and import the main "
+                "script: in a script, run the indexing under `if __name__ == '__main__':` (or use n_jobs=1).") from None
         finally:
-            runner.close()
+            try:
+                runner.close()
+            except BrokenProcessPool:
+                pass
         return np.concatenate(parts), truncated
 
     def _text(self, doc: Document) -> str:
