@@ -77,10 +77,14 @@ def configurations(n: int) -> list[dict]:
         {"method": "listwise", "algorithm": "setwise", "depth": 10, "queries": slow, "options": {"k": 10}},
         {"method": "pairwise", "algorithm": "prp", "depth": 10, "queries": slow, "options": {"k": 5}},
         {"method": "pointwise", "algorithm": "score", "depth": 100, "queries": slow},
+        {"method": "pointwise", "algorithm": "score", "depth": 10, "queries": n, "chat": True},
+        {"method": "qlm", "algorithm": "score", "depth": 10, "queries": n, "chat": True},
+        {"method": "listwise", "algorithm": "sliding", "depth": 20, "queries": n, "options": {"window": 10, "stride": 5},
+         "chat": True},
     ]
 
 
-def run_all(n_queries: int, passage_tokens: int) -> dict:
+def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) -> dict:
     from salience.explain.lm import load_causal_lm
 
     corpus = [json.loads(line) for line in open(DATA / "corpus.jsonl", encoding="utf-8")]
@@ -94,9 +98,13 @@ def run_all(n_queries: int, passage_tokens: int) -> dict:
     model, tokenizer = load_causal_lm("smollm2")
     rows = []
     for config in configurations(len(judged)):
+        if only and not any(word in f"{config['method']} {config['algorithm']} {'chat' if config.get('chat') else ''}"
+                            for word in only):
+            continue
         subset = judged[: config["queries"]]
         judge = (EncoderJudge() if config["method"] == "encoder" else
-                 LMJudge(model, tokenizer=tokenizer, method=config["method"], max_passage_tokens=passage_tokens))
+                 LMJudge(model, tokenizer=tokenizer, method=config["method"], max_passage_tokens=passage_tokens,
+                         chat=config.get("chat", False)))
         options = dict(config.get("options", {}))
         scoring = config["algorithm"] == "score"
         source = _CachedScores(judge) if scoring else judge
@@ -107,7 +115,7 @@ def run_all(n_queries: int, passage_tokens: int) -> dict:
         seconds = (time.perf_counter() - start) / len(subset)
         base = ndcg({q: first[q] for q in subset}, qrels)
         label = ("all-MiniLM-L6-v2 bi-encoder" if config["method"] == "encoder" else f"SmolLM2 {config['method']}") + \
-            f" / {config['algorithm']}"
+            (" (chat template)" if config.get("chat") else "") + f" / {config['algorithm']}"
         option_text = ", ".join(f"{k} {v}" for k, v in options.items())
         row = {"judge": label, "depth": config["depth"], "queries": len(subset), "options": option_text,
                "ndcg": ndcg(run, qrels), "bm25": base, "calls": judge.calls / len(subset), "seconds": seconds}
@@ -158,8 +166,12 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--passage-tokens", type=int, default=64)
+    parser.add_argument("--only", default=None, help="comma-separated words: run only the configurations naming one "
+                        "(e.g. chat); not with --write")
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
+    if args.only and args.write:
+        parser.error("--only runs part of the table: it cannot --write it")
     if not DATA.exists():
         print(f"skipping: {DATA} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
@@ -167,7 +179,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(2)
     started = time.perf_counter()
-    result = run_all(args.queries, args.passage_tokens)
+    result = run_all(args.queries, args.passage_tokens, args.only.split(",") if args.only else None)
     command = "python bench/rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)

@@ -325,7 +325,7 @@ def _cmd_rerank(args) -> int:
         model, tokenizer = load_causal_lm(args.model)
         options = {} if args.layers is None else {"layers": [int(v) for v in args.layers.split(",")]}
         judge = LMJudge(model, tokenizer=tokenizer, method=args.judge, max_passage_tokens=args.max_passage_tokens,
-                        **options)
+                        chat=args.chat, **options)
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
                                    algorithm=args.algorithm, depth=args.depth, k=args.k,
                                    interpolate=args.interpolate, window=args.window, stride=args.stride,
@@ -428,6 +428,7 @@ def add_commands(domains) -> None:
                    help="with algorithm score: mix z-scores, (1 - W) first stage + W judge")
     p.add_argument("--max-passage-tokens", type=positive_int, default=200, help="passages cut to this (default 200)")
     p.add_argument("--layers", default=None, help="icr: comma-separated layer indices (default all)")
+    p.add_argument("--chat", action="store_true", help="send each prompt as a user turn of the model's chat template")
     p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier rerank output")
     p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
     add_output_options(p)

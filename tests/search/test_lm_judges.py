@@ -225,3 +225,23 @@ def test_an_encoder_judge_reranks_by_cosine():
     assert out.ranked_ids()[0] == "b" and judge.calls == 3
     assert rerank("receptor binding proteins", Scores([3.0, 2.0, 1.0], ["a", "c", "b"]), judge, texts, depth=3,
                   interpolate=0.0).ranked_ids() == ["a", "c", "b"]
+
+
+def test_chat_prompts_are_one_user_turn(tiny):
+    model, tok = tiny
+    with pytest.raises(InvalidParameterError, match="chat template"):
+        LMJudge(model, tokenizer=tok, chat=True)
+    tok.chat_template = "{% for m in messages %}Query {{ m['content'] }} .{% endfor %}{% if add_generation_prompt %} Answer :{% endif %}"
+    try:
+        judge = LMJudge(model, tokenizer=tok, chat=True)
+        value = judge.scores("cats", ["dogs bark"])[0]
+        plain = LMJudge(model, tokenizer=tok, chat=True, prefix_cache=False).scores("cats", ["dogs bark"])[0]
+        body = "Query: cats\nPassage: dogs bark\nIs the passage relevant to the query? Answer Yes or No.\nAnswer:"
+        ids = tok.encode(f"Query {body} . Answer :", add_special_tokens=False)
+        last = _next_token_log_probs(model, ids)[-1]
+        yes, no = tok.encode("Yes", add_special_tokens=False)[0], tok.encode("No", add_special_tokens=False)[0]
+        assert value == pytest.approx(float(last[yes] - last[no]), abs=1e-5) and plain == pytest.approx(value, abs=1e-5)
+        order = LMJudge(model, tokenizer=tok, method="listwise", chat=True).rank("cats", ["cats sleep", "fish"])
+        assert sorted(order) == [0, 1]
+    finally:
+        tok.chat_template = None
