@@ -18,11 +18,10 @@ as ``--dense-max`` allows: its encoding, at a few hundred documents per second o
 what bounds it.
 
     python bench/scale.py --write BENCHMARKS.md
-    python bench/scale.py --sizes 10000,100000,1000000
+    python bench/scale.py --sizes 10000,100000
 
-At 10^6 documents the corpus, both engines' indexes and their build-time copies held in one
-process outgrew a 23 GB machine (the kernel killed the run); the default stops at 10^5 until
-each engine is run in a process of its own over a streamed corpus.
+Each engine runs in a process of its own over a corpus file written once (held in one process,
+the corpus and both engines' indexes outgrew a 23 GB machine at 10^6 documents).
 """
 
 from __future__ import annotations
@@ -67,7 +66,7 @@ def synthetic_corpus(n: int, vocabulary, probabilities, lengths, seed: int = 0):
     """``n`` documents (id, text), generated in chunks: the first m of size n are those of size m."""
     rng = np.random.default_rng(seed)
     cumulative = np.cumsum(probabilities)
-    docs, chunk = [], 10_000
+    chunk = 10_000
     for lo in range(0, n, chunk):
         sizes = rng.choice(lengths, min(chunk, n - lo))
         words = np.searchsorted(cumulative, rng.random(int(sizes.sum())) * cumulative[-1]).clip(0, len(vocabulary) - 1)
@@ -75,9 +74,8 @@ def synthetic_corpus(n: int, vocabulary, probabilities, lengths, seed: int = 0):
         ends = np.cumsum(sizes).tolist()
         start = 0
         for i, end in enumerate(ends):
-            docs.append((f"d{lo + i}", " ".join(tokens[start:end])))
+            yield f"d{lo + i}", " ".join(tokens[start:end])
             start = end
-    return docs
 
 
 def synthetic_queries(vocabulary, probabilities, n: int = 500, seed: int = 1) -> list[str]:
@@ -157,6 +155,7 @@ def dense_index(docs, queries, work: Path, n_jobs: int = 1):
     engine.save(folder)
     size = folder_bytes(folder)
     shutil.rmtree(folder)
+    engine.search_batch(queries[:5], k=10)  # the encoder loaded (parallel indexing loads it in the workers only)
     start = time.perf_counter()
     results = engine.search_batch(queries, k=10)
     qps = len(queries) / (time.perf_counter() - start)
@@ -167,45 +166,83 @@ def overlap(a: list[list], b: list[list]) -> float:
     return float(np.mean([len(set(x) & set(y)) / max(len(x), 1) for x, y in zip(a, b)]))
 
 
-def run(sizes: list[int], dense_max: int, ray_size: int) -> list[dict]:
+ENGINES = {"salience": lambda docs, queries, work: salience_bm25(docs, queries, work),
+           "salience_2": lambda docs, queries, work: salience_bm25(docs, queries, work, n_jobs=2),
+           "salience_ray": lambda docs, queries, work: _with_ray(lambda: salience_bm25(docs, queries, work, n_jobs=2,
+                                                                                       executor="ray")),
+           "bm25s": bm25s_index,
+           "dense": lambda docs, queries, work: dense_index(docs, queries, work),
+           "dense_2": lambda docs, queries, work: dense_index(docs, queries, work, n_jobs=2)}
+
+
+def _with_ray(fn):
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        return fn()
+    finally:
+        ray.shutdown()
+
+
+def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path) -> None:
+    """One engine over the first ``n`` documents of a corpus file, in a process of its own (so
+    that no engine's memory adds to another's); its result as JSON."""
+    docs = []
+    with open(corpus, encoding="utf-8") as fh:
+        for line in fh:
+            if len(docs) == n:
+                break
+            record = json.loads(line)
+            docs.append((record["id"], record["text"]))
+    with tempfile.TemporaryDirectory() as tmp:
+        result = ENGINES[engine](docs, json.loads(queries.read_text()), Path(tmp))
+    result["rss_mb"] = rss_mb()
+    out.write_text(json.dumps(result, default=str))
+
+
+def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int) -> list[dict]:
+    import subprocess
+
     vocabulary, probabilities, lengths = source_statistics()
     print(f"  source: {len(vocabulary):,} words, mean length {lengths.mean():.0f}", file=sys.stderr, flush=True)
-    queries = synthetic_queries(vocabulary, probabilities)
-    corpus = synthetic_corpus(max(sizes), vocabulary, probabilities, lengths)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        corpus_file, queries_file = work / "corpus.jsonl", work / "queries.json"
+        queries_file.write_text(json.dumps(synthetic_queries(vocabulary, probabilities)))
+        words = {}
+        with open(corpus_file, "w", encoding="utf-8") as fh:
+            total = 0
+            for i, (doc_id, text) in enumerate(synthetic_corpus(max(sizes), vocabulary, probabilities, lengths)):
+                fh.write(json.dumps({"id": doc_id, "text": text}) + "\n")
+                total += text.count(" ") + 1
+                if i + 1 in sizes:
+                    words[i + 1] = total
         for n in sizes:
-            docs = corpus[:n]
-            words = sum(t.count(" ") + 1 for _, t in docs)
-            ours = salience_bm25(docs, queries, work)
-            row = {"n": n, "words": words, "salience": ours}
-            parallel = salience_bm25(docs, queries, work, n_jobs=2)
-            row["salience_2"] = {**parallel, "same": parallel["top"] == ours["top"]}
-            if n <= ray_size:
-                try:
-                    import ray
-
-                    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-                    try:
-                        remote = salience_bm25(docs, queries, work, n_jobs=2, executor="ray")
-                    finally:
-                        ray.shutdown()
-                    row["salience_ray"] = {**remote, "same": remote["top"] == ours["top"]}
-                except ImportError:
-                    print("skipping Ray: not installed (pip install 'salience[ray]')", file=sys.stderr)
-            theirs = bm25s_index(docs, queries, work)
-            row["bm25s"] = theirs
-            row["overlap"] = overlap(ours["top"], theirs["top"])
-            if n <= dense_max:
-                row["dense"] = dense_index(docs, queries, work)
-                two = dense_index(docs, queries, work, n_jobs=2)
-                row["dense_2"] = {**two, "same": two["top"] == row["dense"]["top"]}
-            row["rss_mb"] = rss_mb()
+            row = {"n": n, "words": words[n]}
+            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + ["bm25s"] + (
+                ["dense"] if n <= dense_max else []) + (["dense_2"] if n <= dense_parallel_max else [])
+            for engine in engines:
+                out = work / f"{engine}-{n}.json"
+                done = subprocess.run([sys.executable, __file__, "--run-engine", engine, "--corpus", str(corpus_file),
+                                       "--n", str(n), "--queries-file", str(queries_file), "--result", str(out)])
+                if done.returncode != 0:
+                    print(f"  {engine} at {n:,} documents failed (exit {done.returncode}): left out", file=sys.stderr)
+                    continue
+                row[engine] = json.loads(out.read_text())
+            for engine, reference in (("salience_2", "salience"), ("salience_ray", "salience"), ("dense_2", "dense")):
+                if engine in row and reference in row:
+                    row[engine]["same"] = row[engine]["top"] == row[reference]["top"]
+            if "salience" in row and "bm25s" in row:
+                row["overlap"] = overlap(row["salience"]["top"], row["bm25s"]["top"])
+            row["rss_mb"] = max(e["rss_mb"] for e in row.values() if isinstance(e, dict))
             rows.append(row)
-            print(f"  {n:>9,} docs: salience index {ours['index_s']:.1f} s ({parallel['index_s']:.1f} s with 2 "
-                  f"processes), {ours['qps']:.0f} q/s, {ours['bytes'] / n:.0f} B/doc; bm25s {theirs['index_s']:.1f} s, "
-                  f"{theirs['qps']:.0f} q/s, {theirs['bytes'] / n:.0f} B/doc", file=sys.stderr, flush=True)
+            ours, theirs = row.get("salience"), row.get("bm25s")
+            if ours and theirs:
+                print(f"  {n:>9,} docs: salience index {ours['index_s']:.1f} s, {ours['qps']:.0f} q/s, "
+                      f"{ours['bytes'] / n:.0f} B/doc; bm25s {theirs['index_s']:.1f} s, {theirs['qps']:.0f} q/s, "
+                      f"{theirs['bytes'] / n:.0f} B/doc", file=sys.stderr, flush=True)
     return rows
 
 
@@ -224,35 +261,43 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
              "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         n = r["n"]
-        entries = [("salience BM25", r["salience"], ""), ("salience BM25, 2 processes", r["salience_2"], None)]
-        if "salience_ray" in r:
-            entries.append(("salience BM25, 2 Ray tasks", r["salience_ray"], None))
-        entries.append((f"bm25s (top-10 overlap with salience {r['overlap']:.3f})", r["bm25s"], ""))
-        if "dense" in r:
-            entries.append(("salience Dense (MiniLM, ONNX Runtime)", r["dense"], ""))
-            entries.append(("salience Dense, 2 processes (1 thread each)", r["dense_2"], None))
+        names = {"salience": "salience BM25", "salience_2": "salience BM25, 2 processes",
+                 "salience_ray": "salience BM25, 2 Ray tasks",
+                 "bm25s": f"bm25s (top-10 overlap with salience {r.get('overlap', float('nan')):.3f})",
+                 "dense": "salience Dense (MiniLM, ONNX Runtime)", "dense_2": "salience Dense, 2 processes (1 thread each)"}
+        entries = [(names[key], r[key], None if "same" in r[key] else "") for key in names if key in r]
         for name, e, same in entries:
             same = ("yes" if e["same"] else "no") if same is None else ""
-            ratio = f"{e['qps'] / r['bm25s']['qps']:.2f}x" if name.startswith("salience BM25") else ""
+            ratio = f"{e['qps'] / r['bm25s']['qps']:.2f}x" if name.startswith("salience BM25") and "bm25s" in r else ""
             lines.append(f"| {n:,} | {r['words']:,} | {name} | {e['index_s']:.1f} | {n / e['index_s']:,.0f} | "
                          f"{e['bytes'] / n:,.0f} | {e['qps']:,.0f} | {ratio} | {same} |")
-    lines += ["", f"Peak resident memory of the run: {max(r['rss_mb'] for r in rows):,.0f} MB. Whole run: "
-              f"{seconds:.0f} s.", ""]
+    lines += ["", f"Each engine runs in a process of its own over a corpus file; the largest resident memory of one: "
+              f"{max(r['rss_mb'] for r in rows):,.0f} MB. Whole run: {seconds:.0f} s.", ""]
     return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--sizes", default="2000,10000,100000,1000000")
     parser.add_argument("--dense-max", type=int, default=10000, help="largest size indexed densely")
     parser.add_argument("--ray-size", type=int, default=10000, help="largest size also indexed with Ray")
+    parser.add_argument("--dense-parallel-max", type=int, default=2000,
+                        help="largest size also encoded by 2 processes")
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--run-engine", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--corpus", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--n", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--queries-file", type=Path, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.run_engine:
+        run_engine(args.run_engine, args.corpus, args.n, args.queries_file, args.result)
+        return 0
     if not RAW.exists():
         print(f"skipping: {RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
     started = time.perf_counter()
-    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size)
+    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size, args.dense_parallel_max)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(rows, command.strip(), time.perf_counter() - started)
     print(section)
