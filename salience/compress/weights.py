@@ -54,8 +54,11 @@ def _torch():
 # scores
 def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | None = None,
                   gradient: np.ndarray | None = None) -> np.ndarray:
-    """The importance of each weight of a (out, in) matrix, as a float64 matrix."""
-    w = np.asarray(weight, dtype=np.float64)
+    """The importance of each weight of a (out, in) matrix, in the weights' floating-point type
+    (float32 for a float32 model, as Wanda's reference computes it; LAMP's sums in float64)."""
+    w = np.asarray(weight)
+    if w.dtype.kind != "f":
+        w = w.astype(np.float64)
     if w.ndim != 2:
         raise InvalidParameterError(f"a weight matrix is 2-D (out, in); got shape {w.shape}.")
     if method == "magnitude":
@@ -64,8 +67,9 @@ def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | 
         if input_norms is None or np.shape(input_norms) != (w.shape[1],):
             raise InvalidParameterError(f"wanda needs the norm of each of the {w.shape[1]} input features over "
                                         f"calibration tokens; got {None if input_norms is None else np.shape(input_norms)}.")
-        return np.abs(w) * np.asarray(input_norms, dtype=np.float64)[None, :]
+        return np.abs(w) * np.asarray(input_norms, dtype=w.dtype)[None, :]
     if method == "lamp":
+        w = w.astype(np.float64)
         squared = (w * w).ravel()
         order = np.argsort(squared, kind="stable")
         sorted_sq = squared[order]
@@ -77,7 +81,7 @@ def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | 
         if gradient is None or np.shape(gradient) != w.shape:
             raise InvalidParameterError(f"taylor needs the loss gradient of the weights, shape {w.shape}; got "
                                         f"{None if gradient is None else np.shape(gradient)}.")
-        return np.abs(w * np.asarray(gradient, dtype=np.float64))
+        return np.abs(w * np.asarray(gradient, dtype=w.dtype))
     raise unknown_choice("importance criterion", method, CRITERIA)
 
 
@@ -273,10 +277,10 @@ def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, r
         return
     scores = {}
     for name, module in layers:
-        w = module.weight.detach().double().numpy()
+        w = module.weight.detach().numpy()  # a view: no copy
         s = stats.get(name)
         scores[name] = weight_scores(method, w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
-                                     gradient=None if module.weight.grad is None else module.weight.grad.double().numpy())
+                                     gradient=None if module.weight.grad is None else module.weight.grad.numpy())
     if group == "global":
         flat = np.concatenate([scores[name].ravel() for name, _ in layers])[None, :]
         pruned = lowest_k_mask(flat, int(np.floor(sparsity * flat.shape[1] + 1e-9)))[0]
@@ -291,13 +295,13 @@ def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, r
     report.seconds["scoring_and_masks"] = time.perf_counter() - start
     with torch.no_grad():
         for name, module in layers:
-            module.weight[torch.from_numpy(masks[name])] = 0.0
+            np.putmask(module.weight.detach().numpy(), masks[name], 0.0)  # in place, through a view of the storage
             _record(report, name, module)
 
 
 def _record(report: PruneReport, name: str, module) -> None:
     w = module.weight
-    pruned = int((w == 0).sum())
+    pruned = w.numel() - int(np.count_nonzero(w.detach().numpy()))
     report.layers.append({"name": name, "shape": list(w.shape), "weights": w.numel(), "pruned": pruned,
                           "sparsity": pruned / w.numel()})
 

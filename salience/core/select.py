@@ -182,7 +182,15 @@ def lowest_k_mask(values: np.ndarray, k: np.ndarray | int) -> np.ndarray:
     below = values < kth
     tied = values == kth
     need = k[:, None] - below.sum(axis=1, keepdims=True)
-    mask = below | (tied & (np.cumsum(tied, axis=1) <= need))
+    crowded = tied.sum(axis=1, keepdims=True) > need  # rows with more ties at the cut than places left
+    if crowded.any():
+        rows = np.flatnonzero(crowded[:, 0])
+        if len(rows) <= 8:  # a few long rows (a whole layer): cut each row's tied positions directly
+            for r in rows:
+                tied[r, np.flatnonzero(tied[r])[need[r, 0]:]] = False
+        else:
+            tied[rows] &= np.cumsum(tied[rows], axis=1) <= need[rows]
+    mask = below | tied
     mask[k == 0] = False
     return mask
 
