@@ -78,6 +78,16 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None):
                                      "accelerate)") from None
     except (OSError, ValueError) as err:
         raise InvalidParameterError(f"could not load a causal language model from {path}: {err}") from None
+    if gguf_file is not None:
+        # the GGUF weights are dequantized to plain tensors on load: drop the marker that keeps
+        # save_pretrained from writing them (a pruned model is saved as an ordinary model)
+        if getattr(model, "hf_quantizer", None) is not None:
+            model.hf_quantizer = None
+        for holder in (model, model.config):
+            if "is_quantized" in vars(holder):
+                holder.is_quantized = False
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
     return model.eval(), tokenizer
 
 
