@@ -222,7 +222,7 @@ class LMJudge:
         last = torch.tensor([len(s) - 1 for s in suffixes])
         if self.prefix_cache:
             cached = self.model(input_ids=torch.tensor([prefix]), use_cache=True)
-            cache = cached.past_key_values
+            cache = _returned_cache(cached)
             cache.batch_repeat_interleave(len(passages))
             ids, mask = self._padded(torch, suffixes)
             full_mask = torch.cat([torch.ones((len(passages), len(prefix)), dtype=torch.long), mask], dim=1)
@@ -273,7 +273,7 @@ class LMJudge:
         attention = []
         for text in (" " + query.strip(), ICR_CONTENT_FREE):
             question = self._encode(text)
-            cache = copy.deepcopy(prefix.past_key_values)
+            cache = copy.deepcopy(_returned_cache(prefix))
             positions = torch.arange(len(ids), len(ids) + len(question))[None, :]
             with _eager_attention(self.model):
                 out = self.model(input_ids=torch.tensor([question]), position_ids=positions, use_cache=True,
@@ -398,3 +398,10 @@ def _chat_parts(tokenizer) -> tuple[str, str]:
     if not _:
         raise InvalidParameterError("the tokenizer's chat template does not show the user's message as given.")
     return head, tail
+
+
+def _returned_cache(output):
+    """The key/value cache a forward pass returned: ``cache`` in recent transformers (where
+    ``past_key_values`` is deprecated), ``past_key_values`` before."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
