@@ -35,7 +35,7 @@ import numpy as np
 from salience.core.base import FunctionScorer, register
 from salience.core.checks import require_torch
 from salience.core.scores import Scores
-from salience.core.select import check_sparsity, lowest_k_mask, parse_pattern, prune_mask
+from salience.core.select import check_sparsity, lowest_k_across, lowest_k_mask, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
 __all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "CRITERIA", "PRUNE_METHODS",
@@ -282,13 +282,9 @@ def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, r
         scores[name] = weight_scores(method, w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
                                      gradient=None if module.weight.grad is None else module.weight.grad.numpy())
     if group == "global":
-        flat = np.concatenate([scores[name].ravel() for name, _ in layers])[None, :]
-        pruned = lowest_k_mask(flat, int(np.floor(sparsity * flat.shape[1] + 1e-9)))[0]
-        masks, offset = {}, 0
-        for name, module in layers:
-            size = module.weight.numel()
-            masks[name] = pruned[offset : offset + size].reshape(module.weight.shape)
-            offset += size
+        total = sum(scores[name].size for name, _ in layers)
+        chosen = lowest_k_across([scores[name] for name, _ in layers], int(np.floor(sparsity * total + 1e-9)))
+        masks = {name: mask for (name, _), mask in zip(layers, chosen)}
     else:
         masks = {name: prune_mask(scores[name], sparsity=sparsity, group="row" if group == "row" else "matrix",
                                   pattern=None if nm is None else f"{nm[0]}:{nm[1]}") for name, _ in layers}

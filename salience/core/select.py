@@ -31,6 +31,7 @@ __all__ = [
     "SAMPLING",
     "expected_dcg_gain",
     "lowest_k_mask",
+    "lowest_k_across",
     "prune_mask",
     "parse_pattern",
 ]
@@ -193,6 +194,29 @@ def lowest_k_mask(values: np.ndarray, k: np.ndarray | int) -> np.ndarray:
     mask = below | tied
     mask[k == 0] = False
     return mask
+
+
+def lowest_k_across(arrays: Sequence[np.ndarray], k: int) -> list[np.ndarray]:
+    """Masks of the ``k`` lowest entries of several arrays taken as one group (a global
+    comparison across layers): exactly ``k``, ties broken by position (the arrays in order,
+    each row-major). One partition over all the values; no mask the size of all of them."""
+    total = sum(int(np.size(a)) for a in arrays)
+    if not 0 <= k <= total:
+        raise InvalidParameterError(f"k must be within 0..{total}; got {k}.")
+    if k == 0:
+        return [np.zeros(np.shape(a), dtype=bool) for a in arrays]
+    kth = np.partition(np.concatenate([np.asarray(a).ravel() for a in arrays]), k - 1)[k - 1]
+    below = [np.asarray(a) < kth for a in arrays]
+    need = k - sum(int(b.sum()) for b in below)
+    masks = []
+    for a, b in zip(arrays, below):
+        tied = np.asarray(a) == kth
+        flat = tied.reshape(-1)
+        places = np.flatnonzero(flat)
+        flat[places[max(need, 0):]] = False
+        need -= min(len(places), max(need, 0))
+        masks.append(b | tied)
+    return masks
 
 
 def parse_pattern(pattern) -> tuple[int, int] | None:

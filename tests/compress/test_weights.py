@@ -223,3 +223,18 @@ def test_layer_importance_and_physical_removal():
         remove_layers(model, [0])
     with pytest.raises(InvalidParameterError, match="distinct, within 0..0"):
         remove_layers(model, [3])
+
+
+def test_lowest_k_across_groups_equals_one_stable_sort():
+    from salience.core.select import lowest_k_across
+
+    rng = np.random.default_rng(4)
+    arrays = [rng.integers(0, 4, (3, 5)).astype(float), rng.integers(0, 4, (2, 7)).astype(float)]
+    flat = np.concatenate([a.ravel() for a in arrays])
+    for k in (0, 1, 9, 20, 29):
+        reference = np.zeros(flat.size, dtype=bool)
+        reference[np.argsort(flat, kind="stable")[:k]] = True
+        got = np.concatenate([m.ravel() for m in lowest_k_across(arrays, k)])
+        assert np.array_equal(got, reference), k
+    with pytest.raises(InvalidParameterError, match="within 0..29"):
+        lowest_k_across(arrays, 30)
