@@ -21,6 +21,7 @@ import numpy as np
 from salience.core.base import FunctionScorer, register
 from salience.core.checks import require_torch
 from salience.core.scores import Scores
+from salience.compress.weights import check_calibration
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["block_influence", "perplexity_change", "remove_layers", "drop_least_important", "LayerImportance",
@@ -43,19 +44,11 @@ def decoder_layers(model):
                                 "needs a LLaMA-style decoder.")
 
 
-def _check_windows(calibration) -> np.ndarray:
-    calibration = np.asarray(calibration)
-    if calibration.ndim != 2 or calibration.size == 0:
-        raise InvalidParameterError(f"calibration must be token-id windows shaped (samples, seqlen); got "
-                                    f"{calibration.shape}.")
-    return calibration
-
-
 def block_influence(model, calibration, *, batch_size: int = 4) -> Scores:
     """ShortGPT's block influence of every decoder layer over calibration windows."""
     torch = require_torch("Layer importance")
     layers = decoder_layers(model)
-    calibration = _check_windows(calibration)
+    calibration = check_calibration(calibration)
     totals, counts = np.zeros(len(layers)), np.zeros(len(layers))
 
     def hook(index):
@@ -89,7 +82,7 @@ def perplexity_change(model, calibration, *, batch_size: int = 4) -> Scores:
     from salience.compress.evaluate import perplexity
 
     layers = list(decoder_layers(model))
-    calibration = _check_windows(calibration)
+    calibration = check_calibration(calibration)
     ids, seqlen = calibration.ravel(), calibration.shape[1]
     full = perplexity(model, ids, seqlen=seqlen, batch_size=batch_size)
     out = np.zeros(len(layers))

@@ -139,6 +139,15 @@ def calibration_windows(ids: Sequence[int], *, seqlen: int = 256, n_samples: int
     return np.stack([ids[s : s + seqlen] for s in starts])
 
 
+def check_calibration(calibration) -> np.ndarray:
+    """Calibration token ids as a (samples, seqlen) array, or an error naming the shape."""
+    calibration = np.asarray(calibration)
+    if calibration.ndim != 2 or calibration.size == 0:
+        raise InvalidParameterError(f"calibration must be token-id windows shaped (samples, seqlen); got "
+                                    f"{calibration.shape}.")
+    return calibration
+
+
 @dataclass
 class _Stats:
     tokens: int = 0
@@ -247,10 +256,7 @@ def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern
     if needs_data:
         if calibration is None:
             raise InvalidParameterError(f"{method} needs calibration windows of token ids (calibration_windows).")
-        calibration = np.asarray(calibration)
-        if calibration.ndim != 2 or calibration.size == 0:
-            raise InvalidParameterError(f"calibration must be token-id windows shaped (samples, seqlen); got "
-                                        f"{calibration.shape}.")
+        calibration = check_calibration(calibration)
     report = PruneReport(method, None if nm is None else f"{nm[0]}:{nm[1]}", group)
     start = time.perf_counter()
     if sequential and method in ("wanda", "sparsegpt"):

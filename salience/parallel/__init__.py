@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 from salience.core.checks import check_n_jobs
 from salience.exceptions import MissingDependencyError, unknown_choice
 
-__all__ = ["Executor", "EXECUTORS", "make_executor", "progress_bar"]
+__all__ = ["Executor", "EXECUTORS", "make_executor", "progress_bar", "map_shards", "shard_size"]
 
 EXECUTORS = ("local", "ray")
 
@@ -172,3 +172,21 @@ def progress_bar(total: int | None, desc: str, enabled: bool, unit: str = "it"):
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False, mininterval=0.5)
+
+
+def map_shards(job: Callable[[Any], Any], items: list, n_jobs: int, executor: str = "local", *,
+               start_method: str | None = None):
+    """``job`` over ``items`` on an executor, results yielded in order with a few shards in
+    flight (2 per job); the executor is closed at the end, or on an error."""
+    runner = make_executor(executor, n_jobs, start_method=start_method)
+    try:
+        window = 2 * check_n_jobs(n_jobs)
+        for lo in range(0, len(items), window):
+            yield from runner.map(job, items[lo : lo + window])
+    finally:
+        runner.close()
+
+
+def shard_size(n: int, n_jobs: int) -> int:
+    """Items per shard: about four shards per job, so that uneven shards even out."""
+    return max(1, -(-n // (4 * n_jobs)))

@@ -315,20 +315,16 @@ class BM25(Scorer):
             with progress_bar(len(docs) * len(self.fields), "tokenizing", show_progress, unit="doc") as bar:
                 return [self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
                         for name in self.fields]
-        from salience.parallel import make_executor
+        from salience.parallel import map_shards, shard_size
 
-        size = max(1, math.ceil(len(docs) / (4 * n_jobs)))
+        size = shard_size(len(docs), n_jobs)
         shards = [(self.tokenizer, [[d.fields[name] for d in docs[lo : lo + size]] for name in self.fields])
                   for lo in range(0, len(docs), size)]
-        runner = make_executor(executor, n_jobs)
-        try:
-            with progress_bar(len(shards), "tokenizing", show_progress, unit="shard") as bar:
-                encoded = []
-                for lo in range(0, len(shards), 2 * n_jobs):  # results in order, a few shards in flight
-                    encoded += runner.map(_encode_shard, shards[lo : lo + 2 * n_jobs])
-                    bar.update(min(2 * n_jobs, len(shards) - lo))
-        finally:
-            runner.close()
+        encoded = []
+        with progress_bar(len(shards), "tokenizing", show_progress, unit="shard") as bar:
+            for result in map_shards(_encode_shard, shards, n_jobs, executor):
+                encoded.append(result)
+                bar.update(1)
         out = []
         for f in range(len(self.fields)):
             term_parts, doc_parts = [], []

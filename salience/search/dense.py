@@ -32,7 +32,6 @@ On disk (format ``salience.dense``, version 1)::
 from __future__ import annotations
 
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -210,32 +209,25 @@ class Dense(Scorer):
     def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor: str) -> tuple[np.ndarray, int]:
         """Shards of ``texts`` encoded by worker processes or Ray tasks, each loading the encoder
         once (a callable encoder must be picklable); the vectors in order, and the truncations."""
-        from salience.parallel import make_executor
-
-        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
-        size = max(1, math.ceil(len(texts) / (4 * n_jobs)))
-        shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
         from concurrent.futures.process import BrokenProcessPool
 
-        # fresh worker processes: a forked copy of a parent that has run the model can hang
-        runner = make_executor(executor, n_jobs, start_method="spawn")
+        from salience.parallel import map_shards, shard_size
+
+        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
+        size = shard_size(len(texts), n_jobs)
+        shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
         parts, truncated = [], 0
         try:
-            for lo in range(0, len(shards), 2 * n_jobs):  # in order, a few shards in flight
-                for vectors, cut in runner.map(_encode_shard, shards[lo : lo + 2 * n_jobs]):
-                    parts.append(np.asarray(vectors, dtype=np.float32))
-                    truncated += cut
-                    if progress is not None:
-                        progress.update(len(vectors))
+            # fresh worker processes: a forked copy of a parent that has run the model can hang
+            for vectors, cut in map_shards(_encode_shard, shards, n_jobs, executor, start_method="spawn"):
+                parts.append(np.asarray(vectors, dtype=np.float32))
+                truncated += cut
+                if progress is not None:
+                    progress.update(len(vectors))
         except BrokenProcessPool:
             raise InvalidParameterError(
                 "a worker process encoding documents ended abruptly. Workers start afresh and import the main "
                 "script: in a script, run the indexing under `if __name__ == '__main__':` (or use n_jobs=1).") from None
-        finally:
-            try:
-                runner.close()
-            except BrokenProcessPool:
-                pass
         return np.concatenate(parts), truncated
 
     def _text(self, doc: Document) -> str:

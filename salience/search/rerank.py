@@ -59,8 +59,7 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, 
     if not isinstance(depth, int) or depth < 1:
         raise InvalidParameterError(f"depth must be a positive integer; got {depth!r}.")
     scoring = method not in ("pairwise", "listwise")  # LMJudge's pointwise, qlm, icr; EncoderJudge; any scorer
-    if (algorithm == "score" and not scoring) or (method == "pairwise" and algorithm not in _PAIRWISE) or (
-            method == "listwise" and algorithm not in _LISTWISE):
+    if not _fits(method, algorithm):
         raise InvalidParameterError(f"the {method} judge cannot drive the {algorithm!r} algorithm: use "
                                     f"{', '.join(a for a in RERANK_ALGORITHMS if _fits(method, a))}.")
     if interpolate is not None and (algorithm != "score" or not 0.0 <= interpolate <= 1.0):
@@ -101,6 +100,7 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, 
 
 
 def _fits(method: str, algorithm: str) -> bool:
+    """Whether a judge of ``method`` can drive ``algorithm`` (a scoring judge drives them all)."""
     if method == "pairwise":
         return algorithm in _PAIRWISE
     if method == "listwise":
