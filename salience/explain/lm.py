@@ -142,11 +142,12 @@ class LMAttribution:
         names = [self.tokenizer.decode([t]) for t in prompt_ids]
         prompt_t = torch.tensor(prompt_ids)
         target_t = torch.tensor(target_ids)
-        with torch.no_grad():
-            log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
         if self.method == "integrated_gradients":
-            values, base, calls = self._integrated_gradients(torch, prompt_t, target_t, batch_size or self.n_steps)
+            values, base, calls, log_prob = self._integrated_gradients(torch, prompt_t, target_t,
+                                                                       batch_size or self.n_steps)
         else:
+            with torch.no_grad():
+                log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
             def model(masks: np.ndarray) -> np.ndarray:
                 ids = torch.where(torch.as_tensor(masks > 0.5), prompt_t[None, :], torch.tensor(self.baseline_token))
                 step = batch_size or 16
@@ -193,6 +194,9 @@ class LMAttribution:
         return picked.sum(dim=1).double()
 
     def _integrated_gradients(self, torch, prompt_ids, target_ids, batch_size):
+        """(values, base, calls, log_prob): the quadrature's points in batches of forward and
+        backward passes; the whole prompt's and the baseline's log-probabilities ride along in
+        the first batch as two more rows, outside the gradient."""
         embed = self.model.get_input_embeddings()
         with torch.no_grad():
             x = embed(prompt_ids[None, :])[0]
@@ -200,16 +204,18 @@ class LMAttribution:
             t = embed(target_ids[None, :])[0]
         points, weights = _rule(self.rule, self.n_steps)
         total = torch.zeros_like(x)
+        ends = None
         for lo in range(0, len(points), batch_size):
             alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
             path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
-            inputs = torch.cat([path, t[None, :-1].expand(len(alphas), -1, -1)], dim=1)
-            out = self._target_log_probs(torch, self._logits(inputs_embeds=inputs, n_target=len(target_ids)), target_ids)
+            rows = path if ends is not None else torch.cat([path, torch.stack([x, b])])
+            inputs = torch.cat([rows, t[None, :-1].expand(len(rows), -1, -1)], dim=1)
+            out = self._target_log_probs(torch, self._logits(inputs_embeds=inputs, n_target=len(target_ids)),
+                                         target_ids)
+            if ends is None:
+                out, ends = out[: len(path)], out[len(path) :].detach()
             (grads,) = torch.autograd.grad(out.sum(), path)
             w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
             total += (grads * w).sum(dim=0)
         values = ((x - b) * total).sum(dim=1).detach().double().numpy()
-        with torch.no_grad():
-            base = float(self._target_log_probs(torch, self._logits(inputs_embeds=torch.cat([b, t[:-1]])[None],
-                                                                    n_target=len(target_ids)), target_ids)[0])
-        return values, base, self.n_steps
+        return values, float(ends[1]), self.n_steps, float(ends[0])
