@@ -54,7 +54,12 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-yake048
 	.venv-yake048/bin/python -m pip install -q "yake==0.4.8"
 
-bench: $(VENV)/.installed-bench .venv-yake048/bin/python
+# kvpress needs transformers < 5.3 (salience runs newer): its own environment, driven by bench/kvcache.py.
+.venv-kvpress/bin/python:
+	$(PYTHON) -m venv .venv-kvpress
+	.venv-kvpress/bin/python -m pip install -q '$(TORCH)' "kvpress==0.5.5" "transformers<5.3" gguf accelerate
+
+bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --yake048-python .venv-yake048/bin/python --write BENCHMARKS.md
@@ -67,8 +72,9 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python
 	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --write BENCHMARKS.md
+	$(BIN)/python bench/kvcache.py --kvpress-python .venv-kvpress/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress build *.egg-info

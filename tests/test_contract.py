@@ -15,6 +15,7 @@ from salience import Scores
 from salience.core.base import create, registered
 from salience.core.judges import ScorerJudge
 from salience.exceptions import InvalidParameterError, SalienceError
+from salience.compress.kv import KV_POLICIES
 
 TEXTS = [
     "Wireless sensor networks are useful. A wireless sensor network has many sensors. "
@@ -85,6 +86,12 @@ def _run(method, scorer):
             model = transformers.LlamaForCausalLM(config).eval()
             windows = np.random.default_rng(0).integers(0, 32, (2, 8))
             return [scorer.score(model, windows)], scorer.score_batch([(model, windows)]), None
+        if method.name in KV_POLICIES:
+            pytest.importorskip("torch")
+            rng = np.random.default_rng(0)
+            keys, values, queries = rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 4)), rng.normal(size=(4, 12, 4))
+            options = {"queries": queries, "window": 3, "kernel_size": 3}
+            return ([scorer.score(keys, values, **options)], scorer.score_batch([(keys, values)], **options), None)
         weights = np.array([[1.0, -2.0, 0.5], [0.3, 4.0, -1.0]])
         return [scorer.score(weights)], scorer.score_batch([weights]), None
     raise AssertionError(f"no contract probe for family {family!r}")
@@ -227,6 +234,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score([1.0, float("nan"), 2.0])
         elif family == "compress" and method.name in ("block_influence", "perplexity_change"):
             scorer.score(object(), np.ones((2, 4), dtype=int))  # not a decoder model
+        elif family == "compress" and method.name in KV_POLICIES:
+            scorer.score(np.ones((2, 3)), np.ones((2, 3)))  # not (heads, tokens, head_dim)
         elif family == "compress":
             scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix
     assert str(caught.value)

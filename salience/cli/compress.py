@@ -10,6 +10,8 @@ from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_directory, check_output_path
 
 PRUNE_CHOICES = ("magnitude", "wanda", "lamp", "taylor", "sparsegpt")
+#: salience.compress.kv.KV_POLICIES, listed here so that the CLI parses without torch
+KV_POLICY_CHOICES = ("streaming_llm", "h2o", "snapkv", "tova", "key_norm", "vatp", "caote")
 
 
 def _token_ids(tokenizer, path: str) -> list[int]:
@@ -77,6 +79,30 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _cmd_kv_eval(args) -> int:
+    from salience.compress.kv import kv_eval, passkey
+    from salience.explain.lm import load_causal_lm
+
+    model, tokenizer = load_causal_lm(args.model)
+    options = {"n_sink": args.sinks, "window": args.window}
+    budget = None if args.policy == "full" else args.budget
+    policy = None if args.policy == "full" else args.policy
+    report = kv_eval(model, _token_ids(tokenizer, args.data), policy=policy, budget=budget, context=args.context,
+                     continuation=args.continuation, max_windows=args.windows, **options)
+    result = {"model": args.model, **report.as_dict()}
+    text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
+            f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
+            f"{report.kept} kept per head; {report.continuation} continuation tokens)")
+    if args.needles:
+        key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context,
+                      **options)
+        result["passkey"] = key.as_dict()
+        text += (f"\npasskey: NLL {key.nll:.3f}, mean rank {key.rank:.2f}, exact {key.accuracy:.0%} over "
+                 f"{key.needles} needles")
+    emit(args, result, text)
+    return 0
+
+
 def add_commands(domains) -> None:
     compress = domains.add_parser("compress", help="prune a language model by importance; measure it")
     commands = compress.add_subparsers(dest="command", required=True)
@@ -111,6 +137,24 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
     add_output_options(p)
     p.set_defaults(func=_cmd_layers)
+
+    p = commands.add_parser("kv-eval", help="continuation perplexity (and passkey retrieval) with an evicted KV cache")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--policy", choices=("full",) + KV_POLICY_CHOICES, required=True,
+                   help="which cached tokens to keep ('full': no eviction, the reference)")
+    p.add_argument("--budget", type=float, default=0.25,
+                   help="tokens kept per head: a fraction in (0, 1] of the context, or a count > 1 (default 0.25)")
+    p.add_argument("--data", required=True, help="evaluation text file")
+    p.add_argument("--context", type=positive_int, default=768, help="context tokens per window (default 768)")
+    p.add_argument("--continuation", type=positive_int, default=256,
+                   help="continuation tokens scored per window (default 256)")
+    p.add_argument("--windows", type=positive_int, default=8, help="at most this many windows (default 8)")
+    p.add_argument("--sinks", type=int, default=4, help="streaming_llm's sink tokens (default 4)")
+    p.add_argument("--window", type=positive_int, default=64,
+                   help="observation window of snapkv and caote (default 64)")
+    p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_kv_eval)
 
     p = commands.add_parser("eval", help="perplexity on fixed, non-overlapping windows of a text file")
     p.add_argument("model")

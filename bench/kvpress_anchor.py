@@ -1,0 +1,93 @@
+"""The kvpress side of ``bench/compress.py --parts kv``, run in its own virtual environment
+(kvpress needs transformers < 5.3; salience's runs 5.x newer): ``.venv-kvpress/bin/python
+bench/kvpress_anchor.py IN.json OUT.json``. IN holds the GGUF path, the token windows and
+passkey prompts made by the benchmark (so both sides read the same tokens), the compression
+ratio and the policies; OUT gets, per policy, the continuation NLL per window, the passkey
+NLLs and ranks, and the seconds. Imports nothing from salience."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from transformers import AutoModelForCausalLM, DynamicCache
+
+import kvpress
+
+PRESSES = {
+    "streaming_llm": lambda ratio: kvpress.StreamingLLMPress(compression_ratio=ratio, n_sink=4),
+    "h2o": lambda ratio: kvpress.ObservedAttentionPress(compression_ratio=ratio),
+    "snapkv": lambda ratio: kvpress.SnapKVPress(compression_ratio=ratio, window_size=64, kernel_size=5),
+    "tova": lambda ratio: kvpress.TOVAPress(compression_ratio=ratio),
+    "key_norm": lambda ratio: kvpress.KnormPress(compression_ratio=ratio),
+}
+
+
+def read(model, ids, press):
+    cache = DynamicCache()
+    ids = torch.tensor(ids)[None]
+    with torch.no_grad():
+        if press is None:
+            out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+        else:
+            with press(model):
+                out = model(input_ids=ids, past_key_values=cache, use_cache=True)
+    return cache, out.logits[:, -1]
+
+
+def after(model, cache, ids, start):
+    ids = torch.tensor(ids)[None]
+    with torch.no_grad():
+        return model(input_ids=ids, past_key_values=cache, position_ids=torch.arange(start, start + ids.shape[1])[None],
+                     use_cache=True).logits
+
+
+def token_nll(predicting, ids):
+    log_probs = torch.log_softmax(predicting[0].double(), dim=-1)
+    picked = log_probs.gather(1, torch.tensor(ids)[:, None])[:, 0]
+    return float(-picked.sum()), ((log_probs > picked[:, None]).sum(dim=1) + 1).tolist()
+
+
+def main(inp: Path, out: Path) -> None:
+    job = json.loads(inp.read_text())
+    path = Path(job["gguf"])
+    # eager attention: ObservedAttentionPress (H2O) reads the attention weights
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
+    from importlib.metadata import version
+
+    results = {"kvpress": version("kvpress"), "policies": {}}
+    context = job["context"]
+    for name in [None] + job["policies"]:
+        press = None if name is None else PRESSES[name](job["ratio"])
+        start = time.perf_counter()
+        nll = []
+        for window in job["windows"]:
+            cache, first = read(model, window[:context], press)
+            logits = after(model, cache, window[context:], context)
+            value, _ = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), window[context:])
+            nll.append(value / (len(window) - context))
+        ppl_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        key_nll, ranks, exact = [], [], []
+        for item in job["passkey"]:
+            cache, _ = read(model, item["prompt"], press)
+            logits = after(model, cache, item["question"] + item["key"], len(item["prompt"]))
+            value, token_ranks = token_nll(logits[:, len(item["question"]) - 1 : -1], item["key"])
+            key_nll.append(value)
+            ranks.extend(token_ranks)
+            exact.append(all(r == 1 for r in token_ranks))
+        results["policies"][name or "full"] = {
+            "nll": nll, "perplexity": float(np.exp(np.mean(nll))), "ppl_seconds": ppl_seconds,
+            "passkey_nll": float(np.mean(key_nll)), "passkey_rank": float(np.mean(ranks)),
+            "passkey_accuracy": float(np.mean(exact)), "per_needle_nll": key_nll,
+            "passkey_seconds": time.perf_counter() - start}
+        print(f"kvpress {name or 'full'} done", file=sys.stderr, flush=True)
+    out.write_text(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]), Path(sys.argv[2]))

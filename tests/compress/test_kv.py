@@ -1,0 +1,211 @@
+import math
+
+import numpy as np
+import pytest
+
+from salience.exceptions import InvalidParameterError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from salience.compress import (KV_POLICIES, KVImportance, check_budget, continue_from, evict, kv_eval,  # noqa: E402
+                               kv_token_scores, passkey, prefill)
+
+
+def tiny_llama(seed=0, layers=2):
+    torch.manual_seed(seed)
+    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+def tokens(n, seed=0):
+    return np.random.default_rng(seed).integers(0, 64, n)
+
+
+def random_layer(seed=0, n=12, d=4, kv=2, heads=4):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(1, kv, n, d, generator=g, dtype=torch.float64),
+            torch.randn(1, kv, n, d, generator=g, dtype=torch.float64),
+            torch.randn(1, heads, n, d, generator=g, dtype=torch.float64))
+
+
+def softmax_row(q, keys, upto):
+    """Attention of one query over keys[:upto + 1], written out by hand."""
+    logits = [float(q @ keys[j]) / math.sqrt(len(q)) for j in range(upto + 1)]
+    top = max(logits)
+    e = [math.exp(x - top) for x in logits]
+    return [x / sum(e) for x in e]
+
+
+def test_scores_equal_the_formulas_written_out():
+    keys, values, queries = random_layer()
+    n = keys.shape[2]
+    k, v, q = keys[0], values[0], queries[0]
+    # key norm: minus the L2 norm
+    assert torch.allclose(kv_token_scores("key_norm", keys, values)[0], -k.norm(dim=-1))
+    # h2o: attention received from every later query, over the number of such queries, mean over the group
+    h2o = kv_token_scores("h2o", keys, values, queries)[0]
+    vatp = kv_token_scores("vatp", keys, values, queries)[0]
+    for head in range(2):
+        for j in range(n):
+            received = [sum(softmax_row(q[h, i], k[head], i)[j] for i in range(j, n)) / (n - j) for h in (2 * head, 2 * head + 1)]
+            assert h2o[head, j].item() == pytest.approx(np.mean(received), abs=1e-12)
+            assert vatp[head, j].item() == pytest.approx(np.mean(received) * float(v[head, j].abs().sum()), abs=1e-12)
+    # snapkv: the last w queries' mean attention, average-pooled over 3 neighbours (zero padding), window kept
+    w = 4
+    snap = kv_token_scores("snapkv", keys, values, queries, window=w, kernel_size=3)[0]
+    for head in range(2):
+        mean = np.mean([[softmax_row(q[h, i], k[head], i) + [0.0] * (n - 1 - i) for i in range(n - w, n)]
+                        for h in (2 * head, 2 * head + 1)], axis=(0, 1))[: n - w]
+        pooled = np.convolve(np.pad(mean, 1), np.ones(3) / 3, mode="valid")
+        assert np.allclose(snap[head, : n - w].numpy(), pooled, atol=1e-12)
+        assert (snap[head, n - w :] > snap[head, : n - w].max()).all()
+    # tova: the last query's attention averaged over all heads, the last token kept
+    tova = kv_token_scores("tova", keys, values, queries)[0]
+    last = np.mean([softmax_row(q[h, n - 1], k[h // 2], n - 1) for h in range(4)], axis=0)
+    assert np.allclose(tova[0, :-1].numpy(), last[:-1]) and np.allclose(tova[1, :-1].numpy(), last[:-1])
+    # caote: a/(1-a) ||v_j - o|| for each window query, mean over the window and the group
+    caote = kv_token_scores("caote", keys, values, queries, window=w)[0]
+    for head in range(2):
+        errors = []
+        for h in (2 * head, 2 * head + 1):
+            for i in range(n - w, n):
+                a = np.array(softmax_row(q[h, i], k[head], i) + [0.0] * (n - 1 - i))
+                o = a @ v[head].numpy()
+                errors.append(a / (1 - a) * np.linalg.norm(v[head].numpy() - o, axis=1))
+        assert np.allclose(caote[head, : n - w].numpy(), np.mean(errors, axis=0)[: n - w], atol=1e-12)
+    # streaming: the sinks first, then the most recent tokens
+    order = kv_token_scores("streaming_llm", keys, values, n_sink=2)[0, 0].argsort(descending=True)
+    assert order[:2].sort().values.tolist() == [0, 1] and order[2].item() == n - 1
+
+
+def test_a_registered_scorer_gives_scores_over_head_and_position():
+    keys, values, queries = (a[0].numpy() for a in random_layer())
+    scores = KVImportance(method="snapkv", options={"window": 4, "kernel_size": 3}).score(keys, values, queries=queries)
+    assert len(scores) == 2 * 12 and scores.ids[13] == "1:1"
+    direct = kv_token_scores("snapkv", *(torch.as_tensor(a)[None] for a in (keys, values, queries)), window=4,
+                             kernel_size=3)
+    assert np.allclose(scores.values, direct[0].numpy().ravel())
+
+
+def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
+    model = tiny_llama()
+    ids = tokens(600)
+    full = kv_eval(model, ids, policy=None, context=80, continuation=20, max_windows=3)
+    for policy in KV_POLICIES:
+        same = kv_eval(model, ids, policy=policy, budget=1.0, context=80, continuation=20, max_windows=3, window=8)
+        assert same.nll == full.nll
+        read = prefill(model, ids[:80], policy=policy, budget=0.25, window=8)
+        assert read.kept == 20 and read.length == 80
+        assert all(layer.keys.shape[2] == 20 and layer.values.shape[2] == 20 for layer in read.cache.layers)
+    read = prefill(model, ids[:80], policy="snapkv", budget=30, window=8)  # a token count
+    assert read.kept == 30
+
+
+def test_the_continuation_keeps_its_original_positions():
+    """Evicting after the prefill equals the whole sequence read at once with the continuation
+    barred from the evicted tokens: the same positions, the same logits."""
+    model = tiny_llama(layers=1)
+    ids = tokens(100, seed=1)
+    n, sinks, keep = 80, 4, 30
+    read = prefill(model, ids[:n], policy="streaming_llm", budget=keep, n_sink=sinks)
+    ours = continue_from(model, read.cache, ids[n:], n)[0]
+    kept = list(range(sinks)) + list(range(n - (keep - sinks), n))
+    allowed = torch.tril(torch.ones(100, 100, dtype=torch.bool))
+    for row in range(n, 100):
+        allowed[row, [j for j in range(n) if j not in kept]] = False
+    with torch.no_grad():
+        reference = model(input_ids=torch.as_tensor(ids)[None], attention_mask=allowed[None, None]).logits[0, n:]
+    assert torch.allclose(ours, reference, atol=1e-5)
+    # and without eviction, prefill + continuation equals one forward pass
+    read = prefill(model, ids[:n])
+    with torch.no_grad():
+        whole = model(input_ids=torch.as_tensor(ids)[None]).logits[0, n:]
+    assert torch.allclose(continue_from(model, read.cache, ids[n:], n)[0], whole, atol=1e-5)
+
+
+def test_evict_plugs_into_generate():
+    model = tiny_llama()
+    model.generation_config.eos_token_id = None
+    ids = tokens(80, seed=2)
+    with evict(model, "snapkv", budget=0.5, window=8) as state:
+        generated = model.generate(torch.as_tensor(ids)[None], max_new_tokens=6, do_sample=False,
+                                   pad_token_id=0)[0, 80:].tolist()
+    assert state.kept == 40 and state.layers == 2
+    read = prefill(model, ids, policy="snapkv", budget=0.5, window=8)
+    token, ours = read.logits.argmax(-1), []
+    for step in range(6):
+        ours.append(int(token))
+        token = continue_from(model, read.cache, [ours[-1]], 80 + step)[:, -1].argmax(-1)
+    assert generated == ours
+
+
+def test_passkey_reports_nll_rank_and_exact_retrieval():
+    tokenizers = pytest.importorskip("tokenizers")
+    vocab = {c: i for i, c in enumerate(sorted(set("0123456789 .?TRWabceghiklmnoprsty") | {"[UNK]"}))}
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel(vocab, unk_token="[UNK]"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Split("", "isolated")
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    model = tiny_llama()
+    full = passkey(model, tok, policy=None, needles=3, context=120)
+    evicted = passkey(model, tok, policy="h2o", budget=0.5, needles=3, context=120)
+    assert full.needles == 3 and full.depths == [0.0, 0.5, 1.0]
+    assert full.rank >= 1 and 0 <= full.accuracy <= 1 and full.nll > 0
+    assert evicted.nll != full.nll
+
+
+def test_bad_input():
+    model = tiny_llama()
+    ids = tokens(300)
+    with pytest.raises(InvalidParameterError, match="fewer than snapkv always keeps"):
+        check_budget(0.05, 768, "snapkv", window=64)
+    with pytest.raises(InvalidParameterError, match="the 4 sinks"):
+        check_budget(4, 768, "streaming_llm")
+    for bad in (0, -0.5, float("nan"), 1.5, "half", True):
+        with pytest.raises(InvalidParameterError, match="budget"):
+            check_budget(bad, 100, "h2o")
+    with pytest.raises(InvalidParameterError, match="Did you mean 'snapkv'"):
+        prefill(model, ids[:50], policy="snapk", budget=0.5)
+    with pytest.raises(InvalidParameterError, match="observation window"):
+        kv_eval(model, ids, policy="snapkv", budget=0.1, context=80, continuation=20)
+    with pytest.raises(InvalidParameterError, match="exceed the model's window"):
+        kv_eval(model, ids, policy=None, context=200, continuation=100)
+    with pytest.raises(InvalidParameterError, match="fewer than one window"):
+        kv_eval(model, ids[:50], policy=None, context=80, continuation=20)
+    with pytest.raises(InvalidParameterError, match="LLaMA-family"):
+        with evict(torch.nn.Linear(2, 2), "h2o", budget=0.5):
+            pass
+    with pytest.raises(InvalidParameterError, match="kernel_size must be odd"):
+        with evict(model, "snapkv", budget=0.5, kernel_size=4):
+            pass
+    with pytest.raises(InvalidParameterError, match="keys must be a non-empty 3-D array"):
+        KVImportance(method="key_norm").score(np.ones((2, 3)), np.ones((2, 3)))
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        KVImportance(method="key_norm").score(np.full((1, 2, 2), np.nan), np.ones((1, 2, 2)))
+
+
+def test_kv_eval_command(tmp_path, capsys):
+    import json
+
+    tokenizers = pytest.importorskip("tokenizers")
+    from salience.cli import main
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
+    tiny_llama().save_pretrained(tmp_path / "model")
+    tok.save_pretrained(tmp_path / "model")
+    rng = np.random.default_rng(0)
+    (tmp_path / "text.txt").write_text(" ".join(f"w{i}" for i in rng.integers(0, 63, 400)))
+    base = ["compress", "kv-eval", str(tmp_path / "model"), "--data", str(tmp_path / "text.txt"), "--context", "80",
+            "--continuation", "20", "--window", "8", "--json"]
+    assert main(base + ["--policy", "full"]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert main(base + ["--policy", "vatp", "--budget", "0.25"]) == 0
+    evicted = json.loads(capsys.readouterr().out)
+    assert evicted["kept"] == 20 and evicted["windows"] == 4 and full["kept"] == 80
+    assert evicted["perplexity"] != full["perplexity"]
+    assert main(base + ["--policy", "snapkv", "--budget", "0.05"]) == 2
+    assert "observation window" in capsys.readouterr().err
