@@ -128,6 +128,10 @@ def render(result: dict, command: str, seconds: float) -> str:
         lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
                      f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
                      f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
+    lines += ["", "key_norm: a rotation keeps a key's norm, so repeated tokens (the passkey filler) tie exactly; salience "
+              "evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among them in its "
+              "own order, hence the larger differences on that row only. vatp and caote have no kvpress "
+              "counterpart."]
     lines += ["", f"Decoding {a['new_tokens']} tokens greedily after a prompt of {a['speed_context']} tokens (SnapKV "
               "eviction; the cache then holds the kept tokens plus the new ones):", "",
               "| cache | tokens in cache | prefill s | tokens/s | vs full |", "|---|---:|---:|---:|---:|"]

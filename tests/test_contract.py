@@ -77,7 +77,7 @@ def _run(method, scorer):
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
     if family == "compress":
-        if method.name in ("block_influence", "perplexity_change"):
+        if method.name in ("block_influence", "perplexity_change", "ffn_channels", "attention_heads"):
             torch = pytest.importorskip("torch")
             transformers = pytest.importorskip("transformers")
             torch.manual_seed(0)
@@ -232,7 +232,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(Scores([2.0]), **bad)
         elif family == "explain":
             scorer.score([1.0, float("nan"), 2.0])
-        elif family == "compress" and method.name in ("block_influence", "perplexity_change"):
+        elif family == "compress" and method.name in ("block_influence", "perplexity_change", "ffn_channels",
+                                                      "attention_heads"):
             scorer.score(object(), np.ones((2, 4), dtype=int))  # not a decoder model
         elif family == "compress" and method.name in KV_POLICIES:
             scorer.score(np.ones((2, 3)), np.ones((2, 3)))  # not (heads, tokens, head_dim)

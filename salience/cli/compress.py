@@ -68,6 +68,30 @@ def _cmd_layers(args) -> int:
     return 0
 
 
+def _cmd_structured(args) -> int:
+    from salience.compress import calibration_windows, remove_structures
+    from salience.explain.lm import load_causal_lm
+
+    check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
+                      is_own=_is_pruned_model)
+    model, tokenizer = load_causal_lm(args.model)
+    windows = None
+    if args.calib:
+        windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
+                                      seed=args.seed)
+    report = remove_structures(model, args.unit, fraction=args.fraction, criterion=args.criterion,
+                               calibration=windows)
+    result = {**report.as_dict(), "out": args.out}
+    with atomic_directory(args.out) as folder:
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    emit(args, result, f"removed {report.units_before - report.units_after} of {report.units_before} {args.unit} per "
+                       f"layer by {args.criterion}: {report.parameters_before:,} -> {report.parameters_after:,} "
+                       f"parameters -> {args.out}")
+    return 0
+
+
 def _cmd_eval(args) -> int:
     from salience.compress import perplexity, sparsity_of
     from salience.explain.lm import load_causal_lm
@@ -137,6 +161,21 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
     add_output_options(p)
     p.set_defaults(func=_cmd_layers)
+
+    p = commands.add_parser("structured", help="remove the least important FFN channels or attention heads "
+                                                "(physically)")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--unit", choices=("ffn_channels", "attention_heads"), default="ffn_channels")
+    p.add_argument("--fraction", type=float, required=True, help="fraction of each layer's units removed, in [0, 1)")
+    p.add_argument("--criterion", choices=("magnitude", "taylor", "output"), default="magnitude",
+                   help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
+    p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
+    p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_structured)
 
     p = commands.add_parser("kv-eval", help="continuation perplexity (and passkey retrieval) with an evicted KV cache")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")

@@ -242,12 +242,12 @@ def check_budget(budget, n_tokens: int, policy: str, *, n_sink: int = 4, window:
 
 
 def _attention_modules(model) -> list:
-    inner = getattr(model, "model", model)
-    inner = getattr(inner, "language_model", inner)
-    layers = getattr(inner, "layers", None)
-    if layers is None or not all(hasattr(layer, "self_attn") for layer in layers):
-        raise InvalidParameterError(f"{type(model).__name__} is not a decoder-only model with .model.layers[i].self_attn "
-                                    "(LLaMA-family layout): its cache cannot be evicted by salience.")
+    from salience.compress.layers import decoder_layers
+
+    layers = decoder_layers(model)
+    if not all(hasattr(layer, "self_attn") for layer in layers):
+        raise InvalidParameterError(f"{type(model).__name__}'s decoder layers have no self_attn (LLaMA-family layout): "
+                                    "its cache cannot be evicted by salience.")
     return [layer.self_attn for layer in layers]
 
 

@@ -32,7 +32,7 @@ LAYER_CRITERIA = ("block_influence", "perplexity_change")
 
 def decoder_layers(model):
     """The model's list of decoder blocks (``model.model.layers`` for LLaMA-family models)."""
-    for path in ("model.layers", "model.model.layers", "transformer.h"):
+    for path in ("model.layers", "model.model.layers", "model.language_model.layers", "transformer.h"):
         obj = model
         try:
             for part in path.split("."):

@@ -152,20 +152,12 @@ def test_bad_input():
         perplexity(model, [1, 2, 3], seqlen=16)
 
 
-def test_prune_and_eval_commands(tmp_path, capsys):
+def test_prune_and_eval_commands(model_folder, tmp_path, capsys):
     import json
 
-    tokenizers = pytest.importorskip("tokenizers")
     from salience.cli import main
 
-    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
-    tiny_llama().save_pretrained(tmp_path / "model")
-    tok.save_pretrained(tmp_path / "model")
-    rng = np.random.default_rng(0)
-    (tmp_path / "calib.txt").write_text(" ".join(f"w{i}" for i in rng.integers(0, 63, 400)))
+    (tmp_path / "calib.txt").write_text(model_folder[1].read_text())
     args = ["compress", "prune", str(tmp_path / "model"), "--method", "wanda", "--sparsity", "0.5", "--calib",
             str(tmp_path / "calib.txt"), "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "pruned"), "--json"]
     assert main(args) == 0
