@@ -59,7 +59,12 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-kvpress
 	.venv-kvpress/bin/python -m pip install -q '$(TORCH)' "kvpress==0.5.5" "transformers<5.3" gguf accelerate
 
-bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python
+# llm-compressor pins its own transformers: its own environment, driven by bench/compress.py.
+.venv-llmcompressor/bin/python:
+	$(PYTHON) -m venv .venv-llmcompressor
+	.venv-llmcompressor/bin/python -m pip install -q '$(TORCH)' "llmcompressor==0.14.0.1" gguf
+
+bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --yake048-python .venv-yake048/bin/python --write BENCHMARKS.md
@@ -71,10 +76,11 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/pytho
 	$(BIN)/python bench/ann.py --write BENCHMARKS.md
 	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
-	$(BIN)/python bench/compress.py --write BENCHMARKS.md
+	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md
+	$(BIN)/python bench/structured.py --write BENCHMARKS.md
 	$(BIN)/python bench/kvcache.py --kvpress-python .venv-kvpress/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor build *.egg-info

@@ -10,8 +10,11 @@ seconds of calibration plus scoring plus masking. torch.nn.utils.prune's
 ``l1_unstructured`` (per layer) and ``global_unstructured`` compute magnitude masks over the
 same 210 linear layers; their masks are compared with salience's and timed.
 
-llm-compressor (Wanda, SparseGPT) and kvpress need environments of their own (their
-transformers versions differ); they are not run here yet.
+llm-compressor (Wanda, SparseGPT) runs in an environment of its own (``make
+.venv-llmcompressor``; its transformers differs) as a subprocess given the same calibration and
+evaluation token ids (``bench/llmcompressor_anchor.py``). Its ``oneshot`` calibrates layer by
+layer on the outputs of the layers already pruned, so it is compared with salience's
+``sequential=True`` configurations. KV-cache eviction against kvpress: ``bench/kvcache.py``.
 
     python bench/compress.py --write BENCHMARKS.md
 """
@@ -26,6 +29,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import run_benchmark  # noqa: E402
 
 from salience.compress import (calibration_windows, drop_least_important, perplexity, prunable_linears, prune,  # noqa: E402
                                stdlib_docstrings)
@@ -40,7 +46,13 @@ CONFIGS = [
     {"method": "wanda", "pattern": "2:4"},
     {"method": "sparsegpt", "pattern": "2:4"},
     {"method": "wanda", "sparsity": 0.5, "sequential": True},
+    {"method": "sparsegpt", "sparsity": 0.5, "sequential": True},
+    {"method": "wanda", "pattern": "2:4", "sequential": True},
+    {"method": "sparsegpt", "pattern": "2:4", "sequential": True},
 ]
+#: the configurations llm-compressor runs, matched to salience's sequential ones
+ANCHORED = [{"method": m, **({"pattern": "2:4"} if p else {"sparsity": 0.5})} for p in (False, True)
+            for m in ("wanda", "sparsegpt")]
 
 
 def torch_prune_masks(model, global_: bool):
@@ -75,7 +87,25 @@ def tokens_per_second(model, ids, seqlen: int, windows: int = 4) -> float:
     return batch.numel() / best
 
 
-def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
+def run_llmcompressor(python: str, windows, evaluation_ids, n_eval_windows: int, seqlen: int) -> dict:
+    import json
+    import subprocess
+    import tempfile
+
+    from salience.compress import windows as cut
+
+    from kvcache import smollm2_gguf
+
+    job = {"gguf": str(smollm2_gguf()), "calibration": windows.tolist(),
+           "evaluation": cut(evaluation_ids, seqlen, n_eval_windows).tolist(), "configs": ANCHORED}
+    with tempfile.TemporaryDirectory() as folder:
+        inp, out = Path(folder) / "job.json", Path(folder) / "out.json"
+        inp.write_text(json.dumps(job))
+        subprocess.run([python, str(ROOT / "bench" / "llmcompressor_anchor.py"), str(inp), str(out)], check=True)
+        return json.loads(out.read_text())
+
+
+def run(n_eval_windows: int, samples: int, seqlen: int, llmcompressor_python: str | None = None) -> dict:
     import torch
 
     torch.set_num_threads(2)
@@ -124,8 +154,11 @@ def run(n_eval_windows: int, samples: int, seqlen: int) -> dict:
         comparisons.append({"group": group, "torch_s": seconds, "ours_s": our_seconds, "differing": differing,
                             "weights": sum(m.size for m in ours.values())})
         del model
+    anchor = None
+    if llmcompressor_python:
+        anchor = run_llmcompressor(llmcompressor_python, windows, evaluation_ids, n_eval_windows, seqlen)
     return {"rows": rows, "masks": comparisons, "layers": layer_rows, "eval_tokens": n_eval_windows * seqlen, "samples": samples,
-            "seqlen": seqlen}
+            "seqlen": seqlen, "llmcompressor": anchor}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
@@ -146,6 +179,21 @@ def render(result: dict, command: str, seconds: float) -> str:
         secs = "" if r["seconds"] is None else f"{r['seconds']:.1f}"
         lines.append(f"| {r['config']} | {r['perplexity']:.2f} | {r['perplexity'] / base:.2f}x | {r['sparsity']:.4f} | "
                      f"{secs} |")
+    anchor = result.get("llmcompressor")
+    if anchor:
+        lines += ["", f"Against llm-compressor {anchor['llmcompressor']} (transformers {anchor['transformers']}, its own "
+                  "environment, same GGUF, same calibration and evaluation token ids; `oneshot` with its default layer-"
+                  "by-layer calibration, so salience's `sequential` rows are the comparison; its dense perplexity "
+                  f"{anchor['dense']:.2f}). Target: within 2% of its perplexity, in less wall time.", "",
+                  "| configuration | salience perplexity | llm-compressor | difference | salience s | llm-compressor s | "
+                  "speed |", "|---|---:|---:|---:|---:|---:|---:|"]
+        ours = {r["config"]: r for r in result["rows"]}
+        for c in anchor["configs"]:
+            label = f"{c['method']} " + (c.get("pattern") or f"{c['sparsity']:.0%}") + " sequential"
+            mine = ours[label]
+            lines.append(f"| {label} | {mine['perplexity']:.2f} | {c['perplexity']:.2f} | "
+                         f"{mine['perplexity'] / c['perplexity'] - 1:+.1%} | {mine['seconds']:.1f} | {c['seconds']:.1f} | "
+                         f"{c['seconds'] / mine['seconds']:.1f}x |")
     lines += ["", "Magnitude masks against `torch.nn.utils.prune` (`l1_unstructured` per layer, `global_unstructured`), "
               "50% of the same layers. Differing weights: where the two masks disagree (ties between equal magnitudes, "
               "frequent in dequantized weights, are broken by position in salience and by torch's sort otherwise).",
@@ -169,19 +217,11 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-windows", type=int, default=40)
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--seqlen", type=int, default=256)
-    parser.add_argument("--write", type=Path, default=None)
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    result = run(args.eval_windows, args.samples, args.seqlen)
-    command = "python bench/compress.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(result, command.strip(), time.perf_counter() - started)
-    print(section)
-    if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
-
-        write_section(args.write, section, marker="bench/compress.py")
-    return 0
+    default_python = ROOT / ".venv-llmcompressor" / "bin" / "python"
+    parser.add_argument("--llmcompressor-python", default=str(default_python) if default_python.exists() else None,
+                        help="python of an environment with llm-compressor (default .venv-llmcompressor, when it exists)")
+    return run_benchmark("compress.py", parser, lambda args: run(args.eval_windows, args.samples, args.seqlen,
+                                                             args.llmcompressor_python), render, argv)
 
 
 if __name__ == "__main__":

@@ -31,6 +31,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
 from salience.compress.kv import KV_POLICIES, decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
@@ -156,19 +159,7 @@ def main(argv=None) -> int:
     default_python = ROOT / ".venv-kvpress" / "bin" / "python"
     parser.add_argument("--kvpress-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with kvpress (default .venv-kvpress, when it exists)")
-    parser.add_argument("--write", type=Path, default=None)
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    result = run(args)
-    command = "python bench/kvcache.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(result, command.strip(), time.perf_counter() - started)
-    print(section)
-    if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
-
-        write_section(args.write, section, marker="bench/kvcache.py")
-    return 0
+    return run_benchmark("kvcache.py", parser, run, render, argv)
 
 
 if __name__ == "__main__":

@@ -10,13 +10,15 @@ from __future__ import annotations
 import copy
 import json
 import math
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import torch
 from datasets import Dataset
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from llmcompressor import oneshot
 from llmcompressor.modifiers.pruning import SparseGPTModifier, WandaPruningModifier
@@ -57,6 +59,12 @@ def main(inp: Path, out: Path) -> None:
     if hasattr(dense.config, "quantization_config"):
         del dense.config.quantization_config
     dense.hf_quantizer = None
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)  # oneshot asks for a processor
+    # oneshot re-reads the config from the model's folder: give it an ordinary one
+    folder = Path(tempfile.mkdtemp(prefix="smollm2-"))
+    dense.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    dense = AutoModelForCausalLM.from_pretrained(folder, torch_dtype=torch.float32).eval()
     calibration = Dataset.from_dict({"input_ids": job["calibration"],
                                      "attention_mask": [[1] * len(w) for w in job["calibration"]]})
     from importlib.metadata import version
@@ -71,7 +79,7 @@ def main(inp: Path, out: Path) -> None:
                                                **({"dampening_frac": 0.01, "block_size": 128}
                                                   if config["method"] == "sparsegpt" else {}))
         start = time.perf_counter()
-        oneshot(model=model, dataset=calibration, recipe=[modifier], num_calibration_samples=len(job["calibration"]),
+        oneshot(model=model, processor=tokenizer, dataset=calibration, recipe=[modifier], num_calibration_samples=len(job["calibration"]),
                 max_seq_length=len(job["calibration"][0]), shuffle_calibration_samples=False)
         seconds = time.perf_counter() - start
         results["configs"].append({**config, "seconds": seconds, "perplexity": perplexity(model, job["evaluation"]),
@@ -80,6 +88,7 @@ def main(inp: Path, out: Path) -> None:
               flush=True)
         del model
     out.write_text(json.dumps(results))
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import copy
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,6 +23,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from compress import tokens_per_second  # noqa: E402
+
+from common import run_benchmark  # noqa: E402
 
 from salience.compress import calibration_windows, perplexity, remove_structures, stdlib_docstrings  # noqa: E402
 from salience.explain.lm import load_causal_lm  # noqa: E402
@@ -88,18 +89,7 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-windows", type=int, default=40)
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--seqlen", type=int, default=256)
-    parser.add_argument("--write", type=Path, default=None)
-    args = parser.parse_args(argv)
-    started = time.perf_counter()
-    result = run(args)
-    command = "python bench/structured.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(result, command.strip(), time.perf_counter() - started)
-    print(section)
-    if args.write:
-        from search import write_section
-
-        write_section(args.write, section, marker="bench/structured.py")
-    return 0
+    return run_benchmark("structured.py", parser, run, render, argv)
 
 
 if __name__ == "__main__":

@@ -26,8 +26,11 @@ def _is_pruned_model(path: Path) -> bool:
     return path.is_dir() and (path / "salience-prune.json").is_file()
 
 
-def _cmd_prune(args) -> int:
-    from salience.compress import calibration_windows, prune
+def _model_and_calibration(args):
+    """(model, tokenizer, calibration windows or None) for a command that writes a model to
+    ``--out``: the output path is checked first (never an input, never a folder this command
+    did not write), then the model is loaded and ``--calib`` cut into windows."""
+    from salience.compress import calibration_windows
     from salience.explain.lm import load_causal_lm
 
     check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
@@ -37,55 +40,50 @@ def _cmd_prune(args) -> int:
     if args.calib:
         windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
                                       seed=args.seed)
-    report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
-                   group=args.group, calibration=windows, sequential=args.sequential)
-    result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
-              "seconds": report.seconds, "layers": report.layers, "out": args.out}
+    return model, tokenizer, windows
+
+
+def _write_model(args, model, tokenizer, result: dict) -> None:
+    """The changed model, its tokenizer and the command's report, written atomically to --out."""
     with atomic_directory(args.out) as folder:
         model.save_pretrained(folder)
         tokenizer.save_pretrained(folder)
         (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+
+
+def _cmd_prune(args) -> int:
+    from salience.compress import prune
+
+    model, tokenizer, windows = _model_and_calibration(args)
+    report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
+                   group=args.group, calibration=windows, sequential=args.sequential)
+    result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
+              "seconds": report.seconds, "layers": report.layers, "out": args.out}
+    _write_model(args, model, tokenizer, result)
     emit(args, result, report.table() + f"\n-> {args.out}")
     return 0
 
 
 def _cmd_layers(args) -> int:
-    from salience.compress import calibration_windows, drop_least_important
-    from salience.explain.lm import load_causal_lm
+    from salience.compress import drop_least_important
 
-    check_output_path(args.out, [args.model, args.calib], what="model", is_own=_is_pruned_model)
-    model, tokenizer = load_causal_lm(args.model)
-    windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
-                                  seed=args.seed)
+    model, tokenizer, windows = _model_and_calibration(args)
     removed, scores = drop_least_important(model, args.remove, windows, method=args.method)
     result = {"method": args.method, "removed": removed, "layers_left": model.config.num_hidden_layers,
               "scores": scores.values.round(6).tolist(), "out": args.out}
-    with atomic_directory(args.out) as folder:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    _write_model(args, model, tokenizer, result)
     emit(args, result, f"removed layers {removed} by {args.method}; {model.config.num_hidden_layers} left -> {args.out}")
     return 0
 
 
 def _cmd_structured(args) -> int:
-    from salience.compress import calibration_windows, remove_structures
-    from salience.explain.lm import load_causal_lm
+    from salience.compress import remove_structures
 
-    check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
-                      is_own=_is_pruned_model)
-    model, tokenizer = load_causal_lm(args.model)
-    windows = None
-    if args.calib:
-        windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
-                                      seed=args.seed)
+    model, tokenizer, windows = _model_and_calibration(args)
     report = remove_structures(model, args.unit, fraction=args.fraction, criterion=args.criterion,
                                calibration=windows)
     result = {**report.as_dict(), "out": args.out}
-    with atomic_directory(args.out) as folder:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    _write_model(args, model, tokenizer, result)
     emit(args, result, f"removed {report.units_before - report.units_after} of {report.units_before} {args.unit} per "
                        f"layer by {args.criterion}: {report.parameters_before:,} -> {report.parameters_after:,} "
                        f"parameters -> {args.out}")

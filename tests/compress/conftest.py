@@ -6,17 +6,16 @@ import pytest
 def model_folder(tmp_path):
     """A tiny LLaMA saved with a word-level tokenizer over w0..w62, and a text file of 400 such
     words: (model folder, text file)."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     tokenizers = pytest.importorskip("tokenizers")
     words = ["[UNK]"] + [f"w{i}" for i in range(63)]
     core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
     core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    transformers.LlamaForCausalLM(config).eval().save_pretrained(tmp_path / "model")
+    from tests.compress.models import tiny_llama
+
+    tiny_llama(max_position_embeddings=256).save_pretrained(tmp_path / "model")
     tok.save_pretrained(tmp_path / "model")
     rng = np.random.default_rng(0)
     (tmp_path / "text.txt").write_text(" ".join(f"w{i}" for i in rng.integers(0, 63, 400)))

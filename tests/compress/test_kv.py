@@ -8,15 +8,13 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tests.compress import models  # noqa: E402
 from salience.compress import (KV_POLICIES, KVImportance, check_budget, continue_from, evict, kv_eval,  # noqa: E402
                                kv_token_scores, passkey, prefill)
 
 
 def tiny_llama(seed=0, layers=2):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
-    return transformers.LlamaForCausalLM(config).eval()
+    return models.tiny_llama(seed, num_hidden_layers=layers, max_position_embeddings=256)
 
 
 def tokens(n, seed=0):

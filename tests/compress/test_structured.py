@@ -8,14 +8,12 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tests.compress import models  # noqa: E402
 from salience.compress import StructureImportance, remove_structures, structure_scores  # noqa: E402
 
 
 def tiny_llama(seed=0):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=48, intermediate_size=48, num_hidden_layers=2,
-                                      num_attention_heads=6, num_key_value_heads=3, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config).eval()
+    return models.tiny_llama(seed, hidden_size=48, intermediate_size=48, num_attention_heads=6, num_key_value_heads=3)
 
 
 def ids(seed=0, n=4, seqlen=16):

@@ -7,15 +7,9 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tests.compress.models import tiny_llama  # noqa: E402
 from salience.compress import (WeightImportance, calibration_windows, perplexity, prunable_linears, prune,  # noqa: E402
                                sparsity_of, weight_scores)
-
-
-def tiny_llama(seed=0):
-    torch.manual_seed(seed)
-    config = transformers.LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
-    return transformers.LlamaForCausalLM(config).eval()
 
 
 def calib(seed=0, n=6, seqlen=16):
