@@ -160,20 +160,49 @@ class _Stop(Exception):
     """Raised after the last block of interest: the rest of the forward pass is not needed."""
 
 
+def _gram(x, parts: int = 4):
+    """X^T X from its blocks on and above the diagonal (the rest mirrored): 10/16 of the
+    products of one matrix product for 4 parts."""
+    torch = _torch()
+    n = x.shape[1]
+    if n < 256:
+        return x.T @ x
+    edges = [round(n * k / parts) for k in range(parts + 1)]
+    out = torch.empty((n, n), dtype=x.dtype)
+    for a in range(parts):
+        rows = x[:, edges[a] : edges[a + 1]].T
+        block = rows @ x[:, edges[a] :]
+        out[edges[a] : edges[a + 1], edges[a] :] = block
+        out[edges[a] :, edges[a] : edges[a + 1]] = block.T
+    return out
+
+
 @contextlib.contextmanager
 def _recording(layers, *, hessian: bool):
     """Within the block, every forward pass of the ``layers`` adds its inputs' statistics to
     the yielded ``{name: _Stats}``."""
+    _torch()  # the extra is needed before any hook is set
     stats = {name: _Stats() for name, _ in layers}
+    # layers fed the same tensor (q/k/v, gate/up) share its statistics: computed once
+    last: dict = {}
+
+    def of_input(x):
+        # the same tensor object, held here so that its memory cannot pass to another one
+        if last.get("input") is not x or last["version"] != x._version:
+            flat = x.detach().reshape(-1, x.shape[-1])
+            wide = flat.double()
+            # X^T X in float64: float32 sums move SparseGPT's 2:4 perplexity by several percent
+            last.update(input=x, version=x._version, tokens=flat.shape[0], sq=(wide * wide).sum(0),
+                        hessian=_gram(wide) if hessian else None)
+        return last
 
     def hook(name):
         def record(module, inputs, output):
-            x = inputs[0].detach().reshape(-1, inputs[0].shape[-1]).double()
-            s = stats[name]
-            s.tokens += x.shape[0]
-            s.sq_norms = (x * x).sum(0) if s.sq_norms is None else s.sq_norms + (x * x).sum(0)
+            got, s = of_input(inputs[0]), stats[name]
+            s.tokens += got["tokens"]
+            s.sq_norms = got["sq"] if s.sq_norms is None else s.sq_norms + got["sq"]
             if hessian:
-                s.hessian = x.T @ x if s.hessian is None else s.hessian + x.T @ x
+                s.hessian = got["hessian"].clone() if s.hessian is None else s.hessian + got["hessian"]
         return record
 
     handles = [module.register_forward_hook(hook(name)) for name, module in layers]
@@ -182,6 +211,7 @@ def _recording(layers, *, hessian: bool):
     finally:
         for handle in handles:
             handle.remove()
+        last.clear()
 
 
 def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool) -> dict[str, _Stats]:
@@ -335,9 +365,9 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
     """SparseGPT on one layer: prune by OBS saliency block by block, updating the rest of each
     row with the inverse Hessian's Cholesky factor (Frantar and Alistarh, 2023)."""
     torch = _torch()
+    H = stats.hessian.double() / max(stats.tokens, 1)
     W = module.weight.detach().double().clone()
     rows, cols = W.shape
-    H = stats.hessian.clone() / max(stats.tokens, 1)
     dead = torch.diag(H) == 0
     H[dead, dead] = 1.0
     W[:, dead] = 0.0
@@ -347,27 +377,25 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
         hi = min(lo + blocksize, cols)
         W1 = W[:, lo:hi].clone()
         Hinv1 = Hinv[lo:hi, lo:hi]
-        Q1, Err1 = torch.zeros_like(W1), torch.zeros_like(W1)
+        Err1 = torch.zeros_like(W1)
         d = torch.diag(Hinv1)
         if nm is None:
             # the block's mask is chosen over all its rows at once (SparseGPT's adaptive mask selection)
             saliency = (W1 * W1 / (d * d)[None, :]).numpy()
-            mask1 = torch.from_numpy(prune_mask(saliency, sparsity=sparsity, group="matrix"))
+            pruned = torch.from_numpy(prune_mask(saliency, sparsity=sparsity, group="matrix")).to(W1.dtype)
         else:
-            mask1 = torch.zeros_like(W1, dtype=torch.bool)
+            pruned = torch.zeros_like(W1)
         for i in range(hi - lo):
-            w = W1[:, i]
             if nm is not None and i % nm[1] == 0 and i + nm[1] <= hi - lo:
                 block = W1[:, i : i + nm[1]]
                 saliency = (block * block / (d[i : i + nm[1]] ** 2)[None, :]).numpy()
-                mask1[:, i : i + nm[1]] = torch.from_numpy(lowest_k_mask(saliency, nm[1] - nm[0]))
-            q = w.clone()
-            q[mask1[:, i]] = 0.0
-            Q1[:, i] = q
-            err = (w - q) / d[i]
-            W1[:, i:] -= err[:, None] @ Hinv1[i, i:][None, :]
+                pruned[:, i : i + nm[1]] = torch.from_numpy(lowest_k_mask(saliency, nm[1] - nm[0]))
+            # the pruned weights' error, spread over the columns still to come; the update
+            # leaves column i equal to its kept weights (Hinv1[i, i] = d[i])
+            err = W1[:, i] * pruned[:, i] / d[i]
+            W1[:, i:].addr_(err, Hinv1[i, i:], alpha=-1.0)
             Err1[:, i] = err
-        W[:, lo:hi] = Q1
+        W[:, lo:hi] = W1 * (1 - pruned)  # exact zeros where pruned
         W[:, hi:] -= Err1 @ Hinv[lo:hi, hi:]
     with torch.no_grad():
         module.weight.copy_(W.to(module.weight.dtype))
@@ -399,6 +427,8 @@ def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, b
                 run_block(block)
             _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
                           damp, report)
+        if index == len(blocks) - 1:
+            break  # nothing after the last block needs its outputs
         for (args, kwargs), hidden in zip(inputs, run_block(block)):
             if args:
                 args[0] = hidden
