@@ -199,3 +199,19 @@ def test_kv_eval_command(model_folder, capsys):
     assert evicted["perplexity"] != full["perplexity"]
     assert main(base + ["--policy", "snapkv", "--budget", "0.05"]) == 2
     assert "observation window" in capsys.readouterr().err
+
+
+def test_a_missing_torch_or_transformers_names_the_extra(monkeypatch):
+    import sys
+
+    from salience.exceptions import MissingDependencyError
+    from salience.explain.lm import load_causal_lm
+
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    with pytest.raises(MissingDependencyError, match="pip install 'salience\\[torch\\]' transformers"):
+        load_causal_lm("smollm2")
+    monkeypatch.setitem(sys.modules, "torch", None)
+    for call in (lambda: kv_token_scores("key_norm", None, None), lambda: prefill(None, [1, 2]),
+                 lambda: check_budget(0.5, 10, "h2o") and evict(None, "h2o", budget=0.5).__enter__()):
+        with pytest.raises(MissingDependencyError, match="pip install 'salience\\[torch\\]'"):
+            call()
