@@ -270,7 +270,6 @@ def _queries(torch, module, hidden_states, position_embeddings, count):
 class _EvictionState:
     policy: str
     budget: Any
-    options: dict
     kept: int | None = None
     prompt_tokens: int | None = None
     seconds: float = 0.0
@@ -294,7 +293,7 @@ def evict(model, policy: str, *, budget, n_sink: int = 4, window: int = 64, kern
     if kernel_size % 2 == 0:
         raise InvalidParameterError(f"kernel_size must be odd (the pooled scores keep their length); got {kernel_size}.")
     modules = _attention_modules(model)
-    state = _EvictionState(policy, budget, {"n_sink": n_sink, "window": window, "kernel_size": kernel_size})
+    state = _EvictionState(policy, budget)
     need = _QUERIES[policy]
 
     def hook(module, args, kwargs, output):
