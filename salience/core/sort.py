@@ -265,14 +265,25 @@ def jointrank(
     aggregate_with: str = "pagerank",
     seed: int = 0,
     query: Any = None,
+    block_order: str = "input",
 ) -> Scores:
     """JointRank: rank overlapping blocks (independently, so in parallel with ``n_jobs``),
     turn each block ranking into pairwise wins, and aggregate them (``pagerank`` or ``winrate``,
-    or any method of :data:`~salience.core.aggregate.AGGREGATORS`). Calls: the number of blocks."""
+    or any method of :data:`~salience.core.aggregate.AGGREGATORS`). Calls: the number of blocks.
+
+    ``block_order="input"`` shows each block's items in their order in ``items`` (the first
+    stage's, as sliding windows do), so a judge's position bias falls back on that order;
+    ``"random"`` shows them in the design's random order. (With a position-biased judge and
+    random order, every query of a run gets the same design, so the first stage's best items
+    land in the same block positions for all of them.)"""
     items, judge = _items(items), as_listwise(judge)
     if aggregate_with not in AGGREGATORS:
         raise unknown_choice("aggregation method", aggregate_with, AGGREGATORS)
+    if block_order not in ("input", "random"):
+        raise unknown_choice("block order", block_order, ("input", "random"))
     blocks = block_design(len(items), block_size, repetitions, seed=seed)
+    if block_order == "input":
+        blocks = [sorted(block) for block in blocks]
     judge.require(len(blocks), f"JointRank with {len(blocks)} blocks")
     rankings = judge.rank_batch(query, [[items[p] for p in block] for block in blocks])
     # a block ranks its own items only: nothing is implied about items outside it

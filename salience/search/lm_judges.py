@@ -204,14 +204,17 @@ class LMJudge:
             raise InvalidParameterError(f"the model gave a non-finite score for query {query!r}.")
         return out
 
-    def _padded(self, torch, rows: list[list[int]]):
+    def _padded(self, torch, rows: list[list[int]], *, left: bool = False):
+        """``(ids, mask)`` of the rows padded to one width, on the right, or on the ``left`` so
+        that every row ends at the last column."""
         width = max(len(r) for r in rows)
         pad = getattr(self.tokenizer, "pad_token_id", None) or 0
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for i, r in enumerate(rows):
-            ids[i, : len(r)] = torch.tensor(r)
-            mask[i, : len(r)] = 1
+            columns = slice(width - len(r), width) if left else slice(0, len(r))
+            ids[i, columns] = torch.tensor(r)
+            mask[i, columns] = 1
         return ids, mask
 
     def _pointwise(self, torch, query: str, passages: list[str]) -> np.ndarray:
@@ -219,22 +222,21 @@ class LMJudge:
         head, tail = self._chat_parts or ("", "")
         prefix = self._encode(head + POINTWISE_PREFIX.format(query=query))
         suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p) + tail) for p in passages]
-        last = torch.tensor([len(s) - 1 for s in suffixes])
+        # left-padded: every prompt ends at the last column, the only one whose logits are needed
         if self.prefix_cache:
             cached = self.model(input_ids=torch.tensor([prefix]), use_cache=True)
             cache = _returned_cache(cached)
             cache.batch_repeat_interleave(len(passages))
-            ids, mask = self._padded(torch, suffixes)
+            ids, mask = self._padded(torch, suffixes, left=True)
             full_mask = torch.cat([torch.ones((len(passages), len(prefix)), dtype=torch.long), mask], dim=1)
-            positions = (torch.arange(ids.shape[1]) + len(prefix)).unsqueeze(0).expand(len(passages), -1)
+            positions = (mask.cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
             logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
-                                **{self._cache_argument(): cache}).logits
+                                logits_to_keep=1, **{self._cache_argument(): cache}).logits
         else:
-            ids, mask = self._padded(torch, [prefix + s for s in suffixes])
-            last = last + len(prefix)
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-        final = logits[torch.arange(len(passages)), last].double()
-        log_probs = torch.log_softmax(final, dim=-1)
+            ids, mask = self._padded(torch, [prefix + s for s in suffixes], left=True)
+            positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
+        log_probs = torch.log_softmax(logits[:, -1].double(), dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
 
     def _cache_argument(self) -> str:
@@ -248,15 +250,16 @@ class LMJudge:
     def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
         question = self._encode(("" if self.chat else " ") + query.strip())  # a chat reply starts without a space
         prompts = [self._encode(self._wrapped(QLM_PROMPT.format(passage=p))) for p in passages]
-        ids, mask = self._padded(torch, [p + question for p in prompts])
-        logits = self.model(input_ids=ids, attention_mask=mask).logits.double()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        target = torch.tensor(question)
-        out = []
-        for i, prompt in enumerate(prompts):
-            rows = torch.arange(len(prompt) - 1, len(prompt) - 1 + len(question))
-            out.append(float(log_probs[i, rows, target].mean()))
-        return np.array(out)
+        # left-padded, every row ends with the question: the logits that predict its tokens are
+        # the same last columns of every row, so only those are computed (not the whole vocabulary
+        # at every position of every prompt)
+        ids, mask = self._padded(torch, [p + question for p in prompts], left=True)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                            logits_to_keep=len(question) + 1).logits[:, : len(question)]
+        log_probs = torch.log_softmax(logits.double(), dim=-1)
+        picked = log_probs[:, torch.arange(len(question)), torch.tensor(question)]
+        return picked.mean(dim=1).numpy()
 
     def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
         import copy

@@ -73,6 +73,19 @@ def test_listwise_algorithms_with_a_perfect_judge():
     assert len(set(top[:10]) & set(BEST[:10])) >= 8
 
 
+def test_jointrank_shows_blocks_in_first_stage_order():
+    """A judge that always prefers the first position (a small LM's bias) leaves the first
+    stage's order nearly intact when blocks keep it, and scrambles it when they are shuffled."""
+    items = [f"d{i}" for i in range(30)]
+    first_position = ListwiseJudge(lambda query, shown: list(range(len(shown))))
+    kept = jointrank(items, first_position, block_size=10).ranked_ids()
+    assert kept[:3] == items[:3] and set(kept[:10]) == set(items[:10])
+    shuffled = jointrank(items, first_position, block_size=10, block_order="random").ranked_ids()
+    assert len(set(shuffled[:10]) & set(items[:10])) < 8
+    with pytest.raises(InvalidParameterError, match="block order"):
+        jointrank(items, first_position, block_order="sorted")
+
+
 def test_block_design_covers_and_connects():
     blocks = block_design(53, 8, 2, seed=3)
     counts = np.bincount(np.concatenate(blocks), minlength=53)

@@ -46,7 +46,7 @@ def test_pointwise_is_the_yes_no_log_odds_with_and_without_the_prefix_cache(tiny
 def test_query_likelihood_and_the_scorer_for_rerankers(tiny):
     model, tok = tiny
     judge = LMJudge(model, tokenizer=tok, method="qlm", batch_size=2)
-    passages = {"a": "cats sleep", "b": "dogs bark", "c": "fish swim"}
+    passages = {"a": "cats sleep", "b": "dogs bark . fish swim . cats sleep", "c": "fish"}  # batches padded
     values = judge.scores("dogs bark", list(passages.values()))
     for passage, value in zip(passages.values(), values):
         prompt = tok.encode(f"Passage: {passage}\nPlease write a question that this passage answers.\nQuestion:",
