@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import json
 import os
 import shutil
+import sys
 import tempfile
 import zlib
 from pathlib import Path
@@ -94,6 +96,11 @@ def sweep_stale_temporaries(folder: str | Path, name: str) -> int:
         pid = int(parts[0])
         if pid == os.getpid() or _pid_alive(pid):
             continue
+        target = folder / name
+        if entry.name.endswith(".old") and (entry / "index").is_dir() and not target.exists():
+            # the writer died between its two renames: the old folder goes back in place
+            os.replace(entry / "index", target)
+            fsync_dir(folder)
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry, ignore_errors=True)
         else:
@@ -166,16 +173,53 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
                     os.fsync(fh.fileno())
         fsync_dir(tmp)
         if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), suffix=".old", dir=path.parent))
-            os.replace(path, old / "index")
-            os.replace(tmp, path)
-            shutil.rmtree(old, ignore_errors=True)
+            if exchange_paths(tmp, path):  # one atomic step: the path always holds old or new
+                shutil.rmtree(tmp, ignore_errors=True)  # now the old folder
+            else:
+                # two renames: a kill between them leaves the old folder in ``.NAME.PID.*.old``,
+                # which the next writer's sweep moves back (``sweep_stale_temporaries``)
+                old = Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), suffix=".old", dir=path.parent))
+                os.replace(path, old / "index")
+                os.replace(tmp, path)
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, path)
         fsync_dir(path.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def exchange_paths(a: str | Path, b: str | Path) -> bool:
+    """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where
+    the system or file system cannot, and nothing was changed."""
+    global _renameat2
+    if _renameat2 is False:
+        return False
+    if _renameat2 is None:
+        _renameat2 = False
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            with contextlib.suppress(OSError, AttributeError):
+                function = ctypes.CDLL(None, use_errno=True).renameat2
+                function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+                function.restype = ctypes.c_int
+                _renameat2 = function
+        if _renameat2 is False:
+            return False
+    at_cwd, rename_exchange = -100, 2
+    if _renameat2(at_cwd, os.fsencode(str(a)), at_cwd, os.fsencode(str(b)), rename_exchange) == 0:
+        return True
+    import ctypes
+
+    errno_value = ctypes.get_errno()
+    if errno_value in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV, errno.EPERM):
+        return False  # not supported here: fall back to two renames
+    raise OSError(errno_value, os.strerror(errno_value), str(b))
+
+
+_renameat2 = None  # the libc function once looked up; False where there is none
 
 
 def open_raw(path: Path):

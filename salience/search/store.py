@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import zlib
 from pathlib import Path
@@ -148,10 +149,10 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write) -
             try:
                 files = write(tmp, start, stop)
                 fsync_dir(tmp)
+                if (path / name).exists():  # left by a commit killed before its manifest: not in the index
+                    shutil.rmtree(path / name)
                 os.replace(tmp, path / name)
             except BaseException:
-                import shutil
-
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             segment["name"], segment["files"] = name, files

@@ -52,6 +52,20 @@ def test_add_delete_merge_equal_fresh_build(tmp_path):
         assert np.allclose(index.get_scores(q).values, fresh.get_scores(q).values, rtol=1e-6)
 
 
+def test_a_segment_left_by_a_killed_commit_is_replaced(tmp_path):
+    """A commit killed after renaming its segment into place but before replacing the manifest
+    leaves a folder the index does not list; the next commit of that number writes over it."""
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:80]).save(path)
+    (path / "seg-000001").mkdir()
+    (path / "seg-000001" / "terms.json").write_text("half")
+    assert BM25.load(path).n_docs == 80  # the manifest is the commit point: the orphan is not read
+    index = BM25.load(path)
+    index.add(DOCS[80:]).commit()
+    reopened = BM25.load(path)
+    assert reopened.n_docs == 120 and _results(reopened) == _results(BM25().index(DOCS))
+
+
 def test_delete_accepts_any_iterable():
     index = BM25().index(DOCS[:10]).delete(d for d in ("d1", "d2", "d2"))
     assert index.n_docs == 8 and "d1" not in index.ids and "d2" not in index.ids
