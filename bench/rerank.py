@@ -103,7 +103,7 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) 
             continue
         subset = judged[: config["queries"]]
         judge = (EncoderJudge() if config["method"] == "encoder" else
-                 LMJudge(model, tokenizer=tokenizer, method=config["method"], max_passage_tokens=passage_tokens,
+                 LMJudge(model, tokenizer=tokenizer, method=config["method"], max_passage_tokens=passage_tokens, batch_size=10,
                          chat=config.get("chat", False)))
         options = dict(config.get("options", {}))
         scoring = config["algorithm"] == "score"

@@ -217,26 +217,30 @@ class LMJudge:
             mask[i, columns] = 1
         return ids, mask
 
+    def _last_logits(self, torch, prefix: list[int], rows: list[list[int]], keep: int):
+        """Logits at the last ``keep`` positions of each prompt ``prefix + row``: the rows are
+        left-padded so that they all end at the last column, and only those columns' logits are
+        computed. With ``prefix_cache`` the shared prefix is run once and its key/value cache
+        reused by every row."""
+        n = len(rows)
+        if self.prefix_cache and prefix:
+            cache = _returned_cache(self.model(input_ids=torch.tensor([prefix]), use_cache=True))
+            cache.batch_repeat_interleave(n)
+            ids, mask = self._padded(torch, rows, left=True)
+            full_mask = torch.cat([torch.ones((n, len(prefix)), dtype=torch.long), mask], dim=1)
+            positions = (mask.cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
+            return self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
+                              logits_to_keep=keep, **{self._cache_argument(): cache}).logits
+        ids, mask = self._padded(torch, [prefix + r for r in rows], left=True)
+        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
+        return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
+
     def _pointwise(self, torch, query: str, passages: list[str]) -> np.ndarray:
         yes, no = self._yes_no()
         head, tail = self._chat_parts or ("", "")
         prefix = self._encode(head + POINTWISE_PREFIX.format(query=query))
         suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p) + tail) for p in passages]
-        # left-padded: every prompt ends at the last column, the only one whose logits are needed
-        if self.prefix_cache:
-            cached = self.model(input_ids=torch.tensor([prefix]), use_cache=True)
-            cache = _returned_cache(cached)
-            cache.batch_repeat_interleave(len(passages))
-            ids, mask = self._padded(torch, suffixes, left=True)
-            full_mask = torch.cat([torch.ones((len(passages), len(prefix)), dtype=torch.long), mask], dim=1)
-            positions = (mask.cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
-            logits = self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
-                                logits_to_keep=1, **{self._cache_argument(): cache}).logits
-        else:
-            ids, mask = self._padded(torch, [prefix + s for s in suffixes], left=True)
-            positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-            logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=1).logits
-        log_probs = torch.log_softmax(logits[:, -1].double(), dim=-1)
+        log_probs = torch.log_softmax(self._last_logits(torch, prefix, suffixes, 1)[:, -1].double(), dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
 
     def _cache_argument(self) -> str:
@@ -248,18 +252,13 @@ class LMJudge:
         return "cache" if "cache" in parameters else "past_key_values"
 
     def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
+        head, tail = self._chat_parts or ("", "")
         question = self._encode(("" if self.chat else " ") + query.strip())  # a chat reply starts without a space
-        prompts = [self._encode(self._wrapped(QLM_PROMPT.format(passage=p))) for p in passages]
-        # left-padded, every row ends with the question: the logits that predict its tokens are
-        # the same last columns of every row, so only those are computed (not the whole vocabulary
-        # at every position of every prompt)
-        ids, mask = self._padded(torch, [p + question for p in prompts], left=True)
-        positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
-        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=positions,
-                            logits_to_keep=len(question) + 1).logits[:, : len(question)]
+        prompts = [self._encode(QLM_PROMPT.format(passage=p) + tail) + question for p in passages]
+        # every prompt ends with the question: the logits predicting it are the last columns
+        logits = self._last_logits(torch, self._encode(head), prompts, len(question) + 1)[:, : len(question)]
         log_probs = torch.log_softmax(logits.double(), dim=-1)
-        picked = log_probs[:, torch.arange(len(question)), torch.tensor(question)]
-        return picked.mean(dim=1).numpy()
+        return log_probs[:, torch.arange(len(question)), torch.tensor(question)].mean(dim=1).numpy()
 
     def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
         import copy

@@ -243,5 +243,15 @@ def test_chat_prompts_are_one_user_turn(tiny):
         assert value == pytest.approx(float(last[yes] - last[no]), abs=1e-5) and plain == pytest.approx(value, abs=1e-5)
         order = LMJudge(model, tokenizer=tok, method="listwise", chat=True).rank("cats", ["cats sleep", "fish"])
         assert sorted(order) == [0, 1]
+        passages = ["cats sleep", "fish swim . dogs bark . cats"]  # the chat head cached, the rest left-padded
+        for cache in (True, False):
+            qlm = LMJudge(model, tokenizer=tok, method="qlm", chat=True, prefix_cache=cache).scores("dogs bark", passages)
+            for passage, value in zip(passages, qlm):
+                prompt = tok.encode(f"Query Passage: {passage}\nPlease write a question that this passage answers.\n"
+                                    "Question: . Answer :", add_special_tokens=False)
+                question = tok.encode("dogs bark", add_special_tokens=False)
+                log_probs = _next_token_log_probs(model, prompt + question)
+                expected = np.mean([float(log_probs[len(prompt) - 1 + i, t]) for i, t in enumerate(question)])
+                assert value == pytest.approx(expected, abs=1e-5)
     finally:
         tok.chat_template = None
