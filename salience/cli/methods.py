@@ -5,11 +5,17 @@ from __future__ import annotations
 from salience.cli._common import emit
 
 
-def _cmd_methods(args) -> int:
+def method_rows(domain: str | None = None) -> list[dict]:
+    """Every registered method (of ``domain``, or all) as plain data: family, name, class,
+    description and parameters."""
     from salience.core.base import registered
 
-    rows = [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
-             "params": m.params()} for m in registered(args.domain)]
+    return [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
+             "params": m.params()} for m in registered(domain)]
+
+
+def _cmd_methods(args) -> int:
+    rows = method_rows(args.domain)
     if args.json:
         emit(args, {"methods": rows})
         return 0

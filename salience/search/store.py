@@ -129,13 +129,29 @@ def verify_files(folder: Path, files: dict) -> None:
             raise CorruptIndexError(f"{file_path}: checksum mismatch; the file is damaged.")
 
 
+def sweep_leftovers(path: Path, names: list[str]) -> None:
+    """Remove what killed writers left in an index folder whose manifest lists the segments
+    ``names``: their temporaries (of segments and of the manifest) and any segment folder a
+    commit renamed into place but never got into a manifest."""
+    from salience.io.files import sweep_stale_temporaries
+
+    numbers = [int(name.split("-")[1]) for name in names]
+    later = max(numbers, default=-1) + 1
+    for name in names + [f"seg-{n:06d}" for n in range(later, later + 64)] + [MANIFEST]:
+        sweep_stale_temporaries(path, name)
+    for entry in path.glob("seg-*"):
+        if entry.is_dir() and entry.name not in names:
+            shutil.rmtree(entry, ignore_errors=True)
+
+
 def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write) -> dict[str, list[int]]:
     """Write each segment not yet on disk (``name`` None) under a temporary name and rename it
     into place (``write(folder, start, stop)`` fills the folder and returns its file table);
     return the deleted documents per segment, for the manifest that the caller then replaces
-    atomically (the commit point)."""
-    from salience.io.files import sweep_stale_temporaries, temporary_prefix
+    atomically (the commit point). Leftovers of killed writers are swept first."""
+    from salience.io.files import temporary_prefix
 
+    sweep_leftovers(path, [s["name"] for s in segments if s.get("name")])
     existing = {int(s["name"].split("-")[1]) for s in segments if s.get("name")}
     next_number = max(existing, default=-1) + 1
     start = 0
@@ -144,13 +160,10 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write) -
         if segment.get("name") is None:
             name = f"seg-{next_number:06d}"
             next_number += 1
-            sweep_stale_temporaries(path, name)
             tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
             try:
                 files = write(tmp, start, stop)
                 fsync_dir(tmp)
-                if (path / name).exists():  # left by a commit killed before its manifest: not in the index
-                    shutil.rmtree(path / name)
                 os.replace(tmp, path / name)
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)

@@ -357,6 +357,26 @@ class Tokenizer:
             return None
         return self._stem(raw) if self._stem is not None else raw
 
+    def spans(self, text: str) -> list[tuple[int, int, str]]:
+        """``(start, end, term)`` for each token of ``text`` that becomes an index term, with
+        character offsets into ``text`` as given (for highlighting). Tokens are matched on the
+        text as given and each normalised alone, so a Unicode normal form that merges or splits
+        words (rare) can differ from :meth:`tokenize`.
+
+        >>> Tokenizer().spans("The cats ran")
+        [(4, 8, 'cat'), (9, 12, 'ran')]
+        """
+        _check_text(text)
+        out = []
+        for match in self._regex.finditer(text):
+            raw = match.group()
+            if self.normalize is not None and not raw.isascii():
+                raw = unicodedata.normalize(self.normalize, raw)
+            term = self.term(raw.lower() if self.lower else raw)
+            if term is not None:
+                out.append((match.start(), match.end(), term))
+        return out
+
     def stem_batch(self, words: list[str]) -> list[str]:
         """Stem a list of words (batched when the stemmer is PyStemmer)."""
         if self._stem is None:

@@ -1,0 +1,34 @@
+"""``salience serve INDEX_DIR...``: the HTTP service and its web page (``salience[server]``)."""
+
+from __future__ import annotations
+
+
+def _cmd_serve(args) -> int:
+    from salience.server.app import Limits, serve
+
+    limits = Limits(max_body_bytes=args.max_body_bytes, max_k=args.max_k, max_query_chars=args.max_query_chars,
+                    max_text_chars=args.max_text_chars, max_batch=args.max_batch, timeout_s=args.timeout)
+    serve(args.indexes, host=args.host, port=args.port, api_key_file=args.api_key_file, limits=limits,
+          cors_origins=args.cors_origin, judge=args.judge, log_level="warning" if args.quiet else "info")
+    return 0
+
+
+def add_commands(domains) -> None:
+    p = domains.add_parser("serve", help="serve saved indexes over HTTP, with a web page (salience[server])")
+    p.add_argument("indexes", nargs="*", metavar="INDEX_DIR", help="saved BM25 or dense index folders")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--api-key-file", default=None, help="file whose first line is the key writes need; "
+                   "without it the write endpoints are off")
+    p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="allow browser requests from this origin (repeatable; CORS is off by default)")
+    p.add_argument("--judge", choices=("index", "encoder"), default="index",
+                   help="what /rerank scores posted passages with: the index's BM25 or all-MiniLM-L6-v2")
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
+    p.add_argument("--max-k", type=int, default=1000)
+    p.add_argument("--max-query-chars", type=int, default=1000)
+    p.add_argument("--max-text-chars", type=int, default=100_000)
+    p.add_argument("--max-batch", type=int, default=1000, help="documents per write, ids per delete or rerank")
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may take")
+    p.add_argument("--quiet", action="store_true", help="log warnings only")
+    p.set_defaults(func=_cmd_serve)

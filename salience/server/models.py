@@ -1,0 +1,78 @@
+"""Request bodies of the HTTP service (pydantic): unknown fields are refused, and types are
+strict (a number in quotes is not a number). Limits that depend on the service's settings
+(:class:`~salience.server.app.Limits`) are checked by the endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+__all__ = ["SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
+           "DeleteRequest"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class HybridOptions(_Strict):
+    dense: StrictStr = Field(description="name of a served dense index")
+    fusion: StrictStr = Field("rrf", description="rrf, or minmax / zscore weighted sum")
+    weight: StrictFloat | StrictInt = Field(0.5, ge=0, le=1, description="the dense run's weight (weighted sums)")
+
+
+class SearchRequest(_Strict):
+    query: StrictStr = Field(min_length=1)
+    k: StrictInt = Field(10, ge=1)
+    where: dict[str, Any] | None = Field(None, description="metadata filter, as `salience search query --where`")
+    explain: StrictBool = Field(False, description="BM25 term contributions and highlights")
+    hybrid: HybridOptions | None = None
+
+
+class ExplainRequest(_Strict):
+    query: StrictStr = Field(min_length=1)
+    id: StrictStr = Field(min_length=1)
+
+
+class Passage(_Strict):
+    id: StrictStr = Field(min_length=1)
+    text: StrictStr
+
+
+class RerankRequest(_Strict):
+    query: StrictStr = Field(min_length=1)
+    passages: list[Passage] | None = Field(None, description="texts to score (or ids of the index)")
+    ids: list[StrictStr] | None = Field(None, description="documents of the index to score")
+    index: StrictStr | None = Field(None, description="the index whose scorer judges (default: the only one)")
+
+
+class TextRequest(_Strict):
+    text: StrictStr = Field(min_length=1)
+    k: StrictInt = Field(10, ge=1, description="keyphrases")
+    sentences: StrictInt = Field(3, ge=1, description="summary sentences")
+    method: StrictStr | None = None
+    language: StrictStr = "auto"
+
+
+class FuseRequest(_Strict):
+    runs: list[dict[StrictStr, dict[StrictStr, StrictFloat | StrictInt]]] = Field(min_length=2)
+    method: StrictStr = "rrf"
+    normalize: StrictStr | None = None
+    weights: list[StrictFloat | StrictInt] | None = None
+    k: StrictInt | None = Field(None, ge=1, description="results kept per query (default: all)")
+
+
+class Document(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    id: StrictStr = Field(min_length=1)
+
+
+class AddRequest(_Strict):
+    documents: list[Document] = Field(min_length=1)
+    commit: StrictBool = True
+
+
+class DeleteRequest(_Strict):
+    ids: list[StrictStr] = Field(min_length=1)
+    commit: StrictBool = True

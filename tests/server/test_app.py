@@ -1,0 +1,226 @@
+import json
+import sys
+import threading
+
+import pytest
+
+from salience.exceptions import MissingDependencyError
+from salience.search import BM25
+
+from .conftest import DOCS, KEY
+
+fastapi = pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from salience.server.app import Limits, create_app  # noqa: E402
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+@pytest.fixture
+def client(index_dir):
+    return TestClient(create_app([index_dir], api_key=KEY, limits=Limits(max_k=50, max_body_bytes=20_000)),
+                      raise_server_exceptions=False)
+
+
+def _error(response, status, code, field="any"):
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and body["error"]["code"] == code, body
+    assert "Traceback" not in response.text and 'File "' not in response.text
+    if field != "any":
+        assert body["error"]["field"] == field, body
+    return body["error"]
+
+
+def test_health_methods_page_and_openapi(client):
+    health = client.get("/health").json()
+    assert health["status"] == "ok" and health["indexes"] == [
+        {"name": "pets", "kind": "bm25", "documents": 5, "generation": 0, "pending": False}]
+    names = {(m["family"], m["name"]) for m in client.get("/methods").json()["methods"]}
+    assert ("search", "lucene") in names and ("fusion", "rrf") in names
+    assert {m["family"] for m in client.get("/methods", params={"domain": "fusion"}).json()["methods"]} == {"fusion"}
+    _error(client.get("/methods", params={"domain": "nope"}), 404, "unknown_domain", "domain")
+    page = client.get("/")
+    assert page.status_code == 200 and 'id="search-form"' in page.text and "http" not in page.text.split("<body>")[0]
+    assert client.get("/static/app.js").status_code == 200
+    assert "/indexes/{name}/search" in client.get("/openapi.json").json()["paths"]
+
+
+def test_search_with_explain_highlights_the_matched_words(client):
+    body = client.post("/indexes/pets/search", json={"query": "cat hunting", "k": 3, "explain": True}).json()
+    assert body["generation"] == 0 and body["results"][0]["id"] == "cats"
+    expected = BM25.load(client.app.state.indexes["pets"].path).search("cat hunting", k=3)
+    assert [r["id"] for r in body["results"]] == expected.ids
+    assert [r["score"] for r in body["results"]] == pytest.approx(expected.values.tolist())
+    top = body["results"][0]
+    text = top["document"]["text"]
+    assert [text[a:b] for a, b in top["highlights"]["text"]] == ["Cats", "hunt"]
+    assert [top["document"]["title"][a:b] for a, b in top["highlights"]["title"]] == ["Cats"]
+    assert sum(t["contribution"] for t in top["explanation"]["terms"]) == pytest.approx(top["score"])
+    filtered = client.post("/indexes/pets/search", json={"query": "cats", "where": {"year": {">=": 2003}}}).json()
+    assert [r["id"] for r in filtered["results"]] == ["mice"]
+    explained = client.post("/indexes/pets/explain", json={"query": "mice", "id": "mice"}).json()
+    assert explained["doc_id"] == "mice" and [DOCS[4]["text"][a:b] for a, b in explained["highlights"]["text"]] == ["Mice"]
+
+
+def test_bad_requests_get_json_errors_naming_the_field(client):
+    search = "/indexes/pets/search"
+    _error(client.post(search, json={"query": "cats", "k": 0}), 422, "invalid_field", "k")
+    _error(client.post(search, json={"query": "cats", "k": 51}), 422, "over_limit", "k")
+    _error(client.post(search, json={"query": "cats", "k": "5"}), 422, "invalid_field", "k")
+    _error(client.post(search, json={"query": ""}), 422, "invalid_field", "query")
+    _error(client.post(search, json={"query": "x" * 1001}), 422, "over_limit", "query")
+    _error(client.post(search, json={"query": "cats", "colour": "red"}), 422, "invalid_field", "colour")
+    _error(client.post(search, json={"query": "cats", "where": {"year": {"~": 1}}}), 400, "invalid_input")
+    _error(client.post(search, content=b'{"query": ', headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    _error(client.post(search, content=b"\xff\xfe", headers={"Content-Type": "application/json"}), 400, "invalid_json")
+    _error(client.post("/indexes/nope/search", json={"query": "cats"}), 404, "unknown_index", "name")
+    _error(client.post("/indexes/pets/explain", json={"query": "cats", "id": "lion"}), 404, "unknown_id", "id")
+    _error(client.post(search, json={"query": "cats " * 5000}), 413, "body_too_large")
+    _error(client.get("/no/such/route"), 404, "not_found")
+    _error(client.get(search), 405, "method_not_allowed")
+
+
+def test_path_traversal_reaches_nothing(client, index_dir):
+    for path in ("/static/../../../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd", "/static/..%2F..%2Fapp.py"):
+        response = client.get(path)
+        assert response.status_code == 404 and "root:" not in response.text
+    _error(client.post("/indexes/..%2F..%2Fetc/search", json={"query": "x"}), 404, "not_found")
+    _error(client.post(f"/indexes/{index_dir}/search", json={"query": "x"}), 404, "not_found")
+
+
+def test_cors_is_off_unless_an_origin_is_allowed(index_dir):
+    headers = {"Origin": "http://evil.example", "Access-Control-Request-Method": "POST"}
+    plain = TestClient(create_app([index_dir]))
+    assert "access-control-allow-origin" not in plain.get("/health", headers=headers).headers
+    allowed = TestClient(create_app([index_dir], cors_origins=["http://app.example"]))
+    response = allowed.get("/health", headers={"Origin": "http://app.example"})
+    assert response.headers["access-control-allow-origin"] == "http://app.example"
+    assert "access-control-allow-origin" not in allowed.get("/health", headers=headers).headers
+
+
+WRITES = [("/indexes/pets/documents", {"documents": [{"id": "owl", "text": "owls hunt mice"}]}),
+          ("/indexes/pets/delete", {"ids": ["dogs"]}), ("/indexes/pets/commit", None), ("/indexes/pets/merge", None)]
+
+
+@pytest.mark.parametrize("path, body", WRITES)
+def test_every_write_endpoint_refuses_a_missing_or_wrong_key(client, index_dir, path, body):
+    before = sorted(p.name for p in index_dir.iterdir())
+    _error(client.post(path, json=body), 401, "missing_api_key", "authorization")
+    _error(client.post(path, json=body, headers={"Authorization": "Bearer wrong"}), 401, "wrong_api_key")
+    _error(client.post(path, json=body, headers={"X-API-Key": KEY[:-1]}), 401, "wrong_api_key")
+    _error(client.post(path, json=body, headers={"Authorization": KEY}), 401, "missing_api_key")
+    keyless = TestClient(create_app([index_dir]))
+    _error(keyless.post(path, json=body, headers=AUTH), 403, "writes_disabled")
+    assert sorted(p.name for p in index_dir.iterdir()) == before and BM25.load(index_dir).n_docs == 5
+
+
+def test_writes_are_durable_when_they_return_and_readers_see_commits_only(client, index_dir):
+    added = client.post("/indexes/pets/documents", headers=AUTH,
+                        json={"documents": [{"id": "owl", "title": "Owls", "text": "Owls hunt mice at night.", "year": 2021}]})
+    assert added.status_code == 200 and added.json()["generation"] == 1 and added.json()["documents"] == 6
+    assert "owl" in BM25.load(index_dir).ids  # on disk when the request returned
+    assert client.post("/indexes/pets/search", json={"query": "owls"}).json()["results"][0]["id"] == "owl"
+    staged = client.post("/indexes/pets/delete", headers={"X-API-Key": KEY}, json={"ids": ["owl"], "commit": False})
+    assert staged.json()["committed"] is False
+    assert [r["id"] for r in client.post("/indexes/pets/search", json={"query": "owls"}).json()["results"]] == ["owl"]
+    assert client.get("/health").json()["indexes"][0]["pending"] is True
+    assert client.post("/indexes/pets/commit", headers=AUTH).json()["generation"] == 2
+    assert client.post("/indexes/pets/search", json={"query": "owls"}).json()["results"] == []
+    assert "owl" not in BM25.load(index_dir).ids
+    _error(client.post("/indexes/pets/delete", headers=AUTH, json={"ids": ["cats", "lion"]}), 404, "unknown_id")
+    assert BM25.load(index_dir).n_docs == 5  # nothing deleted
+    merged = client.post("/indexes/pets/merge", headers=AUTH).json()
+    assert merged["segments"] == 1 and sorted(p.name for p in index_dir.iterdir()) == ["manifest.json", "seg-000000"]
+    _error(client.post("/indexes/pets/documents", headers=AUTH, json={"documents": [{"title": "no id"}]}), 422,
+           "invalid_field", "documents.0.id")
+    _error(client.post("/indexes/pets/documents", headers=AUTH, json={"documents": []}), 422, "invalid_field")
+
+
+def test_concurrent_readers_see_whole_commits(client):
+    """A writer commits batches of documents that all hold the word 'common' and one word of their
+    batch; every search answer must hold exactly the documents of the generation it reports."""
+    batches = 12
+    failures, stop = [], threading.Event()
+
+    def write():
+        for n in range(batches):
+            docs = [{"id": f"b{n}-{i}", "text": f"common batch{n}"} for i in range(5)]
+            response = client.post("/indexes/pets/documents", headers=AUTH, json={"documents": docs})
+            if response.status_code != 200:
+                failures.append(response.text)
+            if n % 3 == 2:  # and deletes a whole earlier batch
+                ids = [f"b{n - 2}-{i}" for i in range(5)]
+                client.post("/indexes/pets/delete", headers=AUTH, json={"ids": ids})
+        stop.set()
+
+    expected = {0: set()}
+    live: set[str] = set()
+    generation = 0
+    for n in range(batches):  # the state after each commit, as the writer makes them
+        live |= {f"b{n}-{i}" for i in range(5)}
+        generation += 1
+        expected[generation] = set(live)
+        if n % 3 == 2:
+            live -= {f"b{n - 2}-{i}" for i in range(5)}
+            generation += 1
+            expected[generation] = set(live)
+
+    def read():
+        while not stop.is_set():
+            body = client.post("/indexes/pets/search", json={"query": "common", "k": 50}).json()
+            if {r["id"] for r in body["results"]} != expected[body["generation"]]:
+                failures.append(body)
+
+    threads = [threading.Thread(target=read) for _ in range(3)] + [threading.Thread(target=write)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert failures == []
+
+
+def test_keyphrases_summary_fusion_and_rerank(client):
+    text = ("Graph kernels compare graphs by counting shared substructures. Random walks give one family of "
+            "kernels. The weather was mild. Graph kernels power molecule classification.")
+    phrases = client.post("/keyphrases", json={"text": text, "k": 3}).json()["keyphrases"]
+    assert len(phrases) == 3 and any("graph" in p["phrase"].lower() for p in phrases)
+    summary = client.post("/summary", json={"text": text, "sentences": 2}).json()
+    assert sum(s["selected"] for s in summary["sentences"]) == 2
+    assert all(text[s["start"]:s["end"]] == s["text"] for s in summary["sentences"])
+    assert summary["summary"].split("\n") == [s["text"] for s in summary["sentences"] if s["selected"]]
+    _error(client.post("/summary", json={"text": "   "}), 422, "invalid_field", "text")
+    fused = client.post("/fuse", json={"runs": [{"q": {"a": 3, "b": 2}}, {"q": {"b": 5, "c": 1}}], "method": "rrf"}).json()
+    rrf = {"a": 1 / 61, "b": 1 / 62 + 1 / 61, "c": 1 / 62}
+    assert list(fused["results"]["q"]) == ["b", "a", "c"]
+    assert fused["results"]["q"] == pytest.approx(rrf)
+    _error(client.post("/fuse", json={"runs": [{"q": {"a": 1}}]}), 422, "invalid_field", "runs")
+    ranked = client.post("/rerank", json={"query": "mice", "ids": ["birds", "mice", "cats"]}).json()
+    assert [r["id"] for r in ranked["results"]][:2] == ["mice", "cats"]
+    posted = client.post("/rerank", json={"query": "mice", "passages": [{"id": "x", "text": "no match"},
+                                                                         {"id": "y", "text": "mice everywhere"}]}).json()
+    assert [r["id"] for r in posted["results"]] == ["y", "x"] and posted["judge"] == "pets"
+    _error(client.post("/rerank", json={"query": "mice", "ids": ["lion"]}), 404, "unknown_id")
+    _error(client.post("/rerank", json={"query": "mice"}), 422, "invalid_field", "passages")
+
+
+def test_a_missing_fastapi_names_the_extra(monkeypatch, index_dir):
+    monkeypatch.setitem(sys.modules, "fastapi", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'salience\[server\]'"):
+        create_app([index_dir])
+
+
+def test_limits_and_keys_are_validated(tmp_path):
+    from salience.exceptions import InvalidParameterError
+    from salience.server.app import read_api_key
+
+    with pytest.raises(InvalidParameterError, match="max_k"):
+        Limits(max_k=0)
+    (tmp_path / "short").write_text("abc\n")
+    with pytest.raises(InvalidParameterError, match="at least 8"):
+        read_api_key(tmp_path / "short")
+    with pytest.raises(InvalidParameterError, match="cannot be read"):
+        read_api_key(tmp_path / "absent")
+    assert json.loads(json.dumps(Limits().__dict__))["max_k"] == 1000
