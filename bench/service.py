@@ -171,12 +171,18 @@ async def _load(port: int, index: str, queries: list[str], doc_ids: list[str], c
 
 
 def load_test(index_dir: Path, queries: list[str], *, clients: int, seconds: float, writer_batches: int = 0) -> dict:
-    key_file = index_dir.parent / "campaign.key"
-    key_file.write_text(KEY)
-    engine = BM25.load(index_dir)
-    doc_ids = engine.ids[:2000]
-    with LiveServer([index_dir], api_key_file=key_file) as server:
-        return asyncio.run(_load(server.port, index_dir.name, queries, doc_ids, clients, seconds, writer_batches))
+    """The load run on a copy of ``index_dir`` (the writer changes it)."""
+    work = Path(tempfile.mkdtemp(prefix="load-"))
+    try:
+        path = work / index_dir.name
+        shutil.copytree(index_dir, path)
+        key_file = work / "campaign.key"
+        key_file.write_text(KEY)
+        doc_ids = BM25.load(path).ids[:2000]
+        with LiveServer([path], api_key_file=key_file) as server:
+            return asyncio.run(_load(server.port, path.name, queries, doc_ids, clients, seconds, writer_batches))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 # ------------------------------------------------------------------------------------------
