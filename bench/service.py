@@ -277,7 +277,7 @@ def kill_server_runs(base: Path, documents: dict[str, dict], queries: list[str],
 
 
 def kill_cli_runs(base: Path, documents: dict[str, dict], queries: list[str], runs: int, command: str,
-                  seed: int = 0) -> dict:
+                  seed: int = 0, size: int = 5_000) -> dict:
     """kill -9 of ``salience search add`` (a file of new documents) or ``salience search merge``
     at a random moment: the index must hold the old or the new state, loadable and checksummed."""
     rng = random.Random(seed)
@@ -287,17 +287,31 @@ def kill_cli_runs(base: Path, documents: dict[str, dict], queries: list[str], ru
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     ok, failures, killed = 0, [], 0
     extra: dict[str, dict] = {}
+
+    def new_documents(run: int) -> Path:
+        docs = [{"id": f"cli{run}-{i}", "title": "", "text": f"added by run {run} number {i} protein cells"}
+                for i in range(size)]
+        extra.update({d["id"]: d for d in docs})
+        source = work / "new.jsonl"
+        source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+        return source
+
+    # how long one uninterrupted run takes (on a scratch copy): kills land across it
+    scratch = work / "scratch" / base.name
+    shutil.copytree(base, scratch)
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "salience", "search", command, str(scratch),
+                    *([str(new_documents(-1))] if command == "add" else []), "--quiet"],
+                   env=env, check=True, capture_output=True)
+    duration = time.perf_counter() - started
+    shutil.rmtree(scratch.parent)
     try:
         for run in range(runs):
             before, _ = _state(path)
             if command == "add":
-                docs = [{"id": f"cli{run}-{i}", "title": "", "text": f"added by run {run} number {i} protein cells"}
-                        for i in range(2000)]
-                extra.update({d["id"]: d for d in docs})
-                source = work / "new.jsonl"
-                source.write_text("".join(json.dumps(d) + "\n" for d in docs))
+                source = new_documents(run)
                 argv = ["search", "add", str(path), str(source), "--quiet"]
-                after = before | {d["id"] for d in docs}
+                after = before | {i for i in extra if i.startswith(f"cli{run}-")}
             else:
                 if run % 2 == 0:  # something to merge: delete a few documents first (not killed)
                     victims = sorted(before)[:3]
@@ -308,7 +322,7 @@ def kill_cli_runs(base: Path, documents: dict[str, dict], queries: list[str], ru
                 after = before
             process = subprocess.Popen([sys.executable, "-m", "salience", *argv], env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.3, 2.5))
+            time.sleep(rng.uniform(0.1, 1.1) * duration)
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 killed += 1
@@ -327,7 +341,7 @@ def kill_cli_runs(base: Path, documents: dict[str, dict], queries: list[str], ru
             failures.append(f"temporaries after the next write: {_leftovers(path)}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return {"runs": runs, "ok": ok, "killed mid-run": killed, "failures": failures}
+    return {"runs": runs, "ok": ok, "killed mid-run": killed, "failures": failures, "seconds per run": duration}
 
 
 # ------------------------------------------------------------------------------------------
@@ -465,7 +479,7 @@ def render(result: dict, command: str, seconds: float) -> str:
               "| kill -9 of | runs | index loads, checksums pass, last committed state, answers as fresh | "
               "killed mid-run | failures |", "|---|---:|---:|---:|---|"]
     for label, key in (("the server, during a client's add/delete commits", "kill_server"),
-                       ("`salience search add` (2,000 documents)", "kill_add"),
+                       ("`salience search add` (5,000 documents)", "kill_add"),
                        ("`salience search merge`", "kill_merge")):
         r = result[key]
         lines.append(f"| {label} | {r['runs']} | {r['ok']} | {r.get('killed mid-run', r['runs'])} | "

@@ -175,8 +175,8 @@ class Qrels:
                 )
             try:
                 g = int(float(grade))
-            except ValueError:
-                raise InputFormatError(f"{path}:{lineno}: grade {grade!r} is not a number.") from None
+            except (ValueError, OverflowError):  # not a number, NaN, or infinite
+                raise InputFormatError(f"{path}:{lineno}: grade {grade!r} is not a finite number.") from None
             judgments.setdefault(qid, {})[docid] = g
         return cls(judgments, name=path.stem)
 

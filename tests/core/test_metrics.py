@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from salience import InvalidParameterError, Qrels, Run, evaluate
+from salience.exceptions import InputFormatError
 from salience.search import BM25
 from tests.conftest import data_path
 
@@ -104,6 +105,10 @@ def test_corrupt_run_and_qrels_name_the_line(tmp_path):
     q.write_text("q1 d1\n")
     with pytest.raises(ValueError, match=r"q.tsv:1: a qrels line needs 3 columns"):
         Qrels.read(q)
+    for grade in ("inf", "nan", "high"):  # inf was an OverflowError (found by tests/test_fuzz.py)
+        q.write_text(f"q1\td1\t1\nq1\td2\t{grade}\n")
+        with pytest.raises(InputFormatError, match=rf"q.tsv:2: grade '{grade}' is not a finite number"):
+            Qrels.read(q)
 
 
 def test_run_rejects_duplicates():

@@ -141,5 +141,5 @@ def test_kill_9_of_the_server_leaves_the_last_committed_index(index_dir):
 @pytest.mark.parametrize("command", ["add", "merge"])
 def test_kill_9_of_add_and_merge_leaves_the_old_or_the_new_index(index_dir, command):
     path, documents, queries = _pets(index_dir)
-    result = _campaign().kill_cli_runs(path, documents, queries, runs=2, command=command, seed=2)
+    result = _campaign().kill_cli_runs(path, documents, queries, runs=2, command=command, seed=2, size=300)
     assert result["failures"] == [] and result["ok"] == 2
