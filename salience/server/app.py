@@ -137,8 +137,7 @@ class ServedIndex:
             except BaseException:
                 self._writer = None
                 raise
-            return {"index": self.name, "committed": commit, "generation": self.generation,
-                    "documents": self.reader.n_docs, **(result or {})}
+            return self._status(committed=commit, **(result or {}))
 
     def commit(self) -> dict:
         with self.lock:
@@ -148,8 +147,7 @@ class ServedIndex:
                 except BaseException:
                     self._writer = None
                     raise
-            return {"index": self.name, "committed": True, "generation": self.generation,
-                    "documents": self.reader.n_docs}
+            return self._status()
 
     def merge(self) -> dict:
         if self.kind != "bm25":
@@ -161,8 +159,11 @@ class ServedIndex:
             except BaseException:
                 self._writer = None
                 raise
-            return {"index": self.name, "committed": True, "generation": self.generation,
-                    "documents": self.reader.n_docs, "segments": len(self.reader._segments)}
+            return self._status(segments=len(self.reader._segments))
+
+    def _status(self, committed: bool = True, **extra) -> dict:
+        return {"index": self.name, "committed": committed, "generation": self.generation,
+                "documents": self.reader.n_docs, **extra}
 
     def _publish(self, writer, persist: Callable[[], Any]) -> None:
         persist()  # durable from here (the manifest replace is the commit point)
