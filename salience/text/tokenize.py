@@ -449,6 +449,12 @@ class TermEncoder:
             self.terms.append(term)
         return tid
 
+    def copy(self) -> "TermEncoder":
+        """An independent copy (the vocabulary and cache copied; the tokenizer shared)."""
+        clone = TermEncoder(self.tokenizer)
+        clone.terms, clone.vocab, clone._cache = list(self.terms), dict(self.vocab), dict(self._cache)
+        return clone
+
     @property
     def cached_tokens(self) -> int:
         """How many distinct raw tokens the cache holds (owners bound it by starting afresh)."""

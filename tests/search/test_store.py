@@ -66,6 +66,23 @@ def test_a_segment_left_by_a_killed_commit_is_replaced(tmp_path):
     assert reopened.n_docs == 120 and _results(reopened) == _results(BM25().index(DOCS))
 
 
+def test_a_copy_changes_and_commits_while_the_original_answers_as_before(tmp_path):
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:80]).save(path)
+    original = BM25.load(path)
+    before = _results(original)
+    clone = original.copy()
+    clone.add(DOCS[80:]).delete(["d3", "d41"])
+    clone.commit()
+    assert _results(original) == before and original.n_docs == 80 and "d3" in original.ids
+    assert len(original._segments) == 1 and original._segments[0]["name"] == "seg-000000"
+    live = [d for d in DOCS if d["_id"] not in {"d3", "d41"}]
+    for a, b in zip(_results(BM25.load(path)), _results(BM25().index(live))):
+        assert list(a) == list(b) and np.allclose(list(a.values()), list(b.values()), rtol=1e-6)
+    clone.copy().merge()  # a copy of the copy rewrites the folder; the first copy still answers
+    assert _results(BM25.load(path)) == _results(BM25().index(live)) and clone.n_docs == 118
+
+
 def test_delete_accepts_any_iterable():
     index = BM25().index(DOCS[:10]).delete(d for d in ("d1", "d2", "d2"))
     assert index.n_docs == 8 and "d1" not in index.ids and "d2" not in index.ids
