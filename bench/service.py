@@ -322,7 +322,7 @@ def kill_cli_runs(base: Path, documents: dict[str, dict], queries: list[str], ru
                 after = before
             process = subprocess.Popen([sys.executable, "-m", "salience", *argv], env=env,
                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(rng.uniform(0.1, 1.1) * duration)
+            time.sleep(rng.uniform(0.3, 1.05) * duration)  # start-up is the first third or so
             if process.poll() is None:
                 process.send_signal(signal.SIGKILL)
                 killed += 1
