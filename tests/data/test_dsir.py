@@ -162,6 +162,7 @@ def test_parquet_input(tmp_path):
     assert all(json.loads(line)["domain"] == "bio" for line in (tmp_path / "out.jsonl").read_text().splitlines())
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
 def test_ray_executor_matches_local(tmp_path):
     ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'salience[ray]'")
     target, raw = _pool(tmp_path)

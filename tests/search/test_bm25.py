@@ -151,6 +151,7 @@ def test_parallel_indexing_gives_the_same_index():
         BM25().index(docs, n_jobs=2, executor="spark")
 
 
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
 def test_ray_indexing_matches_local():
     ray = pytest.importorskip("ray", reason="the Ray executor needs ray: pip install 'salience[ray]'")
     docs = _corpus(200, seed=1)
