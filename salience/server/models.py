@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from salience.exceptions import MissingDependencyError
+
+try:
+    from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+except ImportError:  # the service's own extra
+    raise MissingDependencyError("the HTTP service needs FastAPI and pydantic: pip install 'salience[server]'") from None
 
 __all__ = ["SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
            "DeleteRequest"]
