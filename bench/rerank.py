@@ -65,14 +65,12 @@ MODELS = {"smollm2": "SmolLM2", "gemma3": "Gemma-3-270M"}
 
 def configurations(n: int, model: str = "smollm2", confirm: bool = False) -> list[dict]:
     """(label, judge method, algorithm, depth, queries, options): the cheap ones on every query.
-    A second model runs the scoring judges at depth 10, plain and through its chat template.
+    A second model runs the scoring judges at depth 10.
     ``confirm``: only the configuration that beat BM25 on the first queries, on ``n`` queries."""
     if confirm:
         return [{"method": "qlm", "algorithm": "score", "depth": 10, "queries": n, "chat": True}]
-    if model != "smollm2":
-        return [{"method": method, "algorithm": "score", "depth": 10, "queries": n, "chat": chat}
-                for method in ("pointwise", "qlm") for chat in (False, True)] + [
-                {"method": "icr", "algorithm": "score", "depth": 10, "queries": n}]
+    if model != "smollm2":  # the Gemma-3-270M package's GGUF carries no chat template
+        return [{"method": method, "algorithm": "score", "depth": 10, "queries": n} for method in ("pointwise", "qlm", "icr")]
     slow = max(5, n // 4)
     return [
         {"method": "encoder", "algorithm": "score", "depth": 20, "queries": n},
