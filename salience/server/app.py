@@ -34,13 +34,12 @@ STATIC = Path(__file__).with_name("static")
 log = logging.getLogger("salience.server")
 
 
-def _fastapi():
+def _require_fastapi() -> None:
     try:
-        import fastapi
-        import pydantic
+        import fastapi  # noqa: F401
+        import pydantic  # noqa: F401
     except ImportError as err:
         raise MissingDependencyError(f"the HTTP service needs FastAPI ({err.name} is missing): {INSTALL}") from None
-    return fastapi, pydantic
 
 
 @dataclass(frozen=True)
@@ -178,7 +177,7 @@ def _highlights(tokenizer, text: str, terms: set[str]) -> list[list[int]]:
 def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None = None, limits: Limits | None = None,
                cors_origins: Sequence[str] = (), judge: str = "index"):
     """The FastAPI application serving ``indexes`` (folders of saved indexes)."""
-    fastapi, pydantic = _fastapi()
+    _require_fastapi()
     import orjson
     from fastapi import FastAPI, Request
     from fastapi.exceptions import RequestValidationError
