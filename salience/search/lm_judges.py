@@ -286,9 +286,13 @@ class LMJudge:
                 if chosen is not None and not all(-available <= i < available for i in chosen):
                     raise InvalidParameterError(f"{name} {chosen} out of range: the model has {available} {name}.")
             layers = out.attentions if self.layers is None else [out.attentions[i] for i in self.layers]
-            # (heads, question tokens, all tokens) summed over the chosen layers, heads and question tokens
-            total = sum(a[0].double() if self.heads is None else a[0, list(self.heads)].double() for a in layers)
-            received = total.sum(dim=(0, 1)).numpy()
+            # attention received by every token, summed over the chosen layers, heads and query
+            # tokens; a sliding-window layer (Gemma-3's local layers) attends to the last keys only,
+            # so its row is right-aligned and the tokens before its window receive nothing
+            received = np.zeros(len(ids) + len(question))
+            for a in layers:
+                row = (a[0] if self.heads is None else a[0, list(self.heads)]).double().sum(dim=(0, 1)).numpy()
+                received[len(received) - len(row):] += row
             attention.append(np.array([received[lo:hi].sum() for lo, hi in spans]))
         return attention[0] - attention[1]
 
