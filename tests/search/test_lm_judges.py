@@ -99,7 +99,23 @@ def test_pairwise_and_listwise_read_the_label_logits(tiny):
 
 
 def test_icr_is_calibrated_query_to_passage_attention(tiny):
-    model, tok = tiny
+    _check_icr(*tiny)
+
+
+def test_icr_on_a_model_with_sliding_window_layers(tiny):
+    """Gemma-3's local layers attend to the last ``sliding_window`` keys only: from the cache
+    their attention rows are shorter, right-aligned over the prompt, and equal the masked rows
+    of one full forward pass."""
+    _, tok = tiny
+    torch.manual_seed(0)
+    config = transformers.Gemma3TextConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64,
+                                           num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                           sliding_window=8, layer_types=["sliding_attention", "full_attention"],
+                                           max_position_embeddings=128)
+    _check_icr(transformers.Gemma3ForCausalLM(config).eval(), tok)
+
+
+def _check_icr(model, tok):
     passages = ["cats sleep", "dogs bark . fish swim", "fish"]
     judge = LMJudge(model, tokenizer=tok, method="icr")
     values = judge.scores("cats sleep", passages)
