@@ -83,6 +83,19 @@ def test_bad_requests_get_json_errors_naming_the_field(client):
     _error(client.get(search), 405, "method_not_allowed")
 
 
+def test_batch_and_time_limits(index_dir):
+    strict = TestClient(create_app([index_dir], api_key=KEY, limits=Limits(max_batch=2, timeout_s=1e-6)),
+                        raise_server_exceptions=False)
+    docs = [{"id": f"n{i}", "text": "new"} for i in range(3)]
+    _error(strict.post("/indexes/pets/documents", headers=AUTH, json={"documents": docs}), 422, "over_limit",
+           "documents")
+    _error(strict.post("/indexes/pets/delete", headers=AUTH, json={"ids": ["cats", "dogs", "fish"]}), 422,
+           "over_limit", "ids")
+    _error(strict.post("/rerank", json={"query": "mice", "ids": ["cats", "dogs", "fish"]}), 422, "over_limit", "ids")
+    _error(strict.post("/keyphrases", json={"text": "Graph kernels compare graphs. " * 50}), 504, "timeout")
+    assert BM25.load(index_dir).n_docs == 5
+
+
 def test_path_traversal_reaches_nothing(client, index_dir):
     for path in ("/static/../../../../etc/passwd", "/static/%2e%2e/%2e%2e/etc/passwd", "/static/..%2F..%2Fapp.py"):
         response = client.get(path)
