@@ -29,6 +29,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -229,7 +230,6 @@ def kill_server_runs(base: Path, documents: dict[str, dict], queries: list[str],
             acked, in_flight = set(live), None
             deadline = time.monotonic() + rng.uniform(0.2, 1.5)
             n = 0
-            import threading
 
             def killer():
                 time.sleep(max(0.0, deadline - time.monotonic()))

@@ -193,14 +193,14 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
 def exchange_paths(a: str | Path, b: str | Path) -> bool:
     """Swap two existing paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where
     the system or file system cannot, and nothing was changed."""
+    import ctypes
+
     global _renameat2
     if _renameat2 is False:
         return False
     if _renameat2 is None:
         _renameat2 = False
         if sys.platform.startswith("linux"):
-            import ctypes
-
             with contextlib.suppress(OSError, AttributeError):
                 function = ctypes.CDLL(None, use_errno=True).renameat2
                 function.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
@@ -211,8 +211,6 @@ def exchange_paths(a: str | Path, b: str | Path) -> bool:
     at_cwd, rename_exchange = -100, 2
     if _renameat2(at_cwd, os.fsencode(str(a)), at_cwd, os.fsencode(str(b)), rename_exchange) == 0:
         return True
-    import ctypes
-
     errno_value = ctypes.get_errno()
     if errno_value in (errno.EINVAL, errno.ENOSYS, errno.ENOTSUP, errno.EXDEV, errno.EPERM):
         return False  # not supported here: fall back to two renames

@@ -3,9 +3,9 @@ uvicorn).
 
 Saved indexes (BM25 or dense, told apart by their manifests) are loaded at start; each is
 served under the name of its folder. Reads go to the last committed state of an index, an
-object no writer touches: a write works on a copy loaded from disk, commits it (the index's
-atomic manifest replace, so it is durable when the request returns) and only then publishes
-it to readers, so a reader sees the state before a commit or after it, never half of one.
+object no writer touches: a write works on a copy of it (``BM25.copy``), commits it (the
+index's atomic manifest replace, so it is durable when the request returns) and only then
+publishes it to readers, so a reader sees the state before a commit or after it, never half of one.
 Writers to one index are serialised by a lock; writes need the API key (compared in constant
 time, never logged) and are refused when the service was started without one.
 
@@ -13,7 +13,6 @@ Every error is JSON, ``{"error": {"code", "message", "field"}}`` with a stable `
 stack trace reaches a client (it goes to the server's log). Limits (body size, ``k``, query
 and text length, batch size, time per request) are :class:`Limits`.
 """
-
 
 import asyncio
 import hmac
@@ -169,9 +168,14 @@ class ServedIndex:
         self.snapshot, self._writer = (writer, self.generation + 1), None  # that copy is never changed again
 
 
-def _highlights(tokenizer, text: str, terms: set[str]) -> list[list[int]]:
-    """Character spans of ``text`` whose index term is one of ``terms``."""
-    return [[start, end] for start, end, term in tokenizer.spans(text) if term in terms]
+def _explained(engine, query: str, doc_id: str, document: dict) -> tuple[dict, dict]:
+    """BM25's term contributions to ``doc_id``'s score, and for each indexed text field of
+    ``document`` the character spans of the words whose terms contributed."""
+    explanation = engine.explain(query, doc_id).to_dict()
+    terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
+    highlights = {field: [[start, end] for start, end, term in engine.tokenizer.spans(value) if term in terms]
+                  for field, value in document.items() if field in engine.fields and isinstance(value, str)}
+    return explanation, highlights
 
 
 def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None = None, limits: Limits | None = None,
@@ -347,12 +351,8 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
                 if getattr(engine, "store_documents", False):
                     row["document"] = engine.document(doc_id)
                 if body.explain:
-                    explanation = engine.explain(body.query, doc_id).to_dict()
-                    terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
-                    row["explanation"] = explanation
-                    row["highlights"] = {field: _highlights(engine.tokenizer, value, terms)
-                                         for field, value in row.get("document", {}).items()
-                                         if field in engine.fields and isinstance(value, str)}
+                    row["explanation"], row["highlights"] = _explained(engine, body.query, doc_id,
+                                                                       row.get("document", {}))
                 rows.append(row)
             return {"index": name, "generation": generation, "query": body.query, "results": rows}
 
@@ -370,12 +370,9 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         if handle.kind != "bm25":
             raise APIError(422, "invalid_field", "explain shows BM25 term contributions: use a BM25 index.", "name")
         engine = handle.reader
-        explanation = engine.explain(body.query, body.id).to_dict()
-        terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
         document = engine.document(body.id) if engine.store_documents else {}
-        return {**explanation, "highlights": {field: _highlights(engine.tokenizer, value, terms)
-                                              for field, value in document.items()
-                                              if field in engine.fields and isinstance(value, str)}}
+        explanation, highlights = _explained(engine, body.query, body.id, document)
+        return {**explanation, "highlights": highlights}
 
     @app.post("/rerank")
     async def rerank(body: RerankRequest):

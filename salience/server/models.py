@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from salience.exceptions import MissingDependencyError
+from salience.server.app import INSTALL
 
 try:
     from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 except ImportError:  # the service's own extra
-    raise MissingDependencyError("the HTTP service needs FastAPI and pydantic: pip install 'salience[server]'") from None
+    raise MissingDependencyError(f"the HTTP service needs FastAPI and pydantic: {INSTALL}") from None
 
 __all__ = ["SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
            "DeleteRequest"]
