@@ -147,19 +147,23 @@ class LMAttribution:
     :class:`~salience.explain.Attribution` with one value per prompt token (``feature_names``
     the tokens' text), ``base_value`` the log-probability with every token absent and
     ``info["log_prob"]`` the continuation's log-probability given the whole prompt.
-    ``options`` go to the perturbation method; ``n_steps`` (default 50, captum's) and
-    ``rule`` to integrated gradients."""
+    ``options`` go to the perturbation method; ``n_steps`` (default 50, captum's), ``rule``
+    and ``per_target_token`` to integrated gradients: by default one integral of the
+    continuation's summed log-probability; with ``per_target_token=True`` one per target token
+    (its log-probability given the prompt and the target before it, as captum's
+    ``LLMGradientAttribution``), summed: the same values up to float32 rounding, about as many
+    times slower as the target has tokens."""
 
     def __init__(self, model, *, tokenizer, method: str = "occlusion", baseline_token: int = 0,
                  add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
-                 rule: str = "gausslegendre", **options):
+                 rule: str = "gausslegendre", per_target_token: bool = False, **options):
         if method not in LM_METHODS:
             raise InvalidParameterError(f"method must be one of {', '.join(LM_METHODS)}; got {method!r}.")
         if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
             raise InvalidParameterError(f"n_steps must be a positive integer; got {n_steps!r}.")
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate
-        self.n_steps, self.rule, self.options = int(n_steps), rule, options
+        self.n_steps, self.rule, self.per_target_token, self.options = int(n_steps), rule, bool(per_target_token), options
         self._keeps_logits: bool | None = None  # whether the model takes logits_to_keep (found on first call)
 
     def _tokens(self, prompt: str, target: str):
@@ -196,42 +200,52 @@ class LMAttribution:
             values, base, calls, log_prob = self._integrated_gradients(torch, prompt_t, target_t,
                                                                        batch_size or self.n_steps)
         else:
-            with torch.no_grad():
-                log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
+            whole = []  # the whole prompt's log-probability, where the method evaluates it
+
             def model(masks: np.ndarray) -> np.ndarray:
-                ids = torch.where(torch.as_tensor(masks > 0.5), prompt_t[None, :], torch.tensor(self.baseline_token))
+                present = masks > 0.5
+                ids = torch.where(torch.as_tensor(present), prompt_t[None, :], torch.tensor(self.baseline_token))
                 step = batch_size or 16
                 with torch.no_grad():
-                    return np.concatenate([self._log_probs(torch, ids[lo : lo + step], target_t).numpy()
-                                           for lo in range(0, len(ids), step)])
+                    out = np.concatenate([self._log_probs(torch, ids[lo : lo + step], target_t).numpy()
+                                          for lo in range(0, len(ids), step)])
+                whole.extend(out[present.all(axis=1)][:1].tolist())
+                return out
 
             explainer = create("explain", self.method, model=model, **self.options)
             m = len(prompt_ids)
             result = explainer.attribute(np.ones(m), baselines=np.zeros(m), n_samples=n_samples, seed=seed)
             values, base, calls = result.values[0], float(result.base_value[0]), result.model_calls
+            if whole:
+                log_prob = whole[0]
+            else:
+                with torch.no_grad():
+                    log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
         ends = np.cumsum([len(name) for name in names]).tolist()
         info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut,
                 "text": "".join(names), "spans": list(zip([0] + ends[:-1], ends)), "target": target}
         return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method, calls, names, info)
 
     def _log_probs(self, torch, prompt_ids, target_ids):
-        """log P(target | prompt) for each row of prompt ids, one forward pass over the batch."""
-        # the last target token predicts nothing: it is left out of the input
-        ids = torch.cat([prompt_ids, target_ids[None, :-1].expand(len(prompt_ids), -1)], dim=1)
-        return self._target_log_probs(torch, self._logits(input_ids=ids, n_target=len(target_ids)), target_ids)
+        """log P(target | prompt) for each row of prompt ids, one forward pass over the batch.
+        The input holds the whole target, its last token included though it predicts nothing,
+        as captum's: the same shapes round alike in float32 (one position shorter differs by
+        about 1e-5 on a sum of log-probabilities)."""
+        ids = torch.cat([prompt_ids, target_ids[None, :].expand(len(prompt_ids), -1)], dim=1)
+        logits = self._logits(input_ids=ids, n_keep=len(target_ids) + 1)[:, :-1]
+        return self._target_log_probs(torch, logits, target_ids)
 
-    def _logits(self, *, n_target: int, **inputs):
-        """Logits of the last n_target positions, those that predict the target (the input
-        ends before the target's last token): with ``logits_to_keep`` the vocabulary
-        projection of the other positions is skipped, a large share of a small model's work."""
+    def _logits(self, *, n_keep: int, **inputs):
+        """Logits of the last n_keep positions: with ``logits_to_keep`` the vocabulary
+        projection of the others is skipped, a large share of a small model's work."""
         if self._keeps_logits is not False:
             try:
-                logits = self.model(**inputs, logits_to_keep=n_target).logits
+                logits = self.model(**inputs, logits_to_keep=n_keep).logits
                 self._keeps_logits = True
                 return logits
             except TypeError:
                 self._keeps_logits = False  # an older or custom model: compute all positions
-        return self.model(**inputs).logits[:, -n_target:]
+        return self.model(**inputs).logits[:, -n_keep:]
 
     @staticmethod
     def _target_log_probs(torch, logits, target_ids):
@@ -246,26 +260,39 @@ class LMAttribution:
     def _integrated_gradients(self, torch, prompt_ids, target_ids, batch_size):
         """(values, base, calls, log_prob): the quadrature's points in batches of forward and
         backward passes; the whole prompt's and the baseline's log-probabilities ride along in
-        the first batch as two more rows, outside the gradient."""
+        the first batch of each integral as two more rows, outside the gradient."""
         embed = self.model.get_input_embeddings()
         with torch.no_grad():
             x = embed(prompt_ids[None, :])[0]
             b = embed(torch.full_like(prompt_ids, self.baseline_token)[None, :])[0]
             t = embed(target_ids[None, :])[0]
         points, weights = _rule(self.rule, self.n_steps)
-        total = torch.zeros_like(x)
-        ends = None
-        for lo in range(0, len(points), batch_size):
-            alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
-            path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
-            rows = path if ends is not None else torch.cat([path, torch.stack([x, b])])
-            inputs = torch.cat([rows, t[None, :-1].expand(len(rows), -1, -1)], dim=1)
-            out = self._target_log_probs(torch, self._logits(inputs_embeds=inputs, n_target=len(target_ids)),
-                                         target_ids)
-            if ends is None:
-                out, ends = out[: len(path)], out[len(path) :].detach()
-            (grads,) = torch.autograd.grad(out.sum(), path)
-            w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
-            total += (grads * w).sum(dim=0)
-        values = ((x - b) * total).sum(dim=1).detach().double().numpy()
-        return values, float(ends[1]), self.n_steps, float(ends[0])
+        # (the target's embeddings after the prompt, the tokens predicted, whether the input
+        # holds the last of them): the whole target at once, as _log_probs reads it, or token i
+        # after the target before it
+        if self.per_target_token:
+            integrals = [(t[:i], target_ids[i : i + 1], False) for i in range(len(target_ids))]
+        else:
+            integrals = [(t, target_ids, True)]
+        values, ends = [], torch.zeros(2, dtype=torch.float64)
+        for context, predicted, holds_last in integrals:
+            total = torch.zeros_like(x)
+            first = True
+            for lo in range(0, len(points), batch_size):
+                alphas = torch.tensor(points[lo : lo + batch_size], dtype=x.dtype)[:, None, None]
+                path = (b[None] + alphas * (x - b)[None]).detach().requires_grad_(True)
+                rows = torch.cat([path, torch.stack([x, b])]) if first else path
+                inputs = torch.cat([rows, context[None].expand(len(rows), -1, -1)], dim=1)
+                logits = self._logits(inputs_embeds=inputs, n_keep=len(predicted) + holds_last)
+                logits = logits[:, :-1] if holds_last else logits
+                out = self._target_log_probs(torch, logits, predicted)
+                if first:
+                    out, ends = out[: len(path)], ends + out[len(path) :].detach()
+                    first = False
+                (grads,) = torch.autograd.grad(out.sum(), path)
+                w = torch.tensor(weights[lo : lo + batch_size], dtype=grads.dtype)[:, None, None]
+                total += (grads * w).sum(dim=0)
+            values.append(((x - b) * total).sum(dim=1).detach())
+        # per token, summed in the model's precision as captum sums its tokens' attributions
+        summed = torch.stack(values).sum(dim=0).double().numpy()
+        return summed, float(ends[1]), self.n_steps * len(integrals), float(ends[0])

@@ -61,6 +61,17 @@ def test_integrated_gradients_is_complete_and_equals_captum(tiny_llama):
     theirs = captum.LLMGradientAttribution(layer_ig, tok).attribute(captum.TextTokenInput("a dog", tok), target=" ran")
     tiny_llama.float()
     assert np.abs(ours.values[0] - theirs.seq_attr.double().numpy()).max() < 1e-8
+    # float32, two target tokens: one integral per target token, as captum, rounds as captum does
+    # (pass for pass the same shapes); the one integral of their sum agrees up to float32 rounding
+    per_token = LMAttribution(tiny_llama, tokenizer=tok, method="integrated_gradients", per_target_token=True)
+    once = LMAttribution(tiny_llama, tokenizer=tok, method="integrated_gradients")
+    theirs = captum.LLMGradientAttribution(layer_ig, tok).attribute(captum.TextTokenInput("a dog", tok),
+                                                                    target=" ran on").seq_attr.double().numpy()
+    mirrored = per_token.attribute("a dog", target=" ran on")
+    assert np.abs(mirrored.values[0] - theirs).max() < 1e-6 and mirrored.model_calls == 2 * 50
+    assert np.abs(once.attribute("a dog", target=" ran on").values[0] - theirs).max() < 1e-4
+    assert mirrored.info["log_prob"] == pytest.approx(_log_prob(tiny_llama, tok.encode("a dog"), tok.encode(" ran on")),
+                                                      abs=1e-5)
 
 
 def test_occlusion_equals_captums_feature_ablation(tiny_llama):
@@ -111,6 +122,9 @@ def test_smollm2_dequantized_once_then_cached_and_occlusion_equals_captum(tmp_pa
     ours = LMAttribution(model, tokenizer=tok).attribute(prompt, target=target)
     theirs = captum.LLMAttribution(captum.FeatureAblation(model), tok).attribute(
         captum.TextTokenInput(prompt, tok), target=target, forward_in_tokens=False)
-    # float32: a batch of perturbations against captum's one at a time differs in the last bits
+    # float32: a batch of perturbations against captum's one at a time differs in the last bits;
+    # one perturbation per pass, as captum, rounds alike
     assert np.abs(ours.values[0] - theirs.seq_attr.double().numpy()).max() < 1e-6 * np.abs(ours.values).max() * 10
+    single = LMAttribution(model, tokenizer=tok).attribute(prompt, target=target, batch_size=1)
+    assert np.abs(single.values[0] - theirs.seq_attr.double().numpy()).max() < 1e-5
     assert ours.to_scores().ranked_ids()[0] == " France"
