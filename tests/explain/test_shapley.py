@@ -141,9 +141,22 @@ def test_kernel_shap_is_exact_for_any_designs_and_blocks(n_designs, monkeypatch)
     whole = KernelShap(f, n_designs=n_designs).attribute(x, baselines=background, n_samples=126)
     sampled = KernelShap(f, n_designs=n_designs).attribute(x, baselines=background, n_samples=48, seed=3)
     assert np.abs(whole.values - exact).max() < 1e-8
-    monkeypatch.setattr(shapley, "_BLOCK_ELEMENTS", 500)  # a design or two per call, one row at a time
-    blocked = KernelShap(f, n_designs=n_designs).attribute(x, baselines=background, n_samples=126)
+    # memory stays bounded: at most a block of hybrids (2000 values) per call, a design split
+    # by its background rows; down to one row when a block is smaller than that (126
+    # coalitions x 7 features = 882 values, over a 500 block)
+    monkeypatch.setattr(shapley, "_BLOCK_ELEMENTS", 2000)
+    sizes = []
+
+    def counted(rows):
+        sizes.append(len(rows))
+        return f(rows)
+
+    blocked = KernelShap(counted, n_designs=n_designs).attribute(x, baselines=background, n_samples=126)
     assert np.abs(blocked.values - whole.values).max() < 1e-12 and blocked.info["batches"] > whole.info["batches"]
+    assert max(sizes[1:]) * 7 <= 2000 and sizes[0] - 4 - 25 <= 2000 // 7
+    monkeypatch.setattr(shapley, "_BLOCK_ELEMENTS", 500)
+    tiny = KernelShap(f, n_designs=n_designs).attribute(x, baselines=background, n_samples=126)
+    assert np.abs(tiny.values - whole.values).max() < 1e-12
     again = KernelShap(f, n_designs=n_designs).attribute(x, baselines=background, n_samples=48, seed=3)
     assert np.abs(again.values - sampled.values).max() < 1e-12
     with pytest.raises(InvalidParameterError, match="n_designs"):
