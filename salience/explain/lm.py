@@ -237,7 +237,7 @@ class LMAttribution:
 
     def _logits(self, *, n_keep: int, **inputs):
         """Logits of the last n_keep positions: with ``logits_to_keep`` the vocabulary
-        projection of the others is skipped, a large share of a small model's work."""
+        projection (and log-softmax) of the others is skipped."""
         if self._keeps_logits is not False:
             try:
                 logits = self.model(**inputs, logits_to_keep=n_keep).logits
