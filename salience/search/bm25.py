@@ -238,6 +238,15 @@ class BM25(Scorer):
         """Folder this index is saved to (``None`` until saved or loaded)."""
         return self._path
 
+    def sweep_leftovers(self) -> None:
+        """Remove what killed writers left in this index's folder: temporaries, and segment
+        folders that a commit renamed into place but no manifest lists (nothing for an index
+        never saved)."""
+        from salience.search.store import sweep_leftovers
+
+        if self._path is not None:
+            sweep_leftovers(self._path, [segment["name"] for segment in self._segments if segment.get("name")])
+
     def _require_index(self) -> None:
         if self._tf is None:
             raise NotFittedError("this BM25 has no documents yet; call index(documents) or BM25.load(path) first.")

@@ -111,9 +111,7 @@ class ServedIndex:
     def _sweep_inside(self) -> None:
         """What killed commits left inside the folder (temporaries, unlisted segments)."""
         if self.kind == "bm25":
-            from salience.search.store import sweep_leftovers
-
-            sweep_leftovers(self.path, [segment["name"] for segment in self.reader._segments])
+            self.reader.sweep_leftovers()
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "documents": self.reader.n_docs, "generation": self.generation,
@@ -157,7 +155,7 @@ class ServedIndex:
             except BaseException:
                 self._writer = None
                 raise
-            return self._status(segments=len(self.reader._segments))
+            return self._status(segments=self.reader.n_segments)
 
     def _status(self, committed: bool = True, **extra) -> dict:
         return {"index": self.name, "committed": committed, "generation": self.generation,

@@ -66,6 +66,19 @@ def test_a_segment_left_by_a_killed_commit_is_replaced(tmp_path):
     assert reopened.n_docs == 120 and _results(reopened) == _results(BM25().index(DOCS))
 
 
+def test_sweep_leftovers_removes_what_killed_writers_left(tmp_path):
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:80]).save(path)
+    before = sorted(p.name for p in path.iterdir())
+    (path / "seg-000001").mkdir()  # renamed into place by a commit killed before its manifest
+    stale = path / ".manifest.json.999999999.x.tmp"  # a dead process's temporary
+    stale.write_text("half")
+    index = BM25.load(path)
+    index.sweep_leftovers()
+    assert sorted(p.name for p in path.iterdir()) == before and _results(BM25.load(path)) == _results(index)
+    BM25().index(DOCS[:5]).sweep_leftovers()  # never saved: nothing to sweep
+
+
 def test_a_copy_changes_and_commits_while_the_original_answers_as_before(tmp_path):
     path = tmp_path / "ix"
     BM25().index(DOCS[:80]).save(path)
