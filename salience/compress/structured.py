@@ -106,7 +106,7 @@ def structure_scores(model, unit: str = "ffn_channels", *, criterion: str = "mag
         values = [np.sqrt(_unit_of_weights(torch, layer, unit, lambda m: m.weight.detach().double() ** 2))
                   for layer in layers]
     else:
-        from salience.compress.weights import _collect, check_calibration
+        from salience.compress.weights import check_calibration, collect_statistics
 
         if calibration is None:
             raise InvalidParameterError(f"criterion {criterion!r} needs calibration token windows.")
@@ -116,12 +116,12 @@ def structure_scores(model, unit: str = "ffn_channels", *, criterion: str = "mag
             for p in model.parameters():
                 p.grad = None
             model.zero_grad(set_to_none=True)
-            _collect(model, outputs, windows, batch_size=batch_size, hessian=False, gradients=True)
+            collect_statistics(model, outputs, windows, batch_size=batch_size, hessian=False, gradients=True)
             values = [_unit_of_weights(torch, layer, unit, lambda m: (m.weight.detach() * m.weight.grad).abs().double())
                       for layer in layers]
             model.zero_grad(set_to_none=True)
         else:
-            stats = _collect(model, outputs, windows, batch_size=batch_size, hessian=False, gradients=False)
+            stats = collect_statistics(model, outputs, windows, batch_size=batch_size, hessian=False, gradients=False)
             values = []
             for (name, out_proj), layer in zip(outputs, layers):
                 activation = stats[name].sq_norms  # per input column of the output projection: sum of a^2

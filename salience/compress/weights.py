@@ -214,7 +214,7 @@ def _recording(layers, *, hessian: bool):
         last.clear()
 
 
-def _collect(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool) -> dict[str, _Stats]:
+def collect_statistics(model, layers, windows, *, batch_size: int, hessian: bool, gradients: bool) -> dict[str, _Stats]:
     """Input statistics of each layer (and gradients) over the calibration windows."""
     torch = _torch()
     batch = torch.as_tensor(windows)
@@ -315,7 +315,7 @@ def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern
     if sequential and method in ("wanda", "sparsegpt"):
         _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp, report)
     else:
-        stats = (_collect(model, layers, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
+        stats = (collect_statistics(model, layers, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
                           gradients=method == "taylor") if needs_data else {})
         report.seconds["calibration"] = time.perf_counter() - start
         _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, report)
