@@ -284,6 +284,8 @@ class KernelShap(Explainer):
                     ends_out, out, ends = out[:head], out[head:], None
                 pieces = np.add.reduceat(out.reshape(len(chunk), -1), starts, axis=1).reshape(len(chunk), len(block), n)
                 np.add.at(sums, (slice(r, r + len(chunk)), designs), pieces)
+        if ends is not None:  # a budget too small for any coalition: f(x) and f(b) alone
+            ends_out = calls(ends)
         means = sums / np.array([len(g) for g in groups], dtype=float)[None, :, None]
         full, background_out = ends_out[: len(x)], ends_out[len(x) :]
         group_base = np.array([background_out[g].mean() for g in groups])
@@ -311,6 +313,8 @@ def _hybrid_blocks(n: int, m: int, group_sizes: list[int]) -> list[list[tuple[in
     block a list of pieces ``(design, first, last)``, a design's coalitions over its background
     rows ``first:last``. A design too large for a block is split by background rows (down to
     one row, ``n m`` values, the least a piece holds)."""
+    if n == 0:
+        return []
     rows_per_piece = max(1, _BLOCK_ELEMENTS // (n * m))
     blocks, block, held = [], [], 0
     for d, size in enumerate(group_sizes):

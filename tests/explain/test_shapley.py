@@ -163,6 +163,19 @@ def test_kernel_shap_is_exact_for_any_designs_and_blocks(n_designs, monkeypatch)
         KernelShap(f, n_designs=0)
 
 
+@pytest.mark.parametrize("m", [2, 3, 9, 70])  # past 64 features the Gray walk orders by the first 64
+def test_kernel_shap_adds_up_at_any_budget_and_width(m):
+    rng = np.random.default_rng(m)
+    w = rng.normal(size=m)
+    f = lambda X: np.tanh(X @ w) + X[:, 0] * X[:, 1]  # noqa: E731
+    x, background = rng.normal(size=(3, m)), rng.normal(size=(7, m))
+    for budget in (1, 2, 3, 50):
+        a = KernelShap(f).attribute(x, baselines=background, n_samples=budget, seed=0, batch_size=100)
+        assert np.abs(a.values.sum(axis=1) + a.base_value - f(x)).max() < 1e-8
+    # a budget of one coalition holds none (they come in pairs): f(x) and f(b) only
+    assert KernelShap(f).attribute(x, baselines=background, n_samples=1).model_calls == 3 + 7
+
+
 def test_the_model_is_called_in_batches():
     sizes = []
 
