@@ -334,12 +334,19 @@ def evict(model, policy: str, *, budget, n_sink: int = 4, window: int = 64, kern
             handle.remove()
 
 
-def _cache_argument(model) -> str:
+def cache_argument(model) -> str:
     """The name a model's forward gives its cache: ``cache`` from transformers 5.24 on,
     ``past_key_values`` before."""
     import inspect
 
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def returned_cache(output):
+    """The key/value cache a forward pass returned: ``cache`` in recent transformers (where
+    ``past_key_values`` is deprecated), ``past_key_values`` before."""
+    cache = getattr(output, "cache", None)
+    return cache if cache is not None else output.past_key_values
 
 
 @dataclass
@@ -367,7 +374,7 @@ def prefill(model, prompt_ids, *, policy: str | None = None, budget=None, **opti
     cache = DynamicCache(config=model.config)
     context = evict(model, policy, budget=budget, **options) if policy is not None else contextlib.nullcontext()
     with torch.no_grad(), context as state:
-        out = model(input_ids=ids, **{_cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
+        out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
     n = ids.shape[1]
     return Prefill(cache, out.logits[:, -1], n, state.kept if state is not None else n,
                    state.seconds if state is not None else 0.0)
@@ -380,7 +387,7 @@ def continue_from(model, cache, ids, start: int):
     ids = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(1, -1)
     positions = torch.arange(start, start + ids.shape[1])[None]
     with torch.no_grad():
-        return model(input_ids=ids, **{_cache_argument(model): cache}, position_ids=positions, use_cache=True).logits
+        return model(input_ids=ids, **{cache_argument(model): cache}, position_ids=positions, use_cache=True).logits
 
 
 def _token_nll(torch, predicting, ids) -> tuple[float, np.ndarray]:
@@ -537,7 +544,7 @@ def decode_speed(model, prompt_ids, *, policy: str | None, budget=None, new_toke
     start = time.perf_counter()
     with torch.no_grad():
         for step in range(new_tokens):
-            out = model(input_ids=token[:, None], **{_cache_argument(model): cache},
+            out = model(input_ids=token[:, None], **{cache_argument(model): cache},
                         position_ids=torch.tensor([[n + step]]), use_cache=True)
             token = out.logits[:, -1].argmax(dim=-1)
     seconds = time.perf_counter() - start

@@ -222,15 +222,17 @@ class LMJudge:
         left-padded so that they all end at the last column, and only those columns' logits are
         computed. With ``prefix_cache`` the shared prefix is run once and its key/value cache
         reused by every row."""
+        from salience.compress.kv import cache_argument, returned_cache
+
         n = len(rows)
         if self.prefix_cache and prefix:
-            cache = _returned_cache(self.model(input_ids=torch.tensor([prefix]), use_cache=True))
+            cache = returned_cache(self.model(input_ids=torch.tensor([prefix]), use_cache=True))
             cache.batch_repeat_interleave(n)
             ids, mask = self._padded(torch, rows, left=True)
             full_mask = torch.cat([torch.ones((n, len(prefix)), dtype=torch.long), mask], dim=1)
             positions = (mask.cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
             return self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
-                              logits_to_keep=keep, **{self._cache_argument(): cache}).logits
+                              logits_to_keep=keep, **{cache_argument(self.model): cache}).logits
         ids, mask = self._padded(torch, [prefix + r for r in rows], left=True)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
@@ -242,14 +244,6 @@ class LMJudge:
         suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p) + tail) for p in passages]
         log_probs = torch.log_softmax(self._last_logits(torch, prefix, suffixes, 1)[:, -1].double(), dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
-
-    def _cache_argument(self) -> str:
-        """The forward argument that takes a key/value cache: ``cache`` in recent transformers,
-        ``past_key_values`` before."""
-        import inspect
-
-        parameters = inspect.signature(self.model.forward).parameters
-        return "cache" if "cache" in parameters else "past_key_values"
 
     def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
         head, tail = self._chat_parts or ("", "")
@@ -263,6 +257,8 @@ class LMJudge:
     def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
         import copy
 
+        from salience.compress.kv import cache_argument, returned_cache
+
         ids = self._encode(ICR_HEAD)
         spans = []
         for number, passage in enumerate(passages, start=1):
@@ -275,11 +271,11 @@ class LMJudge:
         attention = []
         for text in (" " + query.strip(), ICR_CONTENT_FREE):
             question = self._encode(text)
-            cache = copy.deepcopy(_returned_cache(prefix))
+            cache = copy.deepcopy(returned_cache(prefix))
             positions = torch.arange(len(ids), len(ids) + len(question))[None, :]
             with _eager_attention(self.model):
                 out = self.model(input_ids=torch.tensor([question]), position_ids=positions, use_cache=True,
-                                 output_attentions=True, logits_to_keep=1, **{self._cache_argument(): cache})
+                                 output_attentions=True, logits_to_keep=1, **{cache_argument(self.model): cache})
             self.calls += 1
             for name, chosen, available in (("layers", self.layers, len(out.attentions)),
                                             ("heads", self.heads, out.attentions[0].shape[1])):
@@ -406,8 +402,3 @@ def _chat_parts(tokenizer) -> tuple[str, str]:
     return head, tail
 
 
-def _returned_cache(output):
-    """The key/value cache a forward pass returned: ``cache`` in recent transformers (where
-    ``past_key_values`` is deprecated), ``past_key_values`` before."""
-    cache = getattr(output, "cache", None)
-    return cache if cache is not None else output.past_key_values
