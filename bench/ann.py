@@ -12,7 +12,6 @@ against the exact ones, nDCG@10 against the judgments, queries per second of the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -22,24 +21,20 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from salience import Qrels, Run, evaluate  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from common import search_set, split_heading, write_section  # noqa: E402
+
+from salience import Run, evaluate  # noqa: E402
 from salience.search import Dense  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "search"
 EF = (32, 64, 128, 256)
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def run(name: str) -> list[dict]:
     root = DATA / name
-    corpus = read_jsonl(root / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")}
-    qrels = Qrels.read(root / "qrels.tsv")
-    judged = [q for q in queries if q in qrels]
+    corpus, queries, qrels = search_set(root, "test")
+    judged = list(queries)
     index = Dense().index([{"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", "")} for d in corpus])
     vectors = index._queries([queries[q] for q in judged])
     rows = []
@@ -75,9 +70,9 @@ def render(rows, command) -> str:
     import faiss
 
     lines = ["## Approximate dense search (`bench/ann.py`)", "", f"Command: `{command}`", "",
-             f"all-MiniLM-L6-v2 vectors (ONNX Runtime); faiss {faiss.__version__} IndexHNSWFlat, inner product. Recall: "
-             "the approximate top k's overlap with the exact top k. Queries/s: search only, all judged queries in one "
-             "batch, 2 cores.", "",
+             f"all-MiniLM-L6-v2 vectors (ONNX Runtime); faiss {faiss.__version__} IndexHNSWFlat, inner product; the "
+             f"judged queries of each collection's {split_heading('test')}. Recall: the approximate top k's overlap "
+             "with the exact top k. Queries/s: search only, all those queries in one batch, 2 cores.", "",
              "| collection | documents | system | ef_search | recall@10 | recall@100 | nDCG@10 | queries/s | graph build s |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
@@ -100,9 +95,6 @@ def main(argv=None) -> int:
     section = render(rows, command.strip())
     print(section)
     if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
-
         write_section(args.write, section, marker="bench/ann.py")
     return 0
 

@@ -253,7 +253,7 @@ def main(argv=None) -> int:
     print(text)
     if args.write and not args.skip_reference:
         sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
+        from common import write_section
 
         write_section(args.write, text, marker="bench/data.py" + chunked)
     return 0

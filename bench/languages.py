@@ -22,6 +22,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import document_set, split_heading, write_section  # noqa: E402
 
 from salience.text.languages import LANGUAGES, UNDETERMINED, detect_languages  # noqa: E402
 
@@ -86,8 +89,8 @@ def main(argv=None) -> None:
     cases = {"UDHR (full texts)": ([t for _, t in udhr], [UDHR_TO_ISO1.get(c) for c, _ in udhr]),
              "UDHR (first 300 characters)": ([t[:300] for _, t in udhr], [UDHR_TO_ISO1.get(c) for c, _ in udhr])}
     for name in KEYPHRASE_SETS:
-        docs = [json.loads(line) for line in open(DATA / "keyphrase" / name / "docs.jsonl", encoding="utf-8")]
-        cases[f"keyphrase {name}"] = ([d["text"] for d in docs], [d.get("language", "en") for d in docs])
+        docs = document_set(DATA / "keyphrase" / name, "test")
+        cases[f"keyphrase {name}, {split_heading('test')}"] = ([d["text"] for d in docs], [d.get("language", "en") for d in docs])
 
     rows = []
     for case, (texts, truth) in cases.items():
@@ -123,9 +126,6 @@ def main(argv=None) -> None:
     section = "\n".join(lines) + "\n"
     print(section)
     if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
-
         write_section(args.write, section, marker="bench/languages.py")
 
 

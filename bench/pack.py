@@ -14,7 +14,6 @@ Recall = relevant passages chosen / relevant passages (mean over queries).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -24,17 +23,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from salience import Qrels  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from common import search_set, split_heading, write_section  # noqa: E402
+
 from salience.search import BM25, ScoreCalibrator, pack  # noqa: E402
 from salience.search.pack import approximate_tokens  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "search"
 BUDGETS = (256, 512, 1024)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def skip_fill(ranked, lengths, tokens):
@@ -48,18 +44,17 @@ def skip_fill(ranked, lengths, tokens):
 
 def run(name: str, depth: int) -> list[dict]:
     root = DATA / name
-    corpus = read_jsonl(root / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")}
-    qrels = Qrels.read(root / "qrels.tsv")
-    judged = [q for q in queries if q in qrels and any(g > 0 for g in qrels[q].values())]
+    corpus, queries, qrels = search_set(root, "test")
+    dev_queries = search_set(root, "dev")[1]
+    relevant_any = lambda q: any(g > 0 for g in qrels[q].values())  # noqa: E731
+    judged = [q for q in queries if relevant_any(q)]
+    dev = [q for q in dev_queries if relevant_any(q)]
     index = BM25().index([{"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", "")} for d in corpus])
-    rankings = dict(zip(judged, index.search_batch([queries[q] for q in judged], k=depth)))
+    rankings = dict(zip(dev + judged, index.search_batch([dev_queries[q] for q in dev] + [queries[q] for q in judged],
+                                                         k=depth)))
     lengths = {d["_id"]: approximate_tokens(f"{d.get('title', '')} {d.get('text', '')}") for d in corpus}
-    probabilities = {}
-    for fit_on, apply_to in ((judged[1::2], judged[0::2]), (judged[0::2], judged[1::2])):
-        calibrator = ScoreCalibrator().fit({q: rankings[q] for q in fit_on}, qrels)
-        for q in apply_to:
-            probabilities[q] = calibrator.probabilities(rankings[q])
+    calibrator = ScoreCalibrator().fit({q: rankings[q] for q in dev}, qrels)  # fitted on dev, applied to test
+    probabilities = {q: calibrator.probabilities(rankings[q]) for q in judged}
     rows = []
     for tokens in BUDGETS:
         systems = {
@@ -89,9 +84,10 @@ def run(name: str, depth: int) -> list[dict]:
 
 def render(rows, command, depth) -> str:
     lines = ["## RAG context packing (`bench/pack.py`)", "", f"Command: `{command}`", "",
-             f"BM25 top {depth} per judged query; passage tokens by salience's approximate_tokens (title + text). "
-             "Recall of the relevant passages that the chosen set holds (mean over queries); passages and tokens "
-             "used per query; ms per query for the choice (calibration fitted two-fold on held-aside queries).", "",
+             f"BM25 top {depth} per judged query of each collection's {split_heading('test')}; passage tokens by "
+             "salience's approximate_tokens (title + text). Recall of the relevant passages that the chosen set holds "
+             "(mean over queries); passages and tokens used per query; ms per query for the choice (the score "
+             "calibration fitted on the dev split's queries).", "",
              "| collection | budget | system | recall | passages | tokens used | ms/query |", "|---|---:|---|---:|---:|---:|---:|"]
     for r in rows:
         lines.append(f"| {r['collection']} | {r['tokens']} | {r['system']} | {r['recall']:.4f} | {r['passages']:.2f} | "
@@ -116,9 +112,6 @@ def main(argv=None) -> int:
     section = render(rows, command.strip(), args.depth)
     print(section)
     if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section
-
         write_section(args.write, section, marker="bench/pack.py")
     return 0
 

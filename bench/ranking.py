@@ -21,7 +21,6 @@ calls per query.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -31,7 +30,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from salience import ListwiseJudge, PairwiseJudge, Qrels, Run, ScorerJudge, evaluate, fuse, kendall_tau  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from common import search_set, split_heading, write_section  # noqa: E402
+
+from salience import ListwiseJudge, PairwiseJudge, Run, ScorerJudge, evaluate, fuse, kendall_tau  # noqa: E402
 from salience.core import sort  # noqa: E402
 from salience.core.aggregate import AGGREGATORS  # noqa: E402
 
@@ -131,11 +133,6 @@ def run_simulation(sizes, seeds, error, bias, noise) -> list[dict]:
 
 # ------------------------------------------------------------------------------------------
 # real data
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
-
-
 def fusion_speed(runs: list, repeats: int = 5) -> list[dict]:
     """Seconds per fusion of the same runs by salience and by ranx (best of ``repeats``, after
     one warm-up call each: ranx compiles its numba kernels on first use), and the largest
@@ -182,9 +179,7 @@ class NoisyScorer:
 
 
 def run_real(root: Path, depth: int = 100, noise: float = 0.5) -> tuple[list[dict], list[dict], list[dict]]:
-    corpus = read_jsonl(root / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")}
-    qrels = Qrels.read(root / "qrels.tsv")
+    corpus, queries, qrels = search_set(root, "test")  # nothing here is tuned: the test split's queries
     metric = lambda run: evaluate(qrels, run, ["ndcg@10", "recall@100"]).means  # noqa: E731
     runs = {}
     fusion_rows = []
@@ -273,17 +268,17 @@ def render(sim_rows, fusion_rows, speed_rows, rerank_rows, command, settings, no
               "| n | method | nDCG@10 at calls | sliding window compared | better at <= calls |", "|---:|---|---|---|---|"]
     lines += verdicts(sim_rows)
     if fusion_rows:
-        lines += ["", "### Fusion of BM25 runs on SciFact (top 100 each)", "", "| run | nDCG@10 | recall@100 |", "|---|---:|---:|"]
+        lines += ["", f"### Fusion of BM25 runs on SciFact's {split_heading('test')} (top 100 each)", "", "| run | nDCG@10 | recall@100 |", "|---|---:|---:|"]
         lines += [f"| {r['run']} | {r['ndcg@10']:.4f} | {r['recall@100']:.4f} |" for r in fusion_rows]
         if speed_rows:
-            lines += ["", "Fusion speed on the same 4 runs (300 queries x 100 items each), salience `fuse` vs `ranx.fuse` "
+            lines += ["", "Fusion speed on the same 4 runs (the test split's queries x 100 items each), salience `fuse` vs `ranx.fuse` "
                       "(best of 5 after a warm-up call; ranx compiles numba kernels on first use):", "",
                       "| fusion | salience ms | ranx ms | speed vs ranx | max score difference (subjects without ties) |",
                       "|---|---:|---:|---:|---:|"]
             lines += [f"| {r['fusion']} | {1000 * r['salience_s']:.1f} | {1000 * r['ranx_s']:.1f} | "
                       f"{r['ranx_s'] / r['salience_s']:.2f}x | {r['max_diff']:.1e} ({r['compared']} of {r['subjects']}) |"
                       for r in speed_rows]
-        lines += ["", "### Reranking BM25's top 100 on SciFact with a noisy ScorerJudge",
+        lines += ["", f"### Reranking BM25's top 100 on SciFact's {split_heading('test')} with a noisy ScorerJudge",
                   "", f"Judge: `ScorerJudge(scorer, temperature=0)` with scorer = BM25 score + 0.5 x classic TF-IDF score "
                   f"(a different scorer from the first stage, BM25 alone) plus Gaussian noise of {noise} x the spread of the "
                   "clean scores over the query's candidates, drawn anew on every call (no cache). The reference row sorts "
@@ -313,9 +308,6 @@ def main(argv=None) -> int:
     section = render(sim, fusion_rows, speed_rows, rerank_rows, command.strip(), settings, args.rerank_noise)
     print(section)
     if args.write:
-        sys.path.insert(0, str(ROOT / "bench"))
-        from search import write_section  # one implementation of the marker-based update
-
         write_section(args.write, section, marker="bench/ranking.py")
     return 0
 

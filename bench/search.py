@@ -29,16 +29,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from salience import Qrels, Run, evaluate  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from common import search_set, split_heading, write_section  # noqa: E402
+
+from salience import Run, evaluate  # noqa: E402
 from salience.search import BM25  # noqa: E402
 from salience.text import Tokenizer  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "search"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def best_time(fn, repeats: int):
@@ -222,9 +220,9 @@ def make_systems(skip: set[str]):
 
 
 def run_dataset(root: Path, systems, repeats: int) -> list[dict]:
-    corpus = read_jsonl(root / "corpus.jsonl")
-    queries = {q["_id"]: q["text"] for q in read_jsonl(root / "queries.jsonl")}
-    qrels = Qrels.read(root / "qrels.tsv")
+    """Every system on the judged queries of the set's test split (nothing here is tuned, but
+    every shared set's targets are reported on test)."""
+    corpus, queries, qrels = search_set(root, "test")
     ids, texts = list(queries), list(queries.values())
     rows = []
     for system in systems:
@@ -251,6 +249,7 @@ def run_dataset(root: Path, systems, repeats: int) -> list[dict]:
                 "qps_incl": len(texts) / incl,
                 "qps_excl": len(texts) / excl if excl else None,
                 "peak_mb": memory,
+                "n_queries": len(texts),
             }
         )
         print(f"  {root.name:<10} {system.name:<20} nDCG@10 {ndcg:.4f}  R@100 {recall:.4f}  index {index_seconds:.3f}s  "
@@ -282,7 +281,7 @@ def render(results: dict[str, list[dict]], command: str) -> str:
     ]
     for dataset, rows in results.items():
         lines += [
-            f"### {dataset}",
+            f"### {dataset}, {split_heading('test')} ({rows[0]['n_queries']} judged queries)",
             "",
             "| system | nDCG@10 | recall@100 | index s | q/s incl. | q/s excl. | peak MB |",
             "|---|---:|---:|---:|---:|---:|---:|",
@@ -308,7 +307,7 @@ def render(results: dict[str, list[dict]], command: str) -> str:
 
 def targets(results) -> list[str]:
     """The issue's targets, checked against bm25s in this run."""
-    out = ["### Targets (issue 2), measured in this run", "",
+    out = [f"### Targets (issue 2), measured in this run on the {split_heading('test')}s", "",
            "| dataset | target | measured | met |", "|---|---|---|---|"]
     for dataset, rows in results.items():
         by = {r["system"]: r for r in rows}
@@ -330,20 +329,6 @@ def targets(results) -> list[str]:
         ratio = ours["index_s"] / ref["index_s"]
         out.append(f"| {dataset} | index time <= 0.5x bm25s | {ratio:.2f}x | {'yes' if ratio <= 0.5 else 'no'} |")
     return out + [""]
-
-
-def write_section(path: Path, section: str, marker: str = "bench/search.py") -> None:
-    """Replace (or append) the section between this benchmark's markers in ``path``."""
-    from salience.io.files import atomic_write_text
-
-    begin, end = f"<!-- {marker} begin -->", f"<!-- {marker} end -->"
-    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n"
-    block = f"{begin}\n{section}{end}"
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    atomic_write_text(path, text)
 
 
 def main(argv=None) -> int:

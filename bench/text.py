@@ -27,6 +27,7 @@ Run it in an environment with the peers: pip install summa sumy rouge-score
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -35,13 +36,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import document_set, split, split_heading, write_section  # noqa: E402
 
 from salience.exceptions import MissingDependencyError  # noqa: E402
 from salience.summarize import split_sentences, summarize  # noqa: E402
 from salience.summarize.extractive import SentenceScorer  # noqa: E402
 from salience.summarize.evaluate import rouge_scorer  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100" / "docs.jsonl"
+DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100"
 KEYPHRASE_DATA = ROOT.parent / "shared" / "data" / "keyphrase"
 KEYPHRASE_SETS = ("inspec", "semeval2017", "semeval2010", "kdd", "citeulike180", "fao30", "wikinews_fr", "pt_bn_kp110")
 ANCHORS = {"inspec": 0.211, "semeval2017": 0.215, "semeval2010": 0.158}  # issue 4's anchors
@@ -98,8 +102,8 @@ def keyphrase_systems(yake048_python: str | None):
         print("skipping noun phrases (needs spaCy and en_core_web_sm: pip install 'salience[pos]')", file=sys.stderr)
     out["salience yake, language given"] = lambda docs: [
         s.ids for s in extract_keyphrases_batch(texts(docs), k=15, language=[d.get("language", "en") for d in docs])]
-    out["salience yake, corpus_df=False"] = lambda docs: [
-        s.ids for s in extract_keyphrases_batch(texts(docs), k=15, corpus_df=False)]
+    out["salience yake, corpus_df=True"] = lambda docs: [
+        s.ids for s in extract_keyphrases_batch(texts(docs), k=15, corpus_df=True)]
     out["salience yake, for comparison"] = lambda docs: [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15)]
     out["salience yake + semrerank"] = lambda docs: [
         s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, rerank="semrerank")]
@@ -152,14 +156,20 @@ def keyphrase_systems(yake048_python: str | None):
 ENGLISH_ONLY = re.compile(r"rake-nltk|noun phrases|embed|semrerank|for comparison")
 
 
-def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 200) -> list[dict]:
+def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 200, which: str = "test") -> list[dict]:
+    """Every system on split ``which`` of every set (YAKE 0.4.8 reads the split's records from a
+    temporary file)."""
+    import tempfile
+
     from salience.keywords import evaluate_keyphrases
 
     rows = []
     systems = keyphrase_systems(yake048_python)
+    scratch = Path(tempfile.mkdtemp(prefix="salience-bench-"))
     for name in KEYPHRASE_SETS:
-        path = KEYPHRASE_DATA / name / "docs.jsonl"
-        docs = read_jsonl(path)
+        docs = document_set(KEYPHRASE_DATA / name, which)
+        path = scratch / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
         english = all(d.get("language", "en") == "en" for d in docs)
         long_texts = sum(len(d["text"]) for d in docs) / len(docs) > 20_000
         for label, fn in systems.items():
@@ -188,8 +198,69 @@ def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 2
     return rows
 
 
+SWITCHES = ("corpus_df", "long-text rule", "position prior")
+
+
+@contextlib.contextmanager
+def keyphrase_switches(long_text_rule: bool, position_prior: bool):
+    """The default's two internal switches, for the dev ablation: the long-text rule (n-gram
+    candidates beyond ``LONG_TEXT_WORDS`` words) and the first-position prior on long texts."""
+    from salience.keywords import extract
+
+    saved = extract.LONG_TEXT_WORDS, extract.POSITION_PRIOR
+    extract.LONG_TEXT_WORDS = saved[0] if long_text_rule else sys.maxsize
+    extract.POSITION_PRIOR = position_prior
+    try:
+        yield
+    finally:
+        extract.LONG_TEXT_WORDS, extract.POSITION_PRIOR = saved
+
+
+def choose_keyphrase_switches() -> dict:
+    """F1@10 on every set's dev split for each setting of the default's three switches."""
+    import itertools
+
+    from salience.keywords import evaluate_keyphrases, extract_keyphrases_batch
+
+    dev = {name: document_set(KEYPHRASE_DATA / name, "dev") for name in KEYPHRASE_SETS}
+    rows = []
+    for corpus_df, long_rule, prior in itertools.product((True, False), repeat=3):
+        if prior and not long_rule:
+            continue  # the prior applies to the long texts that the rule names
+        f1 = {}
+        with keyphrase_switches(long_rule, prior):
+            for name, docs in dev.items():
+                texts = [d["text"] for d in docs]
+                predicted = [s.ids for s in extract_keyphrases_batch(texts, k=15, corpus_df=corpus_df)]
+                f1[name] = evaluate_keyphrases(predicted, texts, [d["keyphrases"] for d in docs], ks=(10,))["F1@10"]
+        rows.append({"switches": dict(zip(SWITCHES, (corpus_df, long_rule, prior))), "f1": f1,
+                     "mean": sum(f1.values()) / len(f1)})
+        print(f"  dev {rows[-1]['switches']} mean F1@10 {rows[-1]['mean']:.4f}", file=sys.stderr, flush=True)
+    return {"rows": rows, "sizes": {name: len(docs) for name, docs in dev.items()}}
+
+
+def render_choice(result: dict, command: str) -> str:
+    rows, sizes = result["rows"], result["sizes"]
+    best = max(rows, key=lambda r: r["mean"])
+    lines = ["## Keyphrase default's switches, chosen on the dev splits (`bench/text.py --tasks choose`)", "",
+             f"Command: `{command}`", "",
+             f"F1@10 of the default (`yake`, language detected) on each set's {split_heading('dev')} "
+             f"({', '.join(f'{n} {k}' for n, k in sizes.items())} documents) with each setting of its switches: "
+             "`corpus_df` (document frequencies of the texts given together), the long-text rule (n-gram candidates "
+             "in texts over `LONG_TEXT_WORDS` words) and the first-position prior on those long texts. The setting "
+             "with the best mean is the library default; the test split is not read.", "",
+             "| " + " | ".join(SWITCHES) + " | " + " | ".join(KEYPHRASE_SETS) + " | mean |",
+             "|" + "---|" * len(SWITCHES) + "---:|" * (len(KEYPHRASE_SETS) + 1)]
+    for r in rows:
+        mark = " **(chosen)**" if r is best else ""
+        lines.append("| " + " | ".join("on" if r["switches"][s] else "off" for s in SWITCHES) + " | " +
+                     " | ".join(f"{r['f1'][n]:.3f}" for n in KEYPHRASE_SETS) + f" | {r['mean']:.4f}{mark} |")
+    return "\n".join(lines) + "\n"
+
+
 def render_keyphrases(rows, command) -> str:
     lines = ["## Keyphrases (`bench/text.py`)", "", f"Command: `{command}`", "",
+             f"Every set's {split_heading('test')} (the default's switches were chosen on dev: the section above). "
              "Stemmed (Porter) exact match, all gold keyphrases including absent ones, precision over the phrases "
              "returned (<= k), macro-averaged; docs/s single-threaded (best of the repeats; one pass on the sets of long "
              "texts (SemEval2010, CiteULike-180, FAO-30) and for the embedding rows). Every salience row detects each "
@@ -198,7 +269,8 @@ def render_keyphrases(rows, command) -> str:
              "the English sets only. `embed` and `semrerank` use the bundled all-MiniLM-L6-v2 on the CPU and, being slow "
              "there, score the first 200 documents of each set only (compare them with the `for comparison` row).", ""]
     for name in KEYPHRASE_SETS:
-        lines += [f"### {name}", "", "| system | F1@5 | F1@10 | F1@15 | P@10 | R@10 | docs/s |", "|---|---:|---:|---:|---:|---:|---:|"]
+        n_docs = len(split(KEYPHRASE_DATA / name, "test"))
+        lines += [f"### {name}, {split_heading('test')} ({n_docs} documents)", "", "| system | F1@5 | F1@10 | F1@15 | P@10 | R@10 | docs/s |", "|---|---:|---:|---:|---:|---:|---:|"]
         for r in rows:
             if r["dataset"] == name:
                 lines.append(f"| {r['system']} | {r['F1@5']:.3f} | {r['F1@10']:.3f} | {r['F1@15']:.3f} | {r['P@10']:.3f} | "
@@ -207,31 +279,27 @@ def render_keyphrases(rows, command) -> str:
     lines += ["Every system returns 15 phrases; F1@k scores the first k. rake-nltk here uses sumy's 580-word English stop "
               "list (NLTK's cannot be downloaded), which makes it stronger than issue 4's RAKE anchor (NLTK stop list: "
               "0.211 / 0.215 / 0.006).", "",
-              "Targets (issue 11): the one default (no options, language detected) above YAKE 0.4.8 on all eight sets; "
-              "the best salience method per set beside it.", "",
-              "| dataset | YAKE 0.4.8 (issue / this run) | default F1@10 | met | best salience method | gap |",
+              f"Targets (issue 11), on the {split_heading('test')}s: the one default (no options, language detected) "
+              "above YAKE 0.4.8 (run here on the same test documents; the issue's whole-set anchors beside it for "
+              "reference) on all eight sets; the best salience method per set beside it.", "",
+              "| dataset | YAKE 0.4.8 test (whole set, issue) | default F1@10 | met | best salience method | gap |",
               "|---|---|---:|---|---|---:|"]
     for name in KEYPHRASE_SETS:
         ours = next((r for r in rows if r["dataset"] == name and r["system"].endswith("(default)")), None)
         if ours is None:
             continue
         yake048 = next((r for r in rows if r["dataset"] == name and r["system"].startswith("YAKE 0.4.8")), None)
-        anchor = max(YAKE048[name], yake048["F1@10"] if yake048 else 0.0)
+        anchor = yake048["F1@10"] if yake048 else YAKE048[name]
         best = max((r for r in rows if r["dataset"] == name and r["system"].startswith("salience") and "first" not in r["system"]),
                    key=lambda r: r["F1@10"])
-        lines.append(f"| {name} | {YAKE048[name]:.3f} / {yake048['F1@10'] if yake048 else float('nan'):.3f} | "
+        lines.append(f"| {name} | {yake048['F1@10'] if yake048 else float('nan'):.3f} ({YAKE048[name]:.3f}) | "
                      f"{ours['F1@10']:.3f} | {'yes' if ours['F1@10'] > anchor else 'no'} | {best['system']} "
                      f"{best['F1@10']:.3f} | {best['F1@10'] - ours['F1@10']:+.3f} |")
-    lines += ["", "Issue 4's anchors, on its three sets:", "", "| dataset | target | measured | met |", "|---|---|---|---|"]
+    lines += ["", f"Issue 4's anchors (whole-set figures), on its three sets' {split_heading('test')}s:", "", "| dataset | target | measured | met |", "|---|---|---|---|"]
     for name, anchor in ANCHORS.items():
         ours = next(r for r in rows if r["dataset"] == name and r["system"].endswith("(default)"))
         lines.append(f"| {name} | F1@10 > {anchor} | {ours['F1@10']:.3f} | {'yes' if ours['F1@10'] > anchor else 'no'} |")
     return "\n".join(lines) + "\n"
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as fh:
-        return [json.loads(line) for line in fh if line.strip()]
 
 
 def gold_length(doc: dict) -> int:
@@ -341,9 +409,11 @@ def run_summaries(docs, repeats: int) -> list[dict]:
     return rows
 
 
-def render(rows, command) -> str:
+def render(rows, n_docs: int, command) -> str:
     lines = ["## Extractive summaries (`bench/text.py`)", "", f"Command: `{command}`", "",
-             "BBC News Summary, 100 articles (`../shared/data/summarize/bbc_news_summary_100`); summary length = gold "
+             f"BBC News Summary (`../shared/data/summarize/bbc_news_summary_100`), the {n_docs} articles of its "
+             f"{split_heading('test')} (the summariser's defaults were set before the split existed, looking at the whole "
+             "set; they have no switch this protocol reopened). Summary length = gold "
              "sentence count; ROUGE F1 x 100 with Porter stemming (rouge-score); docs/s single-threaded, best of round-robin "
              "rounds after the same warm-up pass for every system, garbage collector paused while timing (as timeit). "
              "salience is timed cold: each round starts a fresh `SentenceScorer`, whose term cache then fills as the "
@@ -370,7 +440,7 @@ def run_speed(rounds: int) -> list[dict]:
     """The default keyphrase method and rake-nltk on Inspec, timed in alternating rounds so that
     both meet the same machine load; best round of each."""
     systems = keyphrase_systems(None)
-    docs = read_jsonl(KEYPHRASE_DATA / "inspec" / "docs.jsonl")
+    docs = document_set(KEYPHRASE_DATA / "inspec", "test")
     pair = {"salience yake (default)": systems["salience yake (default)"],
             "salience yake, language given (en)": systems["salience yake, language given"],
             "rake-nltk": systems.get("rake-nltk")}
@@ -390,7 +460,8 @@ def run_speed(rounds: int) -> list[dict]:
 
 def render_speed(rows: list[dict], command: str) -> str:
     lines = ["## Keyphrase speed on Inspec (`bench/text.py --tasks speed`)", "", f"Command: `{command}`", "",
-             "2,000 Inspec abstracts, 15 keyphrases each, single-threaded; the systems alternate in every round "
+             f"The {len(document_set(KEYPHRASE_DATA / 'inspec', 'test')):,} Inspec abstracts of its {split_heading('test')}, "
+             "15 keyphrases each, single-threaded; the systems alternate in every round "
              "so that all meet the same load; the table gives the best round and every round.", "",
              "| system | docs/s (best) | every round |", "|---|---:|---|"]
     for r in rows:
@@ -418,10 +489,12 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds of --tasks speed")
     args = parser.parse_args(argv)
     command = "python bench/text.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    sys.path.insert(0, str(ROOT / "bench"))
-    from search import write_section
-
     tasks = set(args.tasks.split(","))
+    if "choose" in tasks:
+        section = render_choice(choose_keyphrase_switches(), command.strip())
+        print(section)
+        if args.write:
+            write_section(args.write, section, marker="bench/text.py (keyphrase switches)")
     if "keyphrases" in tasks:
         section = render_keyphrases(run_keyphrases(args.yake048_python, args.repeats), command.strip())
         print(section)
@@ -433,7 +506,8 @@ def main(argv=None) -> int:
         if args.write:
             write_section(args.write, section, marker="bench/text.py (keyphrase speed)")
     if "summaries" in tasks:
-        section = render(run_summaries(read_jsonl(DATA), args.repeats), command.strip())
+        docs = document_set(DATA, "test")
+        section = render(run_summaries(docs, args.repeats), len(docs), command.strip())
         print(section)
         if args.write:
             write_section(args.write, section, marker="bench/text.py (summaries)")

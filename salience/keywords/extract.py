@@ -206,6 +206,8 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
     # in long documents keyphrases show up early (title, abstract): a first-occurrence prior,
     # as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
     first_index = start - batch.doc_start[occ.cand_doc]
+    if not POSITION_PRIOR:
+        return raw
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
 
 
@@ -330,6 +332,10 @@ TOPIC_MAX_OCCURRENCES = 4000
 # Texts with more words than this are "long": their candidates are n-grams of up to three words,
 # whose counts are reliable; shorter texts use whole content runs of up to eight words.
 LONG_TEXT_WORDS = 1000
+
+# In long texts keyphrases show up early (title, abstract): YAKE's S(kw) is scaled by a
+# first-occurrence prior there (see _yake_scores).
+POSITION_PRIOR = True
 
 
 _CANDIDATE_SOURCES = ("auto", "runs", "ngrams", "noun_phrases")
@@ -555,7 +561,7 @@ EMBED_MAX_CANDIDATES = 100
 def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", candidates_from: str = "auto",
                              document_frequency: DocumentFrequency | None = None, encoder=None, diversity: float = 0.5,
                              rerank: str | None = None, batch_size: int = 2000, tagger=None,
-                             language: str = "auto", corpus_df: "bool | CorpusFrequency" = True,
+                             language: str = "auto", corpus_df: "bool | CorpusFrequency" = False,
                              show_progress: bool = False) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
@@ -563,12 +569,14 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     methods go text by text. With ``language="auto"`` each text's language is detected on its
     own, so a batch may mix languages; ``language`` may also be a list, one code per text.
 
-    ``corpus_df`` (``yake``): ``True``: the texts given together are a corpus, and candidates
-    common to many of them weigh less (S(kw) / sqrt(idf)), which is measured to raise F1 on
-    the keyphrase sets (BENCHMARKS.md); it has no effect on one text, and past ``batch_size``
-    texts the frequencies take a first pass over all of them (tokenising twice). A
-    :class:`CorpusFrequency` applies frequencies fitted before; ``False`` makes each text's
-    keyphrases independent of the others.
+    ``corpus_df`` (``yake``): ``False`` (the default) scores each text independently of the
+    others. ``True``: the texts given together are a corpus, and candidates common to many of
+    them weigh less (S(kw) / sqrt(idf)); it helps where the gold keyphrases are the authors'
+    own and costs where they are topics shared across a collection, and does not raise the mean
+    F1@10 of the eight keyphrase sets' dev splits, so it is off by default (BENCHMARKS.md). It
+    has no effect on one text, and past ``batch_size`` texts the frequencies take a first pass
+    over all of them (tokenising twice). A :class:`CorpusFrequency` applies frequencies fitted
+    before.
 
     ``show_progress``: a progress bar over the texts' characters. A text is read up to
     :data:`~salience.keywords.candidates.MAX_TEXT_CHARS` characters (a warning names a cut),

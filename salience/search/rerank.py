@@ -36,6 +36,12 @@ _PAIRWISE = ("prp", "allpairs")
 _LISTWISE = ("sliding", "setwise", "jointrank")
 
 
+#: depth and interpolation weight per judge method where SciFact's dev split chose them
+#: (bench/rerank.py, BENCHMARKS.md): the LM pointwise judge over the top 10 at judge weight 0.3,
+#: the bi-encoder over the top 20 at 0.7. Other methods lost to BM25 there at every weight.
+DEV_CHOSEN = {"pointwise": {"depth": 10, "interpolate": 0.3}, "encoder": {"depth": 20, "interpolate": 0.7}}
+
+
 def default_algorithm(method: str) -> str:
     """The natural algorithm for a judge method: scores sorted, PRP for pairs, a sliding window for lists."""
     return {"pairwise": "prp", "listwise": "sliding"}.get(method, "score")
