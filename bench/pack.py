@@ -45,15 +45,14 @@ def skip_fill(ranked, lengths, tokens):
 def run(name: str, depth: int) -> list[dict]:
     root = DATA / name
     corpus, queries, qrels = search_set(root, "test")
-    dev_queries = search_set(root, "dev")[1]
-    relevant_any = lambda q: any(g > 0 for g in qrels[q].values())  # noqa: E731
-    judged = [q for q in queries if relevant_any(q)]
-    dev = [q for q in dev_queries if relevant_any(q)]
+    _, dev_queries, dev_qrels = search_set(root, "dev")
+    judged = [q for q in queries if any(g > 0 for g in qrels[q].values())]
+    dev = [q for q in dev_queries if any(g > 0 for g in dev_qrels[q].values())]
     index = BM25().index([{"id": d["_id"], "title": d.get("title", ""), "text": d.get("text", "")} for d in corpus])
     rankings = dict(zip(dev + judged, index.search_batch([dev_queries[q] for q in dev] + [queries[q] for q in judged],
                                                          k=depth)))
     lengths = {d["_id"]: approximate_tokens(f"{d.get('title', '')} {d.get('text', '')}") for d in corpus}
-    calibrator = ScoreCalibrator().fit({q: rankings[q] for q in dev}, qrels)  # fitted on dev, applied to test
+    calibrator = ScoreCalibrator().fit({q: rankings[q] for q in dev}, dev_qrels)  # fitted on dev, applied to test
     probabilities = {q: calibrator.probabilities(rankings[q]) for q in judged}
     rows = []
     for tokens in BUDGETS:

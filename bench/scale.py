@@ -202,7 +202,7 @@ def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path) -> N
     out.write_text(json.dumps(result, default=str))
 
 
-def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int) -> list[dict]:
+def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int, numpy_max: int) -> list[dict]:
     import subprocess
 
     vocabulary, probabilities, lengths = source_statistics()
@@ -222,7 +222,8 @@ def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int
                     words[i + 1] = total
         for n in sizes:
             row = {"n": n, "words": words[n]}
-            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + ["bm25s_numba", "bm25s"] + (
+            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + ["bm25s_numba"] + (
+                ["bm25s"] if n <= numpy_max else []) + (
                 ["dense"] if n <= dense_max else []) + (["dense_2"] if n <= dense_parallel_max else [])
             for engine in engines:
                 out = work / f"{engine}-{n}.json"
@@ -289,6 +290,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ray-size", type=int, default=10000, help="largest size also indexed with Ray")
     parser.add_argument("--dense-parallel-max", type=int, default=2000,
                         help="largest size also encoded by 2 processes")
+    parser.add_argument("--numpy-max", type=int, default=10**9,
+                        help="largest size also run with bm25s' default numpy backend (the numba one always runs)")
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument("--run-engine", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, default=None, help=argparse.SUPPRESS)
@@ -303,7 +306,8 @@ def main(argv=None) -> int:
         print(f"skipping: {RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
     started = time.perf_counter()
-    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size, args.dense_parallel_max)
+    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size, args.dense_parallel_max,
+               args.numpy_max)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(rows, command.strip(), time.perf_counter() - started)
     print(section)

@@ -226,9 +226,9 @@ class KernelShap(Explainer):
     that branch, below). Each design's coalitions are evaluated along a Gray-code walk, so that
     neighbours differ in few features, each coalition over the design's background rows in
     turn: the same sequence of background rows over and over, which tree ensembles' branch
-    predictions learn (scikit-learn's gradient boosting at 256 coalitions: 3.9 ms of model time
-    per explained row in that order, 3.7 on as many copies of one row; 4.4 ms per row in all,
-    6.3 with a design per background row). Rows are evaluated many explained rows per call.
+    predictions learn (scikit-learn's gradient boosting at 256 coalitions: about 1.1x the model's
+    own time on as many copies of one row, BENCHMARKS.md). Rows are evaluated many explained rows
+    per call, in blocks of at most ``_BLOCK_ELEMENTS`` values (chosen on a dev data set).
     """
 
     name = "kernel_shap"
@@ -300,12 +300,12 @@ class KernelShap(Explainer):
 
 
 #: hybrid rows are built and evaluated this many values (rows x features) at a time, at most
-#: (one design of one row always goes whole): 4 MB of float64. Larger calls spread a model's
+#: (one design of one row always goes whole): 1 MB of float64. Larger calls spread a model's
 #: fixed cost per call (scikit-learn's input checks) over more rows; smaller ones stay in cache
-#: (scikit-learn's trees walk the whole batch once per tree; an MLP's activations). Measured on
-#: gradient boosting and an MLP (bench/explain.py): 2^19 the best for the trees, 20% slower
-#: than 2^18 for the MLP, which costs less than half as much
-_BLOCK_ELEMENTS = 1 << 19
+#: (scikit-learn's trees walk the whole batch once per tree; an MLP's activations). Chosen among
+#: 2^17..2^21 on a dev data set the reported tables do not use (scikit-learn's diabetes
+#: regression, gradient boosting and an MLP: bench/explain.py --parts choose, BENCHMARKS.md)
+_BLOCK_ELEMENTS = 1 << 17
 
 
 def _hybrid_blocks(n: int, m: int, group_sizes: list[int]) -> list[list[tuple[int, int, int]]]:
