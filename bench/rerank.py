@@ -128,7 +128,7 @@ class Bench:
         return LMJudge(self.model, tokenizer=self.tokenizer, method=config["method"], max_passage_tokens=config["tokens"],
                        batch_size=10, chat=config.get("chat", False))
 
-    def run(self, config: dict, subset: list[str], weight: float | None = None) -> tuple[dict, dict]:
+    def run(self, config: dict, subset: list[str]) -> tuple[dict, dict]:
         """The configuration on ``subset``: its row and, for scoring judges, the cached scores."""
         judge = self.judge(config)
         options = dict(config.get("options", {}))

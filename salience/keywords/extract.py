@@ -203,11 +203,11 @@ def _yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: i
         # candidates common to many of the texts given together ("proposed method", "results")
         # are less specific: S(kw) / sqrt(idf), measured to help on every keyphrase set
         raw = raw / np.sqrt(idf)
+    if not POSITION_PRIOR:
+        return raw
     # in long documents keyphrases show up early (title, abstract): a first-occurrence prior,
     # as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
     first_index = start - batch.doc_start[occ.cand_doc]
-    if not POSITION_PRIOR:
-        return raw
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
 
 
