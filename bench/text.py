@@ -158,43 +158,51 @@ ENGLISH_ONLY = re.compile(r"rake-nltk|noun phrases|embed|semrerank|for compariso
 
 def run_keyphrases(yake048_python: str | None, repeats: int, embed_docs: int = 200, which: str = "test") -> list[dict]:
     """Every system on split ``which`` of every set (YAKE 0.4.8 reads the split's records from a
-    temporary file)."""
+    temporary file, removed after)."""
     import tempfile
-
-    from salience.keywords import evaluate_keyphrases
 
     rows = []
     systems = keyphrase_systems(yake048_python)
-    scratch = Path(tempfile.mkdtemp(prefix="salience-bench-"))
-    for name in KEYPHRASE_SETS:
-        docs = document_set(KEYPHRASE_DATA / name, which)
-        path = scratch / f"{name}.jsonl"
-        path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
-        english = all(d.get("language", "en") == "en" for d in docs)
-        long_texts = sum(len(d["text"]) for d in docs) / len(docs) > 20_000
-        for label, fn in systems.items():
-            if not english and ENGLISH_ONLY.search(label):
-                continue  # rake-nltk's stop list, en_core_web_sm and all-MiniLM-L6-v2 are English
-            gold_docs = docs
-            if label.startswith("YAKE 0.4.8"):
-                predictions, seconds = fn(docs, path=path)
-            elif "embed" in label or "semrerank" in label or "for comparison" in label:
-                # MiniLM on two CPU cores takes minutes per set: these rows score the first documents only
-                gold_docs = docs[:embed_docs]
-                label = f"{label} (first {len(gold_docs)} docs)"
+    with tempfile.TemporaryDirectory(prefix="salience-bench-") as scratch:
+        for name in KEYPHRASE_SETS:
+            rows += _keyphrase_rows(name, document_set(KEYPHRASE_DATA / name, which), Path(scratch), systems, repeats,
+                                    embed_docs)
+    return rows
+
+
+def _keyphrase_rows(name: str, docs: list[dict], scratch: Path, systems: dict, repeats: int,
+                    embed_docs: int) -> list[dict]:
+    """Every system on one set's records (``scratch`` holds them as a file for YAKE 0.4.8)."""
+    from salience.keywords import evaluate_keyphrases
+
+    rows = []
+    path = scratch / f"{name}.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    english = all(d.get("language", "en") == "en" for d in docs)
+    long_texts = sum(len(d["text"]) for d in docs) / len(docs) > 20_000
+    for label, fn in systems.items():
+        if not english and ENGLISH_ONLY.search(label):
+            continue  # rake-nltk's stop list, en_core_web_sm and all-MiniLM-L6-v2 are English
+        gold_docs = docs
+        if label.startswith("YAKE 0.4.8"):
+            predictions, seconds = fn(docs, path=path)
+        elif "embed" in label or "semrerank" in label or "for comparison" in label:
+            # MiniLM on two CPU cores takes minutes per set: these rows score the first documents only
+            gold_docs = docs[:embed_docs]
+            label = f"{label} (first {len(gold_docs)} docs)"
+            start = time.perf_counter()
+            predictions = fn(gold_docs)
+            seconds = time.perf_counter() - start
+        else:
+            reps = 1 if long_texts or "noun phrases" in label else repeats
+            seconds = float("inf")
+            for _ in range(reps):
                 start = time.perf_counter()
-                predictions = fn(gold_docs)
-                seconds = time.perf_counter() - start
-            else:
-                reps = 1 if long_texts or "noun phrases" in label else repeats
-                seconds = float("inf")
-                for _ in range(reps):
-                    start = time.perf_counter()
-                    predictions = fn(docs)
-                    seconds = min(seconds, time.perf_counter() - start)
-            result = evaluate_keyphrases(predictions, [d["text"] for d in gold_docs], [d["keyphrases"] for d in gold_docs], ks=(5, 10, 15))
-            rows.append({"dataset": name, "system": label, **result.means, "docs_per_second": len(gold_docs) / seconds})
-            print(f"  {name:<12} {label:<28} F1@10 {result['F1@10']:.3f}  {len(gold_docs) / seconds:,.0f} docs/s", file=sys.stderr, flush=True)
+                predictions = fn(docs)
+                seconds = min(seconds, time.perf_counter() - start)
+        result = evaluate_keyphrases(predictions, [d["text"] for d in gold_docs], [d["keyphrases"] for d in gold_docs], ks=(5, 10, 15))
+        rows.append({"dataset": name, "system": label, **result.means, "docs_per_second": len(gold_docs) / seconds})
+        print(f"  {name:<12} {label:<28} F1@10 {result['F1@10']:.3f}  {len(gold_docs) / seconds:,.0f} docs/s", file=sys.stderr, flush=True)
     return rows
 
 
