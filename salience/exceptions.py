@@ -11,6 +11,7 @@ catches anything the library raises on purpose::
     ├── NotFittedError(RuntimeError)                   method needs a fitted object
     ├── JudgeError(RuntimeError)                       a judge raised, returned an invalid value, or ran out of budget
     ├── CorruptIndexError(OSError)                     partial or damaged index file (names the file)
+    ├── WorkerError(RuntimeError)                      a worker process died (killed, out of memory)
     └── MissingDependencyError(ImportError)            an optional extra is not installed
 """
 
@@ -28,6 +29,7 @@ __all__ = [
     "NotFittedError",
     "JudgeError",
     "CorruptIndexError",
+    "WorkerError",
     "MissingDependencyError",
     "unknown_choice",
 ]
@@ -67,6 +69,11 @@ class JudgeError(SalienceError, RuntimeError):
 
 class CorruptIndexError(SalienceError, OSError):
     """A saved index is partial or damaged; the message names the file."""
+
+
+class WorkerError(SalienceError, RuntimeError):
+    """A worker process ended abruptly (a signal, the out-of-memory killer); the message names
+    the process and the signal."""
 
 
 class MissingDependencyError(SalienceError, ImportError):

@@ -48,6 +48,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("salience: interrupted; nothing was left half-written.", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # the reader went away (``salience ... | head -1``): stop quietly, as Unix tools do
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, the status a tool killed by the signal reports
+
+
+def _silence_stdout() -> None:
+    """Point standard output at /dev/null, so the interpreter's last flush at exit does not
+    fail again on the closed pipe."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a captured stream): nothing to flush there
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -13,7 +13,7 @@ from salience.exceptions import InvalidParameterError
 from salience.io.files import ON_ERROR
 
 __all__ = ["add_output_options", "add_on_error", "add_n_jobs", "add_seed", "show_progress", "read_text", "emit",
-           "positive_int", "ks_list", "choices_of", "method_option", "given"]
+           "positive_int", "nonnegative_int", "positive_float", "ks_list", "choices_of", "method_option", "given"]
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -43,7 +43,8 @@ def add_n_jobs(parser: argparse.ArgumentParser, default: int = 1) -> None:
 
 
 def add_seed(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed, the same output")
+    parser.add_argument("--seed", type=nonnegative_int, default=0,
+                        help="random seed, a non-negative integer (default 0): the same seed, the same output")
 
 
 def positive_int(text: str) -> int:
@@ -54,6 +55,30 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type for seeds and offsets: an integer >= 0."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type for sizes: a finite number > 0 (``nan``, ``inf`` and negatives refused)."""
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number; got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text}")
     return value
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from salience.cli._common import add_n_jobs, add_on_error, add_output_options, add_seed, method_option, emit, positive_int, show_progress
+from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, method_option, positive_float,
+                                  positive_int, show_progress)
 from salience.exceptions import InvalidParameterError
 
 
@@ -34,7 +35,7 @@ def _cmd_select(args) -> int:
                               quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
                               features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
                               length_normalize=args.length_normalize, n_jobs=args.n_jobs, executor=args.executor,
-                              shard_bytes=int(args.shard_mb * (1 << 20)), work_dir=args.work_dir,
+                              shard_bytes=max(1, round(args.shard_mb * (1 << 20))), work_dir=args.work_dir,
                               keep_work=args.keep_work, strict=args.strict, on_error=args.on_error,
                               show_progress=show_progress(args))
     _warn_losses(args, report)
@@ -91,7 +92,7 @@ def add_commands(domains) -> None:
     p.add_argument("--orders", default="1,2", help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
     p.add_argument("--length-normalize", action="store_true", help="divide DSIR's log weight by the n-gram count")
     add_n_jobs(p, default=2)
-    p.add_argument("--shard-mb", type=float, default=8.0, help="shard size in MB of text (default 8)")
+    p.add_argument("--shard-mb", type=positive_float, default=8.0, help="shard size in MB of text (default 8)")
     p.add_argument("--executor", default="local", choices=EXECUTORS)
     p.add_argument("--quota-field", default=None, help="select per value of this field, in the target's proportions")
     p.add_argument("--keep-work", action="store_true", help="keep the shard cache after a successful run")

@@ -7,7 +7,7 @@ import os
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["check_k", "check_n_jobs", "require_torch"]
+__all__ = ["check_k", "check_n_jobs", "check_seed", "require_torch"]
 
 
 def check_k(k: object, name: str = "k") -> int:
@@ -24,6 +24,14 @@ def check_n_jobs(n_jobs: object) -> int:
     if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs == 0 or n_jobs < -1:
         raise InvalidParameterError(f"n_jobs must be a positive integer or -1 (one per core); got {n_jobs!r}.")
     return (os.cpu_count() or 1) if n_jobs == -1 else int(n_jobs)
+
+
+def check_seed(seed: object):
+    """A random seed: None, a non-negative integer, or what numpy's ``default_rng`` takes
+    (a SeedSequence or Generator); returned unchanged."""
+    if isinstance(seed, bool) or (isinstance(seed, numbers.Integral) and seed < 0) or isinstance(seed, float):
+        raise InvalidParameterError(f"seed must be a non-negative integer (or None); got {seed!r}.")
+    return seed
 
 
 def require_torch(purpose: str):

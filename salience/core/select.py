@@ -11,7 +11,7 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from salience.core.base import FunctionScorer, register
-from salience.core.checks import check_k
+from salience.core.checks import check_k, check_seed
 from salience.core.scores import Scores, rank_order
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
@@ -490,6 +490,11 @@ def sample_positions(log_weights: np.ndarray, *, k: int | None = None, sampling:
         raise InvalidParameterError(f"log_weights must be one-dimensional; got shape {w.shape}.")
     if sampling not in SAMPLING:
         raise unknown_choice("sampling", sampling, SAMPLING)
+    check_seed(seed)
+    bad = np.flatnonzero(np.isnan(w) | (w == np.inf))
+    if len(bad):  # -inf is a weight of zero (never drawn); NaN and +inf are no weight at all
+        raise InvalidParameterError(f"log_weights holds {w[bad[0]]} at position {bad[0]} ({len(bad)} such values); "
+                                    "give finite log weights, or -inf for a document never to draw.")
     mask = np.isfinite(w) if eligible is None else (np.asarray(eligible, dtype=bool) & np.isfinite(w))
     if quotas is not None:
         if groups is None:

@@ -29,7 +29,7 @@ from salience.core.graph import DisjointSets
 from salience.core.scores import Scores
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
-from salience.io.files import atomic_write_text, check_output_path
+from salience.io.files import atomic_write_text
 from salience.io.shards import SHARD_LAYOUT, atomic_save, iter_shards, parse_shard, prepare_work_dir, remove_work_dir, write_records
 from salience.parallel import make_executor, progress_bar
 from salience.text.hashing import mix64 as _mix
@@ -223,15 +223,16 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
                 on_error: str = "raise", show_progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
-    from salience.data.pipeline import is_selection_output
+    from salience.data.pipeline import check_selection_outputs, report_path
 
     inputs = [Path(p) for p in inputs]
     if not inputs:
         raise InvalidParameterError("give at least one input file.")
     check_num_perm(num_perm)
+    shard_bytes = check_k(shard_bytes, "shard_bytes")
     if near:
         lsh_params(threshold, num_perm)  # validates the threshold before any work
-    out = check_output_path(out, inputs, what="output", is_own=is_selection_output)
+    out = check_selection_outputs(out, inputs)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     prepare_work_dir(work, {"near": near, "num_perm": num_perm, "text_field": text_field, "shard_bytes": shard_bytes,
                             "shard_layout": SHARD_LAYOUT, "strict": strict, "on_error": on_error, "inputs": inputs})  # dedup keeps no skip counts: all of it keys the cache
@@ -289,5 +290,5 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     remove_work_dir(work)
     report = DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors,
                          [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses), timings)
-    atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
+    atomic_write_text(report_path(out), json.dumps(report.to_dict(), indent=1))
     return report

@@ -29,7 +29,7 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.core.checks import check_k, check_n_jobs
+from salience.core.checks import check_k, check_n_jobs, check_seed
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.data.features import HashedNgrams
 from salience.data.methods import DATA_METHODS
@@ -40,7 +40,7 @@ from salience.io.shards import (SHARD_LAYOUT, Loss, Shard, atomic_save, iter_sha
                                 prepare_work_dir, records, remove_work_dir, write_records)
 from salience.parallel import make_executor, progress_bar
 
-__all__ = ["select_documents", "SelectionReport", "is_selection_output", "METHODS"]
+__all__ = ["select_documents", "SelectionReport", "is_selection_output", "check_selection_outputs", "METHODS"]
 
 METHODS = DATA_METHODS
 
@@ -112,9 +112,34 @@ def _read_texts(paths: Sequence[str | Path], text_field: str, strict: bool, on_e
     return texts
 
 
+#: fields every report of ``select`` and ``dedup`` has (how an earlier report is told from a user's file)
+_REPORT_FIELDS = {"skipped_no_text", "skipped_errors", "truncated_files", "lost_records_estimated", "seconds"}
+
+
+def report_path(out: Path) -> Path:
+    return out.with_name(out.name + ".report.json")
+
+
+def is_selection_report(path: Path) -> bool:
+    """Whether ``path`` is a report an earlier selection or dedup wrote."""
+    try:
+        report = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(report, dict) and _REPORT_FIELDS <= report.keys()
+
+
 def is_selection_output(path: Path) -> bool:
     """Whether ``path`` was written by an earlier selection or dedup (its report lies beside it)."""
-    return Path(path).is_file() and Path(path).with_name(Path(path).name + ".report.json").is_file()
+    return Path(path).is_file() and is_selection_report(report_path(Path(path)))
+
+
+def check_selection_outputs(out: str | Path, inputs: Sequence[Path]) -> Path:
+    """``out`` and the report beside it: each new, or the command's own earlier output; never an
+    input. Returns ``out`` resolved."""
+    out = check_output_path(out, inputs, what="output", is_own=is_selection_output)
+    check_output_path(report_path(out), inputs, what="output", is_own=is_selection_report, option="the report")
+    return out
 
 
 def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], out: str | Path, *, k: int,
@@ -135,6 +160,8 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     check_on_error(on_error)
     n_jobs = check_n_jobs(n_jobs)
     k = check_k(k)
+    shard_bytes = check_k(shard_bytes, "shard_bytes")
+    check_seed(seed)
     features = features or HashedNgrams()
     rules = [parse_filter(f) for f in filters]
     if method == "perplexity" and features.orders != (1, 2):
@@ -145,7 +172,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     for p in [*target, *raw]:
         if not p.exists():
             raise InputFormatError(f"{p}: no such file.")
-    out = check_output_path(out, [*target, *raw], what="output", is_own=is_selection_output)
+    out = check_selection_outputs(out, [*target, *raw])
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     group_field = quota_field or label_field
     # strict / on_error are not part of the cache key: a cached shard keeps its counts of skipped
@@ -246,7 +273,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
                              [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses),
                              kl_reduction(resampler.target_counts_, resampler.raw_counts_, selected_counts), by_label,
                              timings, len(shard_files), reused)
-    atomic_write_text(out.with_name(out.name + ".report.json"), json.dumps(report.to_dict(), indent=1))
+    atomic_write_text(report_path(out), json.dumps(report.to_dict(), indent=1))
     if not keep_work:
         remove_work_dir(work)
     return report

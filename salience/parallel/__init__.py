@@ -9,12 +9,13 @@ writing into its work folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from typing import Any, Callable, Protocol
 
 from salience.core.checks import check_n_jobs
-from salience.exceptions import MissingDependencyError, unknown_choice
+from salience.exceptions import MissingDependencyError, WorkerError, unknown_choice
 
 __all__ = ["Executor", "EXECUTORS", "make_executor", "progress_bar", "map_shards", "shard_size"]
 
@@ -55,23 +56,27 @@ class LocalExecutor:
                                          initargs=(os.getpid(),)) if n_jobs > 1 else None)
         self.limit = 2 * n_jobs
         self.pending: list = []
+        self.workers: dict = {}  # pid -> process, kept to say which one died
 
     def submit(self, job, args) -> None:
         if self.pool is None:
             job(args)
             return
-        self.pending.append(self.pool.submit(job, args))
+        with self._watch():
+            self.pending.append(self.pool.submit(job, args))
+            self.workers.update(self.pool._processes or {})
         if len(self.pending) >= self.limit:
             self._wait(self.limit // 2)
 
     def _wait(self, keep: int) -> None:
         from concurrent.futures import FIRST_COMPLETED, wait
 
-        while len(self.pending) > keep:
-            done, rest = wait(self.pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                future.result()  # re-raises a worker's error, naming file and line
-            self.pending = list(rest)
+        with self._watch():
+            while len(self.pending) > keep:
+                done, rest = wait(self.pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    future.result()  # re-raises a worker's error, naming file and line
+                self.pending = list(rest)
 
     def drain(self) -> None:
         self._wait(0)
@@ -79,7 +84,21 @@ class LocalExecutor:
     def map(self, job, items: list) -> list:
         if self.pool is None:
             return [job(item) for item in items]
-        return list(self.pool.map(job, items))
+        with self._watch():
+            futures = [self.pool.submit(job, item) for item in items]
+            self.workers.update(self.pool._processes or {})
+            return [future.result() for future in futures]
+
+    @contextlib.contextmanager
+    def _watch(self):
+        """A pool broken by a worker's death becomes a :class:`WorkerError` naming the process."""
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            yield
+        except BrokenProcessPool:
+            self.pending = []
+            raise WorkerError(_death_notice(self.workers)) from None
 
     def close(self) -> None:
         try:
@@ -87,6 +106,27 @@ class LocalExecutor:
         finally:
             if self.pool is not None:
                 self.pool.shutdown(cancel_futures=True)
+
+
+def _death_notice(workers: dict) -> str:
+    import signal
+
+    for process in workers.values():
+        process.join(timeout=1)
+    ended = [(pid, p.exitcode) for pid, p in workers.items() if p.exitcode not in (None, 0)]
+    # the pool ends the other workers with SIGTERM once one has died: name the first other death
+    first = next((e for e in ended if e[1] != -signal.SIGTERM), ended[0] if ended else None)
+    if first is None:
+        what = "a worker process ended abruptly"
+    else:
+        pid, code = first
+        if code < 0:
+            name = signal.Signals(-code).name
+            why = " (what the kernel's out-of-memory killer sends)" if -code == signal.SIGKILL else ""
+            what = f"worker process {pid} was killed by {name}{why}"
+        else:
+            what = f"worker process {pid} exited with status {code}"
+    return f"{what}; the run stopped and wrote no output. Rerun it, with fewer jobs (--n-jobs) if memory ran out."
 
 
 class RayExecutor:

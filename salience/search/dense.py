@@ -41,7 +41,8 @@ import numpy as np
 from salience.core.base import Scorer, register
 from salience.core.checks import check_n_jobs
 from salience.core.scores import Scores
-from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError)
+from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError,
+                                  WorkerError)
 from salience.search.filters import MetadataColumns
 from salience.search.sources import Document, iter_documents
 
@@ -209,8 +210,6 @@ class Dense(Scorer):
     def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor: str) -> tuple[np.ndarray, int]:
         """Shards of ``texts`` encoded by worker processes or Ray tasks, each loading the encoder
         once (a callable encoder must be picklable); the vectors in order, and the truncations."""
-        from concurrent.futures.process import BrokenProcessPool
-
         from salience.parallel import map_shards, shard_size
 
         spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
@@ -224,10 +223,10 @@ class Dense(Scorer):
                 truncated += cut
                 if progress is not None:
                     progress.update(len(vectors))
-        except BrokenProcessPool:
-            raise InvalidParameterError(
-                "a worker process encoding documents ended abruptly. Workers start afresh and import the main "
-                "script: in a script, run the indexing under `if __name__ == '__main__':` (or use n_jobs=1).") from None
+        except WorkerError as err:
+            raise WorkerError(
+                f"{err} Encoding workers start afresh and import the main script: in a script, run the indexing "
+                "under `if __name__ == '__main__':` (or use n_jobs=1).") from None
         return np.concatenate(parts), truncated
 
     def _text(self, doc: Document) -> str:
@@ -586,15 +585,16 @@ def _manifest(index: Dense, deleted: dict) -> str:
 
 
 def _save(index: Dense, path: Path) -> None:
-    from salience.io.files import atomic_directory, check_output_path
+    from salience.search.store import save_whole
 
-    path = check_output_path(path, what="index", option="path",
-                             is_own=lambda p: p.is_dir() and (is_dense_folder(p) or not any(p.iterdir())))
-    with atomic_directory(path) as tmp:
-        files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
-        index._segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
-        (tmp / MANIFEST).write_text(_manifest(index, {}), encoding="utf-8")
-    index._path = path
+    def manifest(segments: list[dict]) -> str:
+        index._segments = segments
+        return _manifest(index, {})
+
+    n_docs = len(index._ids)
+    index._path, index._segments = save_whole(
+        path, n_docs, lambda folder: _write_segment(index, folder, 0, n_docs), manifest,
+        lambda p: p.is_dir() and (is_dense_folder(p) or not any(p.iterdir())))
 
 
 def _commit(index: Dense) -> None:

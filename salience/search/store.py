@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import tempfile
 import zlib
@@ -47,6 +48,8 @@ FORMAT = "salience.bm25"
 # (without one) still load.
 FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
+#: the names of the folders an index owns inside its folder; anything else there is the user's
+SEGMENT_NAME = re.compile(r"seg-\d{6}")
 
 
 def _manifest_digest(body: dict) -> str:
@@ -140,19 +143,32 @@ def sweep_leftovers(path: Path, names: list[str]) -> None:
     for name in names + [f"seg-{n:06d}" for n in range(later, later + 64)] + [MANIFEST]:
         sweep_stale_temporaries(path, name)
     for entry in path.glob("seg-*"):
-        if entry.is_dir() and entry.name not in names:
+        if entry.is_dir() and SEGMENT_NAME.fullmatch(entry.name) and entry.name not in names:
             shutil.rmtree(entry, ignore_errors=True)
 
 
-def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write) -> dict[str, list[int]]:
+def listed_segments(path: Path) -> list[str]:
+    """The segment folders the manifest in ``path`` lists (none without a readable manifest)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        return [str(s["name"]) for s in manifest["segments"] if SEGMENT_NAME.fullmatch(str(s["name"]))]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+
+
+def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
+                    on_disk: list[str] | None = None) -> dict[str, list[int]]:
     """Write each segment not yet on disk (``name`` None) under a temporary name and rename it
     into place (``write(folder, start, stop)`` fills the folder and returns its file table);
     return the deleted documents per segment, for the manifest that the caller then replaces
-    atomically (the commit point). Leftovers of killed writers are swept first."""
+    atomically (the commit point). Leftovers of killed writers are swept first; ``on_disk``
+    names the segments the current manifest lists (default: the named ones of ``segments``)."""
     from salience.io.files import temporary_prefix
 
-    sweep_leftovers(path, [s["name"] for s in segments if s.get("name")])
-    existing = {int(s["name"].split("-")[1]) for s in segments if s.get("name")}
+    if on_disk is None:
+        on_disk = [s["name"] for s in segments if s.get("name")]
+    sweep_leftovers(path, on_disk)
+    existing = {int(name.split("-")[1]) for name in on_disk}
     next_number = max(existing, default=-1) + 1
     start = 0
     for segment in segments:
@@ -195,21 +211,44 @@ def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]
     return json.dumps({**body, "checksum": _manifest_digest(body)}, indent=1, ensure_ascii=False)
 
 
-def save_index(index: "BM25", path: Path) -> None:
-    """Full save of a compacted index (one segment, no deletions), atomically replacing ``path``.
+def save_whole(path: Path, n_docs: int, write, manifest, is_own) -> tuple[Path, list[dict]]:
+    """Write an index of one segment to ``path``; return the path resolved and the segments.
 
-    ``path`` must be new, an empty folder, or an index: anything else is refused untouched.
+    ``write(folder)`` fills a segment folder and returns its file table; ``manifest(segments)``
+    gives the manifest's text. ``path`` must be new, an empty folder, or an earlier index
+    (``is_own``): anything else is refused untouched. A new folder is built under a temporary
+    name and renamed into place. An index folder is the user's folder too, so only the files
+    the index owns change there: the new segment goes in beside the old ones, the manifest is
+    replaced atomically (the commit point: a crash before it leaves the old index), then the
+    old segments go; files the user put in the folder stay.
     """
-    from salience.io.files import check_output_path
+    from salience.io.files import check_output_path, sweep_stale_temporaries
 
-    index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
-    path = check_output_path(path, what="index", option="path", is_own=is_own_output)
+    path = check_output_path(path, what="index", option="path", is_own=is_own)
+    if path.is_dir() and any(path.iterdir()):
+        sweep_stale_temporaries(path.parent, path.name)  # of earlier whole saves, killed
+        previous = listed_segments(path)
+        segments = [{"name": None, "n_docs": n_docs}]
+        commit_segments(path, segments, np.ones(n_docs, dtype=bool), lambda folder, start, stop: write(folder),
+                        on_disk=previous)
+        atomic_write_text(path / MANIFEST, manifest(segments))
+        for name in previous:
+            shutil.rmtree(path / name, ignore_errors=True)
+        fsync_dir(path)
+        return path, segments
     with atomic_directory(path) as tmp:
-        files = _write_segment(index, tmp / "seg-000000", 0, len(index._ids))
-        segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
-        (tmp / MANIFEST).write_text(_manifest(index, segments, {}), encoding="utf-8")
-    index._segments = [{"name": "seg-000000", "n_docs": len(index._ids), "files": files}]
-    index._path = path
+        segments = [{"name": "seg-000000", "n_docs": n_docs, "files": write(tmp / "seg-000000")}]
+        (tmp / MANIFEST).write_text(manifest(segments), encoding="utf-8")
+    return path, segments
+
+
+def save_index(index: "BM25", path: Path) -> None:
+    """Full save of a compacted index (one segment, no deletions) to ``path`` (:func:`save_whole`)."""
+    index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
+    n_docs = len(index._ids)
+    index._path, index._segments = save_whole(
+        path, n_docs, lambda folder: _write_segment(index, folder, 0, n_docs),
+        lambda segments: _manifest(index, segments, {}), is_own_output)
 
 
 def commit_index(index: "BM25") -> None:

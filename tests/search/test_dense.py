@@ -58,8 +58,11 @@ def test_save_commit_load_and_refusals(tmp_path):
     loaded = Dense.load(tmp_path / "ix", encoder=bag)
     assert loaded.ids == ["b", "c", "d"] and loaded.n_segments == 2
     assert loaded.search("stock", k=1).ids == ["c"] and loaded.document("c")["year"] == 2010
+    (tmp_path / "ix" / "README.txt").write_text("mine")
     loaded.merge()
-    assert Dense.load(tmp_path / "ix", encoder=bag).n_segments == 1
+    merged = Dense.load(tmp_path / "ix", encoder=bag)
+    assert merged.n_segments == 1 and (tmp_path / "ix" / "README.txt").read_text() == "mine"  # the user's file stays
+    assert merged.ids == ["b", "c", "d"]
     # another encoder, another dimension, a corrupt file, a BM25 folder: each refused by name
     with pytest.raises(InvalidParameterError, match="'bag32', not 'bag16'"):
         Dense.load(tmp_path / "ix", encoder=bag16)
@@ -67,7 +70,7 @@ def test_save_commit_load_and_refusals(tmp_path):
         Dense.load(tmp_path / "ix")
     with pytest.raises(ShapeError, match="16-dimensional.*32-dimensional"):
         _mismatch(tmp_path)
-    (tmp_path / "ix" / "seg-000000" / "embeddings.npy").write_bytes(b"junk")
+    (tmp_path / "ix" / merged._segments[0]["name"] / "embeddings.npy").write_bytes(b"junk")
     with pytest.raises(CorruptIndexError, match="embeddings.npy"):
         Dense.load(tmp_path / "ix", encoder=bag)
     BM25().index(DOCS).save(tmp_path / "bm25")

@@ -46,10 +46,32 @@ def test_add_delete_merge_equal_fresh_build(tmp_path):
         assert list(a) == list(b) and np.allclose(list(a.values()), list(b.values()), rtol=1e-6)
     reopened.merge()
     merged = BM25.load(path)
-    assert len(merged._segments) == 1 and sorted(p.name for p in path.iterdir()) == ["manifest.json", "seg-000000"]
+    assert len(merged._segments) == 1
+    assert sorted(p.name for p in path.iterdir()) == ["manifest.json", merged._segments[0]["name"]]
     assert _results(merged) == _results(fresh)
     for q in QUERIES:  # the uncompacted in-memory index scores live documents as a fresh build does
         assert np.allclose(index.get_scores(q).values, fresh.get_scores(q).values, rtol=1e-6)
+
+
+def test_saving_over_an_index_or_merging_keeps_the_users_files(tmp_path):
+    """An index folder is the user's folder too: a save over an earlier index and a merge
+    change only the manifest and the segment folders it lists (issue 25)."""
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:80]).save(path)
+    (path / "README.txt").write_text("notes on this index")
+    (path / "seg-notes").mkdir()  # a folder named like a segment but not one
+    (path / "seg-notes" / "a.txt").write_text("kept")
+    BM25().index(DOCS[40:]).save(path)
+    assert (path / "README.txt").read_text() == "notes on this index" and (path / "seg-notes" / "a.txt").is_file()
+    assert _results(BM25.load(path)) == _results(BM25().index(DOCS[40:]))
+    index = BM25.load(path)
+    index.add(DOCS[:40]).commit()
+    index.delete(["d50"]).merge()
+    merged = BM25.load(path)
+    assert (path / "README.txt").read_text() == "notes on this index" and (path / "seg-notes" / "a.txt").is_file()
+    assert sorted(p.name for p in path.iterdir()) == ["README.txt", "manifest.json", merged._segments[0]["name"],
+                                                       "seg-notes"]
+    assert _results(merged) == _results(BM25().index([d for d in DOCS[40:] + DOCS[:40] if d["_id"] != "d50"]))
 
 
 def test_a_segment_left_by_a_killed_commit_is_replaced(tmp_path):

@@ -1,0 +1,125 @@
+"""The newcomer's bad-input and fault campaign of issue 25: each case failed before its fix."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from salience.cli import main
+from salience.exceptions import InvalidParameterError, WorkerError
+from salience.search import BM25
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _write_jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.fixture()
+def pool(tmp_path):
+    target = _write_jsonl(tmp_path / "t.jsonl", [{"text": "protein binding assay cells " * 20}] * 20)
+    raw = _write_jsonl(tmp_path / "raw.jsonl", [{"text": f"document {i} about cells and proteins"} for i in range(40)])
+    return target, raw
+
+
+# --- data lost ---------------------------------------------------------------------------------
+def test_index_out_and_merge_keep_the_users_files(tmp_path):
+    corpus = _write_jsonl(tmp_path / "corpus.jsonl", [{"_id": f"d{i}", "text": f"heat flux {i} boundary"}
+                                                       for i in range(20)])
+    out = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet"]) == 0
+    (out / "README.txt").write_text("what this index is for")
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet", "--variant", "bm25+"]) == 0
+    assert (out / "README.txt").read_text() == "what this index is for" and BM25.load(out).variant == "bm25+"
+    more = _write_jsonl(tmp_path / "more.jsonl", [{"_id": "x", "text": "lift of wings"}])
+    assert main(["search", "add", str(out), str(more), "--quiet"]) == 0
+    assert main(["search", "merge", str(out), "--quiet"]) == 0
+    assert (out / "README.txt").read_text() == "what this index is for"
+    assert BM25.load(out).n_docs == 21
+
+
+@pytest.mark.parametrize("command", ["select", "dedup"])
+def test_a_users_report_file_beside_the_output_is_not_overwritten(tmp_path, pool, command, capsys):
+    target, raw = pool
+    out = tmp_path / "sel.jsonl"
+    report = tmp_path / "sel.jsonl.report.json"
+    report.write_text("my own notes\n")
+    args = (["data", "select", "--target", str(target), "--raw", str(raw), "-k", "5"] if command == "select"
+            else ["data", "dedup", str(raw)])
+    assert main([*args, "--out", str(out), "--n-jobs", "1", "--quiet"]) == 2
+    assert "sel.jsonl.report.json already exists" in capsys.readouterr().err
+    assert report.read_text() == "my own notes\n" and not out.exists()
+    report.unlink()
+    assert main([*args, "--out", str(out), "--n-jobs", "1", "--quiet"]) == 0
+    assert main([*args, "--out", str(out), "--n-jobs", "1", "--quiet"]) == 0  # its own report: replaced
+    assert json.loads(report.read_text())["skipped_errors"] == 0
+
+
+# --- tracebacks --------------------------------------------------------------------------------
+@pytest.mark.parametrize("option", [["--shard-mb", "-1"], ["--shard-mb", "nan"], ["--shard-mb", "0"],
+                                    ["--seed", "-1"]])
+def test_bad_numbers_are_usage_errors(tmp_path, pool, option, capsys):
+    target, raw = pool
+    code = main(["data", "select", "--target", str(target), "--raw", str(raw), "-k", "5", "--out",
+                 str(tmp_path / "s.jsonl"), "--n-jobs", "1", "--quiet", *option])
+    err = capsys.readouterr().err
+    assert code == 2 and option[0] in err and "Traceback" not in err
+    assert not (tmp_path / "s.jsonl").exists()
+
+
+def test_the_library_refuses_a_negative_seed_and_no_shard_bytes(tmp_path, pool):
+    from salience.data import select_documents
+
+    target, raw = pool
+    with pytest.raises(InvalidParameterError, match="seed"):
+        select_documents([target], [raw], tmp_path / "s.jsonl", k=5, n_jobs=1, seed=-1)
+    with pytest.raises(InvalidParameterError, match="shard_bytes"):
+        select_documents([target], [raw], tmp_path / "s.jsonl", k=5, n_jobs=1, shard_bytes=0)
+
+
+@pytest.mark.parametrize("argv", [["methods"], ["keywords", "extract", "{many}"]])
+def test_a_closed_pipe_ends_quietly(tmp_path, argv):
+    many = _write_jsonl(tmp_path / "many.jsonl", [{"id": str(i), "text": f"heat transfer in boundary layers {i} " * 5}
+                                                  for i in range(3000)])
+    argv = [a.replace("{many}", str(many)) for a in argv]
+    command = [sys.executable, "-c", "import sys; from salience.cli import main; sys.exit(main())", *argv]
+    producer = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+    producer.stdout.close()  # what `| head -1` does, here before the first line is written
+    _, err = producer.communicate(timeout=120)
+    assert b"Traceback" not in err and b"BrokenPipe" not in err, err.decode()
+    assert producer.returncode == 141
+
+
+def _kill_myself(item):
+    if item == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item
+
+
+def test_a_killed_worker_is_named_not_a_traceback():
+    from salience.parallel import make_executor
+
+    runner = make_executor("local", 2)
+    with pytest.raises(WorkerError, match=r"worker process \d+ was killed by SIGKILL.*wrote no output"):
+        runner.map(_kill_myself, list(range(6)))
+    runner = make_executor("local", 2)
+    with pytest.raises(WorkerError, match="SIGKILL"):
+        for item in range(6):
+            runner.submit(_kill_myself, item)
+        runner.drain()
+
+
+# --- silent wrong results ------------------------------------------------------------------------
+def test_resample_refuses_nan_weights():
+    from salience.data.dsir import resample
+
+    with pytest.raises(InvalidParameterError, match="nan at position 1"):
+        resample(np.array([1.0, np.nan, 2.0]), k=1)
+    assert resample(np.array([1.0, -np.inf, 2.0]), k=2, sampling="topk").tolist() == [0, 2]  # -inf: never drawn
