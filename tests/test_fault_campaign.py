@@ -123,3 +123,45 @@ def test_resample_refuses_nan_weights():
     with pytest.raises(InvalidParameterError, match="nan at position 1"):
         resample(np.array([1.0, np.nan, 2.0]), k=1)
     assert resample(np.array([1.0, -np.inf, 2.0]), k=2, sampling="topk").tolist() == [0, 2]  # -inf: never drawn
+
+
+# --- a crash that takes the machine ------------------------------------------------------------------
+def _zipf_text(n_sentences: int, seed: int = 0) -> str:
+    rng = np.random.default_rng(seed)
+    vocabulary = np.array([f"term{i}" for i in range(20_000)])
+    p = 1.0 / np.arange(1, 20_001)
+    return " ".join(" ".join(rng.choice(vocabulary, 12, p=p / p.sum())).capitalize() + "." for _ in range(n_sentences))
+
+
+@pytest.mark.parametrize("method", ["lexrank", "textrank"])
+def test_summaries_of_long_texts_stay_in_memory_linear_in_the_text(method):
+    """A Zipfian text links almost every pair of sentences: the graph has ~n^2 edges (at 20,000
+    sentences, 1.8 MB of text, a stored graph alone is several GB). The default methods walk it
+    through its factors."""
+    import tracemalloc
+
+    from salience.summarize import summarize
+
+    text = _zipf_text(20_000)
+    tracemalloc.start()
+    summary = summarize(text, sentences=3, method=method, language="en")
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert len(summary.indices) == 3
+    assert peak < 25 * len(text), f"peak {peak / 2**20:.0f} MB for {len(text) / 2**20:.1f} MB of text"
+
+
+def test_graphs_that_must_be_stored_are_refused_past_their_cap(monkeypatch):
+    from salience.summarize import extractive, summarize
+
+    monkeypatch.setattr(extractive, "GRAPH_MAX_EDGES", 100_000)
+    text = _zipf_text(3000)
+    for options in ({"method": "lexrank", "threshold": 0.05}, {"method": "textrank", "similarity": "overlap"}):
+        with pytest.raises(InvalidParameterError, match="more than 100,000 edges.*continuous lexrank"):
+            summarize(text, language="en", **options)
+    # below the cap the blocked graph is the graph: the same summary as one product
+    monkeypatch.setattr(extractive, "GRAPH_MAX_EDGES", 10**9)
+    monkeypatch.setattr(extractive, "_BLOCK_PAIRS", 5_000)
+    blocked = summarize(text, language="en", method="textrank", similarity="overlap").indices
+    monkeypatch.setattr(extractive, "_BLOCK_PAIRS", 10**12)
+    assert blocked == summarize(text, language="en", method="textrank", similarity="overlap").indices

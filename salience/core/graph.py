@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["pagerank_scores", "DisjointSets"]
+__all__ = ["pagerank_scores", "ProductGraph", "DisjointSets"]
 
 # Up to this many nodes the stationary vector is solved exactly; beyond, power iteration.
 _EXACT_MAX_NODES = 1000
@@ -20,13 +20,18 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
     out-edges jumps uniformly.
 
     ``weights`` may be a scipy sparse matrix: beyond the exact size the walk then iterates on
-    it without ever making an n x n dense array.
+    it without ever making an n x n dense array. It may be a :class:`ProductGraph`: the walk
+    then never forms the weights at all, in memory linear in the factors.
 
     >>> np.round(pagerank_scores(np.array([[0, 1.0], [1.0, 0]])), 6).tolist()
     [0.5, 0.5]
     """
     from scipy import sparse
 
+    if isinstance(weights, ProductGraph):
+        if weights.shape[0] > _EXACT_MAX_NODES:
+            return _product_pagerank(weights, damping, personalization, tol, max_iter)
+        weights = weights.toarray()
     if sparse.issparse(weights):
         if weights.shape[0] <= _EXACT_MAX_NODES:
             weights = weights.toarray()
@@ -68,6 +73,62 @@ def _sparse_pagerank(W, damping: float, personalization, tol: float, max_iter: i
     x = np.full(n, 1.0 / n)
     for _ in range(max_iter):
         nxt = damping * (PT @ x + x[dangling].sum() / n) + (1 - damping) * teleport
+        if np.abs(nxt - x).sum() < tol:
+            return nxt
+        x = nxt
+    return x
+
+
+class ProductGraph:
+    """Edge weights ``W = A_1 @ B_1.T + A_2 @ B_2.T + ...`` kept as their sparse factors (each
+    n x m): a similarity graph of n sentences over m terms has up to n^2 edges but only as
+    many factor entries as the text has words, so a walk on it needs memory linear in the text.
+
+    >>> import numpy as np
+    >>> ProductGraph((np.eye(2), np.array([[0, 1.0], [1.0, 0]]))).toarray().tolist()
+    [[0.0, 1.0], [1.0, 0.0]]
+    """
+
+    def __init__(self, *factors):
+        from scipy import sparse
+
+        if not factors:
+            raise ValueError("ProductGraph needs at least one (A, B) pair of factors.")
+        self.factors = [(sparse.csr_matrix(a, dtype=np.float64), sparse.csr_matrix(b, dtype=np.float64))
+                        for a, b in factors]
+        n = self.factors[0][0].shape[0]
+        if any(a.shape[0] != n or b.shape[0] != n or a.shape[1] != b.shape[1] for a, b in self.factors):
+            raise ValueError("every factor of a ProductGraph has one row per node, and A and B of a pair as many columns.")
+        self.shape = (n, n)
+
+    def dot(self, x: np.ndarray) -> np.ndarray:
+        """``W @ x``."""
+        return sum(a @ (b.T @ x) for a, b in self.factors)
+
+    def tdot(self, x: np.ndarray) -> np.ndarray:
+        """``W.T @ x``."""
+        return sum(b @ (a.T @ x) for a, b in self.factors)
+
+    def diagonal(self) -> np.ndarray:
+        return sum(np.asarray(a.multiply(b).sum(axis=1)).ravel() for a, b in self.factors)
+
+    def toarray(self) -> np.ndarray:
+        return sum((a @ b.T).toarray() for a, b in self.factors)
+
+
+def _product_pagerank(graph: ProductGraph, damping: float, personalization, tol: float, max_iter: int) -> np.ndarray:
+    """Power iteration on a :class:`ProductGraph` (self-loops dropped), as ``_sparse_pagerank``."""
+    n = graph.shape[0]
+    diagonal = graph.diagonal()
+    totals = graph.dot(np.ones(n)) - diagonal
+    # a node whose only edge is its self-loop keeps a rounding residue of its total: no out-edges
+    dangling = totals <= 1e-12 * np.maximum(np.abs(diagonal), 1.0)
+    inverse = np.where(dangling, 0.0, 1.0 / np.where(dangling, 1.0, totals))
+    teleport = np.full(n, 1.0 / n) if personalization is None else np.asarray(personalization, float) / np.sum(personalization)
+    x = np.full(n, 1.0 / n)
+    for _ in range(max_iter):
+        y = x * inverse
+        nxt = damping * (graph.tdot(y) - diagonal * y + x[dangling].sum() / n) + (1 - damping) * teleport
         if np.abs(nxt - x).sum() < tol:
             return nxt
         x = nxt

@@ -35,7 +35,7 @@ import numpy as np
 from scipy import sparse
 
 from salience.core.base import Scorer, register, reject_options
-from salience.core.graph import pagerank_scores
+from salience.core.graph import ProductGraph, pagerank_scores
 from salience.core.scores import Scores
 from salience.core.checks import check_k
 from salience.core.select import select_mmr
@@ -54,6 +54,10 @@ SIMILARITIES = ("bm25", "overlap")
 _DENSE_MAX_CELLS = 4_000_000
 # MMR considers at most this many of the best sentences (its cost is quadratic in the pool).
 _MMR_POOL = 2000
+#: thresholded LexRank and word-overlap TextRank store their sentence graph: at most this many
+#: edges (12 bytes each in CSR). The default methods walk theirs through its factors instead.
+GRAPH_MAX_EDGES = 20_000_000
+_BLOCK_PAIRS = 4_000_000  # candidate sentence pairs multiplied out at once
 # A SentenceScorer's term cache starts afresh beyond this many distinct raw tokens.
 _MAX_CACHED_TERMS = 200_000
 
@@ -153,7 +157,8 @@ def _bm25_similarity(counts, k1: float = 1.2, b: float = 0.75):
     weight = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[coo.row] / avg)) * idf[coo.col]
     tfc = sparse.csr_matrix((weight, (coo.row, coo.col)), shape=counts.shape)
     present = sparse.csr_matrix((np.ones(len(tf)), (coo.row, coo.col)), shape=counts.shape)
-    return (present @ tfc.T).tocsr()
+    # symmetrised as TextRank walks it, (S + S.T) / 2, and never formed: memory linear in the text
+    return ProductGraph((0.5 * present, tfc), (0.5 * tfc, present))
 
 
 def _overlap_similarity(counts):
@@ -167,12 +172,46 @@ def _overlap_similarity(counts):
         return np.where(denominator > 0, shared / np.where(denominator > 0, denominator, 1.0), 0.0)
     present = counts.copy()
     present.data[:] = 1.0
-    shared = (present @ present.T).tocoo()
     lengths = np.asarray(counts.sum(axis=1)).ravel()
     logs = np.log(np.maximum(lengths, 1.0))
-    denominator = logs[shared.row] + logs[shared.col]
-    values = np.where(denominator > 0, shared.data / np.where(denominator > 0, denominator, 1.0), 0.0)
-    return sparse.csr_matrix((values, (shared.row, shared.col)), shape=shared.shape)
+
+    def overlap(start: int, shared):
+        shared = shared.tocoo()
+        denominator = logs[shared.row + start] + logs[shared.col]
+        values = np.where(denominator > 0, shared.data / np.where(denominator > 0, denominator, 1.0), 0.0)
+        return sparse.csr_matrix((values, (shared.row, shared.col)), shape=shared.shape)
+
+    return _blocked_graph(present, present, overlap, "textrank with similarity='overlap'")
+
+
+def _blocked_graph(left, right, keep, what: str):
+    """The sparse graph ``keep(start, left[start:stop] @ right.T)`` over row blocks, built a
+    block at a time so that no block holds more than ``_BLOCK_PAIRS`` candidate pairs, and
+    refused past ``GRAPH_MAX_EDGES`` edges kept (graphs that must be stored: a threshold or a
+    per-pair formula; the default methods walk theirs without storing it)."""
+    n = left.shape[0]
+    present_right = right.copy()
+    present_right.data[:] = 1.0
+    present_left = left.copy()
+    present_left.data[:] = 1.0
+    frequency = np.asarray(present_right.sum(axis=0)).ravel()
+    bound = np.cumsum(present_left @ frequency)  # candidate pairs of the rows up to each row
+    blocks, edges, start = [], 0, 0
+    while start < n:
+        base = bound[start - 1] if start else 0.0
+        stop = max(start + 1, int(np.searchsorted(bound, base + _BLOCK_PAIRS, side="right")))
+        block = keep(start, (left[start:stop] @ right.T).tocsr())
+        block.eliminate_zeros()
+        edges += block.nnz
+        if edges > GRAPH_MAX_EDGES:
+            raise InvalidParameterError(
+                f"{what} over {n:,} sentences keeps a graph of more than {GRAPH_MAX_EDGES:,} edges (about "
+                f"{GRAPH_MAX_EDGES * 12 / 2**30:.1f} GB a copy); continuous lexrank (no threshold) and textrank with "
+                "similarity='bm25' walk their graphs without storing them, in memory linear in the text: use one of "
+                "those, or summarise the text in parts.")
+        blocks.append(block)
+        start = stop
+    return sparse.vstack(blocks, format="csr") if blocks else sparse.csr_matrix((n, n))
 
 
 def _query_affinity(sentences: Sequence[str], query: str, encoder: TermEncoder | None = None) -> np.ndarray:
@@ -230,21 +269,29 @@ def score_sentences(
         stacked = sparse.vstack([tfidf, sparse.csr_matrix(tfidf.sum(axis=0))]).tocsr()
         return Scores(np.asarray(_cosine(stacked)[-1, :-1].todense()).ravel())
     if method == "lexrank":
-        graph = _cosine(_tfidf(counts))
-        if threshold is not None:
-            if not 0.0 <= threshold <= 1.0:
-                raise InvalidParameterError(f"threshold must be in [0, 1]; got {threshold}.")
-            if isinstance(graph, np.ndarray):
+        if threshold is not None and not 0.0 <= threshold <= 1.0:
+            raise InvalidParameterError(f"threshold must be in [0, 1]; got {threshold}.")
+        if isinstance(counts, np.ndarray):
+            graph = _cosine(_tfidf(counts))
+            if threshold is not None:
                 graph = (graph >= threshold).astype(float)
-            elif threshold <= 0.0:  # every pair is an edge
-                graph = np.ones((n, n))
-            else:
-                graph = graph.copy()
-                graph.data = (graph.data >= threshold).astype(float)
-                graph.eliminate_zeros()
+        elif threshold is None:  # the cosine graph U U^T, walked through its factors
+            unit = _unit_rows(_tfidf(counts))
+            graph = ProductGraph((unit, unit))
+        elif threshold <= 0.0:  # every pair is an edge
+            graph = ProductGraph((np.ones((n, 1)), np.ones((n, 1))))
+        else:
+            unit = _unit_rows(_tfidf(counts))
+
+            def cut(start: int, block):
+                block.data = (block.data >= threshold).astype(float)
+                return block
+
+            graph = _blocked_graph(unit, unit, cut, f"lexrank with threshold={threshold}")
     else:
         graph = _bm25_similarity(counts) if (similarity or "bm25") == "bm25" else _overlap_similarity(counts)
-        graph = (graph + graph.T) / 2.0
+        if not isinstance(graph, ProductGraph):  # the BM25 graph comes symmetrised
+            graph = (graph + graph.T) / 2.0
     if not 0.0 < damping < 1.0:
         raise InvalidParameterError(f"damping must be in (0, 1); got {damping}.")
     if affinity is not None and affinity.sum() > 0:
