@@ -165,3 +165,72 @@ def test_graphs_that_must_be_stored_are_refused_past_their_cap(monkeypatch):
     blocked = summarize(text, language="en", method="textrank", similarity="overlap").indices
     monkeypatch.setattr(extractive, "_BLOCK_PAIRS", 10**12)
     assert blocked == summarize(text, language="en", method="textrank", similarity="overlap").indices
+
+
+# --- silent wrong results (continued) ----------------------------------------------------------------
+def test_summarize_extract_reads_jsonl_as_records(tmp_path, capsys):
+    articles = _write_jsonl(tmp_path / "articles.jsonl", [
+        {"id": "a", "text": "Solar panels convert sunlight. Panels of silicon convert light to power. The cat slept."},
+        {"id": "b", "text": "Wings lift planes. Lift grows with the wing's area. Pilots fly planes with wings."},
+    ])
+    assert main(["summarize", "extract", str(articles), "--sentences", "1", "--language", "en"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["id"] for r in rows] == ["a", "b"] and all("{" not in r["summary"] for r in rows)
+    assert rows[0]["sentences"] == [rows[0]["summary"]] and len(rows[0]["indices"]) == 1
+    assert main(["summarize", "extract", str(articles), "--field", "body"]) == 2
+    assert "articles.jsonl:1: record has no text field 'body'" in capsys.readouterr().err
+
+
+def test_empty_inputs_and_budgets_below_every_sentence_say_so(tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("  \n\n")
+    for command in ("summarize", "keywords"):
+        assert main([command, "extract", str(empty)]) == 2
+        assert "empty.txt is empty" in capsys.readouterr().err
+    text = tmp_path / "t.txt"
+    text.write_text("Solar panels convert sunlight into power. Silicon cells convert light into current.")
+    assert main(["summarize", "extract", str(text), "--words", "1"]) == 0
+    assert "no sentence fits in --words 1 (the shortest has 6 words)" in capsys.readouterr().err
+
+
+def test_documents_without_text_or_id_are_not_indexed_silently(tmp_path, capsys):
+    from salience.exceptions import InputFormatError
+    from salience.search.sources import EmptyDocumentsWarning
+
+    with pytest.raises(InputFormatError, match="none of the 1 documents has text"):
+        BM25().index([{"_id": "a", "text": None}])
+    with pytest.warns(EmptyDocumentsWarning, match="1 of 2 documents have no text.*'b'"):
+        BM25().index([{"_id": "a", "text": "heat"}, {"_id": "b", "text": ""}])
+    with pytest.raises(InputFormatError, match="position 1: the record has no id"):
+        BM25().index([{"_id": "a", "text": "heat"}, {"text": "lift"}])
+    corpus = _write_jsonl(tmp_path / "c.jsonl", [{"_id": "a", "text": "heat"}, {"_id": "b", "text": "lift"}])
+    assert main(["search", "index", str(corpus), "--fields", "body", "--out", str(tmp_path / "ix"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "none of the 2 documents has text in the field body (their other fields: text)" in err
+    assert not (tmp_path / "ix").exists()
+    idless = _write_jsonl(tmp_path / "n.jsonl", [{"_id": "a", "text": "heat"}, {"text": "lift"}])
+    assert main(["search", "index", str(idless), "--out", str(tmp_path / "ix"), "--quiet"]) == 2
+    assert "n.jsonl:2: the record has no id" in capsys.readouterr().err
+
+
+def test_scores_ids_are_distinct_and_disjoint_rankings_do_not_correlate():
+    from salience import IdMismatchError, Scores
+    from salience.core.correlation import kendall_tau, spearman_rho
+    from salience.core.metrics import NothingJudgedWarning, evaluate
+
+    with pytest.raises(IdMismatchError, match="'a' appears more than once"):
+        Scores([1, 2], ids=["a", "a"])
+    for measure in (kendall_tau, spearman_rho):
+        with pytest.raises(IdMismatchError, match="share no ids"):
+            measure(Scores([1, 2], ids=["a", "b"]), Scores([1, 2], ids=["c", "d"]))
+    with pytest.warns(NothingJudgedWarning):
+        assert evaluate({}, {"q1": {"d1": 1.0}}, ["ndcg@10"]).matched == 0
+
+
+def test_warnings_read_as_salience_s_own(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("Zorblat quim vexo. Zorblat quim tarn. Vexo tarn zorblat.")
+    done = subprocess.run([sys.executable, "-c", "import sys; from salience.cli import main; sys.exit(main())", "summarize", "extract", str(text), "--sentences", "1"],
+                          capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr.startswith("salience: warning: the language of a text was not detected")
+    assert ".py:" not in done.stderr

@@ -40,6 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # argparse's usage errors: exit status 2, message already printed
         return int(stop.code or 0)
+    _quiet_libraries(args)
     try:
         return args.func(args)
     except SalienceError as err:
@@ -52,6 +53,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (``salience ... | head -1``): stop quietly, as Unix tools do
         _silence_stdout()
         return 141  # 128 + SIGPIPE, the status a tool killed by the signal reports
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:
+    return f"salience: warning: {message}\n"  # not Python's source-line format: users read these
+
+
+def _quiet_libraries(args) -> None:
+    """Warnings read as salience's own; without progress bars (``--quiet``, or standard error
+    not a terminal) the model libraries' bars ("Loading weights") are off too."""
+    import os
+    import warnings
+
+    from salience.cli._common import show_progress
+
+    warnings.formatwarning = _format_warning
+    if not show_progress(args):
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read by huggingface_hub and transformers
+        os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+        if "transformers" in sys.modules:  # imported already: its bar switch was read then
+            sys.modules["transformers"].utils.logging.disable_progress_bar()
 
 
 def _silence_stdout() -> None:

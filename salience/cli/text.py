@@ -23,23 +23,23 @@ def _keyword_options(args) -> dict:
 def _cmd_keywords_extract(args) -> int:
     from salience.keywords import extract_keyphrases
 
-    if args.file.endswith((".jsonl", ".jsonl.gz")):
+    if _is_records(args.file):
         return _keywords_of_records(args)
-    text = read_text(args.file, args.on_error)
+    text = _nonempty_text(args)
     phrases = extract_keyphrases(text, k=args.k, **_keyword_options(args))
     emit(args, {"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
          "\n".join(f"{value:10.4f}  {phrase}" for phrase, value in phrases))
     return 0
 
 
-def _keywords_of_records(args) -> int:
-    """A jsonl file of records: one output line per record, ``{"id", "language", "keyphrases"}``.
-    The texts are extracted together, so (yake) they are one corpus for document frequencies."""
-    import json
+def _is_records(path: str) -> bool:
+    return path.endswith((".jsonl", ".jsonl.gz"))
 
+
+def _records(args) -> tuple[list, list[str]]:
+    """Ids and texts of a jsonl file's records (``--field``; ``id`` or the line number); a record
+    without the field is an error naming file and line, or skipped under ``--on-error skip``."""
     from salience.io.files import iter_jsonl
-    from salience.keywords import extract_keyphrases_batch
-    from salience.text.languages import detect_languages
 
     ids, texts = [], []
     for lineno, record in iter_jsonl(args.file, args.on_error):
@@ -51,6 +51,28 @@ def _keywords_of_records(args) -> int:
                                         f"its fields are {', '.join(sorted(record)) or 'none'}.")
         ids.append(record.get("id", lineno))
         texts.append(text)
+    if not texts:
+        raise InvalidParameterError(f"{args.file}: no records with a text field {args.field!r}; nothing to do.")
+    return ids, texts
+
+
+def _nonempty_text(args) -> str:
+    text = read_text(args.file, args.on_error)
+    if not text.strip():
+        where = "standard input" if args.file == "-" else args.file
+        raise InvalidParameterError(f"{where} is empty (or only white space): there is no text to read.")
+    return text
+
+
+def _keywords_of_records(args) -> int:
+    """A jsonl file of records: one output line per record, ``{"id", "language", "keyphrases"}``.
+    The texts are extracted together, so (yake) they are one corpus for document frequencies."""
+    import json
+
+    from salience.keywords import extract_keyphrases_batch
+    from salience.text.languages import detect_languages
+
+    ids, texts = _records(args)
     results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), **_keyword_options(args))
     languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
     for doc_id, language, phrases in zip(ids, languages, results):
@@ -97,12 +119,40 @@ def _summary_options(args) -> dict:
 
 
 def _cmd_summarize_extract(args) -> int:
-    from salience.summarize import summarize
+    import json
 
-    text = read_text(args.file, args.on_error)
-    summary = summarize(text, query=args.query, **_summary_options(args))
-    emit(args, {"method": args.method, "indices": summary.indices, "sentences": summary.sentences}, summary.text)
+    from salience.summarize import SentenceScorer, summarize
+
+    if not _is_records(args.file):
+        text = _nonempty_text(args)
+        summary = summarize(text, query=args.query, **_summary_options(args))
+        _note_empty_summary(args, text, summary)
+        emit(args, {"method": args.method, "indices": summary.indices, "sentences": summary.sentences}, summary.text)
+        return 0
+    # a jsonl file of records: one JSON line out per record, as keywords extract
+    ids, texts = _records(args)
+    options = _summary_options(args)
+    length = {key: options.pop(key) for key in ("sentences", "words", "diversity") if key in options}
+    options["language"] = options.pop("language")
+    scorer = SentenceScorer(**options)  # one term cache for every record
+    for doc_id, text in zip(ids, texts):
+        summary = summarize(text, query=args.query, scorer=scorer, **length)
+        print(json.dumps({"id": doc_id, "summary": summary.text, "indices": summary.indices,
+                          "sentences": summary.sentences}, ensure_ascii=False))
     return 0
+
+
+def _note_empty_summary(args, text: str, summary) -> None:
+    """A word budget below every sentence's length gives no summary: say why, as pack does."""
+    if summary.sentences or args.words is None or getattr(args, "quiet", False):
+        return
+    import sys
+
+    from salience.text.sentences import split_sentences
+
+    shortest = min((len(s.text.split()) for s in split_sentences(text)), default=0)
+    print(f"salience: note: no sentence fits in --words {args.words} (the shortest has {shortest} words); the "
+          "summary is empty.", file=sys.stderr)
 
 
 def _cmd_summarize_evaluate(args) -> int:
@@ -189,8 +239,10 @@ def add_commands(domains) -> None:
 
     summarize = domains.add_parser("summarize", help="extractive summaries, and their evaluation against gold summaries")
     commands = summarize.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("extract", help="extractive summary of a text file (or - for standard input)")
-    p.add_argument("file", help="a text file, or - for standard input")
+    p = commands.add_parser("extract", help="extractive summary of a text file (or - for standard input), or of each "
+                                            "record of a jsonl file (one JSON line out per record)")
+    p.add_argument("file", help="a text file, - for standard input, or a .jsonl / .jsonl.gz file of records")
+    p.add_argument("--field", default="text", help="the text field of jsonl records (default text)")
     p.add_argument("--query", default=None, help="focus the summary on this query")
     _summary_method_options(p)
     p.set_defaults(func=_cmd_summarize_extract)

@@ -28,6 +28,11 @@ def _paired(a, b) -> tuple[np.ndarray, np.ndarray]:
     if isinstance(a, Scores) and isinstance(b, Scores):
         index = b._id_index()
         common = [i for i, item in enumerate(a.ids) if item in index]
+        if not common and len(a) and len(b):
+            from salience.exceptions import IdMismatchError
+
+            raise IdMismatchError(f"the two Scores share no ids ({len(a)} and {len(b)} items, e.g. {a.ids[0]!r} and "
+                                  f"{b.ids[0]!r}): there is nothing to correlate. Score the same items in both.")
         x = a.values[common]
         y = b.values[[index[a.ids[i]] for i in common]]
     else:

@@ -81,6 +81,12 @@ class Scores:
                     f"Scores needs one id per value; got {len(arr)} values and {len(ids)} ids. "
                     "Pass one id per item, or omit ids to use positions."
                 )
+            duplicate = first_duplicate(ids)
+            if duplicate is not None:
+                from salience.exceptions import IdMismatchError
+
+                raise IdMismatchError(f"Scores ids must be distinct; {duplicate!r} appears more than once. Combine "
+                                      "its scores first (salience.core.aggregate), or give each item its own id.")
         self.values = arr
         self.ids = ids
         self._index: dict | None = None

@@ -36,14 +36,15 @@ class Attribution:
     def to_scores(self, row: int = 0, *, absolute: bool = False) -> Scores:
         """The core's :class:`~salience.Scores` over the features of one explained row (by
         ``feature_names`` when given, else positions): ranking, selection and agreement
-        metrics apply unchanged. ``absolute`` scores by magnitude. Pairwise values (rows x M x
+        metrics apply unchanged; a name met again (a word twice in a text) becomes ``"name#2"``,
+        ``"name#3"``, ... so that ids stay distinct. ``absolute`` scores by magnitude. Pairwise values (rows x M x
         M, as :class:`~salience.explain.ShapleyInteraction`'s) give Scores over the pairs
         i < j, named ``"a x b"``."""
         values = np.atleast_2d(self.values)
         if not -len(values) <= row < len(values):
             raise InvalidParameterError(f"row {row} is out of range: the attribution has {len(values)} rows.")
         v = np.abs(values[row]) if absolute else values[row]
-        names = list(self.feature_names) if self.feature_names is not None else list(range(v.shape[-1]))
+        names = distinct_names(list(self.feature_names)) if self.feature_names is not None else list(range(v.shape[-1]))
         if v.ndim == 2:
             upper = np.triu_indices(len(v), k=1)
             return Scores(v[upper], ids=[f"{names[i]} x {names[j]}" for i, j in zip(*upper)])
@@ -51,6 +52,20 @@ class Attribution:
 
     def __len__(self) -> int:
         return len(np.atleast_2d(self.values))
+
+
+def distinct_names(names: list) -> list:
+    """``names`` with the second, third... occurrence of a name suffixed ``#2``, ``#3``.
+
+    >>> distinct_names(["good", "not", "good"])
+    ['good', 'not', 'good#2']
+    """
+    seen: dict = {}
+    out = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
 
 
 def feature_names_of(names: Sequence | None, n_features: int) -> list | None:

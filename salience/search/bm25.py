@@ -32,7 +32,7 @@ from salience.exceptions import (
 )
 from salience.search import scoring
 from salience.search.filters import MetadataColumns
-from salience.search.sources import Document, iter_documents, read_queries
+from salience.search.sources import Document, read_documents, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25", "Explanation", "TermContribution"]
@@ -272,7 +272,7 @@ class BM25(Scorer):
             If an id occurs twice.
         """
         self._reset()
-        docs = list(iter_documents(documents, self.fields, on_error))
+        docs = read_documents(documents, self.fields, on_error)
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
         self._append_segment(docs, show_progress, n_jobs, executor)
@@ -290,7 +290,7 @@ class BM25(Scorer):
         """
         if self._tf is None:
             return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
-        docs = list(iter_documents(documents, self.fields, on_error))
+        docs = read_documents(documents, self.fields, on_error)
         if docs:
             self._append_segment(docs, show_progress, n_jobs, executor)
         return self

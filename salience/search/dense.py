@@ -44,7 +44,7 @@ from salience.core.scores import Scores
 from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError,
                                   WorkerError)
 from salience.search.filters import MetadataColumns
-from salience.search.sources import Document, iter_documents
+from salience.search.sources import Document, read_documents
 
 __all__ = ["Dense", "FORMAT"]
 
@@ -240,7 +240,7 @@ class Dense(Scorer):
         ``n_jobs`` > 1 encodes shards in that many worker processes (``executor="local"``) or Ray
         tasks (``executor="ray"``), each with one torch thread; the vectors are the same."""
         self._reset()
-        docs = list(iter_documents(documents, self.fields, on_error))
+        docs = read_documents(documents, self.fields, on_error)
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
         self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
@@ -253,7 +253,7 @@ class Dense(Scorer):
         """Add documents as a new segment; on a saved index, :meth:`commit` writes it."""
         if self._dimension is None:
             return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
-        docs = list(iter_documents(documents, self.fields, on_error))
+        docs = read_documents(documents, self.fields, on_error)
         if docs:
             self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
         return self

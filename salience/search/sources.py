@@ -11,10 +11,15 @@ from typing import Any
 from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.io.files import iter_jsonl
 
-__all__ = ["Document", "iter_documents", "read_queries", "resolve_corpus_path"]
+__all__ = ["Document", "iter_documents", "read_documents", "read_queries", "resolve_corpus_path",
+           "EmptyDocumentsWarning"]
 
 _ID_KEYS = ("_id", "id", "doc_id", "docid")
 _RESERVED = set(_ID_KEYS) | {"metadata"}
+
+
+class EmptyDocumentsWarning(UserWarning):
+    """Some documents have no text in the indexed fields: they are indexed but can never match."""
 
 
 @dataclass
@@ -37,9 +42,13 @@ def resolve_corpus_path(source: str | os.PathLike) -> Path:
     return path
 
 
-def _record_to_document(record: Mapping, fields: tuple[str, ...], where: str, position: int) -> Document:
+def _record_to_document(record: Mapping, fields: tuple[str, ...], where: str, position: int | None) -> Document:
+    """``position``: the id of a record without one (None: such a record is an error)."""
     doc_id = next((record[k] for k in _ID_KEYS if k in record), None)
     if doc_id is None:
+        if position is None:
+            raise InputFormatError(f"{where}: the record has no id ({', '.join(_ID_KEYS)}); its fields are "
+                                   f"{', '.join(sorted(map(str, record))) or 'none'}. Give every document an id.")
         doc_id = str(position)
     elif not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool):
         raise InputFormatError(f"{where}: document id must be a string or integer; got {type(doc_id).__name__}.")
@@ -73,8 +82,8 @@ def iter_documents(
     """
     if isinstance(source, (str, os.PathLike)) and not (isinstance(source, str) and "\n" in source):
         path = resolve_corpus_path(source)
-        for position, (lineno, record) in enumerate(iter_jsonl(path, on_error)):
-            yield _record_to_document(record, fields, f"{path}:{lineno}", position)
+        for lineno, record in iter_jsonl(path, on_error):
+            yield _record_to_document(record, fields, f"{path}:{lineno}", None)
         return
     if isinstance(source, Mapping):
         raise InvalidParameterError(
@@ -89,7 +98,7 @@ def iter_documents(
         if isinstance(item, str):
             yield Document(str(position), {f: (item if f == text_field else "") for f in fields})
         elif isinstance(item, dict) or isinstance(item, Mapping):
-            yield _record_to_document(item, fields, where, position)
+            yield _record_to_document(item, fields, where, None)
         elif isinstance(item, tuple) and len(item) == 2:
             doc_id, text = item
             yield _record_to_document({"_id": doc_id, text_field: text}, fields, where, position)
@@ -97,6 +106,27 @@ def iter_documents(
             raise InputFormatError(
                 f"{where}: expected a str, a mapping or an (id, text) pair; got {type(item).__name__}."
             )
+
+
+def read_documents(source: Any, fields: tuple[str, ...] = ("title", "text"), on_error: str = "raise") -> list[Document]:
+    """:func:`iter_documents` as a list, checked: documents without text in any of ``fields``
+    are named in an :class:`EmptyDocumentsWarning`, and an error when none has any (a field
+    name that no document uses, say)."""
+    import warnings
+
+    docs = list(iter_documents(source, fields, on_error))
+    empty = [d.id for d in docs if not any(v.strip() for v in d.fields.values())]
+    if docs and len(empty) == len(docs):
+        seen = sorted({str(k) for d in docs[:100] for k in d.metadata})
+        raise InputFormatError(
+            f"none of the {len(docs)} documents has text in the field{'s' if len(fields) > 1 else ''} "
+            f"{', '.join(fields)}" + (f" (their other fields: {', '.join(seen[:10])})" if seen else "")
+            + "; name the text fields with fields= (CLI: --fields).")
+    if empty:
+        warnings.warn(f"{len(empty)} of {len(docs)} documents have no text in {', '.join(fields)} (ids "
+                      f"{', '.join(map(repr, empty[:5]))}{', ...' if len(empty) > 5 else ''}): they are indexed but "
+                      "no query can find them.", EmptyDocumentsWarning, stacklevel=3)
+    return docs
 
 
 def read_queries(source: Any, on_error: str = "raise") -> dict[str, str]:

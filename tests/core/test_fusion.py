@@ -86,7 +86,7 @@ def test_bad_input():
     with pytest.raises(InvalidParameterError, match="NaN"):
         fuse([a, {"q1": {"d1": float("nan")}}])
     assert len(fuse([{"q1": {}}, {"q1": {}}])["q1"]) == 0  # empty rankings fuse to an empty one
-    with pytest.raises(IdMismatchError, match="'d1' appears twice"):
+    with pytest.raises(IdMismatchError, match="'d1' appears more than once"):
         fuse([a, Run({"q1": Scores([1.0, 2.0], ids=["d1", "d1"])})])
     with pytest.raises(InvalidParameterError, match="two or more runs"):
         fuse([a])

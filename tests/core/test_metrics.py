@@ -114,5 +114,7 @@ def test_corrupt_run_and_qrels_name_the_line(tmp_path):
 def test_run_rejects_duplicates():
     from salience import IdMismatchError, Scores
 
-    with pytest.raises(IdMismatchError, match="'a' appears twice"):
-        Run({"q": Scores([1.0, 2.0], ids=["a", "a"])})
+    with pytest.raises(IdMismatchError, match="'a' appears more than once"):
+        Scores([1.0, 2.0], ids=["a", "a"])
+    with pytest.raises(IdMismatchError, match="'a' appears twice"):  # unchecked Scores are checked by the run
+        Run({"q": Scores.unchecked(np.array([1.0, 2.0]), ["a", "a"])})
