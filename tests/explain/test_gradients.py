@@ -86,3 +86,28 @@ def test_deeplift_equals_captum_and_sums_to_the_difference():
         DeepLift(lambda X: X.sum(1)).attribute(np.ones((1, 5)))
     with pytest.raises(InvalidParameterError, match="covers linear layers and elementwise activations"):
         DeepLift(torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.Softmax(dim=1))).attribute(np.ones((1, 5)), target=0)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_model_is_explained_in_its_own_dtype_as_captum_does(dtype):
+    """torch's default modules are float32: explained as they are (issue 25), not refused."""
+    from salience.explain import DeepLift
+
+    captum = pytest.importorskip("captum.attr")
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to(getattr(torch, dtype))
+    x = np.random.default_rng(0).normal(size=(4, 5))
+    baseline = np.full(5, 0.1)
+    rows, base = torch.tensor(x, dtype=net[0].weight.dtype), torch.tensor(baseline[None], dtype=net[0].weight.dtype)
+    tolerance = 1e-5 if dtype == "float32" else 1e-8
+    cases = [(IntegratedGradients(net, n_steps=50), captum.IntegratedGradients(net), {"n_steps": 50}),
+             (DeepLift(net), captum.DeepLift(net), {})]
+    for ours, theirs, options in cases:
+        mine = ours.attribute(x, baselines=baseline, target=1)
+        reference = theirs.attribute(rows, baselines=base, target=1, **options).detach().double().numpy()
+        assert mine.values.dtype == np.float64 and np.abs(mine.values - reference).max() < tolerance
+    for ours, theirs in ((Saliency(net), captum.Saliency(net)), (InputXGradient(net), captum.InputXGradient(net))):
+        reference = theirs.attribute(rows.clone().requires_grad_(True), target=0).detach().double().numpy()
+        assert np.abs(ours.attribute(x, target=0).values - reference).max() < tolerance
+    smooth = SmoothGrad(net, stdev=0.05).attribute(x, target=0, n_samples=8, seed=0).values
+    assert smooth.shape == x.shape and np.isfinite(smooth).all()
