@@ -234,3 +234,27 @@ def test_warnings_read_as_salience_s_own(tmp_path):
                           capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0 and done.stderr.startswith("salience: warning: the language of a text was not detected")
     assert ".py:" not in done.stderr
+
+
+def test_a_small_damaged_gzip_keeps_its_decodable_lines_and_counts_the_loss(tmp_path, capsys):
+    import gzip
+
+    from salience.data.dedup import dedup_files
+
+    rows = [{"text": f"record number {i} with some words of its own"} for i in range(200)]
+    data = bytearray(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode()))
+    middle = len(data) // 2
+    data[middle : middle + 8] = b"\xff" * 8  # smaller than one read buffer: the reader fails on all of it
+    path = tmp_path / "small.jsonl.gz"
+    path.write_bytes(bytes(data))
+    report = dedup_files([path], tmp_path / "kept.jsonl", n_jobs=1, on_error="skip")
+    (loss,) = report.truncated_files
+    # the lines before the damage are kept (those decoded from damaged bytes may be garbage: counted)
+    assert report.documents + report.skipped_errors == loss["after_line"] > 50
+    kept = [json.loads(line)["text"] for line in (tmp_path / "kept.jsonl").read_text().splitlines()]
+    assert kept[:50] == [r["text"] for r in rows[:50]]
+    assert loss["estimated_records"] is not None and report.lost_records_estimated == loss["estimated_records"] > 0
+    truncated = tmp_path / "cut.jsonl.gz"
+    truncated.write_bytes(bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in rows)))[:120])
+    report = dedup_files([truncated], tmp_path / "kept2.jsonl", n_jobs=1, on_error="skip")
+    assert report.lost_records_estimated is None  # unknown, not zero

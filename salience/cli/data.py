@@ -20,8 +20,10 @@ def _warn_losses(args, report) -> None:
     if getattr(args, "quiet", False):
         return
     for loss in report.truncated_files:
-        lost = ("an unknown number of records lost: the file ends early" if loss["estimated_records"] is None
-                else f"about {loss['estimated_records']} records lost")
+        if loss["estimated_records"] is not None:
+            lost = f"about {loss['estimated_records']} records lost"
+        else:
+            lost = "an unknown number of records lost" + (": the file ends early" if "EOFError" in loss["reason"] else "")
         print(f"salience: warning: {loss['path']} is damaged after line {loss['after_line']}: "
               f"{loss['unread_bytes']} compressed bytes were not read ({lost}; {loss['reason']}); "
               "lines decoded from the damaged part are counted in skipped_errors.", file=sys.stderr)

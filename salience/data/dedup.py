@@ -30,7 +30,7 @@ from salience.core.scores import Scores
 from salience.data.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_write_text
-from salience.io.shards import SHARD_LAYOUT, atomic_save, iter_shards, parse_shard, prepare_work_dir, remove_work_dir, write_records
+from salience.io.shards import (SHARD_LAYOUT, atomic_save, estimated_loss, iter_shards, parse_shard, prepare_work_dir, remove_work_dir, write_records)
 from salience.parallel import make_executor, progress_bar
 from salience.text.hashing import mix64 as _mix
 
@@ -201,7 +201,7 @@ class DedupReport:
     skipped_no_text: int = 0
     skipped_errors: int = 0
     truncated_files: list = field(default_factory=list)
-    lost_records_estimated: int = 0
+    lost_records_estimated: int | None = 0  # None: some loss cannot be estimated
     seconds: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
@@ -289,6 +289,6 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     timings["write"] = time.perf_counter() - clock
     remove_work_dir(work)
     report = DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors,
-                         [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses), timings)
+                         [loss.to_dict() for loss in losses], estimated_loss(losses), timings)
     atomic_write_text(report_path(out), json.dumps(report.to_dict(), indent=1))
     return report

@@ -36,7 +36,7 @@ from salience.data.methods import DATA_METHODS
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
 from salience.io.files import atomic_write_text, check_on_error, check_output_path
-from salience.io.shards import (SHARD_LAYOUT, Loss, Shard, atomic_save, iter_shards, parse_shard,
+from salience.io.shards import (SHARD_LAYOUT, Loss, Shard, atomic_save, estimated_loss, iter_shards, parse_shard,
                                 prepare_work_dir, records, remove_work_dir, write_records)
 from salience.parallel import make_executor, progress_bar
 
@@ -54,7 +54,7 @@ class SelectionReport:
     skipped_no_text: int = 0
     skipped_errors: int = 0
     truncated_files: list = field(default_factory=list)
-    lost_records_estimated: int = 0
+    lost_records_estimated: int | None = 0  # None: some loss cannot be estimated
     kl_reduction: float = 0.0
     by_label: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
@@ -270,7 +270,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
         values, counts = np.unique(labels[chosen], return_counts=True)
         by_label = {label_names[v]: c for v, c in zip(values.tolist(), counts.tolist())}
     report = SelectionReport(method, len(chosen), len(scores), eligible, missing, errors,
-                             [loss.to_dict() for loss in losses], sum(loss.estimated_records or 0 for loss in losses),
+                             [loss.to_dict() for loss in losses], estimated_loss(losses),
                              kl_reduction(resampler.target_counts_, resampler.raw_counts_, selected_counts), by_label,
                              timings, len(shard_files), reused)
     atomic_write_text(report_path(out), json.dumps(report.to_dict(), indent=1))

@@ -103,6 +103,13 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
             if on_error != "skip":
                 raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
             data = b"".join(pending)
+            if path.suffix == ".gz":
+                # the reader decodes whole buffers: decoding again in small pieces salvages the
+                # good lines of the last buffer before the damage
+                salvaged, position = _salvage_gzip(path)
+                if len(salvaged) > produced:
+                    data += salvaged[produced:]
+                    produced, good_position = len(salvaged), max(good_position, position)
             cut = data.rfind(b"\n") + 1
             if cut:  # the complete lines read before the damage are kept
                 yield Shard(index, str(path), line, blob=data[:cut])
@@ -112,6 +119,34 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                 losses.append(_loss(path, good_position, produced, line - 1, err))
         finally:
             raw.close()
+
+
+def _salvage_gzip(path: Path, piece: int = 256) -> tuple[bytes, int]:
+    """What a damaged gzip file decodes to before the damage, fed to zlib ``piece`` bytes at a
+    time; and the compressed bytes consumed by then."""
+    out: list[bytes] = []
+    position = 0
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    with open(path, "rb") as fh:
+        data = fh.read()
+    while position < len(data):
+        chunk = data[position : position + piece]
+        try:
+            out.append(decoder.decompress(chunk))
+        except zlib.error:
+            break
+        position += len(chunk)
+        if decoder.eof:  # a member ends: the next one (concatenated gzip) starts on the unused bytes
+            position -= len(decoder.unused_data)
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    return b"".join(out), position
+
+
+def estimated_loss(losses: Sequence[Loss]) -> int | None:
+    """Records lost over all damaged files: None when any file's loss cannot be estimated."""
+    if any(loss.estimated_records is None for loss in losses):
+        return None
+    return sum(loss.estimated_records for loss in losses)
 
 
 def _loss(path: Path, position: int, produced: int, lines_read: int, err: BaseException) -> Loss:
