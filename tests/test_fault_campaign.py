@@ -258,3 +258,47 @@ def test_a_small_damaged_gzip_keeps_its_decodable_lines_and_counts_the_loss(tmp_
     truncated.write_bytes(bytes(gzip.compress(b"".join(json.dumps(r).encode() + b"\n" for r in rows)))[:120])
     report = dedup_files([truncated], tmp_path / "kept2.jsonl", n_jobs=1, on_error="skip")
     assert report.lost_records_estimated is None  # unknown, not zero
+
+
+# --- misleading errors --------------------------------------------------------------------------------
+def test_every_command_that_suggests_on_error_takes_it(tmp_path, capsys):
+    run = tmp_path / "a.trec"
+    run.write_bytes(b"q1 Q0 d1 1 1.0 x\nq1 Q0 d\xff2 2 0.5 x\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    assert main(["rank", "evaluate", str(qrels), str(run)]) == 2
+    assert "--on-error replace" in capsys.readouterr().err
+    assert main(["rank", "evaluate", str(qrels), str(run), "--on-error", "replace", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ndcg@10"] == 1.0
+    assert main(["rank", "fuse", str(run), str(run), "--out", str(tmp_path / "f.trec"), "--on-error", "skip"]) == 0
+    assert (tmp_path / "f.trec").read_text().count("\n") == 1
+    for command in (["compress", "eval", "m", "--data", "x"], ["compress", "prune", "m", "--out", "o"]):
+        assert main([*command, "--on-error", "replace", "--help"]) == 0  # parsed, not refused
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["compress", "prune", "smollm2", "--sparsity", "1.5", "--calib", "{calib}"], "sparsity"),
+    (["compress", "prune", "smollm2", "--method", "wanda"], "wanda needs calibration"),
+    (["compress", "structured", "smollm2", "--fraction", "0.3", "--criterion", "taylor"], "needs calibration"),
+    (["compress", "structured", "smollm2", "--fraction", "1.2"], "fraction must be in"),
+    (["compress", "kv-eval", "smollm2", "--policy", "h2o", "--budget", "0", "--data", "{calib}"], "budget"),
+    (["compress", "eval", "smollm2", "--data", "{empty}"], "holds no text"),
+    (["explain", "lm", "smollm2", "--prompt", " ", "--target", "Paris"], "non-empty"),
+])
+def test_parameters_are_checked_before_the_model_loads(tmp_path, monkeypatch, capsys, argv, message):
+    import salience.explain.lm as lm
+
+    def never(*args, **kwargs):
+        raise AssertionError("the model was loaded before the parameters were checked")
+
+    monkeypatch.setattr(lm, "load_causal_lm", never)
+    calib = tmp_path / "calib.txt"
+    calib.write_text("some calibration text " * 50)
+    empty = tmp_path / "empty.txt"
+    empty.write_text(" \n")
+    argv = [a.replace("{calib}", str(calib)).replace("{empty}", str(empty)) for a in argv]
+    if argv[1] in ("prune", "structured"):
+        argv += ["--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from salience.cli._common import add_output_options, emit, positive_int, read_text
+from salience.cli._common import add_on_error, add_output_options, emit, nonnegative_int, positive_int, read_text
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_directory, check_output_path
 
@@ -14,11 +14,26 @@ PRUNE_CHOICES = ("magnitude", "wanda", "lamp", "taylor", "sparsegpt")
 KV_POLICY_CHOICES = ("streaming_llm", "h2o", "snapkv", "tova", "key_norm", "vatp", "caote")
 
 
-def _token_ids(tokenizer, path: str) -> list[int]:
-    text = read_text(path, "raise")
+def _text_of(path: str, on_error: str) -> str:
+    """A calibration or evaluation text, read (and refused when empty) before any model loads."""
+    text = read_text(path, on_error)
     if not text.strip():
         raise InvalidParameterError(f"{path} holds no text.")
+    return text
+
+
+def _token_ids(tokenizer, text: str) -> list[int]:
     return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def _load(args):
+    """The model and tokenizer, after the checks that need no model: torch is there (named for
+    compression), the model path exists."""
+    from salience.core.checks import require_torch
+    from salience.explain.lm import load_causal_lm
+
+    require_torch("Compression")
+    return load_causal_lm(args.model)
 
 
 def _is_pruned_model(path: Path) -> bool:
@@ -26,19 +41,22 @@ def _is_pruned_model(path: Path) -> bool:
     return path.is_dir() and (path / "salience-prune.json").is_file()
 
 
-def _model_and_calibration(args):
+def _model_and_calibration(args, check_options):
     """(model, tokenizer, calibration windows or None) for a command that writes a model to
-    ``--out``: the output path is checked first (never an input, never a folder this command
-    did not write), then the model is loaded and ``--calib`` cut into windows."""
+    ``--out``. Everything that needs no model is checked before the model loads (seconds): the
+    output path (never an input, never a folder this command did not write), the options
+    (``check_options()``) and the calibration text; then the model is loaded and ``--calib``
+    cut into windows."""
     from salience.compress import calibration_windows
-    from salience.explain.lm import load_causal_lm
 
     check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
                       is_own=_is_pruned_model)
-    model, tokenizer = load_causal_lm(args.model)
+    check_options()
+    text = _text_of(args.calib, args.on_error) if args.calib else None
+    model, tokenizer = _load(args)
     windows = None
-    if args.calib:
-        windows = calibration_windows(_token_ids(tokenizer, args.calib), seqlen=args.seqlen, n_samples=args.samples,
+    if text is not None:
+        windows = calibration_windows(_token_ids(tokenizer, text), seqlen=args.seqlen, n_samples=args.samples,
                                       seed=args.seed)
     return model, tokenizer, windows
 
@@ -53,8 +71,10 @@ def _write_model(args, model, tokenizer, result: dict) -> None:
 
 def _cmd_prune(args) -> int:
     from salience.compress import prune
+    from salience.compress.weights import check_prune_options
 
-    model, tokenizer, windows = _model_and_calibration(args)
+    model, tokenizer, windows = _model_and_calibration(args, lambda: check_prune_options(
+        args.method, None if args.pattern else args.sparsity, args.pattern, args.group, bool(args.calib)))
     report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
                    group=args.group, calibration=windows, sequential=args.sequential)
     result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
@@ -67,7 +87,11 @@ def _cmd_prune(args) -> int:
 def _cmd_layers(args) -> int:
     from salience.compress import drop_least_important
 
-    model, tokenizer, windows = _model_and_calibration(args)
+    def check_options() -> None:
+        if args.remove < 1:
+            raise InvalidParameterError(f"--remove must be a positive number of layers; got {args.remove}.")
+
+    model, tokenizer, windows = _model_and_calibration(args, check_options)
     removed, scores = drop_least_important(model, args.remove, windows, method=args.method)
     result = {"method": args.method, "removed": removed, "layers_left": model.config.num_hidden_layers,
               "scores": scores.values.round(6).tolist(), "out": args.out}
@@ -79,7 +103,10 @@ def _cmd_layers(args) -> int:
 def _cmd_structured(args) -> int:
     from salience.compress import remove_structures
 
-    model, tokenizer, windows = _model_and_calibration(args)
+    from salience.compress.structured import check_structure_options
+
+    model, tokenizer, windows = _model_and_calibration(args, lambda: check_structure_options(
+        args.unit, args.criterion, args.fraction, None, bool(args.calib)))
     report = remove_structures(model, args.unit, fraction=args.fraction, criterion=args.criterion,
                                calibration=windows)
     result = {**report.as_dict(), "out": args.out}
@@ -92,24 +119,29 @@ def _cmd_structured(args) -> int:
 
 def _cmd_eval(args) -> int:
     from salience.compress import perplexity, sparsity_of
-    from salience.explain.lm import load_causal_lm
-
-    model, tokenizer = load_causal_lm(args.model)
-    value = perplexity(model, _token_ids(tokenizer, args.data), seqlen=args.seqlen, max_windows=args.windows)
+    text = _text_of(args.data, args.on_error)
+    model, tokenizer = _load(args)
+    tokens = _token_ids(tokenizer, text)
+    value = perplexity(model, tokens, seqlen=args.seqlen, max_windows=args.windows)
     result = {"model": args.model, "perplexity": value, "seqlen": args.seqlen, "sparsity": sparsity_of(model)}
     emit(args, result, f"perplexity {value:.3f} (windows of {args.seqlen} tokens; sparsity {result['sparsity']:.3f})")
     return 0
 
 
 def _cmd_kv_eval(args) -> int:
-    from salience.compress.kv import kv_eval, passkey
-    from salience.explain.lm import load_causal_lm
+    from salience.compress.kv import check_budget, kv_eval, passkey
 
-    model, tokenizer = load_causal_lm(args.model)
     options = {"n_sink": args.sinks, "window": args.window}
     budget = None if args.policy == "full" else args.budget
     policy = None if args.policy == "full" else args.policy
-    report = kv_eval(model, _token_ids(tokenizer, args.data), policy=policy, budget=budget, context=args.context,
+    if args.sinks < 0 or args.needles < 0:
+        raise InvalidParameterError(f"--sinks and --needles take counts >= 0; got {args.sinks} and {args.needles}.")
+    if policy is not None:  # checked before the model loads
+        check_budget(budget, args.context, policy, n_sink=args.sinks, window=args.window)
+    text = _text_of(args.data, args.on_error)
+    model, tokenizer = _load(args)
+    tokens = _token_ids(tokenizer, text)
+    report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
                      continuation=args.continuation, max_windows=args.windows, **options)
     result = {"model": args.model, **report.as_dict()}
     text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
@@ -140,10 +172,11 @@ def add_commands(domains) -> None:
     p.add_argument("--calib", default=None, help="calibration text file (wanda, taylor, sparsegpt)")
     p.add_argument("--samples", type=positive_int, default=32, help="calibration windows (default 32)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--sequential", action="store_true",
                    help="calibrate each decoder block on the outputs of the blocks already pruned")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_prune)
 
@@ -155,8 +188,9 @@ def add_commands(domains) -> None:
     p.add_argument("--calib", required=True, help="calibration text file")
     p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_layers)
 
@@ -170,8 +204,9 @@ def add_commands(domains) -> None:
     p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
     p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_structured)
 
@@ -190,6 +225,7 @@ def add_commands(domains) -> None:
     p.add_argument("--window", type=positive_int, default=64,
                    help="observation window of snapkv and caote (default 64)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_kv_eval)
 
@@ -198,5 +234,6 @@ def add_commands(domains) -> None:
     p.add_argument("--data", required=True, help="evaluation text file")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
     p.add_argument("--windows", type=positive_int, default=None, help="at most this many windows (default all)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_eval)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from salience.cli._common import add_output_options, add_seed, emit, positive_int, read_text
 from salience.io.files import atomic_write_text, check_output_path
+from salience.exceptions import InvalidParameterError
 
 MARK = "<!-- written by salience explain -->"
 METHODS = ("kernel_shap", "permutation_shapley", "occlusion", "lime", "banzhaf", "exact_shapley")
@@ -17,13 +18,18 @@ def _text_argument(text: str) -> str:
     return read_text("-", "raise") if text == "-" else text
 
 
+def _html_target(args, inputs):
+    """``--html``: new, or a page this command wrote; never an input."""
+    return check_output_path(args.html, inputs, what="HTML page", option="--html",
+                             is_own=lambda p: p.is_file() and MARK in p.read_text(encoding="utf-8", errors="ignore"))
+
+
 def _write_html(args, attribution, title: str, inputs=()) -> None:
     from salience.explain import attribution_html
 
     if not args.html:
         return
-    target = check_output_path(args.html, inputs, what="HTML page", option="--html",
-                               is_own=lambda p: p.is_file() and MARK in p.read_text(encoding="utf-8", errors="ignore"))
+    target = _html_target(args, inputs)
     page = (f"<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">{MARK}<title>{html.escape(title)}</title>"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"></head>"
             f"<body style=\"max-width:50rem;margin:auto;padding:1rem\">{attribution_html(attribution, title=title)}"
@@ -75,12 +81,19 @@ def _cmd_text(args) -> int:
 
 
 def _cmd_lm(args) -> int:
+    from salience.core.checks import require_torch
     from salience.explain.lm import LMAttribution, load_causal_lm
 
+    # everything that needs no model first: the model loads for seconds
+    prompt = _text_argument(args.prompt)
+    if not prompt.strip() or not args.target.strip():
+        raise InvalidParameterError("--prompt and --target must be non-empty texts.")
+    if args.html:
+        _html_target(args, ())
+    require_torch("Language-model attribution")
     model, tokenizer = load_causal_lm(args.model)
     explainer = LMAttribution(model, tokenizer=tokenizer, method=args.method, truncate=args.truncate)
-    attribution = explainer.attribute(_text_argument(args.prompt), target=args.target, n_samples=args.samples,
-                                      seed=args.seed)
+    attribution = explainer.attribute(prompt, target=args.target, n_samples=args.samples, seed=args.seed)
     _write_html(args, attribution, f"prompt tokens for: {args.target}")
     out = {"log_prob": attribution.info["log_prob"], "base_value": float(attribution.base_value[0]),
            "method": attribution.method, "model_calls": attribution.model_calls,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from salience.cli._common import add_output_options, method_option, emit, positive_int
+from salience.cli._common import add_on_error, add_output_options, emit, method_option, positive_int
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 
@@ -44,7 +44,7 @@ def _cmd_fuse(args) -> int:
     from salience.core.run import Run
 
     check_output_path(args.out, args.runs, what="run", is_own=lambda p: is_own_run(p, args.tag))
-    runs = [Run.read_trec(path) for path in args.runs]
+    runs = [Run.read_trec(path, on_error=args.on_error) for path in args.runs]
     weights = None
     if args.weights:
         try:
@@ -65,7 +65,8 @@ def _cmd_fuse(args) -> int:
 def _cmd_evaluate(args) -> int:
     from salience.core.run import Qrels, Run
 
-    report = evaluate_quietly(Qrels.read(args.qrels), Run.read_trec(args.run), args.metrics, missing=args.unranked)
+    qrels = Qrels.read(args.qrels, on_error=args.on_error)
+    report = evaluate_quietly(qrels, Run.read_trec(args.run, on_error=args.on_error), args.metrics, missing=args.unranked)
     if report.matched == 0:
         return nothing_judged(report, args.qrels)
     emit(args, report.to_dict(), str(report))
@@ -88,6 +89,7 @@ def add_commands(domains) -> None:
                    help="a subject absent from one of the runs: stop (default) or treat it as an empty ranking there")
     p.add_argument("--tag", default=None, help="run tag written in the last column")
     p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier fused run (written atomically)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_fuse)
 
@@ -97,5 +99,6 @@ def add_commands(domains) -> None:
     p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000,mrr@10")
     p.add_argument("--unranked", default="zero", choices=("zero", "skip"),
                    help="judged subjects the run does not rank: count them as 0 (default) or skip them (trec_eval)")
+    add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_evaluate)

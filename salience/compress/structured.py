@@ -164,19 +164,32 @@ def _sliced(torch, linear, keep, axis: int):
     return new
 
 
+def check_structure_options(unit: str, criterion: str, fraction, count, has_calibration: bool) -> None:
+    """:func:`remove_structures`' options checked without a model (the CLI checks them before
+    loading one); ``count`` against the model's units is checked once it is loaded."""
+    if unit not in STRUCTURE_UNITS:
+        raise unknown_choice("structure unit", unit, STRUCTURE_UNITS)
+    if criterion not in STRUCTURE_CRITERIA:
+        raise unknown_choice("structure criterion", criterion, STRUCTURE_CRITERIA)
+    if (fraction is None) == (count is None):
+        raise InvalidParameterError("give exactly one of fraction= (of each layer's units) or count= (per layer).")
+    if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                 or not 0 <= fraction < 1):
+        raise InvalidParameterError(f"fraction must be in [0, 1); got {fraction!r}.")
+    if criterion != "magnitude" and not has_calibration:
+        raise InvalidParameterError(f"criterion {criterion!r} needs calibration token windows (CLI: --calib FILE).")
+
+
 def remove_structures(model, unit: str = "ffn_channels", *, fraction: float | None = None, count: int | None = None,
                       criterion: str = "magnitude", calibration=None, batch_size: int = 4) -> StructureReport:
     """Remove the least important ``fraction`` (or ``count``) of each decoder layer's units,
     physically: the linear layers are replaced by smaller ones and the config follows."""
     torch = _torch()
+    check_structure_options(unit, criterion, fraction, count, calibration is not None)
     start = time.perf_counter()
     layers = _blocks(model)
-    n_units = _unit_groups(layers[0], unit if unit in STRUCTURE_UNITS else "ffn_channels")[3]
-    if (fraction is None) == (count is None):
-        raise InvalidParameterError("give exactly one of fraction= (of each layer's units) or count= (per layer).")
+    n_units = _unit_groups(layers[0], unit)[3]
     if fraction is not None:
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
-            raise InvalidParameterError(f"fraction must be in [0, 1); got {fraction!r}.")
         count = int(n_units * fraction)
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or not 0 <= count < n_units:
         raise InvalidParameterError(f"count must be within 0..{n_units - 1} (each layer has {n_units} {unit}); "

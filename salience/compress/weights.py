@@ -280,15 +280,12 @@ class PruneReport:
         return "\n".join(lines)
 
 
-def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern=None, group: str | None = None,
-          calibration: np.ndarray | None = None, batch_size: int = 4, sequential: bool = False,
-          blocksize: int = 128, damp: float = 0.01) -> PruneReport:
-    """Prune ``model``'s decoder linear layers in place (see the module docstring).
+NEEDS_CALIBRATION = ("wanda", "taylor", "sparsegpt")
 
-    ``calibration``: token-id windows, shape (samples, seqlen) (:func:`calibration_windows`),
-    needed by wanda, taylor and sparsegpt. ``group`` default: ``"row"`` for wanda and
-    sparsegpt, ``"layer"`` for magnitude and taylor, ``"global"`` for lamp."""
-    _torch()  # the error naming the extra comes first
+
+def check_prune_options(method: str, sparsity, pattern, group: str | None, has_calibration: bool):
+    """``prune``'s options checked without a model (the CLI checks them before loading one):
+    (sparsity, N:M pattern or None, group)."""
     if method not in PRUNE_METHODS:
         raise unknown_choice("pruning method", method, PRUNE_METHODS)
     nm = parse_pattern(pattern)
@@ -299,16 +296,30 @@ def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern
         raise unknown_choice("comparison group", group, GROUPS)
     if nm is not None and group == "global":
         raise InvalidParameterError("an N:M pattern is per row: it does not combine with group='global'.")
+    if method in NEEDS_CALIBRATION and not has_calibration:
+        raise InvalidParameterError(f"{method} needs calibration windows of token ids (calibration_windows; CLI: "
+                                    "--calib FILE).")
+    return sparsity, nm, group
+
+
+def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern=None, group: str | None = None,
+          calibration: np.ndarray | None = None, batch_size: int = 4, sequential: bool = False,
+          blocksize: int = 128, damp: float = 0.01) -> PruneReport:
+    """Prune ``model``'s decoder linear layers in place (see the module docstring).
+
+    ``calibration``: token-id windows, shape (samples, seqlen) (:func:`calibration_windows`),
+    needed by wanda, taylor and sparsegpt. ``group`` default: ``"row"`` for wanda and
+    sparsegpt, ``"layer"`` for magnitude and taylor, ``"global"`` for lamp."""
+    _torch()  # the error naming the extra comes first
+    sparsity, nm, group = check_prune_options(method, sparsity, pattern, group, calibration is not None)
     layers = prunable_linears(model)
     if nm is not None:
         for name, module in layers:
             if module.weight.shape[1] % nm[1]:
                 raise InvalidParameterError(f"a {nm[0]}:{nm[1]} pattern needs layer widths divisible by {nm[1]}; "
                                             f"{name} has {module.weight.shape[1]} inputs.")
-    needs_data = method in ("wanda", "taylor", "sparsegpt")
+    needs_data = method in NEEDS_CALIBRATION
     if needs_data:
-        if calibration is None:
-            raise InvalidParameterError(f"{method} needs calibration windows of token ids (calibration_windows).")
         calibration = check_calibration(calibration)
     report = PruneReport(method, None if nm is None else f"{nm[0]}:{nm[1]}", group)
     start = time.perf_counter()

@@ -13,10 +13,10 @@ from salience.exceptions import IdMismatchError, InputFormatError, InvalidParame
 __all__ = ["Run", "Qrels"]
 
 
-def _read_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _read_lines(path: Path, on_error: str = "raise") -> Iterator[tuple[int, str]]:
     from salience.io.files import iter_text_lines
 
-    for lineno, line in iter_text_lines(path):
+    for lineno, line in iter_text_lines(path, on_error):
         line = line.strip()
         if line and not line.startswith("#"):
             yield lineno, line
@@ -73,11 +73,12 @@ class Run:
 
     # TREC run files: "qid Q0 docid rank score tag" -------------------------------------------
     @classmethod
-    def read_trec(cls, path: str | Path, name: str | None = None) -> "Run":
-        """Read a TREC run file (six whitespace-separated columns)."""
+    def read_trec(cls, path: str | Path, name: str | None = None, *, on_error: str = "raise") -> "Run":
+        """Read a TREC run file (six whitespace-separated columns); ``on_error`` is the policy
+        for lines of invalid UTF-8 (:func:`~salience.io.files.iter_text_lines`)."""
         path = Path(path)
         per_subject: dict[str, dict[str, float]] = {}
-        for lineno, line in _read_lines(path):
+        for lineno, line in _read_lines(path, on_error):
             parts = line.split()
             if len(parts) != 6:
                 raise InputFormatError(
@@ -152,13 +153,14 @@ class Qrels:
         return f"Qrels(name={self.name!r}, subjects={len(self)})"
 
     @classmethod
-    def read(cls, path: str | Path) -> "Qrels":
+    def read(cls, path: str | Path, *, on_error: str = "raise") -> "Qrels":
         """Read BEIR ``qrels.tsv`` (header ``query-id corpus-id score``) or TREC qrels
-        (``qid iter docid grade``), detected from the number of columns."""
+        (``qid iter docid grade``), detected from the number of columns; ``on_error`` as
+        :meth:`Run.read_trec`."""
         path = Path(path)
         judgments: dict[str, dict[str, int]] = {}
         first = True
-        for lineno, line in _read_lines(path):
+        for lineno, line in _read_lines(path, on_error):
             parts = line.split()
             if first:
                 first = False

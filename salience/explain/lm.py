@@ -55,7 +55,7 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
     try:
         from transformers import AutoModelForCausalLM, AutoTokenizer
     except ImportError:
-        raise MissingDependencyError("Language-model attribution needs transformers: pip install 'salience[torch]' "
+        raise MissingDependencyError("Loading a language model needs transformers: pip install 'salience[torch]' "
                                      "transformers gguf") from None
     if str(path).lower() == "gemma3":
         try:
