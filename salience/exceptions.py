@@ -7,6 +7,7 @@ catches anything the library raises on purpose::
     ├── InvalidParameterError(ValueError, TypeError)   bad argument value or type
     ├── ShapeError(ValueError)                         arrays that do not line up
     ├── IdMismatchError(KeyError, ValueError)          unknown or duplicate ids
+    │   └── DuplicateIdError                           an id given twice, or one already there
     ├── InputFormatError(ValueError)                   unreadable input file (names file and line)
     ├── NotFittedError(RuntimeError)                   method needs a fitted object
     ├── JudgeError(RuntimeError)                       a judge raised, returned an invalid value, or ran out of budget
@@ -25,6 +26,7 @@ __all__ = [
     "InvalidParameterError",
     "ShapeError",
     "IdMismatchError",
+    "DuplicateIdError",
     "InputFormatError",
     "NotFittedError",
     "JudgeError",
@@ -52,6 +54,10 @@ class IdMismatchError(SalienceError, KeyError, ValueError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0]) if self.args else ""
+
+
+class DuplicateIdError(IdMismatchError):
+    """An id is given twice, or is already in the collection it is added to."""
 
 
 class InputFormatError(SalienceError, ValueError):

@@ -302,3 +302,19 @@ def test_parameters_are_checked_before_the_model_loads(tmp_path, monkeypatch, ca
         argv += ["--out", str(tmp_path / "out")]
     assert main(argv) == 2
     assert message in capsys.readouterr().err
+
+
+def test_an_empty_raw_pool_says_why(tmp_path, pool, capsys):
+    import gzip
+
+    target, _ = pool
+    raw = _write_jsonl(tmp_path / "bodies.jsonl", [{"body": f"document {i}"} for i in range(10)])
+    out = str(tmp_path / "s.jsonl")
+    assert main(["data", "select", "--target", str(target), "--raw", str(raw), "-k", "2", "--out", out,
+                 "--n-jobs", "1", "--quiet"]) == 2
+    assert "10 records have no text field 'text' (fields seen: body); pass --text-field" in capsys.readouterr().err
+    damaged = tmp_path / "damaged.jsonl.gz"
+    damaged.write_bytes(gzip.compress(b'{"text": "a document"}\n' * 50)[:25])
+    assert main(["data", "select", "--target", str(target), "--raw", str(damaged), "-k", "2", "--out", out,
+                 "--n-jobs", "1", "--quiet", "--on-error", "skip"]) == 2
+    assert "damaged.jsonl.gz is damaged after line 0" in capsys.readouterr().err

@@ -83,9 +83,9 @@ class Scores:
                 )
             duplicate = first_duplicate(ids)
             if duplicate is not None:
-                from salience.exceptions import IdMismatchError
+                from salience.exceptions import DuplicateIdError
 
-                raise IdMismatchError(f"Scores ids must be distinct; {duplicate!r} appears more than once. Combine "
+                raise DuplicateIdError(f"Scores ids must be distinct; {duplicate!r} appears more than once. Combine "
                                       "its scores first (salience.core.aggregate), or give each item its own id.")
         self.values = arr
         self.ids = ids

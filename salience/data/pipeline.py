@@ -216,9 +216,15 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
 
         # pass 2: scores from the cached n-grams, shard by shard on the executor
         clock = time.perf_counter()
+        documents = missing_text = unreadable = 0
         for shard_file, _ in shard_files:
             with np.load(shard_file) as shard:
                 resampler.add_raw_counts(shard["counts"])
+                documents += len(shard["tokens"])
+                missing_text += int(shard["missing"])
+                unreadable += int(shard["errors"])
+        if not documents:
+            raise InputFormatError(_empty_pool(raw, text_field, missing_text, unreadable, losses))
         scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
         parts = runner.map(_score_job, [(str(f), scorer, min_tokens, rules, bool(group_field)) for f, _ in shard_files])
         # per document in memory: a float64 score (-inf when too short), its place in its shard and
@@ -343,6 +349,25 @@ class _ClassifierScore:
 
     def __call__(self, shard) -> np.ndarray:
         return self.clf.score_parts(shard["bucket"].astype(np.int64), shard["part_counts"])
+
+
+def _empty_pool(raw: list[Path], text_field: str, missing: int, unreadable: int, losses: list[Loss]) -> str:
+    """Why the raw pool holds no document to select, named."""
+    names = ", ".join(map(str, raw[:3])) + (", ..." if len(raw) > 3 else "")
+    reasons = []
+    if missing:
+        fields: set = set()
+        for shard in iter_shards(raw[:1]):
+            fields.update(k for r in records(shard) if isinstance(r, dict) for k in r)
+            break
+        reasons.append(f"{missing} records have no text field {text_field!r} (fields seen: "
+                       f"{', '.join(sorted(map(str, fields))[:10]) or 'none'}); pass --text-field naming it")
+    if unreadable:
+        reasons.append(f"{unreadable} records were unreadable and skipped")
+    for loss in losses:
+        reasons.append(f"{loss.path} is damaged after line {loss.after_line} ({loss.reason})")
+    return (f"the raw pool ({names}) has no document to select: "
+            + ("; ".join(reasons) if reasons else "the files hold no records") + ".")
 
 
 def _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs):

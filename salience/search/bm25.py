@@ -25,6 +25,7 @@ from salience.parallel import progress_bar
 from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import (
+    DuplicateIdError,
     IdMismatchError,
     InvalidParameterError,
     NotFittedError,
@@ -350,7 +351,9 @@ class BM25(Scorer):
         seen: set[str] = set()
         for doc in docs:
             if doc.id in seen or doc.id in self._pos:
-                raise IdMismatchError(f"duplicate document id {doc.id!r}; every document needs a unique id.")
+                raise DuplicateIdError(f"{doc.origin or 'a document'}: document id {doc.id!r} is "
+                                       + ("already in the index" if doc.id in self._pos else "given twice")
+                                       + "; every document needs a unique id.")
             seen.add(doc.id)
         n_new = len(docs)
         rows, cols, weights = [], [], []

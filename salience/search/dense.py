@@ -41,8 +41,8 @@ import numpy as np
 from salience.core.base import Scorer, register
 from salience.core.checks import check_n_jobs
 from salience.core.scores import Scores
-from salience.exceptions import (CorruptIndexError, IdMismatchError, InvalidParameterError, NotFittedError, ShapeError,
-                                  WorkerError)
+from salience.exceptions import (CorruptIndexError, DuplicateIdError, IdMismatchError, InvalidParameterError,
+                                  NotFittedError, ShapeError, WorkerError)
 from salience.search.filters import MetadataColumns
 from salience.search.sources import Document, read_documents
 
@@ -184,6 +184,12 @@ class Dense(Scorer):
                 self._encode = self.encoder
         return self._encode
 
+    def warm_up(self) -> "Dense":
+        """Load the encoder now (a model loads for seconds) rather than at the first query: a
+        service calls it before it reports ready."""
+        self._vectors(["warm up"], what="queries")
+        return self
+
     def _vectors(self, texts: list[str], progress=None, what: str = "texts", n_jobs: int = 1,
                  executor: str = "local") -> np.ndarray:
         if n_jobs > 1 or executor != "local":
@@ -280,7 +286,9 @@ class Dense(Scorer):
         seen: set[str] = set()
         for doc in docs:
             if doc.id in seen or doc.id in self._pos:
-                raise IdMismatchError(f"duplicate document id {doc.id!r}; every document needs a unique id.")
+                raise DuplicateIdError(f"{doc.origin or 'a document'}: document id {doc.id!r} is "
+                                       + ("already in the index" if doc.id in self._pos else "given twice")
+                                       + "; every document needs a unique id.")
             seen.add(doc.id)
         with progress_bar(len(docs), "encoding", show_progress, unit="doc") as bar:
             vectors = self._vectors([self._text(d) for d in docs], bar, "documents", n_jobs, executor)

@@ -27,6 +27,7 @@ class Document:
     id: str
     fields: dict[str, str]
     metadata: dict[str, Any] = field(default_factory=dict)
+    origin: str | None = field(default=None, compare=False)  # "file:line", or the position given, for errors
 
 
 def resolve_corpus_path(source: str | os.PathLike) -> Path:
@@ -67,7 +68,7 @@ def _record_to_document(record: Mapping, fields: tuple[str, ...], where: str, po
     nested = record.get("metadata")
     if nested and isinstance(nested, Mapping):
         metadata.update(nested)
-    return Document(doc_id, values, metadata)
+    return Document(doc_id, values, metadata, where)
 
 
 def iter_documents(

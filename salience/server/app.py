@@ -24,7 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from salience.exceptions import IdMismatchError, InvalidParameterError, MissingDependencyError, SalienceError
+from salience.exceptions import (DuplicateIdError, IdMismatchError, InvalidParameterError, MissingDependencyError,
+                                 SalienceError)
 
 __all__ = ["Limits", "ServedIndex", "create_app", "read_api_key"]
 
@@ -91,6 +92,8 @@ class ServedIndex:
         sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
         # (committed index, generation), replaced as one object so a reader takes both at once
         self.snapshot = (self._load(), 0)
+        if self.kind == "dense":  # its encoder loads now, before the service reports ready
+            self.reader.warm_up()
         self._sweep_inside()
         self.lock = threading.Lock()
         self._writer = None  # a copy with changes not yet committed (add/delete with commit=false)
@@ -181,7 +184,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
     """The FastAPI application serving ``indexes`` (folders of saved indexes)."""
     _require_fastapi()
     import orjson
-    from fastapi import FastAPI, Request
+    from fastapi import Depends, FastAPI, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.responses import FileResponse, JSONResponse, Response
     from fastapi.staticfiles import StaticFiles
@@ -206,6 +209,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         from salience.search.lm_judges import EncoderJudge
 
         encoder_judge = EncoderJudge()
+        encoder_judge.scores("warm", ["up"])  # the model loads now, before the service reports ready
 
     app = FastAPI(title="salience", version=_version(), description="Search, rank and find what matters.")
     app.state.indexes, app.state.limits = served, limits
@@ -232,12 +236,17 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
     @app.exception_handler(SalienceError)
     async def _salience_error(request, err: SalienceError):
+        if isinstance(err, DuplicateIdError):
+            return error(409, "duplicate_id", str(err).strip("\"'"), "id")
         if isinstance(err, IdMismatchError):
             return error(404, "unknown_id", str(err).strip("\"'"), "id")
         return error(400, "invalid_input", str(err))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request, err: StarletteHTTPException):
+        if err.status_code == 400:  # the only 400 starlette raises: a body it could not parse
+            return error(400, "invalid_json", "the request body is not valid JSON (UTF-8, nested at most as deep as "
+                         "a JSON parser allows).")
         codes = {404: "not_found", 405: "method_not_allowed"}
         return error(err.status_code, codes.get(err.status_code, "http_error"), str(err.detail))
 
@@ -280,6 +289,8 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
                            field)
 
     def check_key(request: Request) -> None:
+        """Route dependency of the writes: FastAPI runs it before it validates the body, so a
+        request without the key is told so (401) whatever its body."""
         if api_key is None:
             raise APIError(403, "writes_disabled", "this service was started without --api-key-file: writes are off.")
         given = request.headers.get("x-api-key")
@@ -461,9 +472,8 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         return await run(answer)
 
     # -- write endpoints (API key) ----------------------------------------------------------------
-    @app.post("/indexes/{name}/documents")
-    async def add_documents(name: str, body: AddRequest, request: Request):
-        check_key(request)
+    @app.post("/indexes/{name}/documents", dependencies=[Depends(check_key)])
+    async def add_documents(name: str, body: AddRequest):
         handle = index_named(name)
         within("documents", body.documents, limits.max_batch)
         documents = [d.model_dump() for d in body.documents]
@@ -476,9 +486,8 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
         return await run(lambda: handle.write(change, commit=body.commit))
 
-    @app.post("/indexes/{name}/delete")
-    async def delete_documents(name: str, body: DeleteRequest, request: Request):
-        check_key(request)
+    @app.post("/indexes/{name}/delete", dependencies=[Depends(check_key)])
+    async def delete_documents(name: str, body: DeleteRequest):
         handle = index_named(name)
         within("ids", body.ids, limits.max_batch)
 
@@ -488,15 +497,13 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
         return await run(lambda: handle.write(change, commit=body.commit))
 
-    @app.post("/indexes/{name}/commit")
-    async def commit(name: str, request: Request):
-        check_key(request)
+    @app.post("/indexes/{name}/commit", dependencies=[Depends(check_key)])
+    async def commit(name: str):
         handle = index_named(name)
         return await run(handle.commit)
 
-    @app.post("/indexes/{name}/merge")
-    async def merge(name: str, request: Request):
-        check_key(request)
+    @app.post("/indexes/{name}/merge", dependencies=[Depends(check_key)])
+    async def merge(name: str):
         handle = index_named(name)
         return await run(handle.merge)
 
@@ -517,27 +524,33 @@ class _BodyLimit:
         if declared is not None and (not declared.isdigit() or int(declared) > self.limit):
             return await self._refuse(send)
         seen = 0
-        started = False
+        over = refused = started = False
 
         async def counting_receive():
-            nonlocal seen
+            nonlocal seen, over
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > self.limit:
+                    over = True
                     raise _TooLarge
             return message
 
-        async def tracking_send(message):
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
+        async def refusing_send(message):
+            # the app may catch the error while it parses the body and answer 400 of its own:
+            # a body over the limit is answered 413 whatever the app would have said
+            nonlocal refused, started
+            if not over or started:  # an answer already begun goes on as it is
+                started = started or message["type"] == "http.response.start"
+                await send(message)
+            elif not refused:
+                refused = True
+                await self._refuse(send)
 
         try:
-            await self.app(scope, counting_receive, tracking_send)
+            await self.app(scope, counting_receive, refusing_send)
         except _TooLarge:
-            if not started:
+            if not refused and not started:
                 await self._refuse(send)
 
     async def _refuse(self, send):

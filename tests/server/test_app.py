@@ -238,3 +238,55 @@ def test_limits_and_keys_are_validated(tmp_path):
     with pytest.raises(InvalidParameterError, match="cannot be read"):
         read_api_key(tmp_path / "absent")
     assert json.loads(json.dumps(Limits().__dict__))["max_k"] == 1000
+
+
+def test_the_campaigns_http_cases_get_their_own_codes(client, index_dir):
+    """Issue 25: a duplicate id is a conflict, a body that is not JSON is invalid_json however it
+    fails, a streamed body over the limit is 413, and a write without a key is 401 whatever its body."""
+    body = {"documents": [{"id": "cats", "text": "again"}]}
+    error = _error(client.post("/indexes/pets/documents", headers=AUTH, json=body), 409, "duplicate_id", "id")
+    assert "already in the index" in error["message"]
+    twice = {"documents": [{"id": "owl", "text": "a"}, {"id": "owl", "text": "b"}]}
+    _error(client.post("/indexes/pets/documents", headers=AUTH, json=twice), 409, "duplicate_id")
+    assert BM25.load(index_dir).n_docs == 5
+    search = "/indexes/pets/search"
+    deep = b"[" * 5000 + b"]" * 5000
+    for payload in (b'{"query": "caf\xe9"}', deep):
+        _error(client.post(search, content=payload, headers={"Content-Type": "application/json"}), 400,
+               "invalid_json")
+
+    def chunks():
+        for _ in range(30):
+            yield b" " * 1000  # no Content-Length: the limit is met as the body streams in
+
+    _error(client.post(search, content=chunks(), headers={"Content-Type": "application/json"}), 413,
+           "body_too_large")
+    for path, payload in (("/indexes/pets/documents", {"documents": "not a list"}),
+                          ("/indexes/pets/delete", {"nope": 1})):
+        _error(client.post(path, json=payload), 401, "missing_api_key")
+
+
+def test_a_dense_index_is_ready_when_health_says_so(tmp_path):
+    from salience.search import Dense
+
+    calls = []
+
+    def bag(texts):
+        calls.append(len(texts))
+        return [[len(t), t.count("a") + 1.0] for t in texts]
+
+    bag.name = "bag2"
+    Dense(encoder=bag, encoder_name="bag2").index(DOCS).save(tmp_path / "dense")
+    import salience.search.dense as dense_module
+
+    original = dense_module.Dense.load
+
+    def load(path, **kwargs):
+        return original(path, encoder=bag, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dense_module.Dense, "load", staticmethod(load))
+        calls.clear()
+        app = create_app([tmp_path / "dense"])
+    assert calls == [1]  # the encoder ran once before the app existed: loaded, not at the first query
+    assert TestClient(app).get("/health").json()["status"] == "ok"
