@@ -318,3 +318,23 @@ def test_an_empty_raw_pool_says_why(tmp_path, pool, capsys):
     assert main(["data", "select", "--target", str(target), "--raw", str(damaged), "-k", "2", "--out", out,
                  "--n-jobs", "1", "--quiet", "--on-error", "skip"]) == 2
     assert "damaged.jsonl.gz is damaged after line 0" in capsys.readouterr().err
+
+
+def test_filters_that_can_only_match_nothing_are_refused():
+    index = BM25().index([{"_id": "a", "text": "heat", "year": 1990}, {"_id": "b", "text": "heat", "venue": "JFM"}])
+    assert index.search("heat", where={"year": {"<": 2000}}).ids == ["a"]
+    assert index.search("heat", where={"venue": {"!=": "AIAA"}}).ids == ["a", "b"]  # absent: != holds
+    for where, message in (({"year": {">": float("nan")}}, "NaN matches nothing"),
+                           ({"yeer": 1990}, "no document has this field"),
+                           ({"year": "1990"}, "holds no strings"),
+                           ({"venue": {">=": 3}}, "holds no numbers"),
+                           ({"year": {"in": [1990, float("nan")]}}, "NaN")):
+        with pytest.raises(InvalidParameterError, match=message):
+            index.search("heat", where=where)
+
+
+def test_a_selection_output_is_named_for_what_it_holds(tmp_path, pool, capsys):
+    target, raw = pool
+    assert main(["data", "select", "--target", str(target), "--raw", str(raw), "-k", "2", "--out",
+                 str(tmp_path / "x.csv"), "--n-jobs", "1", "--quiet"]) == 2
+    assert "ends in .jsonl" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()

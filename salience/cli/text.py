@@ -28,7 +28,7 @@ def _cmd_keywords_extract(args) -> int:
     text = _nonempty_text(args)
     phrases = extract_keyphrases(text, k=args.k, **_keyword_options(args))
     emit(args, {"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
-         "\n".join(f"{value:10.4f}  {phrase}" for phrase, value in phrases))
+         _phrase_lines(args.method, phrases))
     return 0
 
 
@@ -62,6 +62,16 @@ def _nonempty_text(args) -> str:
         where = "standard input" if args.file == "-" else args.file
         raise InvalidParameterError(f"{where} is empty (or only white space): there is no text to read.")
     return text
+
+
+def _phrase_lines(method: str, phrases) -> str:
+    """Keyphrases best first with their scores: four significant digits, never ``-0.0000``.
+    YAKE's score S(kw) is lower-is-better; salience ranks by its negation (every method's scores
+    are higher-is-better), so a header says what the numbers are."""
+    note = "-S(kw), YAKE's score negated: higher is better" if method == "yake" else "higher is better"
+    lines = [f"{'score':>10}  keyphrase ({note})"]
+    lines += [f"{value + 0.0:10.4g}  {phrase}" for phrase, value in phrases]  # + 0.0: no negative zero
+    return "\n".join(lines)
 
 
 def _keywords_of_records(args) -> int:

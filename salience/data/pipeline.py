@@ -137,6 +137,9 @@ def is_selection_output(path: Path) -> bool:
 def check_selection_outputs(out: str | Path, inputs: Sequence[Path]) -> Path:
     """``out`` and the report beside it: each new, or the command's own earlier output; never an
     input. Returns ``out`` resolved."""
+    if not str(out).endswith((".jsonl", ".jsonl.gz")):
+        raise InvalidParameterError(f"--out {out}: the output is JSON lines, so its name ends in .jsonl (or .jsonl.gz "
+                                    "to compress it); another suffix would misname the file.")
     out = check_output_path(out, inputs, what="output", is_own=is_selection_output)
     check_output_path(report_path(out), inputs, what="output", is_own=is_selection_report, option="the report")
     return out

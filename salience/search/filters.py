@@ -68,6 +68,7 @@ class MetadataColumns:
         present, numeric, objects = self._column(name)
         if op == "exists":
             return present if operand else ~present
+        self._check_operand(name, op, operand, present, numeric, objects)
         if op in (">", ">=", "<", "<="):
             if not _is_number(operand):
                 if isinstance(operand, str):
@@ -86,6 +87,31 @@ class MetadataColumns:
             return hit if op == "in" else ~hit
         eq = self._equal(present, numeric, objects, operand)
         return eq if op == "==" else ~eq
+
+    @staticmethod
+    def _check_operand(name: str, op: str, operand: Any, present, numeric, objects) -> None:
+        """Refuse a condition that could only match nothing: a NaN bound (it compares false with
+        everything), a field no document has, or a bound of another type than every value of
+        the field (a number against strings: ``"1995" > 2000`` is never true)."""
+        operands = list(operand) if op in ("in", "not in") and isinstance(operand, (list, tuple, set, frozenset)) \
+            else [operand]
+        if any(isinstance(v, float) and np.isnan(v) for v in operands):
+            raise InvalidParameterError(f"filter {name!r} {op} NaN matches nothing (NaN compares false with every "
+                                        "value); give a number.")
+        if op in ("!=", "not in") or not len(present):
+            return
+        if not present.any():
+            raise InvalidParameterError(f"filter on {name!r}: no document has this field, so {op} matches nothing "
+                                        "(check its spelling).")
+        has_numbers = bool(np.isfinite(numeric[present]).any()) or bool(np.isinf(numeric[present]).any())
+        example = next(v for v in objects[present])
+        for value in operands:
+            if _is_number(value) and not has_numbers:
+                raise InvalidParameterError(f"filter {name!r} {op} {value!r}: the field holds no numbers (e.g. "
+                                            f"{example!r}); compare it with a value of its type.")
+            if isinstance(value, str) and not any(isinstance(v, str) for v in objects[present]):
+                raise InvalidParameterError(f"filter {name!r} {op} {value!r}: the field holds no strings (e.g. "
+                                            f"{example!r}); compare it with a value of its type.")
 
     @staticmethod
     def _equal(present, numeric, objects, value) -> np.ndarray:
