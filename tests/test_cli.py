@@ -79,7 +79,7 @@ def test_evaluate_json_counts_unjudged_queries(tmp_path, capsys):
     (root / "qrels.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
     assert main(["search", "evaluate", str(root), "--metrics", "ndcg@10,recall@100", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["queries"] == 2 and result["queries_skipped_unjudged"] == 1 and result["queries_evaluated"] == 1
+    assert result["queries"] == 2 and result["skipped_unjudged"] == 1 and result["evaluated"] == 1
     assert result["ndcg@10"] == 1.0 and result["docs"] == 9
     assert {"index_seconds", "queries_per_second"} <= set(result)
 

@@ -313,6 +313,7 @@ def test_an_empty_raw_pool_says_why(tmp_path, pool, capsys):
     assert main(["data", "select", "--target", str(target), "--raw", str(raw), "-k", "2", "--out", out,
                  "--n-jobs", "1", "--quiet"]) == 2
     assert "10 records have no text field 'text' (fields seen: body); pass --text-field" in capsys.readouterr().err
+    assert not (tmp_path / "s.jsonl.work").exists()  # a failed run leaves no shard cache behind
     damaged = tmp_path / "damaged.jsonl.gz"
     damaged.write_bytes(gzip.compress(b'{"text": "a document"}\n' * 50)[:25])
     assert main(["data", "select", "--target", str(target), "--raw", str(damaged), "-k", "2", "--out", out,
@@ -338,3 +339,38 @@ def test_a_selection_output_is_named_for_what_it_holds(tmp_path, pool, capsys):
     assert main(["data", "select", "--target", str(target), "--raw", str(raw), "-k", "2", "--out",
                  str(tmp_path / "x.csv"), "--n-jobs", "1", "--quiet"]) == 2
     assert "ends in .jsonl" in capsys.readouterr().err and not (tmp_path / "x.csv").exists()
+
+
+def test_written_files_and_folders_follow_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        path = tmp_path / "ix"
+        index = BM25().index([{"_id": "a", "text": "heat"}]).save(path)
+        index.add([{"_id": "b", "text": "lift"}]).commit()
+        for entry in [path, *path.rglob("*")]:
+            expected = 0o755 if entry.is_dir() else 0o644
+            assert entry.stat().st_mode & 0o777 == expected, entry
+        (path / "manifest.json").chmod(0o640)  # a mode the user chose is kept by the next commit
+        index.delete(["a"]).commit()
+        assert (path / "manifest.json").stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
+
+
+def test_every_option_and_argument_has_help_text():
+    import argparse
+
+    from salience.cli import build_parser
+
+    missing = []
+
+    def walk(parser, path):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    walk(sub, f"{path} {name}")
+            elif not isinstance(action, argparse._HelpAction) and not action.help and action.help != argparse.SUPPRESS:
+                missing.append(f"{path} {'/'.join(action.option_strings) or action.dest}")
+
+    walk(build_parser(), "salience")
+    assert not missing, "options without help text:\n" + "\n".join(missing)

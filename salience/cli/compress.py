@@ -163,7 +163,9 @@ def add_commands(domains) -> None:
 
     p = commands.add_parser("prune", help="zero the least important weights of the decoder's linear layers")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--method", choices=PRUNE_CHOICES, default="wanda")
+    p.add_argument("--method", choices=PRUNE_CHOICES, default="wanda",
+                   help="weight importance: |W| x input norm (wanda, default), |W| (magnitude), LAMP, Taylor "
+                        "(|W x gradient|) or SparseGPT's reconstruction")
     p.add_argument("--sparsity", type=float, default=0.5, help="fraction of weights removed, in [0, 1) (default 0.5)")
     p.add_argument("--pattern", default=None, help="N:M semi-structured sparsity, e.g. 2:4 (instead of --sparsity)")
     p.add_argument("--group", choices=("row", "layer", "global"), default=None,
@@ -197,7 +199,8 @@ def add_commands(domains) -> None:
     p = commands.add_parser("structured", help="remove the least important FFN channels or attention heads "
                                                 "(physically)")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--unit", choices=("ffn_channels", "attention_heads"), default="ffn_channels")
+    p.add_argument("--unit", choices=("ffn_channels", "attention_heads"), default="ffn_channels",
+                   help="what is removed: MLP channels (default) or attention heads (key/value groups)")
     p.add_argument("--fraction", type=float, required=True, help="fraction of each layer's units removed, in [0, 1)")
     p.add_argument("--criterion", choices=("magnitude", "taylor", "output"), default="magnitude",
                    help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
@@ -230,7 +233,7 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_kv_eval)
 
     p = commands.add_parser("eval", help="perplexity on fixed, non-overlapping windows of a text file")
-    p.add_argument("model")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
     p.add_argument("--data", required=True, help="evaluation text file")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
     p.add_argument("--windows", type=positive_int, default=None, help="at most this many windows (default all)")

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from pathlib import Path
 
 from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, method_option, positive_float,
                                   positive_int, show_progress)
@@ -29,10 +31,34 @@ def _warn_losses(args, report) -> None:
               "lines decoded from the damaged part are counted in skipped_errors.", file=sys.stderr)
 
 
+@contextlib.contextmanager
+def _work_folder_of_failed_runs_removed(work: Path):
+    """A run that fails on its input (an error it cannot resume from) removes the shard cache
+    it created; an interruption or a dead worker keeps it, for the rerun to resume from."""
+    from salience.exceptions import SalienceError, WorkerError
+    from salience.io.shards import remove_work_dir
+
+    existed = work.exists()
+    try:
+        yield
+    except SalienceError as err:
+        if not existed and not isinstance(err, WorkerError) and work.is_dir():
+            remove_work_dir(work)
+        raise
+
+
 def _cmd_select(args) -> int:
+    with _work_folder_of_failed_runs_removed(Path(args.work_dir or args.out + ".work")):
+        report = _select(args)
+    _warn_losses(args, report)
+    emit(args, report.to_dict())
+    return 0
+
+
+def _select(args):
     from salience.data import HashedNgrams, select_documents
 
-    report = select_documents(args.target, args.raw, args.out, k=args.k, method=args.method, sampling=args.sampling,
+    return select_documents(args.target, args.raw, args.out, k=args.k, method=args.method, sampling=args.sampling,
                               seed=args.seed, text_field=args.text_field, label_field=args.label_field,
                               quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
                               features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
@@ -40,17 +66,15 @@ def _cmd_select(args) -> int:
                               shard_bytes=max(1, round(args.shard_mb * (1 << 20))), work_dir=args.work_dir,
                               keep_work=args.keep_work, strict=args.strict, on_error=args.on_error,
                               show_progress=show_progress(args))
-    _warn_losses(args, report)
-    emit(args, report.to_dict())
-    return 0
 
 
 def _cmd_dedup(args) -> int:
     from salience.data.dedup import dedup_files
 
-    report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
-                         text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor, strict=args.strict,
-                         on_error=args.on_error, show_progress=show_progress(args))
+    with _work_folder_of_failed_runs_removed(Path(args.out + ".work")):
+        report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
+                             text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
+                             strict=args.strict, on_error=args.on_error, show_progress=show_progress(args))
     _warn_losses(args, report)
     emit(args, report.to_dict())
     return 0
@@ -83,19 +107,24 @@ def add_commands(domains) -> None:
                    help="selected documents (.jsonl or .jsonl.gz), each with a salience_score field; OUT.report.json "
                         "beside it. Refused when it exists and is not an earlier selection, or is an input")
     method_option(p, "--method", "data", "dsir", "data method")
-    p.add_argument("--sampling", default="gumbel", choices=SAMPLING)
-    p.add_argument("--text-field", default="text")
+    p.add_argument("--sampling", default="gumbel", choices=SAMPLING,
+                   help="gumbel: sample without replacement by importance weight (default, as DSIR); topk: the k "
+                        "highest weights; replacement: k draws with replacement")
+    p.add_argument("--text-field", default="text", help="the records' text field (default text)")
     p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
     p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
     p.add_argument("--filter", action="append", default=[], dest="filters", metavar="STAT>=X",
                    help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "
                         "line_count, e.g. 'alpha_ratio>=0.7' (repeatable)")
-    p.add_argument("--buckets", type=positive_int, default=10_000)
+    p.add_argument("--buckets", type=positive_int, default=10_000,
+                   help="hashed n-gram features (default 10,000, as DSIR)")
     p.add_argument("--orders", default="1,2", help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
     p.add_argument("--length-normalize", action="store_true", help="divide DSIR's log weight by the n-gram count")
     add_n_jobs(p, default=2)
     p.add_argument("--shard-mb", type=positive_float, default=8.0, help="shard size in MB of text (default 8)")
-    p.add_argument("--executor", default="local", choices=EXECUTORS)
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="where the shard jobs run: local processes (default) or Ray (pip install 'salience[ray]'; "
+                        "RAY_ADDRESS names a cluster)")
     p.add_argument("--quota-field", default=None, help="select per value of this field, in the target's proportions")
     p.add_argument("--keep-work", action="store_true", help="keep the shard cache after a successful run")
     p.add_argument("--work-dir", default=None, help="shard cache (default OUT.work); a rerun skips finished shards")
@@ -111,9 +140,10 @@ def add_commands(domains) -> None:
     p.add_argument("--near", action="store_true", help="also drop near duplicates (MinHash LSH)")
     p.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity of word 5-grams (default 0.8)")
     p.add_argument("--num-perm", type=int, default=128, help="MinHash functions (default 128)")
-    p.add_argument("--text-field", default="text")
+    p.add_argument("--text-field", default="text", help="the records' text field (default text)")
     add_n_jobs(p, default=2)
-    p.add_argument("--executor", default="local", choices=EXECUTORS)
+    p.add_argument("--executor", default="local", choices=EXECUTORS,
+                   help="where the shard jobs run: local processes (default) or Ray (pip install 'salience[ray]')")
     p.add_argument("--strict", action="store_true", help="a record without the text field is an error, not skipped")
     add_on_error(p)
     add_output_options(p)
@@ -121,12 +151,12 @@ def add_commands(domains) -> None:
 
     p = commands.add_parser("report", help="precision, recall and KL reduction of a selection")
     p.add_argument("selected", help="the selected documents (jsonl or jsonl.gz)")
-    p.add_argument("--target", nargs="+", required=True)
-    p.add_argument("--raw", nargs="+", required=True)
+    p.add_argument("--target", nargs="+", required=True, help="the target sample the selection was made for")
+    p.add_argument("--raw", nargs="+", required=True, help="the raw pool the selection was made from")
     p.add_argument("--label-field", default=None, help="field holding each document's domain")
     p.add_argument("--target-label", default=None, help="the target's value of --label-field")
-    p.add_argument("--text-field", default="text")
-    p.add_argument("--buckets", type=positive_int, default=10_000)
+    p.add_argument("--text-field", default="text", help="the records' text field (default text)")
+    p.add_argument("--buckets", type=positive_int, default=10_000, help="hashed n-gram features (default 10,000)")
     p.add_argument("--min-tokens", type=int, default=0, help="raw documents shorter than this are not in the pool")
     add_output_options(p)
     p.set_defaults(func=_cmd_report)

@@ -123,7 +123,7 @@ def add_commands(domains) -> None:
     p = commands.add_parser("search", help="why a document ranks for a query: BM25's exact term contributions, "
                                            "cross-checked by attributing the document's words")
     p.add_argument("index", help="index folder (salience search index)")
-    p.add_argument("query")
+    p.add_argument("query", help="the query whose results are explained")
     p.add_argument("--doc", required=True, help="the document id")
     p.add_argument("--field", default=None, help="attribute this field's words only (default: all stored fields)")
     common(p, METHODS, "kernel_shap")

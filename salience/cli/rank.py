@@ -94,9 +94,11 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_fuse)
 
     p = commands.add_parser("evaluate", help="score a TREC run against qrels (BEIR qrels.tsv or TREC qrels)")
-    p.add_argument("qrels")
-    p.add_argument("run")
-    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000,mrr@10")
+    p.add_argument("qrels", help="judgments: BEIR qrels.tsv or TREC qrels")
+    p.add_argument("run", help="TREC run file (qid Q0 docid rank score tag)")
+    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000,mrr@10",
+                   help="comma-separated metrics with cut-offs: ndcg, recall, map, mrr, precision (default "
+                        "ndcg@10,recall@100,map@1000,mrr@10)")
     p.add_argument("--unranked", default="zero", choices=("zero", "skip"),
                    help="judged subjects the run does not rank: count them as 0 (default) or skip them (trec_eval)")
     add_on_error(p)

@@ -184,13 +184,12 @@ def _cmd_evaluate(args) -> int:
     qrels_path = dataset / "qrels.tsv"
     if not qrels_path.is_file() and (dataset / "qrels").is_dir():
         qrels_path = next(iter(sorted((dataset / "qrels").glob("test.tsv"))), qrels_path)
-    qrels = Qrels.read(qrels_path)
+    qrels = Qrels.read(qrels_path, on_error=args.on_error)
     queries = read_queries(dataset / "queries.jsonl", on_error=args.on_error)
     judged = {q: text for q, text in queries.items() if q in qrels}
     engine = _make_engine(args)
     start = time.perf_counter()
     engine.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
-    index_seconds = time.perf_counter() - start
     searcher = engine
     if args.hybrid_eval:
         from salience.search import Dense
@@ -198,6 +197,7 @@ def _cmd_evaluate(args) -> int:
         dense = Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend)
         dense.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
         searcher = _hybrid(engine, dense, args)
+    index_seconds = time.perf_counter() - start  # both indexes of a hybrid, the encoding included
     from salience.core.run import Run
 
     if not args.hybrid_eval and not args.dense:
@@ -215,8 +215,8 @@ def _cmd_evaluate(args) -> int:
         **report.means,
         "docs": engine.n_docs,
         "queries": len(queries),
-        "queries_evaluated": report.evaluated,
-        "queries_skipped_unjudged": len(queries) - len(judged),
+        "evaluated": report.evaluated,  # the names rank evaluate uses
+        "skipped_unjudged": len(queries) - len(judged),
         "judged_queries_missing": sum(1 for q in qrels if q not in queries),
         "index_seconds": round(index_seconds, 4),
         "queries_per_second": round(len(judged) / search_seconds, 1) if search_seconds > 0 else None,
@@ -347,7 +347,8 @@ def add_commands(domains) -> None:
     commands = search.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("index", help="index a jsonl / jsonl.gz file or a BEIR folder")
-    p.add_argument("source")
+    p.add_argument("source", help="documents: a jsonl or jsonl.gz file (one record with an id and text fields a "
+                                  "line) or a BEIR folder holding corpus.jsonl")
     p.add_argument("--out", required=True, help="index folder to write: new, empty, or an earlier index (replaced atomically)")
     _add_engine_options(p)
     _add_dense_options(p, hybrid=False)
@@ -357,8 +358,8 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_index)
 
     p = commands.add_parser("query", help="search a saved index")
-    p.add_argument("index")
-    p.add_argument("query")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("query", help="the query text")
     p.add_argument("-k", type=positive_int, default=10, help="number of results (default 10)")
     p.add_argument("--explain", action="store_true", help="per-term contributions of each result")
     p.add_argument("--where", default=None, help='metadata filter as JSON, e.g. \'{"year": {">=": 2010}}\'')
@@ -369,8 +370,10 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_query)
 
     p = commands.add_parser("evaluate", help="index a BEIR folder, run its queries, score against qrels.tsv")
-    p.add_argument("dataset")
-    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000")
+    p.add_argument("dataset", help="BEIR folder: corpus.jsonl, queries.jsonl and qrels.tsv (or qrels/test.tsv)")
+    p.add_argument("--metrics", default="ndcg@10,recall@100,map@1000",
+                   help="comma-separated metrics with cut-offs: ndcg, recall, map, mrr, precision (default "
+                        "ndcg@10,recall@100,map@1000)")
     p.add_argument("-k", type=positive_int, default=None, help="retrieval depth (default: the largest metric cut-off)")
     _add_engine_options(p)
     _add_dense_options(p, hybrid=False)
@@ -383,22 +386,22 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_evaluate)
 
     p = commands.add_parser("add", help="add documents to a saved index as a new segment")
-    p.add_argument("index")
-    p.add_argument("source")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("source", help="documents to add: a jsonl or jsonl.gz file or a BEIR folder")
     _add_parallel_options(p)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_add)
 
     p = commands.add_parser("delete", help="delete documents from a saved index by id")
-    p.add_argument("index")
-    p.add_argument("ids", nargs="+")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("ids", nargs="+", help="ids of the documents to delete")
     add_output_options(p)
     p.set_defaults(func=_cmd_delete)
 
     p = commands.add_parser("pack", help="choose retrieved passages for an LLM prompt under a token budget")
-    p.add_argument("index")
-    p.add_argument("query")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("query", help="the query text")
     p.add_argument("--tokens", type=positive_int, required=True, help="the prompt's token budget for passages")
     p.add_argument("--method", choices=("knapsack", "topk"), default="knapsack",
                    help="knapsack: the most expected relevance that fits (default); topk: rank order until full")
@@ -442,6 +445,6 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_rerank)
 
     p = commands.add_parser("merge", help="merge segments and drop deleted documents")
-    p.add_argument("index")
+    p.add_argument("index", help="index folder (salience search index)")
     add_output_options(p)
     p.set_defaults(func=_cmd_merge)

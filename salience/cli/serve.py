@@ -17,17 +17,18 @@ def add_commands(domains) -> None:
     p = domains.add_parser("serve", help="serve saved indexes over HTTP, with a web page (salience[server])")
     p.add_argument("indexes", nargs="*", metavar="INDEX_DIR", help="saved BM25 or dense index folders")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
-    p.add_argument("--port", type=int, default=8080)
+    p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument("--api-key-file", default=None, help="file whose first line is the key writes need; "
                    "without it the write endpoints are off")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from this origin (repeatable; CORS is off by default)")
     p.add_argument("--judge", choices=("index", "encoder"), default="index",
                    help="what /rerank scores posted passages with: the index's BM25 or all-MiniLM-L6-v2")
-    p.add_argument("--max-body-bytes", type=int, default=1 << 20)
-    p.add_argument("--max-k", type=int, default=1000)
-    p.add_argument("--max-query-chars", type=int, default=1000)
-    p.add_argument("--max-text-chars", type=int, default=100_000)
+    p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
+    p.add_argument("--max-k", type=int, default=1000, help="largest k a search may ask (default 1000)")
+    p.add_argument("--max-query-chars", type=int, default=1000, help="longest query (default 1000 characters)")
+    p.add_argument("--max-text-chars", type=int, default=100_000,
+                   help="longest text to score or document to add (default 100,000 characters)")
     p.add_argument("--max-batch", type=int, default=1000, help="documents per write, ids per delete or rerank")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may take")
     p.add_argument("--quiet", action="store_true", help="log warnings only")

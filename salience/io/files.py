@@ -44,12 +44,36 @@ def fsync_dir(path: str | Path) -> None:
             os.close(fd)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it where the system allows (a change would
+    race with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            return next(int(line.split()[1], 8) for line in fh if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError):
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return mask
+
+
+def usual_mode(path: str | Path, directory: bool = False) -> int:
+    """The mode a new file or folder gets from the umask (temporary files are made 0600 and
+    folders 0700; what is renamed into place must not stay so); an existing file keeps its own."""
+    with contextlib.suppress(OSError):
+        if not directory:
+            return os.stat(path).st_mode & 0o7777
+    return (0o777 if directory else 0o666) & ~_umask()
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` via a temporary file in the same folder, fsync, rename."""
+    """Write ``data`` to ``path`` via a temporary file in the same folder, fsync, rename. A new
+    file follows the umask; a replaced one keeps its mode."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    mode = usual_mode(path)
     fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path.name), suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
@@ -166,6 +190,7 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     sweep_stale_temporaries(path.parent, path.name)
     tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(path.name), suffix=".tmp", dir=path.parent))
     try:
+        os.chmod(tmp, usual_mode(tmp, directory=True))
         yield tmp
         for child in tmp.rglob("*"):
             if child.is_file():

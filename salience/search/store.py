@@ -163,7 +163,7 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
     return the deleted documents per segment, for the manifest that the caller then replaces
     atomically (the commit point). Leftovers of killed writers are swept first; ``on_disk``
     names the segments the current manifest lists (default: the named ones of ``segments``)."""
-    from salience.io.files import temporary_prefix
+    from salience.io.files import temporary_prefix, usual_mode
 
     if on_disk is None:
         on_disk = [s["name"] for s in segments if s.get("name")]
@@ -178,6 +178,7 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
             next_number += 1
             tmp = Path(tempfile.mkdtemp(prefix=temporary_prefix(name), suffix=".tmp", dir=path))
             try:
+                os.chmod(tmp, usual_mode(tmp, directory=True))
                 files = write(tmp, start, stop)
                 fsync_dir(tmp)
                 os.replace(tmp, path / name)
