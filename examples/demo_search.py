@@ -3,6 +3,9 @@
 Indexes every pydoc topic (``pydoc_data.topics``) and the docstrings of standard-library
 modules, classes and functions (read with ``ast``, nothing is imported), saves the index,
 reloads it, and answers three queries with per-term contributions.
+
+It leaves in ``demo-out/`` what the README's command-line examples read: the corpus
+(``stdlib.jsonl``), the saved index, two TREC runs of the queries and a text to summarise.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import ast
 import sys
 import sysconfig
-import tempfile
+import json
 import time
 from pathlib import Path
 
@@ -56,6 +59,22 @@ def stdlib_documents():
                                 yield {"_id": qual, "title": qual, "text": doc, "kind": "api"}
 
 
+def _write_example_inputs(out: Path, docs: list[dict], index: BM25) -> None:
+    """The files the README's command-line examples read."""
+    from pydoc_data.topics import topics
+
+    with open(out / "stdlib.jsonl", "w", encoding="utf-8") as fh:
+        for doc in docs:
+            fh.write(json.dumps(doc, ensure_ascii=False) + "\n")
+    # the language reference's section on exceptions, without its title and underline
+    (out / "article.txt").write_text(topics["exceptions"].split("*\n", 1)[-1].strip() + "\n", encoding="utf-8")
+    queries = dict(enumerate(QUERIES))
+    index.retrieve(queries, k=100).write_trec(out / "bm25.trec", tag="bm25")
+    BM25(variant="bm25+").index(docs).retrieve(queries, k=100).write_trec(out / "bm25plus.trec", tag="bm25plus")
+    print(f"wrote {out}/stdlib.jsonl, {out}/article.txt, {out}/bm25.trec and {out}/bm25plus.trec "
+          "(the README's command-line examples read them)\n")
+
+
 def main() -> int:
     start = time.perf_counter()
     docs = list({doc["_id"]: doc for doc in stdlib_documents()}.values())  # a property's getter and setter share a name
@@ -65,10 +84,12 @@ def main() -> int:
     index_seconds = time.perf_counter() - start
     print(f"Python {sys.version.split()[0]} standard library: {len(docs):,} documents read in {read_seconds:.1f}s, "
           f"indexed in {index_seconds:.2f}s ({len(index.vocabulary):,} terms)")
-    with tempfile.TemporaryDirectory() as tmp:
-        index.save(Path(tmp) / "stdlib-index")
-        index = BM25.load(Path(tmp) / "stdlib-index")
-        print(f"saved and reloaded from {tmp}/stdlib-index\n")
+    out = Path("demo-out")
+    out.mkdir(exist_ok=True)
+    index.save(out / "stdlib-index")
+    index = BM25.load(out / "stdlib-index")
+    print(f"saved and reloaded from {out}/stdlib-index\n")
+    _write_example_inputs(out, docs, index)
     for query in QUERIES:
         results = index.search(query, k=5)
         print(f"query: {query!r}")

@@ -48,3 +48,34 @@ def test_guide_examples_run(guide, tmp_path, monkeypatch):
                 [sys.executable, "-m", "salience", *argv[1:]], capture_output=True, text=True, env=_env()
             )
             assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+
+
+def test_readme_examples_run_on_what_the_demo_leaves(tmp_path):
+    """The README's examples name only files a newcomer has: the demo's outputs and the shared data."""
+    root = Path(__file__).resolve().parents[1]
+    shared = root.parent / "shared" / "data"
+    if not shared.is_dir():
+        pytest.skip("../shared/data is absent (CI always has it)")
+    demo = subprocess.run([sys.executable, str(root / "examples" / "demo_search.py")], cwd=tmp_path,
+                          capture_output=True, text=True, env=_env())
+    assert demo.returncode == 0, demo.stderr
+    (tmp_path / "work").mkdir()
+    os.symlink(shared.parent, tmp_path / "shared")  # ../shared seen from the work folder
+    os.symlink(tmp_path / "demo-out", tmp_path / "work" / "demo-out")
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    commands = [block for kind, block in BLOCK.findall(readme) if kind == "console"]
+    assert commands, "the README has no command-line examples"
+    ran = 0
+    for line in "\n".join(commands).replace("\\\n", " ").splitlines():
+        if not line.startswith("$ "):
+            continue
+        argv = shlex.split(line[2:])
+        assert argv[0] == ".venv/bin/salience", line
+        argv = argv[1:]
+        if argv[:2] == ["data", "select"]:
+            argv[argv.index("-k") + 1] = "50"  # the same command on a smaller selection
+        done = subprocess.run([sys.executable, "-m", "salience", *argv], capture_output=True, text=True,
+                              env=_env(), cwd=tmp_path / "work")
+        assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+        ran += 1
+    assert ran >= 8
