@@ -374,3 +374,15 @@ def test_every_option_and_argument_has_help_text():
 
     walk(build_parser(), "salience")
     assert not missing, "options without help text:\n" + "\n".join(missing)
+
+
+def test_mmr_selections_rank_in_the_order_they_were_chosen():
+    from salience import Scores
+    from salience.core.select import select_mmr
+
+    relevance = Scores([0.9, 0.88, 0.5, 0.4], ids=["a", "a-copy", "b", "c"])
+    similarity = np.array([[1, 0.99, 0.1, 0.2], [0.99, 1, 0.1, 0.2], [0.1, 0.1, 1, 0.3], [0.2, 0.2, 0.3, 1.0]])
+    chosen = select_mmr(relevance, similarity, k=4, diversity=0.5)
+    assert chosen.ids == ["a", "b", "c", "a-copy"] == chosen.ranked_ids()  # values never increase
+    assert chosen.values[0] == pytest.approx(0.45) and chosen.values[1] == pytest.approx(0.5 * 0.5 - 0.5 * 0.1)
+    assert np.all(np.diff(chosen.values) <= 0)

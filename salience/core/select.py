@@ -290,8 +290,10 @@ def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, no
     maximising ``(1 - diversity) * relevance - diversity * max similarity to those chosen``.
 
     Relevance is ``scores`` as given, so put them on the similarity's scale (cosine
-    similarities to the query, say) or pass ``normalize="minmax"``. The result keeps the
-    selection order (values count down from ``k``).
+    similarities to the query, say) or pass ``normalize="minmax"``. The result's values are the
+    marginal relevance of each item when it was chosen: they never increase along the selection
+    (an item's marginal relevance only falls as the chosen set grows), so the Scores rank in
+    selection order.
 
     >>> S = [[1, .9, 0], [.9, 1, 0], [0, 0, 1]]
     >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, k=2, diversity=0.5).ids
@@ -304,6 +306,7 @@ def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, no
     S = _similarity_matrix(similarity, n)
     relevance = scores.normalize(normalize).values if normalize and n else scores.values
     chosen: list[int] = []
+    gains: list[float] = []
     max_sim = np.full(n, -np.inf)
     available = np.ones(n, dtype=bool)
     for _ in range(min(k, n)):
@@ -312,9 +315,12 @@ def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, no
         gain[~available] = -np.inf
         best = int(np.argmax(gain))  # first maximum: ties by position
         chosen.append(best)
+        gains.append(float(gain[best]))
         available[best] = False
         max_sim = np.maximum(max_sim, S[:, best])
-    return Scores(np.arange(len(chosen), 0, -1, dtype=float), ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])
+    # rounding can lift a later gain a hair above an earlier one: keep the values non-increasing
+    values = np.minimum.accumulate(np.array(gains)) if gains else np.zeros(0)
+    return Scores(values, ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])
 
 
 def select_facility_location(similarity, *, k: int, ids=None, weights=None) -> Scores:

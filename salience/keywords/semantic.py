@@ -41,12 +41,13 @@ def embed_scores(texts: Sequence[str], candidates: Sequence[Scores], encoder=Non
 
 
 def embed_select(scores: Scores, vectors: np.ndarray, k: int, diversity: float) -> Scores:
-    """The ``k`` best by maximal marginal relevance over candidate similarity (plain top-k at
-    ``diversity=0``); values stay the cosine similarities, in selection order."""
+    """The ``k`` best by maximal marginal relevance over candidate similarity (plain top-k of
+    the cosine similarities at ``diversity=0``). With diversity the values are each phrase's
+    marginal relevance when chosen (:func:`~salience.core.select.select_mmr`), so that they rank
+    in the order MMR chose (KeyBERT lists the cosine similarities in that order, out of rank)."""
     if diversity == 0 or len(scores) == 0:
         return scores.top_k(k) if len(scores) else scores
-    chosen = select_mmr(scores, vectors @ vectors.T, k=k, diversity=diversity)
-    return Scores(np.array([scores[i] for i in chosen.ids]), ids=chosen.ids)
+    return select_mmr(scores, vectors @ vectors.T, k=k, diversity=diversity)
 
 
 def semrerank_batch(bases: Sequence[Scores], *, encoder: str | Callable | None = None, **options) -> list[Scores]:
