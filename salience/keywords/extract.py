@@ -315,11 +315,15 @@ def _topics(cands: list[Candidate], threshold: float = 0.74) -> np.ndarray:
 def _distance_weights(cands: list[Candidate]) -> np.ndarray:
     """W[i, j] = sum over occurrence pairs of 1 / |position difference| (A^T D A, one-hot A)."""
     positions = np.concatenate([np.asarray(c.positions, dtype=float) for c in cands])
-    owner = np.repeat(np.arange(len(cands)), [len(c.positions) for c in cands])
-    D = 1.0 / np.maximum(np.abs(positions[:, None] - positions[None, :]), 1.0)
-    A = np.zeros((len(positions), len(cands)))
-    A[np.arange(len(positions)), owner] = 1.0
-    W = A.T @ D @ A
+    counts = np.array([len(c.positions) for c in cands])
+    D = np.subtract.outer(positions, positions)
+    np.abs(D, out=D)
+    np.maximum(D, 1.0, out=D)
+    np.reciprocal(D, out=D)  # in place: the matrix is occurrences^2, up to 128 MB
+    # A is one-hot and the occurrences lie grouped by candidate: A^T D A is D summed over blocks
+    # (O(occurrences^2) additions, where the product costs occurrences^2 x candidates)
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    W = np.add.reduceat(np.add.reduceat(D, starts, axis=1), starts, axis=0)
     np.fill_diagonal(W, 0.0)
     return W
 
