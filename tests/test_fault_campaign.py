@@ -386,3 +386,14 @@ def test_mmr_selections_rank_in_the_order_they_were_chosen():
     assert chosen.ids == ["a", "b", "c", "a-copy"] == chosen.ranked_ids()  # values never increase
     assert chosen.values[0] == pytest.approx(0.45) and chosen.values[1] == pytest.approx(0.5 * 0.5 - 0.5 * 0.1)
     assert np.all(np.diff(chosen.values) <= 0)
+
+
+def test_running_out_of_memory_is_said_not_a_traceback(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text(_zipf_text(20_000))
+    script = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (400 << 20, 400 << 20)); "
+              "from salience.cli import main; sys.exit(main())")
+    done = subprocess.run([sys.executable, "-c", script, "summarize", "extract", str(text), "--method", "textrank",
+                           "--similarity", "overlap", "--language", "en"], capture_output=True, text=True, cwd=ROOT)
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.returncode in (1, 2) and done.stderr.startswith("salience: error:")

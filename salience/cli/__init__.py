@@ -49,6 +49,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("salience: interrupted; nothing was left half-written.", file=sys.stderr)
         return 130
+    except MemoryError:
+        print("salience: error: out of memory; the command stopped and wrote no output (outputs are written whole "
+              "at the end). Give it a smaller input or fewer --n-jobs, or run it on a machine with more memory.",
+              file=sys.stderr)
+        return 1
     except BrokenPipeError:
         # the reader went away (``salience ... | head -1``): stop quietly, as Unix tools do
         _silence_stdout()
