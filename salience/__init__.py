@@ -20,6 +20,7 @@ from salience.core import (
     evaluate,
     fuse,
     kendall_tau,
+    paired_test,
     rank_biased_overlap,
     select_budget,
     select_coverage,
@@ -33,6 +34,7 @@ from salience.core import (
 )
 from salience.exceptions import (
     CorruptIndexError,
+    DuplicateIdError,
     IdMismatchError,
     InputFormatError,
     InvalidParameterError,
@@ -41,6 +43,7 @@ from salience.exceptions import (
     NotFittedError,
     SalienceError,
     ShapeError,
+    WorkerError,
 )
 
 __version__ = "0.1.0"
@@ -53,6 +56,7 @@ __all__ = [
     "Qrels",
     "Report",
     "evaluate",
+    "paired_test",
     "fuse",
     "aggregate",
     "kendall_tau",
@@ -73,11 +77,13 @@ __all__ = [
     "InvalidParameterError",
     "ShapeError",
     "IdMismatchError",
+    "DuplicateIdError",
     "InputFormatError",
     "NotFittedError",
     "JudgeError",
     "CorruptIndexError",
     "MissingDependencyError",
+    "WorkerError",
     "BM25",
 ]
 

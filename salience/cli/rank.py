@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from salience.cli._common import add_on_error, add_output_options, emit, method_option, positive_int
+from salience.cli._common import add_on_error, add_output_options, add_seed, emit, method_option, positive_int
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 
@@ -73,8 +73,29 @@ def _cmd_evaluate(args) -> int:
     return 0
 
 
+def _cmd_compare(args) -> int:
+    from salience.core.run import Qrels, Run
+    from salience.core.significance import paired_test
+
+    qrels = Qrels.read(args.qrels, on_error=args.on_error)
+    reports = [evaluate_quietly(qrels, Run.read_trec(path, on_error=args.on_error), args.metrics, missing=args.unranked)
+               for path in (args.run_a, args.run_b)]
+    for report in reports:
+        if report.matched == 0:
+            return nothing_judged(report, args.qrels)
+    results = {metric: paired_test(reports[0], reports[1], metric=metric, test=args.test,
+                                   n_resamples=args.resamples, seed=args.seed)
+               for metric in reports[0].means}
+    emit(args, {"a": args.run_a, "b": args.run_b, "test": args.test,
+                "metrics": {m: {"a": r.mean_a, "b": r.mean_b, "difference": r.difference, "p_value": r.p_value,
+                                "ci95": list(r.ci95), "subjects": r.n} for m, r in results.items()}},
+         f"{args.run_b} against {args.run_a}\n" + "\n".join(f"  {r}" for r in results.values()))
+    return 0
+
+
 def add_commands(domains) -> None:
     from salience.core.fusion import FUSION_NORMS
+    from salience.core.significance import TESTS
 
     rank = domains.add_parser("rank", help="fuse and evaluate rankings (TREC run files)")
     commands = rank.add_subparsers(dest="command", required=True)
@@ -104,3 +125,20 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_evaluate)
+
+    p = commands.add_parser("compare", help="is run B better than run A, or is the margin noise? (paired test)")
+    p.add_argument("qrels", help="judgments: BEIR qrels.tsv or TREC qrels")
+    p.add_argument("run_a", help="the baseline TREC run")
+    p.add_argument("run_b", help="the TREC run compared with it")
+    p.add_argument("--metrics", default="ndcg@10",
+                   help="comma-separated metrics with cut-offs (default ndcg@10)")
+    p.add_argument("--test", default="fisher", choices=TESTS,
+                   help="fisher: randomization test (default, exact for few subjects); t: paired t-test")
+    p.add_argument("--resamples", type=positive_int, default=10_000,
+                   help="sign assignments of the randomization test (default 10,000)")
+    p.add_argument("--unranked", default="zero", choices=("zero", "skip"),
+                   help="judged subjects a run does not rank: count them as 0 (default) or skip them")
+    add_seed(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_compare)

@@ -5,6 +5,7 @@ from salience.core.correlation import jaccard_at_k, kendall_tau, perfect_match_r
 from salience.core.fusion import FUSION_METHODS, FUSION_NORMS, fuse
 from salience.core.judges import ListwiseJudge, PairwiseJudge, ScorerJudge
 from salience.core.metrics import Report, evaluate, parse_metric
+from salience.core.significance import Significance, paired_test
 from salience.core.run import Qrels, Run
 from salience.core.scores import Scores, rank_order
 from salience.core.checks import check_k, check_n_jobs
@@ -65,6 +66,8 @@ __all__ = [
     "Run",
     "Qrels",
     "evaluate",
+    "paired_test",
+    "Significance",
     "parse_metric",
     "Report",
     "check_k",
