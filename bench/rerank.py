@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from common import SHARED_DATA, search_set, split_heading  # noqa: E402
 
-from salience import Qrels, Run, evaluate  # noqa: E402
+from salience import Qrels, Run, evaluate, paired_test  # noqa: E402
 from salience.search import BM25  # noqa: E402
 from salience.search.lm_judges import EncoderJudge, LMJudge  # noqa: E402
 from salience.search.rerank import rerank  # noqa: E402
@@ -52,6 +52,13 @@ SECONDS_LIMIT = 2.0  # issue 13: a configuration beats BM25 at <= 2 s per query
 def ndcg(run: dict, qrels) -> float:
     """nDCG@10 over the run's queries (the judged queries it leaves out are not counted)."""
     return float(evaluate(qrels, Run(run), ["ndcg@10"], missing="skip").means["ndcg@10"])
+
+
+def p_against_bm25(run: dict, first: dict, qrels) -> float:
+    """Fisher's randomization test of the run's nDCG@10 against BM25's on the same queries."""
+    bm25 = {q: first[q] for q in run}
+    return paired_test(evaluate(qrels, Run(bm25), ["ndcg@10"], missing="skip"),
+                       evaluate(qrels, Run(run), ["ndcg@10"], missing="skip")).p_value
 
 
 class _CachedScores:
@@ -146,7 +153,7 @@ class Bench:
         print(f"  {row['judge']:<40} depth {row['depth']:>3} tokens {row['tokens']} on {len(subset)}: nDCG@10 "
               f"{row['ndcg']:.4f} (BM25 {row['bm25']:.4f}) {row['calls']:6.1f} calls {seconds:6.2f} s/query",
               file=sys.stderr, flush=True)
-        return row, {"source": source, "subset": subset}
+        return row, {"source": source, "subset": subset, "run": run}
 
     def interpolated(self, config: dict, cached: dict, weight: float) -> dict:
         return {q: rerank(self.queries[q], self.first[q], cached["source"], self.texts, depth=config["depth"],
@@ -190,10 +197,12 @@ def run_all(n_dev: int, n_test: int, model_name: str = "smollm2") -> dict:
     test_rows = []
     for pick in chosen(dev_rows):
         row, cached = bench.run(pick["config"], test)
+        run = cached["run"]
         if "weight" in pick:
+            run = bench.interpolated(pick["config"], cached, pick["weight"])
             row = {**row, "judge": pick["judge"], "weight": pick["weight"], "options": pick["options"],
-                   "ndcg": ndcg(bench.interpolated(pick["config"], cached, pick["weight"]), bench.qrels)}
-        test_rows.append(row)
+                   "ndcg": ndcg(run, bench.qrels)}
+        test_rows.append({**row, "p_value": p_against_bm25(run, bench.first, bench.qrels)})
     return {"dev": dev_rows, "test": test_rows, "n_dev": len(list(bench.dev)[:n_dev]), "n_slow": n_slow,
             "n_test": len(test), "model": model_name}
 
@@ -235,6 +244,9 @@ def render(result: dict, command: str, seconds: float) -> str:
         met = r["ndcg"] > r["bm25"] and r["seconds"] <= SECONDS_LIMIT
         lines += ["", f"Target on the test split: {r['judge']} {r['ndcg']:.4f} vs BM25 {r['bm25']:.4f} "
                   f"({r['ndcg'] - r['bm25']:+.4f}) at {r['seconds']:.2f} s per query: **{'met' if met else 'not met'}**."]
+    lines += ["", "Paired randomization test of each chosen configuration against BM25 on the test queries "
+              "(salience.paired_test, 10,000 sign flips): " + "; ".join(
+                  f"{r['judge']}: p = {r['p_value']:.3f}" for r in result["test"] if "p_value" in r) + "."]
     lines += ["", f"### Every configuration on the {split_heading('dev')} (where the choices were made)", ""]
     lines += _table(result["dev"])
     lines += ["", "Interpolated rows reuse the judge's scores of the row above (same calls and time, plus nothing).",
