@@ -48,7 +48,8 @@ from salience.exceptions import (
 
 __version__ = "0.1.0"
 
-_LAZY_SUBPACKAGES = ("search", "keywords", "summarize", "data", "text", "io", "core", "cli")
+_LAZY_SUBPACKAGES = ("search", "keywords", "summarize", "data", "explain", "compress", "text", "io", "parallel",
+                     "core", "cli", "server")
 
 __all__ = [
     "Scores",

@@ -32,12 +32,16 @@ def test_top_level_loads_only_stdlib_numpy_scipy():
 
 def test_lazy_attributes():
     assert salience.BM25 is salience.search.BM25
+    # every domain is reached as an attribute, loaded on first use
+    assert salience.explain.KernelShap is not None and salience.compress.prune is not None
+    assert salience.data.select_documents is not None
     with pytest.raises(AttributeError):
         salience.not_a_thing  # noqa: B018
 
 
 def test_errors_form_one_tree():
-    for name in ("InvalidParameterError", "ShapeError", "IdMismatchError", "CorruptIndexError", "MissingDependencyError"):
+    for name in ("InvalidParameterError", "ShapeError", "IdMismatchError", "DuplicateIdError", "CorruptIndexError",
+                 "WorkerError", "MissingDependencyError"):
         assert issubclass(getattr(salience, name), salience.SalienceError)
     assert issubclass(salience.InvalidParameterError, ValueError)
     assert issubclass(salience.MissingDependencyError, ImportError)

@@ -56,7 +56,7 @@ def _model_and_calibration(args, check_options):
     model, tokenizer = _load(args)
     windows = None
     if text is not None:
-        windows = calibration_windows(_token_ids(tokenizer, text), seqlen=args.seqlen, n_samples=args.samples,
+        windows = calibration_windows(_token_ids(tokenizer, text), seqlen=args.seqlen, n_samples=args.calib_windows,
                                       seed=args.seed)
     return model, tokenizer, windows
 
@@ -131,13 +131,13 @@ def _cmd_eval(args) -> int:
 def _cmd_kv_eval(args) -> int:
     from salience.compress.kv import check_budget, kv_eval, passkey
 
-    options = {"n_sink": args.sinks, "window": args.window}
+    options = {"n_sink": args.sinks, "window": args.observation_window}
     budget = None if args.policy == "full" else args.budget
     policy = None if args.policy == "full" else args.policy
     if args.sinks < 0 or args.needles < 0:
         raise InvalidParameterError(f"--sinks and --needles take counts >= 0; got {args.sinks} and {args.needles}.")
     if policy is not None:  # checked before the model loads
-        check_budget(budget, args.context, policy, n_sink=args.sinks, window=args.window)
+        check_budget(budget, args.context, policy, n_sink=args.sinks, window=args.observation_window)
     text = _text_of(args.data, args.on_error)
     model, tokenizer = _load(args)
     tokens = _token_ids(tokenizer, text)
@@ -172,7 +172,7 @@ def add_commands(domains) -> None:
                    help="comparison group (default: row for wanda/sparsegpt, layer for magnitude/taylor, global for "
                         "lamp)")
     p.add_argument("--calib", default=None, help="calibration text file (wanda, taylor, sparsegpt)")
-    p.add_argument("--samples", type=positive_int, default=32, help="calibration windows (default 32)")
+    p.add_argument("--calib-windows", type=positive_int, default=32, help="calibration windows cut from --calib (default 32)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--sequential", action="store_true",
@@ -188,7 +188,7 @@ def add_commands(domains) -> None:
     p.add_argument("--method", choices=("block_influence", "perplexity_change"), default="block_influence",
                    help="ShortGPT block influence, or the measured perplexity change (default block_influence)")
     p.add_argument("--calib", required=True, help="calibration text file")
-    p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
+    p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
@@ -205,7 +205,7 @@ def add_commands(domains) -> None:
     p.add_argument("--criterion", choices=("magnitude", "taylor", "output"), default="magnitude",
                    help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
     p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
-    p.add_argument("--samples", type=positive_int, default=16, help="calibration windows (default 16)")
+    p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
@@ -225,7 +225,7 @@ def add_commands(domains) -> None:
                    help="continuation tokens scored per window (default 256)")
     p.add_argument("--windows", type=positive_int, default=8, help="at most this many windows (default 8)")
     p.add_argument("--sinks", type=int, default=4, help="streaming_llm's sink tokens (default 4)")
-    p.add_argument("--window", type=positive_int, default=64,
+    p.add_argument("--observation-window", type=positive_int, default=64,
                    help="observation window of snapkv and caote (default 64)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     add_on_error(p)

@@ -73,7 +73,7 @@ def _cmd_text(args) -> int:
            "model_calls": attribution.model_calls,
            "units": [{"unit": u, "start": int(s), "end": int(e), "attribution": float(v)}
                      for u, (s, e), v in zip(attribution.feature_names, attribution.info["spans"], attribution.values[0])]}
-    top = sorted(out["units"], key=lambda u: -abs(u["attribution"]))[: args.top]
+    top = sorted(out["units"], key=lambda u: -abs(u["attribution"]))[: args.k]
     lines = [f"score {score:.4f} (log-odds); with every {args.unit} removed {out['base_value']:.4f}"]
     lines += [f"{u['attribution']:>+9.4f}  {u['unit']}" for u in top]
     emit(args, out, "\n".join(lines))
@@ -133,7 +133,7 @@ def add_commands(domains) -> None:
     p.add_argument("model", help="a saved TextClassifier folder")
     p.add_argument("text", help="the text, or - for standard input")
     p.add_argument("--unit", default="word", choices=("word", "token", "sentence"), help="unit (default word)")
-    p.add_argument("--top", type=positive_int, default=15, help="units listed in the text output (default 15)")
+    p.add_argument("-k", type=positive_int, default=15, help="units listed in the text output (default 15)")
     common(p, METHODS, "kernel_shap")
     p.set_defaults(func=_cmd_text)
 

@@ -52,7 +52,7 @@ def _cmd_fuse(args) -> int:
         except ValueError:
             raise InvalidParameterError(f"--weights must be comma-separated numbers; got {args.weights!r}.") from None
     fused = fuse(runs, method=args.method, normalize=args.normalize, weights=weights, rrf_k=args.rrf_k,
-                 missing=args.missing_subjects)
+                 missing_subjects=args.missing_subjects)
     if args.depth:
         fused = type(fused)({s: fused[s].top_k(args.depth) for s in fused}, name=fused.name)
     fused.write_trec(args.out, tag=args.tag or f"fused-{args.method}")

@@ -332,7 +332,7 @@ def _cmd_rerank(args) -> int:
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
                                    algorithm=args.algorithm, depth=depth, k=args.k,
                                    interpolate=interpolate, window=args.window, stride=args.stride,
-                                   progress=show_progress(args))
+                                   show_progress=show_progress(args))
     tag = args.tag or f"rerank-{args.judge}-{args.algorithm or 'default'}"
     reranked.write_trec(args.out, tag=tag)
     result = {"queries": len(reranked), "judge": args.judge, "algorithm": args.algorithm, "depth": depth,

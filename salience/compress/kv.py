@@ -43,8 +43,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k, require_torch
 from salience.core.base import FunctionScorer, register
-from salience.core.checks import require_torch
 from salience.core.scores import Scores
 from salience.core.select import lowest_k_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
@@ -497,8 +497,7 @@ def passkey_prompts(tokenizer, *, needles: int = 50, context: int = 768, seed: i
                     filler: str | None = None) -> list[dict]:
     """The needles of :func:`passkey`: for each, the haystack's token ids with the needle at its
     depth, the question's and the key's, the key and the depth."""
-    if not isinstance(needles, (int, np.integer)) or needles < 1:
-        raise InvalidParameterError(f"needles must be a positive integer; got {needles!r}.")
+    needles = check_k(needles, "needles")
     rng = np.random.default_rng(seed)
     keys = rng.integers(10000, 100000, size=needles)
     out = []

@@ -36,7 +36,7 @@ import numpy as np
 from salience.core.base import FunctionScorer, register
 from salience.core.checks import require_torch
 from salience.core.scores import Scores
-from salience.core.select import check_sparsity, lowest_k_across, lowest_k_mask, parse_pattern, prune_mask
+from salience.core.select import check_sparsity, lowest_k_across, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
 __all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "CRITERIA", "PRUNE_METHODS",
@@ -398,9 +398,14 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
             pruned = torch.zeros_like(W1)
         for i in range(hi - lo):
             if nm is not None and i % nm[1] == 0 and i + nm[1] <= hi - lo:
+                # the group's N:M mask on the weights as updated so far: its M - N lowest saliencies
+                # per row, ties to the earlier column (a stable sort; as lowest_k_mask, in torch:
+                # this runs once per M columns of every layer)
                 block = W1[:, i : i + nm[1]]
-                saliency = (block * block / (d[i : i + nm[1]] ** 2)[None, :]).numpy()
-                pruned[:, i : i + nm[1]] = torch.from_numpy(lowest_k_mask(saliency, nm[1] - nm[0]))
+                saliency = block * block / (d[i : i + nm[1]] ** 2)[None, :]
+                lowest = torch.sort(saliency, dim=1, stable=True).indices[:, : nm[1] - nm[0]]
+                pruned[:, i : i + nm[1]] = 0.0
+                pruned[:, i : i + nm[1]].scatter_(1, lowest, 1.0)
             # the pruned weights' error, spread over the columns still to come; the update
             # leaves column i equal to its kept weights (Hinv1[i, i] = d[i])
             err = W1[:, i] * pruned[:, i] / d[i]

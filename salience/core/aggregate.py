@@ -111,7 +111,7 @@ def pairwise_wins(
     return items, W
 
 
-def borda(rankings, items=None, weights=None, *, unranked: str = "below") -> Scores:
+def borda(rankings, items=None, *, weights=None, unranked: str = "below") -> Scores:
     """Borda count: the item at 0-based position ``i`` gets ``n - i`` points; items a ranking
     leaves out share its remaining points equally, ``(n - len + 1) / 2`` each.
 
@@ -157,7 +157,7 @@ def _check_matrix(W, ids) -> tuple[np.ndarray, list]:
     return W, ids
 
 
-def copeland(rankings, items=None, weights=None) -> Scores:
+def copeland(rankings, items=None, *, weights=None) -> Scores:
     """Copeland: pairwise majority wins plus half the majority ties (over compared pairs)."""
     items, W = pairwise_wins(rankings, items, weights)
     return _copeland_from_matrix(W, items)
@@ -236,7 +236,7 @@ def _improve_by_insertion(W: np.ndarray, order: list[int]) -> list[int]:
     return order
 
 
-def kemeny(rankings, items=None, weights=None, *, exact_max: int = 10, restarts: int = 8, seed: int = 0) -> Scores:
+def kemeny(rankings, items=None, *, weights=None, exact_max: int = 10, restarts: int = 8, seed: int = 0) -> Scores:
     """Kemeny-Young consensus: the order minimising total pairwise disagreement.
 
     Exact (dynamic programming over subsets) up to ``exact_max`` items; beyond, the best of
@@ -272,7 +272,7 @@ def _stationary(P: np.ndarray, tol: float = 1e-12, max_iter: int = 10_000) -> np
     return x
 
 
-def markov_chain(rankings, items=None, weights=None, *, teleport: float = 0.05) -> Scores:
+def markov_chain(rankings, items=None, *, weights=None, teleport: float = 0.05) -> Scores:
     """MC4 (Dwork et al.): from item ``i`` pick ``j`` uniformly and move there if a majority of
     the rankings that compare them put ``j`` above ``i``; the stationary probability is the score.
     ``teleport`` mixes in a uniform jump so the chain is ergodic."""
@@ -376,7 +376,7 @@ def aggregate(rankings, *, method: str = "borda", items=None, weights=None, unra
     if method not in AGGREGATORS:
         raise unknown_choice("aggregation method", method, AGGREGATORS)
     if method == "borda":
-        return borda(rankings, items, weights, unranked=unranked)
+        return borda(rankings, items, weights=weights, unranked=unranked)
     ids, W = pairwise_wins(rankings, items, weights, unranked=unranked)
     if method == "copeland":
         return _copeland_from_matrix(W, ids)

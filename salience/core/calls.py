@@ -7,6 +7,7 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = ["ModelCalls", "check_inputs", "check_baselines"]
@@ -21,8 +22,8 @@ class ModelCalls:
         if not callable(model):
             raise InvalidParameterError(f"model must be a callable from a 2-D array of rows to outputs; got "
                                         f"{type(model).__name__}.")
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-            raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        if batch_size is not None:
+            batch_size = check_k(batch_size, "batch_size")
         self.model, self.target, self.batch_size = model, target, batch_size
         self.calls = 0  # rows evaluated
         self.batches = 0

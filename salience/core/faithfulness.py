@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, ShapeError
 
@@ -72,8 +73,7 @@ def _prepare(model: Callable, x, baseline) -> tuple[np.ndarray, np.ndarray]:
 def _steps(n_features: int, steps: int | None) -> np.ndarray:
     if steps is None:
         return np.arange(n_features + 1)
-    if not isinstance(steps, (int, np.integer)) or steps < 1:
-        raise InvalidParameterError(f"steps must be a positive integer or None; got {steps!r}.")
+    steps = check_k(steps, "steps")
     return np.unique(np.round(np.linspace(0, n_features, min(steps, n_features) + 1)).astype(int))
 
 

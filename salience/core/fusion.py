@@ -66,7 +66,7 @@ def fuse(
     normalize: str | None = None,
     weights: Sequence[float] | None = None,
     rrf_k: float = 60,
-    missing: str = "error",
+    missing_subjects: str = "error",
     name: str | None = None,
 ) -> Run:
     """Fuse runs that rank the same subjects.
@@ -84,8 +84,9 @@ def fuse(
         contribution in every method).
     rrf_k : float
         RRF constant (``rrf`` only).
-    missing : {"error", "empty"}
-        A subject absent from some run is an error, or treated as an empty ranking there.
+    missing_subjects : {"error", "empty"}
+        A subject absent from some run is an error, or treated as an empty ranking there (the
+        name says subjects: ``evaluate``'s ``missing`` is about judged subjects a run lacks).
 
     Examples
     --------
@@ -94,19 +95,19 @@ def fuse(
     >>> fuse([a, b], method="rrf")["q"].ranked_ids()
     ['d2', 'd1', 'd3']
     """
-    _check_fusion(method, normalize, weights, rrf_k, missing)
+    _check_fusion(method, normalize, weights, rrf_k, missing_subjects)
     if isinstance(runs, (Run, Mapping)) or len(runs) < 2:
         raise InvalidParameterError("fuse needs a list of two or more runs.")
     runs = [as_run(r, name=f"run{i}") for i, r in enumerate(runs)]
     w = _check_weights(weights, len(runs))
     subjects = list(dict.fromkeys(s for run in runs for s in run))
-    if missing == "error":
+    if missing_subjects == "error":
         for i, run in enumerate(runs):
             absent = [s for s in subjects if s not in run]
             if absent:
                 raise IdMismatchError(
                     f"run {i} ({run.name!r}) has no ranking for {len(absent)} subject(s), e.g. {absent[0]!r}; "
-                    "runs to fuse must rank the same subjects. Pass missing='empty' to treat them as empty rankings."
+                    "runs to fuse must rank the same subjects. Pass missing_subjects='empty' to treat them as empty rankings."
                 )
     empty = Scores([], ids=[])
     fused: dict = {}
@@ -116,13 +117,13 @@ def fuse(
     return Run(fused, name=name or method)
 
 
-def _check_fusion(method, normalize, weights, rrf_k, missing) -> None:
+def _check_fusion(method, normalize, weights, rrf_k, missing_subjects) -> None:
     if method not in FUSION_METHODS:
         raise unknown_choice("fusion method", method, FUSION_METHODS)
     if normalize is not None and normalize not in FUSION_NORMS:
         raise unknown_choice("normalization", normalize, FUSION_NORMS)
-    if missing not in ("error", "empty"):
-        raise unknown_choice("missing", missing, ("error", "empty"))
+    if missing_subjects not in ("error", "empty"):
+        raise unknown_choice("missing_subjects", missing_subjects, ("error", "empty"))
     if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Real) or not math.isfinite(rrf_k) or rrf_k < 0:
         raise InvalidParameterError(f"rrf_k must be a finite number >= 0; got {rrf_k!r}.")
     if method == "wsum" and weights is None:
@@ -141,9 +142,10 @@ class Fuser(Scorer):
     """
 
     def __init__(self, *, method: str = "rrf", normalize: str | None = None, weights: Sequence[float] | None = None,
-                 rrf_k: float = 60, missing: str = "error"):
-        _check_fusion(method, normalize, weights, rrf_k, missing)
-        self.method, self.normalize, self.weights, self.rrf_k, self.missing = method, normalize, weights, rrf_k, missing
+                 rrf_k: float = 60, missing_subjects: str = "error"):
+        _check_fusion(method, normalize, weights, rrf_k, missing_subjects)
+        self.method, self.normalize, self.weights, self.rrf_k = method, normalize, weights, rrf_k
+        self.missing_subjects = missing_subjects
 
     def score(self, rankings: Sequence[Scores]) -> Scores:
         if isinstance(rankings, Scores) or len(rankings) < 2 or not all(isinstance(r, Scores) for r in rankings):

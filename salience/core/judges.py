@@ -16,6 +16,7 @@ from typing import Any, Callable, Hashable, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_n_jobs
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, JudgeError
 
@@ -28,8 +29,7 @@ class _CountingJudge:
             raise InvalidParameterError(f"a judge must be callable; got {type(fn).__name__}.")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or budget < 0):
             raise InvalidParameterError(f"budget must be a non-negative integer or None; got {budget!r}.")
-        if isinstance(n_jobs, bool) or not isinstance(n_jobs, numbers.Integral) or n_jobs < 1:
-            raise InvalidParameterError(f"n_jobs must be a positive integer (threads calling the judge); got {n_jobs!r}.")
+        n_jobs = check_n_jobs(n_jobs)  # -1: one thread per core, as everywhere
         self.fn = fn
         self.budget = budget
         self.n_jobs = int(n_jobs)

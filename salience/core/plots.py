@@ -9,6 +9,7 @@ from typing import Mapping
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 
@@ -66,8 +67,8 @@ def plot_curves(curves: Mapping, path=None, *, title: str | None = None, ylabel:
     return figure
 
 
-def plot_attribution(attribution, path=None, *, top: int = 20, title: str | None = None, row: int = 0):
-    """A horizontal bar chart of the ``top`` attributions by magnitude (positive red, negative
+def plot_attribution(attribution, path=None, *, k: int = 20, title: str | None = None, row: int = 0):
+    """A horizontal bar chart of the ``k`` largest attributions by magnitude (positive red, negative
     blue), from :class:`~salience.Scores` or an :class:`~salience.explain.Attribution` (its
     ``row``). Returns the matplotlib figure; writes it to ``path`` when given."""
     scores = attribution if isinstance(attribution, Scores) else getattr(attribution, "to_scores", None)
@@ -75,12 +76,11 @@ def plot_attribution(attribution, path=None, *, top: int = 20, title: str | None
         raise InvalidParameterError(f"plot_attribution takes Scores or an Attribution; got {type(attribution).__name__}.")
     if not isinstance(scores, Scores):
         scores = attribution.to_scores(row)
-    if not isinstance(top, (int, np.integer)) or top < 1:
-        raise InvalidParameterError(f"top must be a positive integer; got {top!r}.")
+    k = check_k(k)
     if not len(scores):
         raise InvalidParameterError("there is nothing to plot: the attribution has no features.")
     plt = _pyplot()
-    order = np.argsort(-np.abs(scores.values), kind="stable")[:top][::-1]
+    order = np.argsort(-np.abs(scores.values), kind="stable")[:k][::-1]
     values = scores.values[order]
     labels = [str(scores.ids[i]) for i in order]
     figure, axes = plt.subplots(figsize=(5.5, 0.3 * len(order) + 1.0))

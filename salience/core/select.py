@@ -51,10 +51,10 @@ def select_top_k(scores: Scores, *, k: int) -> Scores:
     return scores.top_k(k)
 
 
-def select_threshold(scores: Scores, threshold: float, *, inclusive: bool = True) -> Scores:
+def select_threshold(scores: Scores, *, threshold: float, inclusive: bool = True) -> Scores:
     """Items whose score is ``>= threshold`` (or ``>`` with ``inclusive=False``).
 
-    >>> select_threshold(Scores([1, 3, 2], ids="abc"), 2).ids
+    >>> select_threshold(Scores([1, 3, 2], ids="abc"), threshold=2).ids
     ['b', 'c']
     """
     threshold = float(threshold)
@@ -65,7 +65,7 @@ def select_threshold(scores: Scores, threshold: float, *, inclusive: bool = True
     return scores.take(keep[rank_order(scores.values[keep])])
 
 
-def select_budget(scores: Scores, costs: Sequence[float], budget: float, *, method: str = "auto") -> Scores:
+def select_budget(scores: Scores, costs: Sequence[float], *, budget: float, method: str = "auto") -> Scores:
     """Best-value subset whose total cost is at most ``budget`` (0/1 knapsack).
 
     Parameters
@@ -81,7 +81,7 @@ def select_budget(scores: Scores, costs: Sequence[float], budget: float, *, meth
 
     Only items with a positive score are worth selecting; the result is in rank order.
 
-    >>> select_budget(Scores([6, 10, 12], ids="abc"), [1, 2, 3], 5).ids
+    >>> select_budget(Scores([6, 10, 12], ids="abc"), [1, 2, 3], budget=5).ids
     ['c', 'b']
     """
     c = np.asarray(costs, dtype=np.float64)
@@ -150,10 +150,10 @@ def _knapsack_greedy(values: np.ndarray, costs: np.ndarray, budget: float) -> np
     return np.array(sorted(chosen), dtype=np.int64)
 
 
-def select_fraction(scores: Scores, fraction: float) -> Scores:
+def select_fraction(scores: Scores, *, fraction: float) -> Scores:
     """The best ``ceil(fraction * n)`` items (``0 < fraction <= 1``).
 
-    >>> select_fraction(Scores([1, 3, 2, 0], ids="abcd"), 0.5).ids
+    >>> select_fraction(Scores([1, 3, 2, 0], ids="abcd"), fraction=0.5).ids
     ['b', 'c']
     """
     fraction = float(fraction)

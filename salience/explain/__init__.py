@@ -1,6 +1,6 @@
 """Which input features mattered for a model's output: attribution methods with one signature,
 ``Method(model, **options).attribute(inputs, *, baselines=None, target=None, n_samples=None,
-batch_size=None, seed=None)``, each returning an :class:`Attribution`."""
+batch_size=None, seed=0)``, each returning an :class:`Attribution`."""
 
 from salience.explain.attention import AttentionFlow, AttentionRollout, load_transformer
 from salience.explain.attribution import Attribution, ModelCalls

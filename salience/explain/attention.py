@@ -109,7 +109,7 @@ class _AttentionExplainer(Explainer):
         self.position, self.layers, self.heads, self.residual, self.pad_id = position, layers, heads, residual, pad_id
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         """Attributions of every row of token ids (a 2-D array, or lists of unequal length,
         padded with ``pad_id`` and masked). ``baselines`` and ``target`` do not apply: the
         explained quantity is the representation at ``position``."""

@@ -8,7 +8,7 @@ float64 after ``.double()``), as captum does; a function gets float64 rows. Attr
 back as float64 arrays either way, with the precision of the dtype they were computed in
 (float32: about 1e-7 relative). The signature is
 every explainer's: ``Method(model, **options).attribute(inputs, *, baselines=None, target=None,
-n_samples=None, batch_size=None, seed=None)``.
+n_samples=None, batch_size=None, seed=0)``.
 
 * ``saliency``: ``|df/dx|`` (Simonyan et al., 2014), as captum's ``Saliency`` (``abs=True``).
 * ``input_x_gradient``: ``x * df/dx`` (Shrikumar et al., 2016).
@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from salience.core.checks import require_torch
+from salience.core.checks import check_k, require_torch
 
 from salience.core.base import register
 from salience.exceptions import InvalidParameterError
@@ -75,10 +75,10 @@ def _rule(name: str, n_steps: int) -> tuple[np.ndarray, np.ndarray]:
 
 class _GradientExplainer(Explainer):
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         x, background, names = self._checked(inputs, baselines, n_samples)
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-            raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        if batch_size is not None:
+            batch_size = check_k(batch_size, "batch_size")
         torch = _torch()
         self._calls = 0
         self._dtype = _model_dtype(torch, self.model)
@@ -169,8 +169,7 @@ class IntegratedGradients(_GradientExplainer):
 
     def __init__(self, model: Callable, *, feature_names=None, n_steps: int = 50, rule: str = "gausslegendre"):
         super().__init__(model, feature_names=feature_names)
-        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-            raise InvalidParameterError(f"n_steps must be a positive integer; got {n_steps!r}.")
+        n_steps = check_k(n_steps, "n_steps")
         _rule(rule, max(n_steps, 2))
         self.n_steps, self.rule = n_steps, rule
 

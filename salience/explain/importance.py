@@ -15,6 +15,7 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.calls import ModelCalls, check_inputs
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, ShapeError
@@ -47,7 +48,7 @@ class GlobalImportance:
 
 
 def permutation_importance(model: Callable, inputs, labels=None, *, metric: Callable | None = None, n_repeats: int = 5,
-                           seed: int | None = None, target: int | None = None, batch_size: int | None = None,
+                           seed: int | None = 0, target: int | None = None, batch_size: int | None = None,
                            feature_names=None) -> GlobalImportance:
     """Permutation importance of every feature of ``inputs`` (rows x features) for ``model``.
 
@@ -64,8 +65,7 @@ def permutation_importance(model: Callable, inputs, labels=None, *, metric: Call
     """
     x = check_inputs(inputs)
     names = feature_names_of(feature_names, x.shape[1])
-    if not isinstance(n_repeats, (int, np.integer)) or n_repeats < 1:
-        raise InvalidParameterError(f"n_repeats must be a positive integer; got {n_repeats!r}.")
+    n_repeats = check_k(n_repeats, "n_repeats")
     if len(x) < 2:
         raise InvalidParameterError(f"permutation importance needs at least 2 rows to shuffle; got {len(x)}.")
     y = None

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.base import create
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.explain.attribution import Attribution
@@ -143,7 +144,7 @@ def _save_cache(model, tokenizer, folder: Path) -> None:
 
 class LMAttribution:
     """``LMAttribution(model, tokenizer=tokenizer, method="occlusion", **options).attribute(prompt,
-    target=continuation, n_samples=None, batch_size=None, seed=None)`` returns an
+    target=continuation, n_samples=None, batch_size=None, seed=0)`` returns an
     :class:`~salience.explain.Attribution` with one value per prompt token (``feature_names``
     the tokens' text), ``base_value`` the log-probability with every token absent and
     ``info["log_prob"]`` the continuation's log-probability given the whole prompt.
@@ -159,8 +160,7 @@ class LMAttribution:
                  rule: str = "gausslegendre", per_target_token: bool = False, **options):
         if method not in LM_METHODS:
             raise InvalidParameterError(f"method must be one of {', '.join(LM_METHODS)}; got {method!r}.")
-        if not isinstance(n_steps, (int, np.integer)) or n_steps < 1:
-            raise InvalidParameterError(f"n_steps must be a positive integer; got {n_steps!r}.")
+        n_steps = check_k(n_steps, "n_steps")
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate
         self.n_steps, self.rule, self.per_target_token, self.options = int(n_steps), rule, bool(per_target_token), options
@@ -186,11 +186,11 @@ class LMAttribution:
         return prompt_ids, target_ids, cut
 
     def attribute(self, prompt: str, *, target: str, baselines=None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         if baselines is not None:
             raise InvalidParameterError("baselines do not apply: an absent token is replaced by baseline_token.")
-        if batch_size is not None and (not isinstance(batch_size, (int, np.integer)) or batch_size < 1):
-            raise InvalidParameterError(f"batch_size must be a positive integer or None; got {batch_size!r}.")
+        if batch_size is not None:
+            batch_size = check_k(batch_size, "batch_size")
         torch = _torch()
         prompt_ids, target_ids, cut = self._tokens(prompt, target)
         names = [self.tokenizer.decode([t]) for t in prompt_ids]

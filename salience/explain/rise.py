@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.base import register
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, ShapeError
@@ -70,14 +71,13 @@ class Rise(Explainer):
     def __init__(self, model: Callable, *, image_shape: tuple | None = None, grid: int = 7, p: float = 0.5,
                  feature_names=None):
         super().__init__(model, feature_names=feature_names)
-        if not isinstance(grid, (int, np.integer)) or grid < 1:
-            raise InvalidParameterError(f"grid must be a positive integer; got {grid!r}.")
+        grid = check_k(grid, "grid")
         if not 0 < p < 1:
             raise InvalidParameterError(f"p must be in (0, 1); got {p!r}.")
         self.image_shape, self.grid, self.p = image_shape, grid, p
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         raw = np.asarray(inputs, dtype=np.float64)
         images_given = raw.ndim >= 3
         shape = tuple(raw.shape[1:]) if images_given else self.image_shape
@@ -90,8 +90,8 @@ class Rise(Explainer):
         x = check_inputs(raw.reshape(len(raw), -1) if images_given else raw)
         if x.shape[1] != int(np.prod(shape)):
             raise ShapeError(f"rows of {x.shape[1]} values do not hold images of shape {shape}.")
-        if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
-            raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
+        if n_samples is not None:
+            n_samples = check_k(n_samples, "n_samples")
         background = check_baselines(baselines, x.shape[1])
         n_masks = n_samples if n_samples is not None else 2000
         calls = ModelCalls(self._model_on(shape if images_given else None), target, batch_size)

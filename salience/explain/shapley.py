@@ -23,6 +23,7 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.base import Scorer, register
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution, ModelCalls, check_baselines, check_inputs, feature_names_of
@@ -44,7 +45,7 @@ def coalition_values(calls: ModelCalls, x: np.ndarray, background: np.ndarray, m
 
 class Explainer(Scorer, abc.ABC):
     """Base of the attribution methods: ``Method(model, **options).attribute(inputs, *,
-    baselines=None, target=None, n_samples=None, batch_size=None, seed=None)`` returns an
+    baselines=None, target=None, n_samples=None, batch_size=None, seed=0)`` returns an
     :class:`~salience.explain.Attribution` for every row of ``inputs``.
 
     ``model``: any callable from a 2-D array of rows to one output per row (or to ``(rows,
@@ -61,7 +62,7 @@ class Explainer(Scorer, abc.ABC):
 
     @abc.abstractmethod
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         """Attributions of every row of ``inputs`` (see the class docstring)."""
 
     def _checked(self, inputs, baselines, n_samples):
@@ -69,8 +70,8 @@ class Explainer(Scorer, abc.ABC):
         x = check_inputs(inputs)
         background = check_baselines(baselines, x.shape[1])
         names = feature_names_of(self.feature_names, x.shape[1])
-        if n_samples is not None and (not isinstance(n_samples, (int, np.integer)) or n_samples < 1):
-            raise InvalidParameterError(f"n_samples must be a positive integer or None; got {n_samples!r}.")
+        if n_samples is not None:
+            n_samples = check_k(n_samples, "n_samples")
         return x, background, names
 
     def score(self, inputs, **options):
@@ -90,7 +91,7 @@ class CoalitionExplainer(Explainer):
     """The methods that evaluate coalitions of features (:func:`coalition_values`), row by row."""
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         x, background, names = self._checked(inputs, baselines, n_samples)
         calls = ModelCalls(self.model, target, batch_size)
         # each row draws from its own generator seeded alike: a row's attribution does not
@@ -241,7 +242,7 @@ class KernelShap(Explainer):
         self.n_designs = n_designs
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
-                  batch_size: int | None = None, seed: int | None = None) -> Attribution:
+                  batch_size: int | None = None, seed: int | None = 0) -> Attribution:
         x, background, names = self._checked(inputs, baselines, n_samples)
         calls = ModelCalls(self.model, target, batch_size)
         m, n_background = x.shape[1], len(background)
@@ -545,8 +546,8 @@ class Lime(CoalitionExplainer):
     def __init__(self, model: Callable, *, feature_names=None, n_features: int | None = None, kernel_width: float = 0.25,
                  alpha: float = 1.0):
         super().__init__(model, feature_names=feature_names)
-        if n_features is not None and (not isinstance(n_features, (int, np.integer)) or n_features < 1):
-            raise InvalidParameterError(f"n_features must be a positive integer or None; got {n_features!r}.")
+        if n_features is not None:
+            n_features = check_k(n_features, "n_features")
         if not kernel_width > 0 or not alpha >= 0:
             raise InvalidParameterError(f"kernel_width must be > 0 and alpha >= 0; got {kernel_width!r} and {alpha!r}.")
         self.n_features, self.kernel_width, self.alpha = n_features, kernel_width, alpha

@@ -57,7 +57,7 @@ def masked_texts(text: str, spans: list[tuple[int, int]], masks: np.ndarray, mas
 
 
 def attribute_text(scorer: Callable, text: str, *, unit: str = "word", method: str = "kernel_shap", mask: str = "",
-                   n_samples: int | None = None, batch_size: int | None = None, seed: int | None = None,
+                   n_samples: int | None = None, batch_size: int | None = None, seed: int | None = 0,
                    max_units: int = 2000, **options) -> Attribution:
     """Attribute ``scorer(texts)[i]`` to the units of ``text`` with an explainer of the
     ``explain`` family (``method``: ``kernel_shap``, ``permutation_shapley``, ``exact_shapley``

@@ -38,8 +38,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k, check_n_jobs
 from salience.core.base import Scorer, register
-from salience.core.checks import check_n_jobs
 from salience.core.scores import Scores
 from salience.exceptions import (CorruptIndexError, DuplicateIdError, IdMismatchError, InvalidParameterError,
                                   NotFittedError, ShapeError, WorkerError)
@@ -91,8 +91,7 @@ class Dense(Scorer):
         fields = tuple(fields)
         if not fields or not all(isinstance(f, str) and f for f in fields):
             raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
-        if not isinstance(block_size, int) or block_size < 1:
-            raise InvalidParameterError(f"block_size must be a positive integer; got {block_size!r}.")
+        block_size = check_k(block_size, "block_size")
         if not (isinstance(encoder, str) or callable(encoder)):
             raise InvalidParameterError(f"encoder must be a model name or folder, or a callable; got {type(encoder).__name__}.")
         if callable(encoder) and not isinstance(encoder, str) and not encoder_name:

@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 
@@ -44,8 +45,7 @@ class Hybrid:
             raise InvalidParameterError(f"the weighted sum needs normalize='minmax' or 'zscore'; got {normalize!r}.")
         if not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
             raise InvalidParameterError(f"weight (of the dense scores) must be in [0, 1]; got {weight!r}.")
-        if not isinstance(depth, int) or depth < 1:
-            raise InvalidParameterError(f"depth must be a positive integer; got {depth!r}.")
+        depth = check_k(depth, "depth")
         self.lexical, self.dense = lexical, dense
         self.method, self.normalize, self.weight, self.depth, self.rrf_k = method, normalize, float(weight), depth, rrf_k
         self.tuning_: dict | None = None
@@ -63,10 +63,10 @@ class Hybrid:
 
         runs = [{"q": lexical.to_dict()}, {"q": dense.to_dict()}]
         if self.method == "rrf":
-            fused = fuse(runs, method="rrf", rrf_k=self.rrf_k, missing="empty")["q"]
+            fused = fuse(runs, method="rrf", rrf_k=self.rrf_k, missing_subjects="empty")["q"]
         else:
             fused = fuse(runs, method="wsum", normalize=self.normalize, weights=[1.0 - weight, weight],
-                         missing="empty")["q"]
+                         missing_subjects="empty")["q"]
         return fused.sorted().top_k(k) if len(fused) else fused
 
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
@@ -75,8 +75,7 @@ class Hybrid:
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> list[Scores]:
         if isinstance(queries, str):
             raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
-        if not isinstance(k, int) or k < 1:
-            raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+        k = check_k(k, "k")
         lexical, dense = self._runs(queries, k, where)
         return [self._fuse(a, b, k, self.weight) for a, b in zip(lexical, dense)]
 

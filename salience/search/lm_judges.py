@@ -43,6 +43,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["LMJudge", "EncoderJudge", "JUDGE_METHODS", "SCORING_METHODS"]
@@ -75,8 +76,7 @@ class LMJudge:
         if chat not in (True, False, "auto"):
             raise InvalidParameterError(f"chat must be True, False or 'auto'; got {chat!r}.")
         for name, value in (("max_passage_tokens", max_passage_tokens), ("batch_size", batch_size)):
-            if not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"{name} must be a positive integer; got {value!r}.")
+            check_k(value, name)
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.max_passage_tokens, self.batch_size, self.prefix_cache = max_passage_tokens, batch_size, prefix_cache
         self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")

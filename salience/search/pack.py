@@ -139,7 +139,7 @@ def pack(scores: Scores, lengths: Mapping | Sequence[int], *, tokens: int, metho
     position = {item: i for i, item in enumerate(scores.ids)}
     index = np.array([position[i] for i in candidates.ids], dtype=np.int64)
     if method == "knapsack":
-        chosen = select_budget(candidates, cost[index], tokens).ids
+        chosen = select_budget(candidates, cost[index], budget=tokens).ids
     else:
         order = candidates.sorted().ids
         if method == "mmr":

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 
@@ -62,8 +63,7 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *, 
     algorithm = algorithm or default_algorithm(method)
     if algorithm not in RERANK_ALGORITHMS:
         raise InvalidParameterError(f"algorithm must be one of {', '.join(RERANK_ALGORITHMS)}; got {algorithm!r}.")
-    if not isinstance(depth, int) or depth < 1:
-        raise InvalidParameterError(f"depth must be a positive integer; got {depth!r}.")
+    depth = check_k(depth, "depth")
     scoring = method not in ("pairwise", "listwise")  # LMJudge's pointwise, qlm, icr; EncoderJudge; any scorer
     if not _fits(method, algorithm):
         raise InvalidParameterError(f"the {method} judge cannot drive the {algorithm!r} algorithm: use "
@@ -114,7 +114,7 @@ def _fits(method: str, algorithm: str) -> bool:
     return True
 
 
-def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable, *, progress: bool = False,
+def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable, *, show_progress: bool = False,
                **options):
     """Every query of ``run`` reranked (see :func:`rerank`); returns ``(Run, seconds per query)``.
     A query id of the run missing from ``queries`` is an error naming it."""
@@ -128,7 +128,7 @@ def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable
     from salience.parallel import progress_bar
 
     out, start = {}, time.perf_counter()
-    with progress_bar(len(run), "rerank", progress, unit="query") as bar:
+    with progress_bar(len(run), "rerank", show_progress, unit="query") as bar:
         for q in run:
             out[q] = rerank(queries[q], run[q], judge, texts, **options)
             bar.update(1)

@@ -466,7 +466,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
         def answer():
             fused = fuse_runs(body.runs, method=body.method, normalize=body.normalize, weights=body.weights,
-                              missing="empty")
+                              missing_subjects="empty")
             return {"method": body.method, "results": {q: dict(list(s.sorted())[: body.k]) for q, s in fused.items()}}
 
         return await run(answer)

@@ -21,6 +21,7 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
+from salience.core.checks import check_k
 from salience.core.linear import fit_logistic_regression
 from salience.exceptions import CorruptIndexError, InvalidParameterError, NotFittedError
 
@@ -46,8 +47,7 @@ class TextClassifier:
             raise InvalidParameterError(f"features must be one of {', '.join(FEATURES)}; got {features!r}.")
         if not l2 >= 0:
             raise InvalidParameterError(f"l2 must be >= 0; got {l2!r}.")
-        if not isinstance(window_words, (int, np.integer)) or window_words < 1:
-            raise InvalidParameterError(f"window_words must be a positive integer; got {window_words!r}.")
+        window_words = check_k(window_words, "window_words")
         self.features, self.l2, self.buckets, self.encoder = features, float(l2), int(buckets), encoder
         self.window_words, self.max_iter = int(window_words), int(max_iter)
         self.coef_: np.ndarray | None = None

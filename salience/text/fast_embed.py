@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 
 __all__ = ["TransformerEncoder", "resolve_model_folder"]
@@ -62,8 +63,7 @@ class TransformerEncoder:
         if backend == "onnx" and quantize:
             raise InvalidParameterError("quantize='int8' runs on the torch backend: pass backend='torch' or 'auto'.")
         self.backend = backend
-        if not isinstance(batch_tokens, int) or batch_tokens < 1:
-            raise InvalidParameterError(f"batch_tokens must be a positive integer; got {batch_tokens!r}.")
+        batch_tokens = check_k(batch_tokens, "batch_tokens")
         self.model_name, self.batch_tokens, self.quantize, self.threads = model, batch_tokens, quantize, threads
         self.truncated = 0
         self._loaded = None

@@ -190,7 +190,7 @@ def test_kv_eval_command(model_folder, capsys):
 
     model, text = model_folder
     base = ["compress", "kv-eval", str(model), "--data", str(text), "--context", "80", "--continuation", "20",
-            "--window", "8", "--json"]
+            "--observation-window", "8", "--json"]
     assert main(base + ["--policy", "full"]) == 0
     full = json.loads(capsys.readouterr().out)
     assert main(base + ["--policy", "vatp", "--budget", "0.25"]) == 0

@@ -106,7 +106,7 @@ def test_structured_command(model_folder, tmp_path, capsys):
 
     model, text = model_folder
     args = ["compress", "structured", str(model), "--unit", "ffn_channels", "--fraction", "0.25", "--criterion",
-            "output", "--calib", str(text), "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "small"), "--json"]
+            "output", "--calib", str(text), "--seqlen", "16", "--calib-windows", "4", "--out", str(tmp_path / "small"), "--json"]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["units_after"] == 48 and len(result["removed"]) == 2 and all(len(r) == 16 for r in result["removed"])

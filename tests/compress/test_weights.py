@@ -153,7 +153,7 @@ def test_prune_and_eval_commands(model_folder, tmp_path, capsys):
 
     (tmp_path / "calib.txt").write_text(model_folder[1].read_text())
     args = ["compress", "prune", str(tmp_path / "model"), "--method", "wanda", "--sparsity", "0.5", "--calib",
-            str(tmp_path / "calib.txt"), "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "pruned"), "--json"]
+            str(tmp_path / "calib.txt"), "--seqlen", "16", "--calib-windows", "4", "--out", str(tmp_path / "pruned"), "--json"]
     assert main(args) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["sparsity"] == pytest.approx(0.5) and len(result["layers"]) == 14
@@ -169,7 +169,7 @@ def test_prune_and_eval_commands(model_folder, tmp_path, capsys):
                  str(tmp_path / "x")]) == 2
     assert "divisible by 5" in capsys.readouterr().err
     assert main(["compress", "layers", str(tmp_path / "model"), "--remove", "1", "--calib", str(tmp_path / "calib.txt"),
-                 "--seqlen", "16", "--samples", "4", "--out", str(tmp_path / "short"), "--json"]) == 0
+                 "--seqlen", "16", "--calib-windows", "4", "--out", str(tmp_path / "short"), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
     assert result["layers_left"] == 1 and len(result["removed"]) == 1
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "short")

@@ -79,9 +79,9 @@ def test_parity_with_ranx_on_real_bm25_runs(scifact):
 
 def test_bad_input():
     a = {"q1": {"d1": 1.0}}
-    with pytest.raises(IdMismatchError, match="no ranking for 1 subject.*'q2'.*missing='empty'"):
+    with pytest.raises(IdMismatchError, match="no ranking for 1 subject.*'q2'.*missing_subjects='empty'"):
         fuse([a, {"q2": {"d1": 1.0}}])
-    fused = fuse([a, {"q2": {"d1": 1.0}}], missing="empty")
+    fused = fuse([a, {"q2": {"d1": 1.0}}], missing_subjects="empty")
     assert fused["q1"].ids == ["d1"] and fused["q2"].ids == ["d1"]
     with pytest.raises(InvalidParameterError, match="NaN"):
         fuse([a, {"q1": {"d1": float("nan")}}])

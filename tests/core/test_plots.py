@@ -19,7 +19,7 @@ def test_curves_and_bars_are_written_as_png_and_svg(tmp_path):
     labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
     assert labels == [f"deletion (AUC {curves['deletion'].auc:.3g})", f"insertion (AUC {curves['insertion'].auc:.3g})"]
     attribution = Attribution(np.array([[0.5, -2.0, 1.0]]), np.zeros(1), "m", 0, ["a", "b", "c"])
-    figure = plot_attribution(attribution, tmp_path / "bars.svg", top=2)
+    figure = plot_attribution(attribution, tmp_path / "bars.svg", k=2)
     assert (tmp_path / "bars.svg").read_text().lstrip().startswith("<?xml")
     ticks = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     assert ticks == ["c", "b"]  # the two largest magnitudes, the largest on top
@@ -33,8 +33,8 @@ def test_plots_refuse_bad_input(tmp_path):
         plot_attribution(Scores([1.0]), tmp_path / "out.jpg")
     with pytest.raises(InvalidParameterError, match="mapping"):
         plot_curves({})
-    with pytest.raises(InvalidParameterError, match="top"):
-        plot_attribution(Scores([1.0]), top=0)
+    with pytest.raises(InvalidParameterError, match="k must be a positive integer"):
+        plot_attribution(Scores([1.0]), k=0)
     with pytest.raises(InvalidParameterError, match="Scores or an Attribution"):
         plot_attribution([1.0, 2.0])
     assert not list(tmp_path.iterdir())

@@ -57,8 +57,8 @@ def test_bad_k(k):
 def test_select_top_k_and_threshold():
     s = Scores([0.1, 0.9, 0.5], ids=["a", "b", "c"])
     assert select_top_k(s, k=2).ids == ["b", "c"]
-    assert select_threshold(s, 0.5).ids == ["b", "c"]
-    assert select_threshold(s, 0.5, inclusive=False).ids == ["b"]
+    assert select_threshold(s, threshold=0.5).ids == ["b", "c"]
+    assert select_threshold(s, threshold=0.5, inclusive=False).ids == ["b"]
 
 
 def _brute_force_knapsack(values, costs, budget):
@@ -80,7 +80,7 @@ def test_budget_exact_equals_brute_force():
         values = rng.random(n)
         costs = rng.integers(1, 8, size=n)
         budget = int(rng.integers(0, 30))
-        chosen = select_budget(Scores(values), costs, budget)
+        chosen = select_budget(Scores(values), costs, budget=budget)
         assert sum(costs[i] for i in chosen.ids) <= budget
         assert chosen.values.sum() == pytest.approx(_brute_force_knapsack(values, costs, budget))
 
@@ -91,7 +91,7 @@ def test_budget_greedy_is_feasible_and_half_optimal():
         values = rng.random(12)
         costs = rng.random(12) * 3
         budget = 4.2
-        chosen = select_budget(Scores(values), costs, budget)  # float costs -> greedy
+        chosen = select_budget(Scores(values), costs, budget=budget)  # float costs -> greedy
         assert sum(costs[i] for i in chosen.ids) <= budget + 1e-12
         assert chosen.values.sum() >= 0.5 * _brute_force_knapsack(values, costs, budget) - 1e-12
 
@@ -99,10 +99,10 @@ def test_budget_greedy_is_feasible_and_half_optimal():
 def test_budget_bad_input():
     s = Scores([1.0, 2.0])
     with pytest.raises(ShapeError):
-        select_budget(s, [1], 3)
+        select_budget(s, [1], budget=3)
     with pytest.raises(InvalidParameterError, match="budget"):
-        select_budget(s, [1, 1], -1)
+        select_budget(s, [1, 1], budget=-1)
     with pytest.raises(InvalidParameterError, match="non-negative"):
-        select_budget(s, [1, -1], 3)
+        select_budget(s, [1, -1], budget=3)
     with pytest.raises(InvalidParameterError, match="integer"):
-        select_budget(s, [1.5, 1], 3, method="exact")
+        select_budget(s, [1.5, 1], budget=3, method="exact")

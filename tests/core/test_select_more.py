@@ -17,10 +17,10 @@ from salience.core.select import (
 
 def test_fraction():
     s = Scores([5, 1, 4, 2, 3], ids="abcde")
-    assert select_fraction(s, 0.4).ids == ["a", "c"]
-    assert select_fraction(s, 0.01).ids == ["a"]
+    assert select_fraction(s, fraction=0.4).ids == ["a", "c"]
+    assert select_fraction(s, fraction=0.01).ids == ["a"]
     with pytest.raises(InvalidParameterError):
-        select_fraction(s, 0)
+        select_fraction(s, fraction=0)
 
 
 def test_mmr_trades_relevance_for_novelty():

@@ -17,11 +17,11 @@ def test_hybrid_equals_the_core_fusion_of_both_rankings(indexes):
     query = "sensor routing protocols"
     lexical, semantic = bm25.search(query, k=100), dense.search(query, k=100)
     rrf = Hybrid(bm25, dense, method="rrf").search(query, k=3)
-    expected = fuse([{"q": lexical.to_dict()}, {"q": semantic.to_dict()}], method="rrf", missing="empty")["q"]
+    expected = fuse([{"q": lexical.to_dict()}, {"q": semantic.to_dict()}], method="rrf", missing_subjects="empty")["q"]
     assert rrf.ids == expected.ranked_ids()[:3]
     wsum = Hybrid(bm25, dense, weight=0.3).search(query, k=4)
     expected = fuse([{"q": lexical.to_dict()}, {"q": semantic.to_dict()}], method="wsum", normalize="minmax",
-                    weights=[0.7, 0.3], missing="empty")["q"]
+                    weights=[0.7, 0.3], missing_subjects="empty")["q"]
     assert wsum.ids == expected.ranked_ids()[:4] and np.allclose(wsum.values, expected.sorted().values[:4])
     # weight 0 is BM25's order, weight 1 the dense order (over the documents both returned)
     assert Hybrid(bm25, dense, weight=0.0).search(query, k=2).ids == lexical.ids[:2]
