@@ -40,6 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # argparse's usage errors: exit status 2, message already printed
         return int(stop.code or 0)
+    import warnings
+
+    formatwarning = warnings.formatwarning
     _quiet_libraries(args)
     try:
         return args.func(args)
@@ -58,10 +61,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader went away (``salience ... | head -1``): stop quietly, as Unix tools do
         _silence_stdout()
         return 141  # 128 + SIGPIPE, the status a tool killed by the signal reports
+    finally:
+        warnings.formatwarning = formatwarning  # main() called in a process (tests) leaves it as it was
 
 
 def _format_warning(message, category, filename, lineno, line=None) -> str:
-    return f"salience: warning: {message}\n"  # not Python's source-line format: users read these
+    """Not Python's source-line format, which users do not read: salience's own warnings as
+    salience's, a library's with its category."""
+    import os
+
+    import salience
+
+    if str(filename).startswith(os.path.dirname(salience.__file__)):
+        return f"salience: warning: {message}\n"
+    return f"warning ({category.__name__}): {message}\n"
 
 
 def _quiet_libraries(args) -> None:
