@@ -254,12 +254,56 @@ def render(result: dict, command: str, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def significance(n_test: int, model_name: str = "smollm2") -> dict:
+    """The configurations the dev split chose (as the library records them in
+    ``salience.search.rerank.DEV_CHOSEN``: the judge, its depth and weight) on the test split
+    again, with a paired test of each against BM25 on the same queries."""
+    from salience.search.rerank import DEV_CHOSEN
+
+    bench = Bench(model_name)
+    test = list(bench.test)[:n_test]
+    rows = []
+    for method, choice in DEV_CHOSEN.items():
+        config = {"method": method, "algorithm": "score", "depth": choice["depth"],
+                  "tokens": None if method == "encoder" else 64, "chat": method != "encoder"}
+        row, cached = bench.run(config, test)
+        run = bench.interpolated(config, cached, choice["interpolate"])
+        bm25 = {q: bench.first[q] for q in run}
+        ours = evaluate(bench.qrels, Run(run), ["ndcg@10"], missing="skip")
+        base = evaluate(bench.qrels, Run(bm25), ["ndcg@10"], missing="skip")
+        fisher, t = paired_test(base, ours), paired_test(base, ours, test="t")
+        rows.append({**row, "weight": choice["interpolate"], "ndcg": ours.means["ndcg@10"], "fisher": fisher,
+                     "t": t.p_value})
+    return {"rows": rows, "n_test": len(test), "model": model_name}
+
+
+def render_significance(result: dict, command: str, seconds: float) -> str:
+    lines = ["## Reranking: is the chosen configurations' margin over BM25 real? (`bench/rerank.py --significance`)", "",
+             f"Command: `{command}`", "",
+             f"The configurations the dev split chose (`salience.search.rerank.DEV_CHOSEN`: judge, depth, interpolation "
+             f"weight) rerun on the {split_heading('test')} ({result['n_test']} queries), and compared with BM25 query "
+             "by query: Fisher's randomization test (10,000 sign flips) and the paired t-test, with the 95% "
+             "confidence interval of the mean difference in nDCG@10 (`salience.paired_test`).", "",
+             "| judge | depth | judge weight | nDCG@10 | BM25 | difference | 95% CI | p (randomization) | p (t) | "
+             "s/query |", "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|"]
+    for r in result["rows"]:
+        f = r["fisher"]
+        lines.append(f"| {r['judge']} | {r['depth']} | {r['weight']:.1f} | {r['ndcg']:.4f} | {f.mean_a:.4f} | "
+                     f"{f.difference:+.4f} | {f.ci95[0]:+.4f} to {f.ci95[1]:+.4f} | {f.p_value:.3f} | {r['t']:.3f} | "
+                     f"{r['seconds']:.2f} |")
+    lines += ["", f"Whole run: {seconds:.0f} s.", ""]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dev-queries", type=int, default=10_000, help="at most this many dev queries (default all)")
     parser.add_argument("--test-queries", type=int, default=10_000, help="at most this many test queries (default all)")
     parser.add_argument("--model", choices=tuple(MODELS), default="smollm2",
                         help="the judges' language model (gemma3: the scoring judges at depth 10)")
+    parser.add_argument("--significance", action="store_true",
+                        help="only the configurations the dev split chose, on the test split, with paired tests "
+                             "against BM25")
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
     if not DATA.exists():
@@ -269,14 +313,20 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(2)
     started = time.perf_counter()
-    result = run_all(args.dev_queries, args.test_queries, args.model)
-    command = "python bench/rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(result, command.strip(), time.perf_counter() - started)
+    command = ("python bench/rerank.py " + " ".join(argv if argv is not None else sys.argv[1:])).strip()
+    if args.significance:
+        section = render_significance(significance(args.test_queries, args.model), command,
+                                      time.perf_counter() - started)
+        marker = "bench/rerank.py --significance"
+    else:
+        section = render(run_all(args.dev_queries, args.test_queries, args.model), command,
+                         time.perf_counter() - started)
+        marker = "bench/rerank.py" + ("" if args.model == "smollm2" else f" {args.model}")
     print(section)
     if args.write:
         from common import write_section
 
-        write_section(args.write, section, marker="bench/rerank.py" + ("" if args.model == "smollm2" else f" {args.model}"))
+        write_section(args.write, section, marker=marker)
     return 0
 
 

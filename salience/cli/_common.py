@@ -47,26 +47,24 @@ def add_seed(parser: argparse.ArgumentParser) -> None:
                         help="random seed, a non-negative integer (default 0): the same seed, the same output")
 
 
-def positive_int(text: str) -> int:
-    """argparse type for counts: a positive integer, refused with a clear message otherwise."""
+def _int_at_least(text: str, low: int, what: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer; got {value}")
+        raise argparse.ArgumentTypeError(f"expected a {what}; got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be a {what}; got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """argparse type for counts: a positive integer, refused with a clear message otherwise."""
+    return _int_at_least(text, 1, "positive integer")
 
 
 def nonnegative_int(text: str) -> int:
     """argparse type for seeds and offsets: an integer >= 0."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {value}")
-    return value
+    return _int_at_least(text, 0, "non-negative integer")
 
 
 def positive_float(text: str) -> float:

@@ -68,8 +68,8 @@ class Dense(Scorer):
         Dynamic int8 quantisation of the encoder's linear layers (faster; quality loss
         measured in BENCHMARKS.md).
     backend : "auto", "torch" or "onnx"
-        How a model is run: ONNX Runtime (``pip install onnxruntime onnx``; the same vectors,
-        faster on a CPU), torch, or ONNX Runtime when it is installed (``"auto"``).
+        How a model is run: torch (``"auto"``, measured the faster here) or ONNX Runtime
+        (``"onnx"``: ``pip install onnxruntime onnx``; the same vectors).
     store_documents : bool
         Keep the indexed fields so results can show them.
     block_size : int
