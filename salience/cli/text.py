@@ -143,7 +143,6 @@ def _cmd_summarize_extract(args) -> int:
     ids, texts = _records(args)
     options = _summary_options(args)
     length = {key: options.pop(key) for key in ("sentences", "words", "diversity") if key in options}
-    options["language"] = options.pop("language")
     scorer = SentenceScorer(**options)  # one term cache for every record
     for doc_id, text in zip(ids, texts):
         summary = summarize(text, query=args.query, scorer=scorer, **length)

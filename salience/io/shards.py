@@ -106,10 +106,10 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
             if path.suffix == ".gz":
                 # the reader decodes whole buffers: decoding again in small pieces salvages the
                 # good lines of the last buffer before the damage
-                salvaged, position = _salvage_gzip(path)
-                if len(salvaged) > produced:
-                    data += salvaged[produced:]
-                    produced, good_position = len(salvaged), max(good_position, position)
+                beyond, position = _salvage_gzip(path, produced)
+                if beyond:
+                    data += beyond
+                    produced, good_position = produced + len(beyond), max(good_position, position)
             cut = data.rfind(b"\n") + 1
             if cut:  # the complete lines read before the damage are kept
                 yield Shard(index, str(path), line, blob=data[:cut])
@@ -121,24 +121,28 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
             raw.close()
 
 
-def _salvage_gzip(path: Path, piece: int = 256) -> tuple[bytes, int]:
-    """What a damaged gzip file decodes to before the damage, fed to zlib ``piece`` bytes at a
-    time; and the compressed bytes consumed by then."""
+def _salvage_gzip(path: Path, skip: int, piece: int = 256) -> tuple[bytes, int]:
+    """What a damaged gzip file decodes to before the damage, past its first ``skip``
+    decompressed bytes (already read), fed to zlib ``piece`` bytes at a time from a streamed
+    read (memory stays that of the salvaged tail); and the compressed bytes consumed by then."""
     out: list[bytes] = []
-    position = 0
+    decoded = position = 0
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
     with open(path, "rb") as fh:
-        data = fh.read()
-    while position < len(data):
-        chunk = data[position : position + piece]
-        try:
-            out.append(decoder.decompress(chunk))
-        except zlib.error:
-            break
-        position += len(chunk)
-        if decoder.eof:  # a member ends: the next one (concatenated gzip) starts on the unused bytes
-            position -= len(decoder.unused_data)
-            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        chunk = fh.read(piece)
+        while chunk:
+            try:
+                block = decoder.decompress(chunk)
+            except zlib.error:
+                break
+            if decoded + len(block) > skip:
+                out.append(block[max(skip - decoded, 0):])
+            decoded += len(block)
+            position += len(chunk)
+            chunk = fh.read(piece)
+            if decoder.eof:  # a member ends: the next one (concatenated gzip) starts on the unused bytes
+                chunk, position = decoder.unused_data + chunk, position - len(decoder.unused_data)
+                decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
     return b"".join(out), position
 
 

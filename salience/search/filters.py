@@ -103,8 +103,8 @@ class MetadataColumns:
         if not present.any():
             raise InvalidParameterError(f"filter on {name!r}: no document has this field, so {op} matches nothing "
                                         "(check its spelling).")
-        has_numbers = bool(np.isfinite(numeric[present]).any()) or bool(np.isinf(numeric[present]).any())
-        example = next(v for v in objects[present])
+        has_numbers = bool((~np.isnan(numeric[present])).any())
+        example = objects[present][0]
         for value in operands:
             if _is_number(value) and not has_numbers:
                 raise InvalidParameterError(f"filter {name!r} {op} {value!r}: the field holds no numbers (e.g. "

@@ -190,12 +190,8 @@ def _blocked_graph(left, right, keep, what: str):
     refused past ``GRAPH_MAX_EDGES`` edges kept (graphs that must be stored: a threshold or a
     per-pair formula; the default methods walk theirs without storing it)."""
     n = left.shape[0]
-    present_right = right.copy()
-    present_right.data[:] = 1.0
-    present_left = left.copy()
-    present_left.data[:] = 1.0
-    frequency = np.asarray(present_right.sum(axis=0)).ravel()
-    bound = np.cumsum(present_left @ frequency)  # candidate pairs of the rows up to each row
+    # candidate pairs of the rows up to each row: a row meets every sentence sharing a term
+    bound = np.cumsum((left != 0).astype(np.float64) @ right.getnnz(axis=0))
     blocks, edges, start = [], 0, 0
     while start < n:
         base = bound[start - 1] if start else 0.0
