@@ -397,3 +397,30 @@ def test_running_out_of_memory_is_said_not_a_traceback(tmp_path):
                            "--similarity", "overlap", "--language", "en"], capture_output=True, text=True, cwd=ROOT)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode in (1, 2) and done.stderr.startswith("salience: error:")
+
+
+def test_keyphrase_scores_print_without_negative_zero(tmp_path, capsys):
+    text = tmp_path / "t.txt"
+    text.write_text("Graph kernels compare graphs by their substructures. Graph kernels classify molecules.")
+    assert main(["keywords", "extract", str(text), "-k", "3"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].strip().startswith("score  keyphrase (-S(kw), YAKE's score negated: higher is better)")
+    assert not any("-0.0000" in line for line in out) and len(out) == 4
+
+
+def test_quiet_switches_off_the_model_libraries_bars(monkeypatch, tmp_path):
+    monkeypatch.delenv("HF_HUB_DISABLE_PROGRESS_BARS", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    text = tmp_path / "t.txt"
+    text.write_text("Wings lift planes. Lift depends on the wing's area.")
+    assert main(["summarize", "extract", str(text), "--quiet", "--language", "en"]) == 0
+    assert os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] == "1" and os.environ["TRANSFORMERS_VERBOSITY"] == "error"
+
+
+def test_loading_a_language_model_without_transformers_names_it(monkeypatch):
+    from salience.exceptions import MissingDependencyError
+    from salience.explain.lm import load_causal_lm
+
+    monkeypatch.setitem(sys.modules, "transformers", None)  # as if it were not installed
+    with pytest.raises(MissingDependencyError, match="Loading a language model needs transformers"):
+        load_causal_lm("smollm2", cache=False)
