@@ -35,7 +35,7 @@ from common import run_benchmark  # noqa: E402
 
 from salience.compress import (calibration_windows, drop_least_important, perplexity, prunable_linears, prune,  # noqa: E402
                                stdlib_docstrings)
-from salience.explain.lm import load_causal_lm  # noqa: E402
+from salience.models.lm import load_causal_lm  # noqa: E402
 
 CONFIGS = [
     {"method": "magnitude", "sparsity": 0.5, "group": "layer"},

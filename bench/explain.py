@@ -652,7 +652,8 @@ def run_lm() -> list[dict]:
     from captum.attr import (FeatureAblation, LayerIntegratedGradients, LLMAttribution, LLMGradientAttribution,
                              ShapleyValueSampling, TextTokenInput)
 
-    from salience.explain.lm import LMAttribution, load_causal_lm
+    from salience.explain.lm import LMAttribution
+    from salience.models.lm import load_causal_lm
 
     model, tok = load_causal_lm("smollm2")
     results = []

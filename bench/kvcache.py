@@ -36,8 +36,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
-from salience.compress.kv import KV_POLICIES, decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
-from salience.explain.lm import load_causal_lm  # noqa: E402
+from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
+from salience.core.base import method_names  # noqa: E402
+from salience.models.lm import load_causal_lm  # noqa: E402
 
 KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
                  "tova": "TOVAPress", "key_norm": "KnormPress"}
@@ -69,7 +70,7 @@ def run(args) -> dict:
     batch = windows(evaluation, span, args.windows)
     needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
     rows = {}
-    for policy in [None] + list(KV_POLICIES):
+    for policy in [None] + list(method_names("kv")):
         start = time.perf_counter()
         ppl = kv_eval(model, evaluation, policy=policy, budget=args.budget if policy else None, context=args.context,
                       continuation=args.continuation, max_windows=args.windows)

@@ -35,7 +35,7 @@ from common import search_set, split_heading, write_section  # noqa: E402
 
 from salience import ListwiseJudge, PairwiseJudge, Run, ScorerJudge, evaluate, fuse, kendall_tau  # noqa: E402
 from salience.core import sort  # noqa: E402
-from salience.core.aggregate import AGGREGATORS  # noqa: E402
+from salience.core.base import method_names  # noqa: E402
 
 AGG_LABEL = {"borda": "Borda", "copeland": "Copeland", "kemeny": "Kemeny", "mc4": "MC4", "pagerank": "PageRank",
              "winrate": "winrate", "bradley_terry": "Bradley-Terry"}
@@ -90,11 +90,11 @@ def simulated_methods(n: int):
         "JointRank 20x2, PageRank": ("list", lambda w, j: sort.jointrank(w.initial, j, block_size=20, repetitions=2, aggregate_with="pagerank", seed=1)),
         **{
             f"JointRank 20x3, {AGG_LABEL[a]}": ("list", lambda w, j, a=a: sort.jointrank(w.initial, j, block_size=20, repetitions=3, aggregate_with=a, seed=1))
-            for a in AGGREGATORS
+            for a in method_names("aggregate")
         },
         **{
             f"PSC 5 shuffles, {AGG_LABEL[a]}": ("list", lambda w, j, a=a: sort.permutation_self_consistency(w.initial, j, shuffles=5, aggregate_with=a, seed=1))
-            for a in AGGREGATORS
+            for a in method_names("aggregate")
         },
         "heapsort top-10, both orders": ("pair", lambda w, j: sort.heapsort_top_k(w.initial, j, k=10)),
         "bubble top-10, both orders": ("pair", lambda w, j: sort.bubble_top_k(w.initial, j, k=10)),
@@ -145,7 +145,7 @@ def fusion_speed(runs: list, repeats: int = 5) -> list[dict]:
     rows = []
     for method, normalize, ranx_method, ranx_norm in (("rrf", None, "rrf", None), ("combsum", "minmax", "sum", "min-max"),
                                                       ("combmnz", "zscore", "mnz", "zmuv"), ("borda", None, "bordafuse", None)):
-        ours = lambda: fuse(runs, method=method, normalize=normalize)  # noqa: E731
+        ours = lambda: fuse(runs, method=method, **({"normalize": normalize} if normalize else {}))  # noqa: E731
         theirs = lambda: ranx.fuse(ranx_runs, method=ranx_method, norm=ranx_norm)  # noqa: E731
         a, b = ours(), theirs()
         times = {}

@@ -115,7 +115,7 @@ class Bench:
     """SciFact's BM25 top 100 per judged query and the model, loaded once for both splits."""
 
     def __init__(self, model_name: str):
-        from salience.explain.lm import load_causal_lm
+        from salience.models.lm import load_causal_lm
 
         corpus, self.dev, dev_qrels = search_set(DATA, "dev")
         _, self.test, test_qrels = search_set(DATA, "test")

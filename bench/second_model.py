@@ -29,7 +29,7 @@ from common import run_benchmark  # noqa: E402
 
 from salience.compress import (calibration_windows, drop_least_important, kv_eval, perplexity, prune,  # noqa: E402
                                remove_structures, stdlib_docstrings)
-from salience.explain.lm import load_causal_lm  # noqa: E402
+from salience.models.lm import load_causal_lm  # noqa: E402
 
 PRUNE = [{"method": "magnitude", "sparsity": 0.5, "group": "layer"}, {"method": "wanda", "sparsity": 0.5},
          {"method": "sparsegpt", "sparsity": 0.5}, {"method": "wanda", "pattern": "2:4"}]

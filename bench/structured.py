@@ -27,7 +27,7 @@ from compress import tokens_per_second  # noqa: E402
 from common import run_benchmark  # noqa: E402
 
 from salience.compress import calibration_windows, perplexity, remove_structures, stdlib_docstrings  # noqa: E402
-from salience.explain.lm import load_causal_lm  # noqa: E402
+from salience.models.lm import load_causal_lm  # noqa: E402
 
 CONFIGS = [(unit, fraction, criterion) for unit, fraction in (("ffn_channels", 0.25), ("attention_heads", 1 / 3))
            for criterion in ("magnitude", "taylor", "output")]

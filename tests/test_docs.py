@@ -24,8 +24,20 @@ def _blocks(path: Path):
     return BLOCK.findall(path.read_text(encoding="utf-8"))
 
 
+@pytest.fixture
+def restored_registry():
+    """A guide may register a method (docs/contributing.md does): the registry is put back after it."""
+    from salience.core import base
+
+    saved = {family: dict(methods) for family, methods in base._REGISTRY.items()}
+    yield
+    for family, methods in saved.items():
+        base._REGISTRY[family].clear()
+        base._REGISTRY[family].update(methods)
+
+
 @pytest.mark.parametrize("guide", sorted(p.name for p in DOCS.glob("*.md")))
-def test_guide_examples_run(guide, tmp_path, monkeypatch):
+def test_guide_examples_run(guide, tmp_path, monkeypatch, restored_registry):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__docs__"}
     blocks = _blocks(DOCS / guide)

@@ -287,7 +287,7 @@ def test_every_command_that_suggests_on_error_takes_it(tmp_path, capsys):
     (["explain", "lm", "smollm2", "--prompt", " ", "--target", "Paris"], "non-empty"),
 ])
 def test_parameters_are_checked_before_the_model_loads(tmp_path, monkeypatch, capsys, argv, message):
-    import salience.explain.lm as lm
+    import salience.models.lm as lm
 
     def never(*args, **kwargs):
         raise AssertionError("the model was loaded before the parameters were checked")
@@ -419,7 +419,7 @@ def test_quiet_switches_off_the_model_libraries_bars(monkeypatch, tmp_path):
 
 def test_loading_a_language_model_without_transformers_names_it(monkeypatch):
     from salience.exceptions import MissingDependencyError
-    from salience.explain.lm import load_causal_lm
+    from salience.models.lm import load_causal_lm
 
     monkeypatch.setitem(sys.modules, "transformers", None)  # as if it were not installed
     with pytest.raises(MissingDependencyError, match="Loading a language model needs transformers"):

@@ -7,6 +7,7 @@
     salience data select|dedup|report ...
     salience explain search|text|lm ...
     salience methods [--domain D] [--json]
+    salience cache list|clear [--name NAME]
     salience serve INDEX_DIR... [--port 8080] [--api-key-file F]
 
 Every leaf command takes ``--json`` and ``--quiet``; shared options keep one name everywhere
@@ -25,11 +26,11 @@ __all__ = ["main", "build_parser"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from salience.cli import compress, data, explain, methods, rank, search, serve, text
+    from salience.cli import cache, compress, data, explain, methods, rank, search, serve, text
 
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
-    for module in (search, rank, text, data, explain, compress, methods, serve):
+    for module in (search, rank, text, data, explain, compress, methods, cache, serve):
         module.add_commands(domains)
     return parser
 

@@ -5,13 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from salience.cli._common import add_on_error, add_output_options, emit, nonnegative_int, positive_int, read_text
+from salience.cli._common import (add_on_error, add_output_options, choices_of, emit, given, method_option,
+                                  nonnegative_int, positive_int, read_text)
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_directory, check_output_path
-
-PRUNE_CHOICES = ("magnitude", "wanda", "lamp", "taylor", "sparsegpt")
-#: salience.compress.kv.KV_POLICIES, listed here so that the CLI parses without torch
-KV_POLICY_CHOICES = ("streaming_llm", "h2o", "snapkv", "tova", "key_norm", "vatp", "caote")
 
 
 def _text_of(path: str, on_error: str) -> str:
@@ -29,8 +26,8 @@ def _token_ids(tokenizer, text: str) -> list[int]:
 def _load(args):
     """The model and tokenizer, after the checks that need no model: torch is there (named for
     compression), the model path exists."""
-    from salience.core.checks import require_torch
-    from salience.explain.lm import load_causal_lm
+    from salience.models.lm import load_causal_lm
+    from salience.extras import require_torch
 
     require_torch("Compression")
     return load_causal_lm(args.model)
@@ -74,9 +71,10 @@ def _cmd_prune(args) -> int:
     from salience.compress.weights import check_prune_options
 
     model, tokenizer, windows = _model_and_calibration(args, lambda: check_prune_options(
-        args.method, None if args.pattern else args.sparsity, args.pattern, args.group, bool(args.calib)))
+        args.method, None if args.pattern else args.sparsity, args.pattern, args.group, bool(args.calib),
+        **given(args, "blocksize", "damp")))
     report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
-                   group=args.group, calibration=windows, sequential=args.sequential)
+                   group=args.group, calibration=windows, sequential=args.sequential, **given(args, "blocksize", "damp"))
     result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
               "seconds": report.seconds, "layers": report.layers, "out": args.out}
     _write_model(args, model, tokenizer, result)
@@ -129,27 +127,28 @@ def _cmd_eval(args) -> int:
 
 
 def _cmd_kv_eval(args) -> int:
-    from salience.compress.kv import check_budget, kv_eval, passkey
+    from salience.compress.kv import check_budget, kv_policy
+    from salience.compress.kv_eval import kv_eval, passkey
 
-    options = {"n_sink": args.sinks, "window": args.observation_window}
     budget = None if args.policy == "full" else args.budget
-    policy = None if args.policy == "full" else args.policy
-    if args.sinks < 0 or args.needles < 0:
-        raise InvalidParameterError(f"--sinks and --needles take counts >= 0; got {args.sinks} and {args.needles}.")
-    if policy is not None:  # checked before the model loads
-        check_budget(budget, args.context, policy, n_sink=args.sinks, window=args.observation_window)
+    policy = None
+    if args.needles < 0:
+        raise InvalidParameterError(f"--needles takes a count >= 0; got {args.needles}.")
+    if args.policy != "full":  # checked before the model loads
+        params = {"n_sink": args.sinks, "window": args.observation_window}
+        policy = kv_policy(args.policy, **{k: v for k, v in params.items() if v is not None})
+        check_budget(budget, args.context, policy)
     text = _text_of(args.data, args.on_error)
     model, tokenizer = _load(args)
     tokens = _token_ids(tokenizer, text)
     report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
-                     continuation=args.continuation, max_windows=args.windows, **options)
+                     continuation=args.continuation, max_windows=args.windows)
     result = {"model": args.model, **report.as_dict()}
     text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
             f"{report.kept} kept per head; {report.continuation} continuation tokens)")
     if args.needles:
-        key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context,
-                      **options)
+        key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context)
         result["passkey"] = key.as_dict()
         text += (f"\npasskey: NLL {key.nll:.3f}, mean rank {key.rank:.2f}, exact {key.accuracy:.0%} over "
                  f"{key.needles} needles")
@@ -158,14 +157,16 @@ def _cmd_kv_eval(args) -> int:
 
 
 def add_commands(domains) -> None:
+    from salience.compress.structured import STRUCTURE_CRITERIA
+
     compress = domains.add_parser("compress", help="prune a language model by importance; measure it")
     commands = compress.add_subparsers(dest="command", required=True)
 
     p = commands.add_parser("prune", help="zero the least important weights of the decoder's linear layers")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--method", choices=PRUNE_CHOICES, default="wanda",
-                   help="weight importance: |W| x input norm (wanda, default), |W| (magnitude), LAMP, Taylor "
-                        "(|W x gradient|) or SparseGPT's reconstruction")
+    method_option(p, "--method", "weights", "wanda", "weight importance")
+    p.add_argument("--blocksize", type=positive_int, default=None, help="sparsegpt's column block (default 128)")
+    p.add_argument("--damp", type=float, default=None, help="sparsegpt's Hessian dampening (default 0.01)")
     p.add_argument("--sparsity", type=float, default=0.5, help="fraction of weights removed, in [0, 1) (default 0.5)")
     p.add_argument("--pattern", default=None, help="N:M semi-structured sparsity, e.g. 2:4 (instead of --sparsity)")
     p.add_argument("--group", choices=("row", "layer", "global"), default=None,
@@ -185,8 +186,7 @@ def add_commands(domains) -> None:
     p = commands.add_parser("layers", help="remove the least important decoder layers (physically)")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
     p.add_argument("--remove", type=int, required=True, help="how many decoder layers to remove")
-    p.add_argument("--method", choices=("block_influence", "perplexity_change"), default="block_influence",
-                   help="ShortGPT block influence, or the measured perplexity change (default block_influence)")
+    method_option(p, "--method", "layers", "block_influence", "layer importance")
     p.add_argument("--calib", required=True, help="calibration text file")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
@@ -199,10 +199,9 @@ def add_commands(domains) -> None:
     p = commands.add_parser("structured", help="remove the least important FFN channels or attention heads "
                                                 "(physically)")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--unit", choices=("ffn_channels", "attention_heads"), default="ffn_channels",
-                   help="what is removed: MLP channels (default) or attention heads (key/value groups)")
+    method_option(p, "--unit", "structure", "ffn_channels", "structure unit removed")
     p.add_argument("--fraction", type=float, required=True, help="fraction of each layer's units removed, in [0, 1)")
-    p.add_argument("--criterion", choices=("magnitude", "taylor", "output"), default="magnitude",
+    p.add_argument("--criterion", choices=STRUCTURE_CRITERIA, default="magnitude",
                    help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
     p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
@@ -215,7 +214,7 @@ def add_commands(domains) -> None:
 
     p = commands.add_parser("kv-eval", help="continuation perplexity (and passkey retrieval) with an evicted KV cache")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    p.add_argument("--policy", choices=("full",) + KV_POLICY_CHOICES, required=True,
+    p.add_argument("--policy", choices=("full",) + choices_of("kv"), required=True,
                    help="which cached tokens to keep ('full': no eviction, the reference)")
     p.add_argument("--budget", type=float, default=0.25,
                    help="tokens kept per head: a fraction in (0, 1] of the context, or a count > 1 (default 0.25)")
@@ -224,8 +223,8 @@ def add_commands(domains) -> None:
     p.add_argument("--continuation", type=positive_int, default=256,
                    help="continuation tokens scored per window (default 256)")
     p.add_argument("--windows", type=positive_int, default=8, help="at most this many windows (default 8)")
-    p.add_argument("--sinks", type=int, default=4, help="streaming_llm's sink tokens (default 4)")
-    p.add_argument("--observation-window", type=positive_int, default=64,
+    p.add_argument("--sinks", type=nonnegative_int, default=None, help="streaming_llm's sink tokens (default 4)")
+    p.add_argument("--observation-window", type=positive_int, default=None,
                    help="observation window of snapkv and caote (default 64)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     add_on_error(p)

@@ -81,8 +81,9 @@ def _cmd_text(args) -> int:
 
 
 def _cmd_lm(args) -> int:
-    from salience.core.checks import require_torch
-    from salience.explain.lm import LMAttribution, load_causal_lm
+    from salience.extras import require_torch
+    from salience.explain.lm import LMAttribution
+    from salience.models.lm import load_causal_lm
 
     # everything that needs no model first: the model loads for seconds
     prompt = _text_argument(args.prompt)

@@ -3,15 +3,7 @@
 from __future__ import annotations
 
 from salience.cli._common import emit
-
-
-def method_rows(domain: str | None = None) -> list[dict]:
-    """Every registered method (of ``domain``, or all) as plain data: family, name, class,
-    description and parameters."""
-    from salience.core.base import registered
-
-    return [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
-             "params": m.params()} for m in registered(domain)]
+from salience.core.base import method_rows
 
 
 def _cmd_methods(args) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from salience.cli._common import add_on_error, add_output_options, add_seed, emit, method_option, positive_int
+from salience.cli._common import add_on_error, add_output_options, add_seed, emit, given, method_option, positive_int
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 
@@ -51,8 +51,8 @@ def _cmd_fuse(args) -> int:
             weights = [float(w) for w in args.weights.split(",")]
         except ValueError:
             raise InvalidParameterError(f"--weights must be comma-separated numbers; got {args.weights!r}.") from None
-    fused = fuse(runs, method=args.method, normalize=args.normalize, weights=weights, rrf_k=args.rrf_k,
-                 missing_subjects=args.missing_subjects)
+    options = given(args, "normalize", "rrf_k") | ({"weights": weights} if weights is not None else {})
+    fused = fuse(runs, method=args.method, missing_subjects=args.missing_subjects, **options)
     if args.depth:
         fused = type(fused)({s: fused[s].top_k(args.depth) for s in fused}, name=fused.name)
     fused.write_trec(args.out, tag=args.tag or f"fused-{args.method}")
@@ -104,7 +104,7 @@ def add_commands(domains) -> None:
     method_option(p, "--method", "fusion", "rrf", "fusion method")
     p.add_argument("--normalize", default=None, choices=FUSION_NORMS, help="score normalisation before fusing")
     p.add_argument("--weights", default=None, help="one weight per run, e.g. 0.7,0.3 (required by wsum)")
-    p.add_argument("--rrf-k", type=float, default=60, help="RRF constant (default 60)")
+    p.add_argument("--rrf-k", type=float, default=None, help="RRF constant (rrf only; default 60)")
     p.add_argument("--depth", type=positive_int, default=None, help="keep the best N items per subject")
     p.add_argument("--missing-subjects", default="error", choices=("error", "empty"),
                    help="a subject absent from one of the runs: stop (default) or treat it as an empty ranking there")

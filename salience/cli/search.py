@@ -7,11 +7,12 @@ import json
 import time
 from pathlib import Path
 
-from salience.cli._common import add_n_jobs, add_on_error, add_output_options, method_option, emit, positive_int, show_progress
+from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, choices_of, emit, given, method_option,
+                                  positive_int, show_progress)
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 from salience.search.lm_judges import JUDGE_METHODS
-from salience.search.rerank import DEV_CHOSEN, RERANK_ALGORITHMS, default_algorithm
+from salience.search.rerank import DEV_CHOSEN, default_algorithm
 
 
 def _field_weights(text: str | None) -> dict[str, float] | None:
@@ -303,7 +304,7 @@ def document_text(engine, doc_id: str) -> str:
 def _cmd_rerank(args) -> int:
     from salience.cli.rank import is_own_run
     from salience.core.run import Run
-    from salience.explain.lm import load_causal_lm
+    from salience.models.lm import load_causal_lm
     from salience.search.lm_judges import EncoderJudge, LMJudge
     from salience.search.rerank import rerank_run
     from salience.search.sources import read_queries
@@ -330,9 +331,8 @@ def _cmd_rerank(args) -> int:
     depth = args.depth if args.depth is not None else chosen.get("depth", 20)
     interpolate = args.interpolate if args.interpolate is not None else chosen.get("interpolate")
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
-                                   algorithm=args.algorithm, depth=depth, k=args.k,
-                                   interpolate=interpolate, window=args.window, stride=args.stride,
-                                   show_progress=show_progress(args))
+                                   algorithm=args.algorithm, depth=depth, interpolate=interpolate,
+                                   show_progress=show_progress(args), **given(args, "k", "window", "stride"))
     tag = args.tag or f"rerank-{args.judge}-{args.algorithm or 'default'}"
     reranked.write_trec(args.out, tag=tag)
     result = {"queries": len(reranked), "judge": args.judge, "algorithm": args.algorithm, "depth": depth,
@@ -423,14 +423,14 @@ def add_commands(domains) -> None:
     p.add_argument("--judge", choices=JUDGE_METHODS + ("encoder",), default="pointwise",
                    help="pointwise yes/no log-odds, qlm query likelihood, pairwise (PRP), listwise (label logits), "
                         "icr (attention), encoder (bi-encoder cosine) (default pointwise)")
-    p.add_argument("--algorithm", choices=RERANK_ALGORITHMS, default=None,
+    p.add_argument("--algorithm", choices=choices_of("rerank"), default=None,
                    help="sorting algorithm (default: score for pointwise/qlm/icr, prp for pairwise, sliding for "
                         "listwise)")
     p.add_argument("--depth", type=positive_int, default=None,
                    help="passages reranked per query (default: 10 for pointwise, 20 otherwise; chosen on SciFact's dev "
                         "split)")
-    p.add_argument("-k", type=positive_int, default=10, help="top k for setwise and prp (default 10)")
-    p.add_argument("--window", type=positive_int, default=20, help="sliding window / JointRank block (default 20)")
+    p.add_argument("-k", type=positive_int, default=None, help="top k for setwise and prp (default 10)")
+    p.add_argument("--window", type=positive_int, default=None, help="sliding window / JointRank block (default 20)")
     p.add_argument("--stride", type=positive_int, default=None, help="sliding window stride (default half the window)")
     p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help="with algorithm score: mix z-scores, (1 - W) first stage + W judge (default: 0.3 for pointwise, "

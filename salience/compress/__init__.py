@@ -1,20 +1,30 @@
-"""Compression by importance: which weights, layers and cached tokens of a language model
-matter, pruning and evicting by them, and measuring what was lost (``pip install 'salience[torch]' transformers``)."""
+"""Compression by importance: which weights, structures, layers and cached tokens of a language
+model matter, pruning and evicting by them, and measuring what was lost
+(``pip install 'salience[lm]'``).
 
-from salience.compress.kv import (KV_POLICIES, KVImportance, check_budget, continue_from, decode_speed, evict,
-                                 kv_eval, kv_token_scores, passkey, passkey_prompts, prefill)
+Four method families, one verb each (``score``, returning :class:`~salience.Scores`):
+``weights`` (:class:`WeightCriterion`: magnitude, wanda, lamp, taylor, sparsegpt), ``structure``
+(:class:`StructureImportance`: FFN channels, attention heads), ``layers``
+(:class:`LayerImportance`) and ``kv`` (:class:`KVPolicy`: the KV-cache policies).
+"""
+
 from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
-from salience.compress.layers import (LAYER_CRITERIA, LayerImportance, block_influence, drop_least_important,
-                                     perplexity_change, remove_layers)
-from salience.compress.structured import (STRUCTURE_CRITERIA, STRUCTURE_UNITS, StructureImportance, StructureReport,
-                                         remove_structures, structure_scores)
-from salience.compress.weights import (CRITERIA, PRUNE_METHODS, PruneReport, WeightImportance, calibration_windows,
-                                       prunable_linears, prune, sparsity_of, weight_scores)
+from salience.compress.kv import check_budget, continue_from, evict, kv_policy, prefill
+from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts
+from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
+from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
+                                     drop_least_important, perplexity_change, remove_layers)
+from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
+                                         StructureReport, remove_structures, structure_scores)
+from salience.compress.weights import (LAMP, Magnitude, PruneReport, SparseGPT, Taylor, Wanda, WeightCriterion,
+                                       calibration_windows, prunable_linears, prune, sparsity_of, weight_criterion,
+                                       weight_scores)
 
-__all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "calibration_windows", "weight_scores",
-           "sparsity_of", "perplexity", "stdlib_docstrings", "windows", "CRITERIA", "PRUNE_METHODS",
-           "LayerImportance", "block_influence", "perplexity_change", "remove_layers", "LAYER_CRITERIA",
-           "drop_least_important", "KV_POLICIES", "KVImportance", "kv_token_scores", "evict", "prefill",
-           "continue_from", "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget",
-           "STRUCTURE_UNITS", "STRUCTURE_CRITERIA", "StructureImportance", "StructureReport", "remove_structures",
+__all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
+           "PruneReport", "prunable_linears", "calibration_windows", "weight_scores", "sparsity_of", "perplexity",
+           "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
+           "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
+           "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
+           "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
+           "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores"]

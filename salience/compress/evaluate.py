@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.core.checks import require_torch
+from salience.extras import require_torch
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["perplexity", "stdlib_docstrings", "windows"]

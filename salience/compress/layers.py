@@ -18,16 +18,15 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.core.base import FunctionScorer, register
-from salience.core.checks import require_torch
+from salience.core.base import Scorer, register_method
+from salience.core.params import Interval
+from salience.extras import require_torch
 from salience.core.scores import Scores
 from salience.compress.weights import check_calibration
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["block_influence", "perplexity_change", "remove_layers", "drop_least_important", "LayerImportance",
-           "decoder_layers", "LAYER_CRITERIA"]
-
-LAYER_CRITERIA = ("block_influence", "perplexity_change")
+           "BlockInfluence", "PerplexityChange", "decoder_layers"]
 
 
 def decoder_layers(model):
@@ -135,36 +134,46 @@ def drop_least_important(model, n_remove: int, calibration, *, method: str = "bl
     """Score the decoder layers, keep the ``L - n_remove`` most important (the core's top-k
     selector; ties: the earlier layer is kept) and remove the rest physically. Returns the
     removed indices (of the original stack) and the scores."""
+    from salience.core.base import create
     from salience.core.select import select_top_k
 
-    if method not in LAYER_CRITERIA:
-        from salience.exceptions import unknown_choice
-
-        raise unknown_choice("layer criterion", method, LAYER_CRITERIA)
+    scorer = create("layers", method, batch_size=batch_size)
     n_layers = len(decoder_layers(model))
     if isinstance(n_remove, bool) or not isinstance(n_remove, int) or not 0 <= n_remove < n_layers:
         raise InvalidParameterError(f"the number of layers to remove must be within 0..{n_layers - 1}; got "
                                     f"{n_remove!r}.")
-    scores = LayerImportance(method=method).score(model, calibration, batch_size=batch_size)
+    scores = scorer.score(model, calibration)
     kept = set(select_top_k(scores, k=n_layers - n_remove).ids) if n_remove else set(range(n_layers))
     removed = [i for i in range(n_layers) if i not in kept]
     remove_layers(model, removed)
     return removed, scores
 
 
-class LayerImportance(FunctionScorer):
-    """A layer-importance criterion as a scorer: ``LayerImportance(method="block_influence")
-    .score(model, calibration)`` gives :class:`~salience.Scores` over decoder layer indices."""
+class LayerImportance(Scorer):
+    """Base of the layer-importance methods (the ``layers`` family): ``score(model,
+    calibration)`` gives :class:`~salience.Scores` over decoder layer indices."""
 
-    FAMILY = "compress"
-    FUNCTIONS = {"block_influence": block_influence, "perplexity_change": perplexity_change}
+    _parameter_constraints = {"batch_size": [Interval("int", 1)]}
 
-    def __init__(self, *, method: str = "block_influence", options: dict | None = None):
-        super().__init__(method=method, options=options)
+    def __init__(self, *, batch_size: int = 4):
+        self.batch_size = batch_size
+        self._validate_params()
+
+    def score(self, model, calibration) -> Scores:
+        raise NotImplementedError
+
+    def score_batch(self, batch) -> list[Scores]:
+        return [self.score(model, calibration) for model, calibration in batch]
 
 
-for _method, _description in (
-    ("block_influence", "ShortGPT block influence of decoder layers: 1 - cos(input, output) hidden states"),
-    ("perplexity_change", "calibration perplexity change when a decoder layer is removed"),
-):
-    register("compress", _method, LayerImportance, _description, method=_method)
+@register_method("layers", "block_influence", "ShortGPT block influence of decoder layers: 1 - cos(input, output) "
+                                              "hidden states")
+class BlockInfluence(LayerImportance):
+    def score(self, model, calibration) -> Scores:
+        return block_influence(model, calibration, batch_size=self.batch_size)
+
+
+@register_method("layers", "perplexity_change", "calibration perplexity change when a decoder layer is removed")
+class PerplexityChange(LayerImportance):
+    def score(self, model, calibration) -> Scores:
+        return perplexity_change(model, calibration, batch_size=self.batch_size)

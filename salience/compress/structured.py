@@ -34,16 +34,17 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from salience.core.base import FunctionScorer, register
-from salience.core.checks import require_torch
+from salience.core.base import Scorer, create, register_method
+from salience.core.params import Interval, Options
+from salience.extras import require_torch
 from salience.core.scores import Scores
 from salience.core.select import lowest_k_mask
-from salience.exceptions import InvalidParameterError, unknown_choice
+from salience.exceptions import InvalidParameterError
 
-__all__ = ["STRUCTURE_UNITS", "STRUCTURE_CRITERIA", "structure_scores", "remove_structures", "StructureReport",
-           "StructureImportance"]
+__all__ = ["STRUCTURE_CRITERIA", "structure_scores", "remove_structures", "StructureReport", "StructureImportance",
+           "FFNChannels", "AttentionHeads"]
 
-STRUCTURE_UNITS = ("ffn_channels", "attention_heads")
+#: how a unit's importance is measured (the ``criterion`` of every ``structure`` method)
 STRUCTURE_CRITERIA = ("magnitude", "taylor", "output")
 
 
@@ -97,10 +98,7 @@ def structure_scores(model, unit: str = "ffn_channels", *, criterion: str = "mag
     MLP channels; ``attention_heads``: the key/value groups), by ``criterion``; ``taylor`` and
     ``output`` need ``calibration`` token windows (samples, seqlen)."""
     torch = _torch()
-    if unit not in STRUCTURE_UNITS:
-        raise unknown_choice("structure unit", unit, STRUCTURE_UNITS)
-    if criterion not in STRUCTURE_CRITERIA:
-        raise unknown_choice("structure criterion", criterion, STRUCTURE_CRITERIA)
+    create("structure", unit, criterion=criterion, batch_size=batch_size)  # the unit and criterion, checked
     layers = _blocks(model)
     if criterion == "magnitude":
         values = [np.sqrt(_unit_of_weights(torch, layer, unit, lambda m: m.weight.detach().double() ** 2))
@@ -167,10 +165,7 @@ def _sliced(torch, linear, keep, axis: int):
 def check_structure_options(unit: str, criterion: str, fraction, count, has_calibration: bool) -> None:
     """:func:`remove_structures`' options checked without a model (the CLI checks them before
     loading one); ``count`` against the model's units is checked once it is loaded."""
-    if unit not in STRUCTURE_UNITS:
-        raise unknown_choice("structure unit", unit, STRUCTURE_UNITS)
-    if criterion not in STRUCTURE_CRITERIA:
-        raise unknown_choice("structure criterion", criterion, STRUCTURE_CRITERIA)
+    create("structure", unit, criterion=criterion)  # the unit and criterion, checked
     if (fraction is None) == (count is None):
         raise InvalidParameterError("give exactly one of fraction= (of each layer's units) or count= (per layer).")
     if fraction is not None and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
@@ -227,31 +222,34 @@ def remove_structures(model, unit: str = "ffn_channels", *, fraction: float | No
     return report
 
 
-def _all_layers(unit):
-    def score(model, calibration=None, *, criterion="magnitude", batch_size=4) -> Scores:
-        per_layer = structure_scores(model, unit, criterion=criterion, calibration=calibration, batch_size=batch_size)
+class StructureImportance(Scorer):
+    """Base of the structure-importance methods (the ``structure`` family), one per unit:
+    ``score(model, calibration=None)`` gives :class:`~salience.Scores` over every decoder
+    layer's units (ids ``"layer:unit"``) by ``criterion``."""
+
+    unit = ""
+    _parameter_constraints = {"criterion": [Options(STRUCTURE_CRITERIA)], "batch_size": [Interval("int", 1)]}
+
+    def __init__(self, *, criterion: str = "magnitude", batch_size: int = 4):
+        self.criterion, self.batch_size = criterion, batch_size
+        self._validate_params()
+
+    def score(self, model, calibration=None) -> Scores:
+        per_layer = structure_scores(model, self.unit, criterion=self.criterion, calibration=calibration,
+                                     batch_size=self.batch_size)
         return Scores(np.concatenate([s.values for s in per_layer]), ids=[i for s in per_layer for i in s.ids])
 
-    score.__name__ = unit
-    score.__doc__ = f"importance of every decoder layer's {unit}, as one Scores over 'layer:unit'."
-    return score
+    def score_batch(self, batch) -> list[Scores]:
+        return [self.score(*(item if isinstance(item, tuple) else (item,))) for item in batch]
 
 
-class StructureImportance(FunctionScorer):
-    """Structured importance as a scorer: ``StructureImportance(method="ffn_channels",
-    options={"criterion": "output"}).score(model, windows)`` gives :class:`~salience.Scores`
-    over every decoder layer's units (ids ``"layer:unit"``)."""
-
-    FAMILY = "compress"
-    FUNCTIONS = {unit: _all_layers(unit) for unit in STRUCTURE_UNITS}
-
-    def __init__(self, *, method: str = "ffn_channels", options: dict | None = None):
-        super().__init__(method=method, options=options)
+@register_method("structure", "ffn_channels", "FFN channels (gate/up rows + down column): magnitude, Taylor "
+                                              "(LLM-Pruner) or output magnitude (2SSP)")
+class FFNChannels(StructureImportance):
+    unit = "ffn_channels"
 
 
-for _method, _description in (
-    ("ffn_channels", "FFN channels (gate/up rows + down column): magnitude, Taylor (LLM-Pruner) or output magnitude "
-                     "(2SSP)"),
-    ("attention_heads", "attention key/value groups with their query heads: magnitude, Taylor or output magnitude"),
-):
-    register("compress", _method, StructureImportance, _description, method=_method)
+@register_method("structure", "attention_heads", "attention key/value groups with their query heads: magnitude, "
+                                                 "Taylor or output magnitude")
+class AttentionHeads(StructureImportance):
+    unit = "attention_heads"

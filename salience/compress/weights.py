@@ -33,17 +33,16 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from salience.core.base import FunctionScorer, register
-from salience.core.checks import require_torch
+from salience.core.base import Scorer, method_of, register_method
+from salience.core.params import Interval
+from salience.extras import require_torch
 from salience.core.scores import Scores
 from salience.core.select import check_sparsity, lowest_k_across, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["WeightImportance", "prune", "PruneReport", "prunable_linears", "CRITERIA", "PRUNE_METHODS",
-           "weight_scores"]
+__all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
+           "PruneReport", "prunable_linears", "weight_scores"]
 
-CRITERIA = ("magnitude", "wanda", "lamp", "taylor")
-PRUNE_METHODS = CRITERIA + ("sparsegpt",)
 GROUPS = ("row", "layer", "global")
 
 
@@ -52,25 +51,70 @@ def _torch():
 
 
 # ------------------------------------------------------------------------------------------
-# scores
-def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | None = None,
-                  gradient: np.ndarray | None = None) -> np.ndarray:
-    """The importance of each weight of a (out, in) matrix, in the weights' floating-point type
-    (float32 for a float32 model, as Wanda's reference computes it; LAMP's sums in float64)."""
+# the family: weight importance
+class WeightCriterion(Scorer):
+    """Base of the weight-importance criteria (the ``weights`` family). ``importance(weight,
+    input_norms=None, gradient=None, hessian_inverse_diagonal=None)`` gives one score per
+    weight of a (out, in) matrix in its floating-point type; ``score`` the same as
+    :class:`~salience.Scores` (row-major).
+
+    Class attributes tell :func:`prune` what a criterion needs: ``needs`` (``"input_norms"``,
+    ``"gradient"`` or ``"hessian"``, gathered over calibration windows), ``default_group``
+    (the comparison group) and ``reconstructs`` (the remaining weights are updated, as
+    SparseGPT does, instead of only masked)."""
+
+    needs: str | None = None
+    default_group = "layer"
+    reconstructs = False
+
+    def __init__(self):
+        self._validate_params()
+
+    def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(self, weight, *, input_norms=None, gradient=None) -> Scores:
+        return Scores(self.importance(_weight_matrix(weight), input_norms=input_norms, gradient=gradient).ravel())
+
+    def score_batch(self, batch, **per_call) -> list[Scores]:
+        return [self.score(weight, **per_call) for weight in batch]
+
+
+def _weight_matrix(weight) -> np.ndarray:
     w = np.asarray(weight)
     if w.dtype.kind != "f":
         w = w.astype(np.float64)
     if w.ndim != 2:
         raise InvalidParameterError(f"a weight matrix is 2-D (out, in); got shape {w.shape}.")
-    if method == "magnitude":
-        return np.abs(w)
-    if method == "wanda":
-        if input_norms is None or np.shape(input_norms) != (w.shape[1],):
-            raise InvalidParameterError(f"wanda needs the norm of each of the {w.shape[1]} input features over "
+    return w
+
+
+@register_method("weights", "magnitude", "weight magnitude |W|")
+class Magnitude(WeightCriterion):
+    def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
+        return np.abs(weight)
+
+
+@register_method("weights", "wanda", "Wanda: |W| x the norm of the weight's input feature over calibration tokens "
+                                     "(Sun et al., 2024)")
+class Wanda(WeightCriterion):
+    needs = "input_norms"
+    default_group = "row"
+
+    def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
+        if input_norms is None or np.shape(input_norms) != (weight.shape[1],):
+            raise InvalidParameterError(f"wanda needs the norm of each of the {weight.shape[1]} input features over "
                                         f"calibration tokens; got {None if input_norms is None else np.shape(input_norms)}.")
-        return np.abs(w) * np.asarray(input_norms, dtype=w.dtype)[None, :]
-    if method == "lamp":
-        w = w.astype(np.float64)
+        return np.abs(weight) * np.asarray(input_norms, dtype=weight.dtype)[None, :]
+
+
+@register_method("weights", "lamp", "LAMP: layer-adaptive magnitude, W^2 over the layer's mass at or above it (Lee et "
+                                    "al., 2021)")
+class LAMP(WeightCriterion):
+    default_group = "global"
+
+    def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
+        w = weight.astype(np.float64)
         squared = (w * w).ravel()
         order = np.argsort(squared, kind="stable")
         sorted_sq = squared[order]
@@ -78,41 +122,59 @@ def weight_scores(method: str, weight: np.ndarray, *, input_norms: np.ndarray | 
         out = np.empty_like(squared)
         out[order] = sorted_sq / np.where(tail > 0, tail, 1.0)
         return out.reshape(w.shape)
-    if method == "taylor":
-        if gradient is None or np.shape(gradient) != w.shape:
-            raise InvalidParameterError(f"taylor needs the loss gradient of the weights, shape {w.shape}; got "
+
+
+@register_method("weights", "taylor", "first-order Taylor: |W x dL/dW| on calibration data (Molchanov et al., 2019)")
+class Taylor(WeightCriterion):
+    needs = "gradient"
+
+    def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
+        if gradient is None or np.shape(gradient) != weight.shape:
+            raise InvalidParameterError(f"taylor needs the loss gradient of the weights, shape {weight.shape}; got "
                                         f"{None if gradient is None else np.shape(gradient)}.")
-        return np.abs(w * np.asarray(gradient, dtype=w.dtype))
-    raise unknown_choice("importance criterion", method, CRITERIA)
+        return np.abs(weight * np.asarray(gradient, dtype=weight.dtype))
 
 
-def _scores_of(method):
-    def score(weight, *, input_norms=None, gradient=None) -> Scores:
-        return Scores(weight_scores(method, weight, input_norms=input_norms, gradient=gradient).ravel())
+@register_method("weights", "sparsegpt", "SparseGPT: optimal brain surgeon saliency W^2 / [H^-1]_jj^2, the remaining "
+                                         "weights updated to compensate (Frantar and Alistarh, 2023)")
+class SparseGPT(WeightCriterion):
+    """SparseGPT: weights pruned by OBS saliency, column block by column block, the rest of each
+    row updated with the inverse Hessian of the calibration inputs (:func:`prune` applies it).
+    ``score`` gives the saliency of one matrix given the inverse Hessian's diagonal (before any
+    update): ``W^2 / d^2``."""
 
-    score.__name__ = method
-    score.__doc__ = f"{method} importance of each weight of a (out, in) matrix, as Scores (row-major)."
-    return score
+    needs = "hessian"
+    default_group = "row"
+    reconstructs = True
+    _parameter_constraints = {"blocksize": [Interval("int", 1)], "damp": [Interval("real", 0, closed="neither")]}
+
+    def __init__(self, *, blocksize: int = 128, damp: float = 0.01):
+        self.blocksize, self.damp = blocksize, damp
+        super().__init__()
+
+    def importance(self, weight, *, input_norms=None, gradient=None, hessian_inverse_diagonal=None) -> np.ndarray:
+        d = hessian_inverse_diagonal
+        if d is None or np.shape(d) != (weight.shape[1],):
+            raise InvalidParameterError(f"sparsegpt's saliency needs the inverse Hessian's diagonal, one value per "
+                                        f"input ({weight.shape[1]}); got {None if d is None else np.shape(d)}.")
+        d = np.asarray(d, dtype=weight.dtype)
+        return weight * weight / (d * d)[None, :]
+
+    def score(self, weight, *, hessian_inverse_diagonal=None, **unused) -> Scores:
+        return Scores(self.importance(_weight_matrix(weight),
+                                      hessian_inverse_diagonal=hessian_inverse_diagonal).ravel())
 
 
-class WeightImportance(FunctionScorer):
-    """A weight-importance criterion as a scorer: ``WeightImportance(method="wanda").score(W,
-    input_norms=...)`` gives :class:`~salience.Scores` over ``W``'s weights (row-major)."""
-
-    FAMILY = "compress"
-    FUNCTIONS = {name: _scores_of(name) for name in CRITERIA}
-
-    def __init__(self, *, method: str = "magnitude", options: dict | None = None):
-        super().__init__(method=method, options=options)
+def weight_criterion(method: str | WeightCriterion, **params) -> WeightCriterion:
+    """A registered ``weights`` criterion by name, built with ``params``, or one as it is."""
+    return method_of("weights", method, WeightCriterion, **params)
 
 
-for _method, _description in (
-    ("magnitude", "weight magnitude |W|"),
-    ("wanda", "Wanda: |W| x the norm of the weight's input feature over calibration tokens (Sun et al., 2024)"),
-    ("lamp", "LAMP: layer-adaptive magnitude, W^2 over the layer's mass at or above it (Lee et al., 2021)"),
-    ("taylor", "first-order Taylor: |W x dL/dW| on calibration data (Molchanov et al., 2019)"),
-):
-    register("compress", _method, WeightImportance, _description, method=_method)
+def weight_scores(method: str | WeightCriterion, weight: np.ndarray, *, input_norms: np.ndarray | None = None,
+                  gradient: np.ndarray | None = None) -> np.ndarray:
+    """The importance of each weight of a (out, in) matrix, in the weights' floating-point type
+    (float32 for a float32 model, as Wanda's reference computes it; LAMP's sums in float64)."""
+    return weight_criterion(method).importance(_weight_matrix(weight), input_norms=input_norms, gradient=gradient)
 
 
 # ------------------------------------------------------------------------------------------
@@ -280,68 +342,75 @@ class PruneReport:
         return "\n".join(lines)
 
 
-NEEDS_CALIBRATION = ("wanda", "taylor", "sparsegpt")
-
-
-def check_prune_options(method: str, sparsity, pattern, group: str | None, has_calibration: bool):
+def check_prune_options(method: str | WeightCriterion, sparsity, pattern, group: str | None, has_calibration: bool,
+                        **params):
     """``prune``'s options checked without a model (the CLI checks them before loading one):
-    (sparsity, N:M pattern or None, group)."""
-    if method not in PRUNE_METHODS:
-        raise unknown_choice("pruning method", method, PRUNE_METHODS)
+    (criterion, sparsity, N:M pattern or None, group)."""
+    criterion = weight_criterion(method, **params)
     nm = parse_pattern(pattern)
     if nm is None:
         sparsity = check_sparsity(sparsity)
-    group = group or {"wanda": "row", "sparsegpt": "row", "lamp": "global"}.get(method, "layer")
+    group = group or criterion.default_group
     if group not in GROUPS:
         raise unknown_choice("comparison group", group, GROUPS)
     if nm is not None and group == "global":
         raise InvalidParameterError("an N:M pattern is per row: it does not combine with group='global'.")
-    if method in NEEDS_CALIBRATION and not has_calibration:
-        raise InvalidParameterError(f"{method} needs calibration windows of token ids (calibration_windows; CLI: "
-                                    "--calib FILE).")
-    return sparsity, nm, group
+    if criterion.needs is not None and not has_calibration:
+        raise InvalidParameterError(f"{_name(criterion)} needs calibration windows of token ids (calibration_windows; "
+                                    "CLI: --calib FILE).")
+    return criterion, sparsity, nm, group
 
 
-def prune(model, *, method: str = "wanda", sparsity: float | None = 0.5, pattern=None, group: str | None = None,
-          calibration: np.ndarray | None = None, batch_size: int = 4, sequential: bool = False,
-          blocksize: int = 128, damp: float = 0.01) -> PruneReport:
+def _name(criterion: WeightCriterion) -> str:
+    from salience.core.base import registered
+
+    return next((m.name for m in registered("weights") if m.factory is type(criterion)), type(criterion).__name__)
+
+
+def prune(model, *, method: str | WeightCriterion = "wanda", sparsity: float | None = 0.5, pattern=None,
+          group: str | None = None, calibration: np.ndarray | None = None, batch_size: int = 4, sequential: bool = False,
+          **params) -> PruneReport:
     """Prune ``model``'s decoder linear layers in place (see the module docstring).
 
-    ``calibration``: token-id windows, shape (samples, seqlen) (:func:`calibration_windows`),
-    needed by wanda, taylor and sparsegpt. ``group`` default: ``"row"`` for wanda and
-    sparsegpt, ``"layer"`` for magnitude and taylor, ``"global"`` for lamp."""
+    ``method``: a registered ``weights`` criterion (built with ``params``, e.g. sparsegpt's
+    ``blocksize`` and ``damp``) or a :class:`WeightCriterion`. ``calibration``: token-id
+    windows, shape (samples, seqlen) (:func:`calibration_windows`), needed by the criteria
+    that read inputs, gradients or Hessians (wanda, taylor, sparsegpt). ``group`` default: the
+    criterion's (``"row"`` for wanda and sparsegpt, ``"layer"`` for magnitude and taylor,
+    ``"global"`` for lamp)."""
     _torch()  # the error naming the extra comes first
-    sparsity, nm, group = check_prune_options(method, sparsity, pattern, group, calibration is not None)
+    criterion, sparsity, nm, group = check_prune_options(method, sparsity, pattern, group, calibration is not None,
+                                                         **params)
     layers = prunable_linears(model)
     if nm is not None:
         for name, module in layers:
             if module.weight.shape[1] % nm[1]:
                 raise InvalidParameterError(f"a {nm[0]}:{nm[1]} pattern needs layer widths divisible by {nm[1]}; "
                                             f"{name} has {module.weight.shape[1]} inputs.")
-    needs_data = method in NEEDS_CALIBRATION
-    if needs_data:
+    if criterion.needs is not None:
         calibration = check_calibration(calibration)
-    report = PruneReport(method, None if nm is None else f"{nm[0]}:{nm[1]}", group)
+    report = PruneReport(_name(criterion), None if nm is None else f"{nm[0]}:{nm[1]}", group)
     start = time.perf_counter()
-    if sequential and method in ("wanda", "sparsegpt"):
-        _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp, report)
+    if sequential and criterion.needs in ("input_norms", "hessian"):
+        _prune_sequential(model, layers, criterion, sparsity, nm, group, calibration, batch_size, report)
     else:
-        stats = (collect_statistics(model, layers, calibration, batch_size=batch_size, hessian=method == "sparsegpt",
-                          gradients=method == "taylor") if needs_data else {})
+        stats = (collect_statistics(model, layers, calibration, batch_size=batch_size,
+                                    hessian=criterion.needs == "hessian", gradients=criterion.needs == "gradient")
+                 if criterion.needs is not None else {})
         report.seconds["calibration"] = time.perf_counter() - start
-        _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, report)
-        if method == "taylor":
+        _prune_layers(layers, criterion, sparsity, nm, group, stats, report)
+        if criterion.needs == "gradient":
             model.zero_grad(set_to_none=True)
     report.seconds["total"] = time.perf_counter() - start
     return report
 
 
-def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, report) -> None:
+def _prune_layers(layers, criterion: WeightCriterion, sparsity, nm, group, stats, report) -> None:
     torch = _torch()
     start = time.perf_counter()
-    if method == "sparsegpt":
+    if criterion.reconstructs:
         for name, module in layers:
-            _sparsegpt(module, stats[name], sparsity, nm, blocksize, damp)
+            _sparsegpt(module, stats[name], sparsity, nm, criterion.blocksize, criterion.damp)
             _record(report, name, module)
         report.seconds["pruning"] = time.perf_counter() - start
         return
@@ -349,8 +418,9 @@ def _prune_layers(layers, method, sparsity, nm, group, stats, blocksize, damp, r
     for name, module in layers:
         w = module.weight.detach().numpy()  # a view: no copy
         s = stats.get(name)
-        scores[name] = weight_scores(method, w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
-                                     gradient=None if module.weight.grad is None else module.weight.grad.numpy())
+        scores[name] = criterion.importance(
+            w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
+            gradient=None if module.weight.grad is None else module.weight.grad.numpy())
     if group == "global":
         total = sum(scores[name].size for name, _ in layers)
         chosen = lowest_k_across([scores[name] for name, _ in layers], int(np.floor(sparsity * total + 1e-9)))
@@ -417,7 +487,7 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
         module.weight.copy_(W.to(module.weight.dtype))
 
 
-def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, batch_size, blocksize, damp,
+def _prune_sequential(model, layers, criterion: WeightCriterion, sparsity, nm, group, calibration, batch_size,
                       report) -> None:
     """Decoder block by block: each block's linear layers are calibrated on the inputs that the
     already-pruned blocks produce, then pruned, then the block is run again to give the next
@@ -439,10 +509,9 @@ def _prune_sequential(model, layers, method, sparsity, nm, group, calibration, b
         prefix = f"layers.{index}."
         in_block = [(name, module) for name, module in layers if f".{prefix}" in f".{name}"]
         if in_block:
-            with _recording(in_block, hessian=method == "sparsegpt") as stats:
+            with _recording(in_block, hessian=criterion.needs == "hessian") as stats:
                 run_block(block)
-            _prune_layers(in_block, method, sparsity, nm, "row" if group == "global" else group, stats, blocksize,
-                          damp, report)
+            _prune_layers(in_block, criterion, sparsity, nm, "row" if group == "global" else group, stats, report)
         if index == len(blocks) - 1:
             break  # nothing after the last block needs its outputs
         for (args, kwargs), hidden in zip(inputs, run_block(block)):

@@ -1,8 +1,8 @@
 """The shared core: scores, runs, selectors and metrics that every domain uses."""
 
-from salience.core.aggregate import AGGREGATORS, aggregate, bradley_terry, pagerank, pairwise_wins, win_rate
+from salience.core.aggregate import aggregate, bradley_terry, pagerank, pairwise_wins, win_rate
 from salience.core.correlation import jaccard_at_k, kendall_tau, perfect_match_ratio, rank_biased_overlap, spearman_rho
-from salience.core.fusion import FUSION_METHODS, FUSION_NORMS, fuse
+from salience.core.fusion import FUSION_NORMS, fuse
 from salience.core.judges import ListwiseJudge, PairwiseJudge, ScorerJudge
 from salience.core.metrics import Report, evaluate, parse_metric
 from salience.core.significance import Significance, paired_test
@@ -31,8 +31,6 @@ from salience.core.sort import (
 )
 
 __all__ = [
-    "AGGREGATORS",
-    "FUSION_METHODS",
     "FUSION_NORMS",
     "aggregate",
     "bradley_terry",

@@ -24,12 +24,12 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 
 from salience.core.graph import pagerank_scores
-from salience.core.base import Scorer, register
+from salience.core.base import Scorer, register_method
+from salience.core.params import Interval, Options
 from salience.core.scores import Scores, first_duplicate
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, unknown_choice
 
 __all__ = [
-    "AGGREGATORS",
     "aggregate",
     "pairwise_wins",
     "borda",
@@ -42,7 +42,6 @@ __all__ = [
     "bradley_terry",
 ]
 
-AGGREGATORS = ("borda", "copeland", "kemeny", "mc4", "pagerank", "winrate", "bradley_terry")
 
 
 def _universe(rankings: Sequence[Sequence[Hashable]], items: Sequence[Hashable] | None) -> tuple[list, dict]:
@@ -365,7 +364,7 @@ def bradley_terry(W, ids=None, *, ties=None, prior: float = 0.1, max_iter: int =
 
 
 def aggregate(rankings, *, method: str = "borda", items=None, weights=None, unranked: str = "below", **params: Any) -> Scores:
-    """Consensus of ``rankings`` by ``method`` (one of :data:`AGGREGATORS`).
+    """Consensus of ``rankings`` by ``method`` (a registered ``aggregate`` method: ``salience methods --domain aggregate``).
 
     ``unranked`` says how pairwise methods read partial rankings (see :func:`pairwise_wins`);
     Borda always shares a ranking's remaining points among the items it leaves out.
@@ -373,52 +372,107 @@ def aggregate(rankings, *, method: str = "borda", items=None, weights=None, unra
     >>> aggregate([["a", "b", "c"], ["a", "c", "b"], ["b", "a", "c"]], method="kemeny").ranked_ids()
     ['a', 'b', 'c']
     """
-    if method not in AGGREGATORS:
-        raise unknown_choice("aggregation method", method, AGGREGATORS)
-    if method == "borda":
-        return borda(rankings, items, weights=weights, unranked=unranked)
-    ids, W = pairwise_wins(rankings, items, weights, unranked=unranked)
-    if method == "copeland":
-        return _copeland_from_matrix(W, ids)
-    if method == "kemeny":
-        return _kemeny_from_matrix(W, ids, **params)
-    if method == "mc4":
-        return _markov_chain_from_matrix(W, ids, **params)
-    if method == "pagerank":
-        return pagerank(W, ids, **params)
-    if method == "winrate":
-        return win_rate(W, ids)
-    return bradley_terry(W, ids, **params)
+    from salience.core.base import create
 
-
+    return create("aggregate", method, weights=weights, unranked=unranked, **params).score(rankings, items=items)
 
 
 class Aggregator(Scorer):
-    """One rank-aggregation method with its options; ``score(rankings)`` is the consensus.
+    """Base of the rank-aggregation methods; ``score(rankings, items=None)`` is the consensus.
 
-    >>> Aggregator(method="borda").score([["a", "b"], ["b", "a"], ["a", "b"]]).ranked_ids()
+    >>> from salience.core.base import create
+    >>> create("aggregate", "borda").score([["a", "b"], ["b", "a"], ["a", "b"]]).ranked_ids()
     ['a', 'b']
     """
 
-    def __init__(self, *, method: str = "borda", weights=None, unranked: str = "below", options: dict | None = None):
-        if method not in AGGREGATORS:
-            raise unknown_choice("aggregation method", method, AGGREGATORS)
-        self.method, self.weights, self.unranked, self.options = method, weights, unranked, dict(options or {})
+    _parameter_constraints = {"unranked": [Options(("below", "ignore"))], "weights": [None, "array-like"]}
+
+    def __init__(self, *, weights=None, unranked: str = "below"):
+        self.weights, self.unranked = weights, unranked
+        self._validate_params()
 
     def score(self, rankings, *, items=None) -> Scores:
-        return aggregate(rankings, method=self.method, items=items, weights=self.weights, unranked=self.unranked, **self.options)
+        raise NotImplementedError
 
     def score_batch(self, batch) -> list[Scores]:
         return [self.score(rankings) for rankings in batch]
 
 
-for _method, _description in (
-    ("borda", "Borda count over (partial) rankings"),
-    ("copeland", "Copeland: pairwise wins minus losses"),
-    ("kemeny", "Kemeny consensus: fewest pairwise disagreements (exact DP up to 10 items, KwikSort beyond)"),
-    ("mc4", "MC4 Markov chain over pairwise majorities (Dwork et al., 2001)"),
-    ("pagerank", "PageRank over the pairwise-win graph"),
-    ("winrate", "share of pairwise comparisons won"),
-    ("bradley_terry", "Bradley-Terry maximum likelihood strengths, Davidson ties"),
-):
-    register("aggregate", _method, Aggregator, _description, method=_method)
+class _PairwiseAggregator(Aggregator):
+    """An aggregator that reads the rankings' pairwise win matrix (:func:`pairwise_wins`)."""
+
+    def score(self, rankings, *, items=None) -> Scores:
+        ids, W = pairwise_wins(rankings, items, self.weights, unranked=self.unranked)
+        return self.from_matrix(W, ids)
+
+    def from_matrix(self, W: np.ndarray, ids: list) -> Scores:
+        raise NotImplementedError
+
+
+@register_method("aggregate", "borda", "Borda count over (partial) rankings")
+class Borda(Aggregator):
+    def score(self, rankings, *, items=None) -> Scores:
+        return borda(rankings, items, weights=self.weights, unranked=self.unranked)
+
+
+@register_method("aggregate", "copeland", "Copeland: pairwise wins minus losses")
+class Copeland(_PairwiseAggregator):
+    def from_matrix(self, W, ids) -> Scores:
+        return _copeland_from_matrix(W, ids)
+
+
+@register_method("aggregate", "kemeny",
+                 "Kemeny consensus: fewest pairwise disagreements (exact DP up to 10 items, KwikSort beyond)")
+class Kemeny(_PairwiseAggregator):
+    _parameter_constraints = {"exact_max": [Interval("int", 0)], "restarts": [Interval("int", 1)],
+                              "seed": [Interval("int", 0)]}
+
+    def __init__(self, *, weights=None, unranked: str = "below", exact_max: int = 10, restarts: int = 8,
+                 seed: int = 0):
+        self.exact_max, self.restarts, self.seed = exact_max, restarts, seed
+        super().__init__(weights=weights, unranked=unranked)
+
+    def from_matrix(self, W, ids) -> Scores:
+        return _kemeny_from_matrix(W, ids, exact_max=self.exact_max, restarts=self.restarts, seed=self.seed)
+
+
+@register_method("aggregate", "mc4", "MC4 Markov chain over pairwise majorities (Dwork et al., 2001)")
+class MC4(_PairwiseAggregator):
+    _parameter_constraints = {"teleport": [Interval("real", 0, 1, closed="left")]}
+
+    def __init__(self, *, weights=None, unranked: str = "below", teleport: float = 0.05):
+        self.teleport = teleport
+        super().__init__(weights=weights, unranked=unranked)
+
+    def from_matrix(self, W, ids) -> Scores:
+        return _markov_chain_from_matrix(W, ids, teleport=self.teleport)
+
+
+@register_method("aggregate", "pagerank", "PageRank over the pairwise-win graph")
+class PageRank(_PairwiseAggregator):
+    _parameter_constraints = {"damping": [Interval("real", 0, 1, closed="left")]}
+
+    def __init__(self, *, weights=None, unranked: str = "below", damping: float = 0.85):
+        self.damping = damping
+        super().__init__(weights=weights, unranked=unranked)
+
+    def from_matrix(self, W, ids) -> Scores:
+        return pagerank(W, ids, damping=self.damping)
+
+
+@register_method("aggregate", "winrate", "share of pairwise comparisons won")
+class WinRate(_PairwiseAggregator):
+    def from_matrix(self, W, ids) -> Scores:
+        return win_rate(W, ids)
+
+
+@register_method("aggregate", "bradley_terry", "Bradley-Terry maximum likelihood strengths, Davidson ties")
+class BradleyTerry(_PairwiseAggregator):
+    _parameter_constraints = {"prior": [Interval("real", 0)], "max_iter": [Interval("int", 1)]}
+
+    def __init__(self, *, weights=None, unranked: str = "below", prior: float = 0.1, max_iter: int = 500):
+        self.prior, self.max_iter = prior, max_iter
+        super().__init__(weights=weights, unranked=unranked)
+
+    def from_matrix(self, W, ids) -> Scores:
+        return bradley_terry(W, ids, prior=self.prior, max_iter=self.max_iter)

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from salience.core.params import check_params
 from salience.exceptions import InvalidParameterError, NotFittedError, unknown_choice
 
-__all__ = ["Scorer", "FunctionScorer", "register", "create", "method_names", "registered", "Method", "FAMILIES", "check_fitted",
-           "reject_options"]
+__all__ = ["Scorer", "FunctionMethod", "function_method", "register", "register_method", "create", "method_names",
+           "registered", "method_rows", "Method", "FAMILIES", "check_fitted", "reject_options", "method_of"]
 
 #: families, and the module whose import registers their methods
 FAMILIES = {
@@ -40,23 +42,43 @@ FAMILIES = {
     "aggregate": "salience.core.aggregate",
     "sort": "salience.core.sort",
     "select": "salience.core.select",
+    "rerank": "salience.search",
     "explain": "salience.explain",
-    "compress": "salience.compress",
+    "weights": "salience.compress",
+    "structure": "salience.compress",
+    "layers": "salience.compress",
+    "kv": "salience.compress",
 }
 
 
 class Scorer:
-    """Base of every scorer; see the module docstring for the contract."""
+    """Base of every scorer; see the module docstring for the contract.
+
+    ``_parameter_constraints`` (merged down the class hierarchy) states what each parameter
+    accepts (:mod:`salience.core.params`); ``_validate_params()`` checks the current values
+    against it, and constructors call it once their attributes are set."""
+
+    _parameter_constraints: dict = {}
+
+    @classmethod
+    def _init_parameters(cls) -> list[inspect.Parameter]:
+        """The constructor's parameters a user sets (``self`` and ``*args``/``**kwargs`` left out)."""
+        return [p for name, p in inspect.signature(cls.__init__).parameters.items()
+                if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
     @classmethod
     def _param_names(cls) -> list[str]:
-        signature = inspect.signature(cls.__init__)
-        names = []
-        for name, parameter in signature.parameters.items():
-            if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                continue
-            names.append(name)
-        return names
+        return [p.name for p in cls._init_parameters()]
+
+    @classmethod
+    def _constraints(cls) -> dict:
+        merged: dict = {}
+        for klass in reversed(cls.__mro__):
+            merged.update(klass.__dict__.get("_parameter_constraints", {}))
+        return merged
+
+    def _validate_params(self) -> None:
+        check_params(type(self).__name__, self.get_params(), self._constraints())
 
     def get_params(self) -> dict[str, Any]:
         """The constructor's parameters and their current values."""
@@ -81,7 +103,7 @@ class Scorer:
         return type(self)(**self.get_params())
 
     def __repr__(self) -> str:
-        defaults = {name: p.default for name, p in inspect.signature(type(self).__init__).parameters.items()}
+        defaults = {p.name: p.default for p in self._init_parameters()}
         shown = []
         for name, value in self.get_params().items():
             default = defaults.get(name, inspect.Parameter.empty)
@@ -95,33 +117,52 @@ class Scorer:
         return f"{type(self).__name__}({', '.join(shown)})"
 
 
-class FunctionScorer(Scorer):
-    """A registered function with fixed options, as a scorer: ``score(*data, **per_call)``
-    calls ``FUNCTIONS[method](*data, **options, **per_call)``. Subclasses name the family's
-    functions; options are checked against the function's signature when the scorer is made."""
+class FunctionMethod(Scorer):
+    """Base of a family whose methods are plain functions (selectors, judge sorts): a subclass
+    per function, made by :func:`function_method`, whose parameters are the function's keyword
+    parameters, except those named in ``per_call`` (data given to each ``score`` call, such as a
+    query). ``score(*data, **per_call)`` calls ``function(*data, **params, **per_call)``."""
 
-    FUNCTIONS: dict[str, Callable[..., Any]] = {}
-    FAMILY = ""
+    function: Callable[..., Any]
+    per_call: tuple[str, ...] = ()
 
-    def __init__(self, *, method: str, options: dict | None = None):
-        if method not in self.FUNCTIONS:
-            raise unknown_choice(f"{self.FAMILY} method", method, self.FUNCTIONS)
-        options = dict(options or {})
-        accepted = inspect.signature(self.FUNCTIONS[method]).parameters
-        for name in options:
-            if name not in accepted or accepted[name].kind not in (inspect.Parameter.KEYWORD_ONLY,
-                                                                     inspect.Parameter.POSITIONAL_OR_KEYWORD):
-                valid = [n for n, p in accepted.items() if p.default is not inspect.Parameter.empty]
-                raise InvalidParameterError(f"option {name!r} does not apply to {self.FAMILY} method {method!r}; "
-                                            f"its options are: {', '.join(valid) or 'none'}.")
-        self.method, self.options = method, options
+    @classmethod
+    def _init_parameters(cls) -> list[inspect.Parameter]:
+        return [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(cls.function).parameters.values()
+                if p.kind == p.KEYWORD_ONLY and p.name not in cls.per_call]
+
+    def __init__(self, **params: Any):
+        accepted = {p.name: p for p in self._init_parameters()}
+        for name in params:
+            if name not in accepted:
+                raise unknown_choice(f"parameter of {type(self).__name__}", name, accepted)
+        for name, p in accepted.items():
+            if name not in params and p.default is inspect.Parameter.empty:
+                raise InvalidParameterError(f"{type(self).__name__} needs {name}=...")
+            setattr(self, name, params.get(name, p.default))
+        self._validate_params()
 
     def score(self, *data: Any, **per_call: Any):
-        return self.FUNCTIONS[self.method](*data, **{**self.options, **per_call})
+        for name in per_call:
+            if name not in self.per_call:
+                raise InvalidParameterError(f"{name}= is a parameter of {type(self).__name__}: set it when building the "
+                                            f"method (create(..., {name}=...)), not per call.")
+        return type(self).function(*data, **self.get_params(), **per_call)
 
     def score_batch(self, batch, **per_call: Any) -> list:
         """``score`` of each item of ``batch`` (a tuple of arguments, or one argument)."""
         return [self.score(*(item if isinstance(item, tuple) else (item,)), **per_call) for item in batch]
+
+
+def function_method(base: type, function: Callable[..., Any], class_name: str, *,
+                    constraints: dict | None = None) -> type:
+    """A subclass of ``base`` (a :class:`FunctionMethod`) for ``function``, named ``class_name``
+    and placed in ``base``'s module (so it pickles by name)."""
+    namespace = {"function": staticmethod(function), "__doc__": function.__doc__, "__module__": base.__module__,
+                 "__qualname__": class_name, "_parameter_constraints": dict(constraints or {})}
+    cls = type(class_name, (base,), namespace)
+    setattr(sys.modules[base.__module__], class_name, cls)
+    return cls
 
 
 def check_fitted(scorer: Scorer, attribute: str, how: str = "fit(...)") -> None:
@@ -162,17 +203,33 @@ class Method:
         if clash:
             name = sorted(clash)[0]
             raise InvalidParameterError(f"{self.family} method {self.name!r} fixes {name}={self.fixed[name]!r}; do not pass {name}.")
+        valid = self.params()
+        for name in list(params):
+            if name not in valid:
+                users = [m.name for m in registered(self.family) if name in m.params()]
+                if users and params[name] is None:
+                    del params[name]  # another method's parameter, left unset: it asks for nothing
+                    continue
+                raise InvalidParameterError(
+                    f"{self.family} method {self.name!r} has no parameter {name!r}"
+                    + (f" (it is a parameter of {', '.join(users)})" if users else "")
+                    + f"; its parameters are: {', '.join(valid) or 'none'}.")
+        if inspect.isclass(self.factory) and issubclass(self.factory, Scorer):
+            for p in self.factory._init_parameters():
+                if p.default is inspect.Parameter.empty and p.name not in params and p.name not in self.fixed:
+                    raise InvalidParameterError(f"{self.family} method {self.name!r} needs {p.name}=...")
         return self.factory(**self.fixed, **params)
 
     def params(self) -> dict[str, Any]:
         """Parameters a user may set, with their defaults (fixed ones left out)."""
-        target = self.factory.__init__ if inspect.isclass(self.factory) else self.factory
-        out = {}
-        for name, p in inspect.signature(target).parameters.items():
-            if name == "self" or name in self.fixed or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            out[name] = None if p.default is inspect.Parameter.empty else p.default
-        return out
+        if inspect.isclass(self.factory) and issubclass(self.factory, Scorer):
+            parameters = self.factory._init_parameters()
+        else:
+            target = self.factory.__init__ if inspect.isclass(self.factory) else self.factory
+            parameters = [p for name, p in inspect.signature(target).parameters.items()
+                          if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        return {p.name: None if p.default is inspect.Parameter.empty else p.default
+                for p in parameters if p.name not in self.fixed}
 
 
 _REGISTRY: dict[str, dict[str, Method]] = {family: {} for family in FAMILIES}
@@ -185,6 +242,20 @@ def register(family: str, name: str, factory: Callable[..., Any], description: s
     method = Method(family, name, factory, description, dict(fixed))
     _REGISTRY[family][name] = method
     return method
+
+
+def register_method(family: str, name: str, description: str, **fixed: Any):
+    """Class decorator: register the class as method ``name`` of ``family``::
+
+        @register_method("kv", "snapkv", "attention of the observation window, pooled")
+        class SnapKV(KVPolicy):
+            ...
+    """
+    def decorate(cls):
+        register(family, name, cls, description, **fixed)
+        return cls
+
+    return decorate
 
 
 def _load(family: str | None = None) -> None:
@@ -201,6 +272,14 @@ def registered(family: str | None = None) -> list[Method]:
     return [m for fam, methods in _REGISTRY.items() if family in (None, fam) for m in methods.values()]
 
 
+def method_rows(family: str | None = None) -> list[dict]:
+    """Every registered method (of ``family``, or all) as plain data: family, name, class,
+    description and parameters with their defaults (``salience methods`` and the service's
+    ``/methods`` show these)."""
+    return [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
+             "params": m.params()} for m in registered(family)]
+
+
 def method_names(family: str) -> tuple[str, ...]:
     """Names of the registered methods of ``family`` (CLI choices read this)."""
     return tuple(m.name for m in registered(family))
@@ -215,3 +294,18 @@ def create(family: str, name: str, **params: Any) -> Any:
     if name not in methods:
         raise unknown_choice(f"{family} method", name, methods)
     return methods[name].create(**params)
+
+
+def method_of(family: str, method: Any, base: type, **params: Any) -> Any:
+    """``method`` as a scorer of ``family``: a registered name built with ``params``, or an
+    instance of ``base`` used as it is (then ``params`` must be empty). Every function that
+    takes a method by name (``prune``, ``evict``, ``rerank``, ``aggregate``) resolves it here."""
+    if isinstance(method, base):
+        if params:
+            raise InvalidParameterError(f"pass {', '.join(sorted(params))} to the {type(method).__name__} you built, "
+                                        "not beside it.")
+        return method
+    if not isinstance(method, str):
+        raise InvalidParameterError(f"a {family} method is a registered name or a {base.__name__}; got "
+                                    f"{type(method).__name__}.")
+    return create(family, method, **params)

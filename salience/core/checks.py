@@ -7,7 +7,7 @@ import os
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["check_k", "check_n_jobs", "check_seed", "require_torch"]
+__all__ = ["check_k", "check_n_jobs", "check_seed"]
 
 
 def check_k(k: object, name: str = "k") -> int:
@@ -32,15 +32,3 @@ def check_seed(seed: object):
     if isinstance(seed, bool) or (isinstance(seed, numbers.Integral) and seed < 0) or isinstance(seed, float):
         raise InvalidParameterError(f"seed must be a non-negative integer (or None); got {seed!r}.")
     return seed
-
-
-def require_torch(purpose: str):
-    """The torch module, or an error naming the extra to install for ``purpose``."""
-    try:
-        import torch
-    except ImportError:
-        from salience.exceptions import MissingDependencyError
-
-        raise MissingDependencyError(f"{purpose} needs torch: pip install 'salience[torch]' (the CPU build: pip "
-                                     "install torch==2.13.0)") from None
-    return torch

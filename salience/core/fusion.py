@@ -24,20 +24,18 @@ Aslam and Montague. Models for metasearch. SIGIR 2001.
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Mapping, Sequence
 
 import numpy as np
 
-from salience.core.base import Scorer, register, reject_options
+from salience.core.base import Scorer, register_method
+from salience.core.params import Interval, Options
 from salience.core.run import Run, as_run
 from salience.core.scores import Scores
-from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
+from salience.exceptions import IdMismatchError, InvalidParameterError
 
-__all__ = ["fuse", "FUSION_METHODS", "FUSION_NORMS"]
+__all__ = ["fuse", "FUSION_NORMS", "Fuser"]
 
-FUSION_METHODS = ("rrf", "borda", "combsum", "combmnz", "combmax", "combmin", "wsum")
 FUSION_NORMS = ("minmax", "zscore", "sum", "max", "rank", "borda")
 
 
@@ -59,23 +57,15 @@ def _borda_norm(ranked: Scores, candidates: list) -> dict:
     return {c: (1 - position[c] / n) if c in position else unranked for c in candidates}
 
 
-def fuse(
-    runs: Sequence[Run | Mapping],
-    *,
-    method: str = "rrf",
-    normalize: str | None = None,
-    weights: Sequence[float] | None = None,
-    rrf_k: float = 60,
-    missing_subjects: str = "error",
-    name: str | None = None,
-) -> Run:
+def fuse(runs: Sequence[Run | Mapping], *, method: str = "rrf", name: str | None = None, **params) -> Run:
     """Fuse runs that rank the same subjects.
 
     Parameters
     ----------
     runs : sequence of Run or ``{subject: {item: score}}``
         Two or more runs.
-    method : {"rrf", "borda", "combsum", "combmnz", "combmax", "combmin", "wsum"}
+    method : a registered ``fusion`` method ({"rrf", "borda", "combsum", "combmnz", "combmax", "combmin", "wsum"})
+    **params : that method's parameters, below (one that does not apply to it is refused)
     normalize : {"minmax", "zscore", "sum", "max", "rank", "borda"} or None
         Per-subject score normalisation applied before score-based methods (refused with the
         rank-based ``rrf`` and ``borda``, where it would do nothing).
@@ -95,82 +85,170 @@ def fuse(
     >>> fuse([a, b], method="rrf")["q"].ranked_ids()
     ['d2', 'd1', 'd3']
     """
-    _check_fusion(method, normalize, weights, rrf_k, missing_subjects)
-    if isinstance(runs, (Run, Mapping)) or len(runs) < 2:
-        raise InvalidParameterError("fuse needs a list of two or more runs.")
-    runs = [as_run(r, name=f"run{i}") for i, r in enumerate(runs)]
-    w = _check_weights(weights, len(runs))
-    subjects = list(dict.fromkeys(s for run in runs for s in run))
-    if missing_subjects == "error":
-        for i, run in enumerate(runs):
-            absent = [s for s in subjects if s not in run]
-            if absent:
-                raise IdMismatchError(
-                    f"run {i} ({run.name!r}) has no ranking for {len(absent)} subject(s), e.g. {absent[0]!r}; "
-                    "runs to fuse must rank the same subjects. Pass missing_subjects='empty' to treat them as empty rankings."
-                )
-    empty = Scores([], ids=[])
-    fused: dict = {}
-    for subject in subjects:
-        ranked = [run[subject].sorted() if subject in run else empty for run in runs]
-        fused[subject] = _fuse_subject(ranked, method, normalize, w, float(rrf_k))
-    return Run(fused, name=name or method)
+    from salience.core.base import create
 
-
-def _check_fusion(method, normalize, weights, rrf_k, missing_subjects) -> None:
-    if method not in FUSION_METHODS:
-        raise unknown_choice("fusion method", method, FUSION_METHODS)
-    if normalize is not None and normalize not in FUSION_NORMS:
-        raise unknown_choice("normalization", normalize, FUSION_NORMS)
-    if missing_subjects not in ("error", "empty"):
-        raise unknown_choice("missing_subjects", missing_subjects, ("error", "empty"))
-    if isinstance(rrf_k, bool) or not isinstance(rrf_k, numbers.Real) or not math.isfinite(rrf_k) or rrf_k < 0:
-        raise InvalidParameterError(f"rrf_k must be a finite number >= 0; got {rrf_k!r}.")
-    if method == "wsum" and weights is None:
-        raise InvalidParameterError("method='wsum' needs weights=[...], one per run.")
-    allowed = ("weights",) + (("rrf_k",) if method == "rrf" else ()) + (("normalize",) if method not in ("rrf", "borda") else ())
-    reject_options(method, {"normalize": normalize, "rrf_k": rrf_k}, allowed, {"rrf_k": 60},
-                   {"rrf_k": "rrf", "normalize": "the score-based methods (combsum, combmnz, combmax, combmin, wsum)"})
+    return create("fusion", method, **params).fuse(runs, name=name)
 
 
 class Fuser(Scorer):
-    """One fusion method with its options: ``score(rankings)`` fuses one subject's rankings
-    (a list of :class:`~salience.Scores`), ``score_batch`` many subjects, ``fuse(runs)`` whole runs.
+    """Base of the fusion methods: ``score(rankings)`` fuses one subject's rankings (a list of
+    :class:`~salience.Scores`), ``score_batch`` many subjects, ``fuse(runs)`` whole runs.
+    A subclass combines one subject's rankings (in rank order) in :meth:`combine`.
 
-    >>> Fuser(method="rrf").score([Scores([3.0, 2.0], ids=["d1", "d2"]), Scores([9.0, 1.0], ids=["d2", "d3"])]).ranked_ids()
+    >>> from salience.core.base import create
+    >>> create("fusion", "rrf").score([Scores([3.0, 2.0], ids=["d1", "d2"]), Scores([9.0, 1.0], ids=["d2", "d3"])]).ranked_ids()
     ['d2', 'd1', 'd3']
     """
 
-    def __init__(self, *, method: str = "rrf", normalize: str | None = None, weights: Sequence[float] | None = None,
-                 rrf_k: float = 60, missing_subjects: str = "error"):
-        _check_fusion(method, normalize, weights, rrf_k, missing_subjects)
-        self.method, self.normalize, self.weights, self.rrf_k = method, normalize, weights, rrf_k
-        self.missing_subjects = missing_subjects
+    _parameter_constraints = {"weights": [None, "array-like"], "missing_subjects": [Options(("error", "empty"))]}
+
+    def __init__(self, *, weights: Sequence[float] | None = None, missing_subjects: str = "error"):
+        self.weights, self.missing_subjects = weights, missing_subjects
+        self._validate_params()
+
+    def combine(self, ranked: list[Scores], w: np.ndarray, candidates: list) -> Scores:
+        raise NotImplementedError
 
     def score(self, rankings: Sequence[Scores]) -> Scores:
         if isinstance(rankings, Scores) or len(rankings) < 2 or not all(isinstance(r, Scores) for r in rankings):
             raise InvalidParameterError("rankings must be a list of two or more Scores (one subject's rankings).")
-        w = _check_weights(self.weights, len(rankings))
-        return _fuse_subject([r.sorted() for r in rankings], self.method, self.normalize, w, float(self.rrf_k))
+        return self._subject([r.sorted() for r in rankings], _check_weights(self.weights, len(rankings)))
 
     def score_batch(self, batch: Sequence[Sequence[Scores]]) -> list[Scores]:
         return [self.score(rankings) for rankings in batch]
 
+    def _subject(self, ranked: list[Scores], w: np.ndarray) -> Scores:
+        candidates = list(dict.fromkeys(item for r in ranked for item in r.ids))
+        if not candidates:
+            return Scores([], ids=[])
+        return self.combine(ranked, w, candidates)
+
     def fuse(self, runs: Sequence[Run | Mapping], *, name: str | None = None) -> Run:
-        return fuse(runs, **self.get_params(), name=name)
+        """Fuse whole runs that rank the same subjects (see :func:`fuse`)."""
+        if isinstance(runs, (Run, Mapping)) or len(runs) < 2:
+            raise InvalidParameterError("fuse needs a list of two or more runs.")
+        runs = [as_run(r, name=f"run{i}") for i, r in enumerate(runs)]
+        w = _check_weights(self.weights, len(runs))
+        subjects = list(dict.fromkeys(s for run in runs for s in run))
+        if self.missing_subjects == "error":
+            for i, run in enumerate(runs):
+                absent = [s for s in subjects if s not in run]
+                if absent:
+                    raise IdMismatchError(
+                        f"run {i} ({run.name!r}) has no ranking for {len(absent)} subject(s), e.g. {absent[0]!r}; "
+                        "runs to fuse must rank the same subjects. Pass missing_subjects='empty' to treat them as "
+                        "empty rankings."
+                    )
+        empty = Scores([], ids=[])
+        fused = {subject: self._subject([run[subject].sorted() if subject in run else empty for run in runs], w)
+                 for subject in subjects}
+        return Run(fused, name=name or _method_name(self))
 
 
-_DESCRIPTIONS = {
-    "rrf": "reciprocal rank fusion: sum of 1 / (rrf_k + rank) (Cormack et al., 2009)",
-    "borda": "Borda count: each run gives an item points by its rank",
-    "combsum": "sum of (normalised) scores (Fox and Shaw, 1994)",
-    "combmnz": "CombSUM times the number of runs that rank the item",
-    "combmax": "the largest (normalised) score",
-    "combmin": "the smallest (normalised) score",
-    "wsum": "weighted sum of (normalised) scores, one weight per run",
-}
-for _method in FUSION_METHODS:
-    register("fusion", _method, Fuser, _DESCRIPTIONS[_method], method=_method)
+def _method_name(fuser: Fuser) -> str:
+    from salience.core.base import registered
+
+    return next((m.name for m in registered("fusion") if m.factory is type(fuser)), type(fuser).__name__.lower())
+
+
+def _positions(r: Scores, index: dict) -> np.ndarray:
+    return np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
+
+
+@register_method("fusion", "rrf", "reciprocal rank fusion: sum of 1 / (rrf_k + rank) (Cormack et al., 2009)")
+class RRF(Fuser):
+    _parameter_constraints = {"rrf_k": [Interval("real", 0)]}
+
+    def __init__(self, *, weights: Sequence[float] | None = None, rrf_k: float = 60, missing_subjects: str = "error"):
+        self.rrf_k = rrf_k
+        super().__init__(weights=weights, missing_subjects=missing_subjects)
+
+    def combine(self, ranked, w, candidates) -> Scores:
+        # run by run, in order, as a running sum: the same additions (and roundings) item by item
+        index, total, k = {item: i for i, item in enumerate(candidates)}, np.zeros(len(candidates)), float(self.rrf_k)
+        for weight, r in zip(w, ranked):
+            contribution = np.zeros(len(candidates))
+            contribution[_positions(r, index)] = weight / (k + np.arange(1, len(r) + 1))
+            total += contribution
+        return Scores.unchecked(total, candidates).sorted()
+
+
+@register_method("fusion", "borda", "Borda count: each run gives an item points by its rank")
+class BordaFuse(Fuser):
+    def combine(self, ranked, w, candidates) -> Scores:
+        n = len(candidates)
+        index, total = {item: i for i, item in enumerate(candidates)}, np.zeros(n)
+        for weight, r in zip(w, ranked):
+            contribution = np.full(n, (n - len(r) + 1) / 2)
+            contribution[_positions(r, index)] = n - np.arange(len(r))
+            total += contribution * weight
+        return Scores.unchecked(total, candidates).sorted()
+
+
+class _ScoreFusion(Fuser):
+    """Score-based fusion: each run's scores normalised per subject (``normalize``), weighted,
+    then combined over the runs that hold the item by :meth:`reduce`."""
+
+    _parameter_constraints = {"normalize": [None, Options(FUSION_NORMS)]}
+
+    def __init__(self, *, normalize: str | None = None, weights: Sequence[float] | None = None,
+                 missing_subjects: str = "error"):
+        self.normalize = normalize
+        super().__init__(weights=weights, missing_subjects=missing_subjects)
+
+    def combine(self, ranked, w, candidates) -> Scores:
+        runs = _normalized(ranked, self.normalize, candidates)
+        n = len(candidates)
+        index = {item: i for i, item in enumerate(candidates)}
+        total, held = np.zeros(n), np.zeros(n, dtype=np.int64)
+        largest, smallest = np.full(n, -np.inf), np.full(n, np.inf)
+        for weight, r in zip(w, runs):
+            pos = _positions(r, index)
+            values = weight * r.values
+            total[pos] += values
+            held[pos] += 1
+            largest[pos] = np.maximum(largest[pos], values)
+            smallest[pos] = np.minimum(smallest[pos], values)
+        return Scores(self.reduce(total, held, largest, smallest), ids=candidates).sorted()
+
+    def reduce(self, total, held, largest, smallest) -> np.ndarray:
+        raise NotImplementedError
+
+
+@register_method("fusion", "combsum", "sum of (normalised) scores (Fox and Shaw, 1994)")
+class CombSUM(_ScoreFusion):
+    def reduce(self, total, held, largest, smallest):
+        return total
+
+
+@register_method("fusion", "combmnz", "CombSUM times the number of runs that rank the item")
+class CombMNZ(_ScoreFusion):
+    def reduce(self, total, held, largest, smallest):
+        return total * held
+
+
+@register_method("fusion", "combmax", "the largest (normalised) score")
+class CombMAX(_ScoreFusion):
+    def reduce(self, total, held, largest, smallest):
+        return largest
+
+
+@register_method("fusion", "combmin", "the smallest (normalised) score")
+class CombMIN(_ScoreFusion):
+    def reduce(self, total, held, largest, smallest):
+        return smallest
+
+
+@register_method("fusion", "wsum", "weighted sum of (normalised) scores, one weight per run")
+class WSum(CombSUM):
+    def __init__(self, *, weights: Sequence[float] | None = None, normalize: str | None = None,
+                 missing_subjects: str = "error"):
+        super().__init__(normalize=normalize, weights=weights, missing_subjects=missing_subjects)
+
+    def _validate_params(self) -> None:
+        if self.weights is None:
+            raise InvalidParameterError("method='wsum' needs weights=[...], one per run.")
+        super()._validate_params()
 
 
 def _normalized(ranked: list[Scores], norm: str | None, candidates: list) -> list[Scores]:
@@ -180,44 +258,3 @@ def _normalized(ranked: list[Scores], norm: str | None, candidates: list) -> lis
     if norm == "borda":
         return [Scores.from_dict(_borda_norm(r, candidates)).sorted() for r in ranked]
     return [r.normalize(norm) for r in ranked]  # monotone: rank order is kept
-
-
-def _fuse_subject(ranked: list[Scores], method: str, norm: str | None, w: np.ndarray, k: float) -> Scores:
-    candidates = list(dict.fromkeys(item for r in ranked for item in r.ids))
-    if not candidates:
-        return Scores([], ids=[])
-    runs = _normalized(ranked, norm, candidates)
-    n = len(candidates)
-    index = {item: i for i, item in enumerate(candidates)}
-    # run by run, in order, as a running sum: the same additions (and roundings) item by item
-    total = np.zeros(n)
-    if method in ("rrf", "borda"):
-        for weight, r in zip(w, runs):
-            pos = np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
-            if method == "rrf":
-                contribution = np.zeros(n)
-                contribution[pos] = weight / (k + np.arange(1, len(r) + 1))
-            else:
-                contribution = np.full(n, (n - len(r) + 1) / 2)
-                contribution[pos] = n - np.arange(len(r))
-                contribution *= weight
-            total += contribution
-        return Scores.unchecked(total, candidates).sorted()
-    held = np.zeros(n, dtype=np.int64)
-    extreme = np.full(n, -np.inf if method == "combmax" else np.inf)
-    for weight, r in zip(w, runs):
-        pos = np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
-        values = weight * r.values
-        total[pos] += values
-        held[pos] += 1
-        if method == "combmax":
-            extreme[pos] = np.maximum(extreme[pos], values)
-        elif method == "combmin":
-            extreme[pos] = np.minimum(extreme[pos], values)
-    if method in ("combsum", "wsum"):
-        fused = total
-    elif method == "combmnz":
-        fused = total * held
-    else:
-        fused = extreme
-    return Scores(fused, ids=candidates).sorted()

@@ -11,7 +11,8 @@ import numpy as np
 
 from salience.core.checks import check_k
 from salience.core.scores import Scores
-from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.exceptions import InvalidParameterError
+from salience.extras import require
 
 __all__ = ["plot_curves", "plot_attribution"]
 
@@ -19,14 +20,9 @@ FORMATS = {".png": "png", ".svg": "svg"}
 
 
 def _pyplot():
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no screen needed; files only
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise MissingDependencyError("Plots need matplotlib: pip install 'salience[plot]'") from None
-    return plt
+    matplotlib = require("matplotlib", "plot", "Plots")
+    matplotlib.use("Agg")  # no screen needed; files only
+    return require("matplotlib.pyplot", "plot", "Plots")
 
 
 def _save(figure, path) -> None:

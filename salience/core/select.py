@@ -10,7 +10,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from salience.core.base import FunctionScorer, register
+from salience.core.base import FunctionMethod, function_method, register
 from salience.core.checks import check_k, check_seed
 from salience.core.scores import Scores, rank_order
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
@@ -560,26 +560,25 @@ def select_sample(scores: Scores, *, k: int | None = None, sampling: str = "gumb
 
 
 
-class Selector(FunctionScorer):
-    """A selector over :class:`Scores` with fixed options: ``score(scores)`` is the selection.
+class Selector(FunctionMethod):
+    """Base of the selectors: one subclass per selection function, its parameters the
+    function's; ``score(scores)`` is the selection (``groups`` is given per call).
 
-    >>> Selector(method="top_k", options={"k": 2}).score(Scores([1, 3, 2], ids="abc")).ids
+    >>> from salience.core.base import create
+    >>> create("select", "top_k", k=2).score(Scores([1, 3, 2], ids="abc")).ids
     ['b', 'c']
     """
 
-    FAMILY = "select"
-    FUNCTIONS = {"top_k": select_top_k, "threshold": select_threshold, "fraction": select_fraction,
-                 "cutoff": select_cutoff, "sample": select_sample}
-
-    def __init__(self, *, method: str = "top_k", options: dict | None = None):
-        super().__init__(method=method, options=options)
+    per_call = ("groups",)
 
 
-for _method, _description in (
-    ("top_k", "the k best items, ties by position"),
-    ("threshold", "items scoring at least a threshold"),
-    ("fraction", "the best ceil(fraction * n) items"),
-    ("cutoff", "the top k with k maximising expected F1 or DCG of calibrated probabilities (Lien et al., 2019)"),
-    ("sample", "importance resampling: Gumbel top-k, top-k or with replacement, optional per-group quotas"),
+for _method, _function, _class, _description in (
+    ("top_k", select_top_k, "TopK", "the k best items, ties by position"),
+    ("threshold", select_threshold, "Threshold", "items scoring at least a threshold"),
+    ("fraction", select_fraction, "Fraction", "the best ceil(fraction * n) items"),
+    ("cutoff", select_cutoff, "Cutoff",
+     "the top k with k maximising expected F1 or DCG of calibrated probabilities (Lien et al., 2019)"),
+    ("sample", select_sample, "Sample",
+     "importance resampling: Gumbel top-k, top-k or with replacement, optional per-group quotas"),
 ):
-    register("select", _method, Selector, _description, method=_method)
+    register("select", _method, function_method(Selector, _function, _class), _description)

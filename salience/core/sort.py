@@ -25,9 +25,8 @@ from typing import Any, Hashable, Sequence
 
 import numpy as np
 
-from salience.core.aggregate import AGGREGATORS, aggregate
 from salience.core.judges import as_listwise, as_pairwise
-from salience.core.base import FunctionScorer, register
+from salience.core.base import FunctionMethod, create, function_method, register
 from salience.core.graph import DisjointSets
 from salience.core.scores import Scores, first_duplicate
 from salience.core.checks import check_k
@@ -269,7 +268,7 @@ def jointrank(
 ) -> Scores:
     """JointRank: rank overlapping blocks (independently, so in parallel with ``n_jobs``),
     turn each block ranking into pairwise wins, and aggregate them (``pagerank`` or ``winrate``,
-    or any method of :data:`~salience.core.aggregate.AGGREGATORS`). Calls: the number of blocks.
+    or any registered ``aggregate`` method). Calls: the number of blocks.
 
     ``block_order="input"`` shows each block's items in their order in ``items`` (the first
     stage's, as sliding windows do), so a judge's position bias falls back on that order;
@@ -277,8 +276,7 @@ def jointrank(
     random order, every query of a run gets the same design, so the first stage's best items
     land in the same block positions for all of them.)"""
     items, judge = _items(items), as_listwise(judge)
-    if aggregate_with not in AGGREGATORS:
-        raise unknown_choice("aggregation method", aggregate_with, AGGREGATORS)
+    aggregator = create("aggregate", aggregate_with, unranked="ignore")  # an unknown name is refused before any call
     if block_order not in ("input", "random"):
         raise unknown_choice("block order", block_order, ("input", "random"))
     blocks = block_design(len(items), block_size, repetitions, seed=seed)
@@ -287,7 +285,7 @@ def jointrank(
     judge.require(len(blocks), f"JointRank with {len(blocks)} blocks")
     rankings = judge.rank_batch(query, [[items[p] for p in block] for block in blocks])
     # a block ranks its own items only: nothing is implied about items outside it
-    return aggregate(rankings, method=aggregate_with, items=items, unranked="ignore")
+    return aggregator.score(rankings, items=items)
 
 
 def permutation_self_consistency(
@@ -298,13 +296,12 @@ def permutation_self_consistency(
     position bias. Calls: ``shuffles``."""
     items, judge = _items(items), as_listwise(judge)
     shuffles = check_k(shuffles, "shuffles")
-    if aggregate_with not in AGGREGATORS:
-        raise unknown_choice("aggregation method", aggregate_with, AGGREGATORS)
+    aggregator = create("aggregate", aggregate_with)
     judge.require(shuffles, f"permutation self-consistency with {shuffles} shuffles")
     rng = np.random.default_rng(seed)
     lists = [[items[i] for i in rng.permutation(len(items))] for _ in range(shuffles)]
     rankings = judge.rank_batch(query, lists)
-    return aggregate(rankings, method=aggregate_with, items=items)
+    return aggregator.score(rankings, items=items)
 
 
 # ------------------------------------------------------------------------------------------
@@ -409,32 +406,29 @@ def tsp_order(
     return _ranking_scores([items[i] for i in order], items)
 
 
-class JudgeSort(FunctionScorer):
-    """A sorting algorithm that asks a costly judge, as a scorer: ``score(items, judge, query=...)``.
+class JudgeSort(FunctionMethod):
+    """Base of the sorting algorithms that ask a costly judge: one subclass per algorithm, its
+    parameters the algorithm's; ``score(items, judge, query=...)`` is the order.
 
+    >>> from salience.core.base import create
     >>> from salience.core.judges import ScorerJudge
     >>> judge = ScorerJudge(lambda query, items: [len(i) for i in items])
-    >>> JudgeSort(method="allpairs").score(["aa", "a", "aaa"], judge).ranked_ids()
+    >>> create("sort", "allpairs").score(["aa", "a", "aaa"], judge).ranked_ids()
     ['aaa', 'aa', 'a']
     """
 
-    FAMILY = "sort"
-    FUNCTIONS = {"allpairs": allpairs, "heapsort": heapsort_top_k, "bubble": bubble_top_k,
-                 "sliding_window": sliding_window, "setwise": setwise_top_k, "jointrank": jointrank,
-                 "permutation_self_consistency": permutation_self_consistency, "tsp": tsp_order}
-
-    def __init__(self, *, method: str = "sliding_window", options: dict | None = None):
-        super().__init__(method=method, options=options)
+    per_call = ("query", "preferences")
 
 
-for _method, _description in (
-    ("allpairs", "PRP all pairs: every pair compared, items ranked by wins (Qin et al., 2024)"),
-    ("heapsort", "PRP heapsort: the top k with O(n + k log n) comparisons"),
-    ("bubble", "PRP bubble sort: k passes of adjacent comparisons"),
-    ("sliding_window", "listwise sliding window from the bottom up (RankGPT)"),
-    ("setwise", "setwise top-k: the judge picks the best of small sets (Zhuang et al., 2024)"),
-    ("jointrank", "JointRank: overlapping blocks ranked in parallel, then aggregated"),
-    ("permutation_self_consistency", "permutation self-consistency: shuffled lists aggregated (Tang et al., 2024)"),
-    ("tsp", "ordering by a travelling-salesman path over pairwise preferences"),
+for _method, _function, _class, _description in (
+    ("allpairs", allpairs, "AllPairs", "PRP all pairs: every pair compared, items ranked by wins (Qin et al., 2024)"),
+    ("heapsort", heapsort_top_k, "HeapsortTopK", "PRP heapsort: the top k with O(n + k log n) comparisons"),
+    ("bubble", bubble_top_k, "BubbleTopK", "PRP bubble sort: k passes of adjacent comparisons"),
+    ("sliding_window", sliding_window, "SlidingWindow", "listwise sliding window from the bottom up (RankGPT)"),
+    ("setwise", setwise_top_k, "SetwiseTopK", "setwise top-k: the judge picks the best of small sets (Zhuang et al., 2024)"),
+    ("jointrank", jointrank, "JointRank", "JointRank: overlapping blocks ranked in parallel, then aggregated"),
+    ("permutation_self_consistency", permutation_self_consistency, "PermutationSelfConsistency",
+     "permutation self-consistency: shuffled lists aggregated (Tang et al., 2024)"),
+    ("tsp", tsp_order, "TSPOrder", "ordering by a travelling-salesman path over pairwise preferences"),
 ):
-    register("sort", _method, JudgeSort, _description, method=_method)
+    register("sort", _method, function_method(JudgeSort, _function, _class), _description)

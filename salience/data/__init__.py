@@ -1,7 +1,7 @@
 """Training-data selection: hashed n-gram features, DSIR importance resampling, streaming selection."""
 
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
-from salience.data.features import HashedNgrams
+from salience.text.features import HashedNgrams
 from salience.data.methods import DocumentScorer
 from salience.data.pipeline import SelectionReport, select_documents
 from salience.data.scorers import NgramPerplexity, QualityClassifier, text_statistics

@@ -27,7 +27,7 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.core.graph import DisjointSets
 from salience.core.scores import Scores
-from salience.data.features import HashedNgrams
+from salience.text.features import HashedNgrams
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_write_text
 from salience.io.shards import (SHARD_LAYOUT, atomic_save, estimated_loss, iter_shards, parse_shard, prepare_work_dir, remove_work_dir, write_records)
@@ -219,7 +219,7 @@ def _dedup_job(args) -> dict:
 
 
 def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
-                num_perm: int = 128, text_field: str = "text", n_jobs: int = 2, executor: str = "local",
+                num_perm: int = 128, text_field: str = "text", n_jobs: int = 2, executor="local",
                 shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
                 on_error: str = "raise", show_progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""

@@ -17,7 +17,7 @@ import numpy as np
 from salience.core.base import Scorer
 from salience.core.scores import Scores
 from salience.core.select import SAMPLING, sample_positions
-from salience.data.features import HashedNgrams, NgramBatch
+from salience.text.features import HashedNgrams, NgramBatch
 from salience.exceptions import InvalidParameterError, SalienceError
 
 __all__ = ["ImportanceResampler", "resample", "kl_reduction", "SAMPLING"]

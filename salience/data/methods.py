@@ -10,7 +10,7 @@ from typing import Iterable, Sequence
 from salience.core.base import Scorer, check_fitted, register, reject_options
 from salience.core.scores import Scores
 from salience.data.dsir import ImportanceResampler
-from salience.data.features import HashedNgrams
+from salience.text.features import HashedNgrams
 from salience.data.scorers import NgramPerplexity, QualityClassifier
 from salience.exceptions import InvalidParameterError, unknown_choice
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from salience.core.checks import check_k, check_n_jobs, check_seed
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
-from salience.data.features import HashedNgrams
+from salience.text.features import HashedNgrams
 from salience.data.methods import DATA_METHODS
 from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
 from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
@@ -149,7 +149,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
                      method: str = "dsir", sampling: str = "gumbel", seed: int = 0, text_field: str = "text",
                      label_field: str | None = None, quota_field: str | None = None, quotas: dict | None = None,
                      min_tokens: int = 0, filters: Sequence[str] = (), features: HashedNgrams | None = None,
-                     length_normalize: bool = False, n_jobs: int = 2, executor: str = "local", shard_bytes: int = 8 << 20,
+                     length_normalize: bool = False, n_jobs: int = 2, executor="local", shard_bytes: int = 8 << 20,
                      work_dir: str | Path | None = None, keep_work: bool = False, strict: bool = False,
                      on_error: str = "raise", show_progress: bool = False, classifier_raw_docs: int = 5_000) -> SelectionReport:
     """Select ``k`` raw documents for the target and write them to ``out`` (jsonl, or jsonl.gz by
@@ -379,7 +379,7 @@ def _fit_scorer(method, resampler, target_batch, shard_files, features, classifi
     if method == "perplexity":
         return _PerplexityScore(NgramPerplexity(features.buckets).fit(target_batch))
     # classifier: train on the target against the first raw documents
-    from salience.data.features import NgramBatch
+    from salience.text.features import NgramBatch
 
     buckets, docs, tokens, taken = [], [], [], 0
     for shard_file, _ in shard_files:

@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.data.dsir import kl_reduction
-from salience.data.features import HashedNgrams
+from salience.text.features import HashedNgrams
 from salience.io.shards import iter_shards, parse_shard
 
 __all__ = ["selection_report"]

@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from salience.data.features import NgramBatch
+from salience.text.features import NgramBatch
 from salience.core.base import Scorer
 from salience.core.linear import fit_logistic_regression
 from salience.core.scores import Scores
@@ -53,7 +53,7 @@ class QualityClassifier(Scorer):
     """Hashed n-gram logistic regression, target vs raw, with L2 penalty ``l2`` and balanced
     classes.
 
-    >>> from salience.data.features import HashedNgrams
+    >>> from salience.text.features import HashedNgrams
     >>> f = HashedNgrams(buckets=256)
     >>> clf = QualityClassifier(256).fit(f.transform(["protein binds receptor"] * 5), f.transform(["stock prices fell"] * 5))
     >>> s = clf.score(f.transform(["protein receptor", "stock prices"]), ids=["bio", "news"])
@@ -95,7 +95,7 @@ class NgramPerplexity(Scorer):
     """Interpolated bigram model over hashed buckets: p(w | v) = lam * (C(vw) + a) / (C(v) + a B)
     + (1 - lam) * (C(w) + a) / (N + a B), fitted on the target's n-grams (orders 1 and 2).
 
-    >>> from salience.data.features import HashedNgrams
+    >>> from salience.text.features import HashedNgrams
     >>> f = HashedNgrams(buckets=1024)
     >>> lm = NgramPerplexity(1024).fit(f.transform(["the protein binds the receptor"] * 20))
     >>> lm.score(f.transform(["the protein binds", "stock prices fell"])).ranked_ids()

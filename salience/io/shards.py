@@ -19,7 +19,8 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from salience.exceptions import InputFormatError, InvalidParameterError, MissingDependencyError
+from salience.exceptions import InputFormatError, InvalidParameterError
+from salience.extras import require
 from salience.io.files import atomic_write_bytes, atomic_write_text, open_raw
 
 __all__ = ["Shard", "Loss", "SHARD_LAYOUT", "iter_shards", "parse_shard", "blob_records", "records", "write_records",
@@ -177,10 +178,7 @@ def _loss(path: Path, position: int, produced: int, lines_read: int, err: BaseEx
 
 
 def _parquet_batches(path: Path, rows: int):
-    try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise MissingDependencyError("Reading parquet needs pyarrow. Install it with: pip install 'salience[parquet]'") from None
+    pq = require("pyarrow.parquet", "parquet", "Reading parquet")
     try:
         first = 1
         for batch in pq.ParquetFile(path).iter_batches(batch_size=rows):

@@ -15,9 +15,11 @@ import time
 from typing import Any, Callable, Protocol
 
 from salience.core.checks import check_n_jobs
-from salience.exceptions import MissingDependencyError, WorkerError, unknown_choice
+from salience.exceptions import WorkerError, unknown_choice
+from salience.extras import require
 
-__all__ = ["Executor", "EXECUTORS", "make_executor", "progress_bar", "map_shards", "shard_size"]
+__all__ = ["Executor", "EXECUTORS", "LocalExecutor", "RayExecutor", "make_executor", "progress_bar", "map_shards",
+           "shard_size"]
 
 EXECUTORS = ("local", "ray")
 
@@ -47,10 +49,14 @@ def _exit_with_parent(parent: int) -> None:
 
 
 class LocalExecutor:
-    def __init__(self, n_jobs: int, start_method: str | None = None):
+    """Local worker processes (``n_jobs`` of them; 1 runs jobs in this process).
+    ``start_method="spawn"`` starts them afresh instead of forking."""
+
+    def __init__(self, n_jobs: int = 2, start_method: str | None = None):
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
 
+        n_jobs = check_n_jobs(n_jobs)
         context = multiprocessing.get_context(start_method) if start_method else None
         self.pool = (ProcessPoolExecutor(n_jobs, mp_context=context, initializer=_exit_with_parent,
                                          initargs=(os.getpid(),)) if n_jobs > 1 else None)
@@ -130,15 +136,16 @@ def _death_notice(workers: dict) -> str:
 
 
 class RayExecutor:
-    def __init__(self, n_jobs: int):
-        try:
-            import ray
-        except ImportError:
-            raise MissingDependencyError("The Ray executor needs Ray. Install it with: pip install 'salience[ray]'") from None
-        self.ray = ray
+    """Ray tasks, ``n_jobs`` in flight (twice that queued). ``address`` joins an existing
+    cluster (``"auto"``, ``"ray://head:10001"``; the ``RAY_ADDRESS`` variable does the same);
+    without one a local Ray instance with ``n_jobs`` CPUs is started."""
+
+    def __init__(self, n_jobs: int = 2, *, address: str | None = None):
+        n_jobs = check_n_jobs(n_jobs)
+        ray = self.ray = require("ray", "ray", "The Ray executor")
         if not ray.is_initialized():
-            if os.environ.get("RAY_ADDRESS"):  # join the cluster the environment names
-                ray.init(log_to_driver=False)
+            if address or os.environ.get("RAY_ADDRESS"):  # join the cluster named here or by the environment
+                ray.init(address=address, log_to_driver=False)
             else:  # a local Ray instance with `n_jobs` CPUs
                 ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
         self.tasks: dict = {}
@@ -178,16 +185,41 @@ class RayExecutor:
         self.drain()
 
 
-def make_executor(name: str, n_jobs: int, *, start_method: str | None = None) -> Executor:
+class _Borrowed:
+    """A caller's executor, used without closing it: ``close()`` only waits for its jobs."""
+
+    def __init__(self, executor: Executor):
+        self.executor = executor
+
+    def submit(self, job, args) -> None:
+        self.executor.submit(job, args)
+
+    def drain(self) -> None:
+        self.executor.drain()
+
+    def map(self, job, items: list) -> list:
+        return self.executor.map(job, items)
+
+    def close(self) -> None:
+        self.executor.drain()
+
+
+def make_executor(executor: "str | Executor", n_jobs: int, *, start_method: str | None = None) -> Executor:
     """An executor for shard jobs: ``submit(job, args)`` (bounded in flight), ``drain()`` (wait,
     re-raising a job's error), ``map(job, items)`` (results in order) and ``close()``.
+    ``executor`` is a name (``"local"``, ``"ray"``) or an executor object the caller made
+    (``RayExecutor(address=...)``), which is used as it is and left open.
     ``start_method="spawn"`` starts local workers afresh instead of forking the parent: jobs that
     run a model need it once the parent has run one (a forked copy of a parent's thread pools
     can hang)."""
-    if name not in EXECUTORS:
-        raise unknown_choice("executor", name, EXECUTORS)
+    if not isinstance(executor, str):
+        if not all(callable(getattr(executor, verb, None)) for verb in ("submit", "drain", "map", "close")):
+            raise unknown_choice("executor", repr(executor), EXECUTORS)
+        return _Borrowed(executor)
+    if executor not in EXECUTORS:
+        raise unknown_choice("executor", executor, EXECUTORS)
     n_jobs = check_n_jobs(n_jobs)
-    return LocalExecutor(n_jobs, start_method) if name == "local" else RayExecutor(n_jobs)
+    return LocalExecutor(n_jobs, start_method) if executor == "local" else RayExecutor(n_jobs)
 
 
 class _NoProgress:
@@ -214,7 +246,7 @@ def progress_bar(total: int | None, desc: str, enabled: bool, unit: str = "it"):
     return tqdm(total=total, desc=desc, unit=unit, leave=False, mininterval=0.5)
 
 
-def map_shards(job: Callable[[Any], Any], items: list, n_jobs: int, executor: str = "local", *,
+def map_shards(job: Callable[[Any], Any], items: list, n_jobs: int, executor: "str | Executor" = "local", *,
                start_method: str | None = None):
     """``job`` over ``items`` on an executor, results yielded in order with a few shards in
     flight (2 per job); the executor is closed at the end, or on an error."""

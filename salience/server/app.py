@@ -316,7 +316,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
     @app.get("/methods")
     async def methods(domain: str | None = None):
-        from salience.cli.methods import method_rows
+        from salience.core.base import method_rows
 
         try:
             return {"methods": method_rows(domain)}

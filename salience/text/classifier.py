@@ -61,7 +61,7 @@ class TextClassifier:
         (sparse), or window-averaged, L2-normalised MiniLM embeddings (dense)."""
         texts = _checked_texts(texts)
         if self.features == "terms":
-            from salience.data.features import HashedNgrams
+            from salience.text.features import HashedNgrams
 
             batch = HashedNgrams(buckets=self.buckets).transform(texts)
             X = sparse.csr_matrix((np.ones(len(batch.bucket)), (batch.doc, batch.bucket)),

@@ -26,6 +26,7 @@ import numpy as np
 
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.extras import install_hint
 
 __all__ = ["TransformerEncoder", "resolve_model_folder"]
 
@@ -110,7 +111,7 @@ class TransformerEncoder:
             import onnxruntime  # noqa: F401
         except ImportError:
             if self.backend == "onnx":
-                raise MissingDependencyError("backend='onnx' needs ONNX Runtime: pip install onnxruntime onnx") from None
+                raise MissingDependencyError(f"backend='onnx' needs ONNX Runtime: {install_hint('onnx')}") from None
             return False
         return True
 

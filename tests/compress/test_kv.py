@@ -9,8 +9,16 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests.compress import models  # noqa: E402
-from salience.compress import (KV_POLICIES, KVImportance, check_budget, continue_from, evict, kv_eval,  # noqa: E402
-                               kv_token_scores, passkey, prefill)
+from salience.compress import (check_budget, continue_from, evict, kv_eval, kv_token_scores, passkey,  # noqa: E402
+                               prefill)
+from salience.core.base import create, method_names, registered  # noqa: E402
+
+KV_POLICIES = method_names("kv")
+
+
+def window_of(policy, window=8):
+    """``window=`` for the policies that have an observation window."""
+    return {"window": window} if "window" in next(m for m in registered("kv") if m.name == policy).params() else {}
 
 
 def tiny_llama(seed=0, layers=2):
@@ -80,7 +88,7 @@ def test_scores_equal_the_formulas_written_out():
 
 def test_a_registered_scorer_gives_scores_over_head_and_position():
     keys, values, queries = (a[0].numpy() for a in random_layer())
-    scores = KVImportance(method="snapkv", options={"window": 4, "kernel_size": 3}).score(keys, values, queries=queries)
+    scores = create("kv", "snapkv", window=4, kernel_size=3).score(keys, values, queries=queries)
     assert len(scores) == 2 * 12 and scores.ids[13] == "1:1"
     direct = kv_token_scores("snapkv", *(torch.as_tensor(a)[None] for a in (keys, values, queries)), window=4,
                              kernel_size=3)
@@ -92,9 +100,10 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
     ids = tokens(600)
     full = kv_eval(model, ids, policy=None, context=80, continuation=20, max_windows=3)
     for policy in KV_POLICIES:
-        same = kv_eval(model, ids, policy=policy, budget=1.0, context=80, continuation=20, max_windows=3, window=8)
+        same = kv_eval(model, ids, policy=policy, budget=1.0, context=80, continuation=20, max_windows=3,
+                       **window_of(policy))
         assert same.nll == full.nll
-        read = prefill(model, ids[:80], policy=policy, budget=0.25, window=8)
+        read = prefill(model, ids[:80], policy=policy, budget=0.25, **window_of(policy))
         assert read.kept == 20 and read.length == 80
         assert all(layer.keys.shape[2] == 20 and layer.values.shape[2] == 20 for layer in read.cache.layers)
     read = prefill(model, ids[:80], policy="snapkv", budget=30, window=8)  # a token count
@@ -178,9 +187,12 @@ def test_bad_input():
         with evict(model, "snapkv", budget=0.5, kernel_size=4):
             pass
     with pytest.raises(InvalidParameterError, match="keys must be a non-empty 3-D array"):
-        KVImportance(method="key_norm").score(np.ones((2, 3)), np.ones((2, 3)))
+        create("kv", "key_norm").score(np.ones((2, 3)), np.ones((2, 3)))
     with pytest.raises(InvalidParameterError, match="NaN"):
-        KVImportance(method="key_norm").score(np.full((1, 2, 2), np.nan), np.ones((1, 2, 2)))
+        create("kv", "key_norm").score(np.full((1, 2, 2), np.nan), np.ones((1, 2, 2)))
+    with pytest.raises(InvalidParameterError, match="'h2o' has no parameter 'window' \\(it is a parameter of snapkv, caote\\)"):
+        with evict(model, "h2o", budget=0.5, window=8):
+            pass
 
 
 def test_kv_eval_command(model_folder, capsys):
@@ -189,26 +201,27 @@ def test_kv_eval_command(model_folder, capsys):
     from salience.cli import main
 
     model, text = model_folder
-    base = ["compress", "kv-eval", str(model), "--data", str(text), "--context", "80", "--continuation", "20",
-            "--observation-window", "8", "--json"]
+    base = ["compress", "kv-eval", str(model), "--data", str(text), "--context", "80", "--continuation", "20", "--json"]
     assert main(base + ["--policy", "full"]) == 0
     full = json.loads(capsys.readouterr().out)
     assert main(base + ["--policy", "vatp", "--budget", "0.25"]) == 0
     evicted = json.loads(capsys.readouterr().out)
     assert evicted["kept"] == 20 and evicted["windows"] == 4 and full["kept"] == 80
     assert evicted["perplexity"] != full["perplexity"]
-    assert main(base + ["--policy", "snapkv", "--budget", "0.05"]) == 2
+    assert main(base + ["--policy", "snapkv", "--observation-window", "8", "--budget", "0.05"]) == 2
     assert "observation window" in capsys.readouterr().err
+    assert main(base + ["--policy", "vatp", "--observation-window", "8"]) == 2  # an option vatp does not have
+    assert "no parameter 'window'" in capsys.readouterr().err
 
 
 def test_a_missing_torch_or_transformers_names_the_extra(monkeypatch):
     import sys
 
     from salience.exceptions import MissingDependencyError
-    from salience.explain.lm import load_causal_lm
+    from salience.models.lm import load_causal_lm
 
     monkeypatch.setitem(sys.modules, "transformers", None)
-    with pytest.raises(MissingDependencyError, match="pip install 'salience\\[torch\\]' transformers"):
+    with pytest.raises(MissingDependencyError, match="pip install 'salience\\[lm\\]'"):
         load_causal_lm("smollm2")
     monkeypatch.setitem(sys.modules, "torch", None)
     for call in (lambda: kv_token_scores("key_norm", None, None), lambda: prefill(None, [1, 2]),

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests.compress import models  # noqa: E402
-from salience.compress import StructureImportance, remove_structures, structure_scores  # noqa: E402
+from salience.compress import AttentionHeads, remove_structures, structure_scores  # noqa: E402
 
 
 def tiny_llama(seed=0):
@@ -78,7 +78,7 @@ def test_criteria_rank_by_their_definitions():
     assert output.values[5] == 0 and output.values.min() == 0
     report = remove_structures(model, "ffn_channels", count=1, criterion="output", calibration=ids())
     assert report.removed[0] == [5]
-    scorer = StructureImportance(method="attention_heads", options={"criterion": "magnitude"})
+    scorer = AttentionHeads(criterion="magnitude")
     scores = scorer.score(tiny_llama())
     assert len(scores) == 6 and scores.ids[3] == "1:0"
 

@@ -8,7 +8,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests.compress.models import tiny_llama  # noqa: E402
-from salience.compress import (WeightImportance, calibration_windows, perplexity, prunable_linears, prune,  # noqa: E402
+from salience.compress import (SparseGPT, Wanda, calibration_windows, perplexity, prunable_linears, prune,  # noqa: E402
                                sparsity_of, weight_scores)
 
 
@@ -42,8 +42,12 @@ def test_scores_by_hand():
     # LAMP: squares 1, 4, 9, 0.25 in ascending order 0.25, 1, 4, 9; the mass at or above each: 14.25, 14, 13, 9
     assert np.allclose(weight_scores("lamp", w), [[1 / 14, 4 / 13], [1.0, 0.25 / 14.25]])
     assert weight_scores("taylor", w, gradient=np.array([[0.5, 1.0], [0.0, -2.0]])).tolist() == [[0.5, 2.0], [0.0, 1.0]]
-    scores = WeightImportance(method="wanda").score(w, input_norms=np.array([2.0, 10.0]))
+    scores = Wanda().score(w, input_norms=np.array([2.0, 10.0]))
     assert scores.ranked_ids() == [1, 2, 3, 0]
+    # SparseGPT's saliency W^2 / d^2: d = [1, 2] gives 1, 1, 9, 0.0625
+    assert SparseGPT().score(w, hessian_inverse_diagonal=np.array([1.0, 2.0])).values.tolist() == [1.0, 1.0, 9.0, 0.0625]
+    with pytest.raises(InvalidParameterError, match="SparseGPT: damp must be a number > 0"):
+        SparseGPT(damp=0.0)
     with pytest.raises(InvalidParameterError, match="wanda needs the norm of each of the 2 input features"):
         weight_scores("wanda", w)
 
@@ -140,7 +144,7 @@ def test_bad_input():
         calibration_windows(list(range(10)), seqlen=16)
     with pytest.raises(InvalidParameterError, match="wanda needs calibration windows"):
         prune(model, method="wanda", sparsity=0.5)
-    with pytest.raises(InvalidParameterError, match="pruning method"):
+    with pytest.raises(InvalidParameterError, match="unknown weights method .random."):
         prune(model, method="random", sparsity=0.5)
     with pytest.raises(InvalidParameterError, match="fewer than one window"):
         perplexity(model, [1, 2, 3], seqlen=16)
@@ -180,7 +184,7 @@ def test_prune_and_eval_commands(model_folder, tmp_path, capsys):
 
 
 def test_layer_importance_and_physical_removal():
-    from salience.compress import LayerImportance, block_influence, perplexity_change, remove_layers
+    from salience.compress import PerplexityChange, block_influence, perplexity_change, remove_layers
 
     model = tiny_llama()
     windows = calib(n=4)
@@ -198,7 +202,7 @@ def test_layer_importance_and_physical_removal():
     change = perplexity_change(model, windows)
     full = perplexity(model, windows.ravel(), seqlen=16)
     assert len(model.model.layers) == 2 and model.config.num_hidden_layers == 2  # restored
-    assert LayerImportance(method="perplexity_change").score(model, windows) == change
+    assert PerplexityChange().score(model, windows) == change
     kept = remove_layers(model, [0])
     assert kept == [1] and len(model.model.layers) == 1 and model.config.num_hidden_layers == 1
     assert model.model.layers[0].self_attn.layer_idx == 0

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from salience import IdMismatchError, InvalidParameterError, ShapeError, aggregate
+from salience.core.base import method_names
 from salience.core.aggregate import (
-    AGGREGATORS,
     bradley_terry,
     borda,
     copeland,
@@ -91,7 +91,7 @@ def test_mc4_majority_winner_first():
     assert markov_chain(rankings).ranked_ids()[0] == "a"
 
 
-@pytest.mark.parametrize("method", AGGREGATORS)
+@pytest.mark.parametrize("method", method_names("aggregate"))
 def test_unanimous_rankings_are_reproduced(method):
     rankings = [["a", "b", "c", "d"]] * 3
     assert aggregate(rankings, method=method).ranked_ids() == ["a", "b", "c", "d"]

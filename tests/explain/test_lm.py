@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from salience import InvalidParameterError
-from salience.explain.lm import LMAttribution, load_causal_lm
+from salience.explain.lm import LMAttribution
+from salience.models.lm import load_causal_lm
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")

@@ -52,6 +52,17 @@ def test_exact_search_by_hand_filters_and_deletes():
     assert [s.ids for s in batch] == [["b"], ["c"]]
 
 
+def test_search_batch_threads_give_the_same_results():
+    index = Dense(encoder=bag, encoder_name="bag32", block_size=2).index(DOCS)
+    words = [d["text"].split()[i % 3] for i, d in enumerate(DOCS * 200)]
+    queries = [f"{a} {b}" for a, b in zip(words, words[1:] + words[:1])][:600]  # three batches of 256
+    one = index.search_batch(queries, k=3)
+    assert index.search_batch(queries, k=3, n_jobs=2) == one == index.search_batch(queries, k=3, n_jobs=-1)
+    assert one[300] == index.search(queries[300], k=3)
+    with pytest.raises(InvalidParameterError, match="n_jobs"):
+        index.search_batch(queries, n_jobs=0)
+
+
 def test_save_commit_load_and_refusals(tmp_path):
     index = Dense(encoder=bag, encoder_name="bag32").index(DOCS[:2]).save(tmp_path / "ix")
     index.add(DOCS[2:]).delete("a").commit()

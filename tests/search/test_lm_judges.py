@@ -163,7 +163,9 @@ def test_rerank_drives_every_algorithm_and_keeps_the_tail(tiny):
                                ("pairwise", ["prp", "allpairs"]), ("listwise", ["sliding", "setwise", "jointrank"])):
         judge = LMJudge(model, tokenizer=tok, method=method)
         for algorithm in algorithms:
-            out = rerank("cats", first, judge, texts, algorithm=algorithm, depth=4, k=2, window=3, stride=2)
+            params = {"sliding": {"window": 3, "stride": 2}, "setwise": {"k": 2}, "prp": {"k": 2},
+                      "jointrank": {"window": 3}}.get(algorithm, {})
+            out = rerank("cats", first, judge, texts, algorithm=algorithm, depth=4, **params)
             assert sorted(out.ranked_ids()[:4]) == ["d0", "d1", "d2", "d3"], (method, algorithm)
             assert out.ranked_ids()[4:] == ["d4", "d5"]  # below the depth: first-stage order
     judge = LMJudge(model, tokenizer=tok)

@@ -1,0 +1,130 @@
+"""Declarative parameter constraints, as scikit-learn's ``_parameter_constraints``.
+
+A scorer states what each parameter accepts in a class attribute and the base class checks
+every value against it, so the error for a bad value is written once::
+
+    class SnapKV(KVPolicy):
+        _parameter_constraints = {"window": [Interval("int", 1)], "kernel_size": [Interval("int", 1)]}
+
+A constraint is an :class:`Interval`, an :class:`Options`, ``None`` (the value may be None), a
+type (``str``, ``dict``, ``"array-like"``, ``callable``) or a :class:`Check` (any predicate with
+its description). A value passes when it meets any constraint of its list.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from salience.exceptions import InvalidParameterError, unknown_choice
+
+__all__ = ["Interval", "Options", "Check", "check_params", "describe"]
+
+
+@dataclass(frozen=True)
+class Interval:
+    """Numbers of ``kind`` ("int" or "real") between ``low`` and ``high`` (None: unbounded),
+    ``closed`` at "both", "left", "right" or "neither" end. Booleans, NaN and inf never pass."""
+
+    kind: str
+    low: float | None = None
+    high: float | None = None
+    closed: str = "both"
+
+    def accepts(self, value: Any) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if self.kind == "int" and not isinstance(value, numbers.Integral):
+            return False
+        if not math.isfinite(value):
+            return False
+        if self.low is not None and (value < self.low or (value == self.low and self.closed in ("right", "neither"))):
+            return False
+        if self.high is not None and (value > self.high or (value == self.high and self.closed in ("left", "neither"))):
+            return False
+        return True
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind == "int" else "a number"
+        if self.low is None and self.high is None:
+            return what
+        if self.high is None:
+            return f"{what} {'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}"
+        if self.low is None:
+            return f"{what} {'<=' if self.closed in ('both', 'right') else '<'} {self.high:g}"
+        left = "[" if self.closed in ("both", "left") else "("
+        right = "]" if self.closed in ("both", "right") else ")"
+        return f"{what} in {left}{self.low:g}, {self.high:g}{right}"
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of a fixed set of values (strings, usually)."""
+
+    values: tuple
+
+    def __init__(self, values: Iterable):
+        object.__setattr__(self, "values", tuple(values))
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, type(self.values[0])) and value in self.values if self.values else False
+
+    def describe(self) -> str:
+        return "one of " + ", ".join(repr(v) for v in self.values)
+
+
+@dataclass(frozen=True)
+class Check:
+    """Any predicate, with what it asks for in words (``Check(callable, "a callable")``)."""
+
+    predicate: Callable[[Any], bool]
+    description: str
+
+    def accepts(self, value: Any) -> bool:
+        return bool(self.predicate(value))
+
+    def describe(self) -> str:
+        return self.description
+
+
+_TYPES = {str: "a string", dict: "a dict", list: "a list", bool: "True or False", callable: "a callable",
+          "array-like": "a sequence of numbers"}
+
+
+def _accepts(constraint: Any, value: Any) -> bool:
+    if constraint is None:
+        return value is None
+    if constraint is callable:
+        return callable(value)
+    if constraint == "array-like":
+        return hasattr(value, "__len__") and not isinstance(value, (str, bytes, dict))
+    if isinstance(constraint, type):
+        return isinstance(value, constraint) and (constraint is bool or not isinstance(value, bool))
+    return constraint.accepts(value)
+
+
+def describe(constraint: Any) -> str:
+    """A constraint in words, as error messages show it."""
+    if constraint is None:
+        return "None"
+    if constraint is callable or constraint == "array-like" or isinstance(constraint, type):
+        return _TYPES.get(constraint, getattr(constraint, "__name__", str(constraint)))
+    return constraint.describe()
+
+
+def check_params(owner: str, params: dict[str, Any], constraints: dict[str, list]) -> None:
+    """Refuse the first value of ``params`` that meets none of its constraints, naming the
+    parameter, what it accepts and the value (choices get a did-you-mean)."""
+    for name, allowed in constraints.items():
+        if name not in params:
+            continue
+        value = params[name]
+        if any(_accepts(c, value) for c in allowed):
+            continue
+        options = [c for c in allowed if isinstance(c, Options)]
+        if options and isinstance(value, str) and len(options) == 1:
+            raise unknown_choice(f"{name} of {owner}", value, options[0].values)
+        wants = " or ".join(describe(c) for c in allowed)
+        raise InvalidParameterError(f"{owner}: {name} must be {wants}; got {value!r}.")
