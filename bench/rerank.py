@@ -41,7 +41,7 @@ from common import SHARED_DATA, search_set, split_heading  # noqa: E402
 
 from salience import Qrels, Run, evaluate, paired_test  # noqa: E402
 from salience.search import BM25  # noqa: E402
-from salience.search.lm_judges import EncoderJudge, LMJudge  # noqa: E402
+from salience.core.base import create, registered  # noqa: E402
 from salience.search.rerank import rerank  # noqa: E402
 
 DATA = SHARED_DATA / "search" / "scifact"
@@ -131,9 +131,11 @@ class Bench:
 
     def judge(self, config: dict):
         if config["method"] == "encoder":
-            return EncoderJudge()
-        return LMJudge(self.model, tokenizer=self.tokenizer, method=config["method"], max_passage_tokens=config["tokens"],
-                       batch_size=10, chat=config.get("chat", False))
+            return create("judge", "encoder")
+        accepted = next(m for m in registered("judge") if m.name == config["method"]).params()
+        batching = {"batch_size": 10} if "batch_size" in accepted else {}
+        return create("judge", config["method"], model=self.model, tokenizer=self.tokenizer,
+                      max_passage_tokens=config["tokens"], chat=config.get("chat", False), **batching)
 
     def run(self, config: dict, subset: list[str]) -> tuple[dict, dict]:
         """The configuration on ``subset``: its row and, for scoring judges, the cached scores."""

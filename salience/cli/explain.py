@@ -10,7 +10,6 @@ from salience.io.files import atomic_write_text, check_output_path
 from salience.exceptions import InvalidParameterError
 
 MARK = "<!-- written by salience explain -->"
-METHODS = ("kernel_shap", "permutation_shapley", "occlusion", "lime", "banzhaf", "exact_shapley")
 
 
 def _text_argument(text: str) -> str:
@@ -107,7 +106,8 @@ def _cmd_lm(args) -> int:
 
 
 def add_commands(domains) -> None:
-    from salience.explain.lm import LM_METHODS
+    from salience.explain.lm import lm_methods
+    from salience.explain.shapley import model_agnostic_methods
 
     explain = domains.add_parser("explain", help="which words of a document, text or prompt mattered to a score")
     commands = explain.add_subparsers(dest="command", required=True)
@@ -127,7 +127,7 @@ def add_commands(domains) -> None:
     p.add_argument("query", help="the query whose results are explained")
     p.add_argument("--doc", required=True, help="the document id")
     p.add_argument("--field", default=None, help="attribute this field's words only (default: all stored fields)")
-    common(p, METHODS, "kernel_shap")
+    common(p, model_agnostic_methods(), "kernel_shap")
     p.set_defaults(func=_cmd_search)
 
     p = commands.add_parser("text", help="which words of a text drove a saved text classifier's score")
@@ -135,7 +135,7 @@ def add_commands(domains) -> None:
     p.add_argument("text", help="the text, or - for standard input")
     p.add_argument("--unit", default="word", choices=("word", "token", "sentence"), help="unit (default word)")
     p.add_argument("-k", type=positive_int, default=15, help="units listed in the text output (default 15)")
-    common(p, METHODS, "kernel_shap")
+    common(p, model_agnostic_methods(), "kernel_shap")
     p.set_defaults(func=_cmd_text)
 
     p = commands.add_parser("lm", help="which prompt tokens made a causal LM say the target continuation")
@@ -143,5 +143,5 @@ def add_commands(domains) -> None:
     p.add_argument("--prompt", required=True, help="the prompt, or - for standard input")
     p.add_argument("--target", required=True, help="the continuation whose log-probability is explained")
     p.add_argument("--truncate", action="store_true", help="drop the prompt's first tokens when it exceeds the window")
-    common(p, LM_METHODS, "occlusion")
+    common(p, lm_methods(), "occlusion")
     p.set_defaults(func=_cmd_lm)

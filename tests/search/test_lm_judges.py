@@ -2,27 +2,18 @@ import numpy as np
 import pytest
 
 from salience.exceptions import InvalidParameterError
-from salience.search.lm_judges import LMJudge
+from salience.core.base import create
+from tests.models.tiny import WORDS
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 tokenizers = pytest.importorskip("tokenizers")
 
-WORDS = ["[UNK]", "Query", "Passage", "Is", "the", "passage", "relevant", "to", "query", "Answer", "Yes", "or", "No",
-         ":", "?", ".", "Please", "write", "a", "question", "that", "this", "answers", "Question", "cats", "dogs",
-         "sleep", "bark", "fish", "swim", "A", "B", "C", "D", "Which", "more", "most", "N", "/", "[", "]", "1", "2",
-         "3", "4"]
-
-
 @pytest.fixture(scope="module")
 def tiny():
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    tok = transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(WORDS), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128)
-    return transformers.LlamaForCausalLM(config).eval(), tok
+    from tests.models.tiny import tiny_lm
+
+    return tiny_lm()
 
 
 def _next_token_log_probs(model, ids):
@@ -33,8 +24,8 @@ def _next_token_log_probs(model, ids):
 def test_pointwise_is_the_yes_no_log_odds_with_and_without_the_prefix_cache(tiny):
     model, tok = tiny
     passages = ["cats sleep", "dogs bark . fish swim", "fish"]
-    cached = LMJudge(model, tokenizer=tok, batch_size=2).scores("cats", passages)
-    plain = LMJudge(model, tokenizer=tok, prefix_cache=False).scores("cats", passages)
+    cached = create("judge", "pointwise", model=model, tokenizer=tok, batch_size=2).scores("cats", passages)
+    plain = create("judge", "pointwise", model=model, tokenizer=tok, prefix_cache=False).scores("cats", passages)
     assert np.allclose(cached, plain, atol=1e-5)
     yes, no = tok.encode(" Yes", add_special_tokens=False)[0], tok.encode(" No", add_special_tokens=False)[0]
     for passage, value in zip(passages, plain):
@@ -45,7 +36,7 @@ def test_pointwise_is_the_yes_no_log_odds_with_and_without_the_prefix_cache(tiny
 
 def test_query_likelihood_and_the_scorer_for_rerankers(tiny):
     model, tok = tiny
-    judge = LMJudge(model, tokenizer=tok, method="qlm", batch_size=2)
+    judge = create("judge", "qlm", model=model, tokenizer=tok, batch_size=2)
     passages = {"a": "cats sleep", "b": "dogs bark . fish swim . cats sleep", "c": "fish"}  # batches padded
     values = judge.scores("dogs bark", list(passages.values()))
     for passage, value in zip(passages.values(), values):
@@ -58,24 +49,25 @@ def test_query_likelihood_and_the_scorer_for_rerankers(tiny):
     assert judge.calls == 3
     from salience.core.judges import ScorerJudge
 
-    ranked = ScorerJudge(judge.scorer(passages)).listwise("dogs bark", ["a", "b", "c"])
+    ranked = judge.judge(passages).listwise("dogs bark", ["a", "b", "c"])
+    assert isinstance(judge.judge(passages), ScorerJudge)
     assert sorted(ranked) == ["a", "b", "c"] and judge.calls == 6
 
 
 def test_bad_input(tiny):
     model, tok = tiny
     with pytest.raises(InvalidParameterError, match="method"):
-        LMJudge(model, tokenizer=tok, method="generative")
+        create("judge", "generative", model=model, tokenizer=tok)
     with pytest.raises(InvalidParameterError, match="query"):
-        LMJudge(model, tokenizer=tok).scores("  ", ["x"])
+        create("judge", "pointwise", model=model, tokenizer=tok).scores("  ", ["x"])
     with pytest.raises(InvalidParameterError, match="passage 1"):
-        LMJudge(model, tokenizer=tok).scores("cats", ["x", None])
+        create("judge", "pointwise", model=model, tokenizer=tok).scores("cats", ["x", None])
 
 
 def test_pairwise_and_listwise_read_the_label_logits(tiny):
     model, tok = tiny
     label = {c: tok.encode(" " + c, add_special_tokens=False)[0] for c in "ABCD"}
-    pairwise = LMJudge(model, tokenizer=tok, method="pairwise")
+    pairwise = create("judge", "pairwise", model=model, tokenizer=tok)
     p = pairwise.prefer("cats", "cats sleep", "fish swim")
     prompt = ("Query: cats\nPassage A: cats sleep\nPassage B: fish swim\nWhich passage is more relevant to the query? "
               "Answer A or B.\nAnswer:")
@@ -84,7 +76,7 @@ def test_pairwise_and_listwise_read_the_label_logits(tiny):
     # the model runs in float32: the judge reads the last position's logits alone (logits_to_keep),
     # a matrix product of another shape than the full pass here, so they agree to float32 rounding
     assert p == pytest.approx(expected, abs=1e-6) and pairwise.calls == 1
-    listwise = LMJudge(model, tokenizer=tok, method="listwise")
+    listwise = create("judge", "listwise", model=model, tokenizer=tok)
     passages = ["cats sleep", "dogs bark", "fish swim", "cats"]
     order = listwise.rank("cats", passages)
     prompt = ("Query: cats\n" + "".join(f"Passage {c}: {t}\n" for c, t in zip("ABCD", passages))
@@ -94,10 +86,10 @@ def test_pairwise_and_listwise_read_the_label_logits(tiny):
     assert sorted(order) == [0, 1, 2, 3]
     with pytest.raises(InvalidParameterError, match="1 to 26 passages"):
         listwise.rank("cats", ["x"] * 27)
-    with pytest.raises(InvalidParameterError, match="pairwise judge's question"):
-        listwise.prefer("cats", "a", "b")
-    with pytest.raises(InvalidParameterError, match="answers rank"):
-        listwise.scores("cats", passages)
+    assert not hasattr(listwise, "prefer")  # each judge has its own question
+    # its scores: n - position in its one answer; its verb gives the same as Scores
+    assert listwise.scores("cats", passages)[order].tolist() == [4.0, 3.0, 2.0, 1.0]
+    assert listwise.score("cats", passages).ranked_ids() == order
 
 
 def test_icr_is_calibrated_query_to_passage_attention(tiny):
@@ -119,7 +111,7 @@ def test_icr_on_a_model_with_sliding_window_layers(tiny):
 
 def _check_icr(model, tok):
     passages = ["cats sleep", "dogs bark . fish swim", "fish"]
-    judge = LMJudge(model, tokenizer=tok, method="icr")
+    judge = create("judge", "icr", model=model, tokenizer=tok)
     values = judge.scores("cats sleep", passages)
     assert judge.calls == 3  # the passages once, then the query and the content-free query on their cache
 
@@ -143,12 +135,12 @@ def _check_icr(model, tok):
         return np.array([total[lo:hi].sum() for lo, hi in spans])
 
     assert np.allclose(values, received(" cats sleep") - received(" N/A"), atol=1e-6)
-    one_layer = LMJudge(model, tokenizer=tok, method="icr", layers=[1], heads=[0, 2]).scores("cats sleep", passages)
+    one_layer = create("judge", "icr", model=model, tokenizer=tok, layers=[1], heads=[0, 2]).scores("cats sleep", passages)
     assert one_layer.shape == (3,) and not np.allclose(one_layer, values)
     with pytest.raises(InvalidParameterError, match="layers \\[5\\] out of range: the model has 2 layers"):
-        LMJudge(model, tokenizer=tok, method="icr", layers=[5]).scores("cats", passages)
+        create("judge", "icr", model=model, tokenizer=tok, layers=[5]).scores("cats", passages)
     with pytest.raises(InvalidParameterError, match="heads must be None"):
-        LMJudge(model, tokenizer=tok, method="icr", heads="all")
+        create("judge", "icr", model=model, tokenizer=tok, heads="all")
 
 
 def test_rerank_drives_every_algorithm_and_keeps_the_tail(tiny):
@@ -161,14 +153,14 @@ def test_rerank_drives_every_algorithm_and_keeps_the_tail(tiny):
     first = Scores([6.0, 5, 4, 3, 2, 1], list(texts))
     for method, algorithms in (("pointwise", ["score", "sliding", "setwise", "prp", "jointrank"]),
                                ("pairwise", ["prp", "allpairs"]), ("listwise", ["sliding", "setwise", "jointrank"])):
-        judge = LMJudge(model, tokenizer=tok, method=method)
+        judge = create("judge", method, model=model, tokenizer=tok)
         for algorithm in algorithms:
             params = {"sliding": {"window": 3, "stride": 2}, "setwise": {"k": 2}, "prp": {"k": 2},
                       "jointrank": {"window": 3}}.get(algorithm, {})
             out = rerank("cats", first, judge, texts, algorithm=algorithm, depth=4, **params)
             assert sorted(out.ranked_ids()[:4]) == ["d0", "d1", "d2", "d3"], (method, algorithm)
             assert out.ranked_ids()[4:] == ["d4", "d5"]  # below the depth: first-stage order
-    judge = LMJudge(model, tokenizer=tok)
+    judge = create("judge", "pointwise", model=model, tokenizer=tok)
     by_judge = rerank("cats", first, judge, texts, depth=6)
     expected = [list(texts)[i] for i in np.argsort(-judge.scores("cats", list(texts.values())), kind="stable")]
     assert by_judge.ranked_ids() == expected
@@ -176,7 +168,7 @@ def test_rerank_drives_every_algorithm_and_keeps_the_tail(tiny):
     run, seconds = rerank_run(Run({"q1": first}), {"q1": "cats"}, judge, texts, depth=3)
     assert run["q1"].ranked_ids()[3:] == ["d3", "d4", "d5"] and seconds > 0
     with pytest.raises(InvalidParameterError, match="cannot drive the 'sliding' algorithm"):
-        rerank("cats", first, LMJudge(model, tokenizer=tok, method="pairwise"), texts, algorithm="sliding")
+        rerank("cats", first, create("judge", "pairwise", model=model, tokenizer=tok), texts, algorithm="sliding")
     with pytest.raises(InvalidParameterError, match="queries with no text, e.g. 'q1'"):
         rerank_run(Run({"q1": first}), {}, judge, texts)
     with pytest.raises(InvalidParameterError, match="interpolate"):
@@ -206,7 +198,7 @@ def test_the_rerank_command(tiny, tmp_path, capsys):
     result = json.loads(capsys.readouterr().out)
     assert result["model_calls"] == 1 and result["queries"] == 1  # one window of 3
     reranked = Run.read_trec(tmp_path / "reranked.trec")["q1"].ranked_ids()
-    judge = LMJudge(model, tokenizer=tok, method="listwise")
+    judge = create("judge", "listwise", model=model, tokenizer=tok)
     assert reranked == [["d1", "d2", "d3"][i] for i in judge.rank("cats", ["cats sleep", "dogs bark", "fish swim"])] + ["d4"]
     assert main(args) == 0  # its own earlier output is replaced
     # the output may not overwrite an input
@@ -230,7 +222,8 @@ def test_a_model_with_non_finite_logits_is_named(tiny):
     for method, ask in (("pairwise", lambda j: j.prefer("cats", "a", "b")), ("listwise", lambda j: j.rank("cats", ["a", "b"])),
                         ("pointwise", lambda j: j.scores("cats", ["a", "b"]))):
         with pytest.raises(InvalidParameterError, match="non-finite"):
-            ask(LMJudge(Broken(), tokenizer=tok, method=method, prefix_cache=False))
+            ask(create("judge", method, model=Broken(), tokenizer=tok,
+                       **({"prefix_cache": False} if method == "pointwise" else {})))
 
 
 def test_an_encoder_judge_reranks_by_cosine():
@@ -250,27 +243,27 @@ def test_an_encoder_judge_reranks_by_cosine():
 def test_chat_prompts_are_one_user_turn(tiny):
     model, tok = tiny
     with pytest.raises(InvalidParameterError, match="chat template"):
-        LMJudge(model, tokenizer=tok, chat=True)
+        create("judge", "pointwise", model=model, tokenizer=tok, chat=True)
     with pytest.raises(InvalidParameterError, match="chat must be"):
-        LMJudge(model, tokenizer=tok, chat="yes")
-    default = LMJudge(model, tokenizer=tok)  # chat="auto": no template, plain prompts
-    assert default.chat is False and default.max_passage_tokens == 64
+        create("judge", "pointwise", model=model, tokenizer=tok, chat="yes")
+    default = create("judge", "pointwise", model=model, tokenizer=tok)  # chat="auto": no template, plain prompts
+    assert default.uses_chat_template is False and default.max_passage_tokens == 64
     tok.chat_template = "{% for m in messages %}Query {{ m['content'] }} .{% endfor %}{% if add_generation_prompt %} Answer :{% endif %}"
     try:
-        assert LMJudge(model, tokenizer=tok).chat is True  # "auto" with a template: through it
-        judge = LMJudge(model, tokenizer=tok, chat=True)
+        assert create("judge", "pointwise", model=model, tokenizer=tok).uses_chat_template  # "auto" with a template
+        judge = create("judge", "pointwise", model=model, tokenizer=tok, chat=True)
         value = judge.scores("cats", ["dogs bark"])[0]
-        plain = LMJudge(model, tokenizer=tok, chat=True, prefix_cache=False).scores("cats", ["dogs bark"])[0]
+        plain = create("judge", "pointwise", model=model, tokenizer=tok, chat=True, prefix_cache=False).scores("cats", ["dogs bark"])[0]
         body = "Query: cats\nPassage: dogs bark\nIs the passage relevant to the query? Answer Yes or No.\nAnswer:"
         ids = tok.encode(f"Query {body} . Answer :", add_special_tokens=False)
         last = _next_token_log_probs(model, ids)[-1]
         yes, no = tok.encode("Yes", add_special_tokens=False)[0], tok.encode("No", add_special_tokens=False)[0]
         assert value == pytest.approx(float(last[yes] - last[no]), abs=1e-5) and plain == pytest.approx(value, abs=1e-5)
-        order = LMJudge(model, tokenizer=tok, method="listwise", chat=True).rank("cats", ["cats sleep", "fish"])
+        order = create("judge", "listwise", model=model, tokenizer=tok, chat=True).rank("cats", ["cats sleep", "fish"])
         assert sorted(order) == [0, 1]
         passages = ["cats sleep", "fish swim . dogs bark . cats"]  # the chat head cached, the rest left-padded
         for cache in (True, False):
-            qlm = LMJudge(model, tokenizer=tok, method="qlm", chat=True, prefix_cache=cache).scores("dogs bark", passages)
+            qlm = create("judge", "qlm", model=model, tokenizer=tok, chat=True, prefix_cache=cache).scores("dogs bark", passages)
             for passage, value in zip(passages, qlm):
                 prompt = tok.encode(f"Query Passage: {passage}\nPlease write a question that this passage answers.\n"
                                     "Question: . Answer :", add_special_tokens=False)
