@@ -335,7 +335,7 @@ def run_choose(n_rows: int) -> dict:
     import shap
     from threadpoolctl import threadpool_limits
 
-    from salience.explain import shapley
+    from salience.explain import kernel_shap as shapley
 
     X, models = dev_models()
     background, rows = X[:50], X[100 : 100 + n_rows]
@@ -895,7 +895,7 @@ def main(argv=None) -> int:
     if "choose" in parts:
         chosen = run_choose(args.rows)
         lines += render_choose(chosen) + [""]
-        from salience.explain import shapley
+        from salience.explain import kernel_shap as shapley
 
         if chosen["block"] != shapley._BLOCK_ELEMENTS or chosen["rule"] != "auto":
             # the tables below measure what the dev set chose; the library's defaults must follow

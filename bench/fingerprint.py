@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from common import document_set, search_set, split_heading
+
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
@@ -63,7 +65,8 @@ def search_and_ranking(out: dict) -> None:
     from salience.search import BM25
 
     root = SHARED / "search" / "scifact"
-    queries = _jsonl(root / "queries.jsonl", 60)
+    _, dev_queries, _ = search_set(root, "dev")  # the dev split: nothing is chosen here, outputs only compared
+    queries = [{"_id": q, "text": text} for q, text in list(dev_queries.items())[:60]]
     runs = {}
     for variant in ("lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf"):
         index = BM25(variant=variant).index(root)
@@ -132,7 +135,7 @@ def keyphrases(out: dict) -> None:
     from salience.keywords.extract import extract_keyphrases_batch
 
     for name in ("inspec", "semeval2010", "wikinews_fr"):
-        docs = _jsonl(SHARED / "keyphrase" / name / "docs.jsonl", 40 if name != "semeval2010" else 8)
+        docs = document_set(SHARED / "keyphrase" / name, "dev")[: 40 if name != "semeval2010" else 8]
         texts = [d["text"] for d in docs]
         for method in ("yake", "rake", "tfidf", "textrank", "singlerank", "positionrank", "topicrank", "multipartite"):
             found = extract_keyphrases_batch(texts, k=10, method=method)
@@ -144,7 +147,7 @@ def keyphrases(out: dict) -> None:
 def summaries(out: dict) -> None:
     from salience.summarize import summarize
 
-    docs = _jsonl(SHARED / "summarize" / "bbc_news_summary_100" / "docs.jsonl", 30)
+    docs = document_set(SHARED / "summarize" / "bbc_news_summary_100", "dev")[:30]
     for method in ("lexrank", "textrank", "centroid", "lead"):
         result = [summarize(d["text"], sentences=3, method=method) for d in docs]
         out[f"summarize/{method}"] = _digest([[r.sentences, _scores(r.scores)] for r in result])
@@ -223,7 +226,8 @@ def main(argv=None) -> int:
         same = [k for k in before if after.get(k) == before[k]]
         differ = [k for k in before if k in after and after[k] != before[k]]
         missing = [k for k in before if k not in after]
-        print(f"{len(same)} of {len(before)} outputs identical; differ: {differ or 'none'}; missing: {missing or 'none'}")
+        print(f"{split_heading('dev')}: {len(same)} of {len(before)} outputs identical; differ: {differ or 'none'}; "
+              f"missing: {missing or 'none'}")
         return 1 if differ or missing else 0
     out: dict = {}
     for part in (search_and_ranking, selection, judge_sorts, keyphrases, summaries, data, explainers, compression):

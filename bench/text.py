@@ -27,7 +27,6 @@ Run it in an environment with the peers: pip install summa sumy rouge-score
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import re
 import sys
@@ -70,7 +69,9 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "v
 
 def keyphrase_systems(yake048_python: str | None):
     from salience.keywords import DocumentFrequency, extract_keyphrases_batch
-    from salience.keywords.extract import METHODS
+    from salience.core.base import method_names
+
+    METHODS = method_names("keywords")
 
     out = {}
     texts = lambda docs: [d["text"] for d in docs]  # noqa: E731
@@ -209,21 +210,6 @@ def _keyphrase_rows(name: str, docs: list[dict], scratch: Path, systems: dict, r
 SWITCHES = ("corpus_df", "long-text rule", "position prior")
 
 
-@contextlib.contextmanager
-def keyphrase_switches(long_text_rule: bool, position_prior: bool):
-    """The default's two internal switches, for the dev ablation: the long-text rule (n-gram
-    candidates beyond ``LONG_TEXT_WORDS`` words) and the first-position prior on long texts."""
-    from salience.keywords import extract
-
-    saved = extract.LONG_TEXT_WORDS, extract.POSITION_PRIOR
-    extract.LONG_TEXT_WORDS = saved[0] if long_text_rule else sys.maxsize
-    extract.POSITION_PRIOR = position_prior
-    try:
-        yield
-    finally:
-        extract.LONG_TEXT_WORDS, extract.POSITION_PRIOR = saved
-
-
 def choose_keyphrase_switches() -> dict:
     """F1@10 on every set's dev split for each setting of the default's three switches."""
     import itertools
@@ -236,11 +222,13 @@ def choose_keyphrase_switches() -> dict:
         if prior and not long_rule:
             continue  # the prior applies to the long texts that the rule names
         f1 = {}
-        with keyphrase_switches(long_rule, prior):
-            for name, docs in dev.items():
-                texts = [d["text"] for d in docs]
-                predicted = [s.ids for s in extract_keyphrases_batch(texts, k=15, corpus_df=corpus_df)]
-                f1[name] = evaluate_keyphrases(predicted, texts, [d["keyphrases"] for d in docs], ks=(10,))["F1@10"]
+        # the long-text rule off: no text is long (n-gram candidates never), the prior with it
+        switches = {"corpus_df": corpus_df, "position_prior": prior,
+                    **({} if long_rule else {"long_text_words": sys.maxsize})}
+        for name, docs in dev.items():
+            texts = [d["text"] for d in docs]
+            predicted = [s.ids for s in extract_keyphrases_batch(texts, k=15, **switches)]
+            f1[name] = evaluate_keyphrases(predicted, texts, [d["keyphrases"] for d in docs], ks=(10,))["F1@10"]
         rows.append({"switches": dict(zip(SWITCHES, (corpus_df, long_rule, prior))), "f1": f1,
                      "mean": sum(f1.values()) / len(f1)})
         print(f"  dev {rows[-1]['switches']} mean F1@10 {rows[-1]['mean']:.4f}", file=sys.stderr, flush=True)

@@ -355,6 +355,8 @@ def test_unknown_names_and_options_are_refused_with_suggestions():
     with pytest.raises(InvalidParameterError, match="continuous LexRank"):
         create("summarize", "textrank", similarity="cosine")
     with pytest.raises(InvalidParameterError, match="fixes method"):
+        create("summarize", "lexrank", method="lead")
+    with pytest.raises(InvalidParameterError, match="'rake' has no parameter 'method'"):
         create("keywords", "rake", method="yake")
     with pytest.raises(InvalidParameterError, match="parameter of BM25"):
         create("search", "lucene").set_params(k2=1.0)

@@ -52,7 +52,7 @@ def test_a_method_registered_outside_the_package_is_reached_everywhere(toy_reran
     texts = {"a": "a", "bbb": "bbb", "cc": "cc"}
     assert rerank("q", first, _Length(), texts, algorithm="toy").ranked_ids() == ["a", "cc", "bbb"]
     assert create("rerank", "toy", every=3).get_params() == {"every": 3}
-    with pytest.raises(InvalidParameterError, match="every must be an integer >= 1"):
+    with pytest.raises(InvalidParameterError, match="every must be a positive integer"):
         create("rerank", "toy", every=0)
     assert main(["methods", "--domain", "rerank", "--json"]) == 0
     rows = {r["name"]: r for r in json.loads(capsys.readouterr().out)["methods"]}

@@ -25,7 +25,7 @@ import numpy as np
 
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import method_of
-from salience.core.select import lowest_k_mask
+from salience.core.masks import lowest_k_mask
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
 

@@ -38,7 +38,7 @@ from salience.core.base import Scorer, create, register_method
 from salience.core.params import Interval, Options
 from salience.extras import require_torch
 from salience.core.scores import Scores
-from salience.core.select import lowest_k_mask
+from salience.core.masks import lowest_k_mask
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["STRUCTURE_CRITERIA", "structure_scores", "remove_structures", "StructureReport", "StructureImportance",

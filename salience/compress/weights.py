@@ -37,7 +37,7 @@ from salience.core.base import Scorer, method_of, register_method
 from salience.core.params import Interval
 from salience.extras import require_torch
 from salience.core.scores import Scores
-from salience.core.select import check_sparsity, lowest_k_across, parse_pattern, prune_mask
+from salience.core.masks import check_sparsity, lowest_k_across, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
 __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",

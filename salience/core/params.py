@@ -48,6 +48,8 @@ class Interval:
 
     def describe(self) -> str:
         what = "an integer" if self.kind == "int" else "a number"
+        if self.kind == "int" and self.high is None and self.closed in ("both", "left") and self.low in (0, 1):
+            return "a positive integer" if self.low == 1 else "a non-negative integer"
         if self.low is None and self.high is None:
             return what
         if self.high is None:

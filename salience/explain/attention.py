@@ -26,7 +26,7 @@ from salience.exceptions import InvalidParameterError, ShapeError
 from salience.extras import require
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _torch
-from salience.explain.shapley import Explainer
+from salience.explain.base import Explainer
 
 __all__ = ["AttentionRollout", "AttentionFlow", "attention_rollout", "attention_flow", "load_transformer"]
 

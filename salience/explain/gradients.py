@@ -36,7 +36,7 @@ from salience.extras import require_torch
 from salience.core.base import register
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
-from salience.explain.shapley import Explainer
+from salience.explain.base import Explainer
 
 __all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "RULES"]
 

@@ -21,7 +21,7 @@ from salience.core.base import register
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.explain.attribution import Attribution
-from salience.explain.shapley import Explainer
+from salience.explain.base import Explainer
 
 __all__ = ["Rise", "rise_masks"]
 

@@ -2,15 +2,24 @@
 
 from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase
 from salience.keywords.extract import (
-    METHODS,
     CorpusFrequency,
     DocumentFrequency,
+    EmbedRank,
     KeyphraseExtractor,
+    MultipartiteRank,
+    PositionRank,
+    Rake,
+    SingleRank,
+    TextRank,
+    TfIdf,
+    TopicRank,
+    Yake,
     extract_keyphrases,
     extract_keyphrases_batch,
     extract_keyphrases_many,
     score_candidates,
 )
 
-__all__ = ["METHODS", "CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "extract_keyphrases", "extract_keyphrases_batch",
+__all__ = ["CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "Yake", "Rake", "TfIdf", "TextRank", "SingleRank",
+           "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank", "extract_keyphrases", "extract_keyphrases_batch",
            "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase"]

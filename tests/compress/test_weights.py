@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from salience.core.select import lowest_k_mask, prune_mask
+from salience.core.masks import lowest_k_mask, prune_mask
 from salience.exceptions import InvalidParameterError
 
 torch = pytest.importorskip("torch")
@@ -216,7 +216,7 @@ def test_layer_importance_and_physical_removal():
 
 
 def test_lowest_k_across_groups_equals_one_stable_sort():
-    from salience.core.select import lowest_k_across
+    from salience.core.masks import lowest_k_across
 
     rng = np.random.default_rng(4)
     arrays = [rng.integers(0, 4, (3, 5)).astype(float), rng.integers(0, 4, (2, 7)).astype(float)]

@@ -132,7 +132,7 @@ def test_kernel_shap_deals_the_background_rows_to_designs():
 
 @pytest.mark.parametrize("n_designs", [1, 3, 25])
 def test_kernel_shap_is_exact_for_any_designs_and_blocks(n_designs, monkeypatch):
-    import salience.explain.shapley as shapley
+    import salience.explain.kernel_shap as shapley
 
     rng = np.random.default_rng(2)
     f = _model()

@@ -5,7 +5,8 @@ import pytest
 
 from salience import InvalidParameterError
 from salience.cli import main
-from salience.keywords import METHODS, DocumentFrequency, evaluate_keyphrases, extract_keyphrases, extract_keyphrases_batch, normalize_phrase
+from salience.core.base import method_names
+from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases, extract_keyphrases_batch, normalize_phrase
 from salience.keywords.candidates import analyze, candidates
 from salience.keywords.evaluate import prf_at_k
 from tests.conftest import data_path, read_jsonl
@@ -36,7 +37,7 @@ def test_candidates_merge_inflections_and_respect_boundaries():
     assert ("sensor", "network") in grams and grams[("sensor", "network")].frequency == 2
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", method_names("keywords"))
 def test_every_method_ranks_the_topic_first(method):
     options = {}
     if method == "tfidf":
@@ -48,7 +49,7 @@ def test_every_method_ranks_the_topic_first(method):
     assert "wireless sensor network" in (top[:2] if method in ("rake", "embed") else top[:1]), top
     assert not {"the", "was", "has", "a"} & set(top)
     if method != "tfidf":
-        with pytest.raises(InvalidParameterError, match="'document_frequency' does not apply"):
+        with pytest.raises(InvalidParameterError, match="has no parameter 'document_frequency' \\(it is a parameter of tfidf\\)"):
             extract_keyphrases(TEXT, k=3, method=method, document_frequency=DocumentFrequency().fit([TEXT]))
 
 
@@ -234,13 +235,13 @@ def test_noun_phrases_with_a_real_spacy_pipeline():
 
 def test_corpus_document_frequency_weighs_common_candidates_down():
     from salience.keywords import extract_keyphrases_batch
-    from salience.keywords.extract import CorpusFrequency, _batch_candidates, candidate_keys
+    from salience.keywords.frequency import CorpusFrequency, batch_candidates, candidate_keys
 
     texts = ["Graph kernels compare graphs. Proposed method works.",
              "Sensor networks route packets. Proposed method works.",
              "Protein folding is hard. Proposed method works."]
     # keys are equal across batches, and each text counts once
-    batch, occ, _ = _batch_candidates(texts, "auto", language="en")
+    batch, occ, _ = batch_candidates(texts, "auto", language="en")
     keys = candidate_keys(batch, occ)
     shared = "proposed method works"
     surfaces = __import__("salience.keywords.candidates", fromlist=["x"]).surface_texts(batch, occ, np.arange(len(occ)))
@@ -265,9 +266,9 @@ def test_corpus_document_frequency_weighs_common_candidates_down():
     assert [s.ids for s in extract_keyphrases_batch(texts, k=20, language="en", batch_size=1, corpus_df=True)] == [
         s.ids for s in with_df]
     # a fitted extractor applies its corpus to texts scored later, one by one or together
-    from salience.keywords import KeyphraseExtractor
+    from salience.keywords import Yake
 
-    fitted = KeyphraseExtractor(k=20, language="en").fit(texts)
+    fitted = Yake(k=20, language="en").fit(texts)
     assert fitted.corpus_frequency_.n_docs == 3
     assert [fitted.score(t).ids for t in texts] == [s.ids for s in fitted.score_batch(texts)] == [s.ids for s in with_df]
 

@@ -1,0 +1,172 @@
+"""Document frequencies of keyphrase candidates (``tfidf``'s :class:`DocumentFrequency`, YAKE's
+:class:`CorpusFrequency`), and finding the candidates of many texts at once."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from salience.exceptions import InputFormatError, InvalidParameterError
+from salience.keywords.candidates import Batch, Occurrences, analyze, candidates, occurrences, tokenize_batch
+from salience.text.hashing import distinct_sorted, string_hashes
+from salience.text.languages import check_language, warn_fallbacks
+
+__all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_candidates", "LONG_TEXT_WORDS"]
+
+#: texts with more words than this are "long": their candidates are n-grams of up to three
+#: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
+#: (every method's ``long_text_words``)
+LONG_TEXT_WORDS = 1000
+
+
+class DocumentFrequency:
+    """Candidate document frequencies over a corpus, for ``tfidf``. Save and load as JSON.
+    ``language``: as in :func:`score_candidates` (texts this short need it given: three words
+    tell no language).
+
+    >>> df = DocumentFrequency(language="en").fit(["neural networks learn", "neural networks", "graphs"])
+    >>> df.n_docs, df.df[("neural", "network")]
+    (3, 2)
+    """
+
+    def __init__(self, max_words: int = 3, stopwords: str = "auto", language: str = "auto"):
+        self.max_words = max_words
+        self.stopwords = stopwords
+        self.language = check_language(language)
+        self.n_docs = 0
+        self.df: dict[tuple[str, ...], int] = {}
+
+    def fit(self, texts: Iterable[str]) -> "DocumentFrequency":
+        for text in texts:
+            self.n_docs += 1
+            for key in candidates(analyze(text, self.stopwords, language=self.language), self.max_words):
+                self.df[key] = self.df.get(key, 0) + 1
+        return self
+
+    def idf(self, key: tuple[str, ...]) -> float:
+        return math.log((self.n_docs + 1) / (self.df.get(key, 0) + 1)) + 1.0
+
+    def save(self, path: str | Path) -> None:
+        from salience.io.files import atomic_write_text
+
+        payload = {"format": "salience.document-frequency", "version": 1, "n_docs": self.n_docs,
+                   "max_words": self.max_words, "stopwords": self.stopwords, "language": self.language,
+                   "df": {" ".join(k): v for k, v in self.df.items()}}
+        atomic_write_text(path, json.dumps(payload))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "DocumentFrequency":
+        try:
+            payload = json.loads(Path(path).read_text(encoding="utf-8"))
+            model = cls(payload["max_words"], payload["stopwords"], payload.get("language", "en"))
+            model.n_docs = int(payload["n_docs"])
+            model.df = {tuple(k.split(" ")): int(v) for k, v in payload["df"].items()}
+        except (OSError, ValueError, KeyError, TypeError) as err:
+            raise InputFormatError(f"{path}: not a salience document-frequency model ({err}).") from None
+        return model
+
+
+def tagger_for(candidates_from: str, tagger):
+    """The tagger that tokenising needs: noun phrases tag words (the default spaCy pipeline
+    unless ``tagger`` names another or is a callable); the other sources do not."""
+    from salience.keywords.pos import get_tagger
+
+    return get_tagger(tagger) if candidates_from == "noun_phrases" else None
+
+
+def batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None, language: str = "auto",
+                     long_text_words: int = LONG_TEXT_WORDS) -> tuple[Batch, Occurrences, np.ndarray]:
+    """Tokenise ``texts`` in their language and find their candidates: runs of up to 8 words
+    in short texts, with their sub-phrases of up to 3 words that recur in two contexts; n-grams
+    of up to 3 words in texts of more than ``long_text_words`` words (or as
+    ``candidates_from`` says)."""
+    batch = tokenize_batch(texts, tagger=tagger_for(candidates_from, tagger), language=language)
+    warn_fallbacks(batch.languages, stacklevel=4)
+    long_doc = np.diff(batch.doc_start) > long_text_words
+    ngrams = long_doc if candidates_from in ("auto", "noun_phrases") else np.full(len(texts), candidates_from == "ngrams")
+    return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams, recurring=3), long_doc
+
+
+def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
+    """A 64-bit key per candidate from its stems, the same in every batch and process (each
+    distinct stem hashed once, the words combined as a polynomial), for counting document
+    frequencies over texts that are tokenised in several batches."""
+    stem_hash = string_hashes(batch.stems)
+    first = occ.cand_first
+    start, length = occ.start[first], occ.length[first]
+    key = np.zeros(len(first), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for offset in range(int(length.max()) if len(length) else 0):
+            inside = length > offset
+            term = stem_hash[batch.stem[np.where(inside, start + offset, 0)]]
+            key = np.where(inside, key * np.uint64(1_000_003) + term, key)
+    return key
+
+
+def check_languages(language, n_texts: int):
+    """``language`` checked: ``"auto"`` or a code (returned as a str), or one per text (a list)."""
+    from salience.text.languages import resolve_language
+
+    if isinstance(language, str):
+        return check_language(language)
+    if not isinstance(language, Sequence) or len(language) != n_texts:
+        raise InvalidParameterError(f"language must be 'auto', an ISO 639-1 code, or one code per text; got "
+                                    f"{type(language).__name__} for {n_texts} texts.")
+    return [resolve_language(code) for code in language]
+
+
+def chunk_languages(language, lo: int, n: int):
+    return language if isinstance(language, str) else language[lo : lo + n]
+
+
+def texts_with_candidates(occ: Occurrences) -> int:
+    return len(distinct_sorted(occ.cand_doc))
+
+
+class CorpusFrequency:
+    """Document frequencies of YAKE's candidates over a corpus, for ``corpus_df``: built from
+    the texts given together, or fitted once (:meth:`fit`, as
+    :meth:`KeyphraseExtractor.fit` does) and applied to texts scored later.
+
+    >>> corpus = CorpusFrequency().fit(["Graph kernels. Proposed method.", "Sensor data. Proposed method."], language="en")
+    >>> corpus.n_docs, int(corpus.counts.max())
+    (2, 2)
+    """
+
+    def __init__(self):
+        self.n_docs = 0
+        self.keys = np.zeros(0, dtype=np.uint64)  # sorted
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def fit(self, texts: Iterable[str], *, candidates_from: str = "auto", tagger=None, language: str = "auto",
+            batch_size: int = 2000, long_text_words: int = LONG_TEXT_WORDS) -> "CorpusFrequency":
+        """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
+        texts = list(texts)
+        language = check_languages(language, len(texts))
+        for lo in range(0, len(texts), batch_size):
+            chunk = texts[lo : lo + batch_size]
+            batch, occ, _ = batch_candidates(chunk, candidates_from, tagger, chunk_languages(language, lo, len(chunk)),
+                                             long_text_words)
+            self.add(candidate_keys(batch, occ), texts_with_candidates(occ))
+        return self
+
+    def add(self, keys: np.ndarray, n_docs: int) -> "CorpusFrequency":
+        """Count the candidates of ``n_docs`` more texts (a candidate is unique within its text,
+        so each key counts one text). Texts without candidates (empty ones) are not counted."""
+        all_keys = np.concatenate((self.keys, keys))
+        weights = np.concatenate((self.counts, np.ones(len(keys), dtype=np.int64)))
+        self.keys, index = np.unique(all_keys, return_inverse=True)
+        self.counts = np.bincount(index.ravel(), weights, len(self.keys)).astype(np.int64)
+        self.n_docs += n_docs
+        return self
+
+    def idf(self, keys: np.ndarray) -> np.ndarray:
+        if not len(self.keys):
+            return np.ones(len(keys))
+        at = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        df = np.where(self.keys[at] == keys, self.counts[at], 0)
+        return np.log((self.n_docs + 1) / (df + 1.0)) + 1.0
