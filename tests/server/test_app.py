@@ -290,3 +290,32 @@ def test_a_dense_index_is_ready_when_health_says_so(tmp_path):
         app = create_app([tmp_path / "dense"])
     assert calls == [1]  # the encoder ran once before the app existed: loaded, not at the first query
     assert TestClient(app).get("/health").json()["status"] == "ok"
+
+
+def test_a_dense_index_is_written_through_the_service_as_bm25_is(tmp_path):
+    """add, delete, commit and merge on a dense index: the same writes, copies and commits as BM25's."""
+    from salience.search import Dense
+
+    def bag(texts):
+        return [[t.count("cat") + 0.1, t.count("dog") + 0.1, len(t) / 100 + 0.1] for t in texts]
+
+    bag.name = "bag3"
+    Dense(encoder=bag, encoder_name="bag3").index([{"_id": "a", "text": "a cat"}, {"_id": "b", "text": "a dog"}]) \
+        .save(tmp_path / "pets")
+    import salience.search.dense as dense_module
+
+    original = dense_module.Dense.load
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dense_module.Dense, "load", staticmethod(lambda path, **kw: original(path, encoder=bag, **kw)))
+        client = TestClient(create_app([tmp_path / "pets"], api_key=KEY), raise_server_exceptions=False)
+        auth = {"Authorization": f"Bearer {KEY}"}
+        added = client.post("/indexes/pets/documents", json={"documents": [{"id": "c", "text": "cat cat cat"}]},
+                            headers=auth)
+        assert added.status_code == 200, added.text
+        assert added.json()["documents"] == 3 and added.json()["generation"] == 1
+        hits = client.post("/indexes/pets/search", json={"query": "cat", "k": 2}).json()["results"]
+        assert {h["id"] for h in hits} == {"a", "c"}  # the added document is searched at once
+        assert client.post("/indexes/pets/delete", json={"ids": ["a"]}, headers=auth).json()["documents"] == 2
+        assert client.post("/indexes/pets/merge", headers=auth).json()["segments"] == 1
+        reopened = original(tmp_path / "pets", encoder=bag)  # the writes were committed to the folder
+        assert sorted(reopened.ids) == ["b", "c"] and reopened.n_segments == 1
