@@ -41,7 +41,7 @@ from common import document_set, split, split_heading, write_section  # noqa: E4
 
 from salience.exceptions import MissingDependencyError  # noqa: E402
 from salience.summarize import split_sentences, summarize  # noqa: E402
-from salience.summarize.extractive import SentenceScorer  # noqa: E402
+from salience.core.base import create  # noqa: E402
 from salience.summarize.evaluate import rouge_scorer  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100"
@@ -323,7 +323,8 @@ class SalienceSummaries:
         self.reset()
 
     def reset(self) -> None:
-        self.scorer = SentenceScorer(**self.options)
+        options = dict(self.options)
+        self.scorer = create("summarize", options.pop("method", "lexrank"), **options)
 
     def __call__(self, doc) -> str:
         return summarize(doc["text"], scorer=self.scorer, sentences=gold_length(doc)).text

@@ -131,7 +131,8 @@ def _summary_options(args) -> dict:
 def _cmd_summarize_extract(args) -> int:
     import json
 
-    from salience.summarize import SentenceScorer, summarize
+    from salience.core.base import create
+    from salience.summarize import summarize
 
     if not _is_records(args.file):
         text = _nonempty_text(args)
@@ -143,7 +144,7 @@ def _cmd_summarize_extract(args) -> int:
     ids, texts = _records(args)
     options = _summary_options(args)
     length = {key: options.pop(key) for key in ("sentences", "words", "diversity") if key in options}
-    scorer = SentenceScorer(**options)  # one term cache for every record
+    scorer = create("summarize", options.pop("method"), **options)  # one term cache for every record
     for doc_id, text in zip(ids, texts):
         summary = summarize(text, query=args.query, scorer=scorer, **length)
         print(json.dumps({"id": doc_id, "summary": summary.text, "indices": summary.indices,

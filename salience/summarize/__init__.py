@@ -1,6 +1,8 @@
 """Extractive summaries: sentence salience by LexRank, TextRank, centroid or lead."""
 
-from salience.summarize.extractive import METHODS, SentenceScorer, Summary, score_sentences, summarize
+from salience.summarize.extractive import (Centroid, Lead, LexRank, SentenceScorer, Summary, TextRank, score_sentences,
+                                           summarize)
 from salience.text.sentences import Sentence, split_sentences
 
-__all__ = ["METHODS", "Summary", "SentenceScorer", "score_sentences", "summarize", "split_sentences", "Sentence"]
+__all__ = ["Summary", "SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences", "summarize",
+           "split_sentences", "Sentence"]

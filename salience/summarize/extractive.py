@@ -34,18 +34,18 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from salience.core.base import Scorer, register, reject_options
+from salience.core.base import Scorer, create, register_method, reject_options
+from salience.core.params import Interval, Options
 from salience.core.graph import ProductGraph, pagerank_scores
 from salience.core.scores import Scores
 from salience.core.checks import check_k
 from salience.core.select import select_mmr
-from salience.exceptions import InvalidParameterError, unknown_choice
+from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import DEFAULT_PATTERN, IDEOGRAPHS, TermEncoder, Tokenizer
 
-__all__ = ["METHODS", "Summary", "SentenceScorer", "score_sentences", "summarize"]
+__all__ = ["Summary", "SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences", "summarize"]
 
-METHODS = ("lexrank", "textrank", "centroid", "lead")
 SIMILARITIES = ("bm25", "overlap")
 
 # Counts with more cells than this (sentences x terms) are kept sparse, and so are the
@@ -217,119 +217,33 @@ def _query_affinity(sentences: Sequence[str], query: str, encoder: TermEncoder |
     return np.maximum(np.ravel(sim), 0.0)
 
 
-def score_sentences(
-    sentences: Sequence[str],
-    *,
-    method: str = "lexrank",
-    similarity: str | None = None,
-    threshold: float | None = None,
-    query: str | None = None,
-    damping: float = 0.85,
-    query_bias: float = 0.85,
-    encoder: TermEncoder | None = None,
-    language: str = "auto",
-) -> Scores:
-    """Salience of each sentence (ids are positions).
-
-    ``similarity`` (``textrank`` only): ``bm25`` (default) or ``overlap``.
-    ``threshold`` (``lexrank`` only): ``None`` for continuous LexRank, or a cosine cut-off such as 0.1.
-    ``damping`` (graph methods): the PageRank damping factor.
-    ``query_bias``: with a query, the probability that the random walk jumps to a sentence in
-    proportion to its similarity to the query (biased LexRank; Otterbacher et al. use 0.8-0.95).
-    ``encoder``: the term encoder (and its cache) to use; a fresh one by default, for
-    ``language``: ``"auto"`` (detected from the sentences) or an ISO 639-1 code, whose stop
-    words and Snowball stemmer shape the similarities (:mod:`salience.text.languages`).
-    Options that do not apply to ``method`` are refused.
-    """
-    _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias, query=query)
-    _check_language(language)
-    if method not in METHODS:
-        raise unknown_choice("summarisation method", method, METHODS)
-    n = len(sentences)
-    if n == 0:
-        return Scores([], ids=[])
-    if method == "lead":
-        return Scores(np.arange(n, 0, -1, dtype=float))
-    if query is not None and not isinstance(query, str):
-        raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
-    if encoder is None:
-        encoder = _new_encoder(_text_language(sentences, language))
-    counts = _term_counts(sentences, encoder)
-    affinity = _query_affinity(sentences, query, encoder) if query and query.strip() else None
-    if method == "centroid":
-        if affinity is not None:
-            return Scores(affinity)
-        tfidf = _tfidf(counts)
-        if isinstance(tfidf, np.ndarray):
-            return Scores(_cosine(np.vstack([tfidf, tfidf.sum(axis=0, keepdims=True)]))[-1, :-1])
-        stacked = sparse.vstack([tfidf, sparse.csr_matrix(tfidf.sum(axis=0))]).tocsr()
-        return Scores(np.asarray(_cosine(stacked)[-1, :-1].todense()).ravel())
-    if method == "lexrank":
-        if threshold is not None and not 0.0 <= threshold <= 1.0:
-            raise InvalidParameterError(f"threshold must be in [0, 1]; got {threshold}.")
-        if isinstance(counts, np.ndarray):
-            graph = _cosine(_tfidf(counts))
-            if threshold is not None:
-                graph = (graph >= threshold).astype(float)
-        elif threshold is None:  # the cosine graph U U^T, walked through its factors
-            unit = _unit_rows(_tfidf(counts))
-            graph = ProductGraph((unit, unit))
-        elif threshold <= 0.0:  # every pair is an edge
-            graph = ProductGraph((np.ones((n, 1)), np.ones((n, 1))))
-        else:
-            unit = _unit_rows(_tfidf(counts))
-
-            def cut(start: int, block):
-                block.data = (block.data >= threshold).astype(float)
-                return block
-
-            graph = _blocked_graph(unit, unit, cut, f"lexrank with threshold={threshold}")
-    else:
-        graph = _bm25_similarity(counts) if (similarity or "bm25") == "bm25" else _overlap_similarity(counts)
-        if not isinstance(graph, ProductGraph):  # the BM25 graph comes symmetrised
-            graph = (graph + graph.T) / 2.0
-    if not 0.0 < damping < 1.0:
-        raise InvalidParameterError(f"damping must be in (0, 1); got {damping}.")
-    if affinity is not None and affinity.sum() > 0:
-        if not 0.0 <= query_bias < 1.0:
-            raise InvalidParameterError(f"query_bias must be in [0, 1); got {query_bias}.")
-        return Scores(pagerank_scores(graph, 1.0 - query_bias, affinity / affinity.sum()))
-    return Scores(pagerank_scores(graph, damping))
-
-
-def _check_options(method: str, **options) -> None:
-    if method not in METHODS:
-        raise unknown_choice("summarisation method", method, METHODS)
-    similarity = options.get("similarity")
-    if method == "textrank" and similarity == "cosine":
-        raise InvalidParameterError("TextRank over the cosine graph is continuous LexRank: use method='lexrank'.")
-    if method == "textrank" and similarity is not None and similarity not in SIMILARITIES:
-        raise unknown_choice("TextRank similarity", similarity, SIMILARITIES)
-    allowed = {"lexrank": ("threshold", "damping", "query", "query_bias"), "textrank": ("similarity", "damping", "query", "query_bias"),
-               "centroid": ("query",), "lead": ()}[method]
-    reject_options(method, options, allowed, {"damping": 0.85, "query_bias": 0.85},
-                   {"threshold": "lexrank", "similarity": "textrank", "damping": "lexrank and textrank",
-                    "query_bias": "lexrank and textrank", "query": "lexrank, textrank and centroid"})
-
-
 class SentenceScorer(Scorer):
-    """Salience of the sentences of a text: the scorer form of :func:`score_sentences`.
+    """Base of the summarisation methods (the ``summarize`` family): ``score(text)`` gives the
+    salience of each sentence of a text (a list of sentences, or a str to split), ids their
+    positions. ``language``: ``"auto"`` (detected from the sentences) or an ISO 639-1 code,
+    whose stop words and Snowball stemmer shape the similarities. A scorer keeps one term cache
+    per language (words met before are not stemmed again, up to a bound), so summarising many
+    texts with one is faster.
 
-    >>> SentenceScorer(method="lead").score(["First.", "Second.", "Third."]).ranked_ids()
+    >>> from salience.core.base import create
+    >>> create("summarize", "lead").score(["First.", "Second.", "Third."]).ranked_ids()
     [0, 1, 2]
     """
 
-    def __init__(self, *, method: str = "lexrank", similarity: str | None = None, threshold: float | None = None,
-                 damping: float = 0.85, query_bias: float = 0.85, language: str = "auto"):
-        from salience.text.languages import check_language
+    _parameter_constraints = {"language": [str]}
+    #: whether the method reads the sentences' terms (``lead`` reads only their order)
+    uses_terms = True
 
-        _check_options(method, similarity=similarity, threshold=threshold, damping=damping, query_bias=query_bias)
-        check_language(language)
-        self.method, self.similarity, self.threshold = method, similarity, threshold
-        self.damping, self.query_bias, self.language = damping, query_bias, language
+    def __init__(self, *, language: str = "auto"):
+        self.language = language
+        self._validate_params()
         # the term caches of this scorer alone, one per language: bounded, used by one thread at a time
         self._encoders: dict[str, TermEncoder] = {}
         self._lock = threading.Lock()
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        _check_language(self.language)
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("_encoders", "_lock")}
@@ -338,8 +252,11 @@ class SentenceScorer(Scorer):
         self.__dict__.update(state)
         self._encoders, self._lock = {}, threading.Lock()
 
-    def _options(self) -> dict:
-        return {k: v for k, v in self.get_params().items() if k not in ("method", "language")}
+    @property
+    def name(self) -> str:
+        from salience.core.base import registered
+
+        return next((m.name for m in registered("summarize") if m.factory is type(self)), type(self).__name__)
 
     def encoder_for(self, sentences: Sequence[str]) -> TermEncoder:
         """This scorer's term encoder for the language of ``sentences`` (call under the lock)."""
@@ -351,16 +268,146 @@ class SentenceScorer(Scorer):
             encoder = self._encoders[code] = _new_encoder(code)
         return encoder
 
-    def score(self, sentences: Sequence[str], *, query: str | None = None) -> Scores:
-        """Salience of each sentence of one text (a list of sentences, or a str to split).
-        Words met before are not stemmed again: the scorer keeps their terms, up to a bound."""
+    def score(self, sentences: Sequence[str] | str, *, query: str | None = None) -> Scores:
+        """Salience of each sentence of one text; with ``query``, query-focused."""
         units = [u.text for u in split_sentences(sentences)] if isinstance(sentences, str) else _sentence_list(sentences)
         with self._lock:
             encoder = self.encoder_for(units) if units else None
-            return score_sentences(units, method=self.method, query=query, encoder=encoder, **self._options())
+            return self.score_sentences(units, query=query, encoder=encoder)
 
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
         return [self.score(t, query=query) for t in texts]
+
+    def score_sentences(self, sentences: Sequence[str], *, query: str | None = None,
+                        encoder: TermEncoder | None = None) -> Scores:
+        """Salience of each of ``sentences`` (already split), with ``encoder`` (a fresh one for
+        their language by default)."""
+        n = len(sentences)
+        if n == 0:
+            return Scores([], ids=[])
+        if not self.uses_terms:
+            return self._order_scores(n, query)
+        if query is not None and not isinstance(query, str):
+            raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
+        if encoder is None:
+            encoder = _new_encoder(_text_language(sentences, self.language))
+        counts = _term_counts(sentences, encoder)
+        affinity = _query_affinity(sentences, query, encoder) if query and query.strip() else None
+        return self._scores(counts, affinity, n)
+
+    def _order_scores(self, n: int, query) -> Scores:
+        raise NotImplementedError
+
+    def _scores(self, counts, affinity, n: int) -> Scores:
+        raise NotImplementedError
+
+
+class _RandomWalk(SentenceScorer):
+    """PageRank over a sentence graph (``damping``); with a query, personalised toward the
+    sentences similar to it (``query_bias``: the probability that the walk jumps there)."""
+
+    _parameter_constraints = {"damping": [Interval("real", 0, 1, closed="neither")],
+                              "query_bias": [Interval("real", 0, 1, closed="left")]}
+
+    def _graph(self, counts, n: int):
+        raise NotImplementedError
+
+    def _scores(self, counts, affinity, n: int) -> Scores:
+        graph = self._graph(counts, n)
+        if affinity is not None and affinity.sum() > 0:
+            return Scores(pagerank_scores(graph, 1.0 - self.query_bias, affinity / affinity.sum()))
+        return Scores(pagerank_scores(graph, self.damping))
+
+
+@register_method("summarize", "lexrank", "LexRank: PageRank over the tf-idf cosine graph, continuous or thresholded "
+                                         "(Erkan and Radev, 2004)")
+class LexRank(_RandomWalk):
+    """``threshold``: ``None`` for continuous LexRank (edge weights = cosine similarities, the
+    graph walked through its factors), or a cosine cut-off such as 0.1."""
+
+    _parameter_constraints = {"threshold": [None, Interval("real", 0, 1)]}
+
+    def __init__(self, *, threshold: float | None = None, damping: float = 0.85, query_bias: float = 0.85,
+                 language: str = "auto"):
+        self.threshold, self.damping, self.query_bias = threshold, damping, query_bias
+        super().__init__(language=language)
+
+    def _graph(self, counts, n: int):
+        threshold = self.threshold
+        if isinstance(counts, np.ndarray):
+            graph = _cosine(_tfidf(counts))
+            return (graph >= threshold).astype(float) if threshold is not None else graph
+        if threshold is None:  # the cosine graph U U^T, walked through its factors
+            unit = _unit_rows(_tfidf(counts))
+            return ProductGraph((unit, unit))
+        if threshold <= 0.0:  # every pair is an edge
+            return ProductGraph((np.ones((n, 1)), np.ones((n, 1))))
+        unit = _unit_rows(_tfidf(counts))
+
+        def cut(start: int, block):
+            block.data = (block.data >= threshold).astype(float)
+            return block
+
+        return _blocked_graph(unit, unit, cut, f"lexrank with threshold={threshold}")
+
+
+@register_method("summarize", "textrank", "TextRank: PageRank over a BM25 or word-overlap sentence graph (Mihalcea and "
+                                          "Tarau, 2004; Barrios et al., 2016)")
+class TextRank(_RandomWalk):
+    """``similarity``: ``"bm25"`` (as summa) or ``"overlap"`` (the original TextRank). Over the
+    cosine graph TextRank is continuous LexRank, offered only as ``lexrank``."""
+
+    _parameter_constraints = {"similarity": [Options(SIMILARITIES)]}
+
+    def __init__(self, *, similarity: str = "bm25", damping: float = 0.85, query_bias: float = 0.85,
+                 language: str = "auto"):
+        if similarity == "cosine":
+            raise InvalidParameterError("TextRank over the cosine graph is continuous LexRank: use method='lexrank'.")
+        self.similarity, self.damping, self.query_bias = similarity, damping, query_bias
+        super().__init__(language=language)
+
+    def _graph(self, counts, n: int):
+        graph = _bm25_similarity(counts) if self.similarity == "bm25" else _overlap_similarity(counts)
+        if not isinstance(graph, ProductGraph):  # the BM25 graph comes symmetrised
+            graph = (graph + graph.T) / 2.0
+        return graph
+
+
+@register_method("summarize", "centroid", "cosine of each sentence to the tf-idf centroid of the text (Radev et al., "
+                                          "2004)")
+class Centroid(SentenceScorer):
+    """Cosine similarity to the text's tf-idf centroid; with a query, to the query."""
+
+    def _scores(self, counts, affinity, n: int) -> Scores:
+        if affinity is not None:
+            return Scores(affinity)
+        tfidf = _tfidf(counts)
+        if isinstance(tfidf, np.ndarray):
+            return Scores(_cosine(np.vstack([tfidf, tfidf.sum(axis=0, keepdims=True)]))[-1, :-1])
+        stacked = sparse.vstack([tfidf, sparse.csr_matrix(tfidf.sum(axis=0))]).tocsr()
+        return Scores(np.asarray(_cosine(stacked)[-1, :-1].todense()).ravel())
+
+
+@register_method("summarize", "lead", "earlier sentences first (the news baseline)")
+class Lead(SentenceScorer):
+    uses_terms = False
+
+    def _order_scores(self, n: int, query) -> Scores:
+        if query is not None:
+            raise InvalidParameterError("lead ranks by position: a query does nothing to it (choose lexrank, textrank "
+                                        "or centroid).")
+        return Scores(np.arange(n, 0, -1, dtype=float))
+
+
+def score_sentences(sentences: Sequence[str], *, method: str = "lexrank", query: str | None = None,
+                    encoder: TermEncoder | None = None, language: str = "auto", **params) -> Scores:
+    """Salience of each sentence (ids are positions) by ``method``, built with ``params`` (see
+    its class: ``threshold`` for ``lexrank``, ``similarity`` for ``textrank``, ``damping`` and
+    ``query_bias`` for both); an option that does not apply to the method is refused.
+    ``query``: query-focused scores. ``encoder``: the term encoder (and its cache) to use; a
+    fresh one for the sentences' ``language`` by default."""
+    return create("summarize", method, language=language, **params).score_sentences(sentences, query=query,
+                                                                                   encoder=encoder)
 
 
 def _sentence_list(sentences) -> list[str]:
@@ -393,21 +440,19 @@ def summarize(
     words: int | None = None,
     query: str | None = None,
     diversity: float = 0.0,
-    similarity: str | None = None,
-    threshold: float | None = None,
-    damping: float = 0.85,
-    query_bias: float = 0.85,
     scorer: "SentenceScorer | None" = None,
     language: str = "auto",
+    **params,
 ) -> Summary:
     """Extract a summary of ``sentences`` sentences (default 3) or at most ``words`` words.
 
     ``text`` is a string (split with :func:`~salience.text.sentences.split_sentences`) or a
     list of sentences. ``diversity`` > 0 trades salience for novelty (MMR over sentence
-    cosine similarity). Sentences come back in document order. ``scorer``: a
-    :class:`SentenceScorer` to score with instead of ``method`` and its options (it keeps its
-    term cache across calls, so summarising many texts with one is faster). ``language``:
-    ``"auto"`` (detected) or an ISO 639-1 code, as in :func:`score_sentences`.
+    cosine similarity). Sentences come back in document order. ``method`` is built with
+    ``params`` (see :func:`score_sentences`). ``scorer``: a :class:`SentenceScorer` to score
+    with instead of ``method`` and its options (it keeps its term cache across calls, so
+    summarising many texts with one is faster). ``language``: ``"auto"`` (detected) or an ISO
+    639-1 code.
 
     >>> doc = ("The cat sat on the mat. Dogs bark at cats. The mat was red. "
     ...        "Cats like mats and cats like sun.")
@@ -421,15 +466,14 @@ def summarize(
         units = [s for s in text if s.strip()]
     else:
         raise InvalidParameterError("text must be a str or a list of sentences (str).")
-    options = {"similarity": similarity, "threshold": threshold, "damping": damping, "query_bias": query_bias}
     if scorer is not None:
         if not isinstance(scorer, SentenceScorer):
             raise InvalidParameterError(f"scorer must be a SentenceScorer; got {type(scorer).__name__}.")
         # the scorer carries the method and its options: passing them here too would be ambiguous
-        reject_options("scorer=...", {"method": method, "language": language, **options}, (),
-                       {"method": "lexrank", "damping": 0.85, "query_bias": 0.85, "language": "auto"})
+        reject_options("scorer=...", {"method": method, "language": language, **params}, (),
+                       {"method": "lexrank", "language": "auto"})
     else:
-        _check_options(method, **options)
+        scorer = create("summarize", method, language=language, **params)
     if sentences is not None and words is not None:
         raise InvalidParameterError("give sentences= or words=, not both.")
     if words is not None:
@@ -440,13 +484,9 @@ def summarize(
         raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity!r}.")
     if not units:
         return Summary([], [], Scores([], ids=[]))
-    if scorer is not None:
-        with scorer._lock:  # the language is told once, for scoring and for MMR alike
-            encoder = scorer.encoder_for(units)
-            scores = score_sentences(units, method=scorer.method, query=query, encoder=encoder, **scorer._options())
-    else:
-        encoder = _new_encoder(_text_language(units, language)) if method != "lead" or diversity > 0 else None
-        scores = score_sentences(units, method=method, query=query, encoder=encoder, **options)
+    with scorer._lock:  # the language is told once, for scoring and for MMR alike
+        encoder = scorer.encoder_for(units) if scorer.uses_terms or diversity > 0 else None
+        scores = scorer.score_sentences(units, query=query, encoder=encoder)
     if diversity > 0:
         # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
         pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
@@ -469,12 +509,3 @@ def summarize(
         chosen = order[:sentences]
     chosen.sort()
     return Summary([units[i] for i in chosen], chosen, scores)
-
-
-for _method, _description in (
-    ("lexrank", "LexRank: PageRank over the tf-idf cosine graph, continuous or thresholded (Erkan and Radev, 2004)"),
-    ("textrank", "TextRank: PageRank over a BM25 or word-overlap sentence graph (Mihalcea and Tarau, 2004; Barrios et al., 2016)"),
-    ("centroid", "cosine of each sentence to the tf-idf centroid of the text (Radev et al., 2004)"),
-    ("lead", "earlier sentences first (the news baseline)"),
-):
-    register("summarize", _method, SentenceScorer, _description, method=_method)

@@ -9,7 +9,7 @@ from pathlib import Path
 from salience import InputFormatError, InvalidParameterError
 from salience.cli import main
 from salience.summarize import score_sentences, summarize
-from salience.summarize.extractive import METHODS
+from salience.core.base import method_names
 from tests.conftest import data_path
 
 DOC = (
@@ -21,7 +21,7 @@ DOC = (
 )
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", method_names("summarize"))
 def test_each_method_returns_k_sentences_in_document_order(method):
     summary = summarize(DOC, method=method, sentences=2)
     assert len(summary.sentences) == 2 and summary.indices == sorted(summary.indices)
@@ -121,9 +121,9 @@ def test_cli(tmp_path, capsys):
 def test_a_scorer_reuses_its_term_cache_and_keeps_the_results():
     import pickle
 
-    from salience.summarize import SentenceScorer
+    from salience.summarize import TextRank
 
-    scorer = SentenceScorer(method="textrank")
+    scorer = TextRank()
     first = summarize(DOC, sentences=2, scorer=scorer)
     assert list(scorer._encoders) == ["en"] and scorer._encoders["en"].cached_tokens > 0
     assert summarize(DOC, sentences=2, scorer=scorer).indices == first.indices == summarize(DOC, sentences=2, method="textrank").indices
@@ -138,7 +138,7 @@ FRENCH = ["Les chats et les chiens de la maison dorment dans le jardin.", "La r√
 
 
 def test_summaries_read_french_and_portuguese_in_their_language():
-    from salience.summarize import SentenceScorer, score_sentences
+    from salience.summarize import LexRank, score_sentences
 
     # In French, sentences 0 and 3 share only function words with the others ("les", "la", "de"):
     # read as French they are the least central; read with English stop words they look central.
@@ -153,7 +153,7 @@ def test_summaries_read_french_and_portuguese_in_their_language():
     values = score_sentences(portuguese).values
     assert set(np.argsort(values)[:2].tolist()) == {0, 3}
     # a scorer keeps one term cache per language
-    scorer = SentenceScorer()
+    scorer = LexRank()
     scorer.score(FRENCH), scorer.score(portuguese), scorer.score(DOC)
     assert sorted(scorer._encoders) == ["en", "fr", "pt"]
     with pytest.raises(InvalidParameterError, match="unknown language 'xx'"):
