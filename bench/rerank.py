@@ -41,7 +41,7 @@ from common import SHARED_DATA, search_set, split_heading  # noqa: E402
 
 from salience import Qrels, Run, evaluate, paired_test  # noqa: E402
 from salience.search import BM25  # noqa: E402
-from salience.core.base import create, registered  # noqa: E402
+from salience.core.base import create, method_factory  # noqa: E402
 from salience.search.rerank import rerank  # noqa: E402
 
 DATA = SHARED_DATA / "search" / "scifact"
@@ -132,8 +132,7 @@ class Bench:
     def judge(self, config: dict):
         if config["method"] == "encoder":
             return create("judge", "encoder")
-        accepted = next(m for m in registered("judge") if m.name == config["method"]).params()
-        batching = {"batch_size": 10} if "batch_size" in accepted else {}
+        batching = {"batch_size": 10} if "batch_size" in method_factory("judge", config["method"])._param_names() else {}
         return create("judge", config["method"], model=self.model, tokenizer=self.tokenizer,
                       max_passage_tokens=config["tokens"], chat=config.get("chat", False), **batching)
 

@@ -303,7 +303,7 @@ def document_text(engine, doc_id: str) -> str:
 def _cmd_rerank(args) -> int:
     from salience.cli.rank import is_own_run
     from salience.core.run import Run
-    from salience.core.base import create, registered
+    from salience.core.base import create, method_factory
     from salience.models.lm import load_causal_lm
     from salience.search.lm_judges import LMJudge
     from salience.search.rerank import rerank_run
@@ -317,7 +317,7 @@ def _cmd_rerank(args) -> int:
     if not engine.store_documents:
         raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
                                     "stored documents).")
-    kind = next(m.factory for m in registered("judge") if m.name == args.judge)
+    kind = method_factory("judge", args.judge)
     params = given(args, "max_passage_tokens") | ({} if args.layers is None else
                                                    {"layers": [int(v) for v in args.layers.split(",")]})
     if issubclass(kind, LMJudge):

@@ -30,7 +30,7 @@ from salience.core.params import check_params
 from salience.exceptions import InvalidParameterError, NotFittedError, unknown_choice
 
 __all__ = ["Scorer", "FunctionMethod", "function_method", "register", "register_method", "create", "method_names",
-           "registered", "method_rows", "Method", "FAMILIES", "check_fitted", "reject_options", "method_of"]
+           "registered", "method_rows", "method_factory", "Method", "FAMILIES", "check_fitted", "reject_options", "method_of"]
 
 #: families, and the module whose import registers their methods
 FAMILIES = {
@@ -279,6 +279,18 @@ def method_rows(family: str | None = None) -> list[dict]:
     ``/methods`` show these)."""
     return [{"family": m.family, "name": m.name, "class": m.factory.__name__, "description": m.description,
              "params": m.params()} for m in registered(family)]
+
+
+def method_factory(family: str, name: str) -> Any:
+    """The class (or factory) registered as ``name`` in ``family``; an unknown name gets a
+    did-you-mean. For what a method's class says of itself before it is built."""
+    _load(family)
+    methods = _REGISTRY.get(family)
+    if methods is None:
+        raise unknown_choice("method family", family, _REGISTRY)
+    if name not in methods:
+        raise unknown_choice(f"{family} method", name, methods)
+    return methods[name].factory
 
 
 def method_names(family: str) -> tuple[str, ...]:

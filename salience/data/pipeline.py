@@ -32,17 +32,14 @@ import numpy as np
 from salience.core.checks import check_k, check_n_jobs, check_seed
 from salience.data.dsir import ImportanceResampler, kl_reduction, resample
 from salience.text.features import HashedNgrams
-from salience.data.methods import DATA_METHODS
-from salience.data.scorers import NgramPerplexity, QualityClassifier, parse_filter, per_document_sums, text_statistics
-from salience.exceptions import InputFormatError, InvalidParameterError, unknown_choice
+from salience.data.scorers import parse_filter, text_statistics
+from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.io.files import atomic_write_text, check_on_error, check_output_path
 from salience.io.shards import (SHARD_LAYOUT, Loss, Shard, atomic_save, estimated_loss, iter_shards, parse_shard,
                                 prepare_work_dir, records, remove_work_dir, write_records)
 from salience.parallel import make_executor, progress_bar
 
-__all__ = ["select_documents", "SelectionReport", "is_selection_output", "check_selection_outputs", "METHODS"]
-
-METHODS = DATA_METHODS
+__all__ = ["select_documents", "SelectionReport", "is_selection_output", "check_selection_outputs"]
 
 
 @dataclass
@@ -158,8 +155,9 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     groups in proportion to their share of the target sample. ``min_tokens`` and ``filters``
     (``"alpha_ratio>=0.7"``, ``"mean_word_length<=10"``, ...; see
     :func:`~salience.data.scorers.text_statistics`) decide which documents are eligible."""
-    if method not in METHODS:
-        raise unknown_choice("method", method, METHODS)
+    from salience.core.base import method_factory
+
+    scorer_class = method_factory("data", method)  # an unknown name: refused with a did-you-mean
     check_on_error(on_error)
     n_jobs = check_n_jobs(n_jobs)
     k = check_k(k)
@@ -167,8 +165,9 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     check_seed(seed)
     features = features or HashedNgrams()
     rules = [parse_filter(f) for f in filters]
-    if method == "perplexity" and features.orders != (1, 2):
-        raise InvalidParameterError(f"method='perplexity' needs n-gram orders (1, 2); got {features.orders}.")
+    if scorer_class.orders_required is not None and features.orders != scorer_class.orders_required:
+        raise InvalidParameterError(f"method={method!r} needs n-gram orders {scorer_class.orders_required}; got "
+                                    f"{features.orders}.")
     target, raw = list(map(Path, target)), list(map(Path, raw))
     if not target or not raw:
         raise InvalidParameterError("give at least one target file and one raw file.")
@@ -228,7 +227,7 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
                 unreadable += int(shard["errors"])
         if not documents:
             raise InputFormatError(_empty_pool(raw, text_field, missing_text, unreadable, losses))
-        scorer = _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs)
+        scorer = scorer_class.shard_scorer(resampler, target_batch, shard_files, features, classifier_raw_docs)
         parts = runner.map(_score_job, [(str(f), scorer, min_tokens, rules, bool(group_field)) for f, _ in shard_files])
         # per document in memory: a float64 score (-inf when too short), its place in its shard and
         # the shard (int32 each), and with a label field an int32 label code: 16-20 bytes a document
@@ -326,34 +325,6 @@ def _proportional_quotas(groups: list[str] | None, k: int) -> dict:
     return dict(zip(values.tolist(), quota.tolist()))
 
 
-class _DsirScore:
-    def __init__(self, log_ratio: np.ndarray, length_normalize: bool):
-        self.log_ratio, self.length_normalize = log_ratio, length_normalize
-
-    def __call__(self, shard) -> np.ndarray:
-        w = per_document_sums(self.log_ratio[shard["bucket"]], shard["part_counts"])
-        return w / np.maximum(shard["part_counts"].sum(axis=0), 1) if self.length_normalize else w
-
-
-class _PerplexityScore:
-    def __init__(self, lm: NgramPerplexity):
-        self.lm = lm
-
-    def __call__(self, shard) -> np.ndarray:
-        tokens = shard["tokens"].astype(np.int64)
-        n_unigrams = int(tokens.sum())
-        bucket = shard["bucket"].astype(np.int64)
-        return self.lm.score_parts(bucket[:n_unigrams], bucket[n_unigrams:], tokens)
-
-
-class _ClassifierScore:
-    def __init__(self, clf: QualityClassifier):
-        self.clf = clf
-
-    def __call__(self, shard) -> np.ndarray:
-        return self.clf.score_parts(shard["bucket"].astype(np.int64), shard["part_counts"])
-
-
 def _empty_pool(raw: list[Path], text_field: str, missing: int, unreadable: int, losses: list[Loss]) -> str:
     """Why the raw pool holds no document to select, named."""
     names = ", ".join(map(str, raw[:3])) + (", ..." if len(raw) > 3 else "")
@@ -371,29 +342,6 @@ def _empty_pool(raw: list[Path], text_field: str, missing: int, unreadable: int,
         reasons.append(f"{loss.path} is damaged after line {loss.after_line} ({loss.reason})")
     return (f"the raw pool ({names}) has no document to select: "
             + ("; ".join(reasons) if reasons else "the files hold no records") + ".")
-
-
-def _fit_scorer(method, resampler, target_batch, shard_files, features, classifier_raw_docs):
-    if method == "dsir":
-        return _DsirScore(resampler.log_ratio, resampler.length_normalize)
-    if method == "perplexity":
-        return _PerplexityScore(NgramPerplexity(features.buckets).fit(target_batch))
-    # classifier: train on the target against the first raw documents
-    from salience.text.features import NgramBatch
-
-    buckets, docs, tokens, taken = [], [], [], 0
-    for shard_file, _ in shard_files:
-        with np.load(shard_file) as shard:
-            counts = shard["part_counts"]
-            n = counts.shape[1]
-            buckets.append(shard["bucket"].astype(np.int64))
-            docs.append(np.concatenate([np.repeat(np.arange(n), c) for c in counts]) + taken)
-            tokens.append(shard["tokens"])
-            taken += n
-        if taken >= classifier_raw_docs:
-            break
-    raw_batch = NgramBatch(np.concatenate(buckets), np.concatenate(docs), np.concatenate(tokens))
-    return _ClassifierScore(QualityClassifier(features.buckets).fit(target_batch, raw_batch))
 
 
 def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, places, chosen, scores,

@@ -11,14 +11,14 @@ transformers = pytest.importorskip("transformers")
 from tests.compress import models  # noqa: E402
 from salience.compress import (check_budget, continue_from, evict, kv_eval, kv_token_scores, passkey,  # noqa: E402
                                prefill)
-from salience.core.base import create, method_names, registered  # noqa: E402
+from salience.core.base import create, method_factory, method_names  # noqa: E402
 
 KV_POLICIES = method_names("kv")
 
 
 def window_of(policy, window=8):
     """``window=`` for the policies that have an observation window."""
-    return {"window": window} if "window" in next(m for m in registered("kv") if m.name == policy).params() else {}
+    return {"window": window} if "window" in method_factory("kv", policy)._param_names() else {}
 
 
 def tiny_llama(seed=0, layers=2):
