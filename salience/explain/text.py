@@ -15,7 +15,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
-from salience.text.tokenize import JOINED_WORD, TOKEN_RULES
+from salience.text.byte_tokens import JOINED_WORD, TOKEN_RULES
 
 __all__ = ["text_units", "masked_texts", "attribute_text", "attribution_html"]
 

@@ -24,7 +24,7 @@ from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.stopwords import get_stopwords
 from salience.text.hashing import dense_ids, distinct_sorted, group_spans, number_strings, stable_argsort
-from salience.text.tokenize import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
+from salience.text.byte_tokens import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
 

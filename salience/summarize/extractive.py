@@ -42,7 +42,8 @@ from salience.core.checks import check_k
 from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
-from salience.text.tokenize import DEFAULT_PATTERN, IDEOGRAPHS, TermEncoder, Tokenizer
+from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
+from salience.text.byte_tokens import IDEOGRAPHS
 
 __all__ = ["Summary", "SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences", "summarize"]
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.hashing import mix64 as _mix
-from salience.text.tokenize import join_utf8, padded_byte_words, tokens_per_text, wordpunct_spans
+from salience.text.byte_tokens import join_utf8, padded_byte_words, tokens_per_text, wordpunct_spans
 
 __all__ = ["HashedNgrams", "NgramBatch"]
 

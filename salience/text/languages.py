@@ -28,7 +28,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.text.hashing import number_strings
-from salience.text.tokenize import JOINED_WORD
+from salience.text.byte_tokens import JOINED_WORD
 
 __all__ = ["Language", "LanguageWarning", "LANGUAGES", "UNDETERMINED", "resolve_language", "stopwords_for",
            "stemmer_for", "detect_languages", "detect_language", "frequent_words", "check_language"]
@@ -322,7 +322,7 @@ def detect_languages(texts: Sequence[str]) -> list[str]:
     >>> detect_languages(["The cat sat on the mat and it was happy.", "Le chat est sur le tapis et il dort.", "42"])
     ['en', 'fr', 'und']
     """
-    from salience.text.tokenize import byte_strings, joined_word_tokens
+    from salience.text.byte_tokens import byte_strings, joined_word_tokens
 
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use detect_language for one text.")

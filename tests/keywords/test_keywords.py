@@ -164,7 +164,7 @@ def test_byte_tokens_equal_the_regex():
     import re
 
     from salience.keywords.candidates import _TOKEN, byte_strings
-    from salience.text.tokenize import joined_word_tokens as _byte_tokens
+    from salience.text.byte_tokens import joined_word_tokens as _byte_tokens
 
     rng = random.Random(7)
     ascii_alphabet = "ab-'_ .,;!?\n\t9Z--''\x1c"

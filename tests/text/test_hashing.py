@@ -72,7 +72,7 @@ def test_string_hashes_are_stable_and_distinct():
 
 
 def test_byte_token_ids_number_short_and_long_tokens_exactly():
-    from salience.text.tokenize import byte_token_ids
+    from salience.text.byte_tokens import byte_token_ids
 
     tokens = [b"graph", b"x" * 20, b"graph", b"x" * 19 + b"y", b"", b"x" * 20, b"x" * 16, b"x" * 17, b"graphs"]
     data = np.frombuffer(b" ".join(tokens), dtype=np.uint8)

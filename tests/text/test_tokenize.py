@@ -77,7 +77,7 @@ def test_named_token_rules_share_one_byte_table():
 
     import numpy as np
 
-    from salience.text.tokenize import BYTE_CLASS, TOKEN_RULES, joined_word_tokens, wordpunct_spans
+    from salience.text.byte_tokens import BYTE_CLASS, TOKEN_RULES, joined_word_tokens, wordpunct_spans
 
     rng = random.Random(5)
     alphabet = "ab Z9_-'.,;!?()\n\t\"é€ ’中文のカ。"
@@ -94,12 +94,12 @@ def test_named_token_rules_share_one_byte_table():
     tokens = [raw[a : a + n].decode() for a, n in zip(starts.tolist(), lengths.tolist())]
     expected = [t for text in texts for t in re.findall(TOKEN_RULES["joined_words"], text)]
     assert tokens == expected and counts.sum() == len(expected)
-    from salience.text.tokenize import JOINED_WORD
+    from salience.text.byte_tokens import JOINED_WORD
 
     words = [t for text in texts for t in re.findall(JOINED_WORD, text)]
     assert words == [t for t, w in zip(tokens, is_word.tolist()) if w]  # the rule's words, marks left out
     # the search tokenizer's table keeps exactly the word bytes
-    from salience.text.tokenize import _TABLE_KEEP
+    from salience.text.byte_tokens import _TABLE_KEEP
 
     assert [b for b in range(256) if _TABLE_KEEP[b] != 32] == np.flatnonzero(BYTE_CLASS == 1).tolist()
 
