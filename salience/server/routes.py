@@ -1,0 +1,239 @@
+"""The service's endpoints as three routers over one :class:`~salience.server.service.Service`:
+reads (health, methods, limits, indexes, search, explain), text (rerank, keyphrases, summary,
+fusion) and writes (documents, delete, commit, merge), the last behind the API key (a route
+dependency, checked before the body is validated)."""
+
+from dataclasses import asdict
+
+from salience.exceptions import SalienceError
+from salience.server.errors import APIError
+from salience.server.indexes import explained
+
+__all__ = ["read_router", "text_router", "write_router"]
+
+
+def read_router(service):
+    from fastapi import APIRouter
+
+    from salience.server.app import _version
+    from salience.server.models import ExplainRequest, SearchRequest
+
+    router = APIRouter()
+
+    @router.get("/health")
+    async def health():
+        return {"status": "ok", "version": _version(), "indexes": [h.describe() for h in service.served.values()]}
+
+    @router.get("/methods")
+    async def methods(domain: str | None = None):
+        from salience.core.base import method_rows
+
+        try:
+            return {"methods": method_rows(domain)}
+        except SalienceError as err:
+            raise APIError(404, "unknown_domain", str(err), "domain") from None
+
+    @router.get("/limits")
+    async def show_limits():
+        return asdict(service.limits)
+
+    @router.get("/indexes")
+    async def list_indexes():
+        return {"indexes": [h.describe() for h in service.served.values()]}
+
+    @router.post("/indexes/{name}/search")
+    async def search(name: str, body: SearchRequest):
+        handle = service.index_named(name)
+        service.within("query", body.query, service.limits.max_query_chars)
+        service.within("k", body.k, service.limits.max_k)
+        engine, generation = handle.snapshot  # one committed state for the whole request
+        searcher = engine
+        if body.hybrid is not None:
+            dense = service.index_named(body.hybrid.dense)
+            if handle.kind != "bm25" or dense.kind != "dense":
+                raise APIError(422, "invalid_field", "hybrid search fuses a BM25 index (the path) with a dense index "
+                               "(hybrid.dense).", "hybrid.dense")
+            from salience.search import Hybrid
+
+            searcher = (Hybrid(engine, dense.reader, method="rrf") if body.hybrid.fusion == "rrf" else
+                        Hybrid(engine, dense.reader, method="wsum", normalize=body.hybrid.fusion,
+                               weight=float(body.hybrid.weight)))
+        if body.explain and handle.kind != "bm25":
+            raise APIError(422, "invalid_field", "explain shows BM25 term contributions: search a BM25 index.",
+                           "explain")
+
+        def answer():
+            results = searcher.search(body.query, k=body.k, where=body.where)
+            rows = []
+            for rank, (doc_id, score) in enumerate(results, start=1):
+                row = {"rank": rank, "id": doc_id, "score": score}
+                if getattr(engine, "store_documents", False):
+                    row["document"] = engine.document(doc_id)
+                if body.explain:
+                    row["explanation"], row["highlights"] = explained(engine, body.query, doc_id,
+                                                                       row.get("document", {}))
+                rows.append(row)
+            return {"index": name, "generation": generation, "query": body.query, "results": rows}
+
+        if body.hybrid is None and handle.kind == "bm25":
+            # BM25 over a bounded query and k takes well under a millisecond: answered on the event
+            # loop, where a thread pool hop would cost more, and its threads would take turns
+            # with the loop for the GIL (tail latency under load)
+            return service.reply(answer())
+        return await service.run(answer)  # a dense or hybrid search encodes the query: off the loop
+
+    @router.post("/indexes/{name}/explain")
+    async def explain(name: str, body: ExplainRequest):
+        handle = service.index_named(name)
+        service.within("query", body.query, service.limits.max_query_chars)
+        if handle.kind != "bm25":
+            raise APIError(422, "invalid_field", "explain shows BM25 term contributions: use a BM25 index.", "name")
+        engine = handle.reader
+        document = engine.document(body.id) if engine.store_documents else {}
+        explanation, highlights = explained(engine, body.query, body.id, document)
+        return {**explanation, "highlights": highlights}
+
+    return router
+
+
+def text_router(service):
+    from fastapi import APIRouter
+
+    from salience.server.models import FuseRequest, RerankRequest, TextRequest
+
+    router = APIRouter()
+
+    @router.post("/rerank")
+    async def rerank(body: RerankRequest):
+        service.within("query", body.query, service.limits.max_query_chars)
+        if (body.passages is None) == (body.ids is None):
+            raise APIError(422, "invalid_field", "send passages (id and text) or ids of the index, one of them.",
+                           "passages")
+        items = body.passages if body.passages is not None else body.ids
+        field = "passages" if body.passages is not None else "ids"
+        service.within(field, items, service.limits.max_batch)
+        if body.passages is not None:
+            for i, p in enumerate(body.passages):
+                service.within(f"passages.{i}.text", p.text, service.limits.max_text_chars)
+        if body.index is None and len(service.served) != 1 and (body.ids is not None or service.encoder_judge is None):
+            raise APIError(422, "invalid_field", f"name the index whose scorer judges ({', '.join(service.served)}).", "index")
+        handle = service.index_named(body.index) if body.index is not None else (next(iter(service.served.values())) if service.served else None)
+
+        def answer():
+            if body.ids is not None:
+                scores = handle.reader.score(body.query, body.ids)
+                ids, values, judged_by = scores.ids, scores.values, handle.name
+            else:
+                ids = [p.id for p in body.passages]
+                texts = [p.text for p in body.passages]
+                if service.encoder_judge is not None:
+                    values, judged_by = service.encoder_judge.scores(body.query, texts), "all-MiniLM-L6-v2"
+                elif handle is not None and handle.kind == "bm25":
+                    values, judged_by = handle.reader.score_texts(body.query, texts), handle.name
+                else:
+                    raise APIError(422, "invalid_field", "scoring posted texts needs a BM25 index or --judge encoder.",
+                                   "index")
+            order = sorted(range(len(ids)), key=lambda i: (-float(values[i]), i))
+            return {"judge": judged_by, "results": [{"rank": r, "id": ids[i], "score": float(values[i])}
+                                                    for r, i in enumerate(order, start=1)]}
+
+        return await service.run(answer)
+
+    @router.post("/keyphrases")
+    async def keyphrases(body: TextRequest):
+        service.within("text", body.text, service.limits.max_text_chars)
+        service.within("k", body.k, service.limits.max_k)
+        from salience.keywords import extract_keyphrases
+
+        def answer():
+            phrases = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=body.language)
+            return {"method": body.method or "yake", "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}
+
+        return await service.run(answer)
+
+    @router.post("/summary")
+    async def summary(body: TextRequest):
+        service.within("text", body.text, service.limits.max_text_chars)
+        service.within("sentences", body.sentences, service.limits.max_k)
+        from salience.summarize import summarize
+        from salience.text.sentences import split_sentences
+
+        def answer():
+            sentences = split_sentences(body.text)
+            if not sentences:
+                raise APIError(422, "invalid_field", "the text has no sentences.", "text")
+            result = summarize([s.text for s in sentences], sentences=body.sentences, method=body.method or "lexrank",
+                               language=body.language)
+            chosen = set(result.indices)
+            weight = dict(zip(result.scores.ids, result.scores.values))
+            return {"method": body.method or "lexrank", "summary": result.text,
+                    "sentences": [{"index": i, "text": s.text, "start": s.start, "end": s.end,
+                                   "score": float(weight.get(i, 0.0)), "selected": i in chosen}
+                                  for i, s in enumerate(sentences)]}
+
+        return await service.run(answer)
+
+    @router.post("/fuse")
+    async def fuse(body: FuseRequest):
+        service.within("runs", body.runs, service.limits.max_batch)
+        for i, run_ in enumerate(body.runs):
+            service.within(f"runs.{i}", run_, service.limits.max_batch)
+            for subject, ranking in run_.items():
+                service.within(f"runs.{i}.{subject[:40]}", ranking, service.limits.max_batch * 10)
+        if body.k is not None:
+            service.within("k", body.k, service.limits.max_k)
+        from salience import fuse as fuse_runs
+
+        def answer():
+            fused = fuse_runs(body.runs, method=body.method, normalize=body.normalize, weights=body.weights,
+                              missing_subjects="empty")
+            return {"method": body.method, "results": {q: dict(list(s.sorted())[: body.k]) for q, s in fused.items()}}
+
+        return await service.run(answer)
+
+    return router
+
+
+def write_router(service):
+    from fastapi import APIRouter, Depends
+
+    from salience.server.models import AddRequest, DeleteRequest
+
+    router = APIRouter(dependencies=[Depends(service.check_key)])
+
+    @router.post("/indexes/{name}/documents")
+    async def add_documents(name: str, body: AddRequest):
+        handle = service.index_named(name)
+        service.within("documents", body.documents, service.limits.max_batch)
+        documents = [d.model_dump() for d in body.documents]
+        for i, doc in enumerate(documents):
+            service.within(f"documents.{i}", "".join(v for v in doc.values() if isinstance(v, str)), service.limits.max_text_chars)
+
+        def change(index):
+            index.add(documents)
+            return {"added": len(documents)}
+
+        return await service.run(lambda: handle.write(change, commit=body.commit))
+
+    @router.post("/indexes/{name}/delete")
+    async def delete_documents(name: str, body: DeleteRequest):
+        handle = service.index_named(name)
+        service.within("ids", body.ids, service.limits.max_batch)
+
+        def change(index):
+            index.delete(body.ids)  # an unknown id: 404 naming it, nothing deleted
+            return {"deleted": len(set(body.ids))}
+
+        return await service.run(lambda: handle.write(change, commit=body.commit))
+
+    @router.post("/indexes/{name}/commit")
+    async def commit(name: str):
+        handle = service.index_named(name)
+        return await service.run(handle.commit)
+
+    @router.post("/indexes/{name}/merge")
+    async def merge(name: str):
+        handle = service.index_named(name)
+        return await service.run(handle.merge)
+
+    return router
