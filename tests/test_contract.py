@@ -160,6 +160,12 @@ def _hash_encoder(texts):
     return out
 
 
+def _dense_hash():
+    from salience.search import Dense
+
+    return Dense(encoder=_hash_encoder, encoder_name="hash32")
+
+
 def _explained_model(rows):
     """A small non-additive model for the explainers' contract."""
     return 2.0 * rows[:, 0] + rows[:, 1] * rows[:, 2]
@@ -179,6 +185,7 @@ _OPTIONS = {
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
     ("search", "dense"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
+    ("search", "hybrid"): lambda: {"dense": _dense_hash()},
     ("sort", "heapsort"): {"k": 5},
     ("sort", "bubble"): {"k": 5},
     ("sort", "setwise"): {"k": 5},
@@ -206,7 +213,7 @@ METHODS = registered()
 #: the LM judges hold a loaded transformers model, which transformers does not pickle (its
 #: output-capturing hooks are local functions): they run in the process that loaded it
 HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")}
-FLOAT32_METHODS = {("search", "dense"): 1e-6}
+FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 
 
 #: batch forms that call the single-item verb in a loop (nothing computed differently to compare)
@@ -221,12 +228,18 @@ def _batch_is_a_loop(scorer) -> bool:
 
 
 def _same_params(a: dict, b: dict) -> bool:
-    """Parameters equal by value (arrays element-wise, callables by identity)."""
+    """Parameters equal by value (arrays element-wise, nested scorers by their parameters,
+    callables by identity)."""
+    from salience.core.base import Scorer
+
     if a.keys() != b.keys():
         return False
     for name in a:
         x, y = a[name], b[name]
-        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        if isinstance(x, Scorer) and isinstance(y, Scorer):
+            if type(x) is not type(y) or not _same_params(x.get_params(), y.get_params()):
+                return False
+        elif isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             if not np.array_equal(x, y):
                 return False
         elif x is not y and x != y:

@@ -16,18 +16,23 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer, register
 from salience.core.checks import check_k
+from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["Hybrid", "HYBRID_METHODS"]
-
-HYBRID_METHODS = ("rrf", "wsum")
+__all__ = ["Hybrid"]
 
 
-class Hybrid:
+def _is_index(value) -> bool:
+    return value is None or (hasattr(value, "search_batch") and hasattr(value, "fit"))
+
+
+class Hybrid(Scorer):
     """``Hybrid(bm25, dense, method="wsum", normalize="minmax", weight=0.5)``: search both,
-    fuse (see the module docstring).
+    fuse (see the module docstring). ``lexical`` and ``dense`` default to a new ``BM25()`` and
+    ``Dense()``; ``fit(documents)`` indexes the documents in both.
 
     >>> import numpy as np
     >>> from salience.search import BM25, Dense
@@ -37,26 +42,49 @@ class Hybrid:
     ['0', '1']
     """
 
-    def __init__(self, lexical, dense, *, method: str = "wsum", normalize: str | None = "minmax", weight: float = 0.5,
-                 depth: int = 100, rrf_k: float = 60):
-        if method not in HYBRID_METHODS:
-            raise InvalidParameterError(f"method must be one of {', '.join(HYBRID_METHODS)}; got {method!r}.")
-        if method == "wsum" and normalize not in ("minmax", "zscore"):
-            raise InvalidParameterError(f"the weighted sum needs normalize='minmax' or 'zscore'; got {normalize!r}.")
-        if not isinstance(weight, (int, float)) or not 0.0 <= weight <= 1.0:
-            raise InvalidParameterError(f"weight (of the dense scores) must be in [0, 1]; got {weight!r}.")
-        depth = check_k(depth, "depth")
-        self.lexical, self.dense = lexical, dense
-        self.method, self.normalize, self.weight, self.depth, self.rrf_k = method, normalize, float(weight), depth, rrf_k
+    _parameter_constraints = {"lexical": [Check(_is_index, "an index (BM25) or None")],
+                              "dense": [Check(_is_index, "an index (Dense) or None")],
+                              "method": [Options(("rrf", "wsum"))], "normalize": [None, Options(("minmax", "zscore"))],
+                              "weight": [Interval("real", 0, 1)], "depth": [Interval("int", 1)],
+                              "rrf_k": [Interval("real", 0)]}
+
+    def __init__(self, lexical=None, dense=None, *, method: str = "wsum", normalize: str | None = "minmax",
+                 weight: float = 0.5, depth: int = 100, rrf_k: float = 60):
+        from salience.search.bm25 import BM25
+        from salience.search.dense import Dense
+
+        self.lexical = BM25() if lexical is None else lexical
+        self.dense = Dense() if dense is None else dense
+        self.method, self.normalize, self.weight, self.depth, self.rrf_k = method, normalize, weight, depth, rrf_k
+        self._validate_params()
+        if method == "wsum" and normalize is None:
+            raise InvalidParameterError("the weighted sum needs normalize='minmax' or 'zscore'; got None.")
+        self.weight = float(weight)
         self.tuning_: dict | None = None
+
+    def clone(self) -> "Hybrid":
+        """A new, unfitted hybrid: unfitted copies of both indexes, the same parameters."""
+        return type(self)(**{**self.get_params(), "lexical": self.lexical.clone(), "dense": self.dense.clone()})
+
+    def fit(self, documents, **options) -> "Hybrid":
+        """Index ``documents`` in both indexes (``options`` as for :meth:`BM25.fit`)."""
+        if hasattr(documents, "__next__"):  # an iterator is read once, for both indexes
+            documents = list(documents)
+        self.lexical.fit(documents, **options)
+        self.dense.fit(documents, **options)
+        return self
+
+    #: the indexing verb of search engines; the same as :meth:`fit`
+    index = fit
 
     def __repr__(self) -> str:
         return f"Hybrid(method={self.method!r}, normalize={self.normalize!r}, weight={self.weight}, depth={self.depth})"
 
-    def _runs(self, queries: Sequence[str], k: int, where: Mapping | None) -> tuple[list[Scores], list[Scores]]:
+    def _runs(self, queries: Sequence[str], k: int, where: Mapping | None,
+              n_jobs: int = 1) -> tuple[list[Scores], list[Scores]]:
         depth = max(k, self.depth)
-        return (self.lexical.search_batch(list(queries), k=depth, where=where),
-                self.dense.search_batch(list(queries), k=depth, where=where))
+        return (self.lexical.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs),
+                self.dense.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
 
     def _fuse(self, lexical: Scores, dense: Scores, k: int, weight: float) -> Scores:
         from salience.core.fusion import fuse
@@ -72,11 +100,13 @@ class Hybrid:
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
         return self.search_batch([query], k=k, where=where)[0]
 
-    def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> list[Scores]:
+    def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
+                     n_jobs: int = 1) -> list[Scores]:
+        """:meth:`search` for many queries; ``n_jobs`` goes to both indexes' batch search."""
         if isinstance(queries, str):
             raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
         k = check_k(k, "k")
-        lexical, dense = self._runs(queries, k, where)
+        lexical, dense = self._runs(queries, k, where, n_jobs)
         return [self._fuse(a, b, k, self.weight) for a, b in zip(lexical, dense)]
 
     def tune(self, queries: Mapping[str, str], qrels, *, metric: str = "ndcg@10",
@@ -101,3 +131,7 @@ class Hybrid:
         self.weight = max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))  # ties: nearer an even mix
         self.tuning_ = {"metric": metric, "scores": scores, "weight": self.weight}
         return self
+
+
+register("search", "hybrid", Hybrid, "BM25 and dense retrieval fused: reciprocal rank fusion or a weighted sum of "
+                                     "normalised scores (the weight tunable on judged queries)")
