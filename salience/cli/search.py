@@ -81,7 +81,7 @@ def _hybrid(bm25, dense, args):
 def load_index(path: str):
     """A saved BM25 or dense index, told apart by its manifest."""
     from salience.search import BM25, Dense
-    from salience.search.dense import is_dense_folder
+    from salience.search.dense_store import is_dense_folder
 
     return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
 
@@ -102,7 +102,7 @@ def _make_engine(args):
 
 
 def _cmd_index(args) -> int:
-    from salience.search.dense import is_dense_folder
+    from salience.search.dense_store import is_dense_folder
     from salience.search.store import is_own_output
 
     check_output_path(args.out, [args.source], what="index",

@@ -14,7 +14,7 @@ class ServedIndex:
 
     def __init__(self, path: str | os.PathLike):
         from salience.io.files import sweep_stale_temporaries
-        from salience.search.dense import is_dense_folder
+        from salience.search.dense_store import is_dense_folder
 
         self.path = Path(path).resolve()
         self.name = self.path.name
