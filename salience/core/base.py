@@ -281,16 +281,21 @@ def method_rows(family: str | None = None) -> list[dict]:
              "params": m.params()} for m in registered(family)]
 
 
-def method_factory(family: str, name: str) -> Any:
-    """The class (or factory) registered as ``name`` in ``family``; an unknown name gets a
-    did-you-mean. For what a method's class says of itself before it is built."""
+def _method(family: str, name: str) -> Method:
+    """The registered method ``name`` of ``family``; unknown names get a did-you-mean."""
     _load(family)
     methods = _REGISTRY.get(family)
     if methods is None:
         raise unknown_choice("method family", family, _REGISTRY)
     if name not in methods:
         raise unknown_choice(f"{family} method", name, methods)
-    return methods[name].factory
+    return methods[name]
+
+
+def method_factory(family: str, name: str) -> Any:
+    """The class (or factory) registered as ``name`` in ``family``: what a method's class says
+    of itself, before it is built."""
+    return _method(family, name).factory
 
 
 def method_names(family: str) -> tuple[str, ...]:
@@ -300,13 +305,7 @@ def method_names(family: str) -> tuple[str, ...]:
 
 def create(family: str, name: str, **params: Any) -> Any:
     """Build the scorer of method ``name`` in ``family``; unknown names get a did-you-mean."""
-    _load(family)
-    methods = _REGISTRY.get(family)
-    if methods is None:
-        raise unknown_choice("method family", family, _REGISTRY)
-    if name not in methods:
-        raise unknown_choice(f"{family} method", name, methods)
-    return methods[name].create(**params)
+    return _method(family, name).create(**params)
 
 
 def method_of(family: str, method: Any, base: type, **params: Any) -> Any:

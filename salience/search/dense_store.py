@@ -27,7 +27,7 @@ def is_dense_folder(path: Path) -> bool:
 
 
 def _write_segment(index, folder: Path, start: int, stop: int) -> dict:
-    from salience.search.store import file_table
+    from salience.search.store import file_table, write_document_rows
 
     folder.mkdir(parents=True, exist_ok=True)
     vectors = np.concatenate([np.asarray(b) for b in index._blocks])[start:stop] if len(index._blocks) > 1 else \
@@ -37,14 +37,7 @@ def _write_segment(index, folder: Path, start: int, stop: int) -> dict:
         import faiss  # a whole-index segment (a save or merge): its graph is kept with it
 
         faiss.write_index(index._hnsw(), str(folder / "hnsw.faiss"))
-    (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
-    with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
-        for row in index._metadata[start:stop]:
-            fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-    if index._stored is not None:
-        with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
-            for row in index._stored[start:stop]:
-                fh.write(json.dumps(row, ensure_ascii=False) + "\n")
+    write_document_rows(index, folder, start, stop)
     return file_table(folder)
 
 
@@ -81,14 +74,9 @@ def commit_dense(index) -> None:
 
 
 def load_dense(cls, path: Path, encoder, verify: bool):
-    from salience.search.store import _load_array, _manifest_digest, _read_json, _read_jsonl, verify_files
+    from salience.search.store import _load_array, _manifest_digest, _read_json, _read_jsonl, read_manifest, verify_files
 
-    manifest_path = path / MANIFEST
-    if not path.is_dir():
-        raise CorruptIndexError(f"{path}: no such index folder.")
-    if not manifest_path.is_file():
-        raise CorruptIndexError(f"{manifest_path}: missing; {path} is not a salience index or its save did not finish.")
-    manifest = _read_json(manifest_path)
+    manifest_path, manifest = read_manifest(path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         other = manifest.get("format") if isinstance(manifest, dict) else None
         raise CorruptIndexError(f"{manifest_path}: not a dense index (format {other!r}); "

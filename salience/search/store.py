@@ -95,6 +95,13 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
     np.save(folder / "doc_lengths.npy", index._doc_len[start:stop].astype(np.float32))
     terms = index._encoder.terms
     (folder / "terms.json").write_text(json.dumps([terms[t] for t in used], ensure_ascii=False), encoding="utf-8")
+    write_document_rows(index, folder, start, stop)
+    return file_table(folder)
+
+
+def write_document_rows(index, folder: Path, start: int, stop: int) -> None:
+    """A segment's rows of the document store (every index kind's): ids, metadata and the
+    stored fields of documents ``start`` to ``stop``."""
     (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
     with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
         for row in index._metadata[start:stop]:
@@ -103,7 +110,6 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
         with open(folder / "documents.jsonl", "w", encoding="utf-8") as fh:
             for row in index._stored[start:stop]:
                 fh.write(json.dumps(row, ensure_ascii=False) + "\n")
-    return file_table(folder)
 
 
 def file_table(folder: Path) -> dict:
@@ -293,13 +299,19 @@ def _load_array(path: Path) -> np.ndarray:
         raise CorruptIndexError(f"{path}: not a valid .npy array ({err}); the index is damaged.") from None
 
 
-def load_index(cls, path: Path, verify: bool = True) -> "BM25":
+def read_manifest(path: Path):
+    """(manifest path, its parsed JSON) of the index folder ``path`` (any index kind's), or an
+    error naming what is missing."""
     manifest_path = path / MANIFEST
     if not path.is_dir():
         raise CorruptIndexError(f"{path}: no such index folder.")
     if not manifest_path.is_file():
         raise CorruptIndexError(f"{manifest_path}: missing; {path} is not a salience index or its save did not finish.")
-    manifest = _read_json(manifest_path)
+    return manifest_path, _read_json(manifest_path)
+
+
+def load_index(cls, path: Path, verify: bool = True) -> "BM25":
+    manifest_path, manifest = read_manifest(path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CorruptIndexError(f"{manifest_path}: not a salience BM25 manifest.")
     version = manifest.get("format_version")
