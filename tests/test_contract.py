@@ -42,7 +42,7 @@ def _run(method, scorer):
         return one, scorer.search_batch(queries, k=3, n_jobs=2), None
     if family == "keywords":
         if method.name == "embed":
-            pytest.importorskip("sentence_transformers")
+            pytest.importorskip("transformers")
         scorer.fit(TEXTS)
         return [scorer.score(t) for t in TEXTS], scorer.set_params(batch_size=1).fit(TEXTS).score_batch(TEXTS), None
     if family == "summarize":

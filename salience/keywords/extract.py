@@ -16,7 +16,7 @@ ties by first occurrence). Methods:
   over topics (the first candidate of each ranked topic) or over a multipartite candidate
   graph with a boost for each topic's first candidate (Bougouin et al., 2013; Boudin, 2018);
 * ``embed``: cosine similarity of candidate and document embeddings, top-k by maximal marginal
-  relevance (KeyBERT-like), with any :mod:`salience.text.embed` encoder (``salience[embed]``).
+  relevance (KeyBERT-like), with any :mod:`salience.models.encoders` encoder (``salience[embed]``).
 
 Any method's scores can be revised by SemRe-Rank (``rerank="semrerank"``; Zhang et al., 2018).
 

@@ -21,7 +21,7 @@ from salience.core.scores import Scores
 from salience.core.checks import check_k
 from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
-from salience.text.embed import encode_normalized, get_encoder
+from salience.models.encoders import encode_normalized, get_encoder
 
 __all__ = ["embed_scores", "embed_select", "semrerank", "semrerank_batch"]
 

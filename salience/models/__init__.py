@@ -1,5 +1,6 @@
-"""The neural runtime every domain shares: the causal-LM loader and its cache of dequantized
-GGUF models, and the KV-cache and logits helpers (the optional-import guards they use are
+"""The neural runtime every domain shares: the one transformer encoder (torch, ONNX or int8;
+:mod:`salience.models.encoders`), the causal-LM loader and its cache of dequantized GGUF
+models, and the KV-cache and logits helpers (the optional-import guards they use are
 :mod:`salience.extras`).
 
 Nothing here imports a domain; the domains (search, explain, compress, ...) import it. Every
@@ -12,10 +13,11 @@ from __future__ import annotations
 import importlib
 
 __all__ = ["load_causal_lm", "cache_entries", "clear_cache", "cache_root", "cache_argument", "returned_cache",
-           "require", "require_torch", "install_hint"]
+           "TransformerEncoder", "get_encoder", "load_transformer", "require", "require_torch", "install_hint"]
 
 _HOMES = {"load_causal_lm": "lm", "cache_entries": "lm", "clear_cache": "lm", "cache_root": "lm",
-          "cache_argument": "kv", "returned_cache": "kv"}
+          "cache_argument": "kv", "returned_cache": "kv", "TransformerEncoder": "encoders", "get_encoder": "encoders",
+          "load_transformer": "encoders"}
 
 
 def __getattr__(name: str):

@@ -144,7 +144,7 @@ class Dense(Index):
     def _encoder(self):
         if self._encode is None:
             if isinstance(self.encoder, str):
-                from salience.text.fast_embed import TransformerEncoder
+                from salience.models.encoders import TransformerEncoder
 
                 self._encode = TransformerEncoder(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens,
                                                   backend=self.backend)
@@ -406,7 +406,7 @@ class Dense(Index):
 
 
 def _run_encoder(encoder, texts: list[str], progress=None):
-    from salience.text.fast_embed import TransformerEncoder
+    from salience.models.encoders import TransformerEncoder
 
     if isinstance(encoder, TransformerEncoder):
         return encoder.encode(texts, progress=progress)
@@ -426,7 +426,7 @@ def _encode_shard(args) -> tuple[np.ndarray, int]:
     if isinstance(encoder, str):
         key = (encoder, quantize, batch_tokens, backend)
         if key not in _WORKER_ENCODERS:
-            from salience.text.fast_embed import TransformerEncoder
+            from salience.models.encoders import TransformerEncoder
 
             _WORKER_ENCODERS[key] = TransformerEncoder(encoder, quantize=quantize, batch_tokens=batch_tokens,
                                                        backend=backend, threads=1)

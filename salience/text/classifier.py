@@ -70,7 +70,7 @@ class TextClassifier:
             X.data = np.log1p(X.data)
             norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=1)).ravel())
             return sparse.diags(1.0 / np.maximum(norms, 1e-12)) @ X
-        from salience.text.embed import get_encoder
+        from salience.models.encoders import get_encoder
 
         encode = get_encoder(self.encoder)
         windows, owner = [], []

