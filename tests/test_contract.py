@@ -96,6 +96,12 @@ def _run(method, scorer):
                 "taylor": {"gradient": np.array([[0.5, 1.0, -1.0], [2.0, 0.0, 1.0]])},
                 "sparsegpt": {"hessian_inverse_diagonal": np.array([0.5, 1.0, 2.0])}}.get(method.name, {})
         return [scorer.score(weights, **data)], scorer.score_batch([weights], **data), None
+    if family == "pack":
+        scores = Scores([0.9, 0.8, 0.3, 0.1], ids=["a", "b", "c", "d"])
+        lengths = [10, 20, 10, 5]
+        similarity = np.array([[1, .9, 0, 0], [.9, 1, 0, 0], [0, 0, 1, .2], [0, 0, .2, 1]])
+        extra = {"similarity": similarity} if method.name == "mmr" else {}
+        return [scorer.score(scores, lengths, **extra)], scorer.score_batch([(scores, lengths)], **extra), None
     if family == "judge":
         queries = ["cats sleep", "dogs bark"] if method.name != "encoder" else ["sensor network", "protein"]
         passages = ["cats sleep", "dogs bark . fish swim", "fish"] if method.name != "encoder" else TEXTS
@@ -181,6 +187,7 @@ def _tiny_lm():
 
 
 _OPTIONS = {
+    **{("pack", name): {"tokens": 25} for name in ("knapsack", "mmr", "topk")},
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
@@ -219,7 +226,8 @@ FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 #: batch forms that call the single-item verb in a loop (nothing computed differently to compare)
 LOOP_BATCHES = {"SentenceScorer.score_batch", "Fuser.score_batch", "Aggregator.score_batch", "FunctionMethod.score_batch",
                 "RerankAlgorithm.score_batch", "WeightCriterion.score_batch", "StructureImportance.score_batch",
-                "LayerImportance.score_batch", "KVPolicy.score_batch", "Judge.score_batch"}
+                "LayerImportance.score_batch", "KVPolicy.score_batch", "Judge.score_batch",
+                "Packer.score_batch"}
 
 
 def _batch_is_a_loop(scorer) -> bool:
@@ -297,7 +305,8 @@ def test_contract(method):
 NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sentences must be", "data": "texts must be",
          "fusion": "rankings must be", "aggregate": "ranking 0 lists item 'a' twice", "sort": "item 'a' appears twice",
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
-         "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be"}
+         "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
+         "pack": "lengths has 1 entries for 2 passages"}
 SELECT_BAD = {"top_k": ({"k": 0}, "k must be"), "threshold": ({"threshold": float("nan")}, "threshold must be"),
               "fraction": ({"fraction": 0.0}, "fraction must be"), "sample": ({"k": 0}, "k must be"),
               "cutoff": ({"objective": "recall"}, "objective")}
@@ -340,6 +349,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix
         elif family == "judge":
             scorer.score("  ", ["a passage"])
+        elif family == "pack":
+            scorer.score(Scores([0.5, 0.4], ids=["a", "b"]), [5])
         elif family == "rerank":
             scorer.score("q", Scores([1.0, 2.0], ids=["a", "b"]), _LengthJudge(), {"a": "a"})  # no text for 'b'
     assert re.search(named, str(caught.value)), f"{caught.value} does not name the bad input ({named})"

@@ -346,6 +346,8 @@ def _cmd_rerank(args) -> int:
 
 
 def add_commands(domains) -> None:
+    from salience.core.base import method_factory
+
     search = domains.add_parser("search", help="lexical search with BM25")
     commands = search.add_subparsers(dest="command", required=True)
 
@@ -406,7 +408,9 @@ def add_commands(domains) -> None:
     p.add_argument("index", help="index folder (salience search index)")
     p.add_argument("query", help="the query text")
     p.add_argument("--tokens", type=positive_int, required=True, help="the prompt's token budget for passages")
-    p.add_argument("--method", choices=("knapsack", "topk"), default="knapsack",
+    # the command has no passage similarities: the methods that need them are not offered
+    p.add_argument("--method", default="knapsack",
+                   choices=tuple(m for m in choices_of("pack") if not method_factory("pack", m).needs_similarity),
                    help="knapsack: the most expected relevance that fits (default); topk: rank order until full")
     p.add_argument("--depth", type=positive_int, default=30, help="passages retrieved to choose from (default 30)")
     p.add_argument("--calibrate", default=None, metavar="BEIR_FOLDER",

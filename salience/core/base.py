@@ -43,6 +43,7 @@ FAMILIES = {
     "sort": "salience.core.sort",
     "select": "salience.core.select",
     "judge": "salience.search",
+    "pack": "salience.search",
     "rerank": "salience.search",
     "explain": "salience.explain",
     "weights": "salience.compress",

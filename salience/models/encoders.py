@@ -104,12 +104,12 @@ class TransformerEncoder:
     def _load(self):
         with self._lock:
             if self._loaded is None:
+                folder = resolve_model_folder(self.model_name)  # a wrong name is named before any import
                 try:
                     import torch
                     import transformers
                 except ImportError:
                     raise MissingDependencyError(f"Encoding texts needs torch and transformers: {_INSTALL}") from None
-                folder = resolve_model_folder(self.model_name)
                 config = _read_json(folder / "sentence_bert_config.json", {"max_seq_length": None})
                 pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
                 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)

@@ -1,7 +1,8 @@
 """Search: BM25 variants over sparse matrices, and dense retrieval over sentence embeddings; both with
 filters, segments and checksummed saves."""
 
-from salience.search.bm25 import BM25, Explanation, TermContribution
+from salience.search.bm25 import BM25
+from salience.search.explanation import Explanation, TermContribution
 from salience.search.dense import Dense
 from salience.search.hybrid import Hybrid
 from salience.search.lm_judges import EncoderJudge, Judge, LMJudge

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import numbers
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -25,11 +24,13 @@ from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
 from salience.search import scoring
+from salience.search.explanation import Explanation, explain_score
 from salience.search.index import Index
+from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
 from salience.search.sources import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
-__all__ = ["BM25", "Explanation", "TermContribution"]
+__all__ = ["BM25"]
 
 
 def _encode_shard(args) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
@@ -39,54 +40,6 @@ def _encode_shard(args) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]
     return encoder.terms, [encoder.encode_batch(texts, grow=True) for texts in texts_by_field]
 
 _BACKENDS = ("auto", "numpy", "numba")
-
-
-def _numba_kernel():
-    """The compiled top-k kernel, or None when numba is not installed."""
-    try:
-        from salience.search._numba_kernels import top_k_queries
-    except ImportError:
-        return None
-    return top_k_queries
-
-
-# A batch of queries is scored into a dense (batch x documents) float32 block of at most this many cells.
-_MAX_BLOCK_CELLS = 1 << 22
-
-
-@dataclass(frozen=True)
-class TermContribution:
-    term: str
-    query_weight: float
-    tf: float
-    idf: float
-    contribution: float
-
-
-@dataclass(frozen=True)
-class Explanation:
-    """Per-term contributions to one document's score; ``contributions`` sum to ``score``."""
-
-    doc_id: str
-    score: float
-    terms: tuple[TermContribution, ...]
-    doc_length: float
-    avg_doc_length: float
-
-    def to_dict(self) -> dict:
-        return {
-            "doc_id": self.doc_id,
-            "score": self.score,
-            "doc_length": self.doc_length,
-            "avg_doc_length": self.avg_doc_length,
-            "terms": [t.__dict__ for t in self.terms],
-        }
-
-    def __str__(self) -> str:
-        lines = [f"doc {self.doc_id}: score {self.score:.4f} (length {self.doc_length:g}, average {self.avg_doc_length:.1f})"]
-        for t in self.terms:
-            lines.append(f"  {t.term:<20} qtf={t.query_weight:g} tf={t.tf:g} idf={t.idf:.3f} -> {t.contribution:.4f}")
-        return "\n".join(lines)
 
 
 class BM25(Index):
@@ -307,66 +260,10 @@ class BM25(Index):
             out.append(self._encoder.encode(q, grow=False))
         return out
 
-    def _score_block(self, encoded: Sequence[Sequence[int]]) -> np.ndarray:
-        """Dense (queries x documents) float64 occurrence scores.
-
-        All postings of all (query, term) pairs are gathered with one ragged arange and summed
-        with a single ``bincount`` into the flattened block: no Python loop over postings.
-        """
-        scores = self._scores
-        n_docs = scores.shape[1]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(lengths.sum()))
-        query_of_term = np.repeat(np.arange(len(encoded), dtype=np.int64), lengths)
-        starts = scores.indptr[terms].astype(np.int64)
-        counts = scores.indptr[terms + 1] - starts
-        total = int(counts.sum())
-        if total == 0:
-            return np.zeros((len(encoded), n_docs))
-        # positions of every gathered posting: a ragged arange over [start, start + count)
-        offsets = np.cumsum(counts) - counts
-        positions = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
-        flat = np.repeat(query_of_term * n_docs, counts) + scores.indices[positions]
-        dense = np.bincount(flat, weights=scores.data[positions], minlength=len(encoded) * n_docs)
-        return dense.reshape(len(encoded), n_docs)
-
-    def _top_k_block(self, dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Best ``k`` positive entries per row: score descending, ties by document position.
-
-        Returns ``(positions, scores, counts)``: rows of width ``min(k, documents)`` of which
-        the first ``counts[r]`` entries are valid.
-        """
-        if mask is not None:
-            dense *= mask
-        n_rows, n = dense.shape
-        width = min(k, n)
-        # Candidates: the k-th best score within a strided sample of columns is a lower bound
-        # on the row's true k-th best score, so every top-k document scores at least that much;
-        # about k * stride documents pass. Without a sample, every matching document competes.
-        stride = n // (32 * width)
-        candidate = dense > 0
-        if stride >= 2:
-            sample = dense[:, ::stride]
-            bound = np.partition(sample, sample.shape[1] - width, axis=1)[:, sample.shape[1] - width]
-            candidate &= dense >= bound[:, None]
-        rows, cols = np.nonzero(candidate)
-        vals = dense[rows, cols]
-        # sort candidates by row, score descending, position; keep the first `width` of each row
-        order = np.lexsort((cols, -vals, rows))
-        rows, cols, vals = rows[order], cols[order], vals[order]
-        per_row = np.bincount(rows, minlength=n_rows)
-        rank = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
-        keep = rank < width
-        positions = np.zeros((n_rows, width), dtype=np.int64)
-        values = np.zeros((n_rows, width), dtype=np.float64)
-        positions[rows[keep], rank[keep]] = cols[keep]
-        values[rows[keep], rank[keep]] = vals[keep]
-        return positions, values, np.minimum(per_row, width)
-
     def _kernel(self):
         if self.backend == "numpy":
             return None
-        kernel = _numba_kernel()
+        kernel = numba_kernel()
         if kernel is None and self.backend == "numba":
             from salience.exceptions import MissingDependencyError
 
@@ -377,13 +274,13 @@ class BM25(Index):
         n_total = max(self._scores.shape[1], 1)
         kernel = self._kernel()
         if kernel is not None:
-            batches = [(encoded, *self._top_k_numba(kernel, encoded, k, mask))]
+            batches = [(encoded, *top_k_numba(kernel, self._scores, encoded, k, mask))]
         else:
-            block = max(1, min(1024, _MAX_BLOCK_CELLS // n_total))
+            block = max(1, min(1024, MAX_BLOCK_CELLS // n_total))
             batches = []
             for start in range(0, len(encoded), block):
                 chunk = encoded[start : start + block]
-                batches.append((chunk, *self._top_k_block(self._score_block(chunk), k, mask)))
+                batches.append((chunk, *top_k_block(score_block(self._scores, chunk), k, mask)))
         results: list[Scores] = []
         for chunk, positions, values, counts in batches:
             if self._nonocc.any():
@@ -393,22 +290,6 @@ class BM25(Index):
             for r, m in enumerate(counts.tolist()):
                 results.append(Scores.unchecked(values[r, :m], id_rows[r][:m]))
         return results
-
-    def _top_k_numba(self, kernel, encoded: list[list[int]], k: int, mask: np.ndarray | None):
-        scores = self._scores
-        n_total = scores.shape[1]
-        lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-        query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
-        np.cumsum(lengths, out=query_indptr[1:])
-        query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
-        width = min(k, n_total)
-        positions = np.zeros((len(encoded), width), dtype=np.int64)
-        values = np.zeros((len(encoded), width), dtype=np.float64)
-        counts = np.zeros(len(encoded), dtype=np.int64)
-        if mask is None:
-            mask = np.ones(n_total, dtype=bool)
-        kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
-        return positions, values, counts
 
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
         """The ``k`` best documents for ``query`` as :class:`~salience.Scores` in rank order.
@@ -474,7 +355,7 @@ class BM25(Index):
     def _dense_scores(self, query: str) -> np.ndarray:
         """Score of every indexed position for ``query`` (deleted documents get 0), float64."""
         encoded = self._encode_queries([query])
-        dense = self._score_block(encoded)[0].astype(np.float64)
+        dense = score_block(self._scores, encoded)[0].astype(np.float64)
         if encoded[0]:
             dense += self._nonocc[encoded[0]].sum()
         dense[~self._live] = 0.0
@@ -556,35 +437,7 @@ class BM25(Index):
 
     def explain(self, query: str, doc_id: str) -> Explanation:
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
-        self._require_index()
-        pos = self._pos.get(str(doc_id))
-        if pos is None:
-            raise IdMismatchError(f"unknown document id {doc_id!r}.")
-        counts: dict[int, int] = {}
-        for t in self._encode_queries([query])[0]:
-            counts[t] = counts.get(t, 0) + 1
-        terms = []
-        for t, qtf in counts.items():
-            start, end = self._scores.indptr[t], self._scores.indptr[t + 1]
-            row_docs = self._scores.indices[start:end]
-            j = np.searchsorted(row_docs, pos)
-            occurs = j < len(row_docs) and row_docs[j] == pos
-            value = float(self._scores.data[start + j]) if occurs else 0.0
-            tf_value = 0.0
-            if occurs:
-                tf_start, tf_end = self._tf.indptr[t], self._tf.indptr[t + 1]
-                tj = np.searchsorted(self._tf.indices[tf_start:tf_end], pos)
-                tf_value = float(self._tf.data[tf_start + tj])
-            contribution = qtf * (value + float(self._nonocc[t]))
-            terms.append(TermContribution(self._encoder.terms[t], float(qtf), tf_value, float(self._idf[t]), contribution))
-        terms.sort(key=lambda c: -c.contribution)
-        return Explanation(
-            doc_id=str(doc_id),
-            score=float(sum(c.contribution for c in terms)),
-            terms=tuple(terms),
-            doc_length=float(self._doc_len[pos]),
-            avg_doc_length=self._avg_len,
-        )
+        return explain_score(self, query, doc_id)
 
     def _copy_data(self, clone: "BM25") -> None:
         if self._tf is not None:

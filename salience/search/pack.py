@@ -2,7 +2,8 @@
 
 Retrieval ranks passages; a prompt holds a fixed number of tokens. Filling it in rank order
 (top-k truncation) stops at the first passage that does not fit and spends the budget on
-long passages. Packing chooses a *set* instead, with the core's selectors:
+long passages. Packing chooses a *set* instead, with the core's selectors (the ``pack`` family,
+:class:`Packer`):
 
 * ``method="knapsack"``: the subset with the largest expected number of relevant passages
   whose tokens fit (:func:`~salience.core.select.select_budget`, exact dynamic programming),
@@ -26,12 +27,13 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer, register_method
+from salience.core.params import Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["pack", "Packing", "ScoreCalibrator", "approximate_tokens", "PACK_METHODS"]
-
-PACK_METHODS = ("knapsack", "mmr", "topk")
+__all__ = ["pack", "Packing", "Packer", "KnapsackPacking", "MMRPacking", "TopKPacking", "ScoreCalibrator",
+           "approximate_tokens"]
 _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 
@@ -102,68 +104,137 @@ class ScoreCalibrator:
         return Scores(1.0 / (1.0 + np.exp(-z)), ids=ranked.ids)
 
 
-def pack(scores: Scores, lengths: Mapping | Sequence[int], *, tokens: int, method: str = "knapsack",
-         similarity=None, diversity: float = 0.3, cutoff: str | None = None) -> Packing:
-    """Choose passages for a prompt of ``tokens`` tokens (see the module docstring).
+class Packer(Scorer):
+    """Base of the packing methods (the ``pack`` family): which passages a prompt of ``tokens``
+    tokens holds. ``pack(scores, lengths, similarity=None)`` gives a :class:`Packing`;
+    ``score(...)`` the chosen passages' :class:`~salience.Scores` in rank order. ``cutoff``:
+    ``"f1"`` or ``"dcg"`` keeps only the top passages that maximise the expected F1 (or DCG)
+    of the kept list first (scores must then be relevance probabilities).
 
-    ``scores``: the retrieved passages' scores, or relevance probabilities in [0, 1] (needed
-    by ``cutoff`` and what the knapsack should maximise: see :class:`ScoreCalibrator`);
-    ``lengths``: each passage's tokens, by id (a mapping) or in the scores' order;
-    ``similarity``: passages x passages, for ``mmr``.
-    """
-    if method not in PACK_METHODS:
-        raise InvalidParameterError(f"method must be one of {', '.join(PACK_METHODS)}; got {method!r}.")
-    if not isinstance(tokens, (int, np.integer)) or isinstance(tokens, bool) or tokens < 1:
-        raise InvalidParameterError(f"tokens (the prompt's budget) must be a positive integer; got {tokens!r}.")
-    if isinstance(lengths, Mapping):
-        missing = [i for i in scores.ids if i not in lengths]
-        if missing:
-            raise ShapeError(f"lengths has no entry for passage {missing[0]!r}.")
-        cost = np.array([lengths[i] for i in scores.ids], dtype=np.float64)
-    else:
-        cost = np.asarray(lengths, dtype=np.float64)
-        if cost.shape != (len(scores),):
-            raise ShapeError(f"lengths has {cost.size} entries for {len(scores)} passages.")
-    if not np.isfinite(cost).all() or (cost < 0).any():
-        raise InvalidParameterError("passage lengths must be finite, non-negative token counts.")
-    if len(scores) and cost.min() > tokens:
-        raise InvalidParameterError(f"a budget of {tokens} tokens holds no passage: the shortest has {int(cost.min())}; "
-                                    "raise tokens or split the passages.")
-    from salience.core.select import select_budget, select_cutoff, select_mmr
+    A method orders or chooses the candidates in :meth:`choose`."""
 
-    kept_by_cutoff = None
-    candidates = scores
-    if cutoff is not None:
-        candidates = select_cutoff(scores, objective=cutoff)
-        kept_by_cutoff = len(candidates)
-    position = {item: i for i, item in enumerate(scores.ids)}
-    index = np.array([position[i] for i in candidates.ids], dtype=np.int64)
-    if method == "knapsack":
-        chosen = select_budget(candidates, cost[index], budget=tokens).ids
-    else:
-        order = candidates.sorted().ids
-        if method == "mmr":
-            if similarity is None:
-                raise InvalidParameterError("method='mmr' needs similarity= (passages x passages).")
-            S = np.asarray(similarity, dtype=np.float64)
-            if S.shape != (len(scores), len(scores)):
-                raise ShapeError(f"similarity must be {len(scores)} x {len(scores)}; got {S.shape}.")
-            sub = S[np.ix_(index, index)]
-            order = select_mmr(candidates, sub, k=max(len(candidates), 1), diversity=diversity,
-                               normalize="minmax").ids if len(candidates) else []
+    _parameter_constraints = {"tokens": [Interval("int", 1)], "cutoff": [None, Options(("f1", "dcg"))]}
+    #: whether ``pack`` needs the passages' ``similarity``
+    needs_similarity = False
+
+    def __init__(self, *, tokens: int, cutoff: str | None = None):
+        self.tokens, self.cutoff = tokens, cutoff
+        self._validate_params()
+
+    @property
+    def name(self) -> str:
+        from salience.core.base import registered
+
+        return next((m.name for m in registered("pack") if m.factory is type(self)), type(self).__name__)
+
+    def choose(self, candidates: Scores, cost: np.ndarray, position: dict, index: np.ndarray, similarity) -> list:
+        raise NotImplementedError
+
+    def _fill(self, order: list, cost: np.ndarray, position: dict, stop_at_first_misfit: bool) -> list:
+        """The passages of ``order`` that fit, in that order."""
         chosen, used = [], 0.0
         for item in order:
             c = cost[position[item]]
-            if used + c > tokens:
-                if method == "topk":
+            if used + c > self.tokens:
+                if stop_at_first_misfit:
                     break  # truncation: the list ends at the first passage that does not fit
                 continue
             chosen.append(item)
             used += c
-    chosen_set = set(chosen)
-    ranked = [i for i in scores.sorted().ids if i in chosen_set]
-    used = int(sum(cost[position[i]] for i in ranked))
-    values = scores.values
-    expected = float(sum(values[position[i]] for i in ranked)) if len(values) and values.min() >= 0 and \
-        values.max() <= 1 else None
-    return Packing(ranked, used, int(tokens), method, expected, kept_by_cutoff)
+        return chosen
+
+    def pack(self, scores: Scores, lengths: Mapping | Sequence[int], *, similarity=None) -> Packing:
+        """Choose passages (see the module docstring). ``scores``: the retrieved passages'
+        scores, or relevance probabilities in [0, 1] (needed by ``cutoff`` and what the
+        knapsack should maximise: see :class:`ScoreCalibrator`); ``lengths``: each passage's
+        tokens, by id (a mapping) or in the scores' order; ``similarity``: passages x passages,
+        for ``mmr``."""
+        tokens = self.tokens
+        if isinstance(lengths, Mapping):
+            missing = [i for i in scores.ids if i not in lengths]
+            if missing:
+                raise ShapeError(f"lengths has no entry for passage {missing[0]!r}.")
+            cost = np.array([lengths[i] for i in scores.ids], dtype=np.float64)
+        else:
+            cost = np.asarray(lengths, dtype=np.float64)
+            if cost.shape != (len(scores),):
+                raise ShapeError(f"lengths has {cost.size} entries for {len(scores)} passages.")
+        if not np.isfinite(cost).all() or (cost < 0).any():
+            raise InvalidParameterError("passage lengths must be finite, non-negative token counts.")
+        if len(scores) and cost.min() > tokens:
+            raise InvalidParameterError(f"a budget of {tokens} tokens holds no passage: the shortest has "
+                                        f"{int(cost.min())}; raise tokens or split the passages.")
+        from salience.core.select import select_cutoff
+
+        kept_by_cutoff = None
+        candidates = scores
+        if self.cutoff is not None:
+            candidates = select_cutoff(scores, objective=self.cutoff)
+            kept_by_cutoff = len(candidates)
+        position = {item: i for i, item in enumerate(scores.ids)}
+        index = np.array([position[i] for i in candidates.ids], dtype=np.int64)
+        chosen_set = set(self.choose(candidates, cost, position, index, similarity))
+        ranked = [i for i in scores.sorted().ids if i in chosen_set]
+        used = int(sum(cost[position[i]] for i in ranked))
+        values = scores.values
+        expected = float(sum(values[position[i]] for i in ranked)) if len(values) and values.min() >= 0 and \
+            values.max() <= 1 else None
+        return Packing(ranked, used, int(tokens), self.name, expected, kept_by_cutoff)
+
+    def score(self, scores: Scores, lengths: Mapping | Sequence[int], *, similarity=None) -> Scores:
+        """The chosen passages and their scores, in rank order."""
+        chosen = self.pack(scores, lengths, similarity=similarity).ids
+        lookup = dict(zip(scores.ids, scores.values))
+        return Scores([lookup[i] for i in chosen], ids=chosen)
+
+    def score_batch(self, batch, **per_call) -> list[Scores]:
+        return [self.score(scores, lengths, **per_call) for scores, lengths in batch]
+
+
+@register_method("pack", "knapsack", "the subset with the largest expected number of relevant passages that fits "
+                                     "(exact 0/1 knapsack over relevance probabilities)")
+class KnapsackPacking(Packer):
+    def choose(self, candidates, cost, position, index, similarity) -> list:
+        from salience.core.select import select_budget
+
+        return select_budget(candidates, cost[index], budget=self.tokens).ids
+
+
+@register_method("pack", "mmr", "maximal marginal relevance over passage similarities, filled in that order while "
+                                "passages fit")
+class MMRPacking(Packer):
+    _parameter_constraints = {"diversity": [Interval("real", 0, 1)]}
+    needs_similarity = True
+
+    def __init__(self, *, tokens: int, diversity: float = 0.3, cutoff: str | None = None):
+        self.diversity = diversity
+        super().__init__(tokens=tokens, cutoff=cutoff)
+
+    def choose(self, candidates, cost, position, index, similarity) -> list:
+        from salience.core.select import select_mmr
+
+        if similarity is None:
+            raise InvalidParameterError("method='mmr' needs similarity= (passages x passages).")
+        n = len(position)
+        S = np.asarray(similarity, dtype=np.float64)
+        if S.shape != (n, n):
+            raise ShapeError(f"similarity must be {n} x {n}; got {S.shape}.")
+        sub = S[np.ix_(index, index)]
+        order = select_mmr(candidates, sub, k=max(len(candidates), 1), diversity=self.diversity,
+                           normalize="minmax").ids if len(candidates) else []
+        return self._fill(order, cost, position, stop_at_first_misfit=False)
+
+
+@register_method("pack", "topk", "rank order, truncated at the first passage that does not fit (the baseline)")
+class TopKPacking(Packer):
+    def choose(self, candidates, cost, position, index, similarity) -> list:
+        return self._fill(candidates.sorted().ids, cost, position, stop_at_first_misfit=True)
+
+
+def pack(scores: Scores, lengths: Mapping | Sequence[int], *, tokens: int, method: str = "knapsack",
+         similarity=None, cutoff: str | None = None, **params) -> Packing:
+    """Choose passages for a prompt of ``tokens`` tokens by ``method`` (a registered ``pack``
+    method built with ``params``: ``diversity`` for ``mmr``); see :meth:`Packer.pack`."""
+    from salience.core.base import create
+
+    return create("pack", method, tokens=tokens, cutoff=cutoff, **params).pack(scores, lengths, similarity=similarity)

@@ -29,7 +29,7 @@ def test_bad_input():
     scores = Scores([0.5, 0.4], ids=["a", "b"])
     with pytest.raises(InvalidParameterError, match="shortest has 50"):
         pack(scores, [50, 60], tokens=10)
-    with pytest.raises(InvalidParameterError, match="positive integer"):
+    with pytest.raises(InvalidParameterError, match="tokens must be a positive integer"):
         pack(scores, [5, 6], tokens=0)
     with pytest.raises(ShapeError, match="'b'"):
         pack(scores, {"a": 5}, tokens=10)

@@ -1,0 +1,82 @@
+"""Why a document scored what it did under BM25: each query term's contribution, its term
+frequency in the document and its IDF; the contributions sum to the score."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from salience.exceptions import IdMismatchError
+
+__all__ = ["TermContribution", "Explanation", "explain_score"]
+
+
+@dataclass(frozen=True)
+class TermContribution:
+    term: str
+    query_weight: float
+    tf: float
+    idf: float
+    contribution: float
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Per-term contributions to one document's score; ``contributions`` sum to ``score``."""
+
+    doc_id: str
+    score: float
+    terms: tuple[TermContribution, ...]
+    doc_length: float
+    avg_doc_length: float
+
+    def to_dict(self) -> dict:
+        return {
+            "doc_id": self.doc_id,
+            "score": self.score,
+            "doc_length": self.doc_length,
+            "avg_doc_length": self.avg_doc_length,
+            "terms": [t.__dict__ for t in self.terms],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"doc {self.doc_id}: score {self.score:.4f} (length {self.doc_length:g}, average {self.avg_doc_length:.1f})"]
+        for t in self.terms:
+            lines.append(f"  {t.term:<20} qtf={t.query_weight:g} tf={t.tf:g} idf={t.idf:.3f} -> {t.contribution:.4f}")
+        return "\n".join(lines)
+
+
+def explain_score(index, query: str, doc_id: str) -> Explanation:
+    """Per-term contributions to ``doc_id``'s score for ``query`` in a BM25 ``index``: each
+    query term's weight times its posting score (and, for BM25L / BM25+, the credit of an absent
+    term); they sum to the score."""
+    index._require_index()
+    pos = index._pos.get(str(doc_id))
+    if pos is None:
+        raise IdMismatchError(f"unknown document id {doc_id!r}.")
+    counts: dict[int, int] = {}
+    for t in index._encode_queries([query])[0]:
+        counts[t] = counts.get(t, 0) + 1
+    terms = []
+    for t, qtf in counts.items():
+        start, end = index._scores.indptr[t], index._scores.indptr[t + 1]
+        row_docs = index._scores.indices[start:end]
+        j = np.searchsorted(row_docs, pos)
+        occurs = j < len(row_docs) and row_docs[j] == pos
+        value = float(index._scores.data[start + j]) if occurs else 0.0
+        tf_value = 0.0
+        if occurs:
+            tf_start, tf_end = index._tf.indptr[t], index._tf.indptr[t + 1]
+            tj = np.searchsorted(index._tf.indices[tf_start:tf_end], pos)
+            tf_value = float(index._tf.data[tf_start + tj])
+        contribution = qtf * (value + float(index._nonocc[t]))
+        terms.append(TermContribution(index._encoder.terms[t], float(qtf), tf_value, float(index._idf[t]), contribution))
+    terms.sort(key=lambda c: -c.contribution)
+    return Explanation(
+        doc_id=str(doc_id),
+        score=float(sum(c.contribution for c in terms)),
+        terms=tuple(terms),
+        doc_length=float(index._doc_len[pos]),
+        avg_doc_length=index._avg_len,
+    )

@@ -1,0 +1,99 @@
+"""Top-k retrieval over a matrix of per-posting scores (terms x documents, CSR): a block of
+queries scored into a dense (queries x documents) array and its best ``k`` per row taken by a
+sampled bound and one sort of the candidates, or the compiled numba kernel that does both
+without the block. :class:`~salience.search.BM25` searches through these."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["score_block", "top_k_block", "top_k_numba", "numba_kernel", "MAX_BLOCK_CELLS"]
+
+#: a batch of queries is scored into a dense (batch x documents) block of at most this many cells
+MAX_BLOCK_CELLS = 1 << 22
+
+
+def numba_kernel():
+    """The compiled top-k kernel, or None when numba is not installed."""
+    try:
+        from salience.search._numba_kernels import top_k_queries
+    except ImportError:
+        return None
+    return top_k_queries
+
+
+def score_block(scores, encoded: Sequence[Sequence[int]]) -> np.ndarray:
+    """Dense (queries x documents) float64 sums of ``scores`` (a terms x documents CSR matrix of
+    per-posting scores) over each query's terms.
+
+    All postings of all (query, term) pairs are gathered with one ragged arange and summed
+    with a single ``bincount`` into the flattened block: no Python loop over postings.
+    """
+    n_docs = scores.shape[1]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(lengths.sum()))
+    query_of_term = np.repeat(np.arange(len(encoded), dtype=np.int64), lengths)
+    starts = scores.indptr[terms].astype(np.int64)
+    counts = scores.indptr[terms + 1] - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros((len(encoded), n_docs))
+    # positions of every gathered posting: a ragged arange over [start, start + count)
+    offsets = np.cumsum(counts) - counts
+    positions = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets, counts)
+    flat = np.repeat(query_of_term * n_docs, counts) + scores.indices[positions]
+    dense = np.bincount(flat, weights=scores.data[positions], minlength=len(encoded) * n_docs)
+    return dense.reshape(len(encoded), n_docs)
+
+
+def top_k_block(dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Best ``k`` positive entries per row: score descending, ties by document position.
+
+    Returns ``(positions, scores, counts)``: rows of width ``min(k, documents)`` of which
+    the first ``counts[r]`` entries are valid.
+    """
+    if mask is not None:
+        dense *= mask
+    n_rows, n = dense.shape
+    width = min(k, n)
+    # Candidates: the k-th best score within a strided sample of columns is a lower bound
+    # on the row's true k-th best score, so every top-k document scores at least that much;
+    # about k * stride documents pass. Without a sample, every matching document competes.
+    stride = n // (32 * width)
+    candidate = dense > 0
+    if stride >= 2:
+        sample = dense[:, ::stride]
+        bound = np.partition(sample, sample.shape[1] - width, axis=1)[:, sample.shape[1] - width]
+        candidate &= dense >= bound[:, None]
+    rows, cols = np.nonzero(candidate)
+    vals = dense[rows, cols]
+    # sort candidates by row, score descending, position; keep the first `width` of each row
+    order = np.lexsort((cols, -vals, rows))
+    rows, cols, vals = rows[order], cols[order], vals[order]
+    per_row = np.bincount(rows, minlength=n_rows)
+    rank = np.arange(len(rows)) - np.repeat(np.cumsum(per_row) - per_row, per_row)
+    keep = rank < width
+    positions = np.zeros((n_rows, width), dtype=np.int64)
+    values = np.zeros((n_rows, width), dtype=np.float64)
+    positions[rows[keep], rank[keep]] = cols[keep]
+    values[rows[keep], rank[keep]] = vals[keep]
+    return positions, values, np.minimum(per_row, width)
+
+
+def top_k_numba(kernel, scores, encoded: list[list[int]], k: int, mask: np.ndarray | None):
+    """The compiled kernel's top ``k`` per query over ``scores`` (terms x documents CSR)."""
+    n_total = scores.shape[1]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=query_indptr[1:])
+    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
+    width = min(k, n_total)
+    positions = np.zeros((len(encoded), width), dtype=np.int64)
+    values = np.zeros((len(encoded), width), dtype=np.float64)
+    counts = np.zeros(len(encoded), dtype=np.int64)
+    if mask is None:
+        mask = np.ones(n_total, dtype=bool)
+    kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
+    return positions, values, counts
