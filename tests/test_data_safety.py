@@ -274,12 +274,12 @@ def _running(pid: int) -> bool:
 # --- memory ----------------------------------------------------------------------------------
 def test_summaries_of_long_texts_use_sparse_counts():
     from salience.summarize import summarize
-    from salience.summarize.extractive import _term_counts
+    from salience.summarize.similarity import term_counts
 
     rng = np.random.default_rng(0)
     vocabulary = np.array([f"term{i}" for i in range(20_000)])
     sentences = [" ".join(rng.choice(vocabulary, 12)).capitalize() + "." for _ in range(6000)]
-    counts = _term_counts(sentences)
+    counts = term_counts(sentences)
     assert counts.nnz <= 12 * 6000 and counts.shape[0] == 6000
     tracemalloc.start()
     summary = summarize(" ".join(sentences), sentences=3, method="lexrank")

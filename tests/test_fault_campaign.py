@@ -152,18 +152,18 @@ def test_summaries_of_long_texts_stay_in_memory_linear_in_the_text(method):
 
 
 def test_graphs_that_must_be_stored_are_refused_past_their_cap(monkeypatch):
-    from salience.summarize import extractive, summarize
+    from salience.summarize import similarity, summarize
 
-    monkeypatch.setattr(extractive, "GRAPH_MAX_EDGES", 100_000)
+    monkeypatch.setattr(similarity, "GRAPH_MAX_EDGES", 100_000)
     text = _zipf_text(3000)
     for options in ({"method": "lexrank", "threshold": 0.05}, {"method": "textrank", "similarity": "overlap"}):
         with pytest.raises(InvalidParameterError, match="more than 100,000 edges.*continuous lexrank"):
             summarize(text, language="en", **options)
     # below the cap the blocked graph is the graph: the same summary as one product
-    monkeypatch.setattr(extractive, "GRAPH_MAX_EDGES", 10**9)
-    monkeypatch.setattr(extractive, "_BLOCK_PAIRS", 5_000)
+    monkeypatch.setattr(similarity, "GRAPH_MAX_EDGES", 10**9)
+    monkeypatch.setattr(similarity, "BLOCK_PAIRS", 5_000)
     blocked = summarize(text, language="en", method="textrank", similarity="overlap").indices
-    monkeypatch.setattr(extractive, "_BLOCK_PAIRS", 10**12)
+    monkeypatch.setattr(similarity, "BLOCK_PAIRS", 10**12)
     assert blocked == summarize(text, language="en", method="textrank", similarity="overlap").indices
 
 

@@ -42,180 +42,17 @@ from salience.core.checks import check_k
 from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
-from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
-from salience.text.byte_tokens import IDEOGRAPHS
+from salience.text.tokenize import TermEncoder
+from salience.summarize.similarity import (new_encoder, check_language, text_language, term_counts, tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity, blocked_graph, query_affinity)
 
 __all__ = ["Summary", "SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences", "summarize"]
 
 SIMILARITIES = ("bm25", "overlap")
 
-# Counts with more cells than this (sentences x terms) are kept sparse, and so are the
-# similarity graphs built from them, on which PageRank then iterates; smaller inputs use dense
-# arrays (faster at that size, and the numbers of earlier releases).
-_DENSE_MAX_CELLS = 4_000_000
 # MMR considers at most this many of the best sentences (its cost is quadratic in the pool).
 _MMR_POOL = 2000
-#: thresholded LexRank and word-overlap TextRank store their sentence graph: at most this many
-#: edges (12 bytes each in CSR). The default methods walk theirs through its factors instead.
-GRAPH_MAX_EDGES = 20_000_000
-_BLOCK_PAIRS = 4_000_000  # candidate sentence pairs multiplied out at once
 # A SentenceScorer's term cache starts afresh beyond this many distinct raw tokens.
 _MAX_CACHED_TERMS = 200_000
-
-
-def _new_encoder(language: str = "en") -> TermEncoder:
-    """A term encoder with an empty cache for a language. Sentence similarity should rest on
-    content words, so the language's stop list is used (for English, the fuller function-word
-    list) and its Snowball stemmer; a language without them goes without (a warning says so).
-    Chinese and Japanese count each ideograph and kana as a term of its own."""
-    from salience.text.languages import LANGUAGES, SCRIPT_SEGMENTED, stopwords_for
-
-    if language == "en":
-        return TermEncoder(Tokenizer(stopwords="en_full"))
-    known = LANGUAGES.get(language)
-    pattern = rf"[{IDEOGRAPHS}]|[^\W{IDEOGRAPHS}]{{2,}}" if language in SCRIPT_SEGMENTED else DEFAULT_PATTERN
-    return TermEncoder(Tokenizer(stopwords=sorted(stopwords_for(language)) or None, pattern=pattern,
-                                 stemmer=known.snowball if known else None))
-
-
-def _check_language(language: str) -> str:
-    from salience.text.languages import check_language
-
-    return check_language(language)
-
-
-def _text_language(sentences: Sequence[str], language: str) -> str:
-    """The language of a text given as sentences: ``language``, or with ``"auto"`` detected
-    from its first sentences (a fallback language is named in a warning)."""
-    from salience.text.languages import check_language, detect_language, warn_fallbacks
-
-    code = check_language(language)
-    if code == "auto":
-        code = detect_language(" ".join(sentences[:200]))
-    warn_fallbacks([code], stacklevel=4)
-    return code
-
-
-def _term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
-    """Sentence x term counts over the terms of these sentences: a dense array, or a sparse CSR
-    matrix when it would hold more than ``_DENSE_MAX_CELLS`` cells."""
-    encoder = encoder or _new_encoder()
-    ids, rows = encoder.encode_tokens([encoder.tokenizer.split(s) for s in sentences], grow=True)
-    n = len(sentences)
-    if len(ids) == 0:
-        return np.zeros((n, 0))
-    terms, local = np.unique(ids, return_inverse=True)
-    local = local.ravel()
-    if n * len(terms) <= _DENSE_MAX_CELLS:
-        flat = np.bincount(rows * len(terms) + local, minlength=n * len(terms))
-        return flat.reshape(n, len(terms)).astype(np.float64)
-    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local)), shape=(n, len(terms)))
-    counts.sum_duplicates()
-    return counts
-
-
-def _tfidf(counts):
-    n = counts.shape[0]
-    if isinstance(counts, np.ndarray):
-        df = (counts > 0).sum(axis=0)
-        return counts * (np.log((1.0 + n) / (1.0 + df)) + 1.0)  # smoothed, as scikit-learn
-    idf = np.log((1.0 + n) / (1.0 + counts.getnnz(axis=0))) + 1.0
-    return sparse.csr_matrix(counts.multiply(idf[None, :]))
-
-
-def _unit_rows(matrix):
-    """Rows scaled to unit length (empty rows stay empty)."""
-    if isinstance(matrix, np.ndarray):
-        norms = np.linalg.norm(matrix, axis=1)
-        return matrix / np.where(norms > 0, norms, 1.0)[:, None]
-    norms = np.sqrt(np.asarray(matrix.multiply(matrix).sum(axis=1)).ravel())
-    return sparse.csr_matrix(matrix.multiply(1.0 / np.where(norms > 0, norms, 1.0)[:, None]))
-
-
-def _cosine(matrix):
-    unit = _unit_rows(matrix)
-    product = unit @ unit.T
-    return product if isinstance(product, np.ndarray) else product.tocsr()
-
-
-def _bm25_similarity(counts, k1: float = 1.2, b: float = 0.75):
-    """``S[i, j]``: BM25 score of sentence ``j`` for sentence ``i`` as the query."""
-    n = counts.shape[0]
-    dense = isinstance(counts, np.ndarray)
-    df = (counts > 0).sum(axis=0) if dense else counts.getnnz(axis=0)
-    idf = np.log((n - df + 0.5) / (df + 0.5))
-    # as summa / gensim: negative IDF (terms in most sentences) is replaced by a small floor
-    positive = idf[idf > 0]
-    floor = 0.25 * (positive.mean() if len(positive) else 0.0)
-    idf = np.where(idf > 0, idf, floor)
-    lengths = counts.sum(axis=1) if dense else np.asarray(counts.sum(axis=1)).ravel()
-    avg = lengths.mean() if n and lengths.mean() > 0 else 1.0
-    if dense:
-        tfc = counts * (k1 + 1) / (counts + k1 * (1 - b + b * lengths[:, None] / avg))
-        return (counts > 0).astype(float) @ (tfc * idf).T
-    coo = counts.tocoo()
-    tf = coo.data
-    weight = tf * (k1 + 1) / (tf + k1 * (1 - b + b * lengths[coo.row] / avg)) * idf[coo.col]
-    tfc = sparse.csr_matrix((weight, (coo.row, coo.col)), shape=counts.shape)
-    present = sparse.csr_matrix((np.ones(len(tf)), (coo.row, coo.col)), shape=counts.shape)
-    # symmetrised as TextRank walks it, (S + S.T) / 2, and never formed: memory linear in the text
-    return ProductGraph((0.5 * present, tfc), (0.5 * tfc, present))
-
-
-def _overlap_similarity(counts):
-    if isinstance(counts, np.ndarray):
-        present = (counts > 0).astype(float)
-        shared = present @ present.T
-        lengths = counts.sum(axis=1)
-        with np.errstate(divide="ignore"):
-            logs = np.log(np.maximum(lengths, 1.0))
-        denominator = logs[:, None] + logs[None, :]
-        return np.where(denominator > 0, shared / np.where(denominator > 0, denominator, 1.0), 0.0)
-    present = counts.copy()
-    present.data[:] = 1.0
-    lengths = np.asarray(counts.sum(axis=1)).ravel()
-    logs = np.log(np.maximum(lengths, 1.0))
-
-    def overlap(start: int, shared):
-        shared = shared.tocoo()
-        denominator = logs[shared.row + start] + logs[shared.col]
-        values = np.where(denominator > 0, shared.data / np.where(denominator > 0, denominator, 1.0), 0.0)
-        return sparse.csr_matrix((values, (shared.row, shared.col)), shape=shared.shape)
-
-    return _blocked_graph(present, present, overlap, "textrank with similarity='overlap'")
-
-
-def _blocked_graph(left, right, keep, what: str):
-    """The sparse graph ``keep(start, left[start:stop] @ right.T)`` over row blocks, built a
-    block at a time so that no block holds more than ``_BLOCK_PAIRS`` candidate pairs, and
-    refused past ``GRAPH_MAX_EDGES`` edges kept (graphs that must be stored: a threshold or a
-    per-pair formula; the default methods walk theirs without storing it)."""
-    n = left.shape[0]
-    # candidate pairs of the rows up to each row: a row meets every sentence sharing a term
-    bound = np.cumsum((left != 0).astype(np.float64) @ right.getnnz(axis=0))
-    blocks, edges, start = [], 0, 0
-    while start < n:
-        base = bound[start - 1] if start else 0.0
-        stop = max(start + 1, int(np.searchsorted(bound, base + _BLOCK_PAIRS, side="right")))
-        block = keep(start, (left[start:stop] @ right.T).tocsr())
-        block.eliminate_zeros()
-        edges += block.nnz
-        if edges > GRAPH_MAX_EDGES:
-            raise InvalidParameterError(
-                f"{what} over {n:,} sentences keeps a graph of more than {GRAPH_MAX_EDGES:,} edges (about "
-                f"{GRAPH_MAX_EDGES * 12 / 2**30:.1f} GB a copy); continuous lexrank (no threshold) and textrank with "
-                "similarity='bm25' walk their graphs without storing them, in memory linear in the text: use one of "
-                "those, or summarise the text in parts.")
-        blocks.append(block)
-        start = stop
-    return sparse.vstack(blocks, format="csr") if blocks else sparse.csr_matrix((n, n))
-
-
-def _query_affinity(sentences: Sequence[str], query: str, encoder: TermEncoder | None = None) -> np.ndarray:
-    unit = _unit_rows(_tfidf(_term_counts(list(sentences) + [query], encoder)))
-    product = unit[:-1] @ unit[-1].T
-    sim = product if isinstance(product, np.ndarray) else np.asarray(product.todense()).ravel()
-    return np.maximum(np.ravel(sim), 0.0)
 
 
 class SentenceScorer(Scorer):
@@ -244,7 +81,7 @@ class SentenceScorer(Scorer):
 
     def _validate_params(self) -> None:
         super()._validate_params()
-        _check_language(self.language)
+        check_language(self.language)
 
     def __getstate__(self) -> dict:
         return {k: v for k, v in self.__dict__.items() if k not in ("_encoders", "_lock")}
@@ -261,12 +98,12 @@ class SentenceScorer(Scorer):
 
     def encoder_for(self, sentences: Sequence[str]) -> TermEncoder:
         """This scorer's term encoder for the language of ``sentences`` (call under the lock)."""
-        return self._encoder(_text_language(sentences, self.language))
+        return self._encoder(text_language(sentences, self.language))
 
     def _encoder(self, code: str) -> TermEncoder:
         encoder = self._encoders.get(code)
         if encoder is None or encoder.cached_tokens > _MAX_CACHED_TERMS:
-            encoder = self._encoders[code] = _new_encoder(code)
+            encoder = self._encoders[code] = new_encoder(code)
         return encoder
 
     def score(self, sentences: Sequence[str] | str, *, query: str | None = None) -> Scores:
@@ -291,9 +128,9 @@ class SentenceScorer(Scorer):
         if query is not None and not isinstance(query, str):
             raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
         if encoder is None:
-            encoder = _new_encoder(_text_language(sentences, self.language))
-        counts = _term_counts(sentences, encoder)
-        affinity = _query_affinity(sentences, query, encoder) if query and query.strip() else None
+            encoder = new_encoder(text_language(sentences, self.language))
+        counts = term_counts(sentences, encoder)
+        affinity = query_affinity(sentences, query, encoder) if query and query.strip() else None
         return self._scores(counts, affinity, n)
 
     def _order_scores(self, n: int, query) -> Scores:
@@ -336,20 +173,20 @@ class LexRank(_RandomWalk):
     def _graph(self, counts, n: int):
         threshold = self.threshold
         if isinstance(counts, np.ndarray):
-            graph = _cosine(_tfidf(counts))
+            graph = cosine(tfidf(counts))
             return (graph >= threshold).astype(float) if threshold is not None else graph
         if threshold is None:  # the cosine graph U U^T, walked through its factors
-            unit = _unit_rows(_tfidf(counts))
+            unit = unit_rows(tfidf(counts))
             return ProductGraph((unit, unit))
         if threshold <= 0.0:  # every pair is an edge
             return ProductGraph((np.ones((n, 1)), np.ones((n, 1))))
-        unit = _unit_rows(_tfidf(counts))
+        unit = unit_rows(tfidf(counts))
 
         def cut(start: int, block):
             block.data = (block.data >= threshold).astype(float)
             return block
 
-        return _blocked_graph(unit, unit, cut, f"lexrank with threshold={threshold}")
+        return blocked_graph(unit, unit, cut, f"lexrank with threshold={threshold}")
 
 
 @register_method("summarize", "textrank", "TextRank: PageRank over a BM25 or word-overlap sentence graph (Mihalcea and "
@@ -368,7 +205,7 @@ class TextRank(_RandomWalk):
         super().__init__(language=language)
 
     def _graph(self, counts, n: int):
-        graph = _bm25_similarity(counts) if self.similarity == "bm25" else _overlap_similarity(counts)
+        graph = bm25_similarity(counts) if self.similarity == "bm25" else overlap_similarity(counts)
         if not isinstance(graph, ProductGraph):  # the BM25 graph comes symmetrised
             graph = (graph + graph.T) / 2.0
         return graph
@@ -382,11 +219,11 @@ class Centroid(SentenceScorer):
     def _scores(self, counts, affinity, n: int) -> Scores:
         if affinity is not None:
             return Scores(affinity)
-        tfidf = _tfidf(counts)
-        if isinstance(tfidf, np.ndarray):
-            return Scores(_cosine(np.vstack([tfidf, tfidf.sum(axis=0, keepdims=True)]))[-1, :-1])
-        stacked = sparse.vstack([tfidf, sparse.csr_matrix(tfidf.sum(axis=0))]).tocsr()
-        return Scores(np.asarray(_cosine(stacked)[-1, :-1].todense()).ravel())
+        weights = tfidf(counts)
+        if isinstance(weights, np.ndarray):
+            return Scores(cosine(np.vstack([weights, weights.sum(axis=0, keepdims=True)]))[-1, :-1])
+        stacked = sparse.vstack([weights, sparse.csr_matrix(weights.sum(axis=0))]).tocsr()
+        return Scores(np.asarray(cosine(stacked)[-1, :-1].todense()).ravel())
 
 
 @register_method("summarize", "lead", "earlier sentences first (the news baseline)")
@@ -460,7 +297,7 @@ def summarize(
     >>> summarize(doc, sentences=2, method="lexrank").indices
     [0, 3]
     """
-    _check_language(language)
+    check_language(language)
     if isinstance(text, str):
         units = [s.text for s in split_sentences(text)]
     elif isinstance(text, Sequence) and all(isinstance(s, str) for s in text):
@@ -491,7 +328,7 @@ def summarize(
     if diversity > 0:
         # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
         pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
-        similarity = _cosine(_tfidf(_term_counts([units[i] for i in pool], encoder)))
+        similarity = cosine(tfidf(term_counts([units[i] for i in pool], encoder)))
         similarity = similarity if isinstance(similarity, np.ndarray) else similarity.toarray()
         picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, k=len(pool),
                             diversity=diversity, normalize="minmax")

@@ -169,9 +169,9 @@ def test_summaries_of_the_real_french_and_portuguese_texts():
         for text in texts:
             summary = summarize(text, sentences=2)
             assert 1 <= len(summary.indices) <= 2
-        from salience.summarize.extractive import _new_encoder
+        from salience.summarize.similarity import new_encoder
 
-        encoder = _new_encoder(code)
+        encoder = new_encoder(code)
         terms = encoder.tokenizer.tokenize(texts[0])
         assert terms and not set(terms) & {"les", "des", "de", "os", "das", "que"}
 
