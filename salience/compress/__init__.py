@@ -16,9 +16,9 @@ from salience.compress.layers import (BlockInfluence, LayerImportance, Perplexit
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
                                          StructureReport, remove_structures, structure_scores)
-from salience.compress.weights import (LAMP, Magnitude, PruneReport, SparseGPT, Taylor, Wanda, WeightCriterion,
-                                       calibration_windows, prunable_linears, prune, sparsity_of, weight_criterion,
-                                       weight_scores)
+from salience.compress.criteria import (LAMP, Magnitude, SparseGPT, Taylor, Wanda, WeightCriterion, weight_criterion,
+                                        weight_scores)
+from salience.compress.weights import PruneReport, calibration_windows, prunable_linears, prune, sparsity_of
 
 __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
            "PruneReport", "prunable_linears", "calibration_windows", "weight_scores", "sparsity_of", "perplexity",
