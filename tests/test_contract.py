@@ -96,6 +96,12 @@ def _run(method, scorer):
                 "taylor": {"gradient": np.array([[0.5, 1.0, -1.0], [2.0, 0.0, 1.0]])},
                 "sparsegpt": {"hessian_inverse_diagonal": np.array([0.5, 1.0, 2.0])}}.get(method.name, {})
         return [scorer.score(weights, **data)], scorer.score_batch([weights], **data), None
+    if family == "global":
+        rows = np.random.default_rng(4).normal(size=(12, 3))
+        return [scorer.score(rows)], scorer.score_batch([rows]), None
+    if family == "classify":
+        scorer.fit(TEXTS * 2, [True, False, True] * 2)
+        return [scorer.score(TEXTS)], scorer.score_batch([TEXTS]), None
     if family == "pack":
         scores = Scores([0.9, 0.8, 0.3, 0.1], ids=["a", "b", "c", "d"])
         lengths = [10, 20, 10, 5]
@@ -187,6 +193,8 @@ def _tiny_lm():
 
 
 _OPTIONS = {
+    ("global", "permutation_importance"): {"model": _explained_model},
+    ("classify", "logistic"): {"buckets": 1024},
     **{("pack", name): {"tokens": 25} for name in ("knapsack", "mmr", "topk")},
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
@@ -227,7 +235,7 @@ FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 LOOP_BATCHES = {"SentenceScorer.score_batch", "Fuser.score_batch", "Aggregator.score_batch", "FunctionMethod.score_batch",
                 "RerankAlgorithm.score_batch", "WeightCriterion.score_batch", "StructureImportance.score_batch",
                 "LayerImportance.score_batch", "KVPolicy.score_batch", "Judge.score_batch",
-                "Packer.score_batch"}
+                "Packer.score_batch", "PermutationImportance.score_batch", "TextClassifier.score_batch"}
 
 
 def _batch_is_a_loop(scorer) -> bool:
@@ -306,7 +314,7 @@ NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sen
          "fusion": "rankings must be", "aggregate": "ranking 0 lists item 'a' twice", "sort": "item 'a' appears twice",
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
          "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
-         "pack": "lengths has 1 entries for 2 passages"}
+         "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts"}
 SELECT_BAD = {"top_k": ({"k": 0}, "k must be"), "threshold": ({"threshold": float("nan")}, "threshold must be"),
               "fraction": ({"fraction": 0.0}, "fraction must be"), "sample": ({"k": 0}, "k must be"),
               "cutoff": ({"objective": "recall"}, "objective")}
@@ -351,6 +359,10 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score("  ", ["a passage"])
         elif family == "pack":
             scorer.score(Scores([0.5, 0.4], ids=["a", "b"]), [5])
+        elif family == "global":
+            scorer.score([[1.0, float("nan"), 2.0], [0.0, 1.0, 2.0]])
+        elif family == "classify":
+            scorer.fit(TEXTS * 2, [True, False, True] * 2).score("one text, not a list")
         elif family == "rerank":
             scorer.score("q", Scores([1.0, 2.0], ids=["a", "b"]), _LengthJudge(), {"a": "a"})  # no text for 'b'
     assert re.search(named, str(caught.value)), f"{caught.value} does not name the bad input ({named})"

@@ -46,6 +46,8 @@ FAMILIES = {
     "pack": "salience.search",
     "rerank": "salience.search",
     "explain": "salience.explain",
+    "global": "salience.explain",
+    "classify": "salience.text.classifier",
     "weights": "salience.compress",
     "structure": "salience.compress",
     "layers": "salience.compress",

@@ -17,6 +17,8 @@ import numpy as np
 
 from salience.core.checks import check_k
 from salience.core.calls import ModelCalls, check_inputs
+from salience.core.base import Scorer, register
+from salience.core.params import Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.explain.attribution import Attribution, feature_names_of
@@ -92,6 +94,39 @@ def permutation_importance(model: Callable, inputs, labels=None, *, metric: Call
         base = score(y, reference)
         importances = np.array([[base - score(y, outputs[r, j]) for j in range(m)] for r in range(n_repeats)], dtype=float)
     return GlobalImportance(importances, "permutation_importance", calls.calls, names)
+
+
+class PermutationImportance(Scorer):
+    """Permutation importance as a method of the ``global`` family (importance of features over
+    a whole dataset): ``score(inputs, labels=None)`` gives :class:`~salience.Scores` over the
+    features (the mean over ``n_repeats``), ``importance(inputs, labels=None)`` the
+    :class:`GlobalImportance` with every repeat (see :func:`permutation_importance`)."""
+
+    _parameter_constraints = {"model": [callable], "metric": [None, callable], "n_repeats": [Interval("int", 1)],
+                              "seed": [None, Interval("int", 0)], "target": [None, Interval("int", 0)],
+                              "batch_size": [None, Interval("int", 1)]}
+
+    def __init__(self, model: Callable, *, metric: Callable | None = None, n_repeats: int = 5, seed: int | None = 0,
+                 target: int | None = None, batch_size: int | None = None, feature_names=None):
+        self.model, self.metric, self.n_repeats, self.seed = model, metric, n_repeats, seed
+        self.target, self.batch_size, self.feature_names = target, batch_size, feature_names
+        self._validate_params()
+
+    def importance(self, inputs, labels=None) -> GlobalImportance:
+        return permutation_importance(self.model, inputs, labels, **{k: v for k, v in self.get_params().items()
+                                                                        if k != "model"})
+
+    def score(self, inputs, labels=None) -> Scores:
+        return self.importance(inputs, labels).to_scores()
+
+    def score_batch(self, batch) -> list[Scores]:
+        """``score`` of each (inputs, labels) or inputs of ``batch``."""
+        return [self.score(*(item if isinstance(item, tuple) else (item,))) for item in batch]
+
+
+register("global", "permutation_importance", PermutationImportance,
+         "permutation importance: the metric's drop (or the output's change) when a feature's column is shuffled "
+         "(Breiman, 2001)")
 
 
 def mean_abs_attribution(attribution: Attribution) -> Scores:

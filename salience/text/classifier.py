@@ -21,7 +21,9 @@ from typing import Sequence
 import numpy as np
 from scipy import sparse
 
-from salience.core.checks import check_k
+from salience.core.base import Scorer, register
+from salience.core.params import Interval, Options
+from salience.core.scores import Scores
 from salience.core.linear import fit_logistic_regression
 from salience.exceptions import CorruptIndexError, InvalidParameterError, NotFittedError
 
@@ -31,25 +33,27 @@ FEATURES = ("terms", "minilm")
 FORMAT, VERSION = "salience-text-classifier", 1
 
 
-class TextClassifier:
+class TextClassifier(Scorer):
     """``TextClassifier(features="terms", l2=1e-4).fit(texts, labels)``; ``clf(texts)`` gives
     log-odds, ``clf.predict(texts)`` booleans, ``clf.save(folder)`` and
-    ``TextClassifier.load(folder)`` keep it.
+    ``TextClassifier.load(folder)`` keep it. The ``classify`` family's method ``logistic``:
+    ``score(texts)`` gives the log-odds as :class:`~salience.Scores` over the texts' positions.
 
     >>> clf = TextClassifier(buckets=1024).fit(["a great film", "a dull film"] * 5, [True, False] * 5)
     >>> clf(["great", "dull"]).round(2).tolist()[0] > 0 > clf(["great", "dull"]).round(2).tolist()[1]
     True
     """
 
+    _parameter_constraints = {"features": [Options(FEATURES)], "l2": [Interval("real", 0)],
+                              "buckets": [Interval("int", 2, 2**32)], "window_words": [Interval("int", 1)],
+                              "max_iter": [Interval("int", 1)]}
+
     def __init__(self, features: str = "terms", *, l2: float = 1e-4, buckets: int = 2**18, encoder: str | None = None,
                  window_words: int = 150, max_iter: int = 500):
-        if features not in FEATURES:
-            raise InvalidParameterError(f"features must be one of {', '.join(FEATURES)}; got {features!r}.")
-        if not l2 >= 0:
-            raise InvalidParameterError(f"l2 must be >= 0; got {l2!r}.")
-        window_words = check_k(window_words, "window_words")
-        self.features, self.l2, self.buckets, self.encoder = features, float(l2), int(buckets), encoder
-        self.window_words, self.max_iter = int(window_words), int(max_iter)
+        self.features, self.l2, self.buckets, self.encoder = features, l2, buckets, encoder
+        self.window_words, self.max_iter = window_words, max_iter
+        self._validate_params()
+        self.l2, self.buckets, self.window_words, self.max_iter = float(l2), int(buckets), int(window_words), int(max_iter)
         self.coef_: np.ndarray | None = None
         self.intercept_ = 0.0
 
@@ -98,6 +102,13 @@ class TextClassifier:
 
     decision_function = __call__
 
+    def score(self, texts: Sequence[str]) -> Scores:
+        """The log-odds of each text as :class:`~salience.Scores` (ids: positions)."""
+        return Scores(self(texts))
+
+    def score_batch(self, batch: Sequence[Sequence[str]]) -> list[Scores]:
+        return [self.score(texts) for texts in batch]
+
     def predict(self, texts: Sequence[str]) -> np.ndarray:
         return self(texts) > 0
 
@@ -137,6 +148,10 @@ class TextClassifier:
                   window_words=manifest["window_words"])
         clf.coef_, clf.intercept_ = coef, float(manifest["intercept"])
         return clf
+
+
+register("classify", "logistic", TextClassifier, "logistic regression over hashed word n-grams or MiniLM embeddings "
+                                               "(log-odds of the positive class)")
 
 
 def _checked_texts(texts) -> list[str]:
