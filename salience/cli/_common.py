@@ -104,12 +104,14 @@ def choices_of(family: str) -> tuple[str, ...]:
     return method_names(family)
 
 
-def method_option(parser, flag: str, family: str, default: str, what: str) -> None:
-    """``--method``-like option whose values come from the registry; an unknown one gets a
-    did-you-mean (argparse's own ``choices`` offers none)."""
+def method_option(parser, flag: str, family: str, default: str, what: str, *, kind: type | None = None) -> None:
+    """``--method``-like option whose values come from the registry (those of class ``kind``
+    only, when given); an unknown one gets a did-you-mean (argparse's own ``choices`` offers
+    none)."""
+    from salience.core.base import registered
     from salience.exceptions import unknown_choice
 
-    names = choices_of(family)
+    names = choices_of(family) if kind is None else tuple(m.name for m in registered(family) if m.factory is kind)
 
     def parse(text: str) -> str:
         if text not in names:

@@ -31,7 +31,9 @@ def _field_weights(text: str | None) -> dict[str, float] | None:
 
 def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("scoring")
-    method_option(group, "--variant", "search", "lucene", "BM25 variant")
+    from salience.search import BM25
+
+    method_option(group, "--variant", "search", "lucene", "BM25 variant", kind=BM25)
     group.add_argument("--k1", type=float, default=1.5, help="term-frequency saturation (default 1.5)")
     group.add_argument("--b", type=float, default=0.75, help="length normalisation (default 0.75)")
     group.add_argument("--delta", type=float, default=0.5, help="BM25L / BM25+ lower bound (default 0.5)")

@@ -25,6 +25,7 @@ from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
 from salience.search import scoring
 from salience.search.explanation import Explanation, explain_score
+from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
 from salience.search.sources import Document, read_queries
@@ -79,6 +80,10 @@ class BM25(Index):
     """
 
     label = "BM25"
+    _parameter_constraints = {"variant": [Options(scoring.VARIANTS)], "k1": [Interval("real", 0)],
+                              "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],
+                              "backend": [Options(_BACKENDS)], "tokenizer": [None, Tokenizer],
+                              "store_documents": [bool]}
 
     def __init__(
         self,
@@ -93,15 +98,6 @@ class BM25(Index):
         store_documents: bool = True,
         backend: str = "auto",
     ):
-        if backend not in _BACKENDS:
-            raise unknown_choice("backend", backend, _BACKENDS)
-        if variant not in scoring.VARIANTS:
-            raise unknown_choice("BM25 variant", variant, scoring.VARIANTS)
-        for name, value, low in (("k1", k1, 0.0), ("delta", delta, 0.0)):
-            if not isinstance(value, numbers.Real) or not math.isfinite(value) or value < low:
-                raise InvalidParameterError(f"{name} must be a finite number >= {low}; got {value!r}.")
-        if not isinstance(b, numbers.Real) or not 0.0 <= b <= 1.0:
-            raise InvalidParameterError(f"b must be a number in [0, 1]; got {b!r}.")
         if isinstance(fields, str):
             fields = [f.strip() for f in fields.split(",") if f.strip()]
         fields = tuple(fields)
@@ -114,17 +110,11 @@ class BM25(Index):
             if not isinstance(w, numbers.Real) or not math.isfinite(w) or w <= 0:
                 raise InvalidParameterError(f"field weight for {name!r} must be a number > 0; got {w!r}.")
             weights[name] = float(w)
-        if tokenizer is not None and not isinstance(tokenizer, Tokenizer):
-            raise InvalidParameterError(f"tokenizer must be a salience Tokenizer; got {type(tokenizer).__name__}.")
-        self.variant = variant
-        self.k1 = float(k1)
-        self.b = float(b)
-        self.delta = float(delta)
-        self.fields = fields
-        self.field_weights = weights
+        self.variant, self.k1, self.b, self.delta, self.backend = variant, k1, b, delta, backend
+        self.fields, self.field_weights, self.tokenizer, self.store_documents = fields, weights, tokenizer, store_documents
+        self._validate_params()
+        self.k1, self.b, self.delta = float(k1), float(b), float(delta)
         self.tokenizer = tokenizer or Tokenizer()
-        self.store_documents = bool(store_documents)
-        self.backend = backend
         self._reset()
 
     # ------------------------------------------------------------------------------------

