@@ -15,6 +15,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from salience.extras import install_hint
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 
 __all__ = ["Tagger", "get_tagger", "tag_codes", "DEFAULT_TAGGER", "ADJECTIVE", "NOUN", "OTHER"]
@@ -58,7 +59,7 @@ def _spacy_tagger(name: str) -> Tagger:
         from spacy.tokens import Doc
     except ImportError:
         raise MissingDependencyError(
-            "noun-phrase candidates tag words with spaCy: pip install 'salience[pos]' and a pipeline package "
+            f"noun-phrase candidates tag words with spaCy: {install_hint('pos')} and a pipeline package "
             f"(python -m spacy download {DEFAULT_TAGGER}), or pass tagger=<callable>.") from None
     try:
         nlp = spacy.load(name, exclude=["parser", "ner", "lemmatizer", "senter"])

@@ -21,12 +21,13 @@ from pathlib import Path
 from typing import Sequence
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.extras import install_hint
 from salience.server.errors import APIError, BodyLimit, Limits, install_error_handlers
 from salience.server.indexes import ServedIndex
 
 __all__ = ["Limits", "ServedIndex", "APIError", "create_app", "read_api_key", "serve"]
 
-INSTALL = "pip install 'salience[server]'"
+INSTALL = install_hint("server")
 STATIC = Path(__file__).with_name("static")
 log = logging.getLogger("salience.server")
 

@@ -7,19 +7,15 @@ from pathlib import Path
 
 from salience.core.metrics import Report
 
-from salience.exceptions import InputFormatError, MissingDependencyError
+from salience.extras import require
+from salience.exceptions import InputFormatError
 
 __all__ = ["evaluate_summaries", "rouge_scorer"]
 
 
 def rouge_scorer():
     """ROUGE-1/2/L F1 with Porter stemming, as is usual for summarisation."""
-    try:
-        from rouge_score import rouge_scorer as module
-    except ImportError:
-        raise MissingDependencyError(
-            "ROUGE evaluation requires rouge-score. Install it with: pip install 'salience[text]'"
-        ) from None
+    module = require("rouge_score.rouge_scorer", "text", "ROUGE evaluation")
     return module.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
 
 
