@@ -4,6 +4,7 @@ matrix; :func:`salience.compress.prune` applies one to a model."""
 
 from __future__ import annotations
 
+import abc
 import numpy as np
 
 from salience.core.base import Scorer, method_of, register_method
@@ -14,7 +15,7 @@ from salience.exceptions import InvalidParameterError
 __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "weight_scores"]
 
 
-class WeightCriterion(Scorer):
+class WeightCriterion(Scorer, abc.ABC):
     """Base of the weight-importance criteria (the ``weights`` family). ``importance(weight,
     input_norms=None, gradient=None, hessian_inverse_diagonal=None)`` gives one score per
     weight of a (out, in) matrix in its floating-point type; ``score`` the same as
@@ -32,8 +33,9 @@ class WeightCriterion(Scorer):
     def __init__(self):
         self._validate_params()
 
+    @abc.abstractmethod
     def importance(self, weight, *, input_norms=None, gradient=None) -> np.ndarray:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score(self, weight, *, input_norms=None, gradient=None) -> Scores:
         return Scores(self.importance(_weight_matrix(weight), input_norms=input_norms, gradient=gradient).ravel())

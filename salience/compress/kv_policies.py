@@ -34,6 +34,7 @@ methods``.
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -107,7 +108,7 @@ def _checked_layer(keys, values, queries):
 
 # ------------------------------------------------------------------------------------------
 # the family's base
-class KVPolicy(Scorer):
+class KVPolicy(Scorer, abc.ABC):
     """Base of the KV-cache policies. ``score(keys, values, queries=...)`` gives
     :class:`~salience.Scores` over one layer's cached tokens (ids ``"head:position"``);
     :meth:`token_scores` is the same on batched torch tensors, as eviction calls it.
@@ -144,8 +145,9 @@ class KVPolicy(Scorer):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
         return self._scores(torch, keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n)
 
+    @abc.abstractmethod
     def _scores(self, torch, keys, values, queries, scaling: float, n: int):
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score(self, keys, values, *, queries=None, scaling: float | None = None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
@@ -186,8 +188,9 @@ class _WindowPolicy(KVPolicy):
         scores = self._window_scores(torch, attention, keys, values, n, w)
         return torch.nn.functional.pad(scores, (0, w), value=float(scores.max()) + 1)
 
+    @abc.abstractmethod
     def _window_scores(self, torch, attention, keys, values, n: int, w: int):
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
 
 # ------------------------------------------------------------------------------------------

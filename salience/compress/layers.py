@@ -14,6 +14,7 @@ smaller and faster.
 
 from __future__ import annotations
 
+import abc
 from typing import Sequence
 
 import numpy as np
@@ -149,7 +150,7 @@ def drop_least_important(model, n_remove: int, calibration, *, method: str = "bl
     return removed, scores
 
 
-class LayerImportance(Scorer):
+class LayerImportance(Scorer, abc.ABC):
     """Base of the layer-importance methods (the ``layers`` family): ``score(model,
     calibration)`` gives :class:`~salience.Scores` over decoder layer indices."""
 
@@ -159,8 +160,9 @@ class LayerImportance(Scorer):
         self.batch_size = batch_size
         self._validate_params()
 
+    @abc.abstractmethod
     def score(self, model, calibration) -> Scores:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score_batch(self, batch) -> list[Scores]:
         return [self.score(model, calibration) for model, calibration in batch]

@@ -19,6 +19,7 @@ Dedov. JointRank: rank large sets with single queries. 2025.
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Hashable, Sequence
 
 import numpy as np
@@ -377,7 +378,7 @@ def aggregate(rankings, *, method: str = "borda", items=None, weights=None, unra
     return create("aggregate", method, weights=weights, unranked=unranked, **params).score(rankings, items=items)
 
 
-class Aggregator(Scorer):
+class Aggregator(Scorer, abc.ABC):
     """Base of the rank-aggregation methods; ``score(rankings, items=None)`` is the consensus.
 
     >>> from salience.core.base import create
@@ -391,8 +392,9 @@ class Aggregator(Scorer):
         self.weights, self.unranked = weights, unranked
         self._validate_params()
 
+    @abc.abstractmethod
     def score(self, rankings, *, items=None) -> Scores:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score_batch(self, batch) -> list[Scores]:
         return [self.score(rankings) for rankings in batch]
@@ -405,8 +407,9 @@ class _PairwiseAggregator(Aggregator):
         ids, W = pairwise_wins(rankings, items, self.weights, unranked=self.unranked)
         return self.from_matrix(W, ids)
 
+    @abc.abstractmethod
     def from_matrix(self, W: np.ndarray, ids: list) -> Scores:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
 
 @register_method("aggregate", "borda", "Borda count over (partial) rankings")

@@ -24,6 +24,7 @@ Aslam and Montague. Models for metasearch. SIGIR 2001.
 
 from __future__ import annotations
 
+import abc
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -90,7 +91,7 @@ def fuse(runs: Sequence[Run | Mapping], *, method: str = "rrf", name: str | None
     return create("fusion", method, **params).fuse(runs, name=name)
 
 
-class Fuser(Scorer):
+class Fuser(Scorer, abc.ABC):
     """Base of the fusion methods: ``score(rankings)`` fuses one subject's rankings (a list of
     :class:`~salience.Scores`), ``score_batch`` many subjects, ``fuse(runs)`` whole runs.
     A subclass combines one subject's rankings (in rank order) in :meth:`combine`.
@@ -106,8 +107,9 @@ class Fuser(Scorer):
         self.weights, self.missing_subjects = weights, missing_subjects
         self._validate_params()
 
+    @abc.abstractmethod
     def combine(self, ranked: list[Scores], w: np.ndarray, candidates: list) -> Scores:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score(self, rankings: Sequence[Scores]) -> Scores:
         if isinstance(rankings, Scores) or len(rankings) < 2 or not all(isinstance(r, Scores) for r in rankings):
@@ -211,8 +213,9 @@ class _ScoreFusion(Fuser):
             smallest[pos] = np.minimum(smallest[pos], values)
         return Scores(self.reduce(total, held, largest, smallest), ids=candidates).sorted()
 
+    @abc.abstractmethod
     def reduce(self, total, held, largest, smallest) -> np.ndarray:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
 
 @register_method("fusion", "combsum", "sum of (normalised) scores (Fox and Shaw, 1994)")

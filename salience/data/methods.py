@@ -5,6 +5,7 @@ into :class:`~salience.Scores`. Each also gives the streaming pipeline
 
 from __future__ import annotations
 
+import abc
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -30,7 +31,7 @@ def _texts(texts, what: str) -> list[str]:
     return texts
 
 
-class DocumentScorer(Scorer):
+class DocumentScorer(Scorer, abc.ABC):
     """Base of the data methods: how much each text looks like the target (higher: more
     target-like). ``fit(target, raw)`` learns from target texts and raw texts (those that need
     them); ``score(texts, ids=None)`` returns :class:`~salience.Scores`, which the core's
@@ -69,8 +70,9 @@ class DocumentScorer(Scorer):
         self.model_ = self._fit(self._features(), target, None if raw is None else _texts(raw, "raw"))
         return self
 
+    @abc.abstractmethod
     def _fit(self, features: HashedNgrams, target: list[str], raw: list[str] | None):
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score(self, texts: Sequence[str], *, ids: Sequence | None = None) -> Scores:
         check_fitted(self, "model_", "fit(target, raw)")
@@ -80,12 +82,12 @@ class DocumentScorer(Scorer):
         return [self.score(texts) for texts in batch]
 
     @classmethod
+    @abc.abstractmethod
     def shard_scorer(cls, resampler: ImportanceResampler, target_batch, shard_files, features: HashedNgrams,
                      classifier_raw_docs: int):
         """The method's model for the streaming pipeline: a picklable function of a cached shard
         (its hashed n-grams) to one score per document, fitted on the target batch and the
         pool's counts (gathered in ``resampler``)."""
-        raise NotImplementedError
 
 
 class _DsirShardScore:

@@ -29,6 +29,7 @@ it from the registry (``create("keywords", "yake", k=5)``). The statistics live 
 
 from __future__ import annotations
 
+import abc
 from typing import Iterable, Sequence
 
 from salience.core.base import Scorer, create, register_method
@@ -59,7 +60,7 @@ def _is_language(value) -> bool:
     return isinstance(value, str) or (isinstance(value, Sequence) and all(isinstance(v, str) for v in value))
 
 
-class KeyphraseExtractor(Scorer):
+class KeyphraseExtractor(Scorer, abc.ABC):
     """Base of the keyphrase methods (the ``keywords`` family): ``score(text)`` gives the ``k``
     best keyphrases of a text as :class:`~salience.Scores` (phrases and their salience),
     ``score_batch(texts)`` those of many, ``score_candidates(text)`` every candidate's score.
@@ -71,8 +72,9 @@ class KeyphraseExtractor(Scorer):
     take n-gram candidates). ``fit(texts)`` learns what a method learns from a corpus (``tfidf``
     its document frequencies, ``yake`` its corpus frequencies); the others need none.
 
-    A method subclass scores one analysed text's candidates in :meth:`candidate_values`, or
-    overrides :meth:`score_candidates` (and :meth:`_top_chunk` for its own batch path).
+    A method subclass scores one analysed text's candidates in :meth:`candidate_values` (the
+    per-document methods), or gives :meth:`score_candidates` (and :meth:`_top_chunk` for its
+    own batch path) itself.
 
     >>> from salience.core.base import create
     >>> create("keywords", "rake", k=1).score("Graph kernels compare graphs quickly.").ids
@@ -166,9 +168,17 @@ class KeyphraseExtractor(Scorer):
         each = language if not isinstance(language, str) else [language] * len(chunk)
         return [self.score_candidates(text, language=code) for text, code in zip(chunk, each)]
 
+    @abc.abstractmethod
     def score_candidates(self, text: str, *, language=None) -> Scores:
         """Every candidate of ``text`` and its score (higher is better), in order of first
         occurrence."""
+
+
+class _PerDocument(KeyphraseExtractor):
+    """The methods that score one analysed text at a time: the text's candidates found (runs
+    of content words, or n-grams in long texts), then :meth:`candidate_values` scores them."""
+
+    def score_candidates(self, text: str, *, language=None) -> Scores:
         language = check_language(self.language if language is None else language)
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
@@ -183,8 +193,9 @@ class KeyphraseExtractor(Scorer):
             return Scores([], ids=[])
         return Scores(self.candidate_values(doc, cands), ids=[c.surface for c in cands])
 
+    @abc.abstractmethod
     def candidate_values(self, doc: Document, cands: list[Candidate]) -> list[float]:
-        raise NotImplementedError
+        """One score per candidate of the analysed text ``doc``."""
 
 
 @register_method("keywords", "yake", "YAKE statistics: casing, position, frequency, context spread and sentence "
@@ -245,14 +256,14 @@ class Yake(KeyphraseExtractor):
 
 @register_method("keywords", "rake", "RAKE: word degree over frequency within stop-word-bounded phrases (Rose et al., "
                                      "2010)")
-class Rake(KeyphraseExtractor):
+class Rake(_PerDocument):
     def candidate_values(self, doc, cands) -> list[float]:
         return rake_scores(doc, cands)
 
 
 @register_method("keywords", "tfidf", "candidate frequency times inverse document frequency (fit on a corpus, or the "
                                       "evaluated texts)")
-class TfIdf(KeyphraseExtractor):
+class TfIdf(_PerDocument):
     """Candidate frequency x inverse document frequency from ``document_frequency`` (or the
     one ``fit(texts)`` learns); frequency alone without either."""
 
@@ -277,7 +288,7 @@ class TfIdf(KeyphraseExtractor):
         return [c.frequency * idf(c.key) for c in cands]
 
 
-class _WordGraph(KeyphraseExtractor):
+class _WordGraph(_PerDocument):
     """PageRank over content-word stems linked within ``window`` words; a candidate scores the
     sum of its words."""
 
@@ -317,14 +328,14 @@ class PositionRank(SingleRank):
 
 @register_method("keywords", "topicrank", "TopicRank: PageRank over clusters of similar candidates (Bougouin et al., "
                                           "2013)")
-class TopicRank(KeyphraseExtractor):
+class TopicRank(_PerDocument):
     def candidate_values(self, doc, cands) -> list[float]:
         return topic_scores(cands, "topicrank")
 
 
 @register_method("keywords", "multipartite", "MultipartiteRank: a multipartite candidate graph across topics (Boudin, "
                                              "2018)")
-class MultipartiteRank(KeyphraseExtractor):
+class MultipartiteRank(_PerDocument):
     def candidate_values(self, doc, cands) -> list[float]:
         return topic_scores(cands, "multipartite")
 

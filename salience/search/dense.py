@@ -378,9 +378,13 @@ class Dense(Index):
         """Open a saved index. ``encoder``: the one it was built with (default: the model its
         manifest names). A model name, or a callable with a ``name`` attribute, that is not
         the manifest's is refused by name; a callable without one is taken to be it."""
+        return cls._load_from(Path(path), verify, encoder=encoder)
+
+    @classmethod
+    def _load_from(cls, path: Path, verify: bool, *, encoder: str | Callable | None = None) -> "Dense":
         from salience.search.dense_store import load_dense
 
-        return load_dense(cls, Path(path), encoder, verify)
+        return load_dense(cls, path, encoder, verify)
 
     def _save_to(self, path: Path) -> None:
         from salience.search.dense_store import save_dense

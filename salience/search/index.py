@@ -18,6 +18,7 @@ A subclass provides:
 
 from __future__ import annotations
 
+import abc
 import copy as _copy
 import os
 from pathlib import Path
@@ -34,7 +35,7 @@ from salience.search.sources import Document, read_documents
 __all__ = ["Index"]
 
 
-class Index(Scorer):
+class Index(Scorer, abc.ABC):
     """Base of the searchable indexes (see the module docstring)."""
 
     #: how the index names itself in messages ("this BM25 has no documents yet")
@@ -52,26 +53,32 @@ class Index(Scorer):
         self._columns: MetadataColumns | None = None
 
     # ---- the subclass's part
+    @abc.abstractmethod
     def _has_data(self) -> bool:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
+    @abc.abstractmethod
     def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def _after_change(self) -> None:
         """Called after documents are added or deleted."""
 
+    @abc.abstractmethod
     def _compact_data(self, keep: np.ndarray) -> None:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
+    @abc.abstractmethod
     def _copy_data(self, clone: "Index") -> None:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
+    @abc.abstractmethod
     def _save_to(self, path: Path) -> None:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
+    @abc.abstractmethod
     def _commit_to(self) -> None:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     # ---- the store
     def __len__(self) -> int:
@@ -235,8 +242,9 @@ class Index(Scorer):
         return cls._load_from(Path(path), verify, **options)
 
     @classmethod
+    @abc.abstractmethod
     def _load_from(cls, path: Path, verify: bool, **options) -> "Index":
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def commit(self) -> "Index":
         """Write segments added and documents deleted since the last save/commit to :attr:`path`."""

@@ -43,6 +43,7 @@ the logits of fixed tokens; a label that is not one token is refused when the ju
 
 from __future__ import annotations
 
+import abc
 import time
 from typing import Callable, Mapping, Sequence
 
@@ -71,7 +72,7 @@ ICR_TAIL = "Please find information that is relevant to the following query in t
 ICR_CONTENT_FREE = " N/A"
 
 
-class Judge(Scorer):
+class Judge(Scorer, abc.ABC):
     """Base of the relevance judges (the ``judge`` family): ``score(query, passages)`` gives
     :class:`~salience.Scores` over the passages' positions (higher: more relevant). ``kind``
     says how a judge answers the core's sorting algorithms: ``"scores"`` (one score per
@@ -87,8 +88,9 @@ class Judge(Scorer):
 
         return next((m.name for m in registered("judge") if m.factory is type(self)), type(self).__name__)
 
+    @abc.abstractmethod
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
+        """One relevance score per passage (higher: more relevant), as an array."""
 
     def score(self, query: str, passages: Sequence[str]) -> Scores:
         return Scores(self.scores(query, passages))
@@ -192,6 +194,11 @@ class LMJudge(Judge):
                                         f"prompt of {len(ids)} tokens): check the model's weights and dtype.")
         return picked
 
+
+class _ScoringLMJudge(LMJudge):
+    """An LM judge that scores each passage (pointwise, qlm, icr): :meth:`scores` checks,
+    times and guards what :meth:`_scores` computes."""
+
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """One relevance score per passage (higher: more relevant), batched."""
         torch = require_torch("The language-model judges")
@@ -206,11 +213,12 @@ class LMJudge(Judge):
             raise InvalidParameterError(f"the model gave a non-finite score for query {query!r}.")
         return out
 
+    @abc.abstractmethod
     def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
-        raise NotImplementedError
+        """The scores of ``passages``, under ``torch.no_grad``."""
 
 
-class _BatchedLMJudge(LMJudge):
+class _BatchedLMJudge(_ScoringLMJudge):
     """A judge with one prompt per passage: prompts scored in batches of ``batch_size`` (one
     forward pass each), the query's shared prefix run once per batch with ``prefix_cache``."""
 
@@ -230,8 +238,9 @@ class _BatchedLMJudge(LMJudge):
             self.calls += len(batch)
         return out
 
+    @abc.abstractmethod
     def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """The scores of one batch of (cut) passages: one forward pass."""
 
     def _padded(self, torch, rows: list[list[int]], *, left: bool = False):
         """``(ids, mask)`` of the rows padded to one width, on the right, or on the ``left`` so
@@ -361,7 +370,7 @@ class ListwiseLMJudge(LMJudge):
 
 @register_method("judge", "icr", "LM judge: in-context reranking, the attention passages receive from the query, "
                                  "calibrated by a content-free query (Chen et al., 2025)")
-class ICRJudge(LMJudge):
+class ICRJudge(_ScoringLMJudge):
     _parameter_constraints = {"layers": [None, "array-like"], "heads": [None, "array-like"]}
 
     def __init__(self, model, *, tokenizer, max_passage_tokens: int = 64, layers=None, heads=None,

@@ -21,6 +21,7 @@ many passages are worth keeping at all, so a prompt need not be filled with like
 
 from __future__ import annotations
 
+import abc
 import re
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
@@ -104,7 +105,7 @@ class ScoreCalibrator:
         return Scores(1.0 / (1.0 + np.exp(-z)), ids=ranked.ids)
 
 
-class Packer(Scorer):
+class Packer(Scorer, abc.ABC):
     """Base of the packing methods (the ``pack`` family): which passages a prompt of ``tokens``
     tokens holds. ``pack(scores, lengths, similarity=None)`` gives a :class:`Packing`;
     ``score(...)`` the chosen passages' :class:`~salience.Scores` in rank order. ``cutoff``:
@@ -127,8 +128,9 @@ class Packer(Scorer):
 
         return next((m.name for m in registered("pack") if m.factory is type(self)), type(self).__name__)
 
+    @abc.abstractmethod
     def choose(self, candidates: Scores, cost: np.ndarray, position: dict, index: np.ndarray, similarity) -> list:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def _fill(self, order: list, cost: np.ndarray, position: dict, stop_at_first_misfit: bool) -> list:
         """The passages of ``order`` that fit, in that order."""

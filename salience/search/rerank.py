@@ -24,6 +24,7 @@ orders the passages in :meth:`RerankAlgorithm.order`.
 
 from __future__ import annotations
 
+import abc
 import time
 from typing import Any, Callable, Mapping
 
@@ -61,7 +62,7 @@ def _kind(judge) -> str:
     return getattr(judge, "kind", "scores")
 
 
-class RerankAlgorithm(Scorer):
+class RerankAlgorithm(Scorer, abc.ABC):
     """Base of the rerank algorithms (the ``rerank`` family). ``accepts``: the judge kinds that
     can drive it (a scoring judge drives every algorithm: its pairs and lists come from its
     scores). :meth:`order` gives the head's ids in their new order (an algorithm that finds
@@ -73,8 +74,9 @@ class RerankAlgorithm(Scorer):
     def __init__(self):
         self._validate_params()
 
+    @abc.abstractmethod
     def order(self, query: str, head: Scores, judge, texts) -> list:
-        raise NotImplementedError
+        """The subclass's part (see the class docstring)."""
 
     def score(self, query: str, candidates: Scores, judge, texts) -> Scores:
         return rerank(query, candidates, judge, texts, algorithm=self, depth=max(len(candidates), 1))

@@ -26,6 +26,7 @@ Otterbacher, Erkan and Radev. Using random walks for question-focused sentence r
 
 from __future__ import annotations
 
+import abc
 import numbers
 import threading
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ _MMR_POOL = 2000
 _MAX_CACHED_TERMS = 200_000
 
 
-class SentenceScorer(Scorer):
+class SentenceScorer(Scorer, abc.ABC):
     """Base of the summarisation methods (the ``summarize`` family): ``score(text)`` gives the
     salience of each sentence of a text (a list of sentences, or a str to split), ids their
     positions. ``language``: ``"auto"`` (detected from the sentences) or an ISO 639-1 code,
@@ -116,15 +117,22 @@ class SentenceScorer(Scorer):
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
         return [self.score(t, query=query) for t in texts]
 
+    @abc.abstractmethod
     def score_sentences(self, sentences: Sequence[str], *, query: str | None = None,
                         encoder: TermEncoder | None = None) -> Scores:
         """Salience of each of ``sentences`` (already split), with ``encoder`` (a fresh one for
         their language by default)."""
+
+
+class _TermScorer(SentenceScorer):
+    """The methods that read the sentences' terms: counts in the text's language (and, with a
+    query, each sentence's affinity to it), scored by :meth:`_scores`."""
+
+    def score_sentences(self, sentences: Sequence[str], *, query: str | None = None,
+                        encoder: TermEncoder | None = None) -> Scores:
         n = len(sentences)
         if n == 0:
             return Scores([], ids=[])
-        if not self.uses_terms:
-            return self._order_scores(n, query)
         if query is not None and not isinstance(query, str):
             raise InvalidParameterError(f"query must be a str; got {type(query).__name__}.")
         if encoder is None:
@@ -133,22 +141,21 @@ class SentenceScorer(Scorer):
         affinity = query_affinity(sentences, query, encoder) if query and query.strip() else None
         return self._scores(counts, affinity, n)
 
-    def _order_scores(self, n: int, query) -> Scores:
-        raise NotImplementedError
-
+    @abc.abstractmethod
     def _scores(self, counts, affinity, n: int) -> Scores:
-        raise NotImplementedError
+        """The sentences' scores from their term ``counts`` and the query ``affinity`` (or None)."""
 
 
-class _RandomWalk(SentenceScorer):
+class _RandomWalk(_TermScorer):
     """PageRank over a sentence graph (``damping``); with a query, personalised toward the
     sentences similar to it (``query_bias``: the probability that the walk jumps there)."""
 
     _parameter_constraints = {"damping": [Interval("real", 0, 1, closed="neither")],
                               "query_bias": [Interval("real", 0, 1, closed="left")]}
 
+    @abc.abstractmethod
     def _graph(self, counts, n: int):
-        raise NotImplementedError
+        """The sentence graph the walk runs on."""
 
     def _scores(self, counts, affinity, n: int) -> Scores:
         graph = self._graph(counts, n)
@@ -213,7 +220,7 @@ class TextRank(_RandomWalk):
 
 @register_method("summarize", "centroid", "cosine of each sentence to the tf-idf centroid of the text (Radev et al., "
                                           "2004)")
-class Centroid(SentenceScorer):
+class Centroid(_TermScorer):
     """Cosine similarity to the text's tf-idf centroid; with a query, to the query."""
 
     def _scores(self, counts, affinity, n: int) -> Scores:
@@ -230,7 +237,11 @@ class Centroid(SentenceScorer):
 class Lead(SentenceScorer):
     uses_terms = False
 
-    def _order_scores(self, n: int, query) -> Scores:
+    def score_sentences(self, sentences: Sequence[str], *, query: str | None = None,
+                        encoder: TermEncoder | None = None) -> Scores:
+        n = len(sentences)
+        if n == 0:
+            return Scores([], ids=[])
         if query is not None:
             raise InvalidParameterError("lead ranks by position: a query does nothing to it (choose lexrank, textrank "
                                         "or centroid).")
