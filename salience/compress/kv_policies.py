@@ -123,9 +123,9 @@ class KVPolicy(Scorer, abc.ABC):
 
     @property
     def name(self) -> str:
-        from salience.core.base import registered
+        from salience.core.base import registered_name
 
-        return next((m.name for m in registered("kv") if m.factory is type(self)), type(self).__name__)
+        return registered_name(self, "kv")
 
     def query_count(self, n_tokens: int) -> int:
         """How many of the prompt's last queries :meth:`token_scores` needs."""

@@ -35,6 +35,7 @@ import numpy as np
 
 from salience.extras import require_torch
 from salience.compress.criteria import WeightCriterion, weight_criterion
+from salience.core.base import registered_name
 from salience.core.masks import check_sparsity, lowest_k_across, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
@@ -226,15 +227,9 @@ def check_prune_options(method: str | WeightCriterion, sparsity, pattern, group:
     if nm is not None and group == "global":
         raise InvalidParameterError("an N:M pattern is per row: it does not combine with group='global'.")
     if criterion.needs is not None and not has_calibration:
-        raise InvalidParameterError(f"{_name(criterion)} needs calibration windows of token ids (calibration_windows; "
-                                    "CLI: --calib FILE).")
+        raise InvalidParameterError(f"{registered_name(criterion, 'weights')} needs calibration windows of token ids "
+                                    "(calibration_windows; CLI: --calib FILE).")
     return criterion, sparsity, nm, group
-
-
-def _name(criterion: WeightCriterion) -> str:
-    from salience.core.base import registered
-
-    return next((m.name for m in registered("weights") if m.factory is type(criterion)), type(criterion).__name__)
 
 
 def prune(model, *, method: str | WeightCriterion = "wanda", sparsity: float | None = 0.5, pattern=None,
@@ -259,7 +254,7 @@ def prune(model, *, method: str | WeightCriterion = "wanda", sparsity: float | N
                                             f"{name} has {module.weight.shape[1]} inputs.")
     if criterion.needs is not None:
         calibration = check_calibration(calibration)
-    report = PruneReport(_name(criterion), None if nm is None else f"{nm[0]}:{nm[1]}", group)
+    report = PruneReport(registered_name(criterion, "weights"), None if nm is None else f"{nm[0]}:{nm[1]}", group)
     start = time.perf_counter()
     if sequential and criterion.needs in ("input_norms", "hessian"):
         _prune_sequential(model, layers, criterion, sparsity, nm, group, calibration, batch_size, report)

@@ -30,7 +30,7 @@ from salience.core.params import check_params
 from salience.exceptions import InvalidParameterError, NotFittedError, unknown_choice
 
 __all__ = ["Scorer", "FunctionMethod", "function_method", "register", "register_method", "create", "method_names",
-           "registered", "method_rows", "method_factory", "Method", "FAMILIES", "check_fitted", "reject_options", "method_of"]
+           "registered", "registered_name", "method_rows", "method_factory", "Method", "FAMILIES", "check_fitted", "reject_options", "method_of"]
 
 #: families, and the module whose import registers their methods
 FAMILIES = {
@@ -299,6 +299,13 @@ def method_factory(family: str, name: str) -> Any:
     """The class (or factory) registered as ``name`` in ``family``: what a method's class says
     of itself, before it is built."""
     return _method(family, name).factory
+
+
+def registered_name(scorer: Any, family: str) -> str:
+    """The name ``scorer``'s class is registered under in ``family`` (runs, reports and
+    messages are named by it); its class name when it is not registered."""
+    cls = type(scorer)
+    return next((m.name for m in registered(family) if m.factory is cls), cls.__name__)
 
 
 def method_names(family: str) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from salience.core.base import Scorer, register_method
+from salience.core.base import Scorer, register_method, registered_name
 from salience.core.params import Interval, Options
 from salience.core.run import Run, as_run
 from salience.core.scores import Scores
@@ -144,13 +144,7 @@ class Fuser(Scorer, abc.ABC):
         empty = Scores([], ids=[])
         fused = {subject: self._subject([run[subject].sorted() if subject in run else empty for run in runs], w)
                  for subject in subjects}
-        return Run(fused, name=name or _method_name(self))
-
-
-def _method_name(fuser: Fuser) -> str:
-    from salience.core.base import registered
-
-    return next((m.name for m in registered("fusion") if m.factory is type(fuser)), type(fuser).__name__.lower())
+        return Run(fused, name=name or registered_name(self, "fusion"))
 
 
 def _positions(r: Scores, index: dict) -> np.ndarray:

@@ -107,9 +107,9 @@ class KeyphraseExtractor(Scorer, abc.ABC):
 
     @property
     def name(self) -> str:
-        from salience.core.base import registered
+        from salience.core.base import registered_name
 
-        return next((m.name for m in registered("keywords") if m.factory is type(self)), type(self).__name__)
+        return registered_name(self, "keywords")
 
     # ---- learning and scoring
     def fit(self, texts: Iterable[str]) -> "KeyphraseExtractor":

@@ -84,9 +84,9 @@ class Judge(Scorer, abc.ABC):
     @property
     def method(self) -> str:
         """The judge's registered name (runs and reports are named by it)."""
-        from salience.core.base import registered
+        from salience.core.base import registered_name
 
-        return next((m.name for m in registered("judge") if m.factory is type(self)), type(self).__name__)
+        return registered_name(self, "judge")
 
     @abc.abstractmethod
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:

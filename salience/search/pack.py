@@ -124,9 +124,9 @@ class Packer(Scorer, abc.ABC):
 
     @property
     def name(self) -> str:
-        from salience.core.base import registered
+        from salience.core.base import registered_name
 
-        return next((m.name for m in registered("pack") if m.factory is type(self)), type(self).__name__)
+        return registered_name(self, "pack")
 
     @abc.abstractmethod
     def choose(self, candidates: Scores, cost: np.ndarray, position: dict, index: np.ndarray, similarity) -> list:

@@ -31,7 +31,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from salience.core import sort
-from salience.core.base import Scorer, method_of, register_method
+from salience.core.base import Scorer, method_of, register_method, registered_name
 from salience.core.checks import check_k
 from salience.core.params import Interval
 from salience.core.scores import Scores
@@ -196,7 +196,8 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *,
         from salience.core.base import registered
 
         fits = [m.name for m in registered("rerank") if kind in m.factory.accepts]
-        raise InvalidParameterError(f"the {judge.method} judge cannot drive the {_name(algorithm)!r} algorithm: use "
+        raise InvalidParameterError(f"the {judge.method} judge cannot drive the "
+                                    f"{registered_name(algorithm, 'rerank')!r} algorithm: use "
                                     f"{', '.join(fits)}.")
     ranked = candidates.sorted()
     head, tail = ranked.ids[:depth], ranked.ids[depth:]
@@ -212,12 +213,6 @@ def rerank(query: str, candidates: Scores, judge, texts: Mapping | Callable, *,
     order = list(order) + [i for i in head if i not in placed]  # top-k algorithms: the rest in first-stage order
     ids = order + list(tail)
     return Scores(np.arange(len(ids), 0, -1, dtype=np.float64), ids)
-
-
-def _name(algorithm: RerankAlgorithm) -> str:
-    from salience.core.base import registered
-
-    return next((m.name for m in registered("rerank") if m.factory is type(algorithm)), type(algorithm).__name__)
 
 
 def rerank_run(run, queries: Mapping[Any, str], judge, texts: Mapping | Callable, *,

@@ -93,9 +93,9 @@ class SentenceScorer(Scorer, abc.ABC):
 
     @property
     def name(self) -> str:
-        from salience.core.base import registered
+        from salience.core.base import registered_name
 
-        return next((m.name for m in registered("summarize") if m.factory is type(self)), type(self).__name__)
+        return registered_name(self, "summarize")
 
     def encoder_for(self, sentences: Sequence[str]) -> TermEncoder:
         """This scorer's term encoder for the language of ``sentences`` (call under the lock)."""
