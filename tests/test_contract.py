@@ -113,6 +113,9 @@ def _run(method, scorer):
         passages = ["cats sleep", "dogs bark . fish swim", "fish"] if method.name != "encoder" else TEXTS
         return ([scorer.score(q, passages) for q in queries], scorer.score_batch([(q, passages) for q in queries]),
                 None)
+    if family == "prompt":
+        prompts = ["the cat sat", "a dog ran far"]
+        return [scorer.score(p, target=" on") for p in prompts], scorer.score_batch(prompts, target=" on"), None
     if family == "rerank":
         first = Scores([9.0, 8, 7, 6, 5], ids=["d1", "d22", "d3", "d4444", "d55"])
         texts = {i: i for i in first.ids}
@@ -197,6 +200,7 @@ _OPTIONS = {
     ("classify", "logistic"): {"buckets": 1024},
     **{("pack", name): {"tokens": 25} for name in ("knapsack", "mmr", "topk")},
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
+    ("prompt", "lm"): _tiny_lm,
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
     ("search", "dense"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
@@ -227,7 +231,7 @@ _OPTIONS = {
 METHODS = registered()
 #: the LM judges hold a loaded transformers model, which transformers does not pickle (its
 #: output-capturing hooks are local functions): they run in the process that loaded it
-HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")}
+HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")} | {("prompt", "lm")}
 FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 
 
@@ -235,7 +239,8 @@ FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 LOOP_BATCHES = {"SentenceScorer.score_batch", "Fuser.score_batch", "Aggregator.score_batch", "FunctionMethod.score_batch",
                 "RerankAlgorithm.score_batch", "WeightCriterion.score_batch", "StructureImportance.score_batch",
                 "LayerImportance.score_batch", "KVPolicy.score_batch", "Judge.score_batch",
-                "Packer.score_batch", "PermutationImportance.score_batch", "TextClassifier.score_batch"}
+                "Packer.score_batch", "PermutationImportance.score_batch", "TextClassifier.score_batch",
+                "LMAttribution.score_batch"}
 
 
 def _batch_is_a_loop(scorer) -> bool:
@@ -314,7 +319,8 @@ NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sen
          "fusion": "rankings must be", "aggregate": "ranking 0 lists item 'a' twice", "sort": "item 'a' appears twice",
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
          "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
-         "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts"}
+         "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts",
+         "prompt": "prompt must be a non-empty text"}
 SELECT_BAD = {"top_k": ({"k": 0}, "k must be"), "threshold": ({"threshold": float("nan")}, "threshold must be"),
               "fraction": ({"fraction": 0.0}, "fraction must be"), "sample": ({"k": 0}, "k must be"),
               "cutoff": ({"objective": "recall"}, "objective")}
@@ -326,7 +332,7 @@ def test_bad_input_is_refused_by_name(method):
     scorer = method.create(**options)
     family = method.family
     named = NAMED.get(family)
-    if family in ("layers", "structure", "kv"):
+    if family in ("layers", "structure", "kv", "prompt"):
         pytest.importorskip("torch")  # without it, the error names the extra to install
     with pytest.raises(SalienceError) as caught:
         if family == "search":
@@ -363,6 +369,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score([[1.0, float("nan"), 2.0], [0.0, 1.0, 2.0]])
         elif family == "classify":
             scorer.fit(TEXTS * 2, [True, False, True] * 2).score("one text, not a list")
+        elif family == "prompt":
+            scorer.score("  ", target=" on")
         elif family == "rerank":
             scorer.score("q", Scores([1.0, 2.0], ids=["a", "b"]), _LengthJudge(), {"a": "a"})  # no text for 'b'
     assert re.search(named, str(caught.value)), f"{caught.value} does not name the bad input ({named})"

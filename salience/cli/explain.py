@@ -80,8 +80,8 @@ def _cmd_text(args) -> int:
 
 
 def _cmd_lm(args) -> int:
+    from salience.core.base import create
     from salience.extras import require_torch
-    from salience.explain.lm import LMAttribution
     from salience.models.lm import load_causal_lm
 
     # everything that needs no model first: the model loads for seconds
@@ -92,7 +92,7 @@ def _cmd_lm(args) -> int:
         _html_target(args, ())
     require_torch("Language-model attribution")
     model, tokenizer = load_causal_lm(args.model)
-    explainer = LMAttribution(model, tokenizer=tokenizer, method=args.method, truncate=args.truncate)
+    explainer = create("prompt", "lm", model=model, tokenizer=tokenizer, method=args.method, truncate=args.truncate)
     attribution = explainer.attribute(prompt, target=args.target, n_samples=args.samples, seed=args.seed)
     _write_html(args, attribution, f"prompt tokens for: {args.target}")
     out = {"log_prob": attribution.info["log_prob"], "base_value": float(attribution.base_value[0]),

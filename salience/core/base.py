@@ -47,6 +47,7 @@ FAMILIES = {
     "rerank": "salience.search",
     "explain": "salience.explain",
     "global": "salience.explain",
+    "prompt": "salience.explain",
     "classify": "salience.text.classifier",
     "weights": "salience.compress",
     "structure": "salience.compress",
@@ -161,9 +162,11 @@ class FunctionMethod(Scorer):
 def function_method(base: type, function: Callable[..., Any], class_name: str, *,
                     constraints: dict | None = None) -> type:
     """A subclass of ``base`` (a :class:`FunctionMethod`) for ``function``, named ``class_name``
-    and placed in ``base``'s module (so it pickles by name)."""
+    and placed in ``base``'s module (so it pickles by name); its parameter constraints are the
+    function's (:func:`~salience.core.params.validate_params`) and ``constraints``."""
     namespace = {"function": staticmethod(function), "__doc__": function.__doc__, "__module__": base.__module__,
-                 "__qualname__": class_name, "_parameter_constraints": dict(constraints or {})}
+                 "__qualname__": class_name,
+                 "_parameter_constraints": {**getattr(function, "_parameter_constraints", {}), **(constraints or {})}}
     cls = type(class_name, (base,), namespace)
     setattr(sys.modules[base.__module__], class_name, cls)
     return cls

@@ -31,6 +31,7 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
 from salience.exceptions import InvalidParameterError, ShapeError
+from salience.extras import require
 
 __all__ = ["Curve", "deletion_curve", "insertion_curve", "comprehensiveness", "sufficiency", "RetrainCurve",
            "remove_and_retrain"]
@@ -195,12 +196,7 @@ def remove_and_retrain(estimator, train_inputs, train_labels, test_inputs, test_
     and scored on the test rows (``metric(labels, predictions)``, default the estimator's own
     ``score``). Compare against random scores: a ranking that carries information falls
     below them."""
-    try:
-        from sklearn.base import clone
-    except ImportError:
-        from salience.exceptions import MissingDependencyError
-
-        raise MissingDependencyError("remove_and_retrain retrains scikit-learn estimators: pip install scikit-learn") from None
+    clone = require("sklearn.base", "scikit-learn", "remove_and_retrain (it retrains scikit-learn estimators)").clone
     x_train, x_test = check_inputs(train_inputs, "train_inputs"), check_inputs(test_inputs, "test_inputs")
     if x_train.shape[1] != x_test.shape[1]:
         raise ShapeError(f"train_inputs has {x_train.shape[1]} features, test_inputs {x_test.shape[1]}.")

@@ -9,10 +9,16 @@ every value against it, so the error for a bad value is written once::
 A constraint is an :class:`Interval`, an :class:`Options`, ``None`` (the value may be None), a
 type (``str``, ``dict``, ``"array-like"``, ``callable``) or a :class:`Check` (any predicate with
 its description). A value passes when it meets any constraint of its list.
+
+A public function states its constraints the same way with :func:`validate_params` (as
+scikit-learn's decorator of the same name); a method made from the function
+(:func:`salience.core.base.function_method`) inherits them.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import numbers
 from dataclasses import dataclass
@@ -20,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["Interval", "Options", "Check", "check_params", "describe"]
+__all__ = ["Interval", "Options", "Check", "check_params", "describe", "validate_params", "SEED"]
 
 
 @dataclass(frozen=True)
@@ -91,6 +97,15 @@ class Check:
         return self.description
 
 
+def _is_numpy_seed(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, (np.random.SeedSequence, np.random.Generator))
+
+
+#: a random seed: None, a non-negative integer, or what numpy's ``default_rng`` takes
+SEED = [None, Interval("int", 0), Check(_is_numpy_seed, "a numpy SeedSequence or Generator")]
+
 _TYPES = {str: "a string", dict: "a dict", list: "a list", bool: "True or False", callable: "a callable",
           "array-like": "a sequence of numbers"}
 
@@ -130,3 +145,29 @@ def check_params(owner: str, params: dict[str, Any], constraints: dict[str, list
             raise unknown_choice(f"{name} of {owner}", value, options[0].values)
         wants = " or ".join(describe(c) for c in allowed)
         raise InvalidParameterError(f"{owner}: {name} must be {wants}; got {value!r}.")
+
+
+def validate_params(constraints: dict[str, list]):
+    """Decorate a function so that each call checks the arguments named in ``constraints``
+    (:func:`check_params`, the function's name as owner); the constraints stay readable as the
+    function's ``_parameter_constraints``."""
+
+    def decorate(function):
+        signature = inspect.signature(function)
+        unknown = set(constraints) - set(signature.parameters)
+        if unknown:
+            raise TypeError(f"{function.__name__} has no parameters {sorted(unknown)} to constrain")
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            try:
+                given = signature.bind(*args, **kwargs).arguments
+            except TypeError:
+                return function(*args, **kwargs)  # Python's own message for a wrong call
+            check_params(function.__name__, given, constraints)
+            return function(*args, **kwargs)
+
+        checked._parameter_constraints = dict(constraints)
+        return checked
+
+    return decorate

@@ -11,9 +11,10 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from salience.core.base import FunctionMethod, function_method, register
-from salience.core.checks import check_k, check_seed
+from salience.core.checks import check_k
+from salience.core.params import SEED, Interval, Options, validate_params
 from salience.core.scores import Scores, rank_order
-from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
+from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = [
     "check_k",
@@ -38,6 +39,7 @@ SAMPLING = ("gumbel", "topk", "replacement")
 _DP_MAX_CELLS = 20_000_000
 
 
+@validate_params({"k": [Interval("int", 1)]})
 def select_top_k(scores: Scores, *, k: int) -> Scores:
     """The ``k`` best items (``k`` above the number of items is clamped).
 
@@ -47,6 +49,7 @@ def select_top_k(scores: Scores, *, k: int) -> Scores:
     return scores.top_k(k)
 
 
+@validate_params({"threshold": [Interval("real")], "inclusive": [bool]})
 def select_threshold(scores: Scores, *, threshold: float, inclusive: bool = True) -> Scores:
     """Items whose score is ``>= threshold`` (or ``>`` with ``inclusive=False``).
 
@@ -54,13 +57,12 @@ def select_threshold(scores: Scores, *, threshold: float, inclusive: bool = True
     ['b', 'c']
     """
     threshold = float(threshold)
-    if np.isnan(threshold):
-        raise InvalidParameterError("threshold must be a number; got NaN.")
     mask = scores.values >= threshold if inclusive else scores.values > threshold
     keep = np.flatnonzero(mask)
     return scores.take(keep[rank_order(scores.values[keep])])
 
 
+@validate_params({"budget": [Interval("real", 0)], "method": [Options(("auto", "exact", "greedy"))]})
 def select_budget(scores: Scores, costs: Sequence[float], *, budget: float, method: str = "auto") -> Scores:
     """Best-value subset whose total cost is at most ``budget`` (0/1 knapsack).
 
@@ -86,12 +88,6 @@ def select_budget(scores: Scores, costs: Sequence[float], *, budget: float, meth
     if not np.isfinite(c).all() or (c < 0).any():
         raise InvalidParameterError("costs must be finite and non-negative.")
     budget = float(budget)
-    if not np.isfinite(budget) or budget < 0:
-        raise InvalidParameterError(f"budget must be a finite number >= 0; got {budget}.")
-    if method not in ("auto", "exact", "greedy"):
-        from salience.exceptions import unknown_choice
-
-        raise unknown_choice("budget method", method, ("auto", "exact", "greedy"))
     v = scores.values
     if not np.isfinite(v).all():
         raise InvalidParameterError("select_budget needs finite scores.")
@@ -146,6 +142,7 @@ def _knapsack_greedy(values: np.ndarray, costs: np.ndarray, budget: float) -> np
     return np.array(sorted(chosen), dtype=np.int64)
 
 
+@validate_params({"fraction": [Interval("real", 0, 1, closed="right")]})
 def select_fraction(scores: Scores, *, fraction: float) -> Scores:
     """The best ``ceil(fraction * n)`` items (``0 < fraction <= 1``).
 
@@ -153,8 +150,6 @@ def select_fraction(scores: Scores, *, fraction: float) -> Scores:
     ['b', 'c']
     """
     fraction = float(fraction)
-    if not 0.0 < fraction <= 1.0:
-        raise InvalidParameterError(f"fraction must be in (0, 1]; got {fraction}.")
     if len(scores) == 0:
         return scores.take([])
     return scores.top_k(max(1, int(np.ceil(fraction * len(scores) - 1e-12))))
@@ -169,6 +164,8 @@ def _similarity_matrix(similarity, n: int, name: str = "similarity") -> np.ndarr
     return S
 
 
+@validate_params({"k": [Interval("int", 1)], "diversity": [Interval("real", 0, 1)],
+                  "normalize": [None, str]})
 def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, normalize: str | None = None) -> Scores:
     """Maximal marginal relevance (Carbonell and Goldstein, 1998): greedily add the item
     maximising ``(1 - diversity) * relevance - diversity * max similarity to those chosen``.
@@ -183,9 +180,6 @@ def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, no
     >>> select_mmr(Scores([1.0, 0.9, 0.5], ids="abc"), S, k=2, diversity=0.5).ids
     ['a', 'c']
     """
-    k = check_k(k)
-    if not 0.0 <= diversity <= 1.0:
-        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity}.")
     n = len(scores)
     S = _similarity_matrix(similarity, n)
     relevance = scores.normalize(normalize).values if normalize and n else scores.values
@@ -207,13 +201,13 @@ def select_mmr(scores: Scores, similarity, *, k: int, diversity: float = 0.3, no
     return Scores(values, ids=[scores.ids[i] for i in chosen]) if chosen else scores.take([])
 
 
+@validate_params({"k": [Interval("int", 1)]})
 def select_facility_location(similarity, *, k: int, ids=None, weights=None) -> Scores:
     """Facility location: ``k`` items that best represent all, maximising
     ``sum_i w_i max_{j in S} sim(i, j)`` (similarities >= 0), by lazy greedy ((1 - 1/e)-optimal).
 
     Values are the marginal gains, in selection order.
     """
-    k = check_k(k)
     S = np.asarray(similarity, dtype=np.float64)
     n = S.shape[0] if S.ndim == 2 else -1
     S = _similarity_matrix(S, n)
@@ -260,6 +254,7 @@ def _lazy_greedy_with_state(n, k, gain_of, order, gains):
             heapq.heappush(heap, (-gain_of(i, order), i, len(order)))
 
 
+@validate_params({"k": [Interval("int", 1)]})
 def select_coverage(concepts, *, k: int, ids=None, concept_weights=None) -> Scores:
     """Weighted coverage: ``k`` items covering the most concept weight, by lazy greedy.
 
@@ -269,7 +264,6 @@ def select_coverage(concepts, *, k: int, ids=None, concept_weights=None) -> Scor
     >>> select_coverage([{"a", "b"}, {"b"}, {"c"}], k=2, ids=["x", "y", "z"]).ids
     ['x', 'z']
     """
-    k = check_k(k)
     if isinstance(concepts, np.ndarray):
         if concepts.ndim != 2:
             raise ShapeError(f"a coverage matrix must be items x concepts; got shape {concepts.shape}.")
@@ -341,6 +335,7 @@ def expected_dcg_gain(probabilities: Sequence[float]) -> np.ndarray:
     return np.concatenate(([0.0], np.cumsum(gains)))
 
 
+@validate_params({"objective": [Options(("f1", "dcg"))]})
 def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
     """Keep the top ``k`` items, ``k`` chosen to maximise the expected ``objective`` given
     per-item relevance probabilities (the scores, which must lie in [0, 1]).
@@ -348,10 +343,6 @@ def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
     ``f1``: exact expected F1 (Poisson-binomial dynamic programme, O(n^2) memory, O(n^3) time).
     ``dcg``: expected DCG with -1 gain for non-relevant items (so the list can end early).
     """
-    if objective not in ("f1", "dcg"):
-        from salience.exceptions import unknown_choice
-
-        raise unknown_choice("cut-off objective", objective, ("f1", "dcg"))
     ranked = scores.sorted()
     p = ranked.values
     if ((p < 0) | (p > 1)).any():
@@ -361,6 +352,7 @@ def select_cutoff(scores: Scores, *, objective: str = "f1") -> Scores:
     return ranked.take(np.arange(k))
 
 
+@validate_params({"k": [None, Interval("int", 0)], "sampling": [Options(SAMPLING)], "seed": SEED})
 def sample_positions(log_weights: np.ndarray, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
              eligible: np.ndarray | None = None, groups: np.ndarray | None = None,
              quotas: Mapping[object, int] | None = None) -> np.ndarray:
@@ -378,9 +370,6 @@ def sample_positions(log_weights: np.ndarray, *, k: int | None = None, sampling:
     w = np.asarray(log_weights, dtype=np.float64)
     if w.ndim != 1:
         raise InvalidParameterError(f"log_weights must be one-dimensional; got shape {w.shape}.")
-    if sampling not in SAMPLING:
-        raise unknown_choice("sampling", sampling, SAMPLING)
-    check_seed(seed)
     bad = np.flatnonzero(np.isnan(w) | (w == np.inf))
     if len(bad):  # -inf is a weight of zero (never drawn); NaN and +inf are no weight at all
         raise InvalidParameterError(f"log_weights holds {w[bad[0]]} at position {bad[0]} ({len(bad)} such values); "
@@ -424,6 +413,7 @@ def _resample(w: np.ndarray, k: int, sampling: str, rng: np.random.Generator, wh
     return top[np.lexsort((top, -keys[top]))]
 
 
+@validate_params({"k": [None, Interval("int", 0)], "sampling": [Options(SAMPLING)], "seed": SEED})
 def select_sample(scores: Scores, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
                   groups=None, quotas=None) -> Scores:
     """Importance resampling as a selector: ``k`` items drawn in proportion to ``exp(score)``

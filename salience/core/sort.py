@@ -29,8 +29,8 @@ from salience.core.judges import as_listwise, as_pairwise
 from salience.core.base import FunctionMethod, create, function_method, register
 from salience.core.graph import DisjointSets
 from salience.core.scores import Scores, first_duplicate
-from salience.core.checks import check_k
-from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
+from salience.core.params import SEED, Interval, Options, validate_params
+from salience.exceptions import IdMismatchError, InvalidParameterError
 
 __all__ = [
     "allpairs",
@@ -94,13 +94,13 @@ class _Comparator:
         return p > 0.5 or (p == 0.5 and self.position[a] < self.position[b])
 
 
+@validate_params({"k": [Interval("int", 1)]})
 def heapsort_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any = None) -> Scores:
     """PRP heapsort: build a heap with the judge, then pop the best ``k``.
 
     At most ``2 n + 2 k log2(n)`` comparisons.
     """
     items, judge = _items(items), as_pairwise(judge)
-    k = check_k(k)
     n = len(items)
     if n == 0:
         return Scores([], ids=[])
@@ -134,13 +134,13 @@ def heapsort_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any 
     return _ranking_scores(order, items)
 
 
+@validate_params({"k": [Interval("int", 1)]})
 def bubble_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any = None) -> Scores:
     """PRP-sliding: ``k`` bubble passes from the bottom of the initial ranking to the top.
 
     Exactly ``k (2 n - k - 1) / 2`` comparisons (fewer when repeats hit the cache).
     """
     items, judge = _items(items), as_pairwise(judge)
-    k = check_k(k)
     n = len(items)
     k = min(k, n)
     judge.require(k * (2 * n - k - 1) // 2 * judge.calls_per_comparison, f"bubble top-{k} of {n} items")
@@ -155,13 +155,9 @@ def bubble_top_k(items: Sequence[Hashable], judge, *, k: int = 10, query: Any = 
 
 # ------------------------------------------------------------------------------------------
 # listwise
-def _check_window(window: int, stride: int) -> tuple[int, int]:
-    window, stride = check_k(window, "window"), check_k(stride, "stride")
-    if window < 2:
-        raise InvalidParameterError(f"window must be at least 2; got {window}.")
+def _check_window(window: int, stride: int) -> None:
     if stride > window:
         raise InvalidParameterError(f"stride ({stride}) must not exceed window ({window}): items would be skipped.")
-    return window, stride
 
 
 def _window_starts(n: int, window: int, stride: int) -> list[int]:
@@ -173,6 +169,7 @@ def _window_starts(n: int, window: int, stride: int) -> list[int]:
     return starts
 
 
+@validate_params({"window": [Interval("int", 2)], "stride": [Interval("int", 1)], "passes": [Interval("int", 1)]})
 def sliding_window(
     items: Sequence[Hashable], judge, *, window: int = 20, stride: int = 10, passes: int = 1, query: Any = None
 ) -> Scores:
@@ -182,8 +179,7 @@ def sliding_window(
     Calls per pass: ``ceil((n - window) / stride) + 1``.
     """
     items, judge = _items(items), as_listwise(judge)
-    window, stride = _check_window(window, stride)
-    passes = check_k(passes, "passes")
+    _check_window(window, stride)
     order = list(items)
     starts = _window_starts(len(order), window, stride)
     judge.require(len(starts) * passes, f"sliding window ({window}/{stride}) over {len(order)} items")
@@ -193,6 +189,7 @@ def sliding_window(
     return _ranking_scores(order, items)
 
 
+@validate_params({"k": [Interval("int", 1)], "set_size": [Interval("int", 2)]})
 def setwise_top_k(items: Sequence[Hashable], judge, *, k: int = 10, set_size: int = 4, query: Any = None) -> Scores:
     """Setwise bubble selection: ``k`` passes; each slides a set of ``set_size`` items from the
     bottom up, asking the judge for the best of the set and carrying it upward.
@@ -200,10 +197,6 @@ def setwise_top_k(items: Sequence[Hashable], judge, *, k: int = 10, set_size: in
     Calls per pass ``p``: ``ceil((n - p - 1) / (set_size - 1))``.
     """
     items, judge = _items(items), as_listwise(judge)
-    k = check_k(k)
-    set_size = check_k(set_size, "set_size")
-    if set_size < 2:
-        raise InvalidParameterError(f"set_size must be at least 2; got {set_size}.")
     n = len(items)
     k = min(k, n)
     step = set_size - 1
@@ -221,14 +214,12 @@ def setwise_top_k(items: Sequence[Hashable], judge, *, k: int = 10, set_size: in
     return _ranking_scores(order[:k], items)
 
 
+@validate_params({"n": [Interval("int", 0)], "block_size": [Interval("int", 2)],
+                  "repetitions": [Interval("int", 1)], "seed": SEED})
 def block_design(n: int, block_size: int, repetitions: int, *, seed: int = 0) -> list[list[int]]:
     """Blocks of positions ``0..n-1``: every position in at least ``repetitions`` blocks of
     ``block_size`` (random, balanced: ``repetitions`` shuffled partitions, the short last block
     of each filled from its start), with the comparison graph connected."""
-    block_size = check_k(block_size, "block_size")
-    repetitions = check_k(repetitions, "repetitions")
-    if block_size < 2:
-        raise InvalidParameterError(f"block_size must be at least 2; got {block_size}.")
     rng = np.random.default_rng(seed)
     if n <= block_size:
         return [list(range(n))]
@@ -255,6 +246,8 @@ def block_design(n: int, block_size: int, repetitions: int, *, seed: int = 0) ->
     return blocks
 
 
+@validate_params({"block_size": [Interval("int", 2)], "repetitions": [Interval("int", 1)], "aggregate_with": [str],
+                  "seed": SEED, "block_order": [Options(("input", "random"))]})
 def jointrank(
     items: Sequence[Hashable],
     judge,
@@ -277,8 +270,6 @@ def jointrank(
     land in the same block positions for all of them.)"""
     items, judge = _items(items), as_listwise(judge)
     aggregator = create("aggregate", aggregate_with, unranked="ignore")  # an unknown name is refused before any call
-    if block_order not in ("input", "random"):
-        raise unknown_choice("block order", block_order, ("input", "random"))
     blocks = block_design(len(items), block_size, repetitions, seed=seed)
     if block_order == "input":
         blocks = [sorted(block) for block in blocks]
@@ -288,6 +279,7 @@ def jointrank(
     return aggregator.score(rankings, items=items)
 
 
+@validate_params({"shuffles": [Interval("int", 1)], "aggregate_with": [str], "seed": SEED})
 def permutation_self_consistency(
     items: Sequence[Hashable], judge, *, shuffles: int = 10, aggregate_with: str = "kemeny", seed: int = 0, query: Any = None
 ) -> Scores:
@@ -295,7 +287,6 @@ def permutation_self_consistency(
     permutations of the list and aggregate the answers (Kemeny by default), cancelling
     position bias. Calls: ``shuffles``."""
     items, judge = _items(items), as_listwise(judge)
-    shuffles = check_k(shuffles, "shuffles")
     aggregator = create("aggregate", aggregate_with)
     judge.require(shuffles, f"permutation self-consistency with {shuffles} shuffles")
     rng = np.random.default_rng(seed)

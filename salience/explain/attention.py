@@ -21,6 +21,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from salience.core.params import Interval, Options
 from salience.core.base import register
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.explain.attribution import Attribution
@@ -82,12 +83,13 @@ def attention_flow(attentions: Sequence[np.ndarray], source: np.ndarray, *, resi
 class _AttentionExplainer(Explainer):
     """Shared by rollout and flow: run the model once per batch, keep the attentions."""
 
+    _parameter_constraints = {"position": [Options(("mean",)), Interval("int")], "layers": [None, slice, "array-like"],
+                              "heads": [None, "array-like"], "residual": [bool], "pad_id": [Interval("int", 0)]}
+
     def __init__(self, model: Callable, *, position: int | str = 0, layers: slice | Sequence[int] | None = None,
                  heads: Sequence[int] | None = None, residual: bool = True, pad_id: int = 0, feature_names=None):
-        super().__init__(model, feature_names=feature_names)
-        if not (position == "mean" or isinstance(position, (int, np.integer))):
-            raise InvalidParameterError(f"position must be a token index or 'mean'; got {position!r}.")
         self.position, self.layers, self.heads, self.residual, self.pad_id = position, layers, heads, residual, pad_id
+        super().__init__(model, feature_names=feature_names)
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
                   batch_size: int | None = None, seed: int | None = 0) -> Attribution:

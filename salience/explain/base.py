@@ -41,9 +41,13 @@ class Explainer(Scorer, abc.ABC):
     #: removed (coalitions): such a method explains any black box, a text or a prompt
     model_agnostic = False
 
+    _parameter_constraints = {"model": [callable], "feature_names": [None, "array-like"]}
+
     def __init__(self, model: Callable, *, feature_names=None):
+        # subclasses set their own parameters first: the values are validated here, together
         self.model = model
         self.feature_names = feature_names
+        self._validate_params()
 
     @abc.abstractmethod
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,

@@ -30,6 +30,7 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.params import Interval, Options
 from salience.core.checks import check_k
 from salience.extras import require_torch
 
@@ -168,11 +169,11 @@ class IntegratedGradients(_GradientExplainer):
 
     name = "integrated_gradients"
 
+    _parameter_constraints = {"n_steps": [Interval("int", 1)], "rule": [Options(RULES)]}
+
     def __init__(self, model: Callable, *, feature_names=None, n_steps: int = 50, rule: str = "gausslegendre"):
-        super().__init__(model, feature_names=feature_names)
-        n_steps = check_k(n_steps, "n_steps")
-        _rule(rule, max(n_steps, 2))
         self.n_steps, self.rule = n_steps, rule
+        super().__init__(model, feature_names=feature_names)
 
     def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
         if len(background) != 1:
@@ -192,11 +193,11 @@ class SmoothGrad(_GradientExplainer):
 
     name = "smoothgrad"
 
+    _parameter_constraints = {"stdev": [Interval("real", 0, closed="neither")]}
+
     def __init__(self, model: Callable, *, feature_names=None, stdev: float = 0.1):
-        super().__init__(model, feature_names=feature_names)
-        if not stdev > 0:
-            raise InvalidParameterError(f"stdev must be > 0; got {stdev!r}.")
         self.stdev = stdev
+        super().__init__(model, feature_names=feature_names)
 
     def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
         n = n_samples or 50

@@ -10,7 +10,7 @@ from typing import Callable
 
 import numpy as np
 
-from salience.exceptions import InvalidParameterError
+from salience.core.params import Interval, Options
 from salience.explain.attribution import Attribution, ModelCalls
 from salience.explain.base import Explainer
 
@@ -50,12 +50,11 @@ class KernelShap(Explainer):
 
     name = "kernel_shap"
 
+    _parameter_constraints = {"n_designs": [Options(("auto",)), Interval("int", 1)]}
+
     def __init__(self, model: Callable, *, feature_names=None, n_designs: int | str = "auto"):
-        super().__init__(model, feature_names=feature_names)
-        if n_designs != "auto" and (not isinstance(n_designs, (int, np.integer)) or isinstance(n_designs, bool)
-                                    or n_designs < 1):
-            raise InvalidParameterError(f"n_designs must be 'auto' or a positive integer; got {n_designs!r}.")
         self.n_designs = n_designs
+        super().__init__(model, feature_names=feature_names)
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
                   batch_size: int | None = None, seed: int | None = 0) -> Attribution:

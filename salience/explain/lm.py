@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from salience.core.base import Scorer, create, register_method
 from salience.core.checks import check_k
-from salience.core.base import create
+from salience.core.params import Check, Interval, Options
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
-from salience.explain.gradients import _rule, _torch
+from salience.explain.gradients import RULES, _rule, _torch
 
 __all__ = ["LMAttribution", "lm_methods"]
 
@@ -42,31 +43,61 @@ def lm_methods() -> tuple[str, ...]:
     return model_agnostic_methods() + ("integrated_gradients",)
 
 
-class LMAttribution:
-    """``LMAttribution(model, tokenizer=tokenizer, method="occlusion", **options).attribute(prompt,
+def _is_tokenizer(value) -> bool:
+    return callable(getattr(value, "encode", None)) and callable(getattr(value, "decode", None))
+
+
+@register_method("prompt", "lm", "a causal language model's continuation attributed to its prompt's tokens "
+                 "(perturbation methods or integrated gradients on the embeddings, as captum's LLMAttribution)")
+class LMAttribution(Scorer):
+    """``LMAttribution(model, tokenizer=tokenizer, method="occlusion").attribute(prompt,
     target=continuation, n_samples=None, batch_size=None, seed=0)`` returns an
     :class:`~salience.explain.Attribution` with one value per prompt token (``feature_names``
     the tokens' text), ``base_value`` the log-probability with every token absent and
-    ``info["log_prob"]`` the continuation's log-probability given the whole prompt.
-    ``options`` go to the perturbation method; ``n_steps`` (default 50, captum's), ``rule``
+    ``info["log_prob"]`` the continuation's log-probability given the whole prompt;
+    ``score(prompt, target=...)`` the same as :class:`~salience.Scores` over the tokens.
+    ``method_params`` go to the perturbation method (``{"n_designs": 4}`` for kernel_shap,
+    say; checked when the attribution is built); ``n_steps`` (default 50, captum's), ``rule``
     and ``per_target_token`` to integrated gradients: by default one integral of the
     continuation's summed log-probability; with ``per_target_token=True`` one per target token
     (its log-probability given the prompt and the target before it, as captum's
     ``LLMGradientAttribution``), summed: the same values up to float32 rounding, about as many
     times slower as the target has tokens."""
 
-    def __init__(self, model, *, tokenizer, method: str = "occlusion", baseline_token: int = 0,
-                 add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
-                 rule: str = "gausslegendre", per_target_token: bool = False, **options):
-        if method not in lm_methods():
+    _parameter_constraints = {
+        "model": [callable], "tokenizer": [Check(_is_tokenizer, "a tokenizer (with encode and decode)")],
+        "method": [Check(lambda name: isinstance(name, str) and name in lm_methods(),
+                         "a model-agnostic explain method or 'integrated_gradients'")],
+        "method_params": [None, dict], "baseline_token": [Interval("int", 0)], "add_special_tokens": [bool],
+        "truncate": [bool], "n_steps": [Interval("int", 1)], "rule": [Options(RULES)], "per_target_token": [bool]}
+
+    def __init__(self, model, *, tokenizer, method: str = "occlusion", method_params: dict | None = None,
+                 baseline_token: int = 0, add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
+                 rule: str = "gausslegendre", per_target_token: bool = False):
+        self.model, self.tokenizer, self.method, self.method_params = model, tokenizer, method, method_params
+        self.baseline_token, self.add_special_tokens, self.truncate = baseline_token, add_special_tokens, truncate
+        self.n_steps, self.rule, self.per_target_token = n_steps, rule, per_target_token
+        if isinstance(method, str) and method not in lm_methods():
             from salience.exceptions import unknown_choice
 
             raise unknown_choice("language-model attribution method", method, lm_methods())
-        n_steps = check_k(n_steps, "n_steps")
-        self.model, self.tokenizer, self.method = model, tokenizer, method
-        self.baseline_token, self.add_special_tokens, self.truncate = int(baseline_token), add_special_tokens, truncate
-        self.n_steps, self.rule, self.per_target_token, self.options = int(n_steps), rule, bool(per_target_token), options
+        self._validate_params()
+        if method_params and method == "integrated_gradients":
+            raise InvalidParameterError("method_params go to a perturbation method: integrated gradients takes n_steps "
+                                        "and rule.")
+        if method != "integrated_gradients":
+            # the perturbation method refuses an unknown or bad parameter now, not after the model ran
+            create("explain", method, model=len, **(method_params or {}))
         self._keeps_logits: bool | None = None  # whether the model takes logits_to_keep (found on first call)
+
+    def score(self, prompt: str, *, target: str, **options):
+        """The attribution of ``prompt`` as :class:`~salience.Scores` over its tokens (a repeated
+        token's id carries ``#2``, ``#3``, ...)."""
+        return self.attribute(prompt, target=target, **options).to_scores()
+
+    def score_batch(self, prompts, *, target: str, **options) -> list:
+        """``score`` of each prompt, for one continuation."""
+        return [self.score(prompt, target=target, **options) for prompt in prompts]
 
     def _tokens(self, prompt: str, target: str):
         if not isinstance(prompt, str) or not prompt.strip():
@@ -114,7 +145,7 @@ class LMAttribution:
                 whole.extend(out[present.all(axis=1)][:1].tolist())
                 return out
 
-            explainer = create("explain", self.method, model=model, **self.options)
+            explainer = create("explain", self.method, model=model, **(self.method_params or {}))
             m = len(prompt_ids)
             result = explainer.attribute(np.ones(m), baselines=np.zeros(m), n_samples=n_samples, seed=seed)
             values, base, calls = result.values[0], float(result.base_value[0]), result.model_calls

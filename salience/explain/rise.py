@@ -16,10 +16,11 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.params import Interval
 from salience.core.checks import check_k
 from salience.core.base import register
 from salience.core.calls import ModelCalls, check_baselines, check_inputs
-from salience.exceptions import InvalidParameterError, ShapeError
+from salience.exceptions import ShapeError
 from salience.explain.attribution import Attribution
 from salience.explain.base import Explainer
 
@@ -67,14 +68,13 @@ class Rise(Explainer):
     Not additive: the saliency is an expectation, not a share of the output."""
 
     name = "rise"
+    _parameter_constraints = {"image_shape": [None, tuple], "grid": [Interval("int", 1)],
+                              "p": [Interval("real", 0, 1, closed="neither")]}
 
     def __init__(self, model: Callable, *, image_shape: tuple | None = None, grid: int = 7, p: float = 0.5,
                  feature_names=None):
-        super().__init__(model, feature_names=feature_names)
-        grid = check_k(grid, "grid")
-        if not 0 < p < 1:
-            raise InvalidParameterError(f"p must be in (0, 1); got {p!r}.")
         self.image_shape, self.grid, self.p = image_shape, grid, p
+        super().__init__(model, feature_names=feature_names)
 
     def attribute(self, inputs, *, baselines=None, target: int | None = None, n_samples: int | None = None,
                   batch_size: int | None = None, seed: int | None = 0) -> Attribution:

@@ -21,8 +21,8 @@ from typing import Callable
 
 import numpy as np
 
+from salience.core.params import Interval
 from salience.core.base import register
-from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
 from salience.explain.base import CoalitionExplainer, Explainer, coalition_values
 from salience.explain.kernel_shap import KernelShap
@@ -178,9 +178,11 @@ class Occlusion(CoalitionExplainer):
 
     name = "occlusion"
 
+    _parameter_constraints = {"feature_groups": [None, "array-like"]}
+
     def __init__(self, model: Callable, *, feature_names=None, feature_groups=None):
-        super().__init__(model, feature_names=feature_names)
         self.feature_groups = feature_groups
+        super().__init__(model, feature_names=feature_names)
 
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
@@ -211,14 +213,13 @@ class Lime(CoalitionExplainer):
 
     name = "lime"
 
+    _parameter_constraints = {"n_features": [None, Interval("int", 1)], "kernel_width": [Interval("real", 0, closed="neither")],
+                              "alpha": [Interval("real", 0)]}
+
     def __init__(self, model: Callable, *, feature_names=None, n_features: int | None = None, kernel_width: float = 0.25,
                  alpha: float = 1.0):
-        super().__init__(model, feature_names=feature_names)
-        if n_features is not None:
-            n_features = check_k(n_features, "n_features")
-        if not kernel_width > 0 or not alpha >= 0:
-            raise InvalidParameterError(f"kernel_width must be > 0 and alpha >= 0; got {kernel_width!r} and {alpha!r}.")
         self.n_features, self.kernel_width, self.alpha = n_features, kernel_width, alpha
+        super().__init__(model, feature_names=feature_names)
 
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)

@@ -125,7 +125,7 @@ class KeyphraseExtractor(Scorer, abc.ABC):
         """The ``k`` best keyphrases of each text, ``batch_size`` texts at a time (which changes
         nothing but rounding: exact ties may swap). ``show_progress``: a bar over the texts'
         characters. A text is read up to
-        :data:`~salience.keywords.candidates.MAX_TEXT_CHARS` characters (a warning names a cut)."""
+        :data:`~salience.keywords.words.MAX_TEXT_CHARS` characters (a warning names a cut)."""
         if isinstance(texts, str):
             raise InvalidParameterError("texts must be a sequence of str, not one str; use extract_keyphrases for one "
                                         "text.")

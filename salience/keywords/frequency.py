@@ -11,7 +11,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from salience.exceptions import InputFormatError, InvalidParameterError
-from salience.keywords.candidates import Batch, Occurrences, analyze, candidates, occurrences, tokenize_batch
+from salience.keywords.candidates import Occurrences, analyze, candidates, occurrences
+from salience.keywords.words import Batch, tokenize_batch
 from salience.text.hashing import distinct_sorted, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
 

@@ -1,7 +1,7 @@
 """Part-of-speech taggers for noun-phrase candidates.
 
 A tagger is any callable that takes the tokens of each text (words and punctuation marks, as
-:func:`salience.keywords.candidates.tokenize_batch` finds them) and returns one tag per token:
+:func:`salience.keywords.words.tokenize_batch` finds them) and returns one tag per token:
 Universal POS tags (``ADJ``, ``NOUN``, ``PROPN``, ...) or Penn Treebank tags (``JJ``, ``NN``,
 ``NNP``, ...). A string names an installed spaCy pipeline package (``pip install
 'salience[pos]'`` and a model such as ``en_core_web_sm``); it is loaded once, without its

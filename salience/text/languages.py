@@ -26,7 +26,8 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from salience.exceptions import InvalidParameterError, MissingDependencyError
+from salience.exceptions import InvalidParameterError
+from salience.extras import require
 from salience.text.hashing import number_strings
 from salience.text.byte_tokens import JOINED_WORD
 
@@ -74,11 +75,7 @@ class Language:
 
 @lru_cache(maxsize=1)
 def _iso_lists() -> dict[str, frozenset[str]]:
-    try:
-        import stopwordsiso
-    except ImportError:  # pragma: no cover - a hard dependency
-        raise MissingDependencyError("Stop words for languages other than English need stopwordsiso: "
-                                     "pip install stopwordsiso") from None
+    stopwordsiso = require("stopwordsiso", "stopwordsiso", "Stop words for languages other than English")
     lists = {}
     for code in stopwordsiso.langs():
         words = {w.strip().lower() for w in stopwordsiso.stopwords(code)}

@@ -17,7 +17,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from salience.exceptions import InvalidParameterError, MissingDependencyError, unknown_choice
+from salience.exceptions import InvalidParameterError, unknown_choice
+from salience.core.params import Check, Options, check_params
+from salience.extras import require
 from salience.text.byte_tokens import _NON_ASCII_NONWORD, _TABLE_KEEP, _TABLE_LOWER, byte_token_ids, join_utf8, tokens_per_text
 from salience.text.stopwords import get_stopwords
 
@@ -33,12 +35,7 @@ def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], 
         raise InvalidParameterError(
             f"stemmer must be a Snowball language name, a callable or None; got {type(stemmer).__name__}."
         )
-    try:
-        import Stemmer  # PyStemmer
-    except ImportError:  # pragma: no cover - PyStemmer is a hard dependency
-        raise MissingDependencyError(
-            "Snowball stemming requires PyStemmer. Install it with: pip install PyStemmer"
-        ) from None
+    Stemmer = require("Stemmer", "PyStemmer", "Snowball stemming")  # a hard dependency
     try:
         # PyStemmer's own LRU cache costs more than it saves: callers cache per distinct token.
         return Stemmer.Stemmer(stemmer, 0).stemWord
@@ -59,6 +56,10 @@ def thread_stemmer(language: str) -> Callable[[str], str]:
     if stem is None:
         stem = stemmers[language] = load_stemmer(language)
     return stem
+
+
+def _is_word_collection(value) -> bool:
+    return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in value)
 
 
 class Tokenizer:
@@ -86,6 +87,10 @@ class Tokenizer:
     ['café', 'au', 'lait']
     """
 
+    _parameter_constraints = {"lower": [bool], "normalize": [None, Options(_NORMAL_FORMS)], "pattern": [str],
+                              "stopwords": [None, str, Check(_is_word_collection, "an iterable of words")],
+                              "stemmer": [None, str, callable]}
+
     def __init__(
         self,
         *,
@@ -95,8 +100,8 @@ class Tokenizer:
         stopwords: str | Iterable[str] | None = "en",
         stemmer: str | Callable[[str], str] | None = "english",
     ):
-        if normalize is not None and normalize not in _NORMAL_FORMS:
-            raise unknown_choice("Unicode normal form", normalize, _NORMAL_FORMS)
+        check_params("Tokenizer", {"lower": lower, "normalize": normalize, "pattern": pattern, "stopwords": stopwords,
+                                   "stemmer": stemmer}, self._parameter_constraints)
         try:
             self._regex = re.compile(pattern)
         except (re.error, TypeError) as err:

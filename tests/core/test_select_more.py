@@ -75,3 +75,24 @@ def test_cutoff_selection():
     assert expected_dcg_gain([0.5])[1] == 0.0
     with pytest.raises(InvalidParameterError, match="probabilities"):
         select_cutoff(Scores([2.0, 0.1]))
+
+
+def test_functions_and_their_methods_share_one_declaration_of_constraints():
+    """A selector function checks its arguments from the constraints it declares
+    (validate_params), and the registered method made from it inherits them."""
+    from salience.core.base import method_factory
+    from salience.core.select import select_fraction, select_top_k
+    from salience.core.sort import sliding_window
+    from salience.exceptions import InvalidParameterError
+
+    scores = Scores([1.0, 3.0, 2.0], ids=list("abc"))
+    with pytest.raises(InvalidParameterError, match=r"select_top_k: k must be a positive integer; got True"):
+        select_top_k(scores, k=True)
+    with pytest.raises(InvalidParameterError, match=r"fraction must be a number in \(0, 1\]; got 1.5"):
+        select_fraction(scores, fraction=1.5)
+    with pytest.raises(InvalidParameterError, match=r"window must be an integer >= 2"):
+        sliding_window(["a", "b"], None, window=1)
+    assert method_factory("select", "top_k")._constraints() == select_top_k._parameter_constraints
+    with pytest.raises(InvalidParameterError, match=r"TopK: k must be a positive integer; got 0"):
+        method_factory("select", "top_k")(k=0)
+    assert select_top_k(scores, k=2).ids == ["b", "c"]

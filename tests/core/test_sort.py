@@ -82,7 +82,7 @@ def test_jointrank_shows_blocks_in_first_stage_order():
     assert kept[:3] == items[:3] and set(kept[:10]) == set(items[:10])
     shuffled = jointrank(items, first_position, block_size=10, block_order="random").ranked_ids()
     assert len(set(shuffled[:10]) & set(items[:10])) < 8
-    with pytest.raises(InvalidParameterError, match="block order"):
+    with pytest.raises(InvalidParameterError, match="unknown block_order of jointrank"):
         jointrank(items, first_position, block_order="sorted")
 
 

@@ -83,6 +83,14 @@ def test_mean_abs_attribution():
         mean_abs_attribution(np.zeros(3))
 
 
+class _Tokenizer:
+    def encode(self, text, add_special_tokens=True):
+        return [ord(c) for c in text]
+
+    def decode(self, ids):
+        return "".join(map(chr, ids))
+
+
 def test_a_missing_extra_is_named(monkeypatch):
     import sys
 
@@ -93,7 +101,7 @@ def test_a_missing_extra_is_named(monkeypatch):
     with pytest.raises(MissingDependencyError, match=r"salience\[torch\]"):
         IntegratedGradients(lambda rows: rows.sum(1)).attribute([[1.0, 2.0]])
     with pytest.raises(MissingDependencyError, match=r"salience\[torch\]"):
-        LMAttribution(object(), tokenizer=object()).attribute("a prompt", target=" more")
+        LMAttribution(lambda **inputs: None, tokenizer=_Tokenizer()).attribute("a prompt", target=" more")
     monkeypatch.setitem(sys.modules, "transformers", None)
     with pytest.raises(MissingDependencyError, match="transformers"):
         load_causal_lm("smollm2")

@@ -60,7 +60,7 @@ def test_bad_input():
         Saliency(_mlp()).attribute(np.ones((1, 5)))
     with pytest.raises(InvalidParameterError, match="one baseline row"):
         IntegratedGradients(_mlp()).attribute(np.ones((1, 5)), baselines=np.zeros((2, 5)), target=0)
-    with pytest.raises(InvalidParameterError, match="unknown integration rule"):
+    with pytest.raises(InvalidParameterError, match="unknown rule of IntegratedGradients"):
         IntegratedGradients(_mlp(), rule="simpson")
     with pytest.raises(InvalidParameterError, match="holds nan"):
         Saliency(_mlp()).attribute([[np.nan] * 5], target=0)

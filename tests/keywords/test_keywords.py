@@ -163,7 +163,7 @@ def test_byte_tokens_equal_the_regex():
     import random
     import re
 
-    from salience.keywords.candidates import _TOKEN, byte_strings
+    from salience.keywords.words import _TOKEN, byte_strings
     from salience.text.byte_tokens import joined_word_tokens as _byte_tokens
 
     rng = random.Random(7)

