@@ -13,7 +13,10 @@ queries/s (k=10, one thread each: salience ``search_batch(n_jobs=1)``, bm25s
 its streaming ``Tokenizer``, English stop words and stemmer), and the overlap of
 the two engines' top 10. salience also indexes with its shards tokenized (dense: encoded) by 2
 worker processes (``n_jobs=2``) and, at the smallest size, by 2 Ray tasks (``executor="ray"``),
-each checked to return exactly the one-process results. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
+each checked to return exactly the one-process results; in 2 and 4 shards (built by 2
+processes, searched by scatter-gather with global statistics; at the Ray sizes also built by
+Ray tasks and held by Ray actors), checked to return the same top 10; and tantivy (Rust,
+Lucene-style segments) beside bm25s. Dense (all-MiniLM-L6-v2, ONNX Runtime) is grown as far
 as ``--dense-max`` allows: its encoding, at a few hundred documents per second on 2 cores, is
 what bounds it.
 
@@ -106,7 +109,66 @@ def salience_bm25(docs, queries, work: Path, n_jobs: int = 1, executor: str = "l
     start = time.perf_counter()
     results = engine.search_batch(queries, k=10, n_jobs=1)
     qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results]}
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results],
+            "scores": [r.values.tolist() for r in results]}
+
+
+def sharded_bm25(docs, queries, work: Path, n_shards: int, executor: str = "local"):
+    """salience BM25 in ``n_shards`` shards: routed by id hash, built by 2 processes (or 2
+    Ray tasks), loaded memory-mapped in this process (or into one Ray actor each) and searched
+    by scatter-gather with global statistics."""
+    from salience.search.shards import ShardedIndex
+
+    records = [{"id": i, "text": t} for i, t in docs]
+    folder = work / f"sharded-{n_shards}-{executor}"
+    start = time.perf_counter()
+    ShardedIndex.build(records, n_shards=n_shards, out=folder, n_jobs=2, executor=executor, fields=("text",),
+                       store_documents=False)
+    index_s = time.perf_counter() - start
+    del records
+    size = folder_bytes(folder)
+    engine = ShardedIndex.load(folder, executor=executor)
+    engine.search_batch(queries[:5], k=10)
+    start = time.perf_counter()
+    results = engine.search_batch(queries, k=10)
+    qps = len(queries) / (time.perf_counter() - start)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results],
+            "scores": [r.values.tolist() for r in results]}
+
+
+def tantivy_index(docs, queries, work: Path):
+    """tantivy-py (Rust, Lucene-style segments): en_stem analyzer, its BM25 (k1=1.2, b=0.75),
+    the writer's own threads (its best on this machine) and a 500 MB indexing heap, on disk."""
+    import tantivy
+
+    start = time.perf_counter()
+    builder = tantivy.SchemaBuilder()
+    builder.add_text_field("id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("text", stored=False, tokenizer_name="en_stem")
+    folder = work / "tantivy"
+    folder.mkdir()
+    index = tantivy.Index(builder.build(), path=str(folder))
+    writer = index.writer(heap_size=500_000_000)
+    for doc_id, text in docs:
+        writer.add_document(tantivy.Document(id=str(doc_id), text=text))
+    writer.commit()
+    writer.wait_merging_threads()
+    index.reload()
+    index_s = time.perf_counter() - start
+    size = folder_bytes(folder)
+    searcher = index.searcher()
+    unsafe = re.compile(r"[^\w\s]")
+
+    def search(q):
+        hits = searcher.search(index.parse_query(unsafe.sub(" ", q), ["text"]), 10).hits
+        return [searcher.doc(addr)["id"][0] for _, addr in hits]
+
+    for q in queries[:5]:
+        search(q)
+    start = time.perf_counter()
+    top = [search(q) for q in queries]
+    qps = len(queries) / (time.perf_counter() - start)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": top}
 
 
 def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
@@ -159,7 +221,8 @@ def dense_index(docs, queries, work: Path, n_jobs: int = 1):
     start = time.perf_counter()
     results = engine.search_batch(queries, k=10)
     qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results]}
+    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results],
+            "scores": [r.values.tolist() for r in results]}
 
 
 def overlap(a: list[list], b: list[list]) -> float:
@@ -170,6 +233,10 @@ ENGINES = {"salience": lambda docs, queries, work: salience_bm25(docs, queries, 
            "salience_2": lambda docs, queries, work: salience_bm25(docs, queries, work, n_jobs=2),
            "salience_ray": lambda docs, queries, work: _with_ray(lambda: salience_bm25(docs, queries, work, n_jobs=2,
                                                                                        executor="ray")),
+           "sharded_2": lambda docs, queries, work: sharded_bm25(docs, queries, work, 2),
+           "sharded_4": lambda docs, queries, work: sharded_bm25(docs, queries, work, 4),
+           "sharded_2_ray": lambda docs, queries, work: _with_ray(lambda: sharded_bm25(docs, queries, work, 2, "ray")),
+           "tantivy": tantivy_index,
            "bm25s": bm25s_index,
            "bm25s_numba": lambda docs, queries, work: bm25s_index(docs, queries, work, backend="numba"),
            "dense": lambda docs, queries, work: dense_index(docs, queries, work),
@@ -202,7 +269,8 @@ def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path) -> N
     out.write_text(json.dumps(result, default=str))
 
 
-def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int, numpy_max: int) -> list[dict]:
+def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int, numpy_max: int,
+        tantivy_max: int, shards_max: int) -> list[dict]:
     import subprocess
 
     vocabulary, probabilities, lengths = source_statistics()
@@ -222,7 +290,10 @@ def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int
                     words[i + 1] = total
         for n in sizes:
             row = {"n": n, "words": words[n]}
-            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + ["bm25s_numba"] + (
+            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + (
+                ["sharded_2", "sharded_4"] if n <= shards_max else []) + (
+                ["sharded_2_ray"] if n <= min(ray_size, shards_max) else []) + (
+                ["tantivy"] if n <= tantivy_max else []) + ["bm25s_numba"] + (
                 ["bm25s"] if n <= numpy_max else []) + (
                 ["dense"] if n <= dense_max else []) + (["dense_2"] if n <= dense_parallel_max else [])
             for engine in engines:
@@ -236,7 +307,12 @@ def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int
             for engine, reference in (("salience_2", "salience"), ("salience_ray", "salience"), ("dense_2", "dense")):
                 if engine in row and reference in row:
                     row[engine]["same"] = row[engine]["top"] == row[reference]["top"]
-            for peer in ("bm25s", "bm25s_numba"):
+            for engine in ("sharded_2", "sharded_4", "sharded_2_ray"):
+                if engine in row and "salience" in row:  # the same scores; documents of equal scores in any order
+                    row[engine]["same"] = all(len(a) == len(b) and np.allclose(a, b, rtol=1e-6) for a, b in zip(
+                        row["salience"]["scores"], row[engine]["scores"]))
+                    row[engine]["overlap"] = overlap(row["salience"]["top"], row[engine]["top"])
+            for peer in ("bm25s", "bm25s_numba", "tantivy"):
                 if "salience" in row and peer in row:
                     row[peer]["overlap"] = overlap(row["salience"]["top"], row[peer]["top"])
             row["rss_mb"] = max(e["rss_mb"] for e in row.values() if isinstance(e, dict))
@@ -268,6 +344,10 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
         n = r["n"]
         names = {"salience": "salience BM25", "salience_2": "salience BM25, 2 processes",
                  "salience_ray": "salience BM25, 2 Ray tasks",
+                 "sharded_2": "salience BM25, 2 shards (2 processes build, scatter-gather)",
+                 "sharded_4": "salience BM25, 4 shards (2 processes build, scatter-gather)",
+                 "sharded_2_ray": "salience BM25, 2 shards in Ray actors (Ray tasks build)",
+                 "tantivy": f"tantivy (top-10 overlap with salience {r.get('tantivy', {}).get('overlap', float('nan')):.3f})",
                  "bm25s_numba": f"bm25s, numba (top-10 overlap with salience "
                                 f"{r.get('bm25s_numba', {}).get('overlap', float('nan')):.3f})",
                  "bm25s": f"bm25s, numpy (top-10 overlap with salience {r.get('bm25s', {}).get('overlap', float('nan')):.3f})",
@@ -292,6 +372,8 @@ def main(argv=None) -> int:
                         help="largest size also encoded by 2 processes")
     parser.add_argument("--numpy-max", type=int, default=10**9,
                         help="largest size also run with bm25s' default numpy backend (the numba one always runs)")
+    parser.add_argument("--tantivy-max", type=int, default=10**9, help="largest size also indexed by tantivy")
+    parser.add_argument("--shards-max", type=int, default=10**9, help="largest size also indexed in 2 and 4 shards")
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument("--run-engine", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, default=None, help=argparse.SUPPRESS)
@@ -307,7 +389,7 @@ def main(argv=None) -> int:
         return 0
     started = time.perf_counter()
     rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size, args.dense_parallel_max,
-               args.numpy_max)
+               args.numpy_max, args.tantivy_max, args.shards_max)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(rows, command.strip(), time.perf_counter() - started)
     print(section)

@@ -13,6 +13,7 @@ catches anything the library raises on purpose::
     ├── JudgeError(RuntimeError)                       a judge raised, returned an invalid value, or ran out of budget
     ├── CorruptIndexError(OSError)                     partial or damaged index file (names the file)
     ├── WorkerError(RuntimeError)                      a worker process died (killed, out of memory)
+    ├── ShardUnavailableError(RuntimeError)            a shard of a sharded index did not answer
     └── MissingDependencyError(ImportError)            an optional extra is not installed
 """
 
@@ -32,6 +33,7 @@ __all__ = [
     "JudgeError",
     "CorruptIndexError",
     "WorkerError",
+    "ShardUnavailableError",
     "MissingDependencyError",
     "unknown_choice",
 ]
@@ -80,6 +82,10 @@ class CorruptIndexError(SalienceError, OSError):
 class WorkerError(SalienceError, RuntimeError):
     """A worker process ended abruptly (a signal, the out-of-memory killer); the message names
     the process and the signal."""
+
+
+class ShardUnavailableError(SalienceError, RuntimeError):
+    """A shard of a sharded index did not answer (its actor died, its node left the cluster)."""
 
 
 class MissingDependencyError(SalienceError, ImportError):

@@ -65,6 +65,27 @@ def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
                         help="with --n-jobs: tokenize / encode shards in local processes or Ray tasks (default local)")
 
 
+def _add_shard_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("shards (BM25)")
+    group.add_argument("--shards", type=positive_int, default=None, metavar="N",
+                       help="split the index into N shards by id hash, built in parallel (--n-jobs, --executor) and "
+                            "searched by scatter-gather with global statistics (the same scores as one index)")
+    group.add_argument("--address", default=None,
+                       help="with --executor ray: a running Ray cluster to join ('auto', 'ray://head:10001'); "
+                            "default a local Ray instance (or RAY_ADDRESS)")
+
+
+def _executor(args):
+    """--executor as a name, or a Ray executor joining --address."""
+    if getattr(args, "address", None):
+        if args.executor != "ray":
+            raise InvalidParameterError("--address names a Ray cluster: use it with --executor ray.")
+        from salience.parallel import RayExecutor
+
+        return RayExecutor(args.n_jobs, address=args.address)
+    return getattr(args, "executor", "local")
+
+
 def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("fusion, with --hybrid")
     group.add_argument("--fusion", choices=("minmax", "zscore", "rrf"), default="minmax",
@@ -81,10 +102,13 @@ def _hybrid(bm25, dense, args):
 
 
 def load_index(path: str):
-    """A saved BM25 or dense index, told apart by its manifest."""
+    """A saved BM25, dense or sharded index, told apart by its manifest."""
     from salience.search import BM25, Dense
     from salience.search.dense_store import is_dense_folder
+    from salience.search.shards import ShardedIndex, is_sharded_folder
 
+    if is_sharded_folder(path):
+        return ShardedIndex.load(path)
     return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
 
 
@@ -107,10 +131,22 @@ def _cmd_index(args) -> int:
     from salience.search.dense_store import is_dense_folder
     from salience.search.store import is_own_output
 
+    from salience.search.shards import ShardedIndex, is_sharded_folder
+
     check_output_path(args.out, [args.source], what="index",
-                      is_own=lambda p: is_own_output(p) or (p.is_dir() and is_dense_folder(p)))
+                      is_own=lambda p: is_own_output(p) or (p.is_dir() and (is_dense_folder(p) or is_sharded_folder(p))))
     engine = _make_engine(args)
     start = time.perf_counter()
+    if args.shards:
+        if args.dense:
+            raise InvalidParameterError("--shards splits a BM25 index: a dense index is one folder.")
+        sharded = ShardedIndex.build(args.source, n_shards=args.shards, out=args.out, executor=_executor(args),
+                                     n_jobs=args.n_jobs, show_progress=show_progress(args), on_error=args.on_error,
+                                     **engine.get_params())
+        seconds = time.perf_counter() - start
+        result = {"documents": sharded.n_docs, "shards": sharded.n_shards, "seconds": round(seconds, 3), "out": args.out}
+        emit(args, result, f"indexed {sharded.n_docs} documents in {sharded.n_shards} shards in {seconds:.2f}s -> {args.out}")
+        return 0
     engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
                executor=args.executor)
     seconds = time.perf_counter() - start
@@ -191,7 +227,15 @@ def _cmd_evaluate(args) -> int:
     judged = {q: text for q, text in queries.items() if q in qrels}
     engine = _make_engine(args)
     start = time.perf_counter()
-    engine.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
+    if args.shards:
+        if args.dense or args.hybrid_eval:
+            raise InvalidParameterError("--shards splits a BM25 index: evaluate --dense or --hybrid without it.")
+        from salience.search.shards import ShardedIndex
+
+        engine = ShardedIndex.build(dataset, n_shards=args.shards, executor=_executor(args), n_jobs=args.n_jobs,
+                                    show_progress=show_progress(args), on_error=args.on_error, **engine.get_params())
+    else:
+        engine.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
     searcher = engine
     if args.hybrid_eval:
         from salience.search import Dense
@@ -205,7 +249,7 @@ def _cmd_evaluate(args) -> int:
     if not args.hybrid_eval and not args.dense:
         engine.search_batch([""], k=depth)  # load the query kernel (numba import / JIT cache) before timing
     start = time.perf_counter()
-    if args.hybrid_eval or args.dense:
+    if args.hybrid_eval or args.dense or args.shards:
         run = Run(dict(zip(judged, searcher.search_batch(list(judged.values()), k=depth))))
     else:
         run = engine.retrieve(judged, k=depth, n_jobs=args.n_jobs, show_progress=show_progress(args))
@@ -360,6 +404,7 @@ def add_commands(domains) -> None:
     _add_engine_options(p)
     _add_dense_options(p, hybrid=False)
     _add_parallel_options(p)
+    _add_shard_options(p)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_index)
@@ -387,7 +432,8 @@ def add_commands(domains) -> None:
     p.add_argument("--hybrid", dest="hybrid_eval", action="store_true",
                    help="BM25 and a dense index (--encoder, --quantize) fused (--fusion, --weight)")
     _add_fusion_options(p)
-    add_n_jobs(p)
+    _add_parallel_options(p)
+    _add_shard_options(p)
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_evaluate)

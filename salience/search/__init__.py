@@ -1,5 +1,5 @@
 """Search: BM25 variants over sparse matrices, and dense retrieval over sentence embeddings; both with
-filters, segments and checksummed saves."""
+filters, segments and checksummed saves; BM25 also in shards searched by scatter-gather."""
 
 from salience.search.bm25 import BM25
 from salience.search.explanation import Explanation, TermContribution
@@ -9,7 +9,8 @@ from salience.search.lm_judges import EncoderJudge, Judge, LMJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.search.scoring import VARIANTS
+from salience.search.shards import PartialResults, ShardedIndex
 from salience.search.sources import iter_documents, read_queries
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
-           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge"]
+           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "ShardedIndex", "PartialResults"]

@@ -22,7 +22,8 @@ from salience.core.run import Run
 from salience.parallel import progress_bar
 from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
-from salience.exceptions import IdMismatchError, InvalidParameterError, unknown_choice
+from salience.exceptions import IdMismatchError, InvalidParameterError, MissingDependencyError, unknown_choice
+from salience.extras import install_hint
 from salience.search import scoring
 from salience.search.explanation import Explanation, explain_score
 from salience.core.params import Interval, Options
@@ -124,6 +125,8 @@ class BM25(Index):
         self._encoder = TermEncoder(self.tokenizer)
         self._tf: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
         self._doc_len = np.zeros(0, dtype=np.float32)
+        # a shard's statistics of the whole collection (see use_collection_statistics)
+        self._shared_stats: tuple[np.ndarray, int, float, bool] | None = None
 
     def _has_data(self) -> bool:
         return self._tf is not None
@@ -208,7 +211,33 @@ class BM25(Index):
         self._doc_len = np.concatenate([self._doc_len, doc_len.astype(np.float32)])
 
     def _after_change(self) -> None:
+        self._shared_stats = None  # the collection changed: its owner shares new statistics
         self._refresh()
+
+    def collection_statistics(self) -> tuple[list[str], np.ndarray, int, float]:
+        """(terms, each term's live document frequency, live documents, their total length):
+        what a sharded index sums over its shards for global statistics."""
+        self._require_index()
+        return (list(self._encoder.terms), self._df.copy(), self._n_live,
+                float(self._doc_len[self._live].sum(dtype=np.float64)))
+
+    def use_collection_statistics(self, df: np.ndarray | None, n_docs: int = 0, total_length: float = 0.0, *,
+                                  nonoccurrence: bool = True) -> "BM25":
+        """Score with a whole collection's statistics instead of this index's own: ``df`` per
+        term of this index's vocabulary, the collection's live documents and total length
+        (a shard of :class:`~salience.search.shards.ShardedIndex` scores as one index of all
+        shards would). ``nonoccurrence=False`` leaves BM25L / BM25+'s per-query constant to
+        the caller (a shard lacks the terms other shards hold). ``None`` restores its own."""
+        self._require_index()
+        if df is None:
+            self._shared_stats = None
+        else:
+            df = np.asarray(df, dtype=np.int64)
+            if df.shape != (len(self._encoder.terms),):
+                raise InvalidParameterError(f"df has {df.shape} entries for a vocabulary of {len(self._encoder.terms)} terms.")
+            self._shared_stats = (df, int(n_docs), float(total_length), bool(nonoccurrence))
+        self._refresh()
+        return self
 
     def _refresh(self) -> None:
         """Recompute collection statistics and per-posting scores over live documents."""
@@ -226,15 +255,21 @@ class BM25(Index):
         row_of = np.repeat(np.arange(n_terms), df)
         n_live = int(live.sum())
         self._n_live = n_live
-        self._avg_len = float(self._doc_len[live].mean()) if n_live else 1.0
+        shared = self._shared_stats
+        if shared is None:
+            idf_df, idf_n = df, n_live
+            self._avg_len = float(self._doc_len[live].mean()) if n_live else 1.0
+        else:
+            idf_df, idf_n = shared[0], shared[1]
+            self._avg_len = shared[2] / shared[1] if shared[1] else 1.0
         if self._avg_len <= 0:
             self._avg_len = 1.0  # every live document is empty: no posting to score
-        self._idf = scoring.idf(df, n_live, self.variant)
+        self._idf = scoring.idf(idf_df, idf_n, self.variant)
         base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
         tfc = scoring.tf_component(data, self._doc_len[indices], self._avg_len, self.variant, self.k1, self.b, self.delta)
         values = (self._idf[row_of] * (tfc - base)).astype(np.float32)
         self._scores = sp.csr_matrix((values, indices, indptr), shape=(n_terms, n_total))
-        self._nonocc = self._idf * base
+        self._nonocc = self._idf * base if shared is None or shared[3] else np.zeros(n_terms)
         self._df = df
         self._columns = None
         self._id_array = np.array(self._ids, dtype=object)
@@ -255,9 +290,7 @@ class BM25(Index):
             return None
         kernel = numba_kernel()
         if kernel is None and self.backend == "numba":
-            from salience.exceptions import MissingDependencyError
-
-            raise MissingDependencyError("backend='numba' requires numba. Install it with: pip install numba")
+            raise MissingDependencyError(f"backend='numba' needs numba: {install_hint('numba')}")
         return kernel
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:

@@ -96,7 +96,9 @@ def iter_documents(
     text_field = "text" if "text" in fields else fields[-1]
     for position, item in enumerate(source):
         where = f"document at position {position}"
-        if isinstance(item, str):
+        if isinstance(item, Document):
+            yield item
+        elif isinstance(item, str):
             yield Document(str(position), {f: (item if f == text_field else "") for f in fields})
         elif isinstance(item, dict) or isinstance(item, Mapping):
             yield _record_to_document(item, fields, where, None)

@@ -1,0 +1,524 @@
+"""A BM25 index split into shards, searched by scatter-gather with global statistics.
+
+Documents are routed to ``n_shards`` shards by a hash of their id (CRC-32, stable across
+machines and Python versions). Each shard is an ordinary :class:`~salience.search.BM25`
+index; the sharded index sums the shards' collection statistics (document frequencies, live
+documents, total length) and gives every shard the sums, so each scores exactly as one index
+over all documents would (to float32 rounding), and the top ``k`` of the shards' top ``k``
+lists is the single index's top ``k``. BM25L / BM25+'s per-query credit for absent terms is
+added once, from the global vocabulary.
+
+Shards are built in parallel by the project's executors (local processes or Ray tasks) and
+searched in this process, or held by Ray actors on the nodes of a cluster
+(``ShardedIndex.load(path, executor="ray")``): a query is sent to every actor at once and the
+answers gathered. A shard that does not answer makes the search fail with
+:class:`~salience.exceptions.ShardUnavailableError` naming it, or, with
+``allow_partial=True``, return the other shards' results in a :class:`PartialResults` that
+says which shards are missing.
+
+On disk (format ``salience.shards``)::
+
+    INDEX/
+      shards.json        format, version, number of shards, routing, BM25 parameters
+      shard-000/ ...     one BM25 index folder per shard (salience.search.store)
+
+``shards.json`` is written last: the commit point of a build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from salience.core.checks import check_k
+from salience.core.scores import Scores
+from salience.exceptions import CorruptIndexError, InvalidParameterError, ShardUnavailableError
+from salience.io.files import atomic_directory, atomic_write_text
+from salience.parallel import map_shards, progress_bar
+from salience.search import scoring
+
+__all__ = ["ShardedIndex", "PartialResults", "shard_of", "is_sharded_folder", "ShardUnavailableError"]
+
+FORMAT = "salience.shards"
+FORMAT_VERSION = 1
+MANIFEST = "shards.json"
+
+
+def shard_of(doc_id: str, n_shards: int) -> int:
+    """The shard a document id is routed to (CRC-32 of its UTF-8 bytes, modulo ``n_shards``)."""
+    return zlib.crc32(str(doc_id).encode("utf-8")) % n_shards
+
+
+def is_sharded_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a sharded index (its ``shards.json`` names the format)."""
+    manifest = Path(path) / MANIFEST
+    try:
+        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+class PartialResults(list):
+    """Results of a search that some shards did not answer: a list of
+    :class:`~salience.Scores` like any other, with ``missing_shards`` (their numbers) and
+    ``partial`` (True)."""
+
+    def __init__(self, results: Iterable[Scores], missing_shards: Sequence[int]):
+        super().__init__(results)
+        self.missing_shards = sorted(missing_shards)
+        self.partial = bool(self.missing_shards)
+
+
+# ---- shard holders: in this process, or a Ray actor --------------------------------------
+class _LocalShard:
+    """A shard held in this process; ``submit`` computes at once."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def call(self, method: str, *args, **kwargs):
+        return getattr(self.index, method)(*args, **kwargs)
+
+    def submit(self, method: str, *args, **kwargs):
+        return self.call(method, *args, **kwargs)
+
+    def result(self, pending):
+        return pending
+
+
+class _ShardServer:
+    """What a Ray actor holds: one shard, loaded memory-mapped from its folder."""
+
+    def __init__(self, path: str):
+        from salience.search.bm25 import BM25
+
+        self.index = BM25.load(path)
+
+    def call(self, method: str, *args, **kwargs):
+        return getattr(self.index, method)(*args, **kwargs)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class _RayShard:
+    """A shard held by a Ray actor; ``submit`` returns a reference, ``result`` waits for it."""
+
+    def __init__(self, actor, timeout: float | None):
+        self.actor, self.timeout = actor, timeout
+
+    def call(self, method: str, *args, **kwargs):
+        return self.result(self.submit(method, *args, **kwargs))
+
+    def submit(self, method: str, *args, **kwargs):
+        return self.actor.call.remote(method, *args, **kwargs)
+
+    def result(self, pending):
+        import ray
+
+        return ray.get(pending, timeout=self.timeout)
+
+
+def _is_unavailable(err: BaseException) -> bool:
+    """Whether an error means the shard's holder is gone (not a bad request)."""
+    name = type(err).__name__
+    return name in ("RayActorError", "ActorDiedError", "ActorUnavailableError", "GetTimeoutError",
+                    "WorkerCrashedError", "NodeDiedError", "OwnerDiedError", "ObjectLostError")
+
+
+# ---- building ---------------------------------------------------------------------------
+def _build_shard(job: tuple) -> Any:
+    """One shard from its routed documents: saved to ``out`` (returns its size), or returned."""
+    part, out, params = job
+    from salience.search.bm25 import BM25
+
+    docs = part if isinstance(part, list) else list(_read_part(Path(part)))
+    index = BM25(**params)
+    index.fit(docs) if docs else None
+    if out is None:
+        return index
+    if not docs:
+        raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.")
+    index.save(out)
+    return len(docs)
+
+
+def _write_part(fh, doc) -> None:
+    pickle.dump(doc, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _read_part(path: Path):
+    with open(path, "rb") as fh:
+        while True:
+            try:
+                yield pickle.load(fh)
+            except EOFError:
+                return
+
+
+def _route(documents: Iterable, n_shards: int, parts: list, show_progress: bool) -> list[int]:
+    """Send each document to its shard's part (a list or an open file); the count per shard.
+    A repeated id routes to the same shard, whose index refuses it: nothing is remembered here."""
+    counts = [0] * n_shards
+    with progress_bar(None, "routing", show_progress, unit="doc") as bar:
+        for doc in documents:
+            s = shard_of(doc.id, n_shards)
+            part = parts[s]
+            part.append(doc) if isinstance(part, list) else _write_part(part, doc)
+            counts[s] += 1
+            bar.update(1)
+    return counts
+
+
+# ---- the sharded index ------------------------------------------------------------------
+class ShardedIndex:
+    """BM25 over ``n_shards`` shards (see the module docstring).
+
+    >>> from salience.search import BM25
+    >>> texts = ["red apples", "green apples", "blue sky", "apple pie", "grey sky", "apples and pears"]
+    >>> docs = [{"_id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+    >>> sharded = ShardedIndex.build(docs, n_shards=2)
+    >>> sharded.search("apples", k=3).ids == BM25().fit(docs).search("apples", k=3).ids
+    True
+    """
+
+    def __init__(self, shards: list, params: dict, path: Path | None = None):
+        self._shards = shards
+        self.params = dict(params)
+        self.path = path
+        self.n_shards = len(shards)
+        self._share_statistics()
+
+    # ---- construction
+    @classmethod
+    def build(cls, documents: Any, *, n_shards: int, out: str | os.PathLike | None = None,
+              executor: Any = "local", n_jobs: int = 1, show_progress: bool = False, on_error: str = "raise",
+              **params: Any) -> "ShardedIndex":
+        """Route ``documents`` (records, a jsonl(.gz) file or a BEIR folder) to ``n_shards``
+        shards by id hash and index each as ``BM25(**params)``, ``n_jobs`` shards at a time
+        on ``executor`` (``"local"`` processes or ``"ray"``, or an executor object). With
+        ``out`` the routed documents go to files and every job writes its shard folder (a
+        Ray cluster's nodes need ``out`` on a shared filesystem), so the coordinator holds
+        one document at a time; without, the shards are built in memory and returned."""
+        from salience.search.bm25 import BM25
+        from salience.search.sources import iter_documents
+
+        n_shards = check_k(n_shards, "n_shards")
+        BM25(**params)  # bad parameters are refused before any document is read
+        fields = tuple(params.get("fields", ("title", "text")))
+        if isinstance(documents, (str, os.PathLike)):
+            docs = iter_documents(documents, fields, on_error=on_error)
+        else:
+            from salience.search.sources import read_documents
+
+            docs = read_documents(documents, fields, on_error=on_error)
+        if out is None:
+            parts: list = [[] for _ in range(n_shards)]
+            _route(docs, n_shards, parts, show_progress)
+            jobs = [(part, None, params) for part in parts]
+            shards = []
+            with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
+                for index in map_shards(_build_shard, jobs, n_jobs, executor):
+                    shards.append(_LocalShard(index))
+                    bar.update(1)
+            empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
+            if empty:
+                raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
+            return cls(shards, params)
+        out = Path(out)
+        with atomic_directory(out) as tmp:
+            files = [open(tmp / f".part-{s:03d}.pickle", "wb") for s in range(n_shards)]
+            try:
+                counts = _route(docs, n_shards, files, show_progress)
+            finally:
+                for fh in files:
+                    fh.close()
+            empty = [s for s, c in enumerate(counts) if c == 0]
+            if empty:
+                raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
+            jobs = [(str(tmp / f".part-{s:03d}.pickle"), str(tmp / f"shard-{s:03d}"), params) for s in range(n_shards)]
+            with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
+                for _ in map_shards(_build_shard, jobs, n_jobs, executor):
+                    bar.update(1)
+            for s in range(n_shards):
+                os.remove(tmp / f".part-{s:03d}.pickle")
+            _write_manifest(tmp, n_shards, params, counts)
+        return cls.load(out)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, executor: str = "local", address: str | None = None,
+             timeout: float | None = 60.0) -> "ShardedIndex":
+        """A saved sharded index: shards memory-mapped in this process (``"local"``), or each
+        in a Ray actor (``"ray"``; ``address`` of a running cluster, else a local one), its
+        answers awaited at most ``timeout`` seconds."""
+        path = Path(path)
+        manifest = _read_manifest(path)
+        folders = [path / name for name in manifest["shards"]]
+        for folder in folders:
+            if not folder.is_dir():
+                raise CorruptIndexError(f"{path}: shard folder {folder.name} is missing.")
+        if executor == "local":
+            from salience.search.bm25 import BM25
+
+            shards = [_LocalShard(BM25.load(folder)) for folder in folders]
+        elif executor == "ray":
+            from salience.extras import require
+
+            ray = require("ray", "ray", "Shards in Ray actors")
+            if not ray.is_initialized():
+                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+            actor = ray.remote(_ShardServer)
+            shards = [_RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
+        else:
+            from salience.exceptions import unknown_choice
+
+            raise unknown_choice("shard executor", executor, ("local", "ray"))
+        return cls(shards, manifest["params"], path)
+
+    # ---- global statistics
+    def _share_statistics(self) -> None:
+        """Sum the shards' statistics and give each shard the sums over its own vocabulary."""
+        stats = self._gather("collection_statistics", (), {}, allow_partial=False)
+        vocabularies = [terms for terms, _, _, _ in stats]
+        all_terms = np.array([t for terms in vocabularies for t in terms], dtype=object)
+        all_df = np.concatenate([df for _, df, _, _ in stats]).astype(np.int64)
+        self.n_docs = int(sum(n for _, _, n, _ in stats))
+        self.total_length = float(sum(length for _, _, _, length in stats))
+        if len(all_terms):
+            unique, inverse = np.unique(all_terms.astype(str), return_inverse=True)
+        else:
+            unique, inverse = np.zeros(0, dtype=str), np.zeros(0, dtype=np.int64)
+        global_df = np.bincount(inverse, weights=all_df, minlength=len(unique)).astype(np.int64)
+        self._terms = {t: i for i, t in enumerate(unique.tolist())}
+        variant = self.params.get("variant", "lucene")
+        k1, delta = float(self.params.get("k1", 1.5)), float(self.params.get("delta", 0.5))
+        self._nonocc = scoring.idf(global_df, self.n_docs, variant) * scoring.nonoccurrence_component(variant, k1, delta)
+        bounds = np.cumsum([0] + [len(terms) for terms in vocabularies])
+        pending = [shard.submit("use_collection_statistics", global_df[inverse[lo:hi]], self.n_docs, self.total_length,
+                                nonoccurrence=False)
+                   for shard, lo, hi in zip(self._shards, bounds[:-1], bounds[1:])]
+        for shard, p in zip(self._shards, pending):
+            shard.result(p)  # a holder returns its index: only the wait matters
+        self._tokenizer = None
+
+    def _query_constant(self, query: str) -> float:
+        """BM25L / BM25+'s credit for the query's terms absent from a document (0 otherwise)."""
+        if not self._nonocc.any():
+            return 0.0
+        if self._tokenizer is None:
+            from salience.text.tokenize import Tokenizer
+
+            self._tokenizer = self.params.get("tokenizer") or Tokenizer()
+        ids = [self._terms.get(t) for t in self._tokenizer.tokenize(query)]
+        return float(sum(self._nonocc[i] for i in ids if i is not None))
+
+    # ---- scatter-gather
+    def _gather(self, method: str, args: tuple, kwargs: dict, allow_partial: bool) -> list:
+        """Every shard's answer (None for a shard that did not answer, when allowed)."""
+        pending = []
+        for s, shard in enumerate(self._shards):
+            try:
+                pending.append(shard.submit(method, *args, **kwargs))
+            except Exception as err:  # noqa: BLE001 - sorted out below
+                pending.append(err)
+        answers = []
+        for s, (shard, p) in enumerate(zip(self._shards, pending)):
+            try:
+                if isinstance(p, BaseException):
+                    raise p
+                answers.append(shard.result(p))
+            except Exception as err:  # noqa: BLE001 - a dead holder, or a real error re-raised
+                if not _is_unavailable(err):
+                    raise
+                if not allow_partial:
+                    raise ShardUnavailableError(f"shard {s} of {self.n_shards} did not answer ({type(err).__name__}): "
+                                                "search with allow_partial=True for the other shards' results.") from None
+                answers.append(None)
+        return answers
+
+    def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
+                     allow_partial: bool = False) -> list[Scores]:
+        """The ``k`` best documents of each query over all shards (see the module docstring)."""
+        k = check_k(k)
+        if isinstance(queries, str):
+            raise InvalidParameterError("search_batch takes a list of queries; for one query use search(query).")
+        queries = list(queries)
+        answers = self._gather("search_batch", (queries,), {"k": k, "where": where}, allow_partial)
+        missing = [s for s, a in enumerate(answers) if a is None]
+        results = _merge_top_k([a for a in answers if a is not None], len(queries), k)
+        if self._nonocc.any():
+            results = [Scores.unchecked(r.values + self._query_constant(q), r.ids) for r, q in zip(results, queries)]
+        return PartialResults(results, missing) if allow_partial else results
+
+    def search(self, query: str, *, k: int = 10, where: Mapping | None = None, allow_partial: bool = False) -> Scores:
+        """The ``k`` best documents for ``query`` over all shards."""
+        results = self.search_batch([query], k=k, where=where, allow_partial=allow_partial)
+        return results[0]
+
+    def retrieve(self, queries: Any, *, k: int = 1000, where: Mapping | None = None, name: str | None = None):
+        """Search every query of ``{id: text}``, a queries.jsonl file or a BEIR folder; a :class:`~salience.Run`."""
+        from salience.core.run import Run
+        from salience.search.sources import read_queries
+
+        query_map = read_queries(queries)
+        results = self.search_batch(list(query_map.values()), k=k, where=where)
+        return Run(dict(zip(query_map.keys(), results)), name=name or f"bm25-{self.n_shards}-shards")
+
+    def document(self, doc_id: str) -> dict:
+        """Stored fields and metadata of a document, from the shard its id routes to."""
+        return self._shards[shard_of(doc_id, self.n_shards)].call("document", doc_id)
+
+    @property
+    def store_documents(self) -> bool:
+        return bool(self.params.get("store_documents", True))
+
+    def __len__(self) -> int:
+        return self.n_docs
+
+    def __repr__(self) -> str:
+        return f"ShardedIndex({self.n_shards} shards, {self.n_docs} documents)"
+
+    # ---- changes (shards held in this process)
+    def _local_indexes(self, verb: str) -> list:
+        if not all(isinstance(s, _LocalShard) for s in self._shards):
+            raise InvalidParameterError(f"{verb} changes shards held in this process: load the index with "
+                                        "executor='local' to change it.")
+        return [s.index for s in self._shards]
+
+    def add(self, documents: Any, *, on_error: str = "raise", show_progress: bool = False, n_jobs: int = 1,
+            executor: Any = "local") -> "ShardedIndex":
+        """Add documents, each to the shard its id routes to (a new segment there, tokenized
+        with ``n_jobs`` on ``executor``); the global statistics follow. :meth:`commit` writes them."""
+        from salience.search.sources import read_documents
+
+        indexes = self._local_indexes("add")
+        docs = read_documents(documents, tuple(self.params.get("fields", ("title", "text"))), on_error)
+        parts: list = [[] for _ in indexes]
+        _route(docs, self.n_shards, parts, show_progress)
+        taken = next((d.id for s, part in enumerate(parts) for d in part if d.id in indexes[s]._pos), None)
+        if taken is not None:  # refused before any shard changes
+            from salience.exceptions import DuplicateIdError
+
+            raise DuplicateIdError(f"document id {taken!r} is already in the index; nothing was added.")
+        for index, part in zip(indexes, parts):
+            if part:
+                index.add(part, n_jobs=n_jobs, executor=executor)
+        self._share_statistics()
+        return self
+
+    def delete(self, ids: Iterable[str] | str) -> "ShardedIndex":
+        """Delete documents by id from their shards; an unknown id is refused by name and
+        nothing is deleted then."""
+        from salience.exceptions import IdMismatchError
+
+        indexes = self._local_indexes("delete")
+        ids = [ids] if isinstance(ids, str) else [str(i) for i in ids]
+        by_shard: dict[int, list[str]] = {}
+        for doc_id in ids:
+            s = shard_of(doc_id, self.n_shards)
+            pos = indexes[s]._pos.get(doc_id)
+            if pos is None or not indexes[s]._live[pos]:
+                raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
+            by_shard.setdefault(s, []).append(doc_id)
+        for s, shard_ids in by_shard.items():
+            indexes[s].delete(shard_ids)
+        self._share_statistics()
+        return self
+
+    def commit(self) -> "ShardedIndex":
+        """Write each shard's changes to its folder (each shard's commit is atomic; a crash
+        between two shards leaves the earlier ones committed: commit again)."""
+        if self.path is None:
+            from salience.exceptions import NotFittedError
+
+            raise NotFittedError("this sharded index has no folder yet; call save(path) first.")
+        for index in self._local_indexes("commit"):
+            index.commit()
+        return self
+
+    def merge(self) -> "ShardedIndex":
+        """Merge every shard's segments into one and drop deleted documents."""
+        for index in self._local_indexes("merge"):
+            index.merge()
+        self._share_statistics()
+        return self
+
+    @property
+    def n_segments(self) -> int:
+        return sum(index.n_segments for index in self._local_indexes("n_segments"))
+
+    def save(self, path: str | os.PathLike) -> "ShardedIndex":
+        """Write every shard and the manifest to ``path`` (shards held in this process only)."""
+        if not all(isinstance(s, _LocalShard) for s in self._shards):
+            raise InvalidParameterError("shards held by Ray actors are saved where they were loaded from.")
+        with atomic_directory(Path(path)) as tmp:
+            counts = []
+            for s, shard in enumerate(self._shards):
+                shard.index.save(tmp / f"shard-{s:03d}")
+                counts.append(shard.index.n_docs)
+            _write_manifest(tmp, self.n_shards, self.params, counts)
+        self.path = Path(path)
+        return self
+
+
+def _merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Scores]:
+    """The ``k`` best of every query over the shards' own top ``k`` lists, in one sort: each
+    shard's lists padded to ``k`` columns with -inf, side by side, sorted per row (stable:
+    equal scores keep shard order)."""
+    width = len(answers) * k
+    values = np.full((n_queries, width), -np.inf)
+    ids = np.empty((n_queries, width), dtype=object)
+    for s, lists in enumerate(answers):
+        for q, result in enumerate(lists):
+            m = len(result)
+            values[q, s * k : s * k + m] = result.values
+            ids[q, s * k : s * k + m] = result.ids
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    top_values = np.take_along_axis(values, order, axis=1)
+    top_ids = np.take_along_axis(ids, order, axis=1)
+    counts = np.isfinite(top_values).sum(axis=1).tolist()
+    rows, id_rows = top_values.tolist(), top_ids.tolist()
+    return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]
+
+
+def _jsonable_params(params: dict) -> dict:
+    out = dict(params)
+    tokenizer = out.get("tokenizer")
+    if tokenizer is not None and not isinstance(tokenizer, dict):
+        out["tokenizer"] = tokenizer.get_config()
+    return out
+
+
+def _write_manifest(folder: Path, n_shards: int, params: dict, counts: list[int]) -> None:
+    body = {"format": FORMAT, "version": FORMAT_VERSION, "n_shards": n_shards, "routing": "crc32",
+            "shards": [f"shard-{s:03d}" for s in range(n_shards)], "documents": counts,
+            "params": _jsonable_params(params), "created": time.time()}
+    atomic_write_text(folder / MANIFEST, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+
+
+def _read_manifest(path: Path) -> dict:
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        raise CorruptIndexError(f"{path}: no {MANIFEST}: not a sharded index.")
+    try:
+        body = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CorruptIndexError(f"{manifest}: unreadable ({err}).") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise CorruptIndexError(f"{manifest}: not a {FORMAT} manifest.")
+    if body.get("version") != FORMAT_VERSION:
+        raise CorruptIndexError(f"{manifest}: format version {body.get('version')!r}; this salience reads {FORMAT_VERSION}.")
+    params = dict(body.get("params") or {})
+    if isinstance(params.get("tokenizer"), dict):
+        from salience.text.tokenize import Tokenizer
+
+        params["tokenizer"] = Tokenizer.from_config(params["tokenizer"])
+    body["params"] = params
+    return body

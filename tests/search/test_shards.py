@@ -1,0 +1,162 @@
+"""A sharded BM25 index scores as one index over all its documents (global statistics), built
+by local processes or Ray tasks, held in this process or by Ray actors, and says so when a
+shard does not answer."""
+
+import json
+
+import numpy as np
+import pytest
+
+from salience.exceptions import DuplicateIdError, IdMismatchError, InvalidParameterError, ShardUnavailableError
+from salience.search import BM25
+from salience.search.shards import PartialResults, ShardedIndex, is_sharded_folder, shard_of
+from tests.conftest import data_path
+
+WORDS = ("heat flow wing boundary layer shock pressure laminar turbulent nozzle jet plate cylinder "
+         "supersonic vortex drag lift buckling shell panel").split()
+
+
+def _corpus(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"_id": f"d{i}", "title": " ".join(rng.choice(WORDS, 2)),
+             "text": " ".join(rng.choice(WORDS, int(rng.integers(3, 40))))} for i in range(n)]
+
+
+QUERIES = ["heat flow", "shock wave on a wing", "laminar boundary layer", "vortex drag of a jet", "unknownword"]
+
+
+def _assert_same(single, sharded, queries, k=10):
+    """Same scores for the same documents (float32 rounding apart); the same ranking where
+    no two scores tie."""
+    for a, b in zip(single.search_batch(queries, k=k), sharded.search_batch(queries, k=k)):
+        assert len(a) == len(b)
+        da, db = dict(a), dict(b)
+        tied_at_cut = len(a) and np.isclose(a.values, a.values[-1], rtol=1e-6).sum() > 1
+        if not tied_at_cut:
+            assert set(da) == set(db)
+        for doc_id in set(da) & set(db):
+            assert db[doc_id] == pytest.approx(da[doc_id], rel=1e-6)
+        assert np.allclose(a.values, b.values, rtol=1e-6)
+
+
+@pytest.mark.parametrize("variant", ["lucene", "bm25+", "bm25l", "atire"])
+def test_shards_score_as_one_index(variant):
+    docs = _corpus(300)
+    single = BM25(variant=variant).fit(docs)
+    sharded = ShardedIndex.build(docs, n_shards=3, variant=variant)
+    assert sharded.n_docs == 300 and sharded.n_shards == 3
+    # each shard alone would score differently: its own statistics are not the collection's
+    alone = BM25(variant=variant).fit([d for d in docs if shard_of(d["_id"], 3) == 0])
+    assert alone.search("heat flow", k=1).values[0] != pytest.approx(dict(single.search("heat flow", k=300))[
+        alone.search("heat flow", k=1).ids[0]], rel=1e-6)
+    _assert_same(single, sharded, QUERIES)
+
+
+def test_routing_is_a_stable_hash():
+    assert shard_of("d1", 4) == shard_of("d1", 4)
+    assert [shard_of(f"d{i}", 4) for i in range(8)] == [__import__("zlib").crc32(f"d{i}".encode()) % 4 for i in range(8)]
+
+
+def test_saved_shards_load_search_and_change(tmp_path):
+    docs = _corpus(200, seed=3)
+    out = tmp_path / "idx"
+    built = ShardedIndex.build(docs, n_shards=4, out=out, n_jobs=2)
+    assert is_sharded_folder(out) and sorted(p.name for p in out.iterdir()) == [
+        "shard-000", "shard-001", "shard-002", "shard-003", "shards.json"]
+    manifest = json.loads((out / "shards.json").read_text())
+    assert sum(manifest["documents"]) == 200 and manifest["routing"] == "crc32"
+    loaded = ShardedIndex.load(out)
+    _assert_same(BM25().fit(docs), loaded, QUERIES)
+    _assert_same(built, loaded, QUERIES)
+    assert loaded.document("d7")["text"] == docs[7]["text"]
+    # add and delete go to the shards their ids route to; the statistics follow
+    extra = _corpus(230, seed=4)[200:]
+    for d in extra:
+        d["_id"] = "x" + d["_id"]
+    loaded.add(extra).delete(["d3", "d50"]).commit()
+    expected = BM25().fit([d for d in docs if d["_id"] not in ("d3", "d50")] + extra)
+    _assert_same(expected, loaded, QUERIES)
+    _assert_same(expected, ShardedIndex.load(out), QUERIES)
+    with pytest.raises(DuplicateIdError, match="'d7' is already in the index"):
+        loaded.add([{"_id": "d7", "text": "again"}])
+    with pytest.raises(IdMismatchError, match="unknown document id 'nope'"):
+        loaded.delete(["d8", "nope"])
+    assert "d8" in dict(loaded.search("".join(docs[8]["text"]), k=300))  # nothing was deleted
+    loaded.merge()
+    _assert_same(expected, loaded, QUERIES)
+
+
+def test_bad_shard_counts_and_folders(tmp_path):
+    with pytest.raises(InvalidParameterError, match="n_shards must be a positive integer"):
+        ShardedIndex.build(_corpus(5), n_shards=0)
+    with pytest.raises(InvalidParameterError, match="got no documents"):
+        ShardedIndex.build(_corpus(2), n_shards=8)
+    with pytest.raises(InvalidParameterError, match="got no documents"):
+        ShardedIndex.build(_corpus(2), n_shards=8, out=tmp_path / "x")
+    assert not (tmp_path / "x").exists()  # a failed build leaves nothing
+    with pytest.raises(InvalidParameterError, match="k1"):
+        ShardedIndex.build(_corpus(5), n_shards=2, k1=-1.0)
+    with pytest.raises(DuplicateIdError):
+        ShardedIndex.build(_corpus(5) + [{"_id": "d1", "text": "twice"}], n_shards=2)
+    ShardedIndex.build(_corpus(20), n_shards=2, out=tmp_path / "ok")
+    (tmp_path / "ok" / "shards.json").write_text("{not json")
+    from salience.exceptions import CorruptIndexError
+
+    with pytest.raises(CorruptIndexError, match="shards.json"):
+        ShardedIndex.load(tmp_path / "ok")
+
+
+def test_scifact_shards_give_the_single_index_scores():
+    root = data_path("search", "scifact")
+    from salience.search.sources import read_queries
+
+    queries = list(read_queries(root / "queries.jsonl").values())
+    _assert_same(BM25().fit(root), ShardedIndex.build(root, n_shards=4), queries)
+
+
+def test_cli_index_query_and_evaluate_with_shards(tmp_path, capsys):
+    from salience.cli import main
+
+    root = data_path("search", "scifact")
+    out = tmp_path / "sharded"
+    assert main(["search", "index", str(root), "--shards", "3", "--out", str(out), "--n-jobs", "2", "--json"]) == 0
+    built = json.loads(capsys.readouterr().out)
+    assert built["shards"] == 3 and built["documents"] == 5183
+    assert main(["search", "query", str(out), "cell membrane proteins", "-k", "5", "--json"]) == 0
+    sharded = json.loads(capsys.readouterr().out)["results"]
+    single = BM25().fit(root).search("cell membrane proteins", k=5)
+    assert [r["id"] for r in sharded] == single.ids
+    assert np.allclose([r["score"] for r in sharded], single.values, rtol=1e-6)
+    metrics = "ndcg@10,recall@100"
+    assert main(["search", "evaluate", str(root), "--metrics", metrics, "--json"]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert main(["search", "evaluate", str(root), "--metrics", metrics, "--shards", "4", "--json"]) == 0
+    split = json.loads(capsys.readouterr().out)
+    assert split["ndcg@10"] == pytest.approx(whole["ndcg@10"], abs=1e-6)
+    assert split["recall@100"] == pytest.approx(whole["recall@100"], abs=1e-6)
+    assert main(["search", "index", str(root), "--shards", "2", "--dense", "--out", str(tmp_path / "d")]) == 2
+    assert "--shards splits a BM25 index" in capsys.readouterr().err
+
+
+@pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
+def test_shards_in_ray_actors_scatter_gather_and_report_a_dead_shard(tmp_path):
+    ray = pytest.importorskip("ray", reason="shards in Ray actors need ray: pip install 'salience[ray]'")
+    docs = _corpus(300, seed=5)
+    out = tmp_path / "idx"
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    try:
+        ShardedIndex.build(docs, n_shards=3, out=out, n_jobs=3, executor="ray")  # built by Ray tasks
+        remote = ShardedIndex.load(out, executor="ray", timeout=30)
+        pids = {ray.get(shard.actor.pid.remote()) for shard in remote._shards}
+        assert len(pids) == 3  # each shard in a worker process of its own
+        _assert_same(BM25().fit(docs), remote, QUERIES)
+        assert remote.document("d9")["title"] == docs[9]["title"]
+        ray.kill(remote._shards[1].actor)
+        with pytest.raises(ShardUnavailableError, match="shard 1 of 3 did not answer"):
+            remote.search("heat flow")
+        partial = remote.search_batch(["heat flow"], k=300, allow_partial=True)
+        assert isinstance(partial, PartialResults) and partial.partial and partial.missing_shards == [1]
+        expected = {doc_id for doc_id in dict(BM25().fit(docs).search("heat flow", k=300)) if shard_of(doc_id, 3) != 1}
+        assert set(partial[0].ids) == expected
+    finally:
+        ray.shutdown()
