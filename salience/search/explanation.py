@@ -1,15 +1,19 @@
 """Why a document scored what it did under BM25: each query term's contribution, its term
-frequency in the document and its IDF; the contributions sum to the score."""
+frequency in the document and its IDF; the contributions sum to the score. And what a text
+that is not in the index would score, the collection's statistics held fixed (the scorer
+that token attribution masks)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
-from salience.exceptions import IdMismatchError
+from salience.exceptions import IdMismatchError, InvalidParameterError
+from salience.search import scoring
 
-__all__ = ["TermContribution", "Explanation", "explain_score"]
+__all__ = ["TermContribution", "Explanation", "explain_score", "score_unindexed"]
 
 
 @dataclass(frozen=True)
@@ -80,3 +84,46 @@ def explain_score(index, query: str, doc_id: str) -> Explanation:
         doc_length=float(index._doc_len[pos]),
         avg_doc_length=index._avg_len,
     )
+
+
+def score_unindexed(index, query: str, texts) -> np.ndarray:
+    """BM25 scores of texts that are not in ``index``, as if they were, with its collection
+    statistics (idf, average length) held fixed (:meth:`BM25.score_texts
+    <salience.search.BM25.score_texts>`)."""
+    index._require_index()
+    if isinstance(texts, (str, dict)) or not isinstance(texts, Sequence):
+        raise InvalidParameterError("texts must be a list of texts (or of dicts of fields).")
+    query_terms: dict[int, int] = {}
+    for t in index._encode_queries([query])[0]:
+        query_terms[t] = query_terms.get(t, 0) + 1
+    terms = np.fromiter(query_terms, dtype=np.int64, count=len(query_terms))
+    qtf = np.fromiter(query_terms.values(), dtype=np.float64, count=len(query_terms))
+    tf = np.zeros((len(texts), len(terms)))
+    doc_len = np.zeros(len(texts))
+    column = {int(t): j for j, t in enumerate(terms)}
+    for i, text in enumerate(texts):
+        fields = {index.fields[0]: text} if isinstance(text, str) else text
+        if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
+            raise InvalidParameterError(f"text {i} must be a str or a dict of field texts.")
+        unknown = set(fields) - set(index.fields)
+        if unknown:
+            raise InvalidParameterError(f"text {i} has fields {sorted(unknown)} the index does not have "
+                                        f"({', '.join(index.fields)}).")
+        for name, value in fields.items():
+            weight = index.field_weights[name]
+            ids = index._encoder.encode(value, grow=False)
+            doc_len[i] += weight * len(ids)
+            for t in ids:
+                j = column.get(t)
+                if j is not None:
+                    tf[i, j] += weight
+    if not len(terms):
+        return np.zeros(len(texts))
+    idf = index._idf[terms]
+    base = scoring.nonoccurrence_component(index.variant, index.k1, index.delta)
+    lengths = np.repeat(doc_len, len(terms)).reshape(tf.shape)
+    tfc = scoring.tf_component(tf.ravel(), lengths.ravel(), index._avg_len, index.variant, index.k1, index.b,
+                               index.delta).reshape(tf.shape)
+    per_term = np.where(tf > 0, tfc, base) * idf[None, :]
+    return per_term @ qtf
+

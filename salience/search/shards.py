@@ -27,11 +27,7 @@ On disk (format ``salience.shards``)::
 
 from __future__ import annotations
 
-import json
 import os
-import pickle
-import time
-import zlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -40,29 +36,15 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.exceptions import CorruptIndexError, InvalidParameterError, ShardUnavailableError
-from salience.io.files import atomic_directory, atomic_write_text
+from salience.io.files import atomic_directory
 from salience.parallel import map_shards, progress_bar
 from salience.search import scoring
+from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
+                                      is_sharded_folder, is_unavailable, read_manifest, route_documents, shard_of,
+                                      write_manifest)
 
-__all__ = ["ShardedIndex", "PartialResults", "shard_of", "is_sharded_folder", "ShardUnavailableError"]
-
-FORMAT = "salience.shards"
-FORMAT_VERSION = 1
-MANIFEST = "shards.json"
-
-
-def shard_of(doc_id: str, n_shards: int) -> int:
-    """The shard a document id is routed to (CRC-32 of its UTF-8 bytes, modulo ``n_shards``)."""
-    return zlib.crc32(str(doc_id).encode("utf-8")) % n_shards
-
-
-def is_sharded_folder(path: str | os.PathLike) -> bool:
-    """Whether ``path`` holds a sharded index (its ``shards.json`` names the format)."""
-    manifest = Path(path) / MANIFEST
-    try:
-        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+__all__ = ["ShardedIndex", "PartialResults", "shard_of", "is_sharded_folder", "ShardUnavailableError", "FORMAT",
+           "MANIFEST"]
 
 
 class PartialResults(list):
@@ -74,107 +56,6 @@ class PartialResults(list):
         super().__init__(results)
         self.missing_shards = sorted(missing_shards)
         self.partial = bool(self.missing_shards)
-
-
-# ---- shard holders: in this process, or a Ray actor --------------------------------------
-class _LocalShard:
-    """A shard held in this process; ``submit`` computes at once."""
-
-    def __init__(self, index):
-        self.index = index
-
-    def call(self, method: str, *args, **kwargs):
-        return getattr(self.index, method)(*args, **kwargs)
-
-    def submit(self, method: str, *args, **kwargs):
-        return self.call(method, *args, **kwargs)
-
-    def result(self, pending):
-        return pending
-
-
-class _ShardServer:
-    """What a Ray actor holds: one shard, loaded memory-mapped from its folder."""
-
-    def __init__(self, path: str):
-        from salience.search.bm25 import BM25
-
-        self.index = BM25.load(path)
-
-    def call(self, method: str, *args, **kwargs):
-        return getattr(self.index, method)(*args, **kwargs)
-
-    def pid(self) -> int:
-        return os.getpid()
-
-
-class _RayShard:
-    """A shard held by a Ray actor; ``submit`` returns a reference, ``result`` waits for it."""
-
-    def __init__(self, actor, timeout: float | None):
-        self.actor, self.timeout = actor, timeout
-
-    def call(self, method: str, *args, **kwargs):
-        return self.result(self.submit(method, *args, **kwargs))
-
-    def submit(self, method: str, *args, **kwargs):
-        return self.actor.call.remote(method, *args, **kwargs)
-
-    def result(self, pending):
-        import ray
-
-        return ray.get(pending, timeout=self.timeout)
-
-
-def _is_unavailable(err: BaseException) -> bool:
-    """Whether an error means the shard's holder is gone (not a bad request)."""
-    name = type(err).__name__
-    return name in ("RayActorError", "ActorDiedError", "ActorUnavailableError", "GetTimeoutError",
-                    "WorkerCrashedError", "NodeDiedError", "OwnerDiedError", "ObjectLostError")
-
-
-# ---- building ---------------------------------------------------------------------------
-def _build_shard(job: tuple) -> Any:
-    """One shard from its routed documents: saved to ``out`` (returns its size), or returned."""
-    part, out, params = job
-    from salience.search.bm25 import BM25
-
-    docs = part if isinstance(part, list) else list(_read_part(Path(part)))
-    index = BM25(**params)
-    index.fit(docs) if docs else None
-    if out is None:
-        return index
-    if not docs:
-        raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.")
-    index.save(out)
-    return len(docs)
-
-
-def _write_part(fh, doc) -> None:
-    pickle.dump(doc, fh, protocol=pickle.HIGHEST_PROTOCOL)
-
-
-def _read_part(path: Path):
-    with open(path, "rb") as fh:
-        while True:
-            try:
-                yield pickle.load(fh)
-            except EOFError:
-                return
-
-
-def _route(documents: Iterable, n_shards: int, parts: list, show_progress: bool) -> list[int]:
-    """Send each document to its shard's part (a list or an open file); the count per shard.
-    A repeated id routes to the same shard, whose index refuses it: nothing is remembered here."""
-    counts = [0] * n_shards
-    with progress_bar(None, "routing", show_progress, unit="doc") as bar:
-        for doc in documents:
-            s = shard_of(doc.id, n_shards)
-            part = parts[s]
-            part.append(doc) if isinstance(part, list) else _write_part(part, doc)
-            counts[s] += 1
-            bar.update(1)
-    return counts
 
 
 # ---- the sharded index ------------------------------------------------------------------
@@ -211,7 +92,7 @@ class ShardedIndex:
         from salience.search.sources import iter_documents
 
         n_shards = check_k(n_shards, "n_shards")
-        BM25(**params)  # bad parameters are refused before any document is read
+        params = BM25(**params).get_params()  # bad parameters are refused before any document is read
         fields = tuple(params.get("fields", ("title", "text")))
         if isinstance(documents, (str, os.PathLike)):
             docs = iter_documents(documents, fields, on_error=on_error)
@@ -221,12 +102,12 @@ class ShardedIndex:
             docs = read_documents(documents, fields, on_error=on_error)
         if out is None:
             parts: list = [[] for _ in range(n_shards)]
-            _route(docs, n_shards, parts, show_progress)
+            route_documents(docs, n_shards, parts, show_progress)
             jobs = [(part, None, params) for part in parts]
             shards = []
             with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
-                for index in map_shards(_build_shard, jobs, n_jobs, executor):
-                    shards.append(_LocalShard(index))
+                for index in map_shards(build_shard, jobs, n_jobs, executor):
+                    shards.append(LocalShard(index))
                     bar.update(1)
             empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
             if empty:
@@ -236,7 +117,7 @@ class ShardedIndex:
         with atomic_directory(out) as tmp:
             files = [open(tmp / f".part-{s:03d}.pickle", "wb") for s in range(n_shards)]
             try:
-                counts = _route(docs, n_shards, files, show_progress)
+                counts = route_documents(docs, n_shards, files, show_progress)
             finally:
                 for fh in files:
                     fh.close()
@@ -245,11 +126,11 @@ class ShardedIndex:
                 raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
             jobs = [(str(tmp / f".part-{s:03d}.pickle"), str(tmp / f"shard-{s:03d}"), params) for s in range(n_shards)]
             with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
-                for _ in map_shards(_build_shard, jobs, n_jobs, executor):
+                for _ in map_shards(build_shard, jobs, n_jobs, executor):
                     bar.update(1)
             for s in range(n_shards):
                 os.remove(tmp / f".part-{s:03d}.pickle")
-            _write_manifest(tmp, n_shards, params, counts)
+            write_manifest(tmp, n_shards, params, counts)
         return cls.load(out)
 
     @classmethod
@@ -259,7 +140,7 @@ class ShardedIndex:
         in a Ray actor (``"ray"``; ``address`` of a running cluster, else a local one), its
         answers awaited at most ``timeout`` seconds."""
         path = Path(path)
-        manifest = _read_manifest(path)
+        manifest = read_manifest(path)
         folders = [path / name for name in manifest["shards"]]
         for folder in folders:
             if not folder.is_dir():
@@ -267,19 +148,20 @@ class ShardedIndex:
         if executor == "local":
             from salience.search.bm25 import BM25
 
-            shards = [_LocalShard(BM25.load(folder)) for folder in folders]
+            shards = [LocalShard(BM25.load(folder)) for folder in folders]
         elif executor == "ray":
             from salience.extras import require
 
             ray = require("ray", "ray", "Shards in Ray actors")
             if not ray.is_initialized():
                 ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
-            actor = ray.remote(_ShardServer)
-            shards = [_RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
+            actor = ray.remote(ShardServer)
+            shards = [RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
         else:
             from salience.exceptions import unknown_choice
 
             raise unknown_choice("shard executor", executor, ("local", "ray"))
+        _check_alike(path, manifest, [shard.call("get_params") for shard in shards])
         return cls(shards, manifest["params"], path)
 
     # ---- global statistics
@@ -335,7 +217,7 @@ class ShardedIndex:
                     raise p
                 answers.append(shard.result(p))
             except Exception as err:  # noqa: BLE001 - a dead holder, or a real error re-raised
-                if not _is_unavailable(err):
+                if not is_unavailable(err):
                     raise
                 if not allow_partial:
                     raise ShardUnavailableError(f"shard {s} of {self.n_shards} did not answer ({type(err).__name__}): "
@@ -387,7 +269,7 @@ class ShardedIndex:
 
     # ---- changes (shards held in this process)
     def _local_indexes(self, verb: str) -> list:
-        if not all(isinstance(s, _LocalShard) for s in self._shards):
+        if not all(isinstance(s, LocalShard) for s in self._shards):
             raise InvalidParameterError(f"{verb} changes shards held in this process: load the index with "
                                         "executor='local' to change it.")
         return [s.index for s in self._shards]
@@ -401,7 +283,7 @@ class ShardedIndex:
         indexes = self._local_indexes("add")
         docs = read_documents(documents, tuple(self.params.get("fields", ("title", "text"))), on_error)
         parts: list = [[] for _ in indexes]
-        _route(docs, self.n_shards, parts, show_progress)
+        route_documents(docs, self.n_shards, parts, show_progress)
         taken = next((d.id for s, part in enumerate(parts) for d in part if d.id in indexes[s]._pos), None)
         if taken is not None:  # refused before any shard changes
             from salience.exceptions import DuplicateIdError
@@ -456,16 +338,30 @@ class ShardedIndex:
 
     def save(self, path: str | os.PathLike) -> "ShardedIndex":
         """Write every shard and the manifest to ``path`` (shards held in this process only)."""
-        if not all(isinstance(s, _LocalShard) for s in self._shards):
+        if not all(isinstance(s, LocalShard) for s in self._shards):
             raise InvalidParameterError("shards held by Ray actors are saved where they were loaded from.")
         with atomic_directory(Path(path)) as tmp:
             counts = []
             for s, shard in enumerate(self._shards):
                 shard.index.save(tmp / f"shard-{s:03d}")
                 counts.append(shard.index.n_docs)
-            _write_manifest(tmp, self.n_shards, self.params, counts)
+            write_manifest(tmp, self.n_shards, self.params, counts)
         self.path = Path(path)
         return self
+
+
+def _check_alike(path: Path, manifest: dict, shard_params: list[dict]) -> None:
+    """Every shard built as the manifest says (scoring parameters, fields, tokenizer): shards of
+    different analyses would score against statistics that do not add up."""
+    from salience.search.shard_io import jsonable_params
+
+    expected = jsonable_params(manifest["params"])
+    for name, params in zip(manifest["shards"], shard_params):
+        found = jsonable_params(params)
+        for key in sorted(set(expected) | set(found)):
+            if key in expected and expected.get(key) != found.get(key):
+                raise CorruptIndexError(f"{path / name}: built with {key}={found.get(key)!r}, the sharded index with "
+                                        f"{key}={expected.get(key)!r}: its shards must be built alike.")
 
 
 def _merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Scores]:
@@ -486,39 +382,3 @@ def _merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Sc
     counts = np.isfinite(top_values).sum(axis=1).tolist()
     rows, id_rows = top_values.tolist(), top_ids.tolist()
     return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]
-
-
-def _jsonable_params(params: dict) -> dict:
-    out = dict(params)
-    tokenizer = out.get("tokenizer")
-    if tokenizer is not None and not isinstance(tokenizer, dict):
-        out["tokenizer"] = tokenizer.get_config()
-    return out
-
-
-def _write_manifest(folder: Path, n_shards: int, params: dict, counts: list[int]) -> None:
-    body = {"format": FORMAT, "version": FORMAT_VERSION, "n_shards": n_shards, "routing": "crc32",
-            "shards": [f"shard-{s:03d}" for s in range(n_shards)], "documents": counts,
-            "params": _jsonable_params(params), "created": time.time()}
-    atomic_write_text(folder / MANIFEST, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
-
-
-def _read_manifest(path: Path) -> dict:
-    manifest = path / MANIFEST
-    if not manifest.is_file():
-        raise CorruptIndexError(f"{path}: no {MANIFEST}: not a sharded index.")
-    try:
-        body = json.loads(manifest.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise CorruptIndexError(f"{manifest}: unreadable ({err}).") from None
-    if not isinstance(body, dict) or body.get("format") != FORMAT:
-        raise CorruptIndexError(f"{manifest}: not a {FORMAT} manifest.")
-    if body.get("version") != FORMAT_VERSION:
-        raise CorruptIndexError(f"{manifest}: format version {body.get('version')!r}; this salience reads {FORMAT_VERSION}.")
-    params = dict(body.get("params") or {})
-    if isinstance(params.get("tokenizer"), dict):
-        from salience.text.tokenize import Tokenizer
-
-        params["tokenizer"] = Tokenizer.from_config(params["tokenizer"])
-    body["params"] = params
-    return body

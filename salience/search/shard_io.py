@@ -1,0 +1,176 @@
+"""Where a sharded index's shards live and how they are made: shard holders (in this process,
+or a Ray actor that loads its shard memory-mapped), routing by id hash, the jobs that build a
+shard from its routed documents, and the ``shards.json`` manifest
+(:mod:`salience.search.shards` has the format and the index)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import time
+import zlib
+from pathlib import Path
+from typing import Any, Iterable
+
+from salience.exceptions import CorruptIndexError, InvalidParameterError
+from salience.io.files import atomic_write_text
+from salience.parallel import progress_bar
+
+__all__ = ["shard_of", "is_sharded_folder", "LocalShard", "ShardServer", "RayShard", "is_unavailable", "build_shard",
+           "route_documents", "read_manifest", "write_manifest", "FORMAT", "MANIFEST"]
+
+FORMAT = "salience.shards"
+FORMAT_VERSION = 1
+MANIFEST = "shards.json"
+
+
+def shard_of(doc_id: str, n_shards: int) -> int:
+    """The shard a document id is routed to (CRC-32 of its UTF-8 bytes, modulo ``n_shards``)."""
+    return zlib.crc32(str(doc_id).encode("utf-8")) % n_shards
+
+
+def is_sharded_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a sharded index (its ``shards.json`` names the format)."""
+    manifest = Path(path) / MANIFEST
+    try:
+        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+# ---- shard holders: in this process, or a Ray actor --------------------------------------
+class LocalShard:
+    """A shard held in this process; ``submit`` computes at once."""
+
+    def __init__(self, index):
+        self.index = index
+
+    def call(self, method: str, *args, **kwargs):
+        return getattr(self.index, method)(*args, **kwargs)
+
+    def submit(self, method: str, *args, **kwargs):
+        return self.call(method, *args, **kwargs)
+
+    def result(self, pending):
+        return pending
+
+
+class ShardServer:
+    """What a Ray actor holds: one shard, loaded memory-mapped from its folder."""
+
+    def __init__(self, path: str):
+        from salience.search.bm25 import BM25
+
+        self.index = BM25.load(path)
+
+    def call(self, method: str, *args, **kwargs):
+        return getattr(self.index, method)(*args, **kwargs)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayShard:
+    """A shard held by a Ray actor; ``submit`` returns a reference, ``result`` waits for it."""
+
+    def __init__(self, actor, timeout: float | None):
+        self.actor, self.timeout = actor, timeout
+
+    def call(self, method: str, *args, **kwargs):
+        return self.result(self.submit(method, *args, **kwargs))
+
+    def submit(self, method: str, *args, **kwargs):
+        return self.actor.call.remote(method, *args, **kwargs)
+
+    def result(self, pending):
+        import ray
+
+        return ray.get(pending, timeout=self.timeout)
+
+
+def is_unavailable(err: BaseException) -> bool:
+    """Whether an error means the shard's holder is gone (not a bad request)."""
+    name = type(err).__name__
+    return name in ("RayActorError", "ActorDiedError", "ActorUnavailableError", "GetTimeoutError",
+                    "WorkerCrashedError", "NodeDiedError", "OwnerDiedError", "ObjectLostError")
+
+
+# ---- building ---------------------------------------------------------------------------
+def build_shard(job: tuple) -> Any:
+    """One shard from its routed documents: saved to ``out`` (returns its size), or returned."""
+    part, out, params = job
+    from salience.search.bm25 import BM25
+
+    docs = part if isinstance(part, list) else list(read_part(Path(part)))
+    index = BM25(**params)
+    index.fit(docs) if docs else None
+    if out is None:
+        return index
+    if not docs:
+        raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.")
+    index.save(out)
+    return len(docs)
+
+
+def write_part(fh, doc) -> None:
+    pickle.dump(doc, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_part(path: Path):
+    with open(path, "rb") as fh:
+        while True:
+            try:
+                yield pickle.load(fh)
+            except EOFError:
+                return
+
+
+def route_documents(documents: Iterable, n_shards: int, parts: list, show_progress: bool) -> list[int]:
+    """Send each document to its shard's part (a list or an open file); the count per shard.
+    A repeated id routes to the same shard, whose index refuses it: nothing is remembered here."""
+    counts = [0] * n_shards
+    with progress_bar(None, "routing", show_progress, unit="doc") as bar:
+        for doc in documents:
+            s = shard_of(doc.id, n_shards)
+            part = parts[s]
+            part.append(doc) if isinstance(part, list) else write_part(part, doc)
+            counts[s] += 1
+            bar.update(1)
+    return counts
+
+
+def jsonable_params(params: dict) -> dict:
+    out = dict(params)
+    tokenizer = out.get("tokenizer")
+    if tokenizer is not None and not isinstance(tokenizer, dict):
+        out["tokenizer"] = tokenizer.get_config()
+    return out
+
+
+def write_manifest(folder: Path, n_shards: int, params: dict, counts: list[int]) -> None:
+    body = {"format": FORMAT, "version": FORMAT_VERSION, "n_shards": n_shards, "routing": "crc32",
+            "shards": [f"shard-{s:03d}" for s in range(n_shards)], "documents": counts,
+            "params": jsonable_params(params), "created": time.time()}
+    atomic_write_text(folder / MANIFEST, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+
+
+def read_manifest(path: Path) -> dict:
+    manifest = path / MANIFEST
+    if not manifest.is_file():
+        raise CorruptIndexError(f"{path}: no {MANIFEST}: not a sharded index.")
+    try:
+        body = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise CorruptIndexError(f"{manifest}: unreadable ({err}).") from None
+    if not isinstance(body, dict) or body.get("format") != FORMAT:
+        raise CorruptIndexError(f"{manifest}: not a {FORMAT} manifest.")
+    if body.get("version") != FORMAT_VERSION:
+        raise CorruptIndexError(f"{manifest}: format version {body.get('version')!r}; this salience reads {FORMAT_VERSION}.")
+    params = dict(body.get("params") or {})
+    if isinstance(params.get("tokenizer"), dict):
+        from salience.text.tokenize import Tokenizer
+
+        params["tokenizer"] = Tokenizer.from_config(params["tokenizer"])
+    body["params"] = params
+    return body

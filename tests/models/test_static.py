@@ -1,0 +1,122 @@
+"""Static embeddings distilled from a sentence encoder (Model2Vec's recipe): a token's vector is
+the encoder's vector of that token alone, PCA and SIF weighting as stated, a text's vector the
+normalised mean of its tokens', usable wherever an encoder is."""
+
+import json
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from salience.exceptions import CorruptIndexError, InvalidParameterError  # noqa: E402
+from salience.models.static import StaticEncoder, distill, is_static_folder  # noqa: E402
+from tests.models.tiny import ENCODER_WORDS, tiny_encoder_folder  # noqa: E402
+
+WORDS = ["heat", "flow", "wing", "shock", "protein", "membrane", "market"]
+
+
+@pytest.fixture(scope="module")
+def encoder_folder(tmp_path_factory):
+    return tiny_encoder_folder(tmp_path_factory.mktemp("tiny") / "encoder")
+
+
+def test_a_token_vector_is_the_encoder_on_that_token_alone(encoder_folder, tmp_path):
+    from salience.models.encoders import TransformerEncoder
+
+    plain = StaticEncoder(distill(str(encoder_folder), tmp_path / "plain", dims=None, sif=None))
+    full = TransformerEncoder(str(encoder_folder))
+    assert np.allclose(plain.encode(WORDS), full.encode(WORDS), atol=1e-5)
+    # special and placeholder tokens get no vector; the rest do
+    table = np.load(tmp_path / "plain" / "embeddings.npy")
+    assert (np.abs(table[:5]).sum(axis=1) == 0).all() and (np.abs(table[5:]).sum(axis=1) > 0).all()
+    config = json.loads((tmp_path / "plain" / "static.json").read_text())
+    assert config["tokens"] == len(ENCODER_WORDS) - 5 and config["dimensions"] == 16
+
+
+def test_pca_sif_and_the_mean_of_a_text(encoder_folder, tmp_path):
+    plain = np.load(distill(str(encoder_folder), tmp_path / "plain", dims=None, sif=None) / "embeddings.npy")
+    reduced = StaticEncoder(distill(str(encoder_folder), tmp_path / "pca", dims=4, sif=1e-2))
+    table = np.load(tmp_path / "pca" / "embeddings.npy")
+    kept = np.arange(5, len(ENCODER_WORDS))
+    # by hand: centre, project on the top 4 right singular vectors, weight by sif / (sif + p)
+    centred = plain[kept].astype(np.float64) - plain[kept].mean(axis=0)
+    components = np.linalg.svd(centred, full_matrices=False)[2][:4]
+    p = 1.0 / np.arange(2, len(kept) + 2)
+    p /= p.sum()
+    expected = centred @ components.T * (1e-2 / (1e-2 + p))[:, None]
+    assert np.allclose(np.abs(table[kept]), np.abs(expected), atol=1e-5)  # each component's sign is arbitrary
+    text = "heat flow heat unknownword"  # [UNK] counts for nothing; a repeated token counts twice
+    ids = [ENCODER_WORDS.index(w) for w in ("heat", "flow", "heat")]
+    mean = table[ids].mean(axis=0)
+    assert np.allclose(reduced.encode([text])[0], mean / np.linalg.norm(mean), atol=1e-6)
+    assert np.allclose(reduced.encode([""]), 0.0)  # nothing known: a zero row
+
+
+def test_dense_index_and_command_line_take_a_static_folder(encoder_folder, tmp_path, capsys):
+    from salience.cli import main
+    from salience.search import Dense
+
+    out = tmp_path / "static"
+    assert main(["search", "distill", str(encoder_folder), "--out", str(out), "--dims", "8", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["dimensions"] == 8 and is_static_folder(out)
+    docs = [{"_id": "a", "text": "heat flow in the wing"}, {"_id": "b", "text": "protein membrane of a cell"},
+            {"_id": "c", "text": "stock market price " * 400}]  # far past any window: encoded whole
+    index = Dense(encoder=str(out)).fit(docs)
+    assert index.search("cell protein", k=1).ids == ["b"] and index.truncated_documents == 0
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(out), "--out", str(tmp_path / "idx"),
+                 "--json"]) == 0
+    capsys.readouterr()
+    assert main(["search", "query", str(tmp_path / "idx"), "wing heat", "-k", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["results"][0]["id"] == "a"
+
+
+def test_bad_distillations_and_folders(encoder_folder, tmp_path, capsys):
+    from salience.cli import main
+
+    with pytest.raises(InvalidParameterError, match="not a model folder"):
+        distill(str(tmp_path), tmp_path / "x")
+    with pytest.raises(InvalidParameterError, match="dims=64 exceeds the model's 16 dimensions"):
+        distill(str(encoder_folder), tmp_path / "x", dims=64)
+    with pytest.raises(InvalidParameterError, match="sif must be"):
+        distill(str(encoder_folder), tmp_path / "x", sif=2.0)
+    assert not (tmp_path / "x").exists()
+    with pytest.raises(InvalidParameterError, match="not a static encoder folder"):
+        StaticEncoder(encoder_folder)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    assert main(["search", "distill", str(encoder_folder), "--out", str(tmp_path / "mine")]) == 2
+    assert "did not write" in capsys.readouterr().err and (tmp_path / "mine" / "notes.txt").exists()
+    broken = distill(str(encoder_folder), tmp_path / "broken", dims=4)
+    np.save(broken / "embeddings.npy", np.zeros((3, 5), dtype=np.float32))
+    with pytest.raises(CorruptIndexError, match="embeddings.npy"):
+        StaticEncoder(broken).encode(["heat"])
+
+
+def test_long_texts_encoded_whole_as_the_mean_of_their_passages(encoder_folder):
+    """The tiny encoder's window is 64 tokens: a text of 150 words is cut at 62 (plus its
+    start and end tokens), or encoded as passages of 62, 62 and 26 words whose vectors are
+    averaged, weighted by their words."""
+    from salience.models.encoders import TransformerEncoder
+    from salience.search import Dense
+
+    rng = np.random.default_rng(0)
+    words = list(rng.choice(WORDS, 150))
+    truncating, whole = TransformerEncoder(str(encoder_folder)), TransformerEncoder(str(encoder_folder), long_texts="mean")
+    cut = truncating.encode([" ".join(words)])
+    assert truncating.truncated == 1 and np.allclose(cut, truncating.encode([" ".join(words[:62])]), atol=1e-6)
+    passages = [words[0:62], words[62:124], words[124:150]]
+    parts = truncating.encode([" ".join(p) for p in passages])
+    expected = (parts * np.array([62, 62, 26])[:, None]).sum(axis=0)
+    got = whole.encode([" ".join(words), "heat flow"])
+    assert np.allclose(got[0], expected / np.linalg.norm(expected), atol=1e-5) and whole.truncated == 0
+    assert np.allclose(got[1], truncating.encode(["heat flow"])[0], atol=1e-6)  # a short text: one passage, itself
+    docs = [{"_id": "long", "text": " ".join(words)}, {"_id": "short", "text": "protein membrane"}]
+    index = Dense(encoder=str(encoder_folder), long_documents="mean").fit(docs)
+    assert index.truncated_documents == 0 and index.encoder_name == "encoder+mean-of-passages"
+    assert Dense(encoder=str(encoder_folder)).fit(docs).truncated_documents == 1
+    with pytest.raises(InvalidParameterError, match="long_documents"):
+        Dense(long_documents="max")
