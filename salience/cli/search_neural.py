@@ -105,17 +105,20 @@ def _cmd_distill(args) -> int:
 
     from salience.models.encoders import resolve_model_folder
 
-    check_output_path(args.out, [resolve_model_folder(args.model)], what="static encoder",
+    check_output_path(args.out, [resolve_model_folder(args.model)] + ([args.corpus] if args.corpus else []),
+                      what="static encoder",
                       is_own=lambda p: p.is_dir() and is_static_folder(p))
     started = time.perf_counter()
     out = distill(args.model, args.out, dims=None if args.dims == 0 else args.dims,
-                  sif=None if args.sif == 0 else args.sif, show_progress=show_progress(args))
+                  sif="auto" if args.sif is None else (None if args.sif == 0 else args.sif), corpus=args.corpus,
+                  sample=args.sample,
+                  fit_strength=args.fit_strength, show_progress=show_progress(args))
     from salience.models.static import StaticEncoder
 
     encoder = StaticEncoder(out)
     seconds = time.perf_counter() - started
     result = {"out": str(out), "tokens": encoder.config["tokens"], "dimensions": encoder.dimension,
-              "seconds": round(seconds, 2)}
+              "fitted": encoder.config.get("fitted"), "seconds": round(seconds, 2)}
     emit(args, result, f"distilled {args.model} into {encoder.config['tokens']} static token vectors of "
                        f"{encoder.dimension} dimensions in {seconds:.1f}s -> {out}")
     return 0
@@ -177,6 +180,13 @@ def add_commands(commands) -> None:
                    help="sentence-transformers folder to distill (default the bundled all-MiniLM-L6-v2)")
     p.add_argument("--out", required=True, help="folder to write: new, or an earlier static encoder (replaced)")
     p.add_argument("--dims", type=int, default=256, help="PCA dimensions (default 256; 0 keeps the model's)")
-    p.add_argument("--sif", type=float, default=1e-4, help="SIF weighting coefficient (default 1e-4; 0 for none)")
+    p.add_argument("--sif", type=float, default=None,
+                   help="SIF weighting coefficient, 0 for none (default 1e-4, or none with --corpus: chosen on dev)")
+    p.add_argument("--corpus", default=None,
+                   help="documents (jsonl, jsonl.gz or a BEIR folder) to fit the token vectors to the model on, "
+                        "without labels (tokenlearn's idea)")
+    p.add_argument("--sample", type=positive_int, default=2000, help="with --corpus: texts the model encodes (default 2000)")
+    p.add_argument("--fit-strength", type=float, default=0.03,
+                   help="with --corpus: the pull towards the plain distillation (default 0.03, chosen on dev)")
     add_output_options(p)
     p.set_defaults(func=_cmd_distill)

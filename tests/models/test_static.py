@@ -120,3 +120,41 @@ def test_long_texts_encoded_whole_as_the_mean_of_their_passages(encoder_folder):
     assert Dense(encoder=str(encoder_folder)).fit(docs).truncated_documents == 1
     with pytest.raises(InvalidParameterError, match="long_documents"):
         Dense(long_documents="max")
+
+
+def test_fitted_to_the_teacher_on_a_corpus(encoder_folder, tmp_path):
+    """The fit solves the ridge regression of the texts' mean token vectors onto the teacher's
+    vectors of them: its gradient vanishes, it fits better than the plain distillation, and a
+    very strong pull gives the plain distillation back."""
+    from salience.models.encoders import TransformerEncoder
+
+    rng = np.random.default_rng(1)
+    texts = [" ".join(rng.choice(WORDS + ["the", "of", "a"], int(rng.integers(3, 12)))) for _ in range(40)]
+    plain = np.load(distill(str(encoder_folder), tmp_path / "plain", dims=None, sif=None) / "embeddings.npy")
+    fitted_dir = distill(str(encoder_folder), tmp_path / "fit", dims=None, sif=None, corpus=texts, sample=100,
+                         fit_strength=0.5)
+    fitted = np.load(fitted_dir / "embeddings.npy")
+    info = json.loads((fitted_dir / "static.json").read_text())["fitted"]
+    assert info["texts"] == 40
+    kept = np.arange(5, len(ENCODER_WORDS))
+    # by hand: token shares of each text, the teacher's vectors, the ridge's gradient
+    shares = np.zeros((len(texts), len(kept)))
+    for r, text in enumerate(texts):
+        for w in text.split():
+            shares[r, ENCODER_WORDS.index(w) - 5] += 1
+    shares /= shares.sum(axis=1, keepdims=True)
+    targets = TransformerEncoder(str(encoder_folder)).encode(texts).astype(np.float64)
+    weight = (shares ** 2).sum(axis=0)
+    lam = 0.5 * weight[weight > 0].mean()
+    assert info["lambda"] == pytest.approx(lam)
+    gradient = shares.T @ (shares @ fitted[kept] - targets) + lam * (fitted[kept] - plain[kept])
+    assert np.abs(gradient).max() < 1e-4
+    loss = lambda table: np.linalg.norm(shares @ table[kept] - targets)  # noqa: E731
+    assert loss(fitted) < 0.8 * loss(plain)
+    strong = np.load(distill(str(encoder_folder), tmp_path / "strong", dims=None, sif=None, corpus=texts,
+                             fit_strength=1e9) / "embeddings.npy")
+    assert np.allclose(strong, plain, atol=1e-6)
+    with pytest.raises(InvalidParameterError, match="fit_strength must be"):
+        distill(str(encoder_folder), tmp_path / "x", corpus=texts, fit_strength=0)
+    with pytest.raises(InvalidParameterError, match="at least 2"):
+        distill(str(encoder_folder), tmp_path / "x", dims=None, corpus=["heat"])
