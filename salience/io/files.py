@@ -17,6 +17,7 @@ from typing import Iterator
 from salience.exceptions import InputFormatError
 
 __all__ = [
+    "folder_format",
     "atomic_write_bytes",
     "atomic_write_text",
     "atomic_directory",
@@ -352,3 +353,15 @@ def read_records(path: str | Path, required: dict, on_error: str = "raise") -> l
     if not records:
         raise InputFormatError(f"{path}: no records.")
     return records
+
+
+def folder_format(path: str | Path, manifest: str) -> str | None:
+    """The format a folder's manifest file (``manifest``, JSON) names, or None when there is no
+    readable manifest: how each kind of saved folder (indexes, shards, static encoders) is told
+    apart before it is opened."""
+    file = Path(path) / manifest
+    try:
+        body = json.loads(file.read_text(encoding="utf-8")) if file.is_file() else None
+    except (OSError, ValueError):
+        return None
+    return body.get("format") if isinstance(body, dict) else None

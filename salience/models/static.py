@@ -44,11 +44,9 @@ CONFIG = "static.json"
 
 def is_static_folder(path) -> bool:
     """Whether ``path`` is a folder written by :func:`distill`."""
-    config = Path(path) / CONFIG
-    try:
-        return config.is_file() and json.loads(config.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    from salience.io.files import folder_format
+
+    return folder_format(path, CONFIG) == FORMAT
 
 
 def _token_vectors(model, tokenizer, token_ids: np.ndarray, batch_size: int, mode: str, progress) -> np.ndarray:
@@ -265,7 +263,7 @@ class StaticEncoder:
             try:
                 self._tokenizer = tokenizers.Tokenizer.from_file(str(self.path / "tokenizer.json"))
                 table = np.load(self.path / "embeddings.npy", mmap_mode="r")
-            except (OSError, ValueError, Exception) as err:  # noqa: BLE001 - tokenizers raises its own
+            except Exception as err:  # noqa: BLE001 - file errors, and the tokenizers library's own
                 raise CorruptIndexError(f"{self.path}: cannot read the static encoder ({err}).") from None
             self._tokenizer.no_truncation()
             self._tokenizer.no_padding()

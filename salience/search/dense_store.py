@@ -19,11 +19,9 @@ MANIFEST = "manifest.json"
 
 
 def is_dense_folder(path: Path) -> bool:
-    manifest = Path(path) / MANIFEST
-    try:
-        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    from salience.io.files import folder_format
+
+    return folder_format(path, MANIFEST) == FORMAT
 
 
 def _write_segment(index, folder: Path, start: int, stop: int) -> dict:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from salience.exceptions import CorruptIndexError, InvalidParameterError
-from salience.io.files import atomic_write_text
+from salience.io.files import atomic_write_text, folder_format
 from salience.parallel import progress_bar
 
 __all__ = ["shard_of", "is_sharded_folder", "LocalShard", "ShardServer", "RayShard", "is_unavailable", "build_shard",
@@ -32,11 +32,7 @@ def shard_of(doc_id: str, n_shards: int) -> int:
 
 def is_sharded_folder(path: str | os.PathLike) -> bool:
     """Whether ``path`` holds a sharded index (its ``shards.json`` names the format)."""
-    manifest = Path(path) / MANIFEST
-    try:
-        return manifest.is_file() and json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    return folder_format(path, MANIFEST) == FORMAT
 
 
 # ---- shard holders: in this process, or a Ray actor --------------------------------------
@@ -104,7 +100,8 @@ def build_shard(job: tuple) -> Any:
 
     docs = part if isinstance(part, list) else list(read_part(Path(part)))
     index = BM25(**params)
-    index.fit(docs) if docs else None
+    if docs:
+        index.fit(docs)
     if out is None:
         return index
     if not docs:

@@ -40,8 +40,8 @@ from salience.io.files import atomic_directory
 from salience.parallel import map_shards, progress_bar
 from salience.search import scoring
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
-                                      is_sharded_folder, is_unavailable, read_manifest, route_documents, shard_of,
-                                      write_manifest)
+                                      is_sharded_folder, is_unavailable, jsonable_params, read_manifest,
+                                      route_documents, shard_of, write_manifest)
 
 __all__ = ["ShardedIndex", "PartialResults", "shard_of", "is_sharded_folder", "ShardUnavailableError", "FORMAT",
            "MANIFEST"]
@@ -353,8 +353,6 @@ class ShardedIndex:
 def _check_alike(path: Path, manifest: dict, shard_params: list[dict]) -> None:
     """Every shard built as the manifest says (scoring parameters, fields, tokenizer): shards of
     different analyses would score against statistics that do not add up."""
-    from salience.search.shard_io import jsonable_params
-
     expected = jsonable_params(manifest["params"])
     for name, params in zip(manifest["shards"], shard_params):
         found = jsonable_params(params)

@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from salience.exceptions import CorruptIndexError
-from salience.io.files import atomic_directory, atomic_write_text, fsync_dir
+from salience.io.files import atomic_directory, atomic_write_text, folder_format, fsync_dir
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,13 +59,7 @@ def _manifest_digest(body: dict) -> str:
 
 def is_index_folder(path: Path) -> bool:
     """Whether ``path`` holds a salience BM25 index (its manifest names the format)."""
-    manifest = Path(path) / MANIFEST
-    if not manifest.is_file():
-        return False
-    try:
-        return json.loads(manifest.read_text(encoding="utf-8")).get("format") == FORMAT
-    except (OSError, ValueError, AttributeError):
-        return False
+    return folder_format(path, MANIFEST) == FORMAT
 
 
 def is_own_output(path: Path) -> bool:
