@@ -95,6 +95,39 @@ def rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def latency_ms(search, queries) -> tuple[float, float]:
+    """p50 and p99 of one query at a time (k=10), in milliseconds."""
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        search(q)
+        times.append((time.perf_counter() - start) * 1000)
+    return float(np.percentile(times, 50)), float(np.percentile(times, 99))
+
+
+def measured_search(engine, queries) -> dict:
+    """queries/s of the whole batch (one thread), latency of one query at a time, the top 10s."""
+    engine.search_batch(queries[:5], k=10)
+    start = time.perf_counter()
+    results = engine.search_batch(queries, k=10)
+    qps = len(queries) / (time.perf_counter() - start)
+    p50, p99 = latency_ms(lambda q: engine.search(q, k=10), queries)
+    return {"qps": qps, "p50_ms": p50, "p99_ms": p99, "top": [r.ids for r in results],
+            "scores": [r.values.tolist() for r in results]}
+
+
+def salience_bulk(docs, queries, work: Path, memory_mb: float = 1024):
+    """salience BM25 built in bounded memory (``BM25.build``: runs flushed at the memory budget,
+    merged on disk) from a stream of the corpus file, then searched memory-mapped."""
+    folder = work / "salience-bulk"
+    start = time.perf_counter()
+    engine = BM25(fields=("text",), store_documents=False).build(({"id": i, "text": t} for i, t in docs()), folder,
+                                                                  memory_mb=memory_mb)
+    index_s = time.perf_counter() - start
+    size = folder_bytes(folder)
+    return {"index_s": index_s, "bytes": size, **measured_search(engine, queries)}
+
+
 def salience_bm25(docs, queries, work: Path, n_jobs: int = 1, executor: str = "local"):
     records = [{"id": i, "text": t} for i, t in docs]
     start = time.perf_counter()
@@ -105,12 +138,7 @@ def salience_bm25(docs, queries, work: Path, n_jobs: int = 1, executor: str = "l
     engine.save(folder)
     size = folder_bytes(folder)
     shutil.rmtree(folder)
-    engine.search_batch(queries[:5], k=10)
-    start = time.perf_counter()
-    results = engine.search_batch(queries, k=10, n_jobs=1)
-    qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results],
-            "scores": [r.values.tolist() for r in results]}
+    return {"index_s": index_s, "bytes": size, **measured_search(engine, queries)}
 
 
 def sharded_bm25(docs, queries, work: Path, n_shards: int, executor: str = "local"):
@@ -119,7 +147,7 @@ def sharded_bm25(docs, queries, work: Path, n_shards: int, executor: str = "loca
     by scatter-gather with global statistics."""
     from salience.search.shards import ShardedIndex
 
-    records = [{"id": i, "text": t} for i, t in docs]
+    records = ({"id": i, "text": t} for i, t in docs())  # streamed from the corpus file
     folder = work / f"sharded-{n_shards}-{executor}"
     start = time.perf_counter()
     ShardedIndex.build(records, n_shards=n_shards, out=folder, n_jobs=2, executor=executor, fields=("text",),
@@ -128,12 +156,7 @@ def sharded_bm25(docs, queries, work: Path, n_shards: int, executor: str = "loca
     del records
     size = folder_bytes(folder)
     engine = ShardedIndex.load(folder, executor=executor)
-    engine.search_batch(queries[:5], k=10)
-    start = time.perf_counter()
-    results = engine.search_batch(queries, k=10)
-    qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [r.ids for r in results],
-            "scores": [r.values.tolist() for r in results]}
+    return {"index_s": index_s, "bytes": size, **measured_search(engine, queries)}
 
 
 def tantivy_index(docs, queries, work: Path):
@@ -149,7 +172,7 @@ def tantivy_index(docs, queries, work: Path):
     folder.mkdir()
     index = tantivy.Index(builder.build(), path=str(folder))
     writer = index.writer(heap_size=500_000_000)
-    for doc_id, text in docs:
+    for doc_id, text in docs():
         writer.add_document(tantivy.Document(id=str(doc_id), text=text))
     writer.commit()
     writer.wait_merging_threads()
@@ -168,7 +191,8 @@ def tantivy_index(docs, queries, work: Path):
     start = time.perf_counter()
     top = [search(q) for q in queries]
     qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": top}
+    p50, p99 = latency_ms(search, queries)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99, "top": top}
 
 
 def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
@@ -203,7 +227,9 @@ def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
     start = time.perf_counter()
     found, _ = engine.retrieve(tokenized(queries), corpus=doc_ids, k=10, show_progress=False, n_threads=1)
     qps = len(queries) / (time.perf_counter() - start)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "top": [list(row) for row in found]}
+    p50, p99 = latency_ms(lambda q: engine.retrieve(tokenized([q]), k=10, show_progress=False, n_threads=1), queries)
+    return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99,
+            "top": [list(row) for row in found]}
 
 
 def dense_index(docs, queries, work: Path, n_jobs: int = 1):
@@ -236,6 +262,7 @@ ENGINES = {"salience": lambda docs, queries, work: salience_bm25(docs, queries, 
            "sharded_2": lambda docs, queries, work: sharded_bm25(docs, queries, work, 2),
            "sharded_4": lambda docs, queries, work: sharded_bm25(docs, queries, work, 4),
            "sharded_2_ray": lambda docs, queries, work: _with_ray(lambda: sharded_bm25(docs, queries, work, 2, "ray")),
+           "salience_bulk": salience_bulk,
            "tantivy": tantivy_index,
            "bm25s": bm25s_index,
            "bm25s_numba": lambda docs, queries, work: bm25s_index(docs, queries, work, backend="numba"),
@@ -253,76 +280,107 @@ def _with_ray(fn):
         ray.shutdown()
 
 
-def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path) -> None:
-    """One engine over the first ``n`` documents of a corpus file, in a process of its own (so
-    that no engine's memory adds to another's); its result as JSON."""
-    docs = []
-    with open(corpus, encoding="utf-8") as fh:
-        for line in fh:
-            if len(docs) == n:
+#: engines that read the corpus file as a stream (the others are given it as a list in memory)
+STREAMING = {"salience_bulk", "tantivy", "sharded_2", "sharded_4", "sharded_2_ray"}
+
+
+def read_corpus(corpus: Path, n: int):
+    """The first ``n`` documents of the corpus file, (id, text) one at a time."""
+    with (gzip.open(corpus, "rt", encoding="utf-8") if corpus.suffix == ".gz" else open(corpus, encoding="utf-8")) as fh:
+        for i, line in enumerate(fh):
+            if i == n:
                 break
             record = json.loads(line)
-            docs.append((record["id"], record["text"]))
-    with tempfile.TemporaryDirectory() as tmp:
-        result = ENGINES[engine](docs, json.loads(queries.read_text()), Path(tmp))
+            yield record["id"], record["text"]
+
+
+def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path, memory_mb: float = 1024) -> None:
+    """One engine over the first ``n`` documents of a corpus file, in a process of its own (so
+    that no engine's memory adds to another's); its result as JSON."""
+    docs = (lambda: read_corpus(corpus, n)) if engine in STREAMING else list(read_corpus(corpus, n))
+    with tempfile.TemporaryDirectory(dir=corpus.parent) as tmp:
+        if engine == "salience_bulk":
+            result = salience_bulk(docs, json.loads(queries.read_text()), Path(tmp), memory_mb)
+        else:
+            result = ENGINES[engine](docs, json.loads(queries.read_text()), Path(tmp))
     result["rss_mb"] = rss_mb()
     out.write_text(json.dumps(result, default=str))
 
 
-def run(sizes: list[int], dense_max: int, ray_size: int, dense_parallel_max: int, numpy_max: int,
-        tantivy_max: int, shards_max: int) -> list[dict]:
+def engines_for(n: int, limits: dict) -> list[str]:
+    """The engines run at ``n`` documents: each as far as its limit (``--*-max``) allows."""
+    order = ["salience", "salience_2", "salience_ray", "salience_bulk", "sharded_2", "sharded_4", "sharded_2_ray",
+             "tantivy", "bm25s_numba", "bm25s", "dense", "dense_2"]
+    return [engine for engine in order if n <= limits.get(engine, 10**12)]
+
+
+def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None) -> list[dict]:
     import subprocess
 
     vocabulary, probabilities, lengths = source_statistics()
     print(f"  source: {len(vocabulary):,} words, mean length {lengths.mean():.0f}", file=sys.stderr, flush=True)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    # beside the repository's parent, not /tmp: a 10^7 corpus and its indexes need tens of GB
+    with tempfile.TemporaryDirectory(dir=ROOT.parent) as tmp:
         work = Path(tmp)
-        corpus_file, queries_file = work / "corpus.jsonl", work / "queries.json"
+        big = max(sizes) > 1_000_000  # gzip the corpus file (a 10^7 corpus is 20 GB as text)
+        corpus_file, queries_file = work / ("corpus.jsonl.gz" if big else "corpus.jsonl"), work / "queries.json"
         queries_file.write_text(json.dumps(synthetic_queries(vocabulary, probabilities)))
         words = {}
-        with open(corpus_file, "w", encoding="utf-8") as fh:
+        opener = (lambda: gzip.open(corpus_file, "wt", encoding="utf-8", compresslevel=1)) if big else (
+            lambda: open(corpus_file, "w", encoding="utf-8"))
+        started = time.perf_counter()
+        with opener() as fh:
             total = 0
             for i, (doc_id, text) in enumerate(synthetic_corpus(max(sizes), vocabulary, probabilities, lengths)):
                 fh.write(json.dumps({"id": doc_id, "text": text}) + "\n")
                 total += text.count(" ") + 1
                 if i + 1 in sizes:
                     words[i + 1] = total
+        print(f"  corpus of {max(sizes):,} documents written in {time.perf_counter() - started:.0f} s",
+              file=sys.stderr, flush=True)
         for n in sizes:
             row = {"n": n, "words": words[n]}
-            engines = ["salience", "salience_2"] + (["salience_ray"] if n <= ray_size else []) + (
-                ["sharded_2", "sharded_4"] if n <= shards_max else []) + (
-                ["sharded_2_ray"] if n <= min(ray_size, shards_max) else []) + (
-                ["tantivy"] if n <= tantivy_max else []) + ["bm25s_numba"] + (
-                ["bm25s"] if n <= numpy_max else []) + (
-                ["dense"] if n <= dense_max else []) + (["dense_2"] if n <= dense_parallel_max else [])
-            for engine in engines:
+            for engine in engines_for(n, limits):
                 out = work / f"{engine}-{n}.json"
-                done = subprocess.run([sys.executable, __file__, "--run-engine", engine, "--corpus", str(corpus_file),
-                                       "--n", str(n), "--queries-file", str(queries_file), "--result", str(out)])
+                command = [sys.executable, __file__, "--run-engine", engine, "--corpus", str(corpus_file), "--n", str(n),
+                           "--queries-file", str(queries_file), "--result", str(out), "--memory-mb", str(memory_mb)]
+                done = subprocess.run(command)
                 if done.returncode != 0:
                     print(f"  {engine} at {n:,} documents failed (exit {done.returncode}): left out", file=sys.stderr)
                     continue
                 row[engine] = json.loads(out.read_text())
-            for engine, reference in (("salience_2", "salience"), ("salience_ray", "salience"), ("dense_2", "dense")):
-                if engine in row and reference in row:
-                    row[engine]["same"] = row[engine]["top"] == row[reference]["top"]
-            for engine in ("sharded_2", "sharded_4", "sharded_2_ray"):
-                if engine in row and "salience" in row:  # the same scores; documents of equal scores in any order
-                    row[engine]["same"] = all(len(a) == len(b) and np.allclose(a, b, rtol=1e-6) for a, b in zip(
-                        row["salience"]["scores"], row[engine]["scores"]))
-                    row[engine]["overlap"] = overlap(row["salience"]["top"], row[engine]["top"])
-            for peer in ("bm25s", "bm25s_numba", "tantivy"):
-                if "salience" in row and peer in row:
-                    row[peer]["overlap"] = overlap(row["salience"]["top"], row[peer]["top"])
-            row["rss_mb"] = max(e["rss_mb"] for e in row.values() if isinstance(e, dict))
+                e = row[engine]
+                print(f"  {n:>10,} {engine}: index {e['index_s']:.1f} s, {e['qps']:.0f} q/s, {e['bytes'] / n:.0f} B/doc, "
+                      f"RSS {e['rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
+            compare(row)
             rows.append(row)
-            ours, theirs = row.get("salience"), row.get("bm25s_numba")
-            if ours and theirs:
-                print(f"  {n:>9,} docs: salience index {ours['index_s']:.1f} s, {ours['qps']:.0f} q/s, "
-                      f"{ours['bytes'] / n:.0f} B/doc; bm25s numba {theirs['index_s']:.1f} s, {theirs['qps']:.0f} q/s, "
-                      f"{theirs['bytes'] / n:.0f} B/doc", file=sys.stderr, flush=True)
+            if rows_file is not None:
+                rows_file.write_text(json.dumps([{k: _without_results(v) for k, v in r.items()} for r in rows]))
     return rows
+
+
+def _without_results(entry):
+    return {k: v for k, v in entry.items() if k not in ("top", "scores")} if isinstance(entry, dict) else entry
+
+
+def compare(row: dict) -> None:
+    """Each engine's results against salience's one-process index (or, above the sizes it
+    runs at, against the bounded-memory build)."""
+    for engine, reference in (("salience_2", "salience"), ("salience_ray", "salience"), ("dense_2", "dense")):
+        if engine in row and reference in row:
+            row[engine]["same"] = row[engine]["top"] == row[reference]["top"]
+    reference = "salience" if "salience" in row else "salience_bulk"
+    for engine in ("salience_bulk", "sharded_2", "sharded_4", "sharded_2_ray"):
+        if engine in row and engine != reference and reference in row:
+            # the same scores; documents of equal scores in any order
+            row[engine]["same"] = all(len(a) == len(b) and np.allclose(a, b, rtol=1e-6) for a, b in zip(
+                row[reference]["scores"], row[engine]["scores"]))
+            row[engine]["overlap"] = overlap(row[reference]["top"], row[engine]["top"])
+    for peer in ("bm25s", "bm25s_numba", "tantivy"):
+        if reference in row and peer in row:
+            row[peer]["overlap"] = overlap(row[reference]["top"], row[peer]["top"])
+    row["rss_mb"] = max(e["rss_mb"] for e in row.values() if isinstance(e, dict))
 
 
 def render(rows: list[dict], command: str, seconds: float) -> str:
@@ -334,32 +392,38 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
              "`../shared/data/dsir/raw_docs.jsonl.gz` (36,155 documents, mean 328 words); 500 three-word queries. "
              f"salience BM25 (Lucene, text field, no stored documents) against bm25s {bm25s.__version__} (Lucene, "
              "English stop words and stemmer) with its numba backend (its fastest; the ratio column compares with "
-             "it) and its default numpy backend beside it, one thread each for queries (k=10), queries tokenized "
-             "inside the timing for every system. Index time: wall seconds from "
-             "texts to a searchable index (tokenizing included). Bytes per document: the saved index folder. Same "
-             "results: the top 10 of every query equal to salience's one-process index.", "",
-             "| documents | words | system | index s | docs/s | bytes/doc | queries/s | q/s vs bm25s numba | same results |",
-             "|---:|---:|---|---:|---:|---:|---:|---:|---|"]
+             "it) and tantivy (Rust, Lucene-style segments, its own writer threads), one thread each for queries "
+             "(k=10), queries tokenized inside the timing for every system. Index time: wall seconds from "
+             "texts to a searchable index (tokenizing included; the bounded-memory build reads the corpus file as "
+             "a stream, the in-memory ones are handed a list). Bytes per document: the saved index folder. "
+             "queries/s: the 500 as one batch; p50/p99: one query at a time. Peak RSS: the engine's process "
+             "(corpus list included where it is handed one). Same results: the same top-10 scores as salience's "
+             "one-process index (above the sizes it runs at, as the bounded-memory build).", "",
+             "| documents | words | system | index s | docs/s | bytes/doc | peak RSS MB | queries/s | p50 ms | p99 ms "
+             "| q/s vs bm25s numba | same results |",
+             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         n = r["n"]
         names = {"salience": "salience BM25", "salience_2": "salience BM25, 2 processes",
                  "salience_ray": "salience BM25, 2 Ray tasks",
+                 "salience_bulk": "salience BM25, bounded memory (build, 1 process)",
                  "sharded_2": "salience BM25, 2 shards (2 processes build, scatter-gather)",
                  "sharded_4": "salience BM25, 4 shards (2 processes build, scatter-gather)",
                  "sharded_2_ray": "salience BM25, 2 shards in Ray actors (Ray tasks build)",
-                 "tantivy": f"tantivy (top-10 overlap with salience {r.get('tantivy', {}).get('overlap', float('nan')):.3f})",
-                 "bm25s_numba": f"bm25s, numba (top-10 overlap with salience "
-                                f"{r.get('bm25s_numba', {}).get('overlap', float('nan')):.3f})",
-                 "bm25s": f"bm25s, numpy (top-10 overlap with salience {r.get('bm25s', {}).get('overlap', float('nan')):.3f})",
-                 "dense": "salience Dense (MiniLM, ONNX Runtime)", "dense_2": "salience Dense, 2 processes (1 thread each)"}
-        entries = [(names[key], r[key], None if "same" in r[key] else "") for key in names if key in r]
-        for name, e, same in entries:
-            same = ("yes" if e["same"] else "no") if same is None else ""
+                 "tantivy": f"tantivy (top-10 overlap {r.get('tantivy', {}).get('overlap', float('nan')):.3f})",
+                 "bm25s_numba": f"bm25s, numba (top-10 overlap {r.get('bm25s_numba', {}).get('overlap', float('nan')):.3f})",
+                 "bm25s": f"bm25s, numpy (top-10 overlap {r.get('bm25s', {}).get('overlap', float('nan')):.3f})",
+                 "dense": "salience Dense (MiniLM)", "dense_2": "salience Dense, 2 processes (1 thread each)"}
+        for key, name in names.items():
+            if key not in r:
+                continue
+            e = r[key]
+            same = ("yes" if e["same"] else "no") if "same" in e else ""
             ratio = f"{e['qps'] / r['bm25s_numba']['qps']:.2f}x" if name.startswith("salience BM25") and "bm25s_numba" in r else ""
+            latency = (f"{e['p50_ms']:.2f} | {e['p99_ms']:.2f}" if "p50_ms" in e else " | ")
             lines.append(f"| {n:,} | {r['words']:,} | {name} | {e['index_s']:.1f} | {n / e['index_s']:,.0f} | "
-                         f"{e['bytes'] / n:,.0f} | {e['qps']:,.0f} | {ratio} | {same} |")
-    lines += ["", f"Each engine runs in a process of its own over a corpus file; the largest resident memory of one: "
-              f"{max(r['rss_mb'] for r in rows):,.0f} MB. Whole run: {seconds:.0f} s.", ""]
+                         f"{e['bytes'] / n:,.0f} | {e['rss_mb']:,.0f} | {e['qps']:,.0f} | {latency} | {ratio} | {same} |")
+    lines += ["", f"Each engine runs in a process of its own over a corpus file. Whole run: {seconds:.0f} s.", ""]
     return "\n".join(lines)
 
 
@@ -371,9 +435,20 @@ def main(argv=None) -> int:
     parser.add_argument("--dense-parallel-max", type=int, default=2000,
                         help="largest size also encoded by 2 processes")
     parser.add_argument("--numpy-max", type=int, default=10**9,
-                        help="largest size also run with bm25s' default numpy backend (the numba one always runs)")
+                        help="largest size also run with bm25s' default numpy backend")
+    parser.add_argument("--bm25s-max", type=int, default=10**9, help="largest size run with bm25s' numba backend")
+    parser.add_argument("--inmemory-max", type=int, default=10**9,
+                        help="largest size indexed by salience in memory (one and two processes)")
+    parser.add_argument("--parallel-max", type=int, default=10**9,
+                        help="largest size also indexed by salience with 2 processes")
+    parser.add_argument("--bulk-max", type=int, default=10**12, help="largest size built in bounded memory")
+    parser.add_argument("--memory-mb", type=float, default=1024, help="the bounded-memory build's budget")
     parser.add_argument("--tantivy-max", type=int, default=10**9, help="largest size also indexed by tantivy")
     parser.add_argument("--shards-max", type=int, default=10**9, help="largest size also indexed in 2 and 4 shards")
+    parser.add_argument("--rows-file", type=Path, default=None,
+                        help="keep the rows measured so far here (JSON, without the results)")
+    parser.add_argument("--render-rows", type=Path, nargs="+", default=None,
+                        help="render rows kept by earlier runs (--rows-file) as one table instead of measuring")
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument("--run-engine", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--corpus", type=Path, default=None, help=argparse.SUPPRESS)
@@ -382,14 +457,21 @@ def main(argv=None) -> int:
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.run_engine:
-        run_engine(args.run_engine, args.corpus, args.n, args.queries_file, args.result)
+        run_engine(args.run_engine, args.corpus, args.n, args.queries_file, args.result, args.memory_mb)
         return 0
     if not RAW.exists():
         print(f"skipping: {RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
     started = time.perf_counter()
-    rows = run([int(s) for s in args.sizes.split(",")], args.dense_max, args.ray_size, args.dense_parallel_max,
-               args.numpy_max, args.tantivy_max, args.shards_max)
+    if args.render_rows:
+        rows = sorted((row for path in args.render_rows for row in json.loads(path.read_text())), key=lambda r: r["n"])
+    else:
+        limits = {"salience": args.inmemory_max, "salience_2": min(args.inmemory_max, args.parallel_max), "salience_ray": args.ray_size,
+                  "salience_bulk": args.bulk_max, "sharded_2": args.shards_max, "sharded_4": args.shards_max,
+                  "sharded_2_ray": min(args.ray_size, args.shards_max), "tantivy": args.tantivy_max,
+                  "bm25s_numba": args.bm25s_max, "bm25s": args.numpy_max, "dense": args.dense_max,
+                  "dense_2": args.dense_parallel_max}
+        rows = run([int(s) for s in args.sizes.split(",")], limits, args.memory_mb, args.rows_file)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(rows, command.strip(), time.perf_counter() - started)
     print(section)

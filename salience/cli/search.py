@@ -147,23 +147,28 @@ def _cmd_index(args) -> int:
             raise InvalidParameterError("--shards splits a BM25 index: a dense index is one folder.")
         sharded = ShardedIndex.build(args.source, n_shards=args.shards, out=args.out, executor=_executor(args),
                                      n_jobs=args.n_jobs, show_progress=show_progress(args), on_error=args.on_error,
-                                     **engine.get_params())
+                                     memory_mb=args.memory_mb, **engine.get_params())
         seconds = time.perf_counter() - start
         result = {"documents": sharded.n_docs, "shards": sharded.n_shards, "seconds": round(seconds, 3), "out": args.out}
         emit(args, result, f"indexed {sharded.n_docs} documents in {sharded.n_shards} shards in {seconds:.2f}s -> {args.out}")
+        return 0
+    if not args.dense:
+        engine.build(args.source, args.out, memory_mb=args.memory_mb, on_error=args.on_error, n_jobs=args.n_jobs,
+                     executor=args.executor, show_progress=show_progress(args))
+        seconds = time.perf_counter() - start
+        result = {"documents": engine.n_docs, "terms": len(engine.vocabulary), "seconds": round(seconds, 3),
+                  "out": args.out}
+        emit(args, result, f"indexed {engine.n_docs} documents ({len(engine.vocabulary)} terms) in {seconds:.2f}s "
+                           f"-> {args.out}")
         return 0
     engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
                executor=args.executor)
     seconds = time.perf_counter() - start
     engine.save(args.out)
-    if args.dense:
-        result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name,
-                  "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3), "out": args.out}
-        emit(args, result, f"encoded {engine.n_docs} documents ({engine.dimension} dimensions, "
-                           f"{engine.truncated_documents} truncated at the encoder's window) in {seconds:.2f}s -> {args.out}")
-        return 0
-    result = {"documents": engine.n_docs, "terms": len(engine.vocabulary), "seconds": round(seconds, 3), "out": args.out}
-    emit(args, result, f"indexed {engine.n_docs} documents ({len(engine.vocabulary)} terms) in {seconds:.2f}s -> {args.out}")
+    result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name,
+              "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3), "out": args.out}
+    emit(args, result, f"encoded {engine.n_docs} documents ({engine.dimension} dimensions, "
+                       f"{engine.truncated_documents} truncated at the encoder's window) in {seconds:.2f}s -> {args.out}")
     return 0
 
 
@@ -326,6 +331,10 @@ def add_commands(domains) -> None:
     _add_dense_options(p, hybrid=False)
     _add_parallel_options(p)
     _add_shard_options(p)
+    p.add_argument("--memory-mb", type=float, default=1024,
+                   help="BM25: postings held in memory before they are flushed to disk as a run and merged "
+                        "(default 1024; any corpus size builds within about this much; an interrupted build "
+                        "resumes from its last run when started again)")
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_index)

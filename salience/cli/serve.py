@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from salience.cli._common import positive_int
+
 
 def _cmd_serve(args) -> int:
     from salience.server.app import Limits, serve
@@ -9,13 +11,14 @@ def _cmd_serve(args) -> int:
     limits = Limits(max_body_bytes=args.max_body_bytes, max_k=args.max_k, max_query_chars=args.max_query_chars,
                     max_text_chars=args.max_text_chars, max_batch=args.max_batch, timeout_s=args.timeout)
     serve(args.indexes, host=args.host, port=args.port, api_key_file=args.api_key_file, limits=limits,
-          cors_origins=args.cors_origin, judge=args.judge, log_level="warning" if args.quiet else "info")
+          cors_origins=args.cors_origin, judge=args.judge, log_level="warning" if args.quiet else "info",
+          workers=args.workers, shard_executor=args.shard_executor, address=args.address)
     return 0
 
 
 def add_commands(domains) -> None:
     p = domains.add_parser("serve", help="serve saved indexes over HTTP, with a web page (salience[server])")
-    p.add_argument("indexes", nargs="*", metavar="INDEX_DIR", help="saved BM25 or dense index folders")
+    p.add_argument("indexes", nargs="*", metavar="INDEX_DIR", help="saved BM25, dense or sharded index folders")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
     p.add_argument("--port", type=int, default=8080, help="TCP port (default 8080)")
     p.add_argument("--api-key-file", default=None, help="file whose first line is the key writes need; "
@@ -31,5 +34,13 @@ def add_commands(domains) -> None:
                    help="longest text to score or document to add (default 100,000 characters)")
     p.add_argument("--max-batch", type=int, default=1000, help="documents per write, ids per delete or rerank")
     p.add_argument("--timeout", type=float, default=10.0, help="seconds a request may take")
+    p.add_argument("--workers", type=positive_int, default=1,
+                   help="worker processes sharing the port (default 1); each opens the indexes memory-mapped and "
+                        "sees every commit within a fraction of a second; writes always commit")
+    p.add_argument("--shard-executor", choices=("local", "ray"), default="local",
+                   help="a sharded index's shards: memory-mapped in each worker (local), or in Ray actors (ray)")
+    p.add_argument("--address", default=None,
+                   help="with --shard-executor ray: a running Ray cluster ('auto', 'ray://head:10001'); "
+                        "default a local Ray instance")
     p.add_argument("--quiet", action="store_true", help="log warnings only")
     p.set_defaults(func=_cmd_serve)

@@ -187,28 +187,57 @@ class BM25(Index):
 
     def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
         """The new documents' field-weighted term counts, as columns after the others."""
-        n_new = len(docs)
+        new_tf, doc_len = self.term_counts(self._encode_fields(docs, show_progress, n_jobs, executor), len(docs))
+        if self._tf is None:
+            self._tf = new_tf
+        else:
+            old = self._tf
+            old.resize((new_tf.shape[0], old.shape[1]))
+            self._tf = sp.hstack([old, new_tf], format="csr")
+        self._tf.sort_indices()
+        self._doc_len = np.concatenate([self._doc_len, doc_len])
+
+    def term_counts(self, encoded_fields: list[tuple[np.ndarray, np.ndarray]], n_new: int) -> tuple[sp.csr_matrix, np.ndarray]:
+        """(terms x documents field-weighted term counts, float32 document lengths) of a batch
+        of ``n_new`` documents from each field's (term ids, document positions), in the
+        vocabulary's current size."""
         rows, cols, weights = [], [], []
         doc_len = np.zeros(n_new, dtype=np.float64)
-        for name, (term_ids, doc_index) in zip(self.fields, self._encode_fields(docs, show_progress, n_jobs, executor)):
+        for name, (term_ids, doc_index) in zip(self.fields, encoded_fields):
             w = self.field_weights[name]
             rows.append(term_ids)
             cols.append(doc_index)
             weights.append(np.full(len(term_ids), w, dtype=np.float32))
             doc_len += w * np.bincount(doc_index, minlength=n_new)
         n_terms = len(self._encoder.terms)
-        new_tf = sp.coo_matrix(
+        counts = sp.coo_matrix(
             (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, n_new)
         ).tocsr()
-        new_tf.sum_duplicates()
-        if self._tf is None:
-            self._tf = new_tf
-        else:
-            old = self._tf
-            old.resize((n_terms, old.shape[1]))
-            self._tf = sp.hstack([old, new_tf], format="csr")
-        self._tf.sort_indices()
-        self._doc_len = np.concatenate([self._doc_len, doc_len.astype(np.float32)])
+        counts.sum_duplicates()
+        return counts, doc_len.astype(np.float32)
+
+    def build(self, documents: Any, out, *, memory_mb: float = 1024, on_error: str = "raise", n_jobs: int = 1,
+              executor="local", show_progress: bool = False, resume: bool = True) -> "BM25":
+        """Index ``documents`` (a jsonl / jsonl.gz file, a BEIR folder or an iterable) into the
+        folder ``out`` holding at most about ``memory_mb`` megabytes of postings at a time, for
+        collections larger than memory: postings are flushed to disk as runs when the budget
+        fills and merged on disk, every posting's score precomputed; this index then searches
+        the folder memory-mapped. The index equals ``fit(documents).save(out)``'s. A build that
+        is interrupted resumes from its last flushed run when started again over the same
+        file (``resume=False`` starts afresh). Options as for :meth:`fit`.
+
+        >>> import tempfile, os
+        >>> folder = os.path.join(tempfile.mkdtemp(), "index")
+        >>> BM25().build(["the cat sat", "a dog barked", "cats and dogs"], folder, memory_mb=16).search("cat", k=2).ids
+        ['0', '2']
+        """
+        from salience.search import bulk
+
+        fresh = type(self)(**self.get_params())
+        path = bulk.build(fresh, documents, out, memory_mb=memory_mb, on_error=on_error, n_jobs=n_jobs,
+                          executor=executor, show_progress=show_progress, resume=resume)
+        self.__dict__.update(type(self).load(path, verify=False).__dict__)
+        return self
 
     def _after_change(self) -> None:
         self._shared_stats = None  # the collection changed: its owner shares new statistics
@@ -242,7 +271,7 @@ class BM25(Index):
     def _refresh(self) -> None:
         """Recompute collection statistics and per-posting scores over live documents."""
         tf = self._tf
-        n_terms, n_total = tf.shape
+        n_terms = tf.shape[0]
         live = self._live
         indptr, indices, data = tf.indptr, tf.indices, tf.data
         if not live.all():
@@ -252,28 +281,42 @@ class BM25(Index):
             indptr = np.zeros(n_terms + 1, dtype=tf.indptr.dtype)
             np.cumsum(np.bincount(row_of, minlength=n_terms), out=indptr[1:])
         df = np.diff(indptr)
+        self._statistics(df, int(live.sum()))
         row_of = np.repeat(np.arange(n_terms), df)
-        n_live = int(live.sum())
+        values = scoring.posting_scores(data, self._doc_len[indices], self._idf[row_of], self._avg_len,
+                                        self.variant, self.k1, self.b, self.delta)
+        self._install_scores(values, indices, indptr)
+
+    def _statistics(self, df: np.ndarray, n_live: int) -> None:
+        """Collection statistics (own or shared): idf, average length, non-occurrence credit."""
         self._n_live = n_live
+        self._df = df
         shared = self._shared_stats
         if shared is None:
             idf_df, idf_n = df, n_live
-            self._avg_len = float(self._doc_len[live].mean()) if n_live else 1.0
+            self._avg_len = float(self._doc_len[self._live].mean()) if n_live else 1.0
         else:
             idf_df, idf_n = shared[0], shared[1]
             self._avg_len = shared[2] / shared[1] if shared[1] else 1.0
         if self._avg_len <= 0:
             self._avg_len = 1.0  # every live document is empty: no posting to score
         self._idf = scoring.idf(idf_df, idf_n, self.variant)
-        base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
-        tfc = scoring.tf_component(data, self._doc_len[indices], self._avg_len, self.variant, self.k1, self.b, self.delta)
-        values = (self._idf[row_of] * (tfc - base)).astype(np.float32)
-        self._scores = sp.csr_matrix((values, indices, indptr), shape=(n_terms, n_total))
-        self._nonocc = self._idf * base if shared is None or shared[3] else np.zeros(n_terms)
-        self._df = df
+        self._base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
+        self._nonocc = self._idf * self._base if shared is None or shared[3] else np.zeros(len(df))
+
+    def _install_scores(self, values: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
+        self._scores = sp.csr_matrix((values, indices, indptr), shape=self._tf.shape, copy=False)
         self._columns = None
         self._id_array = np.array(self._ids, dtype=object)
         self._last_scores: tuple[str, np.ndarray] | None = None  # score() reuses one query's vector
+
+    def _adopt_stored_scores(self, values: np.ndarray) -> None:
+        """Per-posting scores saved with the index (a bulk build's), valid for one segment of
+        live documents scored with this index's own statistics: loaded memory-mapped instead of
+        computed, so a collection larger than memory opens at once."""
+        tf = self._tf
+        self._statistics(np.diff(tf.indptr), tf.shape[1])
+        self._install_scores(values, tf.indices, tf.indptr)
 
     # ------------------------------------------------------------------------------------
     # querying

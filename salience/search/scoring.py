@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VARIANTS", "idf", "tf_component", "nonoccurrence_component"]
+__all__ = ["VARIANTS", "idf", "tf_component", "nonoccurrence_component", "posting_scores"]
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf")
 
@@ -72,3 +72,12 @@ def nonoccurrence_component(variant: str, k1: float, delta: float) -> float:
     if variant == "bm25+":
         return delta
     return 0.0
+
+
+def posting_scores(tf: np.ndarray, doc_len: np.ndarray, idf_of: np.ndarray, avg_len: float, variant: str,
+                   k1: float, b: float, delta: float) -> np.ndarray:
+    """Score of each (term, document) posting (float32) given its term frequency, its
+    document's length and its term's idf: what an index precomputes, less the non-occurrence
+    credit that BM25L / BM25+ add per query."""
+    tfc = tf_component(tf, doc_len, avg_len, variant, k1, b, delta)
+    return (idf_of * (tfc - nonoccurrence_component(variant, k1, delta))).astype(np.float32)

@@ -94,20 +94,23 @@ def is_unavailable(err: BaseException) -> bool:
 
 # ---- building ---------------------------------------------------------------------------
 def build_shard(job: tuple) -> Any:
-    """One shard from its routed documents: saved to ``out`` (returns its size), or returned."""
-    part, out, params = job
+    """One shard from its routed documents: saved to ``out`` (returns its document count), built
+    in bounded memory (``memory_mb``, :meth:`BM25.build`), or returned, built in memory."""
+    part, out, params, *rest = job
     from salience.search.bm25 import BM25
 
-    docs = part if isinstance(part, list) else list(read_part(Path(part)))
-    index = BM25(**params)
-    if docs:
-        index.fit(docs)
     if out is None:
-        return index
-    if not docs:
-        raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.")
-    index.save(out)
-    return len(docs)
+        docs = part if isinstance(part, list) else list(read_part(Path(part)))
+        index = BM25(**params)
+        return index.fit(docs) if docs else index
+    docs = part if isinstance(part, list) else read_part(Path(part))
+    memory_mb = rest[0] if rest else 1024
+    try:
+        return BM25(**params).build(docs, out, memory_mb=memory_mb).n_docs
+    except InvalidParameterError as err:
+        if "empty corpus" in str(err):
+            raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.") from None
+        raise
 
 
 def write_part(fh, doc) -> None:

@@ -81,21 +81,25 @@ class ShardedIndex:
     @classmethod
     def build(cls, documents: Any, *, n_shards: int, out: str | os.PathLike | None = None,
               executor: Any = "local", n_jobs: int = 1, show_progress: bool = False, on_error: str = "raise",
-              **params: Any) -> "ShardedIndex":
+              memory_mb: float = 1024, **params: Any) -> "ShardedIndex":
         """Route ``documents`` (records, a jsonl(.gz) file or a BEIR folder) to ``n_shards``
         shards by id hash and index each as ``BM25(**params)``, ``n_jobs`` shards at a time
         on ``executor`` (``"local"`` processes or ``"ray"``, or an executor object). With
         ``out`` the routed documents go to files and every job writes its shard folder (a
         Ray cluster's nodes need ``out`` on a shared filesystem), so the coordinator holds
-        one document at a time; without, the shards are built in memory and returned."""
+        one document at a time and each job builds its shard within ``memory_mb / n_jobs``
+        megabytes (:meth:`BM25.build`); without, the shards are built in memory and returned."""
+        from salience.core.checks import check_n_jobs
         from salience.search.bm25 import BM25
+        from salience.search.bulk import check_memory_mb
         from salience.search.sources import iter_documents
 
         n_shards = check_k(n_shards, "n_shards")
         params = BM25(**params).get_params()  # bad parameters are refused before any document is read
+        check_memory_mb(memory_mb)
         fields = tuple(params.get("fields", ("title", "text")))
-        if isinstance(documents, (str, os.PathLike)):
-            docs = iter_documents(documents, fields, on_error=on_error)
+        if isinstance(documents, (str, os.PathLike)) or (out is not None and not isinstance(documents, (list, tuple))):
+            docs = iter_documents(documents, fields, on_error=on_error)  # a file or a stream: one at a time
         else:
             from salience.search.sources import read_documents
 
@@ -124,7 +128,9 @@ class ShardedIndex:
             empty = [s for s, c in enumerate(counts) if c == 0]
             if empty:
                 raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
-            jobs = [(str(tmp / f".part-{s:03d}.pickle"), str(tmp / f"shard-{s:03d}"), params) for s in range(n_shards)]
+            share = memory_mb / min(check_n_jobs(n_jobs), n_shards)
+            jobs = [(str(tmp / f".part-{s:03d}.pickle"), str(tmp / f"shard-{s:03d}"), params, share)
+                    for s in range(n_shards)]
             with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
                 for _ in map_shards(build_shard, jobs, n_jobs, executor):
                     bar.update(1)

@@ -12,7 +12,7 @@ from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.io.files import iter_jsonl
 
 __all__ = ["Document", "iter_documents", "read_documents", "read_queries", "resolve_corpus_path",
-           "EmptyDocumentsWarning"]
+           "EmptyDocuments", "EmptyDocumentsWarning"]
 
 _ID_KEYS = ("_id", "id", "doc_id", "docid")
 _RESERVED = set(_ID_KEYS) | {"metadata"}
@@ -111,24 +111,49 @@ def iter_documents(
             )
 
 
+class EmptyDocuments:
+    """A tally of documents without text in the indexed fields, seen one at a time: an error
+    when none has any (a field name that no document uses, say), else a warning naming them."""
+
+    def __init__(self, fields: tuple[str, ...]):
+        self.fields, self.n_docs, self.n_empty = fields, 0, 0
+        self.examples: list[str] = []
+        self.other_fields: set[str] = set()
+
+    def see(self, doc: Document) -> None:
+        if self.n_docs < 100:
+            self.other_fields.update(str(k) for k in doc.metadata)
+        self.n_docs += 1
+        if not any(v.strip() for v in doc.fields.values()):
+            self.n_empty += 1
+            if len(self.examples) < 5:
+                self.examples.append(doc.id)
+
+    def check(self, stacklevel: int = 3) -> None:
+        import warnings
+
+        fields = self.fields
+        if self.n_docs and self.n_empty == self.n_docs:
+            seen = sorted(self.other_fields)
+            raise InputFormatError(
+                f"none of the {self.n_docs} documents has text in the field{'s' if len(fields) > 1 else ''} "
+                f"{', '.join(fields)}" + (f" (their other fields: {', '.join(seen[:10])})" if seen else "")
+                + "; name the text fields with fields= (CLI: --fields).")
+        if self.n_empty:
+            warnings.warn(f"{self.n_empty} of {self.n_docs} documents have no text in {', '.join(fields)} (ids "
+                          f"{', '.join(map(repr, self.examples))}{', ...' if self.n_empty > 5 else ''}): they are "
+                          "indexed but no query can find them.", EmptyDocumentsWarning, stacklevel=stacklevel + 1)
+
+
 def read_documents(source: Any, fields: tuple[str, ...] = ("title", "text"), on_error: str = "raise") -> list[Document]:
     """:func:`iter_documents` as a list, checked: documents without text in any of ``fields``
     are named in an :class:`EmptyDocumentsWarning`, and an error when none has any (a field
     name that no document uses, say)."""
-    import warnings
-
     docs = list(iter_documents(source, fields, on_error))
-    empty = [d.id for d in docs if not any(v.strip() for v in d.fields.values())]
-    if docs and len(empty) == len(docs):
-        seen = sorted({str(k) for d in docs[:100] for k in d.metadata})
-        raise InputFormatError(
-            f"none of the {len(docs)} documents has text in the field{'s' if len(fields) > 1 else ''} "
-            f"{', '.join(fields)}" + (f" (their other fields: {', '.join(seen[:10])})" if seen else "")
-            + "; name the text fields with fields= (CLI: --fields).")
-    if empty:
-        warnings.warn(f"{len(empty)} of {len(docs)} documents have no text in {', '.join(fields)} (ids "
-                      f"{', '.join(map(repr, empty[:5]))}{', ...' if len(empty) > 5 else ''}): they are indexed but "
-                      "no query can find them.", EmptyDocumentsWarning, stacklevel=3)
+    tally = EmptyDocuments(fields)
+    for doc in docs:
+        tally.see(doc)
+    tally.check(stacklevel=3)
     return docs
 
 

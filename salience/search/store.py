@@ -200,12 +200,18 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
 
 
 def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]) -> str:
+    return manifest_text(index.get_params(), index.tokenizer.get_config(), index.n_docs, segments, deleted)
+
+
+def manifest_text(params: dict, tokenizer_config: dict, n_docs: int, segments: list[dict],
+                  deleted: dict[str, list[int]]) -> str:
+    """The manifest of a BM25 index folder (``params`` as ``get_params()`` gives them)."""
     body = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
-        "params": {k: v for k, v in index.get_params().items() if k != "tokenizer"},
-        "tokenizer": index.tokenizer.get_config(),
-        "n_docs": index.n_docs,
+        "params": {k: v for k, v in params.items() if k != "tokenizer"},
+        "tokenizer": tokenizer_config,
+        "n_docs": n_docs,
         "segments": segments,
         "deleted": deleted,
     }
@@ -362,13 +368,14 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
             or np.any(np.diff(indptr) < 0)
         ):
             raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
-        if len(ids) != n_docs or len(lengths) != n_docs or (len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
+        if len(ids) != n_docs or len(lengths) != n_docs or (verify and len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
             raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
         local_to_global = np.fromiter(
             (encoder.vocab.setdefault(t, len(encoder.vocab)) for t in terms), dtype=np.int64, count=len(terms)
         )
-        rows.append(np.repeat(local_to_global, np.diff(indptr)))
-        cols.append(np.asarray(docs, dtype=np.int64) + offset)
+        if len(segments) > 1:  # one segment is used as it is, memory-mapped
+            rows.append(np.repeat(local_to_global, np.diff(indptr)))
+            cols.append(np.asarray(docs, dtype=np.int64) + offset)
         data.append(np.asarray(tf, dtype=np.float32))
         index._doc_len = np.concatenate([index._doc_len, np.asarray(lengths, dtype=np.float32)])
         index._ids.extend(ids)
@@ -380,7 +387,7 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
         if dead:
             live[np.asarray(dead, dtype=np.int64)] = False
         index._live = np.concatenate([index._live, live])
-        index._segments.append({"name": segment["name"], "n_docs": n_docs, "files": segment["files"]})
+        index._segments.append({key: segment[key] for key in ("name", "n_docs", "files", "scored_with") if key in segment})
         offset += n_docs
     encoder.terms = list(encoder.vocab)
     index._encoder = encoder
@@ -398,5 +405,30 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
     if len(index._pos) != int(index._live.sum()):
         raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
     index._path = path
-    index._refresh()
+    stored = _stored_scores(index, path, segments, deleted)
+    if stored is not None:
+        index._adopt_stored_scores(stored)
+    else:
+        index._refresh()
     return index
+
+
+def scoring_record(index: "BM25") -> dict:
+    """The parameters per-posting scores depend on, as a segment's ``scored_with`` records them."""
+    return {"variant": index.variant, "k1": index.k1, "b": index.b, "delta": index.delta}
+
+
+def _stored_scores(index: "BM25", path: Path, segments: list[dict], deleted: dict) -> np.ndarray | None:
+    """The saved per-posting scores (``postings_scores.npy``, written by a bulk build), when
+    they hold for the index as loaded: one segment, nothing deleted, scored with its
+    parameters."""
+    if len(segments) != 1 or deleted or segments[0].get("scored_with") != scoring_record(index):
+        return None
+    folder = path / segments[0]["name"]
+    if "postings_scores.npy" not in segments[0]["files"]:
+        return None
+    values = _load_array(folder / "postings_scores.npy")
+    if values.shape != index._tf.data.shape or values.dtype != np.float32:
+        raise CorruptIndexError(f"{folder / 'postings_scores.npy'}: {values.shape} {values.dtype} scores for "
+                                f"{index._tf.data.shape[0]} postings; the index is damaged.")
+    return values

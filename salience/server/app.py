@@ -53,9 +53,13 @@ def read_api_key(path: str | os.PathLike) -> str:
 
 
 def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None = None, limits: Limits | None = None,
-               cors_origins: Sequence[str] = (), judge: str = "index"):
+               cors_origins: Sequence[str] = (), judge: str = "index", shared: bool = False, watch_s: float = 0.2,
+               shard_executor: str = "local", address: str | None = None):
     """The FastAPI application serving ``indexes`` (folders of saved indexes): the routers of
-    :mod:`salience.server.routes` over one :class:`~salience.server.service.Service`."""
+    :mod:`salience.server.routes` over one :class:`~salience.server.service.Service`.
+    ``shared``: other processes serve the same folders (``--workers``; see
+    :mod:`salience.server.indexes`); ``watch_s``: how often each folder is checked for their
+    commits; ``shard_executor``, ``address``: where a sharded index's shards are held."""
     _require_fastapi()
     from fastapi import FastAPI
     from fastapi.responses import FileResponse
@@ -69,7 +73,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         raise InvalidParameterError(f"judge must be 'index' (the index's own scorer) or 'encoder'; got {judge!r}.")
     served: dict[str, ServedIndex] = {}
     for path in indexes:
-        handle = ServedIndex(path)
+        handle = ServedIndex(path, shared=shared, watch_s=watch_s, shard_executor=shard_executor, address=address)
         if handle.name in served:
             raise InvalidParameterError(f"two indexes are named {handle.name!r} ({served[handle.name].path} and "
                                         f"{handle.path}): serve folders with different names.")
@@ -82,7 +86,16 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         encoder_judge.scores("warm", ["up"])  # the model loads now, before the service reports ready
     service = Service(served=served, limits=limits, api_key=api_key, encoder_judge=encoder_judge)
 
-    app = FastAPI(title="salience", version=_version(), description="Search, rank and find what matters.")
+    from contextlib import asynccontextmanager
+
+    @asynccontextmanager
+    async def lifespan(app):
+        yield
+        for handle in served.values():
+            handle.close()  # the folder watchers stop
+
+    app = FastAPI(title="salience", version=_version(), description="Search, rank and find what matters.",
+                  lifespan=lifespan)
     app.state.indexes, app.state.limits, app.state.service = served, limits, service
     install_error_handlers(app)
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
@@ -111,16 +124,54 @@ def _version() -> str:
         return "0+unknown"
 
 
+#: the environment variable that hands ``serve``'s settings to each worker process
+WORKER_CONFIG = "SALIENCE_SERVE_CONFIG"
+
+
+def worker_app():
+    """The application of one worker process of ``serve(workers=N)``, from the settings in
+    ``SALIENCE_SERVE_CONFIG`` (uvicorn's factory: it starts the workers and restarts one that dies)."""
+    import json
+
+    config = json.loads(os.environ[WORKER_CONFIG])
+    api_key = read_api_key(config.pop("api_key_file")) if config.get("api_key_file") else None
+    config.pop("api_key_file", None)
+    config["limits"] = Limits(**config["limits"])
+    return create_app(config.pop("indexes"), api_key=api_key, shared=True, **config)
+
+
 def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port: int = 8080,
           api_key_file: str | None = None, limits: Limits | None = None, cors_origins: Sequence[str] = (),
-          judge: str = "index", log_level: str = "info") -> None:
-    """Run the service until interrupted (uvicorn, one process)."""
+          judge: str = "index", log_level: str = "info", workers: int = 1, shard_executor: str = "local",
+          address: str | None = None) -> None:
+    """Run the service until interrupted (uvicorn): one process, or ``workers`` processes
+    sharing the port, each with the indexes open memory-mapped and every commit visible to all
+    within a fraction of a second (see :mod:`salience.server.indexes`)."""
     try:
         import uvicorn
     except ImportError:
         raise MissingDependencyError(f"the HTTP service needs uvicorn: {INSTALL}") from None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InvalidParameterError(f"workers must be a whole number >= 1; got {workers!r}.")
     api_key = read_api_key(api_key_file) if api_key_file else None
     started = time.perf_counter()
-    app = create_app(indexes, api_key=api_key, limits=limits, cors_origins=cors_origins, judge=judge)
+    # built here even with workers: a bad folder or option fails now, in the command, not in N workers
+    app = create_app(indexes, api_key=api_key, limits=limits, cors_origins=cors_origins, judge=judge,
+                     shared=workers > 1, shard_executor=shard_executor, address=address)
     log.info("loaded %d indexes in %.1f s", len(app.state.indexes), time.perf_counter() - started)
-    uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+    if workers == 1:
+        uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
+        return
+    import json
+    from dataclasses import asdict
+
+    for handle in app.state.indexes.values():
+        handle.close()
+    del app
+    os.environ[WORKER_CONFIG] = json.dumps({
+        "indexes": [str(Path(p).resolve()) for p in indexes],
+        "api_key_file": str(Path(api_key_file).resolve()) if api_key_file else None,
+        "limits": asdict(limits or Limits()), "cors_origins": list(cors_origins), "judge": judge,
+        "shard_executor": shard_executor, "address": address})
+    uvicorn.run("salience.server.app:worker_app", factory=True, host=host, port=port, workers=workers,
+                log_level=log_level, access_log=False)

@@ -5,7 +5,7 @@ every error into JSON (never a stack trace), and the middleware that bounds a re
 import logging
 from dataclasses import asdict, dataclass
 
-from salience.exceptions import DuplicateIdError, IdMismatchError, InvalidParameterError, SalienceError
+from salience.exceptions import DuplicateIdError, IdMismatchError, InvalidParameterError, SalienceError, ShardUnavailableError
 
 __all__ = ["Limits", "APIError", "install_error_handlers", "BodyLimit"]
 
@@ -68,6 +68,9 @@ def install_error_handlers(app) -> None:
             return error(409, "duplicate_id", str(err).strip("\"'"), "id")
         if isinstance(err, IdMismatchError):
             return error(404, "unknown_id", str(err).strip("\"'"), "id")
+        if isinstance(err, ShardUnavailableError):
+            return error(503, "shard_unavailable", str(err) + " (send allow_partial: true for the other shards' "
+                         "results)", "allow_partial")
         return error(400, "invalid_input", str(err))
 
     @app.exception_handler(StarletteHTTPException)

@@ -1,37 +1,123 @@
-"""The indexes a service serves: each one's committed state (what readers see) and the lock
-its writers take (:class:`ServedIndex`), BM25 or dense alike."""
+"""The indexes a service serves: each one's committed state (what readers see) and the locks
+its writers take (:class:`ServedIndex`), BM25, dense or sharded.
 
+Several processes may serve one folder (``salience serve --workers N``): a commit or merge
+holds an exclusive lock on ``write.lock`` in the folder, and writes the commit's number to
+``generation.json`` after the manifest (the commit point); a process that loads the folder
+holds the shared lock, so it waits for a commit in progress and reads the last one whole.
+Each process watches the manifest and generation file and reopens the index when another
+process committed (within ``watch_s``), and a writer first catches up with the folder, so no
+commit is lost and every process reports the same generation for the same state."""
+
+import fcntl
+import json
+import logging
 import os
 import threading
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["ServedIndex", "explained"]
+__all__ = ["ServedIndex", "FolderSync", "explained"]
+
+log = logging.getLogger("salience.server")
+
+
+class FolderSync:
+    """The folder's lock (``write.lock``, shared to read, exclusive to commit) and generation
+    (``generation.json``); a folder that cannot be written is read without locking."""
+
+    def __init__(self, path: Path, manifest: str):
+        self.manifest = path / manifest
+        self.lock_path = path / "write.lock"
+        self.generation_path = path / "generation.json"
+
+    @contextmanager
+    def _locked(self, mode: int):
+        try:
+            fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:  # a read-only folder: nobody commits to it
+            yield
+            return
+        try:
+            fcntl.flock(fd, mode)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
+    def reading(self):
+        return self._locked(fcntl.LOCK_SH)
+
+    def writing(self):
+        return self._locked(fcntl.LOCK_EX)
+
+    def stamp(self) -> tuple:
+        """What changes when anyone commits: the manifest's and generation file's identity."""
+        out = []
+        for path in (self.manifest, self.generation_path):
+            try:
+                st = os.stat(path)
+                out.append((st.st_ino, st.st_mtime_ns, st.st_size))
+            except OSError:
+                out.append(None)
+        return tuple(out)
+
+    def generation(self) -> int:
+        try:
+            return int(json.loads(self.generation_path.read_text(encoding="utf-8"))["generation"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return 0
+
+    def set_generation(self, generation: int) -> None:
+        from salience.io.files import atomic_write_text
+
+        atomic_write_text(self.generation_path, json.dumps({"generation": generation}))
 
 
 class ServedIndex:
-    """One saved index: the committed state readers use, and a lock for its writers."""
+    """One saved index: the committed state readers use, and the locks its writers take.
 
-    def __init__(self, path: str | os.PathLike):
+    ``shared``: several processes serve the folder, so every write commits (a pending change
+    would live in one process only). ``watch_s``: how often the folder is checked for another
+    process's commits (0: never). A sharded folder is served read-only, its shards held in
+    this process or in Ray actors (``shard_executor``, ``address``)."""
+
+    def __init__(self, path: str | os.PathLike, *, shared: bool = False, watch_s: float = 0.2,
+                 shard_executor: str = "local", address: str | None = None):
         from salience.io.files import sweep_stale_temporaries
         from salience.search.dense_store import is_dense_folder
+        from salience.search.shards import is_sharded_folder
 
         self.path = Path(path).resolve()
         self.name = self.path.name
-        self.kind = "dense" if is_dense_folder(self.path) else "bm25"
-        sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
-        # (committed index, generation), replaced as one object so a reader takes both at once
-        self.snapshot = (self._load(), 0)
-        if self.kind == "dense":  # its encoder loads now, before the service reports ready
-            self.reader.warm_up()
-        self._sweep_inside()
+        self.shared = shared
+        self.kind = ("sharded" if is_sharded_folder(self.path) else
+                     "dense" if is_dense_folder(self.path) else "bm25")
+        self._shard_options = {"executor": shard_executor, "address": address}
+        self.remote = self.kind == "sharded" and shard_executor != "local"  # answers cross the network
         self.lock = threading.Lock()
         self._writer = None  # a copy with changes not yet committed (add/delete with commit=false)
+        self._sync = FolderSync(self.path, "shards.json" if self.kind == "sharded" else "manifest.json")
+        with self._sync.writing():  # sweeping must not race another process's commit
+            sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
+            self._seen = self._sync.stamp()
+            # (committed index, generation), replaced as one object so a reader takes both at once
+            self.snapshot = (self._load(verify=True), self._sync.generation())
+            if self.kind != "sharded":
+                self.reader.sweep_leftovers()  # what killed commits left inside the folder
+        if self.kind == "dense":  # its encoder loads now, before the service reports ready
+            self.reader.warm_up()
+        self._stop = threading.Event()
+        if watch_s and self.kind != "sharded":
+            threading.Thread(target=self._watch, args=(watch_s,), daemon=True, name=f"watch-{self.name}").start()
 
-    def _load(self):
+    def _load(self, verify: bool = True):
         from salience.search import BM25, Dense
+        from salience.search.shards import ShardedIndex
 
-        return Dense.load(self.path) if self.kind == "dense" else BM25.load(self.path)
+        if self.kind == "sharded":
+            return ShardedIndex.load(self.path, **self._shard_options)
+        return (Dense if self.kind == "dense" else BM25).load(self.path, verify=verify)
 
     @property
     def reader(self):
@@ -41,9 +127,29 @@ class ServedIndex:
     def generation(self) -> int:
         return self.snapshot[1]
 
-    def _sweep_inside(self) -> None:
-        """What killed commits left inside the folder (temporaries, unlisted segments)."""
-        self.reader.sweep_leftovers()
+    def close(self) -> None:
+        self._stop.set()
+
+    def _watch(self, every: float) -> None:
+        while not self._stop.wait(every):
+            if self._sync.stamp() != self._seen:
+                try:
+                    with self.lock:
+                        self._catch_up(locked=False)
+                except Exception:  # noqa: BLE001 - a damaged commit: keep serving the last good state
+                    log.exception("reopening %s after another process's commit failed", self.path)
+
+    def _catch_up(self, *, locked: bool) -> None:
+        """Reopen the folder if another process committed since this one last read it (holding
+        ``self.lock``; ``locked``: the folder's exclusive lock is held too)."""
+        if self._sync.stamp() == self._seen:
+            return
+        with (_nothing() if locked else self._sync.reading()):
+            stamp = self._sync.stamp()
+            index, generation = self._load(verify=False), self._sync.generation()
+        if self._writer is not None:
+            log.warning("%s: another process committed; changes not yet committed here are dropped", self.path)
+        self.snapshot, self._seen, self._writer = (index, generation), stamp, None
 
     def describe(self) -> dict:
         return {"name": self.name, "kind": self.kind, "documents": self.reader.n_docs, "generation": self.generation,
@@ -52,7 +158,8 @@ class ServedIndex:
     def write(self, change: Callable[[Any], Any], *, commit: bool = True) -> dict:
         """Apply ``change`` to the writer's copy; with ``commit``, commit it and publish it to
         readers. A failure drops the copy: the next write starts again from the committed state."""
-        with self.lock:
+        with self.lock, self._sync.writing():
+            self._catch_up(locked=True)
             if self._writer is None:  # a copy of the committed state (sharing what writes never change)
                 self._writer = self.reader.copy()
             try:
@@ -65,7 +172,7 @@ class ServedIndex:
             return self._status(committed=commit, **(result or {}))
 
     def commit(self) -> dict:
-        with self.lock:
+        with self.lock, self._sync.writing():
             if self._writer is not None:
                 try:
                     self._publish(self._writer, self._writer.commit)
@@ -75,7 +182,8 @@ class ServedIndex:
             return self._status()
 
     def merge(self) -> dict:
-        with self.lock:
+        with self.lock, self._sync.writing():
+            self._catch_up(locked=True)
             writer = self._writer if self._writer is not None else self.reader.copy()
             try:
                 self._publish(writer, writer.merge)
@@ -90,7 +198,15 @@ class ServedIndex:
 
     def _publish(self, writer, persist: Callable[[], Any]) -> None:
         persist()  # durable from here (the manifest replace is the commit point)
-        self.snapshot, self._writer = (writer, self.generation + 1), None  # that copy is never changed again
+        generation = self.generation + 1
+        self._sync.set_generation(generation)
+        # that copy is never changed again
+        self.snapshot, self._writer, self._seen = (writer, generation), None, self._sync.stamp()
+
+
+@contextmanager
+def _nothing():
+    yield
 
 
 def explained(engine, query: str, doc_id: str, document: dict) -> tuple[dict, dict]:

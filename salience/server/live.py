@@ -45,7 +45,9 @@ class LiveServer:
     def start(self) -> "LiveServer":
         root = str(Path(__file__).resolve().parents[2])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+        # a session of its own: kill() takes the worker processes of --workers with the server
+        self.process = subprocess.Popen(self.command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                                        start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -72,10 +74,36 @@ class LiveServer:
             return err.code, json.loads(err.read() or b"null")
 
     def kill(self) -> None:
-        """SIGKILL: no clean-up runs (what a crash or an OOM kill does)."""
+        """SIGKILL of the server and its workers: no clean-up runs (what a crash does)."""
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             self.process.wait()
+
+    def workers(self) -> list[int]:
+        """The process ids of the server's worker processes (``--workers``), oldest first."""
+        children = []
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    stat = (entry / "stat").read_text()
+                    command = (entry / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"spawn_main" not in command:  # not a worker (multiprocessing's resource tracker)
+                    continue
+                fields = stat[stat.rindex(")") + 2:].split()
+                if int(fields[1]) == self.process.pid:  # its parent
+                    children.append((int(fields[19]), int(entry.name)))  # start time, pid
+        return [pid for _, pid in sorted(children)]
+
+    def kill_worker(self, pid: int | None = None) -> int:
+        """SIGKILL of one worker process (the oldest unless named); uvicorn starts another."""
+        pid = pid or self.workers()[0]
+        os.kill(pid, signal.SIGKILL)
+        return pid
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

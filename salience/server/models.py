@@ -34,6 +34,8 @@ class SearchRequest(_Strict):
     where: dict[str, Any] | None = Field(None, description="metadata filter, as `salience search query --where`")
     explain: StrictBool = Field(False, description="BM25 term contributions and highlights")
     hybrid: HybridOptions | None = None
+    allow_partial: StrictBool = Field(False, description="a sharded index: answer from the shards that answer, "
+                                      "flagged partial, instead of an error when one does not")
 
 
 class ExplainRequest(_Strict):

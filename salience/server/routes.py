@@ -3,6 +3,7 @@ reads (health, methods, limits, indexes, search, explain), text (rerank, keyphra
 fusion) and writes (documents, delete, commit, merge), the last behind the API key (a route
 dependency, checked before the body is validated)."""
 
+import os
 from dataclasses import asdict
 
 from salience.exceptions import SalienceError
@@ -22,7 +23,8 @@ def read_router(service):
 
     @router.get("/health")
     async def health():
-        return {"status": "ok", "version": _version(), "indexes": [h.describe() for h in service.served.values()]}
+        return {"status": "ok", "version": _version(), "process": os.getpid(),
+                "indexes": [h.describe() for h in service.served.values()]}
 
     @router.get("/methods")
     async def methods(domain: str | None = None):
@@ -58,24 +60,42 @@ def read_router(service):
             searcher = (Hybrid(engine, dense.reader, method="rrf") if body.hybrid.fusion == "rrf" else
                         Hybrid(engine, dense.reader, method="wsum", normalize=body.hybrid.fusion,
                                weight=float(body.hybrid.weight)))
+        if body.allow_partial and handle.kind != "sharded":
+            raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
         if body.explain and handle.kind != "bm25":
             raise APIError(422, "invalid_field", "explain shows BM25 term contributions: search a BM25 index.",
                            "explain")
 
         def answer():
-            results = searcher.search(body.query, k=body.k, where=body.where)
+            extra = {}
+            if handle.kind == "sharded":
+                # a shard that does not answer: an error (503), or with allow_partial the others'
+                # results flagged, never a silently smaller answer
+                found = engine.search_batch([body.query], k=body.k, where=body.where,
+                                            allow_partial=body.allow_partial)
+                results = found[0]
+                if body.allow_partial:
+                    extra = {"partial": found.partial, "missing_shards": found.missing_shards}
+            else:
+                results = searcher.search(body.query, k=body.k, where=body.where)
             rows = []
             for rank, (doc_id, score) in enumerate(results, start=1):
                 row = {"rank": rank, "id": doc_id, "score": score}
                 if getattr(engine, "store_documents", False):
-                    row["document"] = engine.document(doc_id)
+                    try:
+                        row["document"] = engine.document(doc_id)
+                    except SalienceError:  # a sharded index whose shard died since it answered
+                        if not body.allow_partial:
+                            raise
+                        row["document"] = None
                 if body.explain:
                     row["explanation"], row["highlights"] = explained(engine, body.query, doc_id,
                                                                        row.get("document", {}))
                 rows.append(row)
-            return {"index": name, "generation": generation, "query": body.query, "results": rows}
+            return {"index": name, "generation": generation, "query": body.query, **extra, "results": rows}
 
-        if body.hybrid is None and handle.kind == "bm25":
+        if body.hybrid is None and handle.kind in ("bm25", "sharded") and not (
+                handle.kind == "sharded" and handle.remote):
             # BM25 over a bounded query and k takes well under a millisecond: answered on the event
             # loop, where a thread pool hop would cost more, and its threads would take turns
             # with the loop for the GIL (tail latency under load)
@@ -118,6 +138,9 @@ def text_router(service):
         if body.index is None and len(service.served) != 1 and (body.ids is not None or service.encoder_judge is None):
             raise APIError(422, "invalid_field", f"name the index whose scorer judges ({', '.join(service.served)}).", "index")
         handle = service.index_named(body.index) if body.index is not None else (next(iter(service.served.values())) if service.served else None)
+        if handle is not None and handle.kind == "sharded" and (body.ids is not None or service.encoder_judge is None):
+            raise APIError(422, "invalid_field", f"{handle.name} is a sharded index: rerank with a BM25 or dense "
+                           "index, or --judge encoder.", "index")
 
         def answer():
             if body.ids is not None:
@@ -201,9 +224,19 @@ def write_router(service):
 
     router = APIRouter(dependencies=[Depends(service.check_key)])
 
+    def writable(name: str, commit: bool = True):
+        handle = service.index_named(name)
+        if handle.kind == "sharded":
+            raise APIError(409, "read_only", f"{name} is a sharded index, served read-only: change it with salience "
+                           "search add / delete / commit and restart the service.", "name")
+        if not commit and handle.shared:
+            raise APIError(409, "pending_needs_one_worker", "this service runs several worker processes: a change "
+                           "left uncommitted would live in one of them only; send commit: true.", "commit")
+        return handle
+
     @router.post("/indexes/{name}/documents")
     async def add_documents(name: str, body: AddRequest):
-        handle = service.index_named(name)
+        handle = writable(name, body.commit)
         service.within("documents", body.documents, service.limits.max_batch)
         documents = [d.model_dump() for d in body.documents]
         for i, doc in enumerate(documents):
@@ -217,7 +250,7 @@ def write_router(service):
 
     @router.post("/indexes/{name}/delete")
     async def delete_documents(name: str, body: DeleteRequest):
-        handle = service.index_named(name)
+        handle = writable(name, body.commit)
         service.within("ids", body.ids, service.limits.max_batch)
 
         def change(index):
@@ -228,12 +261,12 @@ def write_router(service):
 
     @router.post("/indexes/{name}/commit")
     async def commit(name: str):
-        handle = service.index_named(name)
+        handle = writable(name)
         return await service.run(handle.commit)
 
     @router.post("/indexes/{name}/merge")
     async def merge(name: str):
-        handle = service.index_named(name)
+        handle = writable(name)
         return await service.run(handle.merge)
 
     return router

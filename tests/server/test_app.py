@@ -147,7 +147,9 @@ def test_writes_are_durable_when_they_return_and_readers_see_commits_only(client
     assert BM25.load(index_dir).n_docs == 5  # nothing deleted
     merged = client.post("/indexes/pets/merge", headers=AUTH).json()
     assert merged["segments"] == 1
-    assert sorted(p.name for p in index_dir.iterdir()) == ["manifest.json", BM25.load(index_dir)._segments[0]["name"]]
+    # the segment, the manifest, and the service's lock and generation (what workers share)
+    assert sorted(p.name for p in index_dir.iterdir()) == ["generation.json", "manifest.json",
+                                                          BM25.load(index_dir)._segments[0]["name"], "write.lock"]
     _error(client.post("/indexes/pets/documents", headers=AUTH, json={"documents": [{"title": "no id"}]}), 422,
            "invalid_field", "documents.0.id")
     _error(client.post("/indexes/pets/documents", headers=AUTH, json={"documents": []}), 422, "invalid_field")
