@@ -79,8 +79,10 @@ def _expected_states(batches: int) -> dict[int, set[str]]:
     return states
 
 
-async def _write_batches(port: int, index: str, batches: int, stop_at: float, acknowledged: list) -> None:
-    """Add a batch of 5 marker documents, then delete the batch before last, one commit each."""
+async def _write_batches(port: int, index: str, batches: int, stop_at: float, acknowledged: list,
+                         commits: list | None = None) -> None:
+    """Add a batch of 5 marker documents, then delete the batch before last, one commit each;
+    ``commits`` gets (time acknowledged, generation) of each."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     auth = f"Authorization: Bearer {KEY}\r\n"
     try:
@@ -88,14 +90,18 @@ async def _write_batches(port: int, index: str, batches: int, stop_at: float, ac
             if time.perf_counter() > stop_at:
                 break
             docs = [{"id": f"{MARKER}-{n}-{i}", "text": f"{MARKER} batch {n} document {i}"} for i in range(5)]
-            status, _ = await _http(reader, writer, "POST", f"/indexes/{index}/documents",
-                                    json.dumps({"documents": docs}).encode(), auth)
+            status, payload = await _http(reader, writer, "POST", f"/indexes/{index}/documents",
+                                          json.dumps({"documents": docs}).encode(), auth)
             acknowledged.append(status)
+            if status == 200 and commits is not None:
+                commits.append((time.perf_counter(), json.loads(payload)["generation"]))
             if n >= 2:
                 ids = [f"{MARKER}-{n - 2}-{i}" for i in range(5)]
-                status, _ = await _http(reader, writer, "POST", f"/indexes/{index}/delete",
-                                        json.dumps({"ids": ids}).encode(), auth)
+                status, payload = await _http(reader, writer, "POST", f"/indexes/{index}/delete",
+                                              json.dumps({"ids": ids}).encode(), auth)
                 acknowledged.append(status)
+                if status == 200 and commits is not None:
+                    commits.append((time.perf_counter(), json.loads(payload)["generation"]))
             await asyncio.sleep(0.05)
     finally:
         writer.close()
@@ -123,6 +129,8 @@ async def _load(port: int, index: str, queries: list[str], doc_ids: list[str], c
     inconsistent: list[dict] = []
     states = _expected_states(writer_batches) if writer_batches else {}
     acknowledged: list[int] = []
+    commits: list[tuple[float, int]] = []
+    marker_reads: list[tuple[float, int]] = []  # (sent, generation answered)
     stop_at = time.perf_counter() + seconds
 
     async def client(number: int) -> None:
@@ -147,6 +155,7 @@ async def _load(port: int, index: str, queries: list[str], doc_ids: list[str], c
                     errors.append(f"{label}: HTTP {status} {payload[:200]!r}")
                 elif label.startswith("marker"):
                     answer = json.loads(payload)
+                    marker_reads.append((started, answer["generation"]))
                     ids = {r["id"] for r in answer["results"]}
                     if ids != states.get(answer["generation"]):
                         inconsistent.append({"generation": answer["generation"], "ids": sorted(ids)})
@@ -155,7 +164,7 @@ async def _load(port: int, index: str, queries: list[str], doc_ids: list[str], c
 
     tasks = [client(i) for i in range(clients)]
     if writer_batches:
-        tasks.append(_write_batches(port, index, writer_batches, stop_at, acknowledged))
+        tasks.append(_write_batches(port, index, writer_batches, stop_at, acknowledged, commits))
     started = time.perf_counter()
     await asyncio.gather(*tasks)
     elapsed = time.perf_counter() - started
@@ -168,10 +177,26 @@ async def _load(port: int, index: str, queries: list[str], doc_ids: list[str], c
             "top10_p99": float(np.nanpercentile(top10, 99)),
             "writes": len(acknowledged), "write_errors": sum(s != 200 for s in acknowledged),
             "inconsistent": len(inconsistent), "inconsistent_examples": inconsistent[:3],
+            **_staleness(commits, marker_reads),
             "by_kind": {k: (len(v), float(np.percentile(np.array(v) * 1000, 99))) for k, v in sorted(latencies.items())}}
 
 
-def load_test(index_dir: Path, queries: list[str], *, clients: int, seconds: float, writer_batches: int = 0) -> dict:
+def _staleness(commits: list[tuple[float, int]], reads: list[tuple[float, int]]) -> dict:
+    """How old the state a read answered from was: for each marker read, how long before it was
+    sent a newer commit had been acknowledged (0 if none); reads older than 1 s are stale."""
+    if not commits:
+        return {"stale_reads": 0, "max_staleness_s": 0.0}
+    times = np.array([t for t, _ in commits])
+    generations = np.array([g for _, g in commits])
+    ages = []
+    for sent, generation in reads:
+        newer = (generations > generation) & (times < sent)
+        ages.append(float(sent - times[newer].min()) if newer.any() else 0.0)
+    return {"stale_reads": int(sum(a > 1.0 for a in ages)), "max_staleness_s": max(ages, default=0.0)}
+
+
+def load_test(index_dir: Path, queries: list[str], *, clients: int, seconds: float, writer_batches: int = 0,
+              options: tuple = ()) -> dict:
     """The load run on a copy of ``index_dir`` (the writer changes it)."""
     work = Path(tempfile.mkdtemp(prefix="load-"))
     try:
@@ -180,7 +205,7 @@ def load_test(index_dir: Path, queries: list[str], *, clients: int, seconds: flo
         key_file = work / "campaign.key"
         key_file.write_text(KEY)
         doc_ids = BM25.load(path).ids[:2000]
-        with LiveServer([path], api_key_file=key_file) as server:
+        with LiveServer([path], api_key_file=key_file, options=options) as server:
             return asyncio.run(_load(server.port, path.name, queries, doc_ids, clients, seconds, writer_batches))
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -210,7 +235,8 @@ def _leftovers(path: Path) -> list[str]:
     return names
 
 
-def kill_server_runs(base: Path, documents: dict[str, dict], queries: list[str], runs: int, seed: int = 0) -> dict:
+def kill_server_runs(base: Path, documents: dict[str, dict], queries: list[str], runs: int, seed: int = 0,
+                     options: tuple = ()) -> dict:
     """Start the server on a copy of ``base``, let a client add/delete batches, kill -9 the
     server at a random moment; check the index after each kill."""
     rng = random.Random(seed)
@@ -224,7 +250,7 @@ def kill_server_runs(base: Path, documents: dict[str, dict], queries: list[str],
     extra: dict[str, dict] = {}
     try:
         for run in range(runs):
-            server = LiveServer([path], api_key_file=key_file).start()
+            server = LiveServer([path], api_key_file=key_file, options=options).start()
             if _leftovers(path):
                 failures.append(f"run {run}: temporaries after start: {_leftovers(path)}")
             acked, in_flight = set(live), None

@@ -14,6 +14,7 @@ catches anything the library raises on purpose::
     ├── CorruptIndexError(OSError)                     partial or damaged index file (names the file)
     ├── WorkerError(RuntimeError)                      a worker process died (killed, out of memory)
     ├── ShardUnavailableError(RuntimeError)            a shard of a sharded index did not answer
+    ├── ClusterUnreachableError(ConnectionError)       a cluster's address did not answer in time
     └── MissingDependencyError(ImportError)            an optional extra is not installed
 """
 
@@ -34,6 +35,7 @@ __all__ = [
     "CorruptIndexError",
     "WorkerError",
     "ShardUnavailableError",
+    "ClusterUnreachableError",
     "MissingDependencyError",
     "unknown_choice",
 ]
@@ -86,6 +88,10 @@ class WorkerError(SalienceError, RuntimeError):
 
 class ShardUnavailableError(SalienceError, RuntimeError):
     """A shard of a sharded index did not answer (its actor died, its node left the cluster)."""
+
+
+class ClusterUnreachableError(SalienceError, ConnectionError):
+    """The address of a cluster (Ray's) did not answer within the stated timeout."""
 
 
 class MissingDependencyError(SalienceError, ImportError):

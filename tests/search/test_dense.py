@@ -196,6 +196,36 @@ def test_hnsw_search_finds_the_exact_neighbours_and_respects_deletes_and_filters
         Dense(encoder=lookup, encoder_name="table", approximate="ivf")
 
 
+def test_ivfpq_search_rescores_its_candidates_exactly_and_is_saved(tmp_path):
+    pytest.importorskip("faiss", reason="approximate search: pip install 'salience[ann]'")
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(40, 32))
+    vectors = centers[np.arange(4000) % 40] + 0.4 * rng.normal(size=(4000, 32))
+    table = {f"doc {i}": v for i, v in enumerate(vectors)}
+    lookup = lambda texts: np.array([table.get(t, vectors[0]) for t in texts])  # noqa: E731
+    docs = [{"id": str(i), "text": f"doc {i}", "part": i % 2} for i in range(4000)]
+    exact = Dense(encoder=lookup, encoder_name="table").index(docs)
+    approx = Dense(encoder=lookup, encoder_name="table", approximate="ivfpq", pq_bytes=8, nprobe=8).index(docs)
+    queries = [f"doc {i}" for i in range(0, 4000, 50)]
+    found = approx.search_batch(queries, k=10)
+    recall = np.mean([len(set(a.ids) & set(b.ids)) / 10 for a, b in zip(exact.search_batch(queries, k=10), found)])
+    assert recall > 0.8
+    query_vectors = exact._vectors(queries, what="queries")
+    for query_vector, result in zip(query_vectors, found):  # each score the exact cosine, not its code's
+        rows = exact._rows(np.array([exact._pos[i] for i in result.ids]))
+        np.testing.assert_allclose(result.values, rows @ query_vector, rtol=1e-5)
+    assert approx._graph.code_size == 8  # 8 bytes a vector in the inverted lists
+    assert all(int(i) % 2 == 0 for i in approx.search("doc 7", k=5, where={"part": 0}).ids)
+    approx.save(tmp_path / "ix")
+    assert (tmp_path / "ix" / "seg-000000" / "ivfpq.faiss").is_file()
+    loaded = Dense.load(tmp_path / "ix", encoder=lookup)
+    assert loaded._graph_file is not None and [r.ids for r in loaded.search_batch(queries, k=10)] == [r.ids for r in found]
+    with pytest.raises(InvalidParameterError, match="pq_bytes=5 must divide the dimension 32"):
+        Dense(encoder=lookup, encoder_name="table", approximate="ivfpq", pq_bytes=5).index(docs).search("doc 1")
+    with pytest.raises(InvalidParameterError, match="nprobe"):
+        Dense(encoder=lookup, encoder_name="table", approximate="ivfpq", nprobe=0)
+
+
 def test_a_saved_hnsw_graph_is_read_back(tmp_path):
     pytest.importorskip("faiss", reason="approximate search: pip install 'salience[ann]'")
     index = Dense(encoder=bag, encoder_name="bag32", approximate="hnsw").index(DOCS).save(tmp_path / "ix")

@@ -184,3 +184,46 @@ def test_shards_in_ray_actors_scatter_gather_and_report_a_dead_shard(tmp_path):
         assert set(partial[0].ids) == expected
     finally:
         ray.shutdown()
+
+
+def test_a_ray_address_that_cannot_be_reached_is_an_error_within_the_timeout(tmp_path, capsys):
+    import time
+
+    from salience.cli import main
+    from salience.exceptions import ClusterUnreachableError, InvalidParameterError
+    from salience.parallel import join_ray
+
+    import socket
+
+    def never_answers(address, timeout):
+        time.sleep(timeout)
+        raise socket.timeout("timed out")
+
+    started = time.monotonic()
+    with pytest.MonkeyPatch.context() as patch:  # a host that drops packets: only the timeout ends the wait
+        patch.setattr(socket, "create_connection", never_answers)
+        with pytest.raises(ClusterUnreachableError, match=r"'10.255.255.1:6379' cannot be reached within 0.5 s"):
+            join_ray(None, "10.255.255.1:6379", timeout=0.5)
+    assert time.monotonic() - started < 5
+
+    class NotRay:  # an address that answers, but not as a Ray cluster: Ray's ConnectionError, named
+        @staticmethod
+        def init(**options):
+            raise ConnectionError("Failed to connect to Ray cluster")
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        with pytest.raises(ClusterUnreachableError, match="answered but is not a Ray cluster"):
+            join_ray(NotRay, f"127.0.0.1:{port}")
+    with pytest.raises(ClusterUnreachableError, match="127.0.0.1:1"):
+        join_ray(None, "ray://127.0.0.1:1")  # nothing listens there
+    with pytest.raises(InvalidParameterError, match="HOST:PORT"):
+        join_ray(None, "somewhere")
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"_id": "a", "text": "heat"}\n{"_id": "b", "text": "lift"}\n')
+    pytest.importorskip("ray", reason="pip install 'salience[ray]'")
+    code = main(["search", "index", str(corpus), "--shards", "2", "--executor", "ray", "--address", "127.0.0.1:1",
+                 "--out", str(tmp_path / "ix")])
+    assert code != 0 and "cannot be reached" in capsys.readouterr().err and not (tmp_path / "ix").exists()
