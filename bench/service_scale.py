@@ -24,6 +24,7 @@ sharded index whose shard actor (Ray) is killed -9 while clients search.
 from __future__ import annotations
 
 import argparse
+import http.client
 import random
 import shutil
 import sys
@@ -77,28 +78,34 @@ def kill_worker_runs(base: Path, runs: int, seed: int = 0) -> dict:
                                                        {"query": "cell biology", "k": 10}, timeout=10)
                             if status != 200:
                                 errors.append(status)
-                        except OSError as err:
+                        except (OSError, http.client.HTTPException) as err:  # cut off by the kill
                             errors.append(type(err).__name__)
                         count[0] += 1
 
                 thread = threading.Thread(target=reader, daemon=True)
                 thread.start()
                 kill_at = time.monotonic() + rng.uniform(0.2, 1.5)
-                victim = None
+                victim, killed, replaced = None, 0.0, None
                 n = 0
                 while time.monotonic() < kill_at + 2.0:
                     if victim is None and time.monotonic() >= kill_at:
-                        victim = server.kill_worker(rng.choice(server.workers()))
+                        victim, killed = server.kill_worker(rng.choice(server.workers())), time.monotonic()
+                    if victim is not None and replaced is None:
+                        workers = server.workers()
+                        if len(workers) == 2 and victim not in workers:
+                            replaced = time.monotonic() - killed
                     n += 1
                     docs = [{"id": f"w{run}-{n}-{i}", "title": "", "text": f"worker kill run {run} write {n} cell {i}"}
                             for i in range(20)]
                     try:
                         status, _ = server.request("POST", f"/indexes/{path.name}/documents", {"documents": docs},
                                                    headers={"X-API-Key": KEY}, timeout=10)
-                    except OSError:
+                    except (OSError, http.client.HTTPException):
                         status = None
                     (acked if status == 200 else failed).append({d["id"] for d in docs})
-                replaced_s.append(_wait_for_workers(server, 2, exclude=victim))
+                _wait_for_workers(server, 2, exclude=victim)
+                # the replacement seen while writing, or (later) when the wait for it ended
+                replaced_s.append(replaced if replaced is not None else time.monotonic() - killed)
                 stop.set()
                 thread.join()
                 read_errors += len(errors)

@@ -57,6 +57,12 @@ def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None
                        help="a document past the encoder's window: cut there (default), or encoded whole in "
                             "passages whose vectors are averaged")
     group.add_argument("--quantize", choices=("int8",), default=None, help="int8 dynamic quantisation of the encoder")
+    if not hybrid:
+        from salience.search.dense import APPROXIMATE
+
+        group.add_argument("--approximate", choices=APPROXIMATE, default=None,
+                           help="search an HNSW graph or an IVF-PQ index (faiss: pip install 'salience[ann]') instead "
+                                "of every vector; built at the first search and saved with the index")
     group.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                        help="run the encoder with torch (auto: measured the faster) or ONNX Runtime (onnx)")
 
@@ -122,7 +128,7 @@ def _make_engine(args):
 
     if getattr(args, "dense", False):
         return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend,
-                     long_documents=args.long_documents)
+                     long_documents=args.long_documents, approximate=args.approximate)
 
     tokenizer = Tokenizer(
         stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
