@@ -31,7 +31,13 @@ def test_ray_executor_joins_the_cluster_named_by_address(monkeypatch):
     fake = types.SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: calls.append(kw))
     monkeypatch.setitem(sys.modules, "ray", fake)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    import socket
+
+    probed = []  # the address is checked to answer before Ray is asked to join it
+    monkeypatch.setattr(socket, "create_connection", lambda address, timeout: probed.append(address) or
+                        types.SimpleNamespace(close=lambda: None))
     RayExecutor(2, address="ray://head:10001")
+    assert probed == [("head", 10001)]
     RayExecutor(3)
     assert calls[0] == {"address": "ray://head:10001", "log_to_driver": False}
     assert calls[1]["num_cpus"] == 3 and "address" not in calls[1]
