@@ -270,6 +270,8 @@ def dense_index(docs, queries, work: Path, n_jobs: int = 1, encoder: str | None 
     if encoder is not None:
         exact = result["top"]
         for kind in ("hnsw", "ivfpq"):
+            if kind == "hnsw" and len(engine) > HNSW_MAX:
+                continue  # its build is what a run of this length cannot afford beyond --hnsw-max
             engine.approximate, engine._graph = kind, None
             start = time.perf_counter()
             structure = engine._hnsw()
@@ -319,6 +321,8 @@ def _with_ray(fn):
 STREAMING = {"salience_bulk", "tantivy", "sharded_2", "sharded_4", "sharded_2_ray", "dense_static"}
 #: the static encoder folder the dense_static engine uses (distilled once per run)
 STATIC_ENCODER: str | None = None
+#: the largest collection an HNSW graph is built over (--hnsw-max)
+HNSW_MAX = 10**12
 
 
 def read_corpus(corpus: Path, n: int):
@@ -351,7 +355,7 @@ def engines_for(n: int, limits: dict) -> list[str]:
     return [engine for engine in order if n <= limits.get(engine, 10**12)]
 
 
-def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None) -> list[dict]:
+def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None, hnsw_max: int = 10**12) -> list[dict]:
     import subprocess
 
     vocabulary, probabilities, lengths = source_statistics()
@@ -389,7 +393,7 @@ def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None
                 out = work / f"{engine}-{n}.json"
                 command = [sys.executable, __file__, "--run-engine", engine, "--corpus", str(corpus_file), "--n", str(n),
                            "--queries-file", str(queries_file), "--result", str(out), "--memory-mb", str(memory_mb),
-                           "--static-encoder", str(static)]
+                           "--static-encoder", str(static), "--hnsw-max", str(hnsw_max)]
                 done = subprocess.run(command)
                 if done.returncode != 0:
                     print(f"  {engine} at {n:,} documents failed (exit {done.returncode}): left out", file=sys.stderr)
@@ -576,10 +580,11 @@ def main(argv=None) -> int:
     parser.add_argument("--result", type=Path, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--static-encoder", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--static-max", type=int, default=0, help="largest size indexed densely with the static encoder")
+    parser.add_argument("--hnsw-max", type=int, default=10**12, help="largest size an HNSW graph is built over")
     args = parser.parse_args(argv)
     if args.run_engine:
-        global STATIC_ENCODER
-        STATIC_ENCODER = args.static_encoder
+        global STATIC_ENCODER, HNSW_MAX
+        STATIC_ENCODER, HNSW_MAX = args.static_encoder, args.hnsw_max
         run_engine(args.run_engine, args.corpus, args.n, args.queries_file, args.result, args.memory_mb)
         return 0
     if not RAW.exists():
@@ -594,7 +599,7 @@ def main(argv=None) -> int:
                   "sharded_2_ray": min(args.ray_size, args.shards_max), "tantivy": args.tantivy_max,
                   "bm25s_numba": args.bm25s_max, "bm25s": args.numpy_max, "dense": args.dense_max,
                   "dense_2": args.dense_parallel_max, "dense_static": args.static_max}
-        rows = run([int(s) for s in args.sizes.split(",")], limits, args.memory_mb, args.rows_file)
+        rows = run([int(s) for s in args.sizes.split(",")], limits, args.memory_mb, args.rows_file, args.hnsw_max)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
     section = render(rows, command.strip(), time.perf_counter() - started)
     print(section)

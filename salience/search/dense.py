@@ -41,7 +41,7 @@ import numpy as np
 from salience.core.checks import check_k, check_n_jobs
 from salience.core.base import register
 from salience.core.scores import Scores
-from salience.exceptions import CorruptIndexError, IdMismatchError, InvalidParameterError, ShapeError, WorkerError
+from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, WorkerError
 from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.sources import Document
@@ -252,50 +252,12 @@ class Dense(Index):
         return self._vectors(list(queries), what="queries")
 
     def _hnsw(self):
-        """The approximate structure (faiss, inner product on unit vectors) over every stored
-        vector: an HNSW graph or an IVF-PQ index, as ``approximate`` says."""
+        """The approximate structure over every stored vector (:mod:`salience.search.ann`)."""
         if self._graph is None:
-            from salience.extras import require
+            from salience.search.ann import approximate_structure
 
-            faiss = require("faiss", "ann", f"approximate={self.approximate!r}")
-            saved = getattr(self, "_graph_file", None)
-            if saved is not None:  # the structure a save wrote beside the vectors (its CRC checked on load)
-                try:
-                    graph = faiss.read_index(str(saved))
-                except RuntimeError as err:
-                    raise CorruptIndexError(f"{saved}: not a readable faiss index ({err}).") from None
-                if graph.ntotal != len(self._ids) or graph.d != self._dimension:
-                    raise CorruptIndexError(f"{saved}: a graph of {graph.ntotal} vectors of dimension {graph.d}, the "
-                                            f"index holds {len(self._ids)} of dimension {self._dimension}.")
-            elif self.approximate == "ivfpq":
-                graph = self._train_ivfpq(faiss)
-            else:
-                graph = faiss.IndexHNSWFlat(self._dimension, self.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-                graph.hnsw.efConstruction = max(40, 2 * self.hnsw_m)
-                for block in self._blocks:
-                    graph.add(np.ascontiguousarray(block, dtype=np.float32))
-            self._graph = graph
+            self._graph = approximate_structure(self)
         return self._graph
-
-    def _train_ivfpq(self, faiss):
-        """An IVF-PQ index trained on (a sample of) the stored vectors, then holding them all."""
-        n, dimension = len(self._ids), self._dimension
-        pq_bytes = self.pq_bytes or max(1, dimension // 8)
-        if dimension % pq_bytes:
-            raise InvalidParameterError(f"pq_bytes={pq_bytes} must divide the dimension {dimension} (each byte codes "
-                                        f"{dimension}/{pq_bytes} dimensions).")
-        lists = self.ivf_lists or max(1, min(int(4 * np.sqrt(n)), n // 39))
-        if lists > n:
-            raise InvalidParameterError(f"ivf_lists={lists} is more than the {n} vectors to cluster.")
-        quantizer = faiss.IndexFlatIP(dimension)
-        graph = faiss.IndexIVFPQ(quantizer, dimension, lists, pq_bytes, min(8, max(1, int(np.log2(max(n, 2))))),
-                                 faiss.METRIC_INNER_PRODUCT)
-        sample_size = min(n, max(lists * 39, 256 * 39, 50_000))
-        rows = np.sort(np.random.default_rng(0).choice(n, sample_size, replace=False))
-        graph.train(self._rows(rows))
-        for block in self._blocks:
-            graph.add(np.ascontiguousarray(block, dtype=np.float32))
-        return graph
 
     def _rows(self, positions: np.ndarray) -> np.ndarray:
         """The stored vectors at ``positions`` (index order across segments), float32."""
@@ -308,28 +270,9 @@ class Dense(Index):
         return out
 
     def _search_approximate(self, vectors: np.ndarray, k: int, allowed: np.ndarray) -> list[Scores]:
-        import faiss
+        from salience.search.ann import search_approximate
 
-        graph = self._hnsw()
-        bits = np.packbits(allowed, bitorder="little")  # kept alive here: the selector points into it
-        selector = faiss.IDSelectorBitmap(len(allowed), faiss.swig_ptr(bits))
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        if self.approximate == "ivfpq":
-            params = faiss.SearchParametersIVF(sel=selector, nprobe=self.nprobe)
-            _, index = graph.search(vectors, k * self.refine, params=params)
-        else:
-            params = faiss.SearchParametersHNSW(sel=selector, efSearch=max(self.ef_search, k))
-            scores, index = graph.search(vectors, k, params=params)
-        out = []
-        for row, row_index in enumerate(index):
-            row_index = row_index[row_index >= 0]
-            if self.approximate == "ivfpq":  # the candidates re-scored exactly: scores are true cosines
-                row_scores = self._rows(row_index) @ vectors[row]
-            else:
-                row_scores = scores[row][: len(row_index)]
-            order = np.lexsort((row_index, -row_scores))[:k]
-            out.append(Scores(row_scores[order].astype(np.float64), ids=[self._ids[i] for i in row_index[order]]))
-        return out
+        return search_approximate(self, vectors, k, allowed)
 
     def _search_vectors(self, vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[Scores]:
         allowed = self._live if mask is None else (self._live & mask)
