@@ -28,18 +28,13 @@ from salience.search import scoring
 from salience.search.explanation import Explanation, explain_score, score_unindexed
 from salience.core.params import Interval, Options
 from salience.search.index import Index
+from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
 from salience.search.sources import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25"]
 
-
-def _encode_shard(args) -> tuple[list[str], list[tuple[np.ndarray, np.ndarray]]]:
-    """A worker's job: one shard's fields tokenized with a vocabulary of its own."""
-    tokenizer, texts_by_field = args
-    encoder = TermEncoder(tokenizer)
-    return encoder.terms, [encoder.encode_batch(texts, grow=True) for texts in texts_by_field]
 
 _BACKENDS = ("auto", "numpy", "numba")
 
@@ -169,21 +164,14 @@ class BM25(Index):
         size = shard_size(len(docs), n_jobs)
         shards = [(self.tokenizer, [[d.fields[name] for d in docs[lo : lo + size]] for name in self.fields])
                   for lo in range(0, len(docs), size)]
-        encoded = []
+        out: list[tuple[list, list]] = [([], []) for _ in self.fields]
         with progress_bar(len(shards), "tokenizing", show_progress, unit="shard") as bar:
-            for result in map_shards(_encode_shard, shards, n_jobs, executor):
-                encoded.append(result)
+            for shard, (terms, fields) in enumerate(map_shards(encode_shard, shards, n_jobs, executor)):
+                for f, (term_ids, doc_index) in enumerate(in_vocabulary(self._encoder, terms, fields)):
+                    out[f][0].append(term_ids)
+                    out[f][1].append(doc_index + shard * size)
                 bar.update(1)
-        out = []
-        for f in range(len(self.fields)):
-            term_parts, doc_parts = [], []
-            for shard, (terms, fields) in enumerate(encoded):
-                term_ids, doc_index = fields[f]
-                to_global = np.array([self._encoder.add_term(t) for t in terms], dtype=np.int32)
-                term_parts.append(to_global[term_ids] if len(term_ids) else term_ids)
-                doc_parts.append(doc_index + shard * size)
-            out.append((np.concatenate(term_parts), np.concatenate(doc_parts)))
-        return out
+        return [(np.concatenate(term_parts), np.concatenate(doc_parts)) for term_parts, doc_parts in out]
 
     def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
         """The new documents' field-weighted term counts, as columns after the others."""
@@ -201,20 +189,7 @@ class BM25(Index):
         """(terms x documents field-weighted term counts, float32 document lengths) of a batch
         of ``n_new`` documents from each field's (term ids, document positions), in the
         vocabulary's current size."""
-        rows, cols, weights = [], [], []
-        doc_len = np.zeros(n_new, dtype=np.float64)
-        for name, (term_ids, doc_index) in zip(self.fields, encoded_fields):
-            w = self.field_weights[name]
-            rows.append(term_ids)
-            cols.append(doc_index)
-            weights.append(np.full(len(term_ids), w, dtype=np.float32))
-            doc_len += w * np.bincount(doc_index, minlength=n_new)
-        n_terms = len(self._encoder.terms)
-        counts = sp.coo_matrix(
-            (np.concatenate(weights), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, n_new)
-        ).tocsr()
-        counts.sum_duplicates()
-        return counts, doc_len.astype(np.float32)
+        return field_counts(self.fields, self.field_weights, encoded_fields, n_new, len(self._encoder.terms))
 
     def build(self, documents: Any, out, *, memory_mb: float = 1024, on_error: str = "raise", n_jobs: int = 1,
               executor="local", show_progress: bool = False, resume: bool = True) -> "BM25":

@@ -322,15 +322,11 @@ def _encode(index, batches, runner) -> list:
     if runner is None:
         return [[encoder.encode_batch((d.fields[name] for d in docs), grow=True) for name in index.fields]
                 for docs in batches]
-    from salience.search.bm25 import _encode_shard
+    from salience.search.postings import encode_shard, in_vocabulary
 
-    results = runner.map(_encode_shard, [(index.tokenizer, [[d.fields[name] for d in docs] for name in index.fields])
-                                         for docs in batches])
-    out = []
-    for terms, fields in results:
-        to_global = np.array([encoder.add_term(t) for t in terms], dtype=np.int32)
-        out.append([(to_global[term_ids] if len(term_ids) else term_ids, doc_index) for term_ids, doc_index in fields])
-    return out
+    results = runner.map(encode_shard, [(index.tokenizer, [[d.fields[name] for d in docs] for name in index.fields])
+                                        for docs in batches])
+    return [in_vocabulary(encoder, terms, fields) for terms, fields in results]
 
 
 def _check_budget(docs, encoded, budget: float, memory_mb: float) -> None:
