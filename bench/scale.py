@@ -491,6 +491,17 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
     return "\n".join(lines)
 
 
+def _page_cache_note(n: int, size: int) -> str:
+    import os
+
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if size < 0.6 * ram:
+        return ""
+    return (f" At {n:,} documents the index ({size / 2**30:,.1f} GiB) outgrew this machine's page cache "
+            f"({ram / 2**30:,.0f} GiB of memory in all), so its latencies include disk reads: the fit is pessimistic "
+            "for shards whose index stays in memory, as the model's do.")
+
+
 def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9)) -> list[str]:
     """What 10^8 and 10^9 documents would need, from the bounded-memory build's curves: bytes
     per document and build rate at the largest size, p99 latency linear in the collection's
@@ -519,7 +530,7 @@ def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9)) -> 
              f"scatter-gather over 4 shards adds {overhead:.2f} ms at p99. A shard is sized so that its p99 "
              "plus the gather stays under the target; its index should sit in the page cache (memory = its "
              "bytes on disk + the process's resident bytes); one core per shard answers one query at a time "
-             "at that latency (more cores or replicas multiply queries/s).", "",
+             "at that latency (more cores or replicas multiply queries/s)." + _page_cache_note(n2, e2["bytes"]), "",
              "| documents | p99 target | documents per shard | shards | disk | memory per shard | memory in all "
              "| cores (1 query in flight) | queries/s per replica | build (1 process per shard) |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
