@@ -260,9 +260,9 @@ def _index_runs(index, runs: _Runs, documents, budget: float, memory_mb: float, 
 
 def check_memory_mb(memory_mb) -> float:
     """A memory budget in megabytes: a finite number > 0."""
-    if isinstance(memory_mb, bool) or not isinstance(memory_mb, (int, float)) or not np.isfinite(memory_mb) \
-            or memory_mb <= 0:
-        raise InvalidParameterError(f"memory_mb must be a number of megabytes > 0; got {memory_mb!r}.")
+    from salience.core.params import Interval, check_params
+
+    check_params("the build", {"memory_mb": memory_mb}, {"memory_mb": [Interval("real", 0, closed="neither")]})
     return float(memory_mb)
 
 

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any, Callable
 
@@ -144,7 +144,7 @@ class ServedIndex:
         ``self.lock``; ``locked``: the folder's exclusive lock is held too)."""
         if self._sync.stamp() == self._seen:
             return
-        with (_nothing() if locked else self._sync.reading()):
+        with (nullcontext() if locked else self._sync.reading()):
             stamp = self._sync.stamp()
             index, generation = self._load(verify=False), self._sync.generation()
         if self._writer is not None:
@@ -202,11 +202,6 @@ class ServedIndex:
         self._sync.set_generation(generation)
         # that copy is never changed again
         self.snapshot, self._writer, self._seen = (writer, generation), None, self._sync.stamp()
-
-
-@contextmanager
-def _nothing():
-    yield
 
 
 def explained(engine, query: str, doc_id: str, document: dict) -> tuple[dict, dict]:
