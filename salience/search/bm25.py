@@ -175,7 +175,10 @@ class BM25(Index):
 
     def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
         """The new documents' field-weighted term counts, as columns after the others."""
-        new_tf, doc_len = self.term_counts(self._encode_fields(docs, show_progress, n_jobs, executor), len(docs))
+        self._append_columns(*self.term_counts(self._encode_fields(docs, show_progress, n_jobs, executor), len(docs)))
+
+    def _append_columns(self, new_tf: sp.csr_matrix, doc_len: np.ndarray) -> None:
+        """New documents' term counts (all terms x new documents) after the others."""
         if self._tf is None:
             self._tf = new_tf
         else:
@@ -470,6 +473,11 @@ class BM25(Index):
         from salience.search import store
 
         store.commit_index(self)
+
+    def _reopen(self, verify: bool) -> "BM25":
+        from salience.search import store
+
+        return store.reopen_index(self, verify=verify)
 
     def _compact_data(self, keep: np.ndarray) -> None:
         tf = self._tf[:, keep].tocsr()

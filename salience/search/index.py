@@ -257,6 +257,17 @@ class Index(Scorer, abc.ABC):
         self._commit_to()
         return self
 
+    def reopen(self, *, verify: bool = False) -> "Index":
+        """The committed state of this index's folder, as another process may have left it,
+        as a new index (this one unchanged): BM25 reads only the segments and deletions
+        committed since this index was loaded or committed, when nothing else changed."""
+        if self._path is None:
+            raise NotFittedError("this index has no folder yet; call save(path) first.")
+        return self._reopen(verify)
+
+    def _reopen(self, verify: bool) -> "Index":
+        return type(self).load(self._path, verify=verify)
+
     def merge(self) -> "Index":
         """Merge all segments into one and drop deleted documents (rewrites the folder if saved)."""
         self._require_index()

@@ -30,8 +30,9 @@ import re
 import shutil
 import tempfile
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -310,7 +311,8 @@ def read_manifest(path: Path):
     return manifest_path, _read_json(manifest_path)
 
 
-def load_index(cls, path: Path, verify: bool = True) -> "BM25":
+def _checked_manifest(path: Path) -> dict:
+    """The BM25 manifest of ``path``, its format, version and checksum checked."""
     manifest_path, manifest = read_manifest(path)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise CorruptIndexError(f"{manifest_path}: not a salience BM25 manifest.")
@@ -325,13 +327,93 @@ def load_index(cls, path: Path, verify: bool = True) -> "BM25":
         body = {key: value for key, value in manifest.items() if key != "checksum"}
         if manifest.get("checksum") != _manifest_digest(body):
             raise CorruptIndexError(f"{manifest_path}: checksum mismatch; the manifest is damaged.")
+    return manifest
+
+
+@contextmanager
+def _inconsistent_manifest_named(path: Path):
+    """A version-1 manifest has no checksum: damage shows up as inconsistent content."""
     try:
-        return _load_checked(cls, path, manifest, verify)
+        yield
     except CorruptIndexError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as err:
-        # a version-1 manifest has no checksum: damage shows up as inconsistent content
-        raise CorruptIndexError(f"{manifest_path}: inconsistent manifest ({type(err).__name__}: {err}); the index is damaged.") from None
+        raise CorruptIndexError(f"{path / MANIFEST}: inconsistent manifest ({type(err).__name__}: {err}); "
+                                "the index is damaged.") from None
+
+
+def load_index(cls, path: Path, verify: bool = True) -> "BM25":
+    manifest = _checked_manifest(path)
+    with _inconsistent_manifest_named(path):
+        return _load_checked(cls, path, manifest, verify)
+
+
+class _Segment(NamedTuple):
+    """One segment folder as read: its postings in the index's vocabulary and its documents."""
+    term_rows: np.ndarray  # the index's term id of each row of the segment's postings
+    indptr: np.ndarray
+    docs: np.ndarray
+    tf: np.ndarray
+    lengths: np.ndarray
+    ids: list
+    metadata: list
+    stored: list | None
+    live: np.ndarray
+    record: dict  # the segment as the index lists it
+
+    def tf_columns(self, n_terms: int) -> sp.csr_matrix:
+        """The segment's postings as (all terms x its documents) term counts."""
+        rows = np.repeat(self.term_rows, np.diff(self.indptr))
+        return sp.coo_matrix((np.asarray(self.tf, dtype=np.float32), (rows, np.asarray(self.docs, dtype=np.int64))),
+                             shape=(n_terms, len(self.ids))).tocsr()
+
+
+def _read_segment(path: Path, segment: dict, deleted: dict, encoder: TermEncoder, verify: bool,
+                  stored: bool) -> _Segment:
+    """Read and check one segment listed in the manifest; its new terms join ``encoder``."""
+    folder = path / segment["name"]
+    n_docs = int(segment["n_docs"])
+    if verify:
+        verify_files(folder, segment["files"])
+    terms = _read_json(folder / "terms.json")
+    ids = _read_json(folder / "ids.json")
+    indptr = _load_array(folder / "postings_indptr.npy")
+    docs = _load_array(folder / "postings_docs.npy")
+    tf = _load_array(folder / "postings_tf.npy")
+    lengths = _load_array(folder / "doc_lengths.npy")
+    where = folder / "postings_indptr.npy"
+    if (
+        indptr.ndim != 1
+        or len(indptr) != len(terms) + 1
+        or indptr[0] != 0
+        or indptr[-1] != len(docs)
+        or len(tf) != len(docs)
+        or np.any(np.diff(indptr) < 0)
+    ):
+        raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
+    if len(ids) != n_docs or len(lengths) != n_docs or (verify and len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
+        raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
+    term_rows = np.fromiter(map(encoder.add_term, terms), dtype=np.int64, count=len(terms))
+    live = np.ones(n_docs, dtype=bool)
+    dead = deleted.get(segment["name"], [])
+    if dead:
+        live[np.asarray(dead, dtype=np.int64)] = False
+    return _Segment(term_rows, indptr, docs, tf, lengths, ids, _read_jsonl(folder / "metadata.jsonl", n_docs),
+                    _read_jsonl(folder / "documents.jsonl", n_docs) if stored else None, live,
+                    {key: segment[key] for key in ("name", "n_docs", "files", "scored_with") if key in segment})
+
+
+def _append_rows(index: "BM25", segment: _Segment) -> None:
+    """The store's rows of a segment read from disk: ids, metadata, stored fields, live flags."""
+    start = len(index._ids)
+    index._ids.extend(segment.ids)
+    index._metadata.extend(segment.metadata)
+    if index._stored is not None:
+        index._stored.extend(segment.stored)
+    index._live = np.concatenate([index._live, segment.live])
+    index._segments.append(segment.record)
+    for offset in np.flatnonzero(segment.live).tolist():
+        index._pos[segment.ids[offset]] = start + offset
 
 
 def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
@@ -345,63 +427,20 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
         raise CorruptIndexError(f"{manifest_path}: incomplete manifest ({err}).") from None
     index = cls(tokenizer=tokenizer, **params)
     encoder = TermEncoder(tokenizer)
-    rows, cols, data = [], [], []
-    offset = 0
-    for segment in segments:
-        folder = path / segment["name"]
-        n_docs = int(segment["n_docs"])
-        if verify:
-            verify_files(folder, segment["files"])
-        terms = _read_json(folder / "terms.json")
-        ids = _read_json(folder / "ids.json")
-        indptr = _load_array(folder / "postings_indptr.npy")
-        docs = _load_array(folder / "postings_docs.npy")
-        tf = _load_array(folder / "postings_tf.npy")
-        lengths = _load_array(folder / "doc_lengths.npy")
-        where = folder / "postings_indptr.npy"
-        if (
-            indptr.ndim != 1
-            or len(indptr) != len(terms) + 1
-            or indptr[0] != 0
-            or indptr[-1] != len(docs)
-            or len(tf) != len(docs)
-            or np.any(np.diff(indptr) < 0)
-        ):
-            raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
-        if len(ids) != n_docs or len(lengths) != n_docs or (verify and len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
-            raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
-        local_to_global = np.fromiter(
-            (encoder.vocab.setdefault(t, len(encoder.vocab)) for t in terms), dtype=np.int64, count=len(terms)
-        )
-        if len(segments) > 1:  # one segment is used as it is, memory-mapped
-            rows.append(np.repeat(local_to_global, np.diff(indptr)))
-            cols.append(np.asarray(docs, dtype=np.int64) + offset)
-        data.append(np.asarray(tf, dtype=np.float32))
-        index._doc_len = np.concatenate([index._doc_len, np.asarray(lengths, dtype=np.float32)])
-        index._ids.extend(ids)
-        index._metadata.extend(_read_jsonl(folder / "metadata.jsonl", n_docs))
-        if index._stored is not None:
-            index._stored.extend(_read_jsonl(folder / "documents.jsonl", n_docs))
-        live = np.ones(n_docs, dtype=bool)
-        dead = deleted.get(segment["name"], [])
-        if dead:
-            live[np.asarray(dead, dtype=np.int64)] = False
-        index._live = np.concatenate([index._live, live])
-        index._segments.append({key: segment[key] for key in ("name", "n_docs", "files", "scored_with") if key in segment})
-        offset += n_docs
-    encoder.terms = list(encoder.vocab)
+    read = [_read_segment(path, segment, deleted, encoder, verify, index._stored is not None) for segment in segments]
+    for segment in read:
+        _append_rows(index, segment)
+    index._doc_len = np.concatenate([index._doc_len] + [np.asarray(s.lengths, dtype=np.float32) for s in read])
     index._encoder = encoder
     n_terms = len(encoder.terms)
-    if len(segments) == 1:
-        index._tf = sp.csr_matrix(
-            (data[0], np.asarray(docs), np.asarray(indptr)), shape=(n_terms, offset), copy=False
-        )
+    if len(read) == 1:  # one segment is used as it is, memory-mapped
+        only = read[0]
+        index._tf = sp.csr_matrix((np.asarray(only.tf, dtype=np.float32), np.asarray(only.docs), np.asarray(only.indptr)),
+                                  shape=(n_terms, len(index._ids)), copy=False)
     else:
-        index._tf = sp.coo_matrix(
-            (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(n_terms, offset)
-        ).tocsr()
+        index._tf = sp.hstack([s.tf_columns(n_terms) for s in read], format="csr") if read else \
+            sp.csr_matrix((n_terms, 0), dtype=np.float32)
         index._tf.sort_indices()
-    index._pos = {doc_id: i for i, doc_id in enumerate(index._ids) if index._live[i]}
     if len(index._pos) != int(index._live.sum()):
         raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
     index._path = path
@@ -411,6 +450,40 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
     else:
         index._refresh()
     return index
+
+
+def reopen_index(index: "BM25", verify: bool = False) -> "BM25":
+    """The folder's committed state as a new index, reading only what changed since ``index``
+    was loaded or committed when another process's commits only added segments and deleted
+    documents; a merge or different parameters reload the folder whole. ``index`` is unchanged."""
+    path = index._path
+    manifest = _checked_manifest(path)
+    with _inconsistent_manifest_named(path):
+        listed, deleted = list(manifest["segments"]), dict(manifest.get("deleted", {}))
+        known = [segment.get("name") for segment in index._segments]
+        if (index._shared_stats is not None or None in known or len(listed) < len(known)
+                or [segment["name"] for segment in listed[:len(known)]] != known
+                or manifest["params"] != {k: v for k, v in index.get_params().items() if k != "tokenizer"}
+                or manifest["tokenizer"] != index.tokenizer.get_config()):
+            return _load_checked(type(index), path, manifest, verify)
+        new = index.copy()
+        for record in listed[len(known):]:
+            segment = _read_segment(path, record, deleted, new._encoder, verify, new._stored is not None)
+            _append_rows(new, segment)
+            new._append_columns(segment.tf_columns(len(new._encoder.terms)), np.asarray(segment.lengths, dtype=np.float32))
+        start = 0
+        for record in listed[:len(known)]:  # deletions committed since (a document never comes back)
+            for offset in deleted.get(record["name"], []):
+                position = start + int(offset)
+                if new._live[position]:
+                    new._live[position] = False
+                    new._pos.pop(new._ids[position], None)
+            start += int(record["n_docs"])
+        if len(new._pos) != int(new._live.sum()):
+            raise CorruptIndexError(f"{path / MANIFEST}: two live documents share an id; the index is damaged.")
+        new._columns = None
+        new._refresh()
+        return new
 
 
 def scoring_record(index: "BM25") -> dict:

@@ -68,6 +68,12 @@ class FolderSync:
         except (OSError, ValueError, KeyError, TypeError):
             return 0
 
+    def sweep(self) -> None:
+        """Remove the generation file's temporaries left by a process killed while writing it."""
+        from salience.io.files import sweep_stale_temporaries
+
+        sweep_stale_temporaries(self.generation_path.parent, self.generation_path.name)
+
     def set_generation(self, generation: int) -> None:
         from salience.io.files import atomic_write_text
 
@@ -100,6 +106,7 @@ class ServedIndex:
         self._sync = FolderSync(self.path, "shards.json" if self.kind == "sharded" else "manifest.json")
         with self._sync.writing():  # sweeping must not race another process's commit
             sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
+            self._sync.sweep()
             self._seen = self._sync.stamp()
             # (committed index, generation), replaced as one object so a reader takes both at once
             self.snapshot = (self._load(verify=True), self._sync.generation())
@@ -146,7 +153,9 @@ class ServedIndex:
             return
         with (nullcontext() if locked else self._sync.reading()):
             stamp = self._sync.stamp()
-            index, generation = self._load(verify=False), self._sync.generation()
+            # only what was committed since (new segments, deletions): a reopen must not stall readers
+            index = self._load(verify=False) if self.kind == "sharded" else self.reader.reopen()
+            generation = self._sync.generation()
         if self._writer is not None:
             log.warning("%s: another process committed; changes not yet committed here are dropped", self.path)
         self.snapshot, self._seen, self._writer = (index, generation), stamp, None
@@ -209,6 +218,6 @@ def explained(engine, query: str, doc_id: str, document: dict) -> tuple[dict, di
     ``document`` the character spans of the words whose terms contributed."""
     explanation = engine.explain(query, doc_id).to_dict()
     terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
-    highlights = {field: [[start, end] for start, end, term in engine.tokenizer.spans(value) if term in terms]
+    highlights = {field: [[start, end] for start, end, _ in engine.tokenizer.spans(value, terms)]
                   for field, value in document.items() if field in engine.fields and isinstance(value, str)}
     return explanation, highlights

@@ -13,7 +13,7 @@ import re
 import threading
 import unicodedata
 from itertools import chain, compress, repeat
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
@@ -115,6 +115,7 @@ class Tokenizer:
         self._stem = load_stemmer(stemmer)
         self._ascii_fast = pattern == DEFAULT_PATTERN
         self._table = _TABLE_LOWER if self.lower else _TABLE_KEEP
+        self._memo: dict[str, str | None] = {}  # raw word -> term, for spans (bounded)
 
     # configuration round-trip (for saved indexes) --------------------------------------------
     def get_config(self) -> dict[str, Any]:
@@ -134,13 +135,14 @@ class Tokenizer:
 
     def __getstate__(self) -> dict:
         # PyStemmer objects do not pickle: a named stemmer is loaded again on unpickling
-        state = dict(self.__dict__)
+        state = dict(self.__dict__, _memo={})
         if isinstance(self.stemmer, str):
             state["_stem"] = None
         return state
 
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
+        self.__dict__.setdefault("_memo", {})
         if self._stem is None and isinstance(self.stemmer, str):
             self._stem = load_stemmer(self.stemmer)
 
@@ -181,25 +183,31 @@ class Tokenizer:
             return None
         return self._stem(raw) if self._stem is not None else raw
 
-    def spans(self, text: str) -> list[tuple[int, int, str]]:
-        """``(start, end, term)`` for each token of ``text`` that becomes an index term, with
-        character offsets into ``text`` as given (for highlighting). Tokens are matched on the
-        text as given and each normalised alone, so a Unicode normal form that merges or splits
-        words (rare) can differ from :meth:`tokenize`.
+    def spans(self, text: str, terms: Collection[str] | None = None) -> list[tuple[int, int, str]]:
+        """``(start, end, term)`` for each token of ``text`` that becomes an index term (only
+        those whose term is in ``terms`` when given), with character offsets into ``text`` as
+        given (for highlighting). Tokens are matched on the text as given and each normalised
+        alone, so a Unicode normal form that merges or splits words (rare) can differ from
+        :meth:`tokenize`.
 
         >>> Tokenizer().spans("The cats ran")
         [(4, 8, 'cat'), (9, 12, 'ran')]
+        >>> Tokenizer().spans("The cats ran", terms={"cat"})
+        [(4, 8, 'cat')]
         """
         _check_text(text)
-        out = []
-        for match in self._regex.finditer(text):
-            raw = match.group()
-            if self.normalize is not None and not raw.isascii():
-                raw = unicodedata.normalize(self.normalize, raw)
-            term = self.term(raw.lower() if self.lower else raw)
-            if term is not None:
-                out.append((match.start(), match.end(), term))
-        return out
+        memo = self._memo  # raw word -> term: stemming is most of the cost, and texts repeat words
+        if len(memo) > _MEMO_SIZE:  # a service highlights documents for ever: keep the memo bounded
+            memo.clear()
+        matches = list(self._regex.finditer(text))
+        raws = [match.group() for match in matches]
+        for raw in set(raws).difference(memo):
+            word = unicodedata.normalize(self.normalize, raw) if self.normalize is not None and not raw.isascii() else raw
+            memo[raw] = self.term(word.lower() if self.lower else word)
+        if terms is None:
+            return [(match.start(), match.end(), term) for match, raw in zip(matches, raws)
+                    if (term := memo[raw]) is not None]
+        return [(match.start(), match.end(), term) for match, raw in zip(matches, raws) if (term := memo[raw]) in terms]
 
     def stem_batch(self, words: list[str]) -> list[str]:
         """Stem a list of words (batched when the stemmer is PyStemmer)."""
@@ -232,6 +240,10 @@ class Tokenizer:
                     doc.append(term)
             out.append(doc)
         return out
+
+
+#: raw words whose terms :meth:`Tokenizer.spans` remembers
+_MEMO_SIZE = 1 << 17
 
 
 def _check_text(text: object, where: str = "text") -> None:

@@ -118,6 +118,55 @@ def test_a_copy_changes_and_commits_while_the_original_answers_as_before(tmp_pat
     assert _results(BM25.load(path)) == _results(BM25().index(live)) and clone.n_docs == 118
 
 
+def _same_state(a, b):
+    assert a.ids == b.ids and a.n_docs == b.n_docs and [s["name"] for s in a._segments] == [s["name"] for s in b._segments]
+    assert np.array_equal(a._scores.toarray(), b._scores.toarray()) and _results(a) == _results(b)
+    assert a.search("w1", where={"year": {">=": 2060}}).ids == b.search("w1", where={"year": {">=": 2060}}).ids
+
+
+def test_reopen_reads_only_what_another_process_committed(tmp_path, monkeypatch):
+    from salience.search import store
+
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:60]).save(path)
+    reader, writer = BM25.load(path), BM25.load(path)
+    before = _results(reader)
+    writer.add(DOCS[60:90]).commit()
+    writer.delete(["d3", "d70"]).commit()
+    writer.add(DOCS[90:]).delete("d100").commit()
+    read = []
+    original_read = store._read_segment
+    monkeypatch.setattr(store, "_read_segment", lambda path, segment, *a: read.append(segment["name"]) or original_read(path, segment, *a))
+    reopened = reader.reopen()
+    assert read == ["seg-000001", "seg-000002"]  # the first segment is not read again
+    _same_state(reopened, BM25.load(path))
+    assert reopened.document("d95")["year"] == 2085 and "d3" not in reopened and "d100" not in reopened
+    assert _results(reader) == before and reader.n_docs == 60  # the reader itself is unchanged
+    assert reopened.reopen() is not reopened and _results(reopened.reopen()) == _results(reopened)
+
+    writer.merge()  # the segments were rewritten: reopening reads the folder whole
+    read.clear()
+    merged = reopened.reopen()
+    assert read == [writer._segments[0]["name"]]
+    _same_state(merged, BM25.load(path))
+
+
+def test_reopen_refuses_what_it_cannot_read(tmp_path):
+    with pytest.raises(NotFittedError, match="save"):
+        BM25().index(DOCS).reopen()
+    path = tmp_path / "ix"
+    BM25().index(DOCS[:60]).save(path)
+    reader, writer = BM25.load(path), BM25.load(path)
+    writer.add(DOCS[60:]).commit()
+    (path / "seg-000001" / "ids.json").write_text("[not json")
+    with pytest.raises(CorruptIndexError, match="seg-000001.*ids.json"):
+        reader.reopen()
+    assert reader.n_docs == 60
+    (path / "seg-000001" / "ids.json").write_text(json.dumps(["d1"] * 60))  # an id the first segment holds
+    with pytest.raises(CorruptIndexError, match="share an id"):
+        reader.reopen()
+
+
 def test_delete_accepts_any_iterable():
     index = BM25().index(DOCS[:10]).delete(d for d in ("d1", "d2", "d2"))
     assert index.n_docs == 8 and "d1" not in index.ids and "d2" not in index.ids

@@ -1,3 +1,4 @@
+import pickle
 import random
 
 import pytest
@@ -123,3 +124,19 @@ def test_each_thread_stems_with_its_own_stemmer():
     assert len(owners) == 3  # no PyStemmer object shared between threads
     assert thread_stemmer("english") is thread_stemmer("english")  # and one per thread, reused
     assert seen[0]("running") == "run"
+
+
+def test_spans_point_at_the_words_of_each_term_and_filter_by_term(monkeypatch):
+    import salience.text.tokenize as tokenize_module
+
+    text = "Running cats: the CAT ran, Café runners run. Zoë"
+    tokenizer = Tokenizer()
+    spans = tokenizer.spans(text)
+    assert [term for _, _, term in spans] == tokenizer.tokenize(text)
+    assert [text[a:b] for a, b, term in spans if term == "cat"] == ["cats", "CAT"]
+    assert tokenizer.spans(text, {"run", "zoë"}) == [s for s in spans if s[2] in {"run", "zoë"}]
+    assert tokenizer.spans(text, set()) == []
+    monkeypatch.setattr(tokenize_module, "_MEMO_SIZE", 3)  # the memo of words is bounded, answers unchanged
+    for _ in range(3):
+        assert tokenizer.spans(text) == spans and len(tokenizer._memo) <= 3 + len(set(text.split())) + 2
+    assert Tokenizer().spans("the of and") == [] and pickle.loads(pickle.dumps(tokenizer))._memo == {}
