@@ -4,6 +4,10 @@ Scores are precomputed per posting at index time (as in bm25s), so a batch of qu
 one sparse-matrix product followed by a row-wise ``argpartition``. Documents live in
 segments; deletions are a mask that is also excluded from the collection statistics, so
 scores always equal those of a fresh build over the live documents, before and after a merge.
+
+An index loaded from one saved segment without deletions keeps its postings packed and
+memory-mapped (:mod:`salience.search.packed`) and scores only the query's terms' postings
+when searched; the first change (add, delete, shared statistics) unpacks it in memory.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from salience.search import scoring
 from salience.search.explanation import Explanation, explain_score, score_unindexed
 from salience.core.params import Interval, Options
 from salience.search.index import Index
+from salience.search.packed import PackedPostings
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
 from salience.search.sources import Document, read_queries
@@ -118,13 +123,49 @@ class BM25(Index):
     def _reset(self) -> None:
         self._reset_store()
         self._encoder = TermEncoder(self.tokenizer)
-        self._tf: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
+        self._tf_matrix: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
+        self._packed: PackedPostings | None = None  # or the saved postings, read per query term
+        self._scores_matrix: sp.csr_matrix | None = None
         self._doc_len = np.zeros(0, dtype=np.float32)
         # a shard's statistics of the whole collection (see use_collection_statistics)
         self._shared_stats: tuple[np.ndarray, int, float, bool] | None = None
 
     def _has_data(self) -> bool:
-        return self._tf is not None
+        return self._tf_matrix is not None or self._packed is not None
+
+    @property
+    def _tf(self) -> sp.csr_matrix | None:
+        if self._packed is not None:
+            self._unpack()
+        return self._tf_matrix
+
+    @_tf.setter
+    def _tf(self, matrix: sp.csr_matrix | None) -> None:
+        self._tf_matrix, self._packed = matrix, None
+
+    @property
+    def _scores(self) -> sp.csr_matrix:
+        if self._packed is not None:
+            self._unpack()
+        return self._scores_matrix
+
+    def _use_packed(self, packed: PackedPostings) -> None:
+        """Search the saved postings as they are (one segment, every document live)."""
+        self._tf_matrix, self._scores_matrix = None, None
+        self._statistics(packed.counts, len(self._ids))
+        self._id_array = np.array(self._ids, dtype=object)
+        self._columns, self._last_scores = None, None
+        self._packed = packed
+
+    def _unpack(self) -> None:
+        """The packed postings in memory, for a change or whole-matrix use."""
+        packed = self._packed
+        docs, tf = packed.unpack()
+        index_dtype = np.int32 if len(self._ids) < 2**31 else np.int64
+        self._tf_matrix = sp.csr_matrix((tf, docs.astype(index_dtype), np.asarray(packed.indptr)),
+                                        shape=(packed.n_terms, len(self._ids)), copy=False)
+        self._packed = None
+        self._refresh()
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -140,7 +181,7 @@ class BM25(Index):
         }
 
     def __repr__(self) -> str:
-        state = f"{self.n_docs} documents" if self._tf is not None else "not indexed"
+        state = f"{self.n_docs} documents" if self._has_data() else "not indexed"
         return f"BM25(variant={self.variant!r}, k1={self.k1}, b={self.b}, {state})"
 
     @property
@@ -283,7 +324,7 @@ class BM25(Index):
         self._nonocc = self._idf * self._base if shared is None or shared[3] else np.zeros(len(df))
 
     def _install_scores(self, values: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
-        self._scores = sp.csr_matrix((values, indices, indptr), shape=self._tf.shape, copy=False)
+        self._scores_matrix = sp.csr_matrix((values, indices, indptr), shape=self._tf_matrix.shape, copy=False)
         self._columns = None
         self._id_array = np.array(self._ids, dtype=object)
         self._last_scores: tuple[str, np.ndarray] | None = None  # score() reuses one query's vector
@@ -314,17 +355,32 @@ class BM25(Index):
             raise MissingDependencyError(f"backend='numba' needs numba: {install_hint('numba')}")
         return kernel
 
+    def _query_scores(self, encoded: list[list[int]]) -> tuple[sp.csr_matrix, list[list[int]]]:
+        """(per-posting scores, the queries' terms as its rows): the whole matrix, or for
+        packed postings the rows of the queries' terms alone, scored now."""
+        if self._packed is None:
+            return self._scores_matrix, encoded
+        terms = np.unique(np.fromiter((t for q in encoded for t in q), dtype=np.int64))
+        indptr, docs, tf = self._packed.rows(terms)
+        rows = np.repeat(np.arange(len(terms)), np.diff(indptr))
+        values = scoring.posting_scores(tf, self._doc_len[docs], self._idf[terms][rows], self._avg_len, self.variant,
+                                        self.k1, self.b, self.delta)
+        matrix = sp.csr_matrix((values, docs, indptr), shape=(len(terms), len(self._ids)), copy=False)
+        row_of = {term: row for row, term in enumerate(terms.tolist())}
+        return matrix, [[row_of[t] for t in q] for q in encoded]
+
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
-        n_total = max(self._scores.shape[1], 1)
+        scores, rows = self._query_scores(encoded)
+        n_total = max(scores.shape[1], 1)
         kernel = self._kernel()
         if kernel is not None:
-            batches = [(encoded, *top_k_numba(kernel, self._scores, encoded, k, mask))]
+            batches = [(encoded, *top_k_numba(kernel, scores, rows, k, mask))]
         else:
             block = max(1, min(1024, MAX_BLOCK_CELLS // n_total))
             batches = []
             for start in range(0, len(encoded), block):
                 chunk = encoded[start : start + block]
-                batches.append((chunk, *top_k_block(score_block(self._scores, chunk), k, mask)))
+                batches.append((chunk, *top_k_block(score_block(scores, rows[start : start + block]), k, mask)))
         results: list[Scores] = []
         for chunk, positions, values, counts in batches:
             if self._nonocc.any():
@@ -399,7 +455,7 @@ class BM25(Index):
     def _dense_scores(self, query: str) -> np.ndarray:
         """Score of every indexed position for ``query`` (deleted documents get 0), float64."""
         encoded = self._encode_queries([query])
-        dense = score_block(self._scores, encoded)[0].astype(np.float64)
+        dense = score_block(*self._query_scores(encoded))[0].astype(np.float64)
         if encoded[0]:
             dense += self._nonocc[encoded[0]].sum()
         dense[~self._live] = 0.0
@@ -448,9 +504,29 @@ class BM25(Index):
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
         return explain_score(self, query, doc_id)
 
+    def _posting(self, term: int, position: int) -> tuple[float, float]:
+        """(score, term frequency) of term id ``term`` in the document at ``position``; (0, 0)
+        when the document lacks the term."""
+        if self._packed is not None:
+            docs, tf = self._packed.row(term)
+        else:
+            lo, hi = self._tf_matrix.indptr[term], self._tf_matrix.indptr[term + 1]
+            docs, tf = self._tf_matrix.indices[lo:hi], self._tf_matrix.data[lo:hi]
+        j = int(np.searchsorted(docs, position))
+        if j == len(docs) or docs[j] != position:
+            return 0.0, 0.0
+        if self._packed is not None:
+            score = scoring.posting_scores(tf[j:j + 1], self._doc_len[[position]], self._idf[[term]], self._avg_len,
+                                           self.variant, self.k1, self.b, self.delta)[0]
+        else:
+            score = self._scores_matrix.data[self._scores_matrix.indptr[term] + j]
+        return float(score), float(tf[j])
+
     def _copy_data(self, clone: "BM25") -> None:
-        if self._tf is not None:
-            clone._tf = self._tf.copy()
+        if self._packed is not None:  # read-only: the copy unpacks it when it changes
+            clone._packed, clone._tf_matrix = self._packed, None
+        elif self._tf_matrix is not None:
+            clone._tf = self._tf_matrix.copy()
         clone._encoder = self._encoder.copy()
         clone._doc_len = self._doc_len.copy()
 

@@ -2,8 +2,8 @@
 are tokenized a batch at a time, their postings gathered until a memory budget fills, then
 flushed to disk as a *run* (terms x documents, sorted by term); at the end the runs are merged
 on disk a block of terms at a time (k-way, streaming) into one segment of the usual format,
-with every posting's score precomputed so that search memory-maps it (``postings_scores.npy``)
-instead of computing it in memory.
+its postings packed (:mod:`salience.search.packed`), which search reads memory-mapped a query
+term at a time.
 
 Work happens in ``OUT.building/`` beside the output: ``state.json`` records the runs flushed,
 the documents they hold and the vocabulary, replaced atomically after each run, so a build
@@ -32,7 +32,8 @@ import scipy.sparse as sp
 from salience.exceptions import DuplicateIdError, InputFormatError, InvalidParameterError, SalienceError
 from salience.io.files import atomic_write_text, check_output_path, fsync_dir
 from salience.parallel import progress_bar
-from salience.search import scoring, store
+from salience.search import store
+from salience.search.packed import PackedWriter
 from salience.search.sources import EmptyDocuments, iter_documents, resolve_corpus_path
 
 __all__ = ["build", "check_memory_mb", "DEFAULT_MEMORY_MB", "BUILD_STATE"]
@@ -43,8 +44,8 @@ BUILD_STATE = "salience.bm25-build"
 _BYTES_PER_TOKEN = 40
 #: bytes a posting of the run being gathered occupies (docs int32, tf float32, twice when flushed)
 _BYTES_PER_POSTING = 24
-#: bytes a posting occupies in the merge (keys, order, gathered copies, float64 temporaries)
-_MERGE_BYTES_PER_POSTING = 64
+#: bytes a posting occupies in the merge (keys, order, gathered copies, the packing's gaps and masks)
+_MERGE_BYTES_PER_POSTING = 80
 #: characters per token, to size a batch before it is tokenized (English averages about 6)
 _CHARS_PER_TOKEN = 4
 
@@ -342,14 +343,6 @@ def _check_budget(docs, encoded, budget: float, memory_mb: float) -> None:
             f"terms): give at least {need:.3g} MB (--memory-mb {max(need, 1):.0f}).")
 
 
-def _npy_writer(path: Path, dtype, n: int):
-    """An open ``.npy`` file of ``n`` items whose header is written; the caller appends the data."""
-    fh = open(path, "wb")
-    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
-                                              "fortran_order": False, "shape": (n,)})
-    return fh
-
-
 def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) -> None:
     """The runs merged a block of terms at a time into one segment, each posting scored."""
     n_terms = len(runs.terms)
@@ -364,9 +357,6 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
     nnz = int(indptr[-1])
     lengths = np.concatenate([runs.array(run, "lengths.bin", np.float32) for run in runs.runs])
     n_docs = len(lengths)
-    # the statistics exactly as BM25._refresh computes them, so scores equal an in-memory build's
-    avg_len = float(lengths.mean()) or 1.0
-    idf = scoring.idf(counts, n_docs, index.variant)
     index_dtype = np.int32 if nnz < 2**31 - 1 else np.int64
     segment = runs.folder / "segment"
     shutil.rmtree(segment, ignore_errors=True)
@@ -375,8 +365,7 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
     np.save(segment / "doc_lengths.npy", lengths)
     (segment / "terms.json").write_text(json.dumps(runs.terms, ensure_ascii=False), encoding="utf-8")
     block = max(1, int(budget / _MERGE_BYTES_PER_POSTING))
-    writers = {name: _npy_writer(segment / f"postings_{name}.npy", dtype, nnz)
-               for name, dtype in (("docs", index_dtype), ("tf", np.float32), ("scores", np.float32))}
+    writer = PackedWriter(segment)
     try:
         with progress_bar(nnz, "merging", show_progress, unit="posting") as bar:
             first = 0
@@ -384,32 +373,25 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
                 # terms [first, last) hold about ``block`` postings (at least one term)
                 last = max(first + 1, int(np.searchsorted(indptr, indptr[first] + block, side="right")) - 1)
                 last = min(last, n_terms)
-                keys, docs, tf = [], [], []
+                keys, docs, tf = [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.int32)], [np.zeros(0, dtype=np.float32)]
                 for run, starts in zip(runs.runs, run_indptr):
                     lo, hi = int(starts[first]), int(starts[last])
                     if hi > lo:
                         keys.append(np.repeat(np.arange(first, last, dtype=np.int32), np.diff(starts[first:last + 1])))
                         docs.append(runs.array(run, "docs.bin", np.int32, lo, hi))
                         tf.append(runs.array(run, "tf.bin", np.float32, lo, hi))
-                if keys:
-                    # runs hold increasing document numbers: a stable sort by term keeps each term's
-                    # postings in document order
-                    key = np.concatenate(keys)
-                    order = np.argsort(key, kind="stable")
-                    key, block_docs, block_tf = key[order], np.concatenate(docs)[order], np.concatenate(tf)[order]
-                    scores = scoring.posting_scores(block_tf, lengths[block_docs], idf[key], avg_len, index.variant,
-                                                    index.k1, index.b, index.delta)
-                    writers["docs"].write(block_docs.astype(index_dtype).tobytes())
-                    writers["tf"].write(block_tf.tobytes())
-                    writers["scores"].write(scores.tobytes())
-                    bar.update(len(key))
+                # runs hold increasing document numbers: a stable sort by term keeps each term's
+                # postings in document order
+                order = np.argsort(np.concatenate(keys), kind="stable")
+                writer.write(counts[first:last], np.concatenate(docs)[order], np.concatenate(tf)[order])
+                bar.update(len(order))
                 first = last
-    finally:
-        for fh in writers.values():
-            fh.close()
+    except BaseException:
+        writer.abandon()
+        raise
+    writer.close()
     _join_rows(runs, segment, index.store_documents)
     files = store.file_table(segment)
-    record = store.scoring_record(index)
 
     def move_segment(folder: Path) -> dict:
         folder.mkdir(parents=True, exist_ok=True)
@@ -418,8 +400,6 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
         return files
 
     def manifest(segments: list[dict]) -> str:
-        for entry in segments:
-            entry["scored_with"] = record
         return store.manifest_text(index.get_params(), index.tokenizer.get_config(), n_docs, segments, {})
 
     store.save_whole(out, n_docs, move_segment, manifest, store.is_own_output)

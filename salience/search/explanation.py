@@ -64,16 +64,7 @@ def explain_score(index, query: str, doc_id: str) -> Explanation:
         counts[t] = counts.get(t, 0) + 1
     terms = []
     for t, qtf in counts.items():
-        start, end = index._scores.indptr[t], index._scores.indptr[t + 1]
-        row_docs = index._scores.indices[start:end]
-        j = np.searchsorted(row_docs, pos)
-        occurs = j < len(row_docs) and row_docs[j] == pos
-        value = float(index._scores.data[start + j]) if occurs else 0.0
-        tf_value = 0.0
-        if occurs:
-            tf_start, tf_end = index._tf.indptr[t], index._tf.indptr[t + 1]
-            tj = np.searchsorted(index._tf.indices[tf_start:tf_end], pos)
-            tf_value = float(index._tf.data[tf_start + tj])
+        value, tf_value = index._posting(t, pos)
         contribution = qtf * (value + float(index._nonocc[t]))
         terms.append(TermContribution(index._encoder.terms[t], float(qtf), tf_value, float(index._idf[t]), contribution))
     terms.sort(key=lambda c: -c.contribution)

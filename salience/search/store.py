@@ -1,4 +1,4 @@
-"""On-disk format of a BM25 index (format version 1).
+"""On-disk format of a BM25 index (format version 3).
 
 ::
 
@@ -8,13 +8,18 @@
       seg-000000/
         terms.json            the segment's terms (row i of the postings)
         postings_indptr.npy   row pointers (CSR, terms x documents)
-        postings_docs.npy     document number within the segment
-        postings_tf.npy       field-weighted term frequency (float32)
+        postings_docs_width.npy, postings_docs_{1,2,4}.npy
+                              document numbers within the segment, as gaps, packed per term
+                              (:mod:`salience.search.packed`)
+        postings_tf_width.npy, postings_tf_{1,2,4}.npy
+                              field-weighted term frequencies, packed per term
         doc_lengths.npy       field-weighted document length (float32)
         ids.json              document ids
         metadata.jsonl        one JSON object per document
         documents.jsonl       stored fields (when store_documents)
 
+Versions 1 and 2 stored ``postings_docs.npy`` (int32) and ``postings_tf.npy`` (float32)
+unpacked, and a bulk build of version 2 also ``postings_scores.npy``: they still load.
 Arrays are ``.npy`` files opened memory-mapped. A full save builds the folder under a temporary
 name and renames it into place; a commit writes each new segment the same way and then replaces
 ``manifest.json`` atomically, which is the single commit point: a crash leaves the previous
@@ -39,6 +44,7 @@ import scipy.sparse as sp
 
 from salience.exceptions import CorruptIndexError
 from salience.io.files import atomic_directory, atomic_write_text, folder_format, fsync_dir
+from salience.search.packed import PackedPostings, packed_files, write_packed
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -46,8 +52,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMAT = "salience.bm25"
 # 2: the manifest carries a SHA-256 of its own content ("checksum"); version 1 manifests
-# (without one) still load.
-FORMAT_VERSION = 2
+# (without one) still load. 3: postings packed (salience.search.packed).
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 #: the names of the folders an index owns inside its folder; anything else there is the user's
 SEGMENT_NAME = re.compile(r"seg-\d{6}")
@@ -85,8 +91,7 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
     tf.sort_indices()
     index_dtype = np.int32 if tf.nnz < 2**31 - 1 else np.int64
     np.save(folder / "postings_indptr.npy", tf.indptr.astype(index_dtype))
-    np.save(folder / "postings_docs.npy", tf.indices.astype(index_dtype))
-    np.save(folder / "postings_tf.npy", tf.data.astype(np.float32))
+    write_packed(folder, np.diff(tf.indptr), tf.indices, tf.data)
     np.save(folder / "doc_lengths.npy", index._doc_len[start:stop].astype(np.float32))
     terms = index._encoder.terms
     (folder / "terms.json").write_text(json.dumps([terms[t] for t in used], ensure_ascii=False), encoding="utf-8")
@@ -321,7 +326,7 @@ def _checked_manifest(path: Path) -> dict:
         raise CorruptIndexError(
             f"{manifest_path}: format version {version!r} is newer than this salience reads ({FORMAT_VERSION}); upgrade salience."
         )
-    if version not in (1, 2) or isinstance(version, bool):
+    if version not in (1, 2, 3) or isinstance(version, bool):
         raise CorruptIndexError(f"{manifest_path}: unknown format version {version!r}; the manifest is damaged.")
     if version >= 2:
         body = {key: value for key, value in manifest.items() if key != "checksum"}
@@ -352,8 +357,9 @@ class _Segment(NamedTuple):
     """One segment folder as read: its postings in the index's vocabulary and its documents."""
     term_rows: np.ndarray  # the index's term id of each row of the segment's postings
     indptr: np.ndarray
-    docs: np.ndarray
-    tf: np.ndarray
+    docs: np.ndarray | None  # None when packed
+    tf: np.ndarray | None
+    packed: PackedPostings | None
     lengths: np.ndarray
     ids: list
     metadata: list
@@ -364,7 +370,8 @@ class _Segment(NamedTuple):
     def tf_columns(self, n_terms: int) -> sp.csr_matrix:
         """The segment's postings as (all terms x its documents) term counts."""
         rows = np.repeat(self.term_rows, np.diff(self.indptr))
-        return sp.coo_matrix((np.asarray(self.tf, dtype=np.float32), (rows, np.asarray(self.docs, dtype=np.int64))),
+        docs, tf = self.packed.unpack() if self.packed is not None else (self.docs, self.tf)
+        return sp.coo_matrix((np.asarray(tf, dtype=np.float32), (rows, np.asarray(docs, dtype=np.int64))),
                              shape=(n_terms, len(self.ids))).tocsr()
 
 
@@ -378,27 +385,33 @@ def _read_segment(path: Path, segment: dict, deleted: dict, encoder: TermEncoder
     terms = _read_json(folder / "terms.json")
     ids = _read_json(folder / "ids.json")
     indptr = _load_array(folder / "postings_indptr.npy")
-    docs = _load_array(folder / "postings_docs.npy")
-    tf = _load_array(folder / "postings_tf.npy")
     lengths = _load_array(folder / "doc_lengths.npy")
     where = folder / "postings_indptr.npy"
-    if (
-        indptr.ndim != 1
-        or len(indptr) != len(terms) + 1
-        or indptr[0] != 0
-        or indptr[-1] != len(docs)
-        or len(tf) != len(docs)
-        or np.any(np.diff(indptr) < 0)
-    ):
+    if indptr.ndim != 1 or len(indptr) != len(terms) + 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0):
         raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
-    if len(ids) != n_docs or len(lengths) != n_docs or (verify and len(docs) and (docs.min() < 0 or docs.max() >= n_docs)):
-        raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
+    if len(ids) != n_docs or len(lengths) != n_docs:
+        raise CorruptIndexError(f"{folder / 'ids.json'}: {len(ids)} ids and {len(lengths)} lengths for the "
+                                f"manifest's {n_docs} documents; the index is damaged.")
+    packed = docs = tf = None
+    if "postings_docs_width.npy" in segment.get("files", {}) or (folder / "postings_docs_width.npy").is_file():
+        arrays = {name: _load_array(folder / name) for name in packed_files()}
+        try:
+            packed = (PackedPostings.check(indptr, arrays, n_docs) if verify else PackedPostings(indptr, arrays))
+        except ValueError as err:
+            raise CorruptIndexError(f"{folder}: {err}; the index is damaged.") from None
+    else:  # formats 1 and 2
+        docs = _load_array(folder / "postings_docs.npy")
+        tf = _load_array(folder / "postings_tf.npy")
+        if indptr[-1] != len(docs) or len(tf) != len(docs):
+            raise CorruptIndexError(f"{where}: postings do not match terms.json; the index is damaged.")
+        if verify and len(docs) and (docs.min() < 0 or docs.max() >= n_docs):
+            raise CorruptIndexError(f"{folder / 'postings_docs.npy'}: document numbers do not match the manifest.")
     term_rows = np.fromiter(map(encoder.add_term, terms), dtype=np.int64, count=len(terms))
     live = np.ones(n_docs, dtype=bool)
     dead = deleted.get(segment["name"], [])
     if dead:
         live[np.asarray(dead, dtype=np.int64)] = False
-    return _Segment(term_rows, indptr, docs, tf, lengths, ids, _read_jsonl(folder / "metadata.jsonl", n_docs),
+    return _Segment(term_rows, indptr, docs, tf, packed, lengths, ids, _read_jsonl(folder / "metadata.jsonl", n_docs),
                     _read_jsonl(folder / "documents.jsonl", n_docs) if stored else None, live,
                     {key: segment[key] for key in ("name", "n_docs", "files", "scored_with") if key in segment})
 
@@ -433,8 +446,15 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
     index._doc_len = np.concatenate([index._doc_len] + [np.asarray(s.lengths, dtype=np.float32) for s in read])
     index._encoder = encoder
     n_terms = len(encoder.terms)
-    if len(read) == 1:  # one segment is used as it is, memory-mapped
-        only = read[0]
+    only = read[0] if len(read) == 1 else None
+    if only is not None and only.packed is not None and not deleted and np.array_equal(only.term_rows, np.arange(n_terms)):
+        # one packed segment is searched as it is, memory-mapped
+        if len(index._pos) != len(index._ids):
+            raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
+        index._path = path
+        index._use_packed(only.packed)
+        return index
+    if only is not None and only.packed is None:  # one segment is used as it is, memory-mapped
         index._tf = sp.csr_matrix((np.asarray(only.tf, dtype=np.float32), np.asarray(only.docs), np.asarray(only.indptr)),
                                   shape=(n_terms, len(index._ids)), copy=False)
     else:
@@ -469,8 +489,8 @@ def reopen_index(index: "BM25", verify: bool = False) -> "BM25":
         new = index.copy()
         for record in listed[len(known):]:
             segment = _read_segment(path, record, deleted, new._encoder, verify, new._stored is not None)
-            _append_rows(new, segment)
             new._append_columns(segment.tf_columns(len(new._encoder.terms)), np.asarray(segment.lengths, dtype=np.float32))
+            _append_rows(new, segment)
         start = 0
         for record in listed[:len(known)]:  # deletions committed since (a document never comes back)
             for offset in deleted.get(record["name"], []):

@@ -59,6 +59,8 @@ def test_runs_merged_on_disk_equal_an_in_memory_build(tmp_path, params, monkeypa
     monkeypatch.setattr(bulk._Runs, "flush", lambda self, *a: (flushed.append(1), real_flush(self, *a))[1])
     built = BM25(**params).build(source, tmp_path / "index", memory_mb=0.2)
     assert len(flushed) >= 5  # the budget forced several runs
+    # search reads the packed postings the build wrote, memory-mapped, and a reload does too
+    assert built._packed is not None and _memory_mapped(built._packed._kinds["docs"][2][1])
     reference = BM25(**params).fit(source)
     _same(built, reference, _queries())
     # the postings themselves, and what the store keeps
@@ -67,11 +69,10 @@ def test_runs_merged_on_disk_equal_an_in_memory_build(tmp_path, params, monkeypa
     assert built.ids == reference.ids
     assert built.document("d7") == reference.document("d7")
     assert built.search("w1 w2", k=5, where={"year": 2003}).ids == reference.search("w1 w2", k=5, where={"year": 2003}).ids
-    # search reads the scores the build wrote, memory-mapped, and a reload does too
-    assert (tmp_path / "index" / "seg-000000" / "postings_scores.npy").is_file()
     again = BM25.load(tmp_path / "index")
-    assert _memory_mapped(again._scores.data) and _memory_mapped(built._scores.data)
+    assert again._packed is not None and _memory_mapped(again._packed._kinds["docs"][2][1])
     _same(again, reference, _queries())
+    assert again._packed is not None  # searching did not unpack it
     assert not (tmp_path / "index.building").exists()
 
 
@@ -167,14 +168,14 @@ def test_bad_sources_and_outputs_are_named(tmp_path):
     assert (tmp_path / "x.building" / "data.csv").is_file()
 
 
-def test_damaged_saved_scores_are_named(tmp_path):
+def test_damaged_packed_postings_are_named(tmp_path):
     BM25().build(_corpus(50), tmp_path / "index")
-    scores = tmp_path / "index" / "seg-000000" / "postings_scores.npy"
-    np.save(scores, np.zeros(3, dtype=np.float32))
-    with pytest.raises(CorruptIndexError, match="postings_scores.npy"):
+    gaps = tmp_path / "index" / "seg-000000" / "postings_docs_1.npy"
+    np.save(gaps, np.zeros(3, dtype=np.uint8))
+    with pytest.raises(CorruptIndexError, match="postings_docs_1.npy"):
         BM25.load(tmp_path / "index")  # its size and checksum
-    with pytest.raises(CorruptIndexError, match="postings_scores.npy"):
-        BM25.load(tmp_path / "index", verify=False)  # its shape
+    with pytest.raises(CorruptIndexError, match="postings_docs_1.npy holds 3 values"):
+        BM25.load(tmp_path / "index", verify=False)  # its length
 
 
 def test_the_cli_builds_within_the_budget(tmp_path, capsys):

@@ -129,9 +129,9 @@ def test_a_damaged_or_unlike_shard_is_named_at_load(tmp_path):
     with pytest.raises(CorruptIndexError, match=r"shard-001: built with k1=0.9, the sharded index with k1=1.5"):
         ShardedIndex.load(out)
     ShardedIndex.build(_corpus(60), n_shards=2, out=out)
-    postings = out / "shard-000" / "seg-000000" / "postings_tf.npy"
+    postings = out / "shard-000" / "seg-000000" / "postings_tf_1.npy"
     postings.write_bytes(postings.read_bytes()[:-8] + b"\0" * 8)
-    with pytest.raises(CorruptIndexError, match="shard-000.*postings_tf.npy"):
+    with pytest.raises(CorruptIndexError, match="shard-000.*postings_tf_1.npy"):
         ShardedIndex.load(out)
     shutil.rmtree(out / "shard-001")
     with pytest.raises(CorruptIndexError, match="shard folder shard-001 is missing"):

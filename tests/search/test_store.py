@@ -22,13 +22,14 @@ def test_save_load_round_trip(tmp_path):
     index = BM25(variant="bm25+", k1=1.2, b=0.6, tokenizer=Tokenizer(stemmer=None)).index(DOCS)
     index.save(tmp_path / "ix")
     loaded = BM25.load(tmp_path / "ix")
+    assert loaded._packed is not None  # searched packed, memory-mapped
     assert loaded.get_params() == index.get_params()
     assert loaded.tokenizer.get_config() == index.tokenizer.get_config()
     assert _results(loaded) == _results(index)
     assert loaded.document("d5")["year"] == 1995
     assert loaded.search("w1", where={"year": {"<": 2000}}).ids == index.search("w1", where={"year": {"<": 2000}}).ids
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
-    assert manifest["format_version"] == 2 and manifest["n_docs"] == 120 and manifest["checksum"].startswith("sha256:")
+    assert manifest["format_version"] == 3 and manifest["n_docs"] == 120 and manifest["checksum"].startswith("sha256:")
 
 
 def test_add_delete_merge_equal_fresh_build(tmp_path):
@@ -191,21 +192,21 @@ def _saved(tmp_path):
 
 def test_truncated_array_named(tmp_path):
     path = _saved(tmp_path)
-    target = path / "seg-000000" / "postings_tf.npy"
+    target = path / "seg-000000" / "postings_tf_1.npy"
     target.write_bytes(target.read_bytes()[:-7])
-    with pytest.raises(CorruptIndexError, match="postings_tf.npy.*partial write"):
+    with pytest.raises(CorruptIndexError, match="postings_tf_1.npy.*partial write"):
         BM25.load(path)
-    with pytest.raises(CorruptIndexError, match="postings_tf.npy"):
+    with pytest.raises(CorruptIndexError, match="postings_tf_1.npy"):
         BM25.load(path, verify=False)
 
 
 def test_flipped_byte_named(tmp_path):
     path = _saved(tmp_path)
-    target = path / "seg-000000" / "postings_docs.npy"
+    target = path / "seg-000000" / "postings_docs_1.npy"
     data = bytearray(target.read_bytes())
     data[-1] ^= 0xFF
     target.write_bytes(bytes(data))
-    with pytest.raises(CorruptIndexError, match="postings_docs.npy: checksum mismatch"):
+    with pytest.raises(CorruptIndexError, match="postings_docs_1.npy: checksum mismatch"):
         BM25.load(path)
 
 

@@ -1,0 +1,124 @@
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from salience import CorruptIndexError
+from salience.search import BM25, store
+from salience.search.packed import PackedPostings, pack_block, packed_files, write_packed
+
+DOCS = [
+    {"_id": f"d{i}", "title": f"title {i % 7}", "text": " ".join(f"w{(i * j) % 37}" for j in range(1, 3 + i % 13)),
+     "year": 1990 + i % 30}
+    for i in range(400)
+]
+QUERIES = ["w1 w2", "w3 title", "w5 w5 w30", "title 3", "w7", "nothing here", "w36 w2 w2 w11"]
+
+
+def _packed(tmp_path, matrix: sp.csr_matrix, n_docs: int) -> PackedPostings:
+    write_packed(tmp_path, np.diff(matrix.indptr), matrix.indices, matrix.data)
+    arrays = {name: np.load(tmp_path / name, mmap_mode="r") for name in packed_files()}
+    return PackedPostings.check(matrix.indptr, arrays, n_docs)
+
+
+def test_each_term_gets_the_narrowest_width_its_values_fit():
+    counts = np.array([3, 0, 2, 2, 1])
+    docs = np.array([0, 5, 300, 7, 70_000, 1, 2, 9])
+    tf = np.array([1, 2, 255, 1.5, 1, 256, 3, 70_000], dtype=np.float32)
+    packed = pack_block(counts, docs, tf)
+    widths, parts = packed["docs"]
+    # gaps: [0 5 295] [] [7 69993] [1 1] [9]
+    assert widths.tolist() == [2, 1, 4, 1, 1]
+    assert parts[1].tolist() == [1, 1, 9] and parts[2].tolist() == [0, 5, 295] and parts[4].tolist() == [7, 69_993]
+    widths, parts = packed["tf"]
+    assert widths.tolist() == [1, 1, 4, 2, 4]  # whole numbers <= 255, a fraction, <= 65535, larger
+    assert parts[1].dtype == np.uint8 and parts[2].dtype == np.uint16 and parts[4].dtype == np.float32
+    assert parts[2].tolist() == [256, 3] and parts[4].tolist() == [1.5, 1.0, 70_000.0]
+
+
+@pytest.mark.parametrize("density", [0.5, 0.01, 0.0005])
+def test_unpack_row_and_rows_give_back_the_postings(tmp_path, density):
+    rng = np.random.default_rng(3)
+    matrix = sp.random(200, 90_000, density=density, random_state=4, format="csr", dtype=np.float32)
+    matrix.data = np.ceil(matrix.data * rng.choice([3, 300, 90_000], matrix.nnz)).astype(np.float32)
+    matrix.data[::97] = 0.25
+    matrix.sort_indices()
+    packed = _packed(tmp_path, matrix, 90_000)
+    docs, tf = packed.unpack()
+    np.testing.assert_array_equal(docs, matrix.indices)
+    np.testing.assert_array_equal(tf, matrix.data)
+    for term in (0, 57, 199):
+        docs, tf = packed.row(term)
+        np.testing.assert_array_equal(docs, matrix[term].indices)
+        np.testing.assert_array_equal(tf, matrix[term].data)
+    terms = np.array([9, 2, 150])
+    indptr, docs, tf = packed.rows(terms)
+    sub = matrix[terms]
+    np.testing.assert_array_equal(indptr, sub.indptr)
+    np.testing.assert_array_equal(docs, sub.indices)
+    np.testing.assert_array_equal(tf, sub.data)
+    with pytest.raises(ValueError, match="beyond the segment's 1000"):
+        PackedPostings.check(matrix.indptr, {name: np.load(tmp_path / name) for name in packed_files()}, 1000)
+
+
+def _equal_results(a: BM25, b: BM25):
+    for x, y in zip(a.search_batch(QUERIES, k=15), b.search_batch(QUERIES, k=15)):
+        assert x.ids == y.ids
+        np.testing.assert_array_equal(x.values, y.values)
+
+
+@pytest.mark.parametrize("params", [{}, {"variant": "bm25+", "b": 0.3, "backend": "numpy"},
+                                    {"variant": "bm25l", "field_weights": {"title": 2.5}, "backend": "numpy"},
+                                    {"variant": "tfidf"}])
+def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params):
+    memory = BM25(**params).index(DOCS)
+    memory.save(tmp_path / "ix")
+    packed = BM25.load(tmp_path / "ix")
+    assert packed._packed is not None
+    _equal_results(packed, memory)
+    assert packed.search("w1", where={"year": {"<": 2000}}).ids == memory.search("w1", where={"year": {"<": 2000}}).ids
+    for query in QUERIES[:4]:
+        np.testing.assert_array_equal(packed.get_scores(query).values, memory.get_scores(query).values)
+        np.testing.assert_array_equal(packed.score(query, ["d5", "d44"]).values, memory.score(query, ["d5", "d44"]).values)
+        assert packed.explain(query, "d12").to_dict() == memory.explain(query, "d12").to_dict()
+    assert packed._packed is not None  # nothing above unpacked it
+    # a copy shares the packed postings and unpacks only itself when it changes
+    copy = packed.copy().add([{"_id": "new", "text": "w1 w2 w2"}]).delete(["d3"])
+    assert packed._packed is not None and copy._packed is None
+    _equal_results(copy, BM25(**params).index([d for d in DOCS if d["_id"] != "d3"] + [{"_id": "new", "text": "w1 w2 w2"}]))
+    _equal_results(packed, memory)
+
+
+def test_packed_postings_are_smaller_than_unpacked(tmp_path):
+    BM25().index(DOCS).save(tmp_path / "ix")
+    folder = tmp_path / "ix" / "seg-000000"
+    nnz = int(np.load(folder / "postings_indptr.npy")[-1])
+    packed_bytes = sum((folder / name).stat().st_size - 128 for name in packed_files())
+    assert packed_bytes <= 2.5 * nnz  # against 8 bytes a posting unpacked (int32 + float32)
+
+
+def test_indexes_saved_unpacked_by_earlier_versions_still_load(tmp_path):
+    index = BM25().index(DOCS)
+    index.save(tmp_path / "ix")
+    folder = tmp_path / "ix" / "seg-000000"
+    docs, tf = BM25.load(tmp_path / "ix")._packed.unpack()
+    np.save(folder / "postings_docs.npy", docs.astype(np.int32))
+    np.save(folder / "postings_tf.npy", tf)
+    for name in packed_files():
+        (folder / name).unlink()
+    manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
+    manifest.pop("checksum")
+    manifest["format_version"] = 2
+    manifest["segments"][0]["files"] = store.file_table(folder)
+    manifest["checksum"] = store._manifest_digest(manifest)
+    (tmp_path / "ix" / "manifest.json").write_text(json.dumps(manifest))
+    old = BM25.load(tmp_path / "ix")
+    assert old._packed is None
+    _equal_results(old, index)
+    old.add([{"_id": "new", "text": "w1"}]).commit()  # a commit to it writes a packed segment beside the old one
+    again = BM25.load(tmp_path / "ix")
+    assert (tmp_path / "ix" / "seg-000001" / "postings_docs_width.npy").is_file() and "new" in again
+    with pytest.raises(CorruptIndexError, match="postings_docs.npy"):
+        (folder / "postings_docs.npy").write_bytes(b"garbage")
+        BM25.load(tmp_path / "ix", verify=False)
