@@ -1,4 +1,4 @@
-"""Optional numba kernel for query scoring and top-k (the ``numba`` backend).
+"""Optional numba kernels for query scoring and top-k (the ``numba`` backend).
 
 It computes exactly what the numpy backend computes, in the same order of additions, so
 results are identical; it only avoids the dense (queries x documents) block by touching
@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from salience.search.scoring import tf_formula as _tf_formula
+
+tf_formula = njit(inline="always")(_tf_formula)
 
 
 @njit(inline="always")
@@ -77,6 +81,46 @@ def _select(candidates, n_candidates, n_docs, acc, mask, k, heap_val, heap_idx, 
     return size
 
 
+@njit(inline="always")
+def _add_postings(docs, values, lo, hi, acc, touched, n_touched, dense):
+    """Add postings [lo, hi) to the accumulator; return how many documents are touched."""
+    if dense:
+        for p in range(lo, hi):
+            acc[docs[p]] += values[p]
+    else:
+        for p in range(lo, hi):
+            value = values[p]
+            if value <= 0.0:
+                continue  # a zero-weight posting neither scores nor makes a document match
+            d = docs[p]
+            if acc[d] == 0.0:  # first touch: every stored value is >= 0, so sums are too
+                touched[n_touched] = d
+                n_touched += 1
+            acc[d] += value
+    return n_touched
+
+
+@njit(inline="always")
+def _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count):
+    """Take the query's best ``k`` into row ``q`` of the outputs and clear the accumulator."""
+    if dense:
+        size = _select(acc, n_docs, n_docs, acc, mask, k, heap_val, heap_idx, True)
+        acc[:] = 0.0
+    else:
+        size = _select(touched, n_touched, n_docs, acc, mask, k, heap_val, heap_idx, False)
+        for j in range(n_touched):
+            acc[touched[j]] = 0.0
+    out_count[q] = size
+    # pop the worst first, filling the row from the back
+    while size > 0:
+        size -= 1
+        out_val[q, size] = heap_val[0]
+        out_idx[q, size] = heap_idx[0]
+        heap_val[0] = heap_val[size]
+        heap_idx[0] = heap_idx[size]
+        _sift_down(heap_val, heap_idx, size, 0)
+
+
 @njit(cache=True, nogil=True)
 def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, mask, out_idx, out_val, out_count):
     """Score each query (terms ``query_terms[query_indptr[q]:query_indptr[q+1]]``) and write its
@@ -96,32 +140,67 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
         n_touched = 0
         for j in range(query_indptr[q], query_indptr[q + 1]):
             t = query_terms[j]
-            if dense:
-                for p in range(indptr[t], indptr[t + 1]):
-                    acc[indices[p]] += data[p]
+            n_touched = _add_postings(indices, data, indptr[t], indptr[t + 1], acc, touched, n_touched, dense)
+        _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+
+
+@njit(inline="always")
+def _gaps_to_docs(gaps, start, count, out):
+    doc = 0
+    for i in range(count):
+        doc += gaps[start + i]
+        out[i] = doc
+
+
+@njit(inline="always")
+def _widened(values, start, count, out):
+    for i in range(count):
+        out[i] = values[start + i]
+
+
+@njit(cache=True, nogil=True)
+def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
+                 doc_len, idf, avg_len, code, k1, b, delta, base, query_indptr, query_terms, n_docs, k, mask,
+                 out_idx, out_val, out_count):
+    """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`): each query
+    term's postings decoded and scored (``scoring.tf_formula``, the vectorised path's formula)
+    as they are added, so nothing but the query's postings is read."""
+    acc = np.zeros(n_docs, dtype=np.float64)
+    touched = np.empty(n_docs, dtype=np.int64)
+    heap_val = np.empty(k, dtype=np.float64)
+    heap_idx = np.empty(k, dtype=np.int64)
+    longest = 1
+    for j in range(len(query_terms)):
+        longest = max(longest, counts[query_terms[j]])
+    docs = np.empty(longest, dtype=np.int64)
+    tf = np.empty(longest, dtype=np.float64)
+    values = np.empty(longest, dtype=np.float32)
+    for q in range(len(query_indptr) - 1):
+        n_postings = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            n_postings += counts[query_terms[j]]
+        dense = 4 * n_postings >= n_docs
+        n_touched = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            t = query_terms[j]
+            n = counts[t]
+            width, start = gap_width[t], gap_offset[t]
+            if width == 1:
+                _gaps_to_docs(gaps1, start, n, docs)
+            elif width == 2:
+                _gaps_to_docs(gaps2, start, n, docs)
             else:
-                for p in range(indptr[t], indptr[t + 1]):
-                    value = data[p]
-                    if value <= 0.0:
-                        continue  # a zero-weight posting neither scores nor makes a document match
-                    d = indices[p]
-                    if acc[d] == 0.0:  # first touch: every stored value is >= 0, so sums are too
-                        touched[n_touched] = d
-                        n_touched += 1
-                    acc[d] += value
-        if dense:
-            size = _select(acc, n_docs, n_docs, acc, mask, k, heap_val, heap_idx, True)
-            acc[:] = 0.0
-        else:
-            size = _select(touched, n_touched, n_docs, acc, mask, k, heap_val, heap_idx, False)
-            for j in range(n_touched):
-                acc[touched[j]] = 0.0
-        out_count[q] = size
-        # pop the worst first, filling the row from the back
-        while size > 0:
-            size -= 1
-            out_val[q, size] = heap_val[0]
-            out_idx[q, size] = heap_idx[0]
-            heap_val[0] = heap_val[size]
-            heap_idx[0] = heap_idx[size]
-            _sift_down(heap_val, heap_idx, size, 0)
+                _gaps_to_docs(gaps4, start, n, docs)
+            width, start = tf_width[t], tf_offset[t]
+            if width == 1:
+                _widened(tf1, start, n, tf)
+            elif width == 2:
+                _widened(tf2, start, n, tf)
+            else:
+                _widened(tf4, start, n, tf)
+            weight = idf[t]
+            for i in range(n):
+                tfc = tf_formula(tf[i], np.float64(doc_len[docs[i]]), avg_len, code, k1, b, delta)
+                values[i] = np.float32(weight * (tfc - base))
+            n_touched = _add_postings(docs, values, 0, n, acc, touched, n_touched, dense)
+        _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)

@@ -34,7 +34,7 @@ from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.packed import PackedPostings
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
-from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba
+from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
 from salience.search.sources import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
@@ -370,13 +370,16 @@ class BM25(Index):
         return matrix, [[row_of[t] for t in q] for q in encoded]
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
-        scores, rows = self._query_scores(encoded)
-        n_total = max(scores.shape[1], 1)
         kernel = self._kernel()
-        if kernel is not None:
+        if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
+            batches = [(encoded, *top_k_packed_numba(self._packed, self._doc_len, self._idf, self._avg_len, self.variant,
+                                                     self.k1, self.b, self.delta, encoded, k, mask))]
+        elif kernel is not None:
+            scores, rows = self._query_scores(encoded)
             batches = [(encoded, *top_k_numba(kernel, scores, rows, k, mask))]
         else:
-            block = max(1, min(1024, MAX_BLOCK_CELLS // n_total))
+            scores, rows = self._query_scores(encoded)
+            block = max(1, min(1024, MAX_BLOCK_CELLS // max(scores.shape[1], 1)))
             batches = []
             for start in range(0, len(encoded), block):
                 chunk = encoded[start : start + block]

@@ -144,6 +144,15 @@ class PackedPostings:
         docs -= np.cumsum(restart)
         return docs, tf
 
+    def kernel_arrays(self) -> tuple:
+        """What the numba kernel reads: counts, then per kind (docs, tf) each term's width and
+        offset and the three arrays by width."""
+        out = [self.counts]
+        for kind in KINDS:
+            widths, offsets, parts = self._kinds[kind]
+            out += [widths, offsets, *(parts[w] for w in WIDTHS)]
+        return tuple(out)
+
     def nbytes(self) -> int:
         return sum(part.nbytes for _, _, parts in self._kinds.values() for part in parts.values())
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VARIANTS", "idf", "tf_component", "nonoccurrence_component", "posting_scores"]
+__all__ = ["VARIANTS", "idf", "tf_component", "tf_formula", "nonoccurrence_component", "posting_scores"]
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf")
 
@@ -48,21 +48,26 @@ def idf(df: np.ndarray, n_docs: int, variant: str) -> np.ndarray:
 
 def tf_component(tf: np.ndarray, doc_len: np.ndarray, avg_len: float, variant: str, k1: float, b: float, delta: float) -> np.ndarray:
     """Term-frequency component per (term, document) posting (float64)."""
-    tf = np.asarray(tf, dtype=np.float64)
-    norm = (1.0 - b) + b * np.asarray(doc_len, dtype=np.float64) / avg_len
-    if variant in ("lucene", "robertson"):
+    return tf_formula(np.asarray(tf, dtype=np.float64), np.asarray(doc_len, dtype=np.float64), avg_len,
+                      VARIANTS.index(variant), k1, b, delta)
+
+
+def tf_formula(tf, doc_len, avg_len, code, k1, b, delta):
+    """:func:`tf_component` on float64 arrays or on float64 scalars, the variant by its
+    position in :data:`VARIANTS`: arithmetic only, so the numba kernel that scores packed
+    postings compiles this same function and its scores are bit for bit the vectorised ones."""
+    norm = (1.0 - b) + b * doc_len / avg_len
+    if code <= 1:  # lucene, robertson
         return tf / (tf + k1 * norm)
-    if variant == "atire":
+    if code == 2:  # atire
         return tf * (k1 + 1.0) / (tf + k1 * norm)
-    if variant == "bm25l":
+    if code == 3:  # bm25l
         c = tf / norm + delta
         return (k1 + 1.0) * c / (k1 + c)
-    if variant == "bm25+":
+    if code == 4:  # bm25+
         return (k1 + 1.0) * tf / (k1 * norm + tf) + delta
-    if variant == "tfidf":
-        # ClassicSimilarity: sqrt(tf) with length norm 1 / sqrt(|d|)
-        return np.sqrt(tf) / np.sqrt(np.maximum(doc_len, 1e-12))
-    raise ValueError(variant)  # pragma: no cover
+    # tfidf: ClassicSimilarity's sqrt(tf) with length norm 1 / sqrt(|d|)
+    return np.sqrt(tf) / np.sqrt(np.maximum(doc_len, 1e-12))
 
 
 def nonoccurrence_component(variant: str, k1: float, delta: float) -> float:

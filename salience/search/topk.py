@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["score_block", "top_k_block", "top_k_numba", "numba_kernel", "MAX_BLOCK_CELLS"]
+__all__ = ["score_block", "top_k_block", "top_k_numba", "top_k_packed_numba", "numba_kernel", "MAX_BLOCK_CELLS"]
 
 #: a batch of queries is scored into a dense (batch x documents) block of at most this many cells
 MAX_BLOCK_CELLS = 1 << 22
@@ -85,10 +85,7 @@ def top_k_block(dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.
 def top_k_numba(kernel, scores, encoded: list[list[int]], k: int, mask: np.ndarray | None):
     """The compiled kernel's top ``k`` per query over ``scores`` (terms x documents CSR)."""
     n_total = scores.shape[1]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=query_indptr[1:])
-    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
+    query_indptr, query_terms = _query_arrays(encoded)
     width = min(k, n_total)
     positions = np.zeros((len(encoded), width), dtype=np.int64)
     values = np.zeros((len(encoded), width), dtype=np.float64)
@@ -96,4 +93,33 @@ def top_k_numba(kernel, scores, encoded: list[list[int]], k: int, mask: np.ndarr
     if mask is None:
         mask = np.ones(n_total, dtype=bool)
     kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
+    return positions, values, counts
+
+
+def _query_arrays(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=query_indptr[1:])
+    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
+    return query_indptr, query_terms
+
+
+def top_k_packed_numba(packed, doc_len: np.ndarray, idf: np.ndarray, avg_len: float, variant: str, k1: float, b: float,
+                       delta: float, encoded: list[list[int]], k: int, mask: np.ndarray | None):
+    """The compiled kernel's top ``k`` per query over packed postings (:mod:`salience.search.packed`),
+    each posting scored as it is read, as :func:`~salience.search.scoring.posting_scores` does."""
+    from salience.search import scoring
+    from salience.search._numba_kernels import top_k_packed
+
+    n_total = len(doc_len)
+    query_indptr, query_terms = _query_arrays(encoded)
+    width = min(k, n_total)
+    positions = np.zeros((len(encoded), width), dtype=np.int64)
+    values = np.zeros((len(encoded), width), dtype=np.float64)
+    counts = np.zeros(len(encoded), dtype=np.int64)
+    if mask is None:
+        mask = np.ones(n_total, dtype=bool)
+    top_k_packed(*packed.kernel_arrays(), doc_len, idf, float(avg_len), scoring.VARIANTS.index(variant), float(k1), float(b),
+                 float(delta), float(scoring.nonoccurrence_component(variant, k1, delta)), query_indptr, query_terms,
+                 n_total, width, mask, positions, values, counts)
     return positions, values, counts

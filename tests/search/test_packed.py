@@ -68,10 +68,13 @@ def _equal_results(a: BM25, b: BM25):
         np.testing.assert_array_equal(x.values, y.values)
 
 
-@pytest.mark.parametrize("params", [{}, {"variant": "bm25+", "b": 0.3, "backend": "numpy"},
-                                    {"variant": "bm25l", "field_weights": {"title": 2.5}, "backend": "numpy"},
-                                    {"variant": "tfidf"}])
-def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params):
+@pytest.mark.parametrize("backend", ["numba", "numpy"])
+@pytest.mark.parametrize("params", [{}, {"variant": "bm25+", "b": 0.3}, {"variant": "bm25l", "field_weights": {"title": 2.5}},
+                                    {"variant": "tfidf"}, {"variant": "atire", "k1": 0.9}, {"variant": "robertson"}])
+def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params, backend):
+    if backend == "numba":
+        pytest.importorskip("numba")  # the kernel that decodes and scores packed postings
+    params = {**params, "backend": backend}
     memory = BM25(**params).index(DOCS)
     memory.save(tmp_path / "ix")
     packed = BM25.load(tmp_path / "ix")
