@@ -105,12 +105,21 @@ def latency_ms(search, queries) -> tuple[float, float]:
     return float(np.percentile(times, 50)), float(np.percentile(times, 99))
 
 
+def best_qps(run_batch, n_queries: int, repeats: int = 3):
+    """queries/s of the best of ``repeats`` runs of the whole batch (every engine alike: one
+    batch takes a fraction of a second on a machine shared with other work) and its results."""
+    best = 0.0
+    for _ in range(repeats):
+        start = time.perf_counter()
+        results = run_batch()
+        best = max(best, n_queries / (time.perf_counter() - start))
+    return best, results
+
+
 def measured_search(engine, queries) -> dict:
     """queries/s of the whole batch (one thread), latency of one query at a time, the top 10s."""
     engine.search_batch(queries[:5], k=10)
-    start = time.perf_counter()
-    results = engine.search_batch(queries, k=10)
-    qps = len(queries) / (time.perf_counter() - start)
+    qps, results = best_qps(lambda: engine.search_batch(queries, k=10), len(queries))
     p50, p99 = latency_ms(lambda q: engine.search(q, k=10), queries)
     return {"qps": qps, "p50_ms": p50, "p99_ms": p99, "top": [r.ids for r in results],
             "scores": [r.values.tolist() for r in results]}
@@ -206,9 +215,7 @@ def tantivy_index(docs, queries, work: Path):
 
     for q in queries[:5]:
         search(q)
-    start = time.perf_counter()
-    top = [search(q) for q in queries]
-    qps = len(queries) / (time.perf_counter() - start)
+    qps, top = best_qps(lambda: [search(q) for q in queries], len(queries))
     p50, p99 = latency_ms(search, queries)
     return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99, "top": top}
 
@@ -242,9 +249,8 @@ def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
         return tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
 
     engine.retrieve(tokenized(queries[:5]), k=10, show_progress=False, n_threads=1)
-    start = time.perf_counter()
-    found, _ = engine.retrieve(tokenized(queries), corpus=doc_ids, k=10, show_progress=False, n_threads=1)
-    qps = len(queries) / (time.perf_counter() - start)
+    qps, (found, _) = best_qps(lambda: engine.retrieve(tokenized(queries), corpus=doc_ids, k=10, show_progress=False,
+                                                       n_threads=1), len(queries))
     p50, p99 = latency_ms(lambda q: engine.retrieve(tokenized([q]), k=10, show_progress=False, n_threads=1), queries)
     return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99,
             "top": [list(row) for row in found]}
@@ -445,7 +451,7 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
              "(k=10), queries tokenized inside the timing for every system. Index time: wall seconds from "
              "texts to a searchable index (tokenizing included; the bounded-memory build reads the corpus file as "
              "a stream, the in-memory ones are handed a list). Bytes per document: the saved index folder. "
-             "queries/s: the 500 as one batch; p50/p99: one query at a time. Peak RSS: the engine's process "
+             "queries/s: the 500 as one batch, the best of 3; p50/p99: one query at a time. Peak RSS: the engine's process "
              "(corpus list included where it is handed one). Same results: the same top-10 scores as salience's "
              "one-process index (above the sizes it runs at, as the bounded-memory build).", "",
              "| documents | words | system | index s | docs/s | bytes/doc | peak RSS MB | queries/s | p50 ms | p99 ms "

@@ -145,17 +145,26 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
 
 
 @njit(inline="always")
-def _gaps_to_docs(gaps, start, count, out):
-    doc = 0
+def _copy(values, start, count, out, running):
+    """``count`` values from ``start`` into ``out``: as they are, or (``running``) their running sum."""
+    total = 0
     for i in range(count):
-        doc += gaps[start + i]
-        out[i] = doc
+        if running:
+            total += values[start + i]
+            out[i] = total
+        else:
+            out[i] = values[start + i]
 
 
 @njit(inline="always")
-def _widened(values, start, count, out):
-    for i in range(count):
-        out[i] = values[start + i]
+def _read_term(width, part1, part2, part4, start, count, out, running):
+    """A term's values from the array of its width (:mod:`salience.search.packed`)."""
+    if width == 1:
+        _copy(part1, start, count, out, running)
+    elif width == 2:
+        _copy(part2, start, count, out, running)
+    else:
+        _copy(part4, start, count, out, running)
 
 
 @njit(cache=True, nogil=True)
@@ -184,20 +193,8 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
         for j in range(query_indptr[q], query_indptr[q + 1]):
             t = query_terms[j]
             n = counts[t]
-            width, start = gap_width[t], gap_offset[t]
-            if width == 1:
-                _gaps_to_docs(gaps1, start, n, docs)
-            elif width == 2:
-                _gaps_to_docs(gaps2, start, n, docs)
-            else:
-                _gaps_to_docs(gaps4, start, n, docs)
-            width, start = tf_width[t], tf_offset[t]
-            if width == 1:
-                _widened(tf1, start, n, tf)
-            elif width == 2:
-                _widened(tf2, start, n, tf)
-            else:
-                _widened(tf4, start, n, tf)
+            _read_term(gap_width[t], gaps1, gaps2, gaps4, gap_offset[t], n, docs, True)  # gaps to documents
+            _read_term(tf_width[t], tf1, tf2, tf4, tf_offset[t], n, tf, False)
             weight = idf[t]
             for i in range(n):
                 tfc = tf_formula(tf[i], np.float64(doc_len[docs[i]]), avg_len, code, k1, b, delta)

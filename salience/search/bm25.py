@@ -33,6 +33,7 @@ from salience.search.explanation import Explanation, explain_score, score_uninde
 from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.packed import PackedPostings
+from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
 from salience.search.sources import Document, read_queries
@@ -44,7 +45,7 @@ __all__ = ["BM25"]
 _BACKENDS = ("auto", "numpy", "numba")
 
 
-class BM25(Index):
+class BM25(Index, PostingScores):
     """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
 
     Parameters
@@ -132,40 +133,6 @@ class BM25(Index):
 
     def _has_data(self) -> bool:
         return self._tf_matrix is not None or self._packed is not None
-
-    @property
-    def _tf(self) -> sp.csr_matrix | None:
-        if self._packed is not None:
-            self._unpack()
-        return self._tf_matrix
-
-    @_tf.setter
-    def _tf(self, matrix: sp.csr_matrix | None) -> None:
-        self._tf_matrix, self._packed = matrix, None
-
-    @property
-    def _scores(self) -> sp.csr_matrix:
-        if self._packed is not None:
-            self._unpack()
-        return self._scores_matrix
-
-    def _use_packed(self, packed: PackedPostings) -> None:
-        """Search the saved postings as they are (one segment, every document live)."""
-        self._tf_matrix, self._scores_matrix = None, None
-        self._statistics(packed.counts, len(self._ids))
-        self._id_array = np.array(self._ids, dtype=object)
-        self._columns, self._last_scores = None, None
-        self._packed = packed
-
-    def _unpack(self) -> None:
-        """The packed postings in memory, for a change or whole-matrix use."""
-        packed = self._packed
-        docs, tf = packed.unpack()
-        index_dtype = np.int32 if len(self._ids) < 2**31 else np.int64
-        self._tf_matrix = sp.csr_matrix((tf, docs.astype(index_dtype), np.asarray(packed.indptr)),
-                                        shape=(packed.n_terms, len(self._ids)), copy=False)
-        self._packed = None
-        self._refresh()
 
     def get_params(self) -> dict[str, Any]:
         return {
@@ -262,81 +229,6 @@ class BM25(Index):
         self._shared_stats = None  # the collection changed: its owner shares new statistics
         self._refresh()
 
-    def collection_statistics(self) -> tuple[list[str], np.ndarray, int, float]:
-        """(terms, each term's live document frequency, live documents, their total length):
-        what a sharded index sums over its shards for global statistics."""
-        self._require_index()
-        return (list(self._encoder.terms), self._df.copy(), self._n_live,
-                float(self._doc_len[self._live].sum(dtype=np.float64)))
-
-    def use_collection_statistics(self, df: np.ndarray | None, n_docs: int = 0, total_length: float = 0.0, *,
-                                  nonoccurrence: bool = True) -> "BM25":
-        """Score with a whole collection's statistics instead of this index's own: ``df`` per
-        term of this index's vocabulary, the collection's live documents and total length
-        (a shard of :class:`~salience.search.shards.ShardedIndex` scores as one index of all
-        shards would). ``nonoccurrence=False`` leaves BM25L / BM25+'s per-query constant to
-        the caller (a shard lacks the terms other shards hold). ``None`` restores its own."""
-        self._require_index()
-        if df is None:
-            self._shared_stats = None
-        else:
-            df = np.asarray(df, dtype=np.int64)
-            if df.shape != (len(self._encoder.terms),):
-                raise InvalidParameterError(f"df has {df.shape} entries for a vocabulary of {len(self._encoder.terms)} terms.")
-            self._shared_stats = (df, int(n_docs), float(total_length), bool(nonoccurrence))
-        self._refresh()
-        return self
-
-    def _refresh(self) -> None:
-        """Recompute collection statistics and per-posting scores over live documents."""
-        tf = self._tf
-        n_terms = tf.shape[0]
-        live = self._live
-        indptr, indices, data = tf.indptr, tf.indices, tf.data
-        if not live.all():
-            keep = live[indices]
-            row_of = np.repeat(np.arange(n_terms), np.diff(indptr))[keep]
-            indices, data = indices[keep], data[keep]
-            indptr = np.zeros(n_terms + 1, dtype=tf.indptr.dtype)
-            np.cumsum(np.bincount(row_of, minlength=n_terms), out=indptr[1:])
-        df = np.diff(indptr)
-        self._statistics(df, int(live.sum()))
-        row_of = np.repeat(np.arange(n_terms), df)
-        values = scoring.posting_scores(data, self._doc_len[indices], self._idf[row_of], self._avg_len,
-                                        self.variant, self.k1, self.b, self.delta)
-        self._install_scores(values, indices, indptr)
-
-    def _statistics(self, df: np.ndarray, n_live: int) -> None:
-        """Collection statistics (own or shared): idf, average length, non-occurrence credit."""
-        self._n_live = n_live
-        self._df = df
-        shared = self._shared_stats
-        if shared is None:
-            idf_df, idf_n = df, n_live
-            self._avg_len = float(self._doc_len[self._live].mean()) if n_live else 1.0
-        else:
-            idf_df, idf_n = shared[0], shared[1]
-            self._avg_len = shared[2] / shared[1] if shared[1] else 1.0
-        if self._avg_len <= 0:
-            self._avg_len = 1.0  # every live document is empty: no posting to score
-        self._idf = scoring.idf(idf_df, idf_n, self.variant)
-        self._base = scoring.nonoccurrence_component(self.variant, self.k1, self.delta)
-        self._nonocc = self._idf * self._base if shared is None or shared[3] else np.zeros(len(df))
-
-    def _install_scores(self, values: np.ndarray, indices: np.ndarray, indptr: np.ndarray) -> None:
-        self._scores_matrix = sp.csr_matrix((values, indices, indptr), shape=self._tf_matrix.shape, copy=False)
-        self._columns = None
-        self._id_array = np.array(self._ids, dtype=object)
-        self._last_scores: tuple[str, np.ndarray] | None = None  # score() reuses one query's vector
-
-    def _adopt_stored_scores(self, values: np.ndarray) -> None:
-        """Per-posting scores saved with the index (a bulk build's), valid for one segment of
-        live documents scored with this index's own statistics: loaded memory-mapped instead of
-        computed, so a collection larger than memory opens at once."""
-        tf = self._tf
-        self._statistics(np.diff(tf.indptr), tf.shape[1])
-        self._install_scores(values, tf.indices, tf.indptr)
-
     # ------------------------------------------------------------------------------------
     # querying
     def _encode_queries(self, queries: Sequence[str]) -> list[list[int]]:
@@ -354,20 +246,6 @@ class BM25(Index):
         if kernel is None and self.backend == "numba":
             raise MissingDependencyError(f"backend='numba' needs numba: {install_hint('numba')}")
         return kernel
-
-    def _query_scores(self, encoded: list[list[int]]) -> tuple[sp.csr_matrix, list[list[int]]]:
-        """(per-posting scores, the queries' terms as its rows): the whole matrix, or for
-        packed postings the rows of the queries' terms alone, scored now."""
-        if self._packed is None:
-            return self._scores_matrix, encoded
-        terms = np.unique(np.fromiter((t for q in encoded for t in q), dtype=np.int64))
-        indptr, docs, tf = self._packed.rows(terms)
-        rows = np.repeat(np.arange(len(terms)), np.diff(indptr))
-        values = scoring.posting_scores(tf, self._doc_len[docs], self._idf[terms][rows], self._avg_len, self.variant,
-                                        self.k1, self.b, self.delta)
-        matrix = sp.csr_matrix((values, docs, indptr), shape=(len(terms), len(self._ids)), copy=False)
-        row_of = {term: row for row, term in enumerate(terms.tolist())}
-        return matrix, [[row_of[t] for t in q] for q in encoded]
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         kernel = self._kernel()
@@ -507,24 +385,6 @@ class BM25(Index):
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
         return explain_score(self, query, doc_id)
 
-    def _posting(self, term: int, position: int) -> tuple[float, float]:
-        """(score, term frequency) of term id ``term`` in the document at ``position``; (0, 0)
-        when the document lacks the term."""
-        if self._packed is not None:
-            docs, tf = self._packed.row(term)
-        else:
-            lo, hi = self._tf_matrix.indptr[term], self._tf_matrix.indptr[term + 1]
-            docs, tf = self._tf_matrix.indices[lo:hi], self._tf_matrix.data[lo:hi]
-        j = int(np.searchsorted(docs, position))
-        if j == len(docs) or docs[j] != position:
-            return 0.0, 0.0
-        if self._packed is not None:
-            score = scoring.posting_scores(tf[j:j + 1], self._doc_len[[position]], self._idf[[term]], self._avg_len,
-                                           self.variant, self.k1, self.b, self.delta)[0]
-        else:
-            score = self._scores_matrix.data[self._scores_matrix.indptr[term] + j]
-        return float(score), float(tf[j])
-
     def _copy_data(self, clone: "BM25") -> None:
         if self._packed is not None:  # read-only: the copy unpacks it when it changes
             clone._packed, clone._tf_matrix = self._packed, None
@@ -542,11 +402,11 @@ class BM25(Index):
 
     @classmethod
     def _load_from(cls, path: Path, verify: bool, **options) -> "BM25":
-        from salience.search import store
+        from salience.search import segments
 
         if options:
             raise InvalidParameterError(f"BM25.load takes no {', '.join(options)}.")
-        return store.load_index(cls, path, verify=verify)
+        return segments.load_index(cls, path, verify=verify)
 
     def _commit_to(self) -> None:
         from salience.search import store
@@ -554,9 +414,9 @@ class BM25(Index):
         store.commit_index(self)
 
     def _reopen(self, verify: bool) -> "BM25":
-        from salience.search import store
+        from salience.search import segments
 
-        return store.reopen_index(self, verify=verify)
+        return segments.reopen_index(self, verify=verify)
 
     def _compact_data(self, keep: np.ndarray) -> None:
         tf = self._tf[:, keep].tocsr()

@@ -207,11 +207,25 @@ class PackedWriter:
             fh.close()
 
 
+#: postings packed at a time when a whole segment is written (packing holds ~40 bytes a posting)
+_BLOCK_POSTINGS = 1 << 23
+
+
 def write_packed(folder: Path, counts: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> None:
-    """All of a segment's postings written packed into ``folder`` at once."""
+    """A segment's postings (``counts[i]`` of term i) written packed into ``folder``, a block
+    of terms at a time so that packing needs little memory beside the postings."""
+    counts = np.asarray(counts, dtype=np.int64)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
     writer = PackedWriter(folder)
     try:
-        writer.write(counts, docs, tf)
+        first = 0
+        while True:  # terms [first, last) hold about a block of postings (at least one term)
+            last = max(first + 1, int(np.searchsorted(indptr, indptr[first] + _BLOCK_POSTINGS, side="right")) - 1)
+            last = min(last, len(counts))
+            writer.write(counts[first:last], docs[indptr[first]:indptr[last]], tf[indptr[first]:indptr[last]])
+            if last >= len(counts):
+                break
+            first = last
     except BaseException:
         writer.abandon()
         raise

@@ -85,23 +85,25 @@ def top_k_block(dense: np.ndarray, k: int, mask: np.ndarray | None) -> tuple[np.
 def top_k_numba(kernel, scores, encoded: list[list[int]], k: int, mask: np.ndarray | None):
     """The compiled kernel's top ``k`` per query over ``scores`` (terms x documents CSR)."""
     n_total = scores.shape[1]
-    query_indptr, query_terms = _query_arrays(encoded)
+    arrays = _kernel_arrays(encoded, k, n_total, mask)
+    kernel(scores.indptr, scores.indices, scores.data, *arrays)
+    return arrays[-3:]
+
+
+def _kernel_arrays(encoded: list[list[int]], k: int, n_total: int, mask: np.ndarray | None) -> tuple:
+    """What both kernels take after their postings: the queries' terms (CSR), the number of
+    documents, ``k``, the mask, and the outputs (positions, values, counts) they fill."""
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=query_indptr[1:])
+    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
     width = min(k, n_total)
     positions = np.zeros((len(encoded), width), dtype=np.int64)
     values = np.zeros((len(encoded), width), dtype=np.float64)
     counts = np.zeros(len(encoded), dtype=np.int64)
     if mask is None:
         mask = np.ones(n_total, dtype=bool)
-    kernel(scores.indptr, scores.indices, scores.data, query_indptr, query_terms, n_total, width, mask, positions, values, counts)
-    return positions, values, counts
-
-
-def _query_arrays(encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=query_indptr[1:])
-    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
-    return query_indptr, query_terms
+    return query_indptr, query_terms, n_total, width, mask, positions, values, counts
 
 
 def top_k_packed_numba(packed, doc_len: np.ndarray, idf: np.ndarray, avg_len: float, variant: str, k1: float, b: float,
@@ -111,15 +113,7 @@ def top_k_packed_numba(packed, doc_len: np.ndarray, idf: np.ndarray, avg_len: fl
     from salience.search import scoring
     from salience.search._numba_kernels import top_k_packed
 
-    n_total = len(doc_len)
-    query_indptr, query_terms = _query_arrays(encoded)
-    width = min(k, n_total)
-    positions = np.zeros((len(encoded), width), dtype=np.int64)
-    values = np.zeros((len(encoded), width), dtype=np.float64)
-    counts = np.zeros(len(encoded), dtype=np.int64)
-    if mask is None:
-        mask = np.ones(n_total, dtype=bool)
+    arrays = _kernel_arrays(encoded, k, len(doc_len), mask)
     top_k_packed(*packed.kernel_arrays(), doc_len, idf, float(avg_len), scoring.VARIANTS.index(variant), float(k1), float(b),
-                 float(delta), float(scoring.nonoccurrence_component(variant, k1, delta)), query_indptr, query_terms,
-                 n_total, width, mask, positions, values, counts)
-    return positions, values, counts
+                 float(delta), float(scoring.nonoccurrence_component(variant, k1, delta)), *arrays)
+    return arrays[-3:]

@@ -125,3 +125,21 @@ def test_indexes_saved_unpacked_by_earlier_versions_still_load(tmp_path):
     with pytest.raises(CorruptIndexError, match="postings_docs.npy"):
         (folder / "postings_docs.npy").write_bytes(b"garbage")
         BM25.load(tmp_path / "ix", verify=False)
+
+
+def test_writing_a_block_of_terms_at_a_time_gives_the_same_files(tmp_path, monkeypatch):
+    import salience.search.packed as packed_module
+
+    matrix = sp.random(300, 5_000, density=0.02, random_state=7, format="csr", dtype=np.float32)
+    matrix.data = np.ceil(matrix.data * 40).astype(np.float32)
+    matrix.sort_indices()
+    (tmp_path / "whole").mkdir()
+    (tmp_path / "blocks").mkdir()
+    write_packed(tmp_path / "whole", np.diff(matrix.indptr), matrix.indices, matrix.data)
+    monkeypatch.setattr(packed_module, "_BLOCK_POSTINGS", 5)
+    write_packed(tmp_path / "blocks", np.diff(matrix.indptr), matrix.indices, matrix.data)
+    for name in packed_files():
+        assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "blocks" / name).read_bytes()
+    (tmp_path / "empty").mkdir()
+    write_packed(tmp_path / "empty", np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
+    assert all(np.load(tmp_path / "empty" / name).size == 0 for name in packed_files())

@@ -68,6 +68,8 @@ def test_saved_shards_load_search_and_change(tmp_path):
     loaded = ShardedIndex.load(out)
     _assert_same(BM25().fit(docs), loaded, QUERIES)
     _assert_same(built, loaded, QUERIES)
+    # the shards score with the collection's statistics from their packed postings, memory-mapped
+    assert all(shard.index._packed is not None for shard in loaded._shards)
     assert loaded.document("d7")["text"] == docs[7]["text"]
     # add and delete go to the shards their ids route to; the statistics follow
     extra = _corpus(230, seed=4)[200:]

@@ -126,7 +126,7 @@ def _same_state(a, b):
 
 
 def test_reopen_reads_only_what_another_process_committed(tmp_path, monkeypatch):
-    from salience.search import store
+    from salience.search import segments
 
     path = tmp_path / "ix"
     BM25().index(DOCS[:60]).save(path)
@@ -136,8 +136,8 @@ def test_reopen_reads_only_what_another_process_committed(tmp_path, monkeypatch)
     writer.delete(["d3", "d70"]).commit()
     writer.add(DOCS[90:]).delete("d100").commit()
     read = []
-    original_read = store._read_segment
-    monkeypatch.setattr(store, "_read_segment", lambda path, segment, *a: read.append(segment["name"]) or original_read(path, segment, *a))
+    original_read = segments._read_segment
+    monkeypatch.setattr(segments, "_read_segment", lambda path, segment, *a: read.append(segment["name"]) or original_read(path, segment, *a))
     reopened = reader.reopen()
     assert read == ["seg-000001", "seg-000002"]  # the first segment is not read again
     _same_state(reopened, BM25.load(path))
