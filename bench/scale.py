@@ -557,11 +557,10 @@ def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9)) -> 
               f"offsets up to 2^31 postings, about {2**31 / postings_per_doc / 1e6:,.0f} million documents of this "
               "length: past that, shard (the cost model's shards stay below it); (2) the search process's "
               "document store (ids, positions and metadata as Python objects) grows at the resident bytes per "
-              "document above, which is what limits a shard's size in memory before its postings do; (3) a "
-              "sharded index recomputes its shards' scores under the global statistics in memory when it loads "
-              "(the sharded rows' resident memory at 10^6: several GB per million documents), where the single "
-              "bounded-memory index memory-maps scores computed at build time: at 10^8 the shards must store "
-              "scores computed with the collection's statistics too (not built yet); (4) the build's "
+              "document above, which is what limits a shard's size in memory before its postings do; (3) the "
+              "postings a query reads: with packed postings (format 3) shards stay memory-mapped and score with "
+              "the collection's statistics per query, so a shard's memory is its page cache, and a query's terms' "
+              "postings must be read from it (p99 grows with the collection, as fitted above); (4) the build's "
               "per-document arrays (a float32 length and a 64-bit id hash: 12 bytes a document, 12 GB at 10^9) "
               "stay in memory during a build, so 10^9 documents are built as shards, not as one index.", ""]
     return lines
