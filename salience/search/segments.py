@@ -136,6 +136,12 @@ def _append_rows(index: "BM25", segment: _Segment) -> None:
         index._pos[segment.ids[offset]] = start + offset
 
 
+def _check_unique_ids(index: "BM25") -> None:
+    """Every live document's id names one document (the store's positions were filled by id)."""
+    if len(index._pos) != int(index._live.sum()):
+        raise CorruptIndexError(f"{index._path / MANIFEST}: two live documents share an id; the index is damaged.")
+
+
 def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
     manifest_path = path / MANIFEST
     try:
@@ -152,14 +158,12 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
         _append_rows(index, segment)
     index._doc_len = np.concatenate([index._doc_len] + [np.asarray(s.lengths, dtype=np.float32) for s in read])
     index._encoder = encoder
+    index._path = path
+    _check_unique_ids(index)
     n_terms = len(encoder.terms)
     only = read[0] if len(read) == 1 else None
     if only is not None and only.packed is not None and not deleted and np.array_equal(only.term_rows, np.arange(n_terms)):
-        # one packed segment is searched as it is, memory-mapped
-        if len(index._pos) != len(index._ids):
-            raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
-        index._path = path
-        index._use_packed(only.packed)
+        index._use_packed(only.packed)  # one packed segment is searched as it is, memory-mapped
         return index
     if only is not None and only.packed is None:  # one segment is used as it is, memory-mapped
         index._tf = sp.csr_matrix((np.asarray(only.tf, dtype=np.float32), np.asarray(only.docs), np.asarray(only.indptr)),
@@ -168,9 +172,6 @@ def _load_checked(cls, path: Path, manifest: dict, verify: bool) -> "BM25":
         index._tf = sp.hstack([s.tf_columns(n_terms) for s in read], format="csr") if read else \
             sp.csr_matrix((n_terms, 0), dtype=np.float32)
         index._tf.sort_indices()
-    if len(index._pos) != int(index._live.sum()):
-        raise CorruptIndexError(f"{manifest_path}: two live documents share an id; the index is damaged.")
-    index._path = path
     stored = _stored_scores(index, path, segments, deleted)
     if stored is not None:
         index._adopt_stored_scores(stored)
@@ -206,8 +207,7 @@ def reopen_index(index: "BM25", verify: bool = False) -> "BM25":
                     new._live[position] = False
                     new._pos.pop(new._ids[position], None)
             start += int(record["n_docs"])
-        if len(new._pos) != int(new._live.sum()):
-            raise CorruptIndexError(f"{path / MANIFEST}: two live documents share an id; the index is damaged.")
+        _check_unique_ids(new)
         new._columns = None
         new._refresh()
         return new
