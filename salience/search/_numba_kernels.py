@@ -1,8 +1,11 @@
 """Optional numba kernels for query scoring and top-k (the ``numba`` backend).
 
 It computes exactly what the numpy backend computes, in the same order of additions, so
-results are identical; it only avoids the dense (queries x documents) block by touching
-the postings of the query terms and keeping a bounded heap of the best ``k``.
+results are identical; it only avoids the dense (queries x documents) block: a query's
+postings are added to one accumulator without a branch, then read a second time to offer
+their documents to a bounded heap of the best ``k`` (each document's score cleared as it is
+offered, so it is offered once and the accumulator is left empty) — or, when they cover a
+good part of the collection, every document is scanned instead.
 """
 
 from __future__ import annotations
@@ -45,13 +48,17 @@ def _sift_down(heap_val, heap_idx, size, i):
 
 
 @njit(inline="always")
-def _select(candidates, n_candidates, n_docs, acc, mask, k, heap_val, heap_idx, all_documents):
-    """Push candidate documents into the bounded heap; return its size."""
-    size = 0
-    threshold = 0.0  # score of the worst kept document once the heap is full
-    for j in range(n_candidates):
-        d = j if all_documents else candidates[j]
+def _push(docs, lo, hi, acc, mask, k, heap_val, heap_idx, size, clear):
+    """Offer documents ``docs[lo:hi]`` (``docs`` None: every document from ``lo`` to ``hi``)
+    with their accumulated scores to the bounded heap holding ``size`` of the best ``k``;
+    return its new size. ``clear``: zero each offered document's score, so a document met
+    again (in another query term's postings) is offered once."""
+    threshold = heap_val[0] if size == k else 0.0  # score of the worst kept document once full
+    for j in range(lo, hi):
+        d = j if docs is None else docs[j]
         v = acc[d]
+        if clear:
+            acc[d] = 0.0
         # Once the heap is full almost every document is rejected here; the branch is
         # predictable, which matters when scanning all documents.
         if v < threshold or v <= 0.0:
@@ -82,34 +89,25 @@ def _select(candidates, n_candidates, n_docs, acc, mask, k, heap_val, heap_idx, 
 
 
 @njit(inline="always")
-def _add_postings(docs, values, lo, hi, acc, touched, n_touched, dense):
-    """Add postings [lo, hi) to the accumulator; return how many documents are touched."""
-    if dense:
-        for p in range(lo, hi):
-            acc[docs[p]] += values[p]
-    else:
-        for p in range(lo, hi):
-            value = values[p]
-            if value <= 0.0:
-                continue  # a zero-weight posting neither scores nor makes a document match
-            d = docs[p]
-            if acc[d] == 0.0:  # first touch: every stored value is >= 0, so sums are too
-                touched[n_touched] = d
-                n_touched += 1
-            acc[d] += value
-    return n_touched
+def _add_postings(docs, values, lo, hi, acc):
+    """Add postings [lo, hi) to the accumulator: no branch, the documents are found again
+    from the same postings when the top k is taken."""
+    for p in range(lo, hi):
+        acc[docs[p]] += values[p]
 
 
 @njit(inline="always")
-def _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count):
-    """Take the query's best ``k`` into row ``q`` of the outputs and clear the accumulator."""
-    if dense:
-        size = _select(acc, n_docs, n_docs, acc, mask, k, heap_val, heap_idx, True)
-        acc[:] = 0.0
-    else:
-        size = _select(touched, n_touched, n_docs, acc, mask, k, heap_val, heap_idx, False)
-        for j in range(n_touched):
-            acc[touched[j]] = 0.0
+def _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count):
+    """Row ``q`` of the outputs from a scan of every document (a query with postings for a
+    good part of the collection: a sequential pass is cheaper than revisiting them)."""
+    size = _push(None, 0, n_docs, acc, mask, k, heap_val, heap_idx, 0, False)
+    acc[:] = 0.0
+    _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+
+
+@njit(inline="always")
+def _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count):
+    """The heap's ``size`` documents into row ``q`` of the outputs, best first."""
     out_count[q] = size
     # pop the worst first, filling the row from the back
     while size > 0:
@@ -126,22 +124,23 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
     """Score each query (terms ``query_terms[query_indptr[q]:query_indptr[q+1]]``) and write its
     best ``k`` documents with a positive score, best first, into row ``q`` of the outputs."""
     acc = np.zeros(n_docs, dtype=np.float64)
-    touched = np.empty(n_docs, dtype=np.int64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
     for q in range(len(query_indptr) - 1):
+        lo, hi = query_indptr[q], query_indptr[q + 1]
         n_postings = 0
-        for j in range(query_indptr[q], query_indptr[q + 1]):
+        for j in range(lo, hi):
             t = query_terms[j]
             n_postings += indptr[t + 1] - indptr[t]
-        # Many postings: accumulate branch-free, then scan every document.
-        # Few postings: remember the touched documents and visit only those.
-        dense = 4 * n_postings >= n_docs
-        n_touched = 0
-        for j in range(query_indptr[q], query_indptr[q + 1]):
+            _add_postings(indices, data, indptr[t], indptr[t + 1], acc)
+        if 4 * n_postings >= n_docs:
+            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+            continue
+        size = 0
+        for j in range(lo, hi):  # the top k of the documents in the query's postings, each cleared as met
             t = query_terms[j]
-            n_touched = _add_postings(indices, data, indptr[t], indptr[t + 1], acc, touched, n_touched, dense)
-        _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+            size = _push(indices, indptr[t], indptr[t + 1], acc, mask, k, heap_val, heap_idx, size, True)
+        _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
 
 
 @njit(inline="always")
@@ -173,31 +172,37 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
                  out_idx, out_val, out_count):
     """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`): each query
     term's postings decoded and scored (``scoring.tf_formula``, the vectorised path's formula)
-    as they are added, so nothing but the query's postings is read."""
+    as they are added, so nothing but the query's postings is read; a query's decoded
+    documents are kept for taking its top k."""
     acc = np.zeros(n_docs, dtype=np.float64)
-    touched = np.empty(n_docs, dtype=np.int64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
-    longest = 1
-    for j in range(len(query_terms)):
-        longest = max(longest, counts[query_terms[j]])
-    docs = np.empty(longest, dtype=np.int64)
-    tf = np.empty(longest, dtype=np.float64)
-    values = np.empty(longest, dtype=np.float32)
+    longest_term, longest_query = 1, 1
     for q in range(len(query_indptr) - 1):
-        n_postings = 0
+        total = 0
         for j in range(query_indptr[q], query_indptr[q + 1]):
-            n_postings += counts[query_terms[j]]
-        dense = 4 * n_postings >= n_docs
-        n_touched = 0
+            longest_term = max(longest_term, counts[query_terms[j]])
+            total += counts[query_terms[j]]
+        longest_query = max(longest_query, total)
+    docs = np.empty(longest_query, dtype=np.int64)
+    tf = np.empty(longest_term, dtype=np.float64)
+    values = np.empty(longest_term, dtype=np.float32)
+    for q in range(len(query_indptr) - 1):
+        at = 0
         for j in range(query_indptr[q], query_indptr[q + 1]):
             t = query_terms[j]
             n = counts[t]
-            _read_term(gap_width[t], gaps1, gaps2, gaps4, gap_offset[t], n, docs, True)  # gaps to documents
+            term_docs = docs[at:at + n]
+            _read_term(gap_width[t], gaps1, gaps2, gaps4, gap_offset[t], n, term_docs, True)  # gaps to documents
             _read_term(tf_width[t], tf1, tf2, tf4, tf_offset[t], n, tf, False)
             weight = idf[t]
             for i in range(n):
-                tfc = tf_formula(tf[i], np.float64(doc_len[docs[i]]), avg_len, code, k1, b, delta)
+                tfc = tf_formula(tf[i], np.float64(doc_len[term_docs[i]]), avg_len, code, k1, b, delta)
                 values[i] = np.float32(weight * (tfc - base))
-            n_touched = _add_postings(docs, values, 0, n, acc, touched, n_touched, dense)
-        _finish_query(q, acc, touched, n_touched, n_docs, dense, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+            _add_postings(term_docs, values, 0, n, acc)
+            at += n
+        if 4 * at >= n_docs:
+            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+        else:
+            size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True)
+            _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
