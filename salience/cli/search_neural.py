@@ -10,6 +10,7 @@ from salience.cli._common import add_output_options, choices_of, emit, given, po
 from salience.cli.search import load_index
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
+from salience.models.static import SAMPLE
 from salience.search.rerank import DEV_CHOSEN, default_algorithm
 
 
@@ -185,8 +186,8 @@ def add_commands(commands) -> None:
     p.add_argument("--corpus", default=None,
                    help="documents (jsonl, jsonl.gz or a BEIR folder) to fit the token vectors to the model on, "
                         "without labels (tokenlearn's idea)")
-    p.add_argument("--sample", type=positive_int, default=20000,
-                   help="with --corpus: texts the model encodes (default 20000: minutes of the model's time)")
+    p.add_argument("--sample", type=positive_int, default=SAMPLE,
+                   help=f"with --corpus: texts the model encodes (default {SAMPLE}: minutes of the model's time)")
     p.add_argument("--fit-strength", type=float, default=0.03,
                    help="with --corpus: the pull towards the plain distillation (default 0.03, chosen on dev)")
     add_output_options(p)

