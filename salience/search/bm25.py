@@ -29,7 +29,7 @@ from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import IdMismatchError, InvalidParameterError, MissingDependencyError, unknown_choice
 from salience.extras import install_hint
 from salience.search import scoring
-from salience.search.explanation import Explanation, explain_score, score_unindexed
+from salience.search.explanation import Explanation, explain_score, explain_scores, score_unindexed
 from salience.core.params import Interval, Options
 from salience.search.index import Index
 from salience.search.packed import PackedPostings
@@ -384,6 +384,11 @@ class BM25(Index, PostingScores):
     def explain(self, query: str, doc_id: str) -> Explanation:
         """Per-term contributions to ``doc_id``'s score for ``query``; they sum to the score."""
         return explain_score(self, query, doc_id)
+
+    def explain_batch(self, query: str, doc_ids: Sequence[str]) -> list[Explanation]:
+        """:meth:`explain` of several documents for one query (a search's results), each query
+        term's postings read once for all of them."""
+        return explain_scores(self, query, doc_ids)
 
     def _copy_data(self, clone: "BM25") -> None:
         if self._packed is not None:  # read-only: the copy unpacks it when it changes

@@ -51,30 +51,39 @@ class Explanation:
         return "\n".join(lines)
 
 
-def explain_score(index, query: str, doc_id: str) -> Explanation:
-    """Per-term contributions to ``doc_id``'s score for ``query`` in a BM25 ``index``: each
-    query term's weight times its posting score (and, for BM25L / BM25+, the credit of an absent
-    term); they sum to the score."""
+def explain_scores(index, query: str, doc_ids: Sequence[str]) -> list[Explanation]:
+    """Per-term contributions to each of ``doc_ids``' scores for ``query`` in a BM25 ``index``:
+    each query term's weight times its posting score (and, for BM25L / BM25+, the credit of an
+    absent term); they sum to the score. Each term's postings are read once for all the
+    documents (a search's results explained together)."""
     index._require_index()
-    pos = index._pos.get(str(doc_id))
-    if pos is None:
-        raise IdMismatchError(f"unknown document id {doc_id!r}.")
+    positions = []
+    for doc_id in doc_ids:
+        pos = index._pos.get(str(doc_id))
+        if pos is None:
+            raise IdMismatchError(f"unknown document id {doc_id!r}.")
+        positions.append(pos)
+    positions = np.asarray(positions, dtype=np.int64)
     counts: dict[int, int] = {}
     for t in index._encode_queries([query])[0]:
         counts[t] = counts.get(t, 0) + 1
-    terms = []
+    per_doc: list[list[TermContribution]] = [[] for _ in positions]
     for t, qtf in counts.items():
-        value, tf_value = index._posting(t, pos)
-        contribution = qtf * (value + float(index._nonocc[t]))
-        terms.append(TermContribution(index._encoder.terms[t], float(qtf), tf_value, float(index._idf[t]), contribution))
-    terms.sort(key=lambda c: -c.contribution)
-    return Explanation(
-        doc_id=str(doc_id),
-        score=float(sum(c.contribution for c in terms)),
-        terms=tuple(terms),
-        doc_length=float(index._doc_len[pos]),
-        avg_doc_length=index._avg_len,
-    )
+        values, tfs = index._postings_at(t, positions)
+        term, idf, absent = index._encoder.terms[t], float(index._idf[t]), float(index._nonocc[t])
+        for terms, value, tf_value in zip(per_doc, values.tolist(), tfs.tolist()):
+            terms.append(TermContribution(term, float(qtf), tf_value, idf, qtf * (value + absent)))
+    out = []
+    for doc_id, pos, terms in zip(doc_ids, positions.tolist(), per_doc):
+        terms.sort(key=lambda c: -c.contribution)
+        out.append(Explanation(doc_id=str(doc_id), score=float(sum(c.contribution for c in terms)), terms=tuple(terms),
+                               doc_length=float(index._doc_len[pos]), avg_doc_length=index._avg_len))
+    return out
+
+
+def explain_score(index, query: str, doc_id: str) -> Explanation:
+    """:func:`explain_scores` of one document."""
+    return explain_scores(index, query, [doc_id])[0]
 
 
 def score_unindexed(index, query: str, texts) -> np.ndarray:

@@ -78,13 +78,13 @@ class PackedPostings:
         self.n_terms = len(self.counts)
         self._kinds = {}
         for kind in KINDS:
-            widths = arrays[f"postings_{kind}_width.npy"]
+            widths = np.asarray(arrays[f"postings_{kind}_width.npy"])
             offsets = np.zeros(self.n_terms, dtype=np.int64)
             parts = {}
             for w in WIDTHS:
                 chosen = widths == w
                 expected = int(self.counts[chosen].sum())
-                part = arrays[f"postings_{kind}_{w}.npy"]
+                part = np.asarray(arrays[f"postings_{kind}_{w}.npy"])  # a memmap's plain view: slicing a memmap costs Python calls
                 if len(part) != expected:
                     raise ValueError(f"postings_{kind}_{w}.npy holds {len(part)} values, its terms {expected}")
                 offsets[chosen] = np.cumsum(self.counts[chosen]) - self.counts[chosen]

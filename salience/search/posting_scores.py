@@ -156,21 +156,24 @@ class PostingScores:
         row_of = {term: row for row, term in enumerate(terms.tolist())}
         return matrix, [[row_of[t] for t in q] for q in encoded]
 
-    def _posting(self, term: int, position: int) -> tuple[float, float]:
-        """(score, term frequency) of term id ``term`` in the document at ``position``; (0, 0)
-        when the document lacks the term."""
+    def _postings_at(self, term: int, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, term frequencies) of term id ``term`` in the documents at ``positions``, the
+        row read once for all of them; 0 where a document lacks the term."""
         if self._packed is not None:
             docs, tf = self._packed.row(term)
         else:
             lo, hi = self._tf_matrix.indptr[term], self._tf_matrix.indptr[term + 1]
             docs, tf = self._tf_matrix.indices[lo:hi], self._tf_matrix.data[lo:hi]
-        j = int(np.searchsorted(docs, position))
-        if j == len(docs) or docs[j] != position:
-            return 0.0, 0.0
-        if self._packed is not None:
-            score = scoring.posting_scores(tf[j:j + 1], self._doc_len[[position]], self._idf[[term]], self._avg_len,
-                                           self.variant, self.k1, self.b, self.delta)[0]
-        else:
-            score = self._scores_matrix.data[self._scores_matrix.indptr[term] + j]
-        return float(score), float(tf[j])
+        j = np.minimum(np.searchsorted(docs, positions), max(len(docs) - 1, 0))
+        found = (docs[j] == positions) if len(docs) else np.zeros(len(positions), dtype=bool)
+        scores, tfs = np.zeros(len(positions)), np.zeros(len(positions))
+        if found.any():
+            j, where = j[found], positions[found]
+            tfs[found] = tf[j]
+            if self._packed is not None:
+                scores[found] = scoring.posting_scores(tf[j], self._doc_len[where], np.full(len(j), self._idf[term]),
+                                                       self._avg_len, self.variant, self.k1, self.b, self.delta)
+            else:
+                scores[found] = self._scores_matrix.data[self._scores_matrix.indptr[term] + j]
+        return scores, tfs
 

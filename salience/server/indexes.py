@@ -213,11 +213,14 @@ class ServedIndex:
         self.snapshot, self._writer, self._seen = (writer, generation), None, self._sync.stamp()
 
 
-def explained(engine, query: str, doc_id: str, document: dict) -> tuple[dict, dict]:
-    """BM25's term contributions to ``doc_id``'s score, and for each indexed text field of
-    ``document`` the character spans of the words whose terms contributed."""
-    explanation = engine.explain(query, doc_id).to_dict()
-    terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
-    highlights = {field: [[start, end] for start, end, _ in engine.tokenizer.spans(value, terms)]
-                  for field, value in document.items() if field in engine.fields and isinstance(value, str)}
-    return explanation, highlights
+def explained(engine, query: str, doc_ids: list[str], documents: list[dict]) -> list[tuple[dict, dict]]:
+    """For each of ``doc_ids``: BM25's term contributions to its score, and for each indexed
+    text field of its document the character spans of the words whose terms contributed."""
+    out = []
+    for explanation, document in zip(engine.explain_batch(query, doc_ids), documents):
+        explanation = explanation.to_dict()
+        terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
+        highlights = {field: [[start, end] for start, end, _ in engine.tokenizer.spans(value, terms)]
+                      for field, value in document.items() if field in engine.fields and isinstance(value, str)}
+        out.append((explanation, highlights))
+    return out

@@ -88,10 +88,12 @@ def read_router(service):
                         if not body.allow_partial:
                             raise
                         row["document"] = None
-                if body.explain:
-                    row["explanation"], row["highlights"] = explained(engine, body.query, doc_id,
-                                                                       row.get("document", {}))
                 rows.append(row)
+            if body.explain:  # all the results at once: each query term's postings read once
+                found = explained(engine, body.query, [row["id"] for row in rows],
+                                  [row.get("document", {}) for row in rows])
+                for row, (explanation, highlights) in zip(rows, found):
+                    row["explanation"], row["highlights"] = explanation, highlights
             return {"index": name, "generation": generation, "query": body.query, **extra, "results": rows}
 
         if body.hybrid is None and handle.kind in ("bm25", "sharded") and not (
@@ -110,7 +112,7 @@ def read_router(service):
             raise APIError(422, "invalid_field", "explain shows BM25 term contributions: use a BM25 index.", "name")
         engine = handle.reader
         document = engine.document(body.id) if engine.store_documents else {}
-        explanation, highlights = explained(engine, body.query, body.id, document)
+        [(explanation, highlights)] = explained(engine, body.query, [body.id], [document])
         return {**explanation, "highlights": highlights}
 
     return router

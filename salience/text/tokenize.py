@@ -116,6 +116,8 @@ class Tokenizer:
         self._ascii_fast = pattern == DEFAULT_PATTERN
         self._table = _TABLE_LOWER if self.lower else _TABLE_KEEP
         self._memo: dict[str, str | None] = {}  # raw word -> term, for spans (bounded)
+        self._span_memo: dict[str, tuple] = {}  # text -> its spans, compact (bounded by _SPAN_MEMO_SPANS)
+        self._span_memo_spans = 0
 
     # configuration round-trip (for saved indexes) --------------------------------------------
     def get_config(self) -> dict[str, Any]:
@@ -135,7 +137,7 @@ class Tokenizer:
 
     def __getstate__(self) -> dict:
         # PyStemmer objects do not pickle: a named stemmer is loaded again on unpickling
-        state = dict(self.__dict__, _memo={})
+        state = dict(self.__dict__, _memo={}, _span_memo={}, _span_memo_spans=0)
         if isinstance(self.stemmer, str):
             state["_stem"] = None
         return state
@@ -143,6 +145,8 @@ class Tokenizer:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self.__dict__.setdefault("_memo", {})
+        self.__dict__.setdefault("_span_memo", {})
+        self.__dict__.setdefault("_span_memo_spans", 0)
         if self._stem is None and isinstance(self.stemmer, str):
             self._stem = load_stemmer(self.stemmer)
 
@@ -196,6 +200,21 @@ class Tokenizer:
         [(4, 8, 'cat')]
         """
         _check_text(text)
+        starts, ends, codes, names, code_of = self._all_spans(text)
+        if terms is not None:
+            wanted = np.zeros(len(names), dtype=bool)
+            wanted[[code_of[term] for term in terms if term in code_of]] = True
+            keep = np.flatnonzero(wanted[codes])
+            starts, ends, codes = starts[keep], ends[keep], codes[keep]
+        return [(start, end, names[code]) for start, end, code in zip(starts.tolist(), ends.tolist(), codes.tolist())]
+
+    def _all_spans(self, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str], dict[str, int]]:
+        """Every span of ``text`` as (starts, ends, codes, names, code_of): the term of span i
+        is ``names[codes[i]]``, and ``code_of`` maps a term to its code. Remembered per text, as a service highlights the same documents
+        again and again (a bounded memo: cleared when it holds _SPAN_MEMO_SPANS spans)."""
+        cached = self._span_memo.get(text)
+        if cached is not None:
+            return cached
         memo = self._memo  # raw word -> term: stemming is most of the cost, and texts repeat words
         if len(memo) > _MEMO_SIZE:  # a service highlights documents for ever: keep the memo bounded
             memo.clear()
@@ -204,10 +223,17 @@ class Tokenizer:
         for raw in set(raws).difference(memo):
             word = unicodedata.normalize(self.normalize, raw) if self.normalize is not None and not raw.isascii() else raw
             memo[raw] = self.term(word.lower() if self.lower else word)
-        if terms is None:
-            return [(match.start(), match.end(), term) for match, raw in zip(matches, raws)
-                    if (term := memo[raw]) is not None]
-        return [(match.start(), match.end(), term) for match, raw in zip(matches, raws) if (term := memo[raw]) in terms]
+        kept = [(match, term) for match, raw in zip(matches, raws) if (term := memo[raw]) is not None]
+        code_of: dict[str, int] = {}
+        codes = np.fromiter((code_of.setdefault(term, len(code_of)) for _, term in kept), dtype=np.int32, count=len(kept))
+        starts = np.fromiter((match.start() for match, _ in kept), dtype=np.int64, count=len(kept))
+        ends = np.fromiter((match.end() for match, _ in kept), dtype=np.int64, count=len(kept))
+        entry = (starts, ends, codes, list(code_of), code_of)
+        if self._span_memo_spans + len(kept) > _SPAN_MEMO_SPANS:
+            self._span_memo, self._span_memo_spans = {}, 0
+        self._span_memo[text] = entry
+        self._span_memo_spans += len(kept)
+        return entry
 
     def stem_batch(self, words: list[str]) -> list[str]:
         """Stem a list of words (batched when the stemmer is PyStemmer)."""
@@ -244,6 +270,7 @@ class Tokenizer:
 
 #: raw words whose terms :meth:`Tokenizer.spans` remembers
 _MEMO_SIZE = 1 << 17
+_SPAN_MEMO_SPANS = 1 << 20  # about 20 bytes a span: some 20 MB, SciFact's 5,183 abstracts whole
 
 
 def _check_text(text: object, where: str = "text") -> None:

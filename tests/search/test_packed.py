@@ -85,6 +85,9 @@ def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params, backend
         np.testing.assert_array_equal(packed.get_scores(query).values, memory.get_scores(query).values)
         np.testing.assert_array_equal(packed.score(query, ["d5", "d44"]).values, memory.score(query, ["d5", "d44"]).values)
         assert packed.explain(query, "d12").to_dict() == memory.explain(query, "d12").to_dict()
+        ids = ["d12", "d0", "d44", "d12"]  # a search's results explained together, each term's postings read once
+        assert ([e.to_dict() for e in packed.explain_batch(query, ids)] ==
+                [e.to_dict() for e in memory.explain_batch(query, ids)] == [memory.explain(query, i).to_dict() for i in ids])
     assert packed._packed is not None  # nothing above unpacked it
     # a copy shares the packed postings and unpacks only itself when it changes
     copy = packed.copy().add([{"_id": "new", "text": "w1 w2 w2"}]).delete(["d3"])

@@ -136,7 +136,13 @@ def test_spans_point_at_the_words_of_each_term_and_filter_by_term(monkeypatch):
     assert [text[a:b] for a, b, term in spans if term == "cat"] == ["cats", "CAT"]
     assert tokenizer.spans(text, {"run", "zoë"}) == [s for s in spans if s[2] in {"run", "zoë"}]
     assert tokenizer.spans(text, set()) == []
-    monkeypatch.setattr(tokenize_module, "_MEMO_SIZE", 3)  # the memo of words is bounded, answers unchanged
-    for _ in range(3):
-        assert tokenizer.spans(text) == spans and len(tokenizer._memo) <= 3 + len(set(text.split())) + 2
-    assert Tokenizer().spans("the of and") == [] and pickle.loads(pickle.dumps(tokenizer))._memo == {}
+    assert tokenizer._span_memo[text][3] == ["run", "cat", "ran", "café", "runner", "zoë"]  # remembered per text
+    # both memos are bounded (words, and spans of texts), answers unchanged
+    monkeypatch.setattr(tokenize_module, "_MEMO_SIZE", 3)
+    monkeypatch.setattr(tokenize_module, "_SPAN_MEMO_SPANS", 10)
+    for other in ("cats run", "a dog ran", text, "cats run"):
+        assert tokenizer.spans(other) == Tokenizer().spans(other)
+        assert len(tokenizer._memo) <= 3 + len(set(other.split())) + 2 and tokenizer._span_memo_spans <= 10
+    assert tokenizer.spans(text) == spans and tokenizer.spans(text, {"run", "zoë"}) == [s for s in spans if s[2] in {"run", "zoë"}]
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    assert Tokenizer().spans("the of and") == [] and copy._memo == {} and copy._span_memo == {}
