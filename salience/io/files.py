@@ -12,7 +12,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Iterator
+from typing import Collection, Iterator
 
 from salience.exceptions import InputFormatError
 
@@ -107,21 +107,27 @@ def temporary_prefix(name: str) -> str:
     return f".{name}.{os.getpid()}."
 
 
-def sweep_stale_temporaries(folder: str | Path, name: str) -> int:
+def sweep_stale_temporaries(folder: str | Path, name: str | Collection[str]) -> int:
     """Remove ``.NAME.PID.*.tmp`` / ``.old`` entries in ``folder`` left by killed writers
-    (processes that no longer run); return how many were removed."""
+    (processes that no longer run), for one name or several (the folder listed once); return
+    how many were removed."""
     folder = Path(folder)
+    names = {name} if isinstance(name, str) else set(name)
     removed = 0
-    if not folder.is_dir():
+    try:
+        entries = [entry for entry in os.scandir(folder) if entry.name.startswith(".")]
+    except (FileNotFoundError, NotADirectoryError):
         return 0
-    for entry in folder.glob(f".{glob_escape(name)}.*"):
-        parts = entry.name[len(name) + 2 :].split(".", 1)
-        if not (entry.name.endswith(".tmp") or entry.name.endswith(".old")) or not parts[0].isdigit():
+    for dirent in entries:
+        if not (dirent.name.endswith(".tmp") or dirent.name.endswith(".old")):
             continue
-        pid = int(parts[0])
+        owner = _temporary_of(dirent.name, names)
+        if owner is None:
+            continue
+        name, pid = owner
         if pid == os.getpid() or _pid_alive(pid):
             continue
-        target = folder / name
+        entry, target = Path(dirent.path), folder / name
         if entry.name.endswith(".old") and (entry / "index").is_dir() and not target.exists():
             # the writer died between its two renames: the old folder goes back in place
             os.replace(entry / "index", target)
@@ -135,10 +141,14 @@ def sweep_stale_temporaries(folder: str | Path, name: str) -> int:
     return removed
 
 
-def glob_escape(text: str) -> str:
-    import glob
-
-    return glob.escape(text)
+def _temporary_of(entry: str, names: set[str]) -> tuple[str, int] | None:
+    """(NAME, PID) when ``entry`` is ``.NAME.PID.*`` for one of ``names`` (a name may hold dots)."""
+    dot = 0
+    while (dot := entry.find(".", dot + 1)) != -1:
+        pid, _, _ = entry[dot + 1 :].partition(".")
+        if pid.isdigit() and entry[1:dot] in names:
+            return entry[1:dot], int(pid)
+    return None
 
 
 def _contains(folder: Path, path: Path) -> bool:

@@ -143,8 +143,7 @@ def sweep_leftovers(path: Path, names: list[str]) -> None:
 
     numbers = [int(name.split("-")[1]) for name in names]
     later = max(numbers, default=-1) + 1
-    for name in names + [f"seg-{n:06d}" for n in range(later, later + 64)] + [MANIFEST]:
-        sweep_stale_temporaries(path, name)
+    sweep_stale_temporaries(path, names + [f"seg-{n:06d}" for n in range(later, later + 64)] + [MANIFEST])
     for entry in path.glob("seg-*"):
         if entry.is_dir() and SEGMENT_NAME.fullmatch(entry.name) and entry.name not in names:
             shutil.rmtree(entry, ignore_errors=True)

@@ -98,6 +98,9 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
                   lifespan=lifespan)
     app.state.indexes, app.state.limits, app.state.service = served, limits, service
     install_error_handlers(app)
+    from salience.server.fast_search import FastSearch
+
+    app.add_middleware(FastSearch, service=service)  # inside the body limit: a middleware added later wraps it
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware

@@ -10,7 +10,7 @@ from salience.exceptions import SalienceError
 from salience.server.errors import APIError
 from salience.server.indexes import explained
 
-__all__ = ["read_router", "text_router", "write_router"]
+__all__ = ["read_router", "text_router", "write_router", "prepared_search"]
 
 
 def read_router(service):
@@ -45,59 +45,8 @@ def read_router(service):
 
     @router.post("/indexes/{name}/search")
     async def search(name: str, body: SearchRequest):
-        handle = service.index_named(name)
-        service.within("query", body.query, service.limits.max_query_chars)
-        service.within("k", body.k, service.limits.max_k)
-        engine, generation = handle.snapshot  # one committed state for the whole request
-        searcher = engine
-        if body.hybrid is not None:
-            dense = service.index_named(body.hybrid.dense)
-            if handle.kind != "bm25" or dense.kind != "dense":
-                raise APIError(422, "invalid_field", "hybrid search fuses a BM25 index (the path) with a dense index "
-                               "(hybrid.dense).", "hybrid.dense")
-            from salience.search import Hybrid
-
-            searcher = (Hybrid(engine, dense.reader, method="rrf") if body.hybrid.fusion == "rrf" else
-                        Hybrid(engine, dense.reader, method="wsum", normalize=body.hybrid.fusion,
-                               weight=float(body.hybrid.weight)))
-        if body.allow_partial and handle.kind != "sharded":
-            raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
-        if body.explain and handle.kind != "bm25":
-            raise APIError(422, "invalid_field", "explain shows BM25 term contributions: search a BM25 index.",
-                           "explain")
-
-        def answer():
-            extra = {}
-            if handle.kind == "sharded":
-                # a shard that does not answer: an error (503), or with allow_partial the others'
-                # results flagged, never a silently smaller answer
-                found = engine.search_batch([body.query], k=body.k, where=body.where,
-                                            allow_partial=body.allow_partial)
-                results = found[0]
-                if body.allow_partial:
-                    extra = {"partial": found.partial, "missing_shards": found.missing_shards}
-            else:
-                results = searcher.search(body.query, k=body.k, where=body.where)
-            rows = []
-            for rank, (doc_id, score) in enumerate(results, start=1):
-                row = {"rank": rank, "id": doc_id, "score": score}
-                if getattr(engine, "store_documents", False):
-                    try:
-                        row["document"] = engine.document(doc_id)
-                    except SalienceError:  # a sharded index whose shard died since it answered
-                        if not body.allow_partial:
-                            raise
-                        row["document"] = None
-                rows.append(row)
-            if body.explain:  # all the results at once: each query term's postings read once
-                found = explained(engine, body.query, [row["id"] for row in rows],
-                                  [row.get("document", {}) for row in rows])
-                for row, (explanation, highlights) in zip(rows, found):
-                    row["explanation"], row["highlights"] = explanation, highlights
-            return {"index": name, "generation": generation, "query": body.query, **extra, "results": rows}
-
-        if body.hybrid is None and handle.kind in ("bm25", "sharded") and not (
-                handle.kind == "sharded" and handle.remote):
+        answer, on_loop = prepared_search(service, name, body)
+        if on_loop:
             # BM25 over a bounded query and k takes well under a millisecond: answered on the event
             # loop, where a thread pool hop would cost more, and its threads would take turns
             # with the loop for the GIL (tail latency under load)
@@ -116,6 +65,65 @@ def read_router(service):
         return {**explanation, "highlights": highlights}
 
     return router
+
+
+def prepared_search(service, name: str, body):
+    """A search request checked against the service's limits and the index's kind: (a function
+    that answers it, whether it may run on the event loop). ``APIError`` for a request refused."""
+    handle = service.index_named(name)
+    service.within("query", body.query, service.limits.max_query_chars)
+    service.within("k", body.k, service.limits.max_k)
+    engine, generation = handle.snapshot  # one committed state for the whole request
+    searcher = engine
+    if body.hybrid is not None:
+        dense = service.index_named(body.hybrid.dense)
+        if handle.kind != "bm25" or dense.kind != "dense":
+            raise APIError(422, "invalid_field", "hybrid search fuses a BM25 index (the path) with a dense index "
+                           "(hybrid.dense).", "hybrid.dense")
+        from salience.search import Hybrid
+
+        searcher = (Hybrid(engine, dense.reader, method="rrf") if body.hybrid.fusion == "rrf" else
+                    Hybrid(engine, dense.reader, method="wsum", normalize=body.hybrid.fusion,
+                           weight=float(body.hybrid.weight)))
+    if body.allow_partial and handle.kind != "sharded":
+        raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
+    if body.explain and handle.kind != "bm25":
+        raise APIError(422, "invalid_field", "explain shows BM25 term contributions: search a BM25 index.",
+                       "explain")
+
+    def answer():
+        extra = {}
+        if handle.kind == "sharded":
+            # a shard that does not answer: an error (503), or with allow_partial the others'
+            # results flagged, never a silently smaller answer
+            found = engine.search_batch([body.query], k=body.k, where=body.where,
+                                        allow_partial=body.allow_partial)
+            results = found[0]
+            if body.allow_partial:
+                extra = {"partial": found.partial, "missing_shards": found.missing_shards}
+        else:
+            results = searcher.search(body.query, k=body.k, where=body.where)
+        rows = []
+        for rank, (doc_id, score) in enumerate(results, start=1):
+            row = {"rank": rank, "id": doc_id, "score": score}
+            if getattr(engine, "store_documents", False):
+                try:
+                    row["document"] = engine.document(doc_id)
+                except SalienceError:  # a sharded index whose shard died since it answered
+                    if not body.allow_partial:
+                        raise
+                    row["document"] = None
+            rows.append(row)
+        if body.explain:  # all the results at once: each query term's postings read once
+            found = explained(engine, body.query, [row["id"] for row in rows],
+                              [row.get("document", {}) for row in rows])
+            for row, (explanation, highlights) in zip(rows, found):
+                row["explanation"], row["highlights"] = explanation, highlights
+        return {"index": name, "generation": generation, "query": body.query, **extra, "results": rows}
+
+    on_loop = body.hybrid is None and handle.kind in ("bm25", "sharded") and not (
+        handle.kind == "sharded" and handle.remote)
+    return answer, on_loop
 
 
 def text_router(service):

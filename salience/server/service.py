@@ -27,11 +27,15 @@ class Service:
     def reply(self, result):
         """Serialised by orjson straight into the response: FastAPI's own encoder walks every
         value in Python, most of the time of a top-100 answer."""
-        import orjson
         from fastapi.responses import Response
 
-        return Response(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS),
-                        media_type="application/json")
+        return Response(self.encode(result), media_type="application/json")
+
+    @staticmethod
+    def encode(result) -> bytes:
+        import orjson
+
+        return orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS)
 
     async def run(self, fn: Callable, *args):
         """``fn(*args)`` in the thread pool, answered 504 after ``limits.timeout_s``."""

@@ -61,3 +61,18 @@ def test_a_writer_killed_between_two_renames_gets_its_old_folder_back(tmp_path):
     assert sweep_stale_temporaries(tmp_path, "index") == 2
     assert _tree(tmp_path / "index") == {"data": "old"}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+def test_sweeping_several_names_at_once_removes_only_their_dead_writers_temporaries(tmp_path):
+    dead, alive = _dead_pid(), os.getpid()
+    names = [f".manifest.json.{dead}.a1.tmp", f".seg-000001.{dead}.b2.tmp", f".seg-000001.{dead}.old",
+             f".manifest.json.{alive}.c3.tmp", f".other.{dead}.d4.tmp", f".manifest.json.{dead}.e5.kept",
+             f".v1.2.{dead}.f6.tmp", "manifest.json"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    (tmp_path / f".seg-000002.{dead}.g7.tmp").mkdir()
+    removed = sweep_stale_temporaries(tmp_path, ["manifest.json", "seg-000001", "seg-000002", "v1.2"])
+    assert removed == 5
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([f".manifest.json.{alive}.c3.tmp", f".other.{dead}.d4.tmp",
+                                                                 f".manifest.json.{dead}.e5.kept", "manifest.json"])
+    assert sweep_stale_temporaries(tmp_path / "absent", "manifest.json") == 0

@@ -65,6 +65,30 @@ def test_search_with_explain_highlights_the_matched_words(client):
     assert explained["doc_id"] == "mice" and [DOCS[4]["text"][a:b] for a, b in explained["highlights"]["text"]] == ["Mice"]
 
 
+def test_a_bm25_search_is_answered_by_the_fast_path_exactly_as_by_the_route(client, monkeypatch):
+    """The busiest request skips FastAPI's routing; what it answers, and every error, are the
+    route's own (the route's replies are made unavailable: only the fast path can answer)."""
+    request = {"query": "cat hunting", "k": 3, "explain": True}
+    routed = client.post("/indexes/pets/search", json=request)
+    assert routed.status_code == 200
+    service = client.app.state.service
+
+    def unavailable(result):
+        raise AssertionError("the FastAPI route answered")
+
+    monkeypatch.setattr(service, "reply", unavailable)
+    fast = client.post("/indexes/pets/search", json=request)
+    assert fast.status_code == 200 and fast.headers["content-type"] == "application/json"
+    assert fast.content == routed.content
+    monkeypatch.undo()
+    _error(client.post("/indexes/pets/search", json={"query": "cats", "k": 51}), 422, "over_limit", "k")
+    _error(client.post("/indexes/nope/search", json={"query": "cats"}), 404, "unknown_index", "name")
+    _error(client.post("/indexes/pets/search", content=b"{not json", headers={"content-type": "application/json"}),
+           400, "invalid_json")
+    _error(client.post("/indexes/pets/search", content=b"x" * 30_000, headers={"content-type": "application/json"}),
+           413, "body_too_large")
+
+
 def test_bad_requests_get_json_errors_naming_the_field(client):
     search = "/indexes/pets/search"
     _error(client.post(search, json={"query": "cats", "k": 0}), 422, "invalid_field", "k")
