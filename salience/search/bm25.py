@@ -26,7 +26,7 @@ from salience.core.run import Run
 from salience.parallel import progress_bar
 from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
-from salience.exceptions import IdMismatchError, InvalidParameterError, MissingDependencyError, unknown_choice
+from salience.exceptions import InvalidParameterError, MissingDependencyError, unknown_choice
 from salience.extras import install_hint
 from salience.search import scoring
 from salience.search.explanation import Explanation, explain_score, explain_scores, score_unindexed
@@ -351,14 +351,7 @@ class BM25(Index, PostingScores):
         ['0', '1']
         """
         self._require_index()
-        if isinstance(doc_ids, str):
-            raise InvalidParameterError("doc_ids must be a list of document ids.")
-        positions = []
-        for doc_id in doc_ids:
-            pos = self._pos.get(str(doc_id))
-            if pos is None:
-                raise IdMismatchError(f"unknown document id {doc_id!r}.")
-            positions.append(pos)
+        positions = self._positions(doc_ids)
         cached = self._last_scores
         if cached is None or cached[0] != query:
             cached = self._last_scores = (query, self._dense_scores(query))

@@ -346,14 +346,7 @@ class Dense(Index):
     def score(self, query: str, doc_ids: Sequence[str]) -> Scores:
         """Cosine similarity of the given documents to ``query`` (a reranker's scorer)."""
         self._require_index()
-        if isinstance(doc_ids, str):
-            raise InvalidParameterError("doc_ids must be a list of document ids.")
-        positions = []
-        for doc_id in doc_ids:
-            pos = self._pos.get(str(doc_id))
-            if pos is None:
-                raise IdMismatchError(f"unknown document id {doc_id!r}.")
-            positions.append(pos)
+        positions = self._positions(doc_ids)
         vector = self._queries([query])[0]
         rows = np.vstack([self._row(p) for p in positions]) if positions else np.zeros((0, self._dimension))
         return Scores((rows @ vector).astype(np.float64), ids=[str(d) for d in doc_ids])

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.exceptions import IdMismatchError, InvalidParameterError
+from salience.exceptions import InvalidParameterError
 from salience.search import scoring
 
 __all__ = ["TermContribution", "Explanation", "explain_score", "score_unindexed"]
@@ -57,13 +57,7 @@ def explain_scores(index, query: str, doc_ids: Sequence[str]) -> list[Explanatio
     absent term); they sum to the score. Each term's postings are read once for all the
     documents (a search's results explained together)."""
     index._require_index()
-    positions = []
-    for doc_id in doc_ids:
-        pos = index._pos.get(str(doc_id))
-        if pos is None:
-            raise IdMismatchError(f"unknown document id {doc_id!r}.")
-        positions.append(pos)
-    positions = np.asarray(positions, dtype=np.int64)
+    positions = np.asarray(index._positions(doc_ids), dtype=np.int64)
     counts: dict[int, int] = {}
     for t in index._encode_queries([query])[0]:
         counts[t] = counts.get(t, 0) + 1

@@ -22,7 +22,7 @@ import abc
 import copy as _copy
 import os
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -113,12 +113,22 @@ class Index(Scorer, abc.ABC):
         """Whether a live document has the id ``doc_id``."""
         return isinstance(doc_id, str) and doc_id in self._pos
 
+    def _positions(self, doc_ids: Sequence[str]) -> list[int]:
+        """Where each of ``doc_ids`` is; an unknown id is an error naming it."""
+        if isinstance(doc_ids, str):
+            raise InvalidParameterError("doc_ids must be a list of document ids.")
+        positions = []
+        for doc_id in doc_ids:
+            pos = self._pos.get(str(doc_id))
+            if pos is None:
+                raise IdMismatchError(f"unknown document id {doc_id!r}.")
+            positions.append(pos)
+        return positions
+
     def document(self, doc_id: str) -> dict:
         """Stored fields and metadata of a document."""
         self._require_index()
-        pos = self._pos.get(str(doc_id))
-        if pos is None:
-            raise IdMismatchError(f"unknown document id {doc_id!r}.")
+        [pos] = self._positions([doc_id])
         out = {"id": self._ids[pos]}
         if self._stored is not None:
             out.update(self._stored[pos])
