@@ -135,3 +135,41 @@ def test_rank_fuse_errors(tmp_path, capsys):
     # failed runs leave the earlier output as it was, and no temporary file beside it
     assert (tmp_path / "o").read_text() == fused
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.trec", "b.trec", "o"]
+
+
+def test_search_run_writes_a_trec_run_that_rank_evaluate_scores(tmp_path, corpus, capsys):
+    from salience.core.run import Run
+    from salience.search import BM25
+
+    index = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(index), "--quiet"]) == 0
+    capsys.readouterr()
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": "heat boundary layer"}) + "\n"
+                       + json.dumps({"_id": "q2", "text": "slender wings"}) + "\n")
+    out = tmp_path / "bm25.trec"
+    assert main(["search", "run", str(index), "--queries", str(queries), "-k", "2", "--out", str(out), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["queries"] == 2
+    run = Run.read_trec(out)
+    engine = BM25.load(index)
+    for qid, text in (("q1", "heat boundary layer"), ("q2", "slender wings")):
+        expected = engine.search(text, k=2)
+        assert run[qid].ranked_ids() == expected.ids
+        assert run[qid].sorted().values.tolist() == pytest.approx(expected.values.tolist())
+    assert out.read_text().split("\n")[0].split()[5] == "run-bm25"
+    qrels = tmp_path / "qrels.tsv"
+    top = engine.search("heat boundary layer", k=1).ids[0]
+    qrels.write_text(f"query-id\tcorpus-id\tscore\nq1\t{top}\t1\nq2\tb\t1\n")
+    assert main(["rank", "evaluate", str(qrels), str(out), "--metrics", "ndcg@10", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ndcg@10"] == pytest.approx(1.0)
+    # an earlier run is replaced; an input, an empty queries file or a missing index is refused
+    assert main(["search", "run", str(index), "--queries", str(queries), "--out", str(out), "--quiet"]) == 0
+    assert main(["search", "run", str(index), "--queries", str(queries), "--out", str(queries)]) == 2
+    assert "queries.jsonl" in capsys.readouterr().err and queries.read_text().startswith('{"_id": "q1"')
+    (tmp_path / "none.jsonl").write_text("")
+    assert main(["search", "run", str(index), "--queries", str(tmp_path / "none.jsonl"), "--out", str(out)]) == 2
+    assert "no queries" in capsys.readouterr().err
+    assert main(["search", "run", str(tmp_path / "absent"), "--queries", str(queries), "--out", str(tmp_path / "x")]) == 2
+    assert main(["search", "run", str(index), "--queries", str(queries), "--hybrid", str(index), "--out",
+                 str(tmp_path / "y")]) == 2
+    assert "not a dense index" in capsys.readouterr().err

@@ -187,18 +187,25 @@ def _parse_where(text: str | None):
         raise InvalidParameterError(f"--where must be JSON, e.g. '{{\"year\": {{\">=\": 2010}}}}'; {err}") from None
 
 
-def _cmd_query(args) -> int:
+def _searcher(engine, args):
+    """``engine``, or with ``--hybrid DENSE_INDEX`` it fused with that dense index."""
     from salience.search import BM25, Dense
 
+    if not args.hybrid:
+        return engine
+    if not isinstance(engine, BM25):
+        raise InvalidParameterError(f"--hybrid fuses a BM25 index with a dense one: {args.index} is not a BM25 index.")
+    dense = load_index(args.hybrid)
+    if not isinstance(dense, Dense):
+        raise InvalidParameterError(f"--hybrid {args.hybrid}: not a dense index (salience search index --dense).")
+    return _hybrid(engine, dense, args)
+
+
+def _cmd_query(args) -> int:
+    from salience.search import BM25
+
     engine = load_index(args.index)
-    searcher = engine
-    if args.hybrid:
-        if not isinstance(engine, BM25):
-            raise InvalidParameterError(f"--hybrid fuses a BM25 index with a dense one: {args.index} is not a BM25 index.")
-        dense = load_index(args.hybrid)
-        if not isinstance(dense, Dense):
-            raise InvalidParameterError(f"--hybrid {args.hybrid}: not a dense index (salience search index --dense).")
-        searcher = _hybrid(engine, dense, args)
+    searcher = _searcher(engine, args)
     if args.explain and not isinstance(engine, BM25):
         raise InvalidParameterError("--explain shows BM25's term contributions: query a BM25 index.")
     results = searcher.search(args.query, k=args.k, where=_parse_where(args.where))
@@ -223,6 +230,31 @@ def _cmd_query(args) -> int:
         if args.explain:
             for term in row["explanation"]["terms"]:
                 print(f"       {term['term']:<18} tf={term['tf']:<4g} idf={term['idf']:.3f}  +{term['contribution']:.4f}")
+    return 0
+
+
+def _cmd_run(args) -> int:
+    """Every query of a file searched, written as a TREC run (Pyserini's ``search``)."""
+    from salience.cli.rank import is_own_run
+    from salience.core.run import Run
+    from salience.search.sources import read_queries
+
+    check_output_path(args.out, [args.index, args.queries] + ([args.hybrid] if args.hybrid else []), what="run",
+                      is_own=lambda p: is_own_run(p, args.tag, prefix="run-"))
+    queries = read_queries(args.queries, on_error=args.on_error)
+    if not queries:
+        raise InvalidParameterError(f"--queries {args.queries}: no queries in it.")
+    engine = load_index(args.index)
+    searcher = _searcher(engine, args)
+    searcher.search_batch([next(iter(queries.values()))], k=1)  # the query kernel or encoder loaded before timing
+    start = time.perf_counter()
+    run = Run(dict(zip(queries, searcher.search_batch(list(queries.values()), k=args.k))))
+    seconds = time.perf_counter() - start
+    tag = args.tag or ("run-hybrid" if args.hybrid else f"run-{type(engine).__name__.lower()}")
+    run.write_trec(args.out, tag=tag)
+    result = {"queries": len(queries), "k": args.k, "seconds": round(seconds, 4),
+              "queries_per_second": round(len(queries) / seconds, 1) if seconds > 0 else None, "out": args.out}
+    emit(args, result, f"{len(queries)} queries searched (top {args.k}) in {seconds:.2f} s -> {args.out}")
     return 0
 
 
@@ -356,6 +388,19 @@ def add_commands(domains) -> None:
     _add_fusion_options(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_query)
+
+    p = commands.add_parser("run", help="search a saved index with every query of a file, write a TREC run")
+    p.add_argument("index", help="index folder (salience search index)")
+    p.add_argument("--queries", required=True, help="queries.jsonl or a BEIR folder (its queries.jsonl)")
+    p.add_argument("-k", type=positive_int, default=100, help="results per query (default 100)")
+    p.add_argument("--hybrid", default=None, metavar="DENSE_INDEX",
+                   help="fuse this BM25 index's ranking with a dense index's (salience search index --dense)")
+    _add_fusion_options(p)
+    p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier run output")
+    p.add_argument("--tag", default=None, help="run tag (default run-bm25, run-dense or run-hybrid)")
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_run)
 
     p = commands.add_parser("evaluate", help="index a BEIR folder, run its queries, score against qrels.tsv")
     p.add_argument("dataset", help="BEIR folder: corpus.jsonl, queries.jsonl and qrels.tsv (or qrels/test.tsv)")
