@@ -71,7 +71,7 @@ def _central_sentence(sentences: list[str], min_words: int) -> int | None:
     return best
 
 
-def _candidates(documents, sources: Sequence[str], min_words: int) -> list[tuple[str, str, str]]:
+def _candidates(documents, sources: Sequence[str], min_words: int) -> list[tuple[str, str, str, str]]:
     """(query, doc id, passage, source) before the round trip."""
     from salience.text.sentences import split_sentences
 
