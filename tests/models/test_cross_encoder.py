@@ -1,0 +1,105 @@
+"""A cross-encoder trained here from an encoder's weights: the listwise loss falls, the model
+ranks its training positives first, the same seed gives the same model, a killed run resumes
+from its checkpoint to the same model, and the output folder is whole or absent."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from salience.exceptions import InvalidParameterError  # noqa: E402
+from salience.models.cross_encoder import CrossEncoder, is_cross_folder, train_cross_encoder  # noqa: E402
+from tests.models.tiny import tiny_encoder_folder  # noqa: E402
+
+TOPICS = ["heat flow", "wing shock", "cell protein", "stock price", "membrane cell", "shock wave", "market price",
+          "heat wave"]
+
+
+def _groups():
+    groups = []
+    for i, topic in enumerate(TOPICS * 3):
+        others = [t for t in TOPICS if t != topic]
+        groups.append((topic, f"the {topic} of a {topic}", [f"the {others[(i + j) % len(others)]}" for j in range(3)]))
+    return groups
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    return str(tiny_encoder_folder(tmp_path_factory.mktemp("tiny") / "encoder"))
+
+
+def test_training_lowers_the_loss_and_ranks_positives_first_deterministically(base, tmp_path):
+    options = dict(base=base, epochs=12, batch_size=4, negatives=3, learning_rate=2e-3, max_length=32, minutes=5)
+    report = train_cross_encoder(_groups(), tmp_path / "cross", **options)
+    assert report["stopped_by"] == "epochs" and report["steps"] == report["planned_steps"] == 72
+    assert report["loss_last"] < 0.5 * report["loss_first"]
+    assert is_cross_folder(tmp_path / "cross") and not (tmp_path / ".cross.training").exists()
+    judge = CrossEncoder(tmp_path / "cross", max_length=32)
+    wins = [np.argmax(judge.scores(q, [p] + n)) == 0 for q, p, n in _groups()]
+    assert np.mean(wins) >= 0.9
+    again = train_cross_encoder(_groups(), tmp_path / "again", **options)
+    assert again["loss_last"] == report["loss_last"]
+    q, p, n = _groups()[0]
+    assert np.array_equal(CrossEncoder(tmp_path / "again", max_length=32).scores(q, [p] + n), judge.scores(q, [p] + n))
+
+
+def test_a_killed_run_resumes_from_its_checkpoint_to_the_same_model(base, tmp_path, monkeypatch):
+    import torch
+
+    options = dict(base=base, epochs=2, batch_size=4, negatives=2, learning_rate=1e-3, max_length=32, minutes=5,
+                   checkpoint_every=2)
+    whole = train_cross_encoder(_groups(), tmp_path / "whole", **options)
+    real_step, calls = torch.optim.AdamW.step, [0]
+
+    def dies_at_five(self, *args, **kwargs):
+        calls[0] += 1
+        if calls[0] == 5:
+            raise KeyboardInterrupt  # killed between checkpoints (after step 4's)
+        return real_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", dies_at_five)
+    with pytest.raises(KeyboardInterrupt):
+        train_cross_encoder(_groups(), tmp_path / "cut", **options)
+    monkeypatch.undo()
+    assert not (tmp_path / "cut").exists() and (tmp_path / ".cut.training" / "checkpoint.pt").is_file()
+    resumed = train_cross_encoder(_groups(), tmp_path / "cut", **options)
+    assert resumed["steps"] == whole["steps"] and resumed["loss_last"] == pytest.approx(whole["loss_last"], abs=1e-6)
+    q, p, n = _groups()[3]
+    np.testing.assert_allclose(CrossEncoder(tmp_path / "cut").scores(q, [p] + n),
+                               CrossEncoder(tmp_path / "whole").scores(q, [p] + n), atol=1e-5)
+
+
+def test_bad_training_input_is_refused(base, tmp_path):
+    from tests.models.tiny import tiny_lm
+
+    with pytest.raises(InvalidParameterError, match="at least 16 are needed"):
+        train_cross_encoder(_groups()[:5], tmp_path / "x", base=base)
+    model, tokenizer = tiny_lm()
+    model.save_pretrained(tmp_path / "lm")
+    tokenizer.save_pretrained(tmp_path / "lm")
+    with pytest.raises(InvalidParameterError, match="is a llama model, not a transformer encoder"):
+        train_cross_encoder(_groups(), tmp_path / "x", base=str(tmp_path / "lm"))
+    with pytest.raises(InvalidParameterError, match="not a model folder"):
+        train_cross_encoder(_groups(), tmp_path / "x", base=str(tmp_path))
+    # a checkpoint of another run (here another batch size) is refused, naming both settings
+    options = dict(base=base, epochs=1, batch_size=2, negatives=1, max_length=32, checkpoint_every=1)
+    work = tmp_path / ".y.training"
+    from salience.models import cross_encoder
+
+    real = cross_encoder._save_checkpoint
+
+    def save_then_die(*args, **kwargs):
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    cross_encoder._save_checkpoint = save_then_die
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            train_cross_encoder(_groups(), tmp_path / "y", **options)
+    finally:
+        cross_encoder._save_checkpoint = real
+    assert (work / "checkpoint.pt").is_file()
+    with pytest.raises(InvalidParameterError, match=r"another training run \(\{'batch_size': \(2, 4\)\}"):
+        train_cross_encoder(_groups(), tmp_path / "y", **{**options, "batch_size": 4})
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
