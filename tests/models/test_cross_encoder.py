@@ -103,3 +103,38 @@ def test_bad_training_input_is_refused(base, tmp_path):
     with pytest.raises(InvalidParameterError, match=r"another training run \(\{'batch_size': \(2, 4\)\}"):
         train_cross_encoder(_groups(), tmp_path / "y", **{**options, "batch_size": 4})
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+
+
+def test_train_reranker_and_rerank_with_it_from_the_command_line(base, tmp_path, capsys):
+    import json
+
+    from salience.cli import main
+    from salience.core.run import Run
+
+    words = ["heat flow", "wing shock", "cell protein", "stock price", "membrane cell", "shock wave", "market price",
+             "heat wave", "protein membrane", "flow wave"]
+    docs = [{"_id": f"d{i}", "title": f"{topic} {extra}", "text": f"the {topic} of a {topic} in the {extra} . "
+             f"a {extra} in the {topic} ."}
+            for i, (topic, extra) in enumerate((t, e) for t in words for e in ("market", "wing"))]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    out = tmp_path / "cross"
+    assert main(["search", "train-reranker", str(corpus), "--out", str(out), "--base", base, "--epochs", "2",
+                 "--batch-size", "4", "--negatives", "2", "--max-length", "32", "--learning-rate", "1e-3",
+                 "--minutes", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["pairs_made"][str(corpus)]["pairs"] >= 16 and report["steps"] > 0 and is_cross_folder(out)
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": "heat flow market"}) + "\n")
+    assert main(["search", "run", str(tmp_path / "ix"), "--queries", str(queries), "-k", "5", "--out",
+                 str(tmp_path / "bm25.trec")]) == 0
+    capsys.readouterr()
+    assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                 str(queries), "--judge", "cross", "--model", str(out), "--depth", "5", "--out",
+                 str(tmp_path / "cross.trec")]) == 0
+    assert set(Run.read_trec(tmp_path / "cross.trec")["q1"].ids) == set(Run.read_trec(tmp_path / "bm25.trec")["q1"].ids)
+    assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                 str(queries), "--judge", "cross", "--out", str(tmp_path / "x.trec")]) == 2
+    assert "--judge cross needs --model" in capsys.readouterr().err
+    assert main(["search", "train-reranker", str(corpus), "--out", str(corpus), "--base", base]) == 2

@@ -60,3 +60,16 @@ def tiny_encoder_folder(path):
     (path / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_mean_tokens": True}))
     (path / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 64}))
     return path
+
+
+def tiny_cross_folder(path):
+    """The tiny encoder above with an untrained one-output scoring head: a cross-encoder folder."""
+    from pathlib import Path
+
+    import transformers
+
+    path = Path(path)
+    encoder = tiny_encoder_folder(path.parent / f"{path.name}-encoder")
+    transformers.BertForSequenceClassification.from_pretrained(encoder, num_labels=1).save_pretrained(path)
+    transformers.AutoTokenizer.from_pretrained(encoder).save_pretrained(path)
+    return path

@@ -1,0 +1,47 @@
+"""A cross-encoder as a relevance judge (the ``judge`` family's ``cross``): the transformer reads
+the query and each passage together (:class:`salience.models.cross_encoder.CrossEncoder`; make
+one with ``salience search train-reranker``)."""
+
+from __future__ import annotations
+
+import time
+from typing import Sequence
+
+import numpy as np
+
+from salience.core.base import register_method
+from salience.exceptions import InvalidParameterError
+from salience.search.lm_judges import Judge
+
+__all__ = ["CrossJudge"]
+
+
+@register_method("judge", "cross", "cross-encoder judge: a transformer reads the query and the passage together "
+                                   "(salience search train-reranker makes one)")
+class CrossJudge(Judge):
+    """``model``: a cross-encoder folder; ``max_length``: the pair's tokens (the passage cut to
+    fit); ``batch_tokens``: padded tokens per batch."""
+
+    model_parameter = "model"  # what the command line's --model sets
+
+    def __init__(self, *, model: str, max_length: int = 256, batch_tokens: int = 8192):
+        from salience.models.cross_encoder import CrossEncoder
+
+        for name, value, low in (("max_length", max_length, 16), ("batch_tokens", batch_tokens, 16)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidParameterError(f"{name} must be a whole number >= {low}; got {value!r}.")
+        self.model, self.max_length, self.batch_tokens = str(model), max_length, batch_tokens
+        self.cross = CrossEncoder(model, max_length=max_length, batch_tokens=batch_tokens)
+        self.calls, self.seconds = 0, 0.0
+
+    def __repr__(self) -> str:
+        return f"CrossJudge({self.model!r})"
+
+    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidParameterError("query must be a non-empty text.")
+        start = time.perf_counter()
+        out = self.cross.scores(query, list(passages))
+        self.calls += len(passages)
+        self.seconds += time.perf_counter() - start
+        return out
