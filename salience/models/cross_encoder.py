@@ -229,11 +229,13 @@ def train_cross_encoder(groups: Sequence[tuple[str, str, Sequence[str]]], out: s
 
 def _save_checkpoint(torch, work: Path, model, optimizer, settings: dict, step: int, seconds: float,
                      losses: list) -> None:
-    """Written to a temporary file and renamed: a kill leaves the last whole checkpoint."""
+    """Written atomically: a kill leaves the last whole checkpoint."""
+    import io
+
+    from salience.io.files import atomic_write_bytes
+
     work.mkdir(parents=True, exist_ok=True)
-    tmp = work / f"checkpoint.{os.getpid()}.tmp"
+    buffer = io.BytesIO()
     torch.save({"settings": settings, "model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                "step": step, "seconds": seconds, "losses": losses, "torch_rng": torch.get_rng_state()}, tmp)
-    with open(tmp, "rb") as fh:
-        os.fsync(fh.fileno())
-    os.replace(tmp, work / "checkpoint.pt")
+                "step": step, "seconds": seconds, "losses": losses, "torch_rng": torch.get_rng_state()}, buffer)
+    atomic_write_bytes(work / "checkpoint.pt", buffer.getvalue())
