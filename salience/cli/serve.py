@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from salience.cli._common import positive_int
+from salience.cli._common import choices_of, positive_int
 
 
 def _cmd_serve(args) -> int:
@@ -11,7 +11,7 @@ def _cmd_serve(args) -> int:
     limits = Limits(max_body_bytes=args.max_body_bytes, max_k=args.max_k, max_query_chars=args.max_query_chars,
                     max_text_chars=args.max_text_chars, max_batch=args.max_batch, timeout_s=args.timeout)
     serve(args.indexes, host=args.host, port=args.port, api_key_file=args.api_key_file, limits=limits,
-          cors_origins=args.cors_origin, judge=args.judge, log_level="warning" if args.quiet else "info",
+          cors_origins=args.cors_origin, judge=args.judge, judge_model=args.judge_model, log_level="warning" if args.quiet else "info",
           workers=args.workers, shard_executor=args.shard_executor, address=args.address)
     return 0
 
@@ -25,8 +25,11 @@ def add_commands(domains) -> None:
                    "without it the write endpoints are off")
     p.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
                    help="allow browser requests from this origin (repeatable; CORS is off by default)")
-    p.add_argument("--judge", choices=("index", "encoder"), default="index",
-                   help="what /rerank scores posted passages with: the index's BM25 or all-MiniLM-L6-v2")
+    p.add_argument("--judge", choices=("index",) + choices_of("judge"), default="index",
+                   help="what /rerank scores posted passages with: the index's own scorer (default), encoder "
+                        "(all-MiniLM-L6-v2 or --judge-model) or cross (a cross-encoder: --judge-model)")
+    p.add_argument("--judge-model", default=None,
+                   help="the judge's model folder (a cross-encoder made by salience search train-reranker)")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
     p.add_argument("--max-k", type=int, default=1000, help="largest k a search may ask (default 1000)")
     p.add_argument("--max-query-chars", type=int, default=1000, help="longest query (default 1000 characters)")

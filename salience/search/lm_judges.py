@@ -80,6 +80,16 @@ class Judge(Scorer, abc.ABC):
     it into them over passage ids. ``calls`` counts the model's prompts, ``seconds`` its time."""
 
     kind = "scores"
+    model_parameter: str | None = None  # the parameter naming the judge's model folder, where it has one
+
+    @classmethod
+    def needs_model(cls) -> bool:
+        """Whether the judge's model must be given (its model parameter has no default)."""
+        import inspect
+
+        if cls.model_parameter is None:
+            return False
+        return inspect.signature(cls.__init__).parameters[cls.model_parameter].default is inspect.Parameter.empty
 
     @property
     def method(self) -> str:
@@ -243,17 +253,9 @@ class _BatchedLMJudge(_ScoringLMJudge):
         """The scores of one batch of (cut) passages: one forward pass."""
 
     def _padded(self, torch, rows: list[list[int]], *, left: bool = False):
-        """``(ids, mask)`` of the rows padded to one width, on the right, or on the ``left`` so
-        that every row ends at the last column."""
-        width = max(len(r) for r in rows)
-        pad = getattr(self.tokenizer, "pad_token_id", None) or 0
-        ids = torch.full((len(rows), width), pad, dtype=torch.long)
-        mask = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, r in enumerate(rows):
-            columns = slice(width - len(r), width) if left else slice(0, len(r))
-            ids[i, columns] = torch.tensor(r)
-            mask[i, columns] = 1
-        return ids, mask
+        from salience.models.kv import padded_rows
+
+        return padded_rows(torch, rows, getattr(self.tokenizer, "pad_token_id", None) or 0, left=left)
 
     def _last_logits(self, torch, prefix: list[int], rows: list[list[int]], keep: int):
         """Logits at the last ``keep`` positions of each prompt ``prefix + row``: the rows are

@@ -52,8 +52,33 @@ def read_api_key(path: str | os.PathLike) -> str:
     return key
 
 
+def _passage_judge(judge: str, judge_model: str | None):
+    """What ``/rerank`` scores posted passages with, and the name its answers carry: ``index``
+    (None: the index's own scorer) or a registered judge that loads its model from a folder
+    (``encoder``, ``cross``), built through the registry and warmed up now, before the service
+    reports ready."""
+    from salience.core.base import create, method_factory, method_names
+    from salience.search.lm_judges import LMJudge
+
+    if judge == "index":
+        if judge_model is not None:
+            raise InvalidParameterError("judge_model needs a judge (encoder or cross), not the index's scorer.")
+        return None, None
+    servable = [n for n in method_names("judge") if not issubclass(method_factory("judge", n), LMJudge)]
+    if judge not in servable:
+        raise InvalidParameterError(f"judge must be 'index' (the index's own scorer) or one of {', '.join(servable)}; "
+                                    f"got {judge!r}.")
+    kind = method_factory("judge", judge)
+    if judge_model is None and kind.needs_model():
+        raise InvalidParameterError(f"the {judge} judge needs its model folder (--judge-model).")
+    passage_judge = create("judge", judge, **({} if judge_model is None else {kind.model_parameter: judge_model}))
+    passage_judge.scores("warm", ["up"])  # the model loads now
+    return passage_judge, (f"{judge} ({Path(judge_model).name})" if judge_model else "all-MiniLM-L6-v2")
+
+
 def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None = None, limits: Limits | None = None,
-               cors_origins: Sequence[str] = (), judge: str = "index", shared: bool = False, watch_s: float = 0.2,
+               cors_origins: Sequence[str] = (), judge: str = "index", judge_model: str | None = None,
+               shared: bool = False, watch_s: float = 0.2,
                shard_executor: str = "local", address: str | None = None):
     """The FastAPI application serving ``indexes`` (folders of saved indexes): the routers of
     :mod:`salience.server.routes` over one :class:`~salience.server.service.Service`.
@@ -69,8 +94,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
     from salience.server.service import Service
 
     limits = limits or Limits()
-    if judge not in ("index", "encoder"):
-        raise InvalidParameterError(f"judge must be 'index' (the index's own scorer) or 'encoder'; got {judge!r}.")
+    passage_judge, judge_name = _passage_judge(judge, judge_model)
     served: dict[str, ServedIndex] = {}
     for path in indexes:
         handle = ServedIndex(path, shared=shared, watch_s=watch_s, shard_executor=shard_executor, address=address)
@@ -78,13 +102,8 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
             raise InvalidParameterError(f"two indexes are named {handle.name!r} ({served[handle.name].path} and "
                                         f"{handle.path}): serve folders with different names.")
         served[handle.name] = handle
-    encoder_judge = None
-    if judge == "encoder":
-        from salience.search.lm_judges import EncoderJudge
-
-        encoder_judge = EncoderJudge()
-        encoder_judge.scores("warm", ["up"])  # the model loads now, before the service reports ready
-    service = Service(served=served, limits=limits, api_key=api_key, encoder_judge=encoder_judge)
+    service = Service(served=served, limits=limits, api_key=api_key, passage_judge=passage_judge,
+                      passage_judge_name=judge_name)
 
     from contextlib import asynccontextmanager
 
@@ -145,7 +164,8 @@ def worker_app():
 
 def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port: int = 8080,
           api_key_file: str | None = None, limits: Limits | None = None, cors_origins: Sequence[str] = (),
-          judge: str = "index", log_level: str = "info", workers: int = 1, shard_executor: str = "local",
+          judge: str = "index", judge_model: str | None = None, log_level: str = "info", workers: int = 1,
+          shard_executor: str = "local",
           address: str | None = None) -> None:
     """Run the service until interrupted (uvicorn): one process, or ``workers`` processes
     sharing the port, each with the indexes open memory-mapped and every commit visible to all
@@ -160,6 +180,7 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
     started = time.perf_counter()
     # built here even with workers: a bad folder or option fails now, in the command, not in N workers
     app = create_app(indexes, api_key=api_key, limits=limits, cors_origins=cors_origins, judge=judge,
+                     judge_model=judge_model,
                      shared=workers > 1, shard_executor=shard_executor, address=address)
     log.info("loaded %d indexes in %.1f s", len(app.state.indexes), time.perf_counter() - started)
     if workers == 1:
@@ -175,6 +196,7 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
         "indexes": [str(Path(p).resolve()) for p in indexes],
         "api_key_file": str(Path(api_key_file).resolve()) if api_key_file else None,
         "limits": asdict(limits or Limits()), "cors_origins": list(cors_origins), "judge": judge,
+        "judge_model": str(Path(judge_model).resolve()) if judge_model else None,
         "shard_executor": shard_executor, "address": address})
     uvicorn.run("salience.server.app:worker_app", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False)

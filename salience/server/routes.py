@@ -145,12 +145,12 @@ def text_router(service):
         if body.passages is not None:
             for i, p in enumerate(body.passages):
                 service.within(f"passages.{i}.text", p.text, service.limits.max_text_chars)
-        if body.index is None and len(service.served) != 1 and (body.ids is not None or service.encoder_judge is None):
+        if body.index is None and len(service.served) != 1 and (body.ids is not None or service.passage_judge is None):
             raise APIError(422, "invalid_field", f"name the index whose scorer judges ({', '.join(service.served)}).", "index")
         handle = service.index_named(body.index) if body.index is not None else (next(iter(service.served.values())) if service.served else None)
-        if handle is not None and handle.kind == "sharded" and (body.ids is not None or service.encoder_judge is None):
+        if handle is not None and handle.kind == "sharded" and (body.ids is not None or service.passage_judge is None):
             raise APIError(422, "invalid_field", f"{handle.name} is a sharded index: rerank with a BM25 or dense "
-                           "index, or --judge encoder.", "index")
+                           "index, or --judge encoder or cross.", "index")
 
         def answer():
             if body.ids is not None:
@@ -159,12 +159,12 @@ def text_router(service):
             else:
                 ids = [p.id for p in body.passages]
                 texts = [p.text for p in body.passages]
-                if service.encoder_judge is not None:
-                    values, judged_by = service.encoder_judge.scores(body.query, texts), "all-MiniLM-L6-v2"
+                if service.passage_judge is not None:
+                    values, judged_by = service.passage_judge.scores(body.query, texts), service.passage_judge_name
                 elif handle is not None and handle.kind == "bm25":
                     values, judged_by = handle.reader.score_texts(body.query, texts), handle.name
                 else:
-                    raise APIError(422, "invalid_field", "scoring posted texts needs a BM25 index or --judge encoder.",
+                    raise APIError(422, "invalid_field", "scoring posted texts needs a BM25 index or --judge encoder or cross.",
                                    "index")
             order = sorted(range(len(ids)), key=lambda i: (-float(values[i]), i))
             return {"judge": judged_by, "results": [{"rank": r, "id": ids[i], "score": float(values[i])}

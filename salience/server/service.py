@@ -22,7 +22,8 @@ class Service:
     served: dict = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
     api_key: str | None = None
-    encoder_judge: Any = None
+    passage_judge: Any = None  # what /rerank scores posted passages with (None: the index's scorer)
+    passage_judge_name: str | None = None
 
     def reply(self, result):
         """Serialised by orjson straight into the response: FastAPI's own encoder walks every

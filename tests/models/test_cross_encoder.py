@@ -85,20 +85,20 @@ def test_bad_training_input_is_refused(base, tmp_path):
     # a checkpoint of another run (here another batch size) is refused, naming both settings
     options = dict(base=base, epochs=1, batch_size=2, negatives=1, max_length=32, checkpoint_every=1)
     work = tmp_path / ".y.training"
-    from salience.models import cross_encoder
+    from salience.models import training
 
-    real = cross_encoder._save_checkpoint
+    real = training._save_checkpoint
 
     def save_then_die(*args, **kwargs):
         real(*args, **kwargs)
         raise KeyboardInterrupt
 
-    cross_encoder._save_checkpoint = save_then_die
+    training._save_checkpoint = save_then_die
     try:
         with pytest.raises(KeyboardInterrupt):
             train_cross_encoder(_groups(), tmp_path / "y", **options)
     finally:
-        cross_encoder._save_checkpoint = real
+        training._save_checkpoint = real
     assert (work / "checkpoint.pt").is_file()
     with pytest.raises(InvalidParameterError, match=r"another training run \(\{'batch_size': \(2, 4\)\}"):
         train_cross_encoder(_groups(), tmp_path / "y", **{**options, "batch_size": 4})
@@ -138,3 +138,22 @@ def test_train_reranker_and_rerank_with_it_from_the_command_line(base, tmp_path,
                  str(queries), "--judge", "cross", "--out", str(tmp_path / "x.trec")]) == 2
     assert "--judge cross needs --model" in capsys.readouterr().err
     assert main(["search", "train-reranker", str(corpus), "--out", str(corpus), "--base", base]) == 2
+
+
+def test_onnx_gives_the_same_scores_and_bf16_and_int8_the_same_rankings(base, tmp_path):
+    folder = tmp_path / "cross"
+    train_cross_encoder(_groups(), folder, base=base, epochs=12, batch_size=4, learning_rate=2e-3, max_length=32)
+    groups = _groups()
+    exact = [CrossEncoder(folder, max_length=32).scores(q, [p] + n) for q, p, n in groups]
+    pytest.importorskip("onnxruntime")
+    onnx = CrossEncoder(folder, max_length=32, backend="onnx")
+    assert max(np.abs(onnx.scores(q, [p] + n) - e).max() for (q, p, n), e in zip(groups, exact)) < 1e-5
+    for precision in ("bf16", "int8"):
+        near = CrossEncoder(folder, max_length=32, precision=precision)
+        scored = [near.scores(q, [p] + n) for q, p, n in groups]
+        assert not all(np.array_equal(a, b) for a, b in zip(scored, exact))
+        assert np.mean([np.argmax(a) == np.argmax(b) for a, b in zip(scored, exact)]) >= 0.9
+    with pytest.raises(InvalidParameterError, match="precision 'int8' runs on the torch backend"):
+        CrossEncoder(folder, precision="int8", backend="onnx")
+    with pytest.raises(InvalidParameterError, match="precision must be one of fp32, bf16, int8; got 'fp16'"):
+        CrossEncoder(folder, precision="fp16")

@@ -58,12 +58,36 @@ def test_a_corpus_without_titles_falls_back_to_sentences_and_bad_input_is_refuse
     pairs, report = pseudo_queries(untitled, k=10)
     assert report["sources"] == ["sentence"] and {p.source for p in pairs} == {"sentence"}
     assert len(pseudo_queries(DOCS, k=10, max_pairs=2)[0]) <= 2
-    with pytest.raises(InvalidParameterError, match="sources must be some of title, sentence"):
+    with pytest.raises(InvalidParameterError, match="sources must be some of title, sentence, window"):
         pseudo_queries(DOCS, sources=["questions"])
     with pytest.raises(InvalidParameterError, match="k must be a whole number >= 1"):
         pseudo_queries(DOCS, k=0)
     with pytest.raises(InvalidParameterError, match="fewer than 2 documents with a body"):
         pseudo_queries(DOCS[:1])
+
+
+def test_unpunctuated_bodies_are_cut_into_windows_and_a_title_prefix_is_removed():
+    docs = [{"_id": "a", "title": "jet noise of nozzles",
+             "text": "jet noise of nozzles measured noise of a jet from round nozzles at high speed the noise of "
+                     "the jet grows with speed tables of results given"},
+            {"_id": "b", "title": "", "text": "boundary layer heat transfer on a heated plate in supersonic flow "
+                                              "measured by thin film gauges"},
+            {"_id": "c", "title": "", "text": "transonic wing flutter"}]
+    pairs, report = pseudo_queries(docs, k=3, window_words=4, negatives=1)
+    by_key = {(p.doc_id, p.source): p for p in pairs}
+    # the body without its title: the title's passage does not begin with the query
+    assert by_key[("a", "title")].passage == ("measured noise of a jet from round nozzles at high speed the noise of "
+                                             "the jet grows with speed tables of results given")
+    # no sentence boundary: windows of 4 words; "c" has one window only, nothing left to be its passage
+    assert report["candidates"] == {"title": 1, "window": 2} and "sentence" not in report["candidates"]
+    window = by_key[("a", "window")]
+    assert len(window.query.split()) == 4 and window.query in docs[0]["text"]
+    body = docs[0]["text"][len("jet noise of nozzles "):].split()
+    windows = [" ".join(body[i : i + 4]) for i in range(0, len(body), 4)]
+    assert window.query in windows[:-1]  # the last window (3 words) is too short to be a query
+    assert window.passage == " ".join(w for w in windows if w != window.query)
+    with pytest.raises(InvalidParameterError, match="window_words must be a whole number >= 2"):
+        pseudo_queries(docs, window_words=1)
 
 
 def test_command_line_writes_pairs_and_protects_its_input(tmp_path, capsys):

@@ -345,3 +345,26 @@ def test_a_dense_index_is_written_through_the_service_as_bm25_is(tmp_path):
         assert client.post("/indexes/pets/merge", headers=auth).json()["segments"] == 1
         reopened = original(tmp_path / "pets", encoder=bag)  # the writes were committed to the folder
         assert sorted(reopened.ids) == ["b", "c"] and reopened.n_segments == 1
+
+
+def test_rerank_scores_posted_passages_with_a_cross_encoder(index_dir, tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from salience.exceptions import InvalidParameterError
+    from salience.models.cross_encoder import CrossEncoder
+    from tests.models.tiny import tiny_cross_folder
+
+    folder = tiny_cross_folder(tmp_path / "cross")
+    client = TestClient(create_app([index_dir], judge="cross", judge_model=str(folder)), raise_server_exceptions=False)
+    passages = [{"id": "x", "text": "cats sleep"}, {"id": "y", "text": "mice run"}, {"id": "z", "text": "birds"}]
+    answer = client.post("/rerank", json={"query": "mice", "passages": passages}).json()
+    expected = CrossEncoder(folder).scores("mice", [p["text"] for p in passages])
+    assert answer["judge"] == "cross (cross)"
+    assert [r["id"] for r in answer["results"]] == [passages[i]["id"] for i in (-expected).argsort(kind="stable")]
+    assert [r["score"] for r in answer["results"]] == pytest.approx(sorted(expected, reverse=True), abs=1e-6)
+    with pytest.raises(InvalidParameterError, match="the cross judge needs its model folder"):
+        create_app([index_dir], judge="cross")
+    with pytest.raises(InvalidParameterError, match="judge must be 'index' .* or one of .*cross.*got 'pointwise'"):
+        create_app([index_dir], judge="pointwise")
+    with pytest.raises(InvalidParameterError, match="judge_model needs a judge"):
+        create_app([index_dir], judge_model=str(folder))
