@@ -258,7 +258,8 @@ def add_commands(commands) -> None:
     p.add_argument("--stride", type=positive_int, default=None, help="sliding window stride (default half the window)")
     p.add_argument("--interpolate", type=float, default=None, metavar="W",
                    help="with algorithm score: mix z-scores, (1 - W) first stage + W judge (default: 0.3 for pointwise, "
-                        "0.7 for encoder, chosen on SciFact's dev split; none for the others; 1 = the judge alone)")
+                        "0.7 for encoder, 0.3 for cross, chosen on SciFact's dev split; none for the others; 1 = the "
+                        "judge alone)")
     p.add_argument("--max-passage-tokens", type=positive_int, default=None,
                    help="LM judges: passages cut to this (default 64)")
     p.add_argument("--layers", default=None, help="icr: comma-separated layer indices (default all)")
