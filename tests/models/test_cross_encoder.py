@@ -135,6 +135,15 @@ def test_train_reranker_and_rerank_with_it_from_the_command_line(base, tmp_path,
                  str(tmp_path / "cross.trec")]) == 0
     assert set(Run.read_trec(tmp_path / "cross.trec")["q1"].ids) == set(Run.read_trec(tmp_path / "bm25.trec")["q1"].ids)
     assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                 str(queries), "--judge", "cross", "--model", str(out), "--precision", "int8", "--out",
+                 str(tmp_path / "int8.trec")]) == 0
+    assert set(Run.read_trec(tmp_path / "int8.trec")["q1"].ids) == set(Run.read_trec(tmp_path / "bm25.trec")["q1"].ids)
+    capsys.readouterr()
+    assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                 str(queries), "--judge", "cross", "--model", str(out), "--backend", "auto", "--out",
+                 str(tmp_path / "y.trec")]) == 2
+    assert "backend must be one of torch, onnx; got 'auto'" in capsys.readouterr().err
+    assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
                  str(queries), "--judge", "cross", "--out", str(tmp_path / "x.trec")]) == 2
     assert "--judge cross needs --model" in capsys.readouterr().err
     assert main(["search", "train-reranker", str(corpus), "--out", str(corpus), "--base", base]) == 2
