@@ -10,7 +10,9 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.base import register_method
+from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
+from salience.models.cross_encoder import BACKENDS, PRECISIONS
 from salience.search.lm_judges import Judge
 
 __all__ = ["CrossJudge"]
@@ -26,16 +28,16 @@ class CrossJudge(Judge):
     speed and quality loss are in BENCHMARKS.md."""
 
     model_parameter = "model"  # what the command line's --model sets
+    _parameter_constraints = {"max_length": [Interval("int", 16)], "batch_tokens": [Interval("int", 16)],
+                              "precision": [Options(PRECISIONS)], "backend": [Options(BACKENDS)]}
 
     def __init__(self, *, model: str, max_length: int = 128, batch_tokens: int = 8192, precision: str = "fp32",
                  backend: str = "torch"):
         from salience.models.cross_encoder import CrossEncoder
 
-        for name, value, low in (("max_length", max_length, 16), ("batch_tokens", batch_tokens, 16)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InvalidParameterError(f"{name} must be a whole number >= {low}; got {value!r}.")
         self.model, self.max_length, self.batch_tokens = str(model), max_length, batch_tokens
         self.precision, self.backend = precision, backend
+        self._validate_params()
         self.cross = CrossEncoder(model, max_length=max_length, batch_tokens=batch_tokens, precision=precision,
                                   backend=backend)
         self.calls, self.seconds = 0, 0.0
