@@ -142,7 +142,7 @@ def test_train_reranker_and_rerank_with_it_from_the_command_line(base, tmp_path,
     assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
                  str(queries), "--judge", "cross", "--model", str(out), "--backend", "auto", "--out",
                  str(tmp_path / "y.trec")]) == 2
-    assert "backend must be one of torch, onnx; got 'auto'" in capsys.readouterr().err
+    assert "unknown backend of CrossJudge 'auto'; valid values are: onnx, torch" in capsys.readouterr().err
     assert main(["search", "rerank", str(tmp_path / "bm25.trec"), "--index", str(tmp_path / "ix"), "--queries",
                  str(queries), "--judge", "cross", "--out", str(tmp_path / "x.trec")]) == 2
     assert "--judge cross needs --model" in capsys.readouterr().err
