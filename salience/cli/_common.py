@@ -104,14 +104,17 @@ def choices_of(family: str) -> tuple[str, ...]:
     return method_names(family)
 
 
-def method_option(parser, flag: str, family: str, default: str, what: str, *, kind: type | None = None) -> None:
+def method_option(parser, flag: str, family: str, default: str, what: str, *, kind: type | None = None,
+                  subclass_of: type | None = None) -> None:
     """``--method``-like option whose values come from the registry (those of class ``kind``
-    only, when given); an unknown one gets a did-you-mean (argparse's own ``choices`` offers
-    none)."""
+    only, or of subclasses of ``subclass_of``, when given); an unknown one gets a did-you-mean
+    (argparse's own ``choices`` offers none)."""
     from salience.core.base import registered
     from salience.exceptions import unknown_choice
 
-    names = choices_of(family) if kind is None else tuple(m.name for m in registered(family) if m.factory is kind)
+    names = tuple(m.name for m in registered(family)
+                  if (kind is None or m.factory is kind)
+                  and (subclass_of is None or (isinstance(m.factory, type) and issubclass(m.factory, subclass_of))))
 
     def parse(text: str) -> str:
         if text not in names:

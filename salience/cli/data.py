@@ -95,6 +95,7 @@ def _cmd_report(args) -> int:
 
 def add_commands(domains) -> None:
     from salience.data.dsir import SAMPLING
+    from salience.data.methods import DocumentScorer
     from salience.parallel import EXECUTORS
 
     data = domains.add_parser("data", help="select training data for a target distribution (DSIR)")
@@ -106,7 +107,7 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True,
                    help="selected documents (.jsonl or .jsonl.gz), each with a salience_score field; OUT.report.json "
                         "beside it. Refused when it exists and is not an earlier selection, or is an input")
-    method_option(p, "--method", "data", "dsir", "data method")
+    method_option(p, "--method", "data", "dsir", "data method", subclass_of=DocumentScorer)
     p.add_argument("--sampling", default="gumbel", choices=SAMPLING,
                    help="gumbel: sample without replacement by importance weight (default, as DSIR); topk: the k "
                         "highest weights; replacement: k draws with replacement")

@@ -21,8 +21,10 @@ from typing import Callable
 
 import numpy as np
 
-from salience.core.params import Interval
 from salience.core.base import register
+from salience.core.games import (all_coalitions, exact_semivalues, permutation_contributions,
+                                 semivalue_weights)
+from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 from salience.explain.base import CoalitionExplainer, Explainer, coalition_values
 from salience.explain.kernel_shap import KernelShap
@@ -32,11 +34,6 @@ __all__ = ["Explainer", "CoalitionExplainer", "ExactShapley", "Banzhaf", "Kernel
 
 #: exact enumeration is refused past this many features (2^M coalitions)
 MAX_EXACT_FEATURES = 16
-
-
-def _all_masks(m: int) -> np.ndarray:
-    """Every coalition of ``m`` features, as rows of a boolean matrix (row s has bit i of s)."""
-    return ((np.arange(2**m)[:, None] >> np.arange(m)[None, :]) & 1).astype(bool)
 
 
 def _check_exact(m: int, method: str) -> None:
@@ -62,20 +59,13 @@ class ExactShapley(CoalitionExplainer):
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
         _check_exact(m, "ExactShapley")
-        v = coalition_values(calls, x, background, _all_masks(m))
+        v = coalition_values(calls, x, background, all_coalitions(m))
         return _shapley_from_values(v, m), v[0]
 
 
 def _shapley_from_values(v: np.ndarray, m: int) -> np.ndarray:
     """Shapley values from v over every coalition (v[s] for the coalition with bits s)."""
-    sizes = np.array([bin(s).count("1") for s in range(2**m)])
-    weight = np.array([math.factorial(s) * math.factorial(m - s - 1) / math.factorial(m) for s in range(m)])
-    phi = np.zeros(m)
-    subsets = np.arange(2**m)
-    for i in range(m):
-        without = subsets[(subsets >> i) & 1 == 0]
-        phi[i] = np.sum(weight[sizes[without]] * (v[without | (1 << i)] - v[without]))
-    return phi
+    return exact_semivalues(v, m, semivalue_weights(m, "shapley"))
 
 
 class ShapleyInteraction(CoalitionExplainer):
@@ -101,7 +91,7 @@ class ShapleyInteraction(CoalitionExplainer):
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
         _check_exact(m, "ShapleyInteraction")
-        v = coalition_values(calls, x, background, _all_masks(m))
+        v = coalition_values(calls, x, background, all_coalitions(m))
         subsets = np.arange(2**m)
         sizes = np.array([bin(s).count("1") for s in subsets])
         phi = np.zeros((m, m))
@@ -128,11 +118,8 @@ class Banzhaf(CoalitionExplainer):
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
         _check_exact(m, "Banzhaf")
-        v = coalition_values(calls, x, background, _all_masks(m))
-        subsets = np.arange(2**m)
-        phi = np.array([np.mean(v[subsets[(subsets >> i) & 1 == 0] | (1 << i)] - v[subsets[(subsets >> i) & 1 == 0]])
-                        for i in range(m)])
-        return phi, v[0]
+        v = coalition_values(calls, x, background, all_coalitions(m))
+        return exact_semivalues(v, m, semivalue_weights(m, "banzhaf")), v[0]
 
 
 class PermutationShapley(CoalitionExplainer):
@@ -153,20 +140,15 @@ class PermutationShapley(CoalitionExplainer):
         for _ in range(pairs):
             order = rng.permutation(m)
             orders += [order, order[::-1]]
-        # the coalitions along every walk: the first k features of the order, k = 0..m
-        masks = np.zeros((len(orders), m + 1, m), dtype=bool)
-        for w, order in enumerate(orders):
-            for k in range(1, m + 1):
-                masks[w, k] = masks[w, k - 1]
-                masks[w, k, order[k - 1]] = True
-        # the empty and full coalitions are the same for every walk: evaluate them once
-        ends = coalition_values(calls, x, background, np.array([np.zeros(m, bool), np.ones(m, bool)]))
-        inner = coalition_values(calls, x, background, masks[:, 1:m].reshape(-1, m)).reshape(len(orders), m - 1)
-        v = np.concatenate([np.full((len(orders), 1), ends[0]), inner, np.full((len(orders), 1), ends[1])], axis=1)
-        phi = np.zeros(m)
-        for w, order in enumerate(orders):
-            phi[order] += np.diff(v[w])
-        return phi / len(orders), ends[0]
+
+        def game(masks):
+            return coalition_values(calls, x, background, masks)
+
+        # the empty and full coalitions are the same for every walk: evaluated once
+        ends = game(np.array([np.zeros(m, bool), np.ones(m, bool)]))
+        contributions, _, _ = permutation_contributions(game, np.array(orders), empty_value=ends[0],
+                                                        full_value=ends[1])
+        return contributions.mean(axis=0), ends[0]
 
 
 class Occlusion(CoalitionExplainer):
