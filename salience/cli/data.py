@@ -1,4 +1,4 @@
-"""``salience data select|dedup|report``: training-data selection."""
+"""``salience data select|dedup|report|value``: training-data selection and valuation."""
 
 from __future__ import annotations
 
@@ -98,7 +98,8 @@ def add_commands(domains) -> None:
     from salience.data.methods import DocumentScorer
     from salience.parallel import EXECUTORS
 
-    data = domains.add_parser("data", help="select training data for a target distribution (DSIR)")
+    data = domains.add_parser("data", help="select training data for a target distribution (DSIR); value labelled "
+                                           "examples")
     commands = data.add_subparsers(dest="command", required=True)
     p = commands.add_parser("select", help="importance-resample raw documents toward a target sample")
     p.add_argument("--target", nargs="+", required=True, help="target sample: jsonl or jsonl.gz files")
@@ -161,3 +162,7 @@ def add_commands(domains) -> None:
     p.add_argument("--min-tokens", type=int, default=0, help="raw documents shorter than this are not in the pool")
     add_output_options(p)
     p.set_defaults(func=_cmd_report)
+
+    from salience.cli.valuation import add_value_command
+
+    add_value_command(commands)

@@ -7,8 +7,10 @@ one test score per coalition out, each a fresh fit of a clone of the model. Fits
 (budgets are counted in fits) and can run on the project's executors (local processes, Ray).
 
 Conventions (pyDVL's, so that values compare): the empty coalition is worth ``default``; so is
-a coalition whose examples hold a single class, where a classifier cannot be fitted. Any other
-failed fit is an error naming the model, never a silent default.
+a coalition whose examples hold a single class, where a classifier cannot be fitted, and one
+the model fails on (a 5-neighbour vote on 3 rows): those failures are counted
+(``failed_fits``) and the first one's message kept, not hidden. A model that fails on the whole
+training set is an error naming it.
 """
 
 from __future__ import annotations
@@ -142,11 +144,12 @@ def _scorer(scoring: Any) -> Callable:
                                     "'f1_macro', 'roc_auc') or a callable (model, X, y) -> float.") from None
 
 
-def _fit_and_score(job: tuple) -> list[float]:
-    """Worker: each coalition's test score (a module-level function, so processes can run it)."""
+def _fit_and_score(job: tuple) -> tuple[list[float], int, str | None]:
+    """Worker: each coalition's test score, the failed fits and the first failure's message (a
+    module-level function, so processes can run it)."""
     model, train, test, masks, scoring, default = job
     score = _scorer(scoring)
-    out = []
+    out, failed, first = [], 0, None
     for mask in masks:
         if not mask.any() or len(np.unique(train.codes[mask])) < 2:
             out.append(default)
@@ -155,11 +158,15 @@ def _fit_and_score(job: tuple) -> list[float]:
         try:
             fitted.fit(train.X[mask], train.y[mask])
             value = float(score(fitted, test.X, test.y))
-        except Exception as err:  # noqa: BLE001 - named, not hidden
-            raise InvalidParameterError(f"model {type(model).__name__} failed on a coalition of {int(mask.sum())} "
-                                        f"training rows: {type(err).__name__}: {err}") from None
+        except Exception as err:  # noqa: BLE001 - counted and reported, or raised for the whole set
+            message = f"model {type(model).__name__} failed on {int(mask.sum())} training rows: " \
+                      f"{type(err).__name__}: {err}"
+            if mask.all():
+                raise InvalidParameterError(message) from None
+            failed, first = failed + 1, first or message
+            value = default
         out.append(value if np.isfinite(value) else default)
-    return out
+    return out, failed, first
 
 
 class ModelUtility:
@@ -176,6 +183,7 @@ class ModelUtility:
         self.scoring, self.default = scoring, float(default)
         self.executor, self.n_jobs = executor, n_jobs
         self.fits = 0
+        self.failed_fits, self.first_failure = 0, None
         self.runner = None
         _scorer(scoring)  # an unknown scorer name fails now, not in a worker
 
@@ -198,7 +206,12 @@ class ModelUtility:
             raise ShapeError(f"coalitions over {masks.shape[1]} rows for {len(self.train)} training rows.")
         self.fits += int(sum(mask.any() and len(np.unique(self.train.codes[mask])) > 1 for mask in masks))
         if self.runner is None or len(masks) < 2:
-            return np.asarray(_fit_and_score((self.model, self.train, self.test, masks, self.scoring, self.default)))
-        chunks = np.array_split(np.arange(len(masks)), min(len(masks), 2 * self.n_jobs))
-        jobs = [(self.model, self.train, self.test, masks[c], self.scoring, self.default) for c in chunks if c.size]
-        return np.concatenate([np.asarray(part) for part in self.runner.map(_fit_and_score, jobs)])
+            parts = [_fit_and_score((self.model, self.train, self.test, masks, self.scoring, self.default))]
+        else:
+            chunks = np.array_split(np.arange(len(masks)), min(len(masks), 2 * self.n_jobs))
+            jobs = [(self.model, self.train, self.test, masks[c], self.scoring, self.default) for c in chunks if c.size]
+            parts = self.runner.map(_fit_and_score, jobs)
+        for _, failed, first in parts:
+            self.failed_fits += failed
+            self.first_failure = self.first_failure or first
+        return np.concatenate([np.asarray(values, dtype=np.float64) for values, _, _ in parts])
