@@ -144,16 +144,17 @@ def _scorer(scoring: Any) -> Callable:
                                     "'f1_macro', 'roc_auc') or a callable (model, X, y) -> float.") from None
 
 
-def _fit_and_score(job: tuple) -> tuple[list[float], int, str | None]:
-    """Worker: each coalition's test score, the failed fits and the first failure's message (a
-    module-level function, so processes can run it)."""
+def _fit_and_score(job: tuple) -> tuple[list[float], int, int, str | None]:
+    """Worker: each coalition's test score, the fits made, the failed ones and the first
+    failure's message (a module-level function, so processes can run it)."""
     model, train, test, masks, scoring, default = job
     score = _scorer(scoring)
-    out, failed, first = [], 0, None
+    out, fits, failed, first = [], 0, 0, None
     for mask in masks:
         if not mask.any() or len(np.unique(train.codes[mask])) < 2:
             out.append(default)
             continue
+        fits += 1
         fitted = fresh(model)
         try:
             fitted.fit(train.X[mask], train.y[mask])
@@ -166,7 +167,7 @@ def _fit_and_score(job: tuple) -> tuple[list[float], int, str | None]:
             failed, first = failed + 1, first or message
             value = default
         out.append(value if np.isfinite(value) else default)
-    return out, failed, first
+    return out, fits, failed, first
 
 
 class ModelUtility:
@@ -204,14 +205,14 @@ class ModelUtility:
         masks = np.atleast_2d(np.asarray(masks, dtype=bool))
         if masks.shape[1] != len(self.train):
             raise ShapeError(f"coalitions over {masks.shape[1]} rows for {len(self.train)} training rows.")
-        self.fits += int(sum(mask.any() and len(np.unique(self.train.codes[mask])) > 1 for mask in masks))
         if self.runner is None or len(masks) < 2:
             parts = [_fit_and_score((self.model, self.train, self.test, masks, self.scoring, self.default))]
         else:
             chunks = np.array_split(np.arange(len(masks)), min(len(masks), 2 * self.n_jobs))
             jobs = [(self.model, self.train, self.test, masks[c], self.scoring, self.default) for c in chunks if c.size]
             parts = self.runner.map(_fit_and_score, jobs)
-        for _, failed, first in parts:
+        for _, fits, failed, first in parts:
+            self.fits += fits
             self.failed_fits += failed
             self.first_failure = self.first_failure or first
-        return np.concatenate([np.asarray(values, dtype=np.float64) for values, _, _ in parts])
+        return np.concatenate([np.asarray(values, dtype=np.float64) for values, _, _, _ in parts])
