@@ -81,10 +81,14 @@ def _cmd_value(args) -> int:
     if args.test:
         X_test, y_test, _ = read_labelled(args.test, features, args.label_field, args.id_field)
         test = (X_test, y_test)
-    options = given(args, "k", "budget", "truncation", "tolerance", "folds", "n_jobs")
+    options = given(args, "k", "budget", "truncation", "tolerance", "folds")
     if args.model is not None:
         options["model"] = _model(args.model)
-    method = create("data", args.method, **options, **({"seed": args.seed} if "seed" in _params(args.method) else {}))
+    accepted = _params(args.method)
+    # the defaults of --seed and --n-jobs go to the methods that have them; a method without them
+    # (KNN-Shapley fits nothing) is not refused for the options' defaults
+    options |= {name: getattr(args, name) for name in ("seed", "n_jobs") if name in accepted}
+    method = create("data", args.method, **options)
     started = time.perf_counter()
     scores = method.score((X, y), test, ids=ids)
     seconds = time.perf_counter() - started

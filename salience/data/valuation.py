@@ -134,9 +134,9 @@ class KnnShapley(Valuation):
     _parameter_constraints = {"k": [Interval("int", 1)], "metric": [Options(("euclidean", "cosine"))]}
     uses_model = False
 
-    def __init__(self, *, k: int = 10, metric: str = "euclidean", n_jobs: int = 1, show_progress: bool = False):
+    def __init__(self, *, k: int = 10, metric: str = "euclidean", show_progress: bool = False):
         self.k, self.metric = k, metric
-        super().__init__(n_jobs=n_jobs, show_progress=show_progress)
+        super().__init__(show_progress=show_progress)  # one process: no fits to spread
 
     def _values(self, utility):
         train, test = utility.train, utility.test
