@@ -28,6 +28,7 @@ be fitted on (valued as the empty coalition, as pyDVL does), ``first_failure_`` 
 
 from __future__ import annotations
 
+import abc
 from typing import Any, Sequence
 
 import numpy as np
@@ -47,7 +48,7 @@ _EXECUTOR = Check(lambda v: isinstance(v, str) or all(callable(getattr(v, verb, 
                   "'local', 'ray' or an executor object")
 
 
-class Valuation(Scorer):
+class Valuation(Scorer, abc.ABC):
     """Base of the valuation methods: ``score(train, test, ids=None)`` returns the training
     rows' values as :class:`~salience.Scores` (ids: positions unless given). ``model``: any
     scikit-learn-style estimator, refitted on coalitions (default: logistic regression);
@@ -88,8 +89,9 @@ class Valuation(Scorer):
         """``score`` of each ``(train, test)`` pair."""
         return [self.score(train, test, **options) for train, test in games]
 
+    @abc.abstractmethod
     def _values(self, utility: ModelUtility) -> np.ndarray:
-        raise NotImplementedError
+        """The training rows' values, from ``utility`` (each method's own estimator)."""
 
 
 @register_method("data", "loo", "leave-one-out: the test score lost when an example is left out (n + 1 fits)")
