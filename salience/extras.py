@@ -24,6 +24,7 @@ EXTRAS = {
     "ann": "pip install 'salience[ann]'",
     "pos": "pip install 'salience[pos]'",
     "text": "pip install 'salience[text]'",
+    "valuation": "pip install 'salience[valuation]'",
 }
 
 #: packages that no extra declares (a hard dependency a broken install may lack, a model that

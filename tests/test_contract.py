@@ -54,6 +54,7 @@ def _run(method, scorer):
     if family == "summarize":
         return [scorer.score(t) for t in TEXTS], scorer.score_batch(TEXTS), None
     if family == "data" and isinstance(scorer, Valuation):
+        pytest.importorskip("sklearn")  # without it, the error names the extra to install
         train, test = VALUATION_GAME
         one = scorer.score(train, test, ids=[f"r{i}" for i in range(len(train[1]))])
         return [one], scorer.score_batch([(train, test)], ids=[f"r{i}" for i in range(len(train[1]))]), None

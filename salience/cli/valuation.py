@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from salience.cli._common import add_n_jobs, add_output_options, add_seed, emit, given, method_option, positive_int
+from salience.data.utility import require_sklearn
 from salience.exceptions import InputFormatError
 
 #: models valuation refits, by name (any scikit-learn estimator in Python)
@@ -19,17 +20,12 @@ MODELS = ("logistic", "knn", "tree")
 def _model(name: str | None):
     if name is None:
         return None
+    purpose = f"--model {name}"
     if name == "logistic":
-        from sklearn.linear_model import LogisticRegression
-
-        return LogisticRegression(max_iter=1000)
+        return require_sklearn("linear_model", purpose).LogisticRegression(max_iter=1000)
     if name == "knn":
-        from sklearn.neighbors import KNeighborsClassifier
-
-        return KNeighborsClassifier(n_neighbors=5)
-    from sklearn.tree import DecisionTreeClassifier
-
-    return DecisionTreeClassifier(random_state=0)
+        return require_sklearn("neighbors", purpose).KNeighborsClassifier(n_neighbors=5)
+    return require_sklearn("tree", purpose).DecisionTreeClassifier(random_state=0)
 
 
 def read_labelled(path: str, features: list[str], label_field: str, id_field: str, on_error: str = "raise"):

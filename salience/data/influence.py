@@ -21,6 +21,7 @@ import numpy as np
 
 from salience.core.base import register_method
 from salience.core.params import Interval
+from salience.data.utility import require_sklearn
 from salience.data.valuation import Valuation
 
 __all__ = ["Influence", "logistic_influence"]
@@ -42,7 +43,7 @@ class Influence(Valuation):
         super().__init__(show_progress=show_progress)
 
     def _values(self, utility):
-        from sklearn.linear_model import LogisticRegression
+        LogisticRegression = require_sklearn("linear_model", "Influence of logistic regression").LogisticRegression
 
         train, test = utility.train, utility.test
         # a tight optimum: the closed form holds at the minimum, not near it

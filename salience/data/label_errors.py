@@ -20,7 +20,7 @@ import numpy as np
 
 from salience.core.base import register_method
 from salience.core.params import SEED, Interval, Options
-from salience.data.utility import fresh
+from salience.data.utility import fresh, require_sklearn
 from salience.data.valuation import Valuation
 from salience.exceptions import InvalidParameterError
 
@@ -80,7 +80,7 @@ def out_of_fold_probabilities(model: Any, X: np.ndarray, codes: np.ndarray, *, f
     from some fits, which then give it probability 0, as cleanlab's cross-validation does)."""
     import warnings
 
-    from sklearn.model_selection import StratifiedKFold
+    StratifiedKFold = require_sklearn("model_selection", "Out-of-fold probabilities").StratifiedKFold
 
     if len(codes) < folds:
         raise InvalidParameterError(f"train has {len(codes)} rows, fewer than folds={folds}.")

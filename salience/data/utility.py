@@ -22,6 +22,7 @@ import numpy as np
 
 from salience.core.scores import first_duplicate
 from salience.exceptions import DuplicateIdError, InvalidParameterError, ShapeError
+from salience.extras import require
 
 __all__ = ["LabelledData", "labelled", "ModelUtility", "default_model", "check_refittable"]
 
@@ -95,12 +96,15 @@ def check_ids(ids: Sequence | None, n: int, name: str = "ids") -> list:
     return ids
 
 
+def require_sklearn(module: str, purpose: str):
+    """``sklearn.<module>``, or an error naming the extra that installs scikit-learn."""
+    return require(f"sklearn.{module}", "valuation", purpose)
+
+
 def default_model():
     """The model valued examples are fitted to when none is given: scikit-learn's logistic
     regression (lbfgs, up to 1,000 iterations)."""
-    from sklearn.linear_model import LogisticRegression
-
-    return LogisticRegression(max_iter=1000)
+    return require_sklearn("linear_model", "Data valuation's default model").LogisticRegression(max_iter=1000)
 
 
 def check_refittable(model: Any) -> Any:
@@ -124,9 +128,7 @@ def check_refittable(model: Any) -> Any:
 def fresh(model: Any) -> Any:
     """An unfitted copy: scikit-learn's ``clone`` where the model supports it, else a deep copy."""
     if hasattr(model, "get_params"):
-        from sklearn.base import clone
-
-        return clone(model)
+        return require_sklearn("base", "Refitting a scikit-learn-style model").clone(model)
     return copy.deepcopy(model)
 
 
@@ -135,8 +137,7 @@ def _scorer(scoring: Any) -> Callable:
         return lambda model, X, y: model.score(X, y)
     if callable(scoring):
         return scoring
-    from sklearn.metrics import get_scorer
-
+    get_scorer = require_sklearn("metrics", f"scoring={scoring!r}").get_scorer
     try:
         return get_scorer(scoring)
     except ValueError:

@@ -38,7 +38,7 @@ from salience.core.games import (RunningMean, banzhaf_regression, msr_banzhaf, p
                                  position_weights, semivalue_weights)
 from salience.core.params import SEED, Check, Interval, Options
 from salience.core.scores import Scores
-from salience.data.utility import ModelUtility, check_ids, check_refittable, labelled
+from salience.data.utility import ModelUtility, check_ids, check_refittable, labelled, require_sklearn
 from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = ["Valuation", "LeaveOneOut", "KnnShapley", "DataBanzhaf", "TmcShapley", "BetaShapley", "knn_shapley_values",
@@ -155,7 +155,7 @@ def knn_shapley_values(X_train: np.ndarray, train_codes: np.ndarray, X_test: np.
     max(k, j)``; returns the mean over test rows (these are the Shapley values of the share of
     the right label among a coalition's min(k, |S|) nearest rows). Blocks of test rows keep
     memory at about ``block_cells`` distances."""
-    from sklearn.neighbors import NearestNeighbors
+    NearestNeighbors = require_sklearn("neighbors", "KNN-Shapley's neighbour order").NearestNeighbors
 
     n = len(X_train)
     k = min(k, n)  # the recursion holds for k <= n; with fewer rows every row is among the k nearest
