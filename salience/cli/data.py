@@ -48,6 +48,20 @@ def _work_folder_of_failed_runs_removed(work: Path):
 
 
 def _cmd_select(args) -> int:
+    from salience.core.base import registered
+    from salience.data.valuation import Valuation
+
+    factory = next(m.factory for m in registered("data") if m.name == args.method)
+    if isinstance(factory, type) and issubclass(factory, Valuation):
+        from salience.cli.valuation import prune
+
+        emit(args, prune(args))
+        return 0
+    if args.k is None or args.fraction is not None or args.by_class:
+        raise InvalidParameterError(f"--method {args.method} selects -k documents; --fraction and --by-class prune "
+                                    "labelled records by a valuation method.")
+    if not args.target:
+        raise InvalidParameterError(f"--method {args.method} selects toward a target sample: give --target.")
     with _work_folder_of_failed_runs_removed(Path(args.work_dir or args.out + ".work")):
         report = _select(args)
     _warn_losses(args, report)
@@ -95,25 +109,38 @@ def _cmd_report(args) -> int:
 
 def add_commands(domains) -> None:
     from salience.data.dsir import SAMPLING
+    from salience.cli.valuation import add_method_options
     from salience.data.methods import DocumentScorer
+    from salience.data.valuation import Valuation
     from salience.parallel import EXECUTORS
 
     data = domains.add_parser("data", help="select training data for a target distribution (DSIR); value labelled "
                                            "examples")
     commands = data.add_subparsers(dest="command", required=True)
-    p = commands.add_parser("select", help="importance-resample raw documents toward a target sample")
-    p.add_argument("--target", nargs="+", required=True, help="target sample: jsonl or jsonl.gz files")
-    p.add_argument("--raw", nargs="+", required=True, help="raw pool: jsonl, jsonl.gz or parquet files")
-    p.add_argument("-k", "--k", type=positive_int, required=True, help="number of documents to select")
+    p = commands.add_parser("select", help="importance-resample raw documents toward a target sample; or prune "
+                                           "labelled records by their value (--method el2n, knn_shapley, ...)")
+    p.add_argument("--target", nargs="+", default=None,
+                   help="target sample: jsonl or jsonl.gz files (for a valuation method: the labelled test records "
+                        "it values against)")
+    p.add_argument("--raw", nargs="+", required=True,
+                   help="raw pool: jsonl, jsonl.gz or parquet files (for a valuation method: one file of labelled "
+                        "records to prune)")
+    p.add_argument("-k", "--k", type=positive_int, default=None, help="number of documents (records) to select")
+    p.add_argument("--fraction", type=positive_float, default=None,
+                   help="a valuation method keeps this share of the records, the highest valued")
+    p.add_argument("--by-class", action="store_true",
+                   help="a valuation method keeps each class in its share of the records (class quotas)")
     p.add_argument("--out", required=True,
                    help="selected documents (.jsonl or .jsonl.gz), each with a salience_score field; OUT.report.json "
-                        "beside it. Refused when it exists and is not an earlier selection, or is an input")
-    method_option(p, "--method", "data", "dsir", "data method", subclass_of=DocumentScorer)
+                        "beside it (DSIR). Refused when it exists and is not an earlier selection, or is an input")
+    method_option(p, "--method", "data", "dsir", "data method", subclass_of=(DocumentScorer, Valuation))
+    add_method_options(p)
     p.add_argument("--sampling", default="gumbel", choices=SAMPLING,
                    help="gumbel: sample without replacement by importance weight (default, as DSIR); topk: the k "
                         "highest weights; replacement: k draws with replacement")
     p.add_argument("--text-field", default="text", help="the records' text field (default text)")
-    p.add_argument("--label-field", default=None, help="count the selection by this field in the report")
+    p.add_argument("--label-field", default=None,
+                   help="count the selection by this field in the report (for a valuation method: the label)")
     p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
     p.add_argument("--filter", action="append", default=[], dest="filters", metavar="STAT>=X",
                    help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "

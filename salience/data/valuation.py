@@ -60,6 +60,9 @@ class Valuation(Scorer, abc.ABC):
     #: whether the method refits ``model`` (KNN-Shapley does not); whether it needs the test set
     uses_model = True
     needs_test = True
+    #: which end of the values holds the suspects (mislabelled rows): "lowest" for values, "highest"
+    #: for difficulty scores (EL2N, GraNd, forgetting)
+    suspects = "lowest"
 
     def __init__(self, *, model: Any = None, scoring: Any = None, n_jobs: int = 1, executor: Any = "local",
                  show_progress: bool = False):

@@ -67,3 +67,46 @@ def test_value_refuses_bad_input_by_name(wine_files, tmp_path, capsys):
     other.write_text("not mine")
     refused(["--test", str(test), "--out", str(other)], "already exists")
     assert not (tmp_path / "v.jsonl").exists() and other.read_text() == "not mine"
+
+
+def test_select_prunes_by_value_with_class_quotas(wine_files, tmp_path, capsys):
+    train, test, flipped = wine_files
+    out = tmp_path / "kept.jsonl"
+    base = ["data", "select", "--raw", str(train), "--features", "x", "--label-field", "label", "--out", str(out)]
+    assert main(base + ["--method", "aum", "--fraction", "0.9", "--by-class", "--epochs", "6", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    records = {json.loads(line)["id"]: json.loads(line) for line in train.read_text().splitlines()}
+    assert len(kept) == report["kept"] == 90 and report["fits"] == 3
+    # every record is written whole with its score, and each class keeps its share (largest remainders)
+    assert all({k: v for k, v in row.items() if k != "salience_score"} == records[row["id"]] for row in kept)
+    counts = {label: sum(r["label"] == int(label) for r in records.values()) for label in ("0", "1", "2")}
+    assert {label: c["records"] for label, c in report["by_class"].items()} == counts
+    assert sum(c["kept"] for c in report["by_class"].values()) == 90
+    assert all(abs(c["kept"] - 0.9 * c["records"]) < 1 for c in report["by_class"].values())
+    # the 10 dropped are the lowest margins: most of the 6 flipped labels among them
+    assert len(flipped - {r["id"] for r in kept}) >= 4
+    # KNN-Shapley against the test records, -k records kept, the highest valued
+    assert main(base + ["--method", "knn_shapley", "--target", str(test), "-k", "94", "--json"]) == 0
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(kept) == 94 and len(flipped - {r["id"] for r in kept}) >= 5
+    assert [r["salience_score"] for r in kept] == sorted((r["salience_score"] for r in kept), reverse=True)
+
+
+def test_select_by_value_refuses_bad_input_by_name(wine_files, tmp_path, capsys):
+    train, test, _ = wine_files
+    out = tmp_path / "kept.jsonl"
+    base = ["data", "select", "--raw", str(train), "--label-field", "label", "--out", str(out)]
+
+    def refused(argv, message):
+        assert main(base + argv) == 2
+        assert message in capsys.readouterr().err
+
+    refused(["--method", "el2n", "--features", "x", "--fraction", "1.5"], "--fraction 1.5 must lie in (0, 1]")
+    refused(["--method", "el2n", "--features", "x", "--fraction", "0.5", "-k", "3"], "give one of -k")
+    refused(["--method", "el2n", "--fraction", "0.5"], "give --features")
+    refused(["--method", "el2n", "--features", "x", "-k", "500"], "-k 500 exceeds the 100 records")
+    refused(["--method", "el2n", "--features", "x", "--model", "logistic", "-k", "5"], "partial_fit")
+    refused(["--method", "knn_shapley", "--features", "x", "-k", "5"], "pass test=")
+    refused(["--method", "dsir", "--target", str(test), "--fraction", "0.5"], "--fraction and --by-class prune")
+    assert not out.exists()
