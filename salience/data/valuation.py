@@ -42,7 +42,7 @@ from salience.data.utility import ModelUtility, check_ids, check_refittable, lab
 from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = ["Valuation", "LeaveOneOut", "KnnShapley", "DataBanzhaf", "TmcShapley", "BetaShapley", "knn_shapley_values",
-           "exact_values"]
+           "exact_values", "coalition_values"]
 
 _EXECUTOR = Check(lambda v: isinstance(v, str) or all(callable(getattr(v, verb, None)) for verb in ("map", "close")),
                   "'local', 'ray' or an executor object")
@@ -344,17 +344,30 @@ class BetaShapley(_Walks):
         return position_weights(n, semivalue_weights(n, "beta", alpha=self.alpha, beta=self.beta))
 
 
-def exact_values(train, test, *, model: Any = None, scoring: Any = None, kind: str = "shapley", alpha: float = 1.0,
-                 beta: float = 1.0, ids: Sequence | None = None, n_jobs: int = 1) -> Scores:
-    """The exact semivalues (``kind``: ``shapley``, ``banzhaf``, ``beta``) of ``train``'s rows,
-    every one of the 2^n coalitions fitted (n <= 20): the reference the sampling methods are
-    measured against."""
-    from salience.core.games import all_coalitions, exact_semivalues
+def coalition_values(train, test, *, model: Any = None, scoring: Any = None, n_jobs: int = 1) -> np.ndarray:
+    """The test score of every one of the 2^n coalitions of ``train``'s rows (n <= 20), in the
+    order of :func:`~salience.core.games.all_coalitions`: one fit each."""
+    from salience.core.games import all_coalitions
 
     train, test = labelled(train, "train"), labelled(test, "test", classes=False)
-    ids = check_ids(ids, len(train))
-    masks = all_coalitions(len(train))
     with ModelUtility(check_refittable(model), train, test, scoring=scoring, n_jobs=n_jobs) as utility:
-        values = _batched(utility, masks, False, "exact")
-    weights = semivalue_weights(len(train), kind, alpha=alpha, beta=beta)
-    return Scores(exact_semivalues(values, len(train), weights), ids=ids)
+        return _batched(utility, all_coalitions(len(train)), False, "exact")
+
+
+def exact_values(train, test, *, model: Any = None, scoring: Any = None, kind: str = "shapley", alpha: float = 1.0,
+                 beta: float = 1.0, ids: Sequence | None = None, n_jobs: int = 1,
+                 coalitions: np.ndarray | None = None) -> Scores:
+    """The exact semivalues (``kind``: ``shapley``, ``banzhaf``, ``beta``) of ``train``'s rows,
+    every one of the 2^n coalitions fitted (n <= 20): the reference the sampling methods are
+    measured against. ``coalitions``: :func:`coalition_values` computed before (several kinds
+    from one set of fits)."""
+    from salience.core.games import exact_semivalues
+
+    n = len(labelled(train, "train"))
+    ids = check_ids(ids, n)
+    if coalitions is None:
+        coalitions = coalition_values(train, test, model=model, scoring=scoring, n_jobs=n_jobs)
+    elif len(coalitions) != 2**n:
+        raise ShapeError(f"coalitions holds {len(coalitions)} values; {n} rows have {2**n} coalitions.")
+    weights = semivalue_weights(n, kind, alpha=alpha, beta=beta)
+    return Scores(exact_semivalues(coalitions, n, weights), ids=ids)

@@ -7,7 +7,7 @@ import pytest
 from salience.core.base import create
 from salience.core.games import all_coalitions, exact_semivalues, semivalue_weights
 from salience.data import BetaShapley, DataBanzhaf, KnnShapley, LeaveOneOut, TmcShapley
-from salience.data.valuation import exact_values
+from salience.data.valuation import coalition_values, exact_values
 from salience.exceptions import DuplicateIdError, InvalidParameterError, SalienceError, ShapeError
 
 pytest.importorskip("sklearn")
@@ -100,6 +100,12 @@ def test_exact_values_helper(exact_tables):
     assert np.allclose(exact_values(TRAIN, TEST, model=model).values, exact_tables["shapley"])
     assert np.allclose(exact_values(TRAIN, TEST, model=model, kind="beta", alpha=16, beta=1).values,
                        exact_tables["beta"])
+    # every kind from one set of 2^n fits
+    coalitions = coalition_values(TRAIN, TEST, model=model)
+    for kind in ("shapley", "banzhaf"):
+        assert np.allclose(exact_values(TRAIN, TEST, kind=kind, coalitions=coalitions).values, exact_tables[kind])
+    with pytest.raises(ShapeError, match="8 rows have 256 coalitions"):
+        exact_values(TRAIN, TEST, coalitions=coalitions[:10])
 
 
 @pytest.mark.parametrize("method, kind, budget", [(TmcShapley, "shapley", 6000), (BetaShapley, "beta", 6000),
