@@ -87,7 +87,8 @@ def _cmd_dedup(args) -> int:
 
     with _work_folder_of_failed_runs_removed(Path(args.out + ".work")):
         report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
-                             text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
+                             semantic=args.semantic, encoder=args.encoder, similarity=args.similarity,
+                             clusters=args.clusters, keep_order=args.keep_order, text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
                              strict=args.strict, on_error=args.on_error, show_progress=show_progress(args))
     _warn_losses(args, report)
     emit(args, report.to_dict())
@@ -111,6 +112,7 @@ def add_commands(domains) -> None:
     from salience.data.dsir import SAMPLING
     from salience.cli.valuation import add_method_options
     from salience.data.methods import DocumentScorer
+    from salience.data.semantic_dedup import KEEP_ORDERS
     from salience.data.valuation import Valuation
     from salience.parallel import EXECUTORS
 
@@ -163,12 +165,25 @@ def add_commands(domains) -> None:
     add_output_options(p)
     p.set_defaults(func=_cmd_select)
 
-    p = commands.add_parser("dedup", help="drop exact (and near) duplicate documents")
+    p = commands.add_parser("dedup", help="drop exact (and near, and semantic) duplicate documents")
     p.add_argument("inputs", nargs="+", help="jsonl, jsonl.gz or parquet files")
     p.add_argument("--out", required=True, help="kept documents (.jsonl or .jsonl.gz); OUT.report.json beside it")
     p.add_argument("--near", action="store_true", help="also drop near duplicates (MinHash LSH)")
     p.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity of word 5-grams (default 0.8)")
     p.add_argument("--num-perm", type=int, default=128, help="MinHash functions (default 128)")
+    p.add_argument("--semantic", action="store_true",
+                   help="also drop semantic duplicates (SemDeDup: embeddings clustered, cosine similarity within "
+                        "clusters)")
+    p.add_argument("--encoder", default=None,
+                   help="the embedding model of --semantic: a static encoder folder (salience search distill) or a "
+                        "sentence-transformers folder (default: the bundled all-MiniLM-L6-v2)")
+    p.add_argument("--similarity", type=float, default=0.95,
+                   help="cosine similarity at which --semantic counts two documents as duplicates (default 0.95)")
+    p.add_argument("--clusters", type=positive_int, default=None,
+                   help="k-means clusters --semantic compares within (default: about the square root of the documents)")
+    p.add_argument("--keep-order", default="hard", choices=KEEP_ORDERS,
+                   help="which of a semantic group is kept: hard (farthest from its cluster's centroid, SemDeDup's "
+                        "default), easy (nearest) or first")
     p.add_argument("--text-field", default="text", help="the records' text field (default text)")
     add_n_jobs(p, default=2)
     p.add_argument("--executor", default="local", choices=EXECUTORS,

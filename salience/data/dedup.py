@@ -8,6 +8,9 @@
   documents sharing a band are candidates, a candidate pair whose signatures agree on at least
   ``threshold`` of their positions (the MinHash estimate of Jaccard similarity) is a duplicate,
   and each connected group keeps its first document.
+* Semantic (SemDeDup; :mod:`salience.data.semantic_dedup`): the documents left are embedded,
+  clustered, and within a cluster a document whose cosine similarity to an earlier one (in
+  SemDeDup's keep order) reaches ``similarity`` is dropped.
 
 :func:`dedup_files` streams jsonl / jsonl.gz / parquet files in shards with the same executors
 as selection; memory is 8 bytes per document (exact) or ``bands`` x 8 bytes (near), plus the
@@ -20,7 +23,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -167,10 +170,13 @@ def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndar
 
 
 def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128,
-                ids: Sequence | None = None) -> Scores:
-    """The texts to keep, the first of each duplicate group, in order, as :class:`~salience.Scores`
+                semantic: bool = False, encoder: Any = None, similarity: float = 0.95, clusters: int | None = None,
+                keep_order: str = "hard", ids: Sequence | None = None) -> Scores:
+    """The texts to keep, one of each duplicate group, in order, as :class:`~salience.Scores`
     whose value is how many texts the kept one stands for (itself and its duplicates). Ids are
-    positions unless ``ids`` are given.
+    positions unless ``ids`` are given. Exact and near duplicates keep the first text;
+    ``semantic`` groups keep the one SemDeDup's ``keep_order`` puts first (``encoder``: a
+    model name or folder, a static encoder's too, or a callable; default the bundled MiniLM).
 
     >>> kept = dedup_texts(["A cat sat.", "a CAT sat", "A dog ran."])
     >>> kept.ids, kept.values.tolist()
@@ -187,9 +193,27 @@ def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 
         groups = near_duplicate_groups(band_hashes(signatures, b, r),
                                        lambda i, j: float(np.mean(signatures[i] == signatures[j])), threshold)
         representative = groups[representative]  # the near-duplicate group of the exact copy kept
+    if semantic:
+        representative = _semantic(texts, representative, encoder, similarity, clusters, keep_order)
     keep = np.flatnonzero(representative == np.arange(len(texts)))
     sizes = np.bincount(representative, minlength=len(texts))[keep].astype(np.float64)
     return Scores(sizes, ids=keep.tolist() if ids is None else [ids[i] for i in keep.tolist()])
+
+
+def _semantic(texts: Sequence[str], representative: np.ndarray, encoder: Any, similarity: float,
+              clusters: int | None, keep_order: str) -> np.ndarray:
+    """``representative`` with the kept texts' semantic duplicates pointed at their group's kept text."""
+    from salience.data.semantic_dedup import check_similarity, semantic_duplicate_groups
+    from salience.models.encoders import encode_normalized, get_encoder
+
+    check_similarity(similarity)
+    kept = np.flatnonzero(representative == np.arange(len(texts)))
+    vectors = encode_normalized(get_encoder(encoder), [texts[i] for i in kept.tolist()])
+    groups = kept[semantic_duplicate_groups(vectors, similarity=similarity, clusters=clusters,
+                                            keep_order=keep_order)]
+    position = np.zeros(len(texts), dtype=np.int64)
+    position[kept] = np.arange(len(kept))
+    return groups[position[representative]]
 
 
 @dataclass
@@ -203,26 +227,37 @@ class DedupReport:
     truncated_files: list = field(default_factory=list)
     lost_records_estimated: int | None = 0  # None: some loss cannot be estimated
     seconds: dict = field(default_factory=dict)
+    semantic_duplicates: int = 0
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
 
 
 def _dedup_job(args) -> dict:
-    shard, shard_file, text_field, near, num_perm, strict, on_error = args
+    shard, shard_file, text_field, near, num_perm, encoder, strict, on_error = args
     texts, _, numbers, places, missing, errors = parse_shard(shard, text_field, None, strict, on_error)
     result = {"exact": exact_hashes(texts), "places": np.array(places, dtype=np.int64), "missing": missing, "errors": errors}
     if near:
         result["signatures"] = minhash_signatures(texts, num_perm)
+    if encoder is not _NO_ENCODER:
+        from salience.models.encoders import encode_normalized, get_encoder
+
+        result["vectors"] = encode_normalized(get_encoder(encoder), texts).astype(np.float32)
     atomic_save(Path(shard_file), **result)
     return {}
 
 
+_NO_ENCODER = "-"  # a shard job without embeddings
+
+
 def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
-                num_perm: int = 128, text_field: str = "text", n_jobs: int = 2, executor="local",
-                shard_bytes: int = 8 << 20, work_dir: str | Path | None = None, strict: bool = False,
-                on_error: str = "raise", show_progress: bool = False) -> DedupReport:
-    """Write the records of ``inputs`` without exact (and, with ``near``, near) duplicates to ``out``."""
+                num_perm: int = 128, semantic: bool = False, encoder: Any = None, similarity: float = 0.95,
+                clusters: int | None = None, keep_order: str = "hard", text_field: str = "text", n_jobs: int = 2,
+                executor="local", shard_bytes: int = 8 << 20, work_dir: str | Path | None = None,
+                strict: bool = False, on_error: str = "raise", show_progress: bool = False) -> DedupReport:
+    """Write the records of ``inputs`` without exact (with ``near``, near; with ``semantic``,
+    semantic) duplicates to ``out``. Semantic deduplication holds every document's embedding
+    in memory (4 bytes per dimension) while it decides."""
     from salience.data.pipeline import check_selection_outputs, report_path
 
     inputs = [Path(p) for p in inputs]
@@ -232,10 +267,21 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     shard_bytes = check_k(shard_bytes, "shard_bytes")
     if near:
         lsh_params(threshold, num_perm)  # validates the threshold before any work
+    if semantic:
+        from salience.data.semantic_dedup import KEEP_ORDERS, check_similarity
+
+        check_similarity(similarity)
+        if keep_order not in KEEP_ORDERS:
+            raise InvalidParameterError(f"keep_order={keep_order!r} is not one of {', '.join(KEEP_ORDERS)}.")
+        if encoder is not None and not isinstance(encoder, str):
+            raise InvalidParameterError("dedup_files embeds in worker processes: give the encoder as a model name or "
+                                        "folder.")
+    job_encoder = (encoder or None) if semantic else _NO_ENCODER
     out = check_selection_outputs(out, inputs)
     work = Path(work_dir) if work_dir else out.with_name(out.name + ".work")
     prepare_work_dir(work, {"near": near, "num_perm": num_perm, "text_field": text_field, "shard_bytes": shard_bytes,
-                            "shard_layout": SHARD_LAYOUT, "strict": strict, "on_error": on_error, "inputs": inputs})  # dedup keeps no skip counts: all of it keys the cache
+                            "shard_layout": SHARD_LAYOUT, "strict": strict, "on_error": on_error, "inputs": inputs,
+                            "encoder": job_encoder})  # dedup keeps no skip counts: all of it keys the cache
     timings = {}
     clock = time.perf_counter()
     shard_files = []
@@ -247,14 +293,15 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
             shard_file = work / f"dedup-{shard.index:06d}.npz"
             shard_files.append(shard_file)
             if not shard_file.exists():
-                runner.submit(_dedup_job, (shard, str(shard_file), text_field, near, num_perm, strict, on_error))
+                runner.submit(_dedup_job, (shard, str(shard_file), text_field, near, num_perm, job_encoder, strict,
+                                           on_error))
             bar.update(1)
     finally:
         runner.close()
         bar.close()
     timings["hash"] = time.perf_counter() - clock
     clock = time.perf_counter()
-    exact, places, shard_of, signatures = [], [], [], []
+    exact, places, shard_of, signatures, vectors = [], [], [], [], []
     missing = errors = 0
     for s, shard_file in enumerate(shard_files):
         with np.load(shard_file) as shard:
@@ -265,6 +312,8 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
             errors += int(shard["errors"])
             if near:
                 signatures.append(shard["signatures"])
+            if semantic:
+                vectors.append(shard["vectors"])
     exact = np.concatenate(exact) if exact else np.zeros(0, dtype=np.uint64)
     places = np.concatenate(places) if places else np.zeros(0, dtype=np.int64)
     shard_of = np.concatenate(shard_of) if shard_of else np.zeros(0, dtype=np.int64)
@@ -280,6 +329,15 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
         before = int(keep.sum())
         keep &= groups == np.arange(len(exact))
         near_removed = before - int(keep.sum())
+    semantic_removed = 0
+    if semantic and len(exact):
+        from salience.data.semantic_dedup import semantic_duplicate_groups
+
+        left = np.flatnonzero(keep)
+        groups = semantic_duplicate_groups(np.concatenate(vectors)[left], similarity=similarity, clusters=clusters,
+                                           keep_order=keep_order)
+        keep[left[groups != np.arange(len(left))]] = False
+        semantic_removed = len(left) - int(keep.sum())
     timings["decide"] = time.perf_counter() - clock
     clock = time.perf_counter()
     wanted: dict[int, list] = {}
@@ -289,6 +347,7 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
     timings["write"] = time.perf_counter() - clock
     remove_work_dir(work)
     report = DedupReport(len(exact), int(keep.sum()), exact_removed, near_removed, missing, errors,
-                         [loss.to_dict() for loss in losses], estimated_loss(losses), timings)
+                         [loss.to_dict() for loss in losses], estimated_loss(losses), timings,
+                         semantic_duplicates=semantic_removed)
     atomic_write_text(report_path(out), json.dumps(report.to_dict(), indent=1))
     return report
