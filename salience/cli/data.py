@@ -88,7 +88,8 @@ def _cmd_dedup(args) -> int:
     with _work_folder_of_failed_runs_removed(Path(args.out + ".work")):
         report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
                              semantic=args.semantic, encoder=args.encoder, similarity=args.similarity,
-                             clusters=args.clusters, keep_order=args.keep_order, text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
+                             clusters=args.clusters, keep_order=args.keep_order, center=not args.no_center,
+                             text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
                              strict=args.strict, on_error=args.on_error, show_progress=show_progress(args))
     _warn_losses(args, report)
     emit(args, report.to_dict())
@@ -181,6 +182,9 @@ def add_commands(domains) -> None:
                    help="cosine similarity at which --semantic counts two documents as duplicates (default 0.95)")
     p.add_argument("--clusters", type=positive_int, default=None,
                    help="k-means clusters --semantic compares within (default: about the square root of the documents)")
+    p.add_argument("--no-center", action="store_true",
+                   help="compare --semantic's vectors as the encoder gives them (default: their mean subtracted, "
+                        "which a static encoder needs)")
     p.add_argument("--keep-order", default="hard", choices=KEEP_ORDERS,
                    help="which of a semantic group is kept: hard (farthest from its cluster's centroid, SemDeDup's "
                         "default), easy (nearest) or first")

@@ -171,7 +171,7 @@ def near_duplicate_groups(bands: np.ndarray, agree, threshold: float) -> np.ndar
 
 def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 0.8, num_perm: int = 128,
                 semantic: bool = False, encoder: Any = None, similarity: float = 0.95, clusters: int | None = None,
-                keep_order: str = "hard", ids: Sequence | None = None) -> Scores:
+                keep_order: str = "hard", center: bool = True, ids: Sequence | None = None) -> Scores:
     """The texts to keep, one of each duplicate group, in order, as :class:`~salience.Scores`
     whose value is how many texts the kept one stands for (itself and its duplicates). Ids are
     positions unless ``ids`` are given. Exact and near duplicates keep the first text;
@@ -194,14 +194,14 @@ def dedup_texts(texts: Sequence[str], *, near: bool = False, threshold: float = 
                                        lambda i, j: float(np.mean(signatures[i] == signatures[j])), threshold)
         representative = groups[representative]  # the near-duplicate group of the exact copy kept
     if semantic:
-        representative = _semantic(texts, representative, encoder, similarity, clusters, keep_order)
+        representative = _semantic(texts, representative, encoder, similarity, clusters, keep_order, center)
     keep = np.flatnonzero(representative == np.arange(len(texts)))
     sizes = np.bincount(representative, minlength=len(texts))[keep].astype(np.float64)
     return Scores(sizes, ids=keep.tolist() if ids is None else [ids[i] for i in keep.tolist()])
 
 
 def _semantic(texts: Sequence[str], representative: np.ndarray, encoder: Any, similarity: float,
-              clusters: int | None, keep_order: str) -> np.ndarray:
+              clusters: int | None, keep_order: str, center: bool) -> np.ndarray:
     """``representative`` with the kept texts' semantic duplicates pointed at their group's kept text."""
     from salience.data.semantic_dedup import check_similarity, semantic_duplicate_groups
     from salience.models.encoders import encode_normalized, get_encoder
@@ -210,7 +210,7 @@ def _semantic(texts: Sequence[str], representative: np.ndarray, encoder: Any, si
     kept = np.flatnonzero(representative == np.arange(len(texts)))
     vectors = encode_normalized(get_encoder(encoder), [texts[i] for i in kept.tolist()])
     groups = kept[semantic_duplicate_groups(vectors, similarity=similarity, clusters=clusters,
-                                            keep_order=keep_order)]
+                                            keep_order=keep_order, center=center)]
     position = np.zeros(len(texts), dtype=np.int64)
     position[kept] = np.arange(len(kept))
     return groups[position[representative]]
@@ -252,7 +252,7 @@ _NO_ENCODER = "-"  # a shard job without embeddings
 
 def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = False, threshold: float = 0.8,
                 num_perm: int = 128, semantic: bool = False, encoder: Any = None, similarity: float = 0.95,
-                clusters: int | None = None, keep_order: str = "hard", text_field: str = "text", n_jobs: int = 2,
+                clusters: int | None = None, keep_order: str = "hard", center: bool = True, text_field: str = "text", n_jobs: int = 2,
                 executor="local", shard_bytes: int = 8 << 20, work_dir: str | Path | None = None,
                 strict: bool = False, on_error: str = "raise", show_progress: bool = False) -> DedupReport:
     """Write the records of ``inputs`` without exact (with ``near``, near; with ``semantic``,
@@ -335,7 +335,7 @@ def dedup_files(inputs: Sequence[str | Path], out: str | Path, *, near: bool = F
 
         left = np.flatnonzero(keep)
         groups = semantic_duplicate_groups(np.concatenate(vectors)[left], similarity=similarity, clusters=clusters,
-                                           keep_order=keep_order)
+                                           keep_order=keep_order, center=center)
         keep[left[groups != np.arange(len(left))]] = False
         semantic_removed = len(left) - int(keep.sum())
     timings["decide"] = time.perf_counter() - clock

@@ -9,6 +9,13 @@ any member before it reaches ``similarity`` is a duplicate. The keep order (``ke
 prototypical), ``easy`` the nearest, ``first`` the earliest document. Pairs that fall into
 different clusters are not compared: more clusters are faster and miss more (``bench/semdedup.py``
 measures the pairs found against comparing all pairs).
+
+The vectors are centred first (``center``, default on: the mean vector of the documents being
+deduplicated is subtracted before the cosine): a static encoder's vectors share a large common
+direction (two unrelated documents of the DSIR pool are at cosine 0.50 on average), so that at
+0.95 two quarterly earnings notices counted as duplicates. Chosen on the pool's first 1,500
+documents against MiniLM's own vectors: at 0.95 centred static vectors flag 15 documents, 13 of
+them among MiniLM's 17; uncentred, 103 (16 of them MiniLM's).
 """
 
 from __future__ import annotations
@@ -34,12 +41,15 @@ def check_similarity(similarity: object) -> float:
 
 
 def semantic_duplicate_groups(vectors: Any, *, similarity: float = 0.95, clusters: int | None = None,
-                              keep_order: str = "hard", seed: Any = 0, block: int = 2048) -> np.ndarray:
+                              keep_order: str = "hard", center: bool = True, seed: Any = 0,
+                              block: int = 2048) -> np.ndarray:
     """For each row of ``vectors``, the row kept in its place: itself when kept, else the
     earlier row (in keep order) it duplicates, followed to a kept one. ``clusters``: k-means
-    clusters searched separately (default about the square root of the rows).
+    clusters searched separately (default about the square root of the rows); ``center``:
+    subtract the rows' mean first.
 
-    >>> groups = semantic_duplicate_groups([[1, 0], [0.999, 0.04], [0, 1]], similarity=0.99, clusters=1, keep_order="first")
+    >>> groups = semantic_duplicate_groups([[1, 0], [0.999, 0.04], [0, 1]], similarity=0.99, clusters=1,
+    ...                                    keep_order="first", center=False)
     >>> groups.tolist()
     [0, 0, 2]
     """
@@ -55,6 +65,8 @@ def semantic_duplicate_groups(vectors: Any, *, similarity: float = 0.95, cluster
         return groups
     if not np.isfinite(X).all():
         raise InvalidParameterError("vectors hold NaN or infinite values.")
+    if center:
+        X = X - X.mean(axis=0)
     norms = np.linalg.norm(X, axis=1, keepdims=True)
     X = X / np.where(norms > 0, norms, 1.0)
     k = clusters if clusters is not None else max(1, round(math.sqrt(n)))

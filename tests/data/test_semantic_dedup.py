@@ -29,11 +29,23 @@ def all_pairs_reference(X, similarity):
 def test_the_rule_by_hand_and_the_keep_orders():
     # rows 0 and 1 nearly parallel; row 2 apart; centroid of all three decides hard / easy
     X = np.array([[1.0, 0.0], [0.995, 0.0998], [0.0, 1.0]])
-    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="first").tolist() == [0, 0, 2]
+    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="first",
+                                     center=False).tolist() == [0, 0, 2]
     # the centroid leans to rows 0 and 1; row 0 is farther from it than row 1: hard keeps 0, easy keeps 1
-    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="hard").tolist() == [0, 0, 2]
-    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="easy").tolist() == [1, 1, 2]
-    assert semantic_duplicate_groups(X, similarity=0.999, clusters=1).tolist() == [0, 1, 2]
+    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="hard",
+                                     center=False).tolist() == [0, 0, 2]
+    assert semantic_duplicate_groups(X, similarity=0.99, clusters=1, keep_order="easy",
+                                     center=False).tolist() == [1, 1, 2]
+    assert semantic_duplicate_groups(X, similarity=0.999, clusters=1, center=False).tolist() == [0, 1, 2]
+
+
+def test_centering_removes_the_common_direction():
+    # four rows sharing a large common direction: uncentred all look alike, centred only the true pair does
+    common = np.array([10.0, 0.0, 0.0])
+    X = common + np.array([[0.0, 1.0, 0.0], [0.0, 0.98, 0.2], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
+    assert (semantic_duplicate_groups(X, similarity=0.95, clusters=1, keep_order="first", center=False)
+            == 0).all()
+    assert semantic_duplicate_groups(X, similarity=0.95, clusters=1, keep_order="first").tolist() == [0, 0, 2, 3]
 
 
 def test_one_cluster_equals_all_pairs_and_blocks_do_not_matter():
@@ -43,10 +55,11 @@ def test_one_cluster_equals_all_pairs_and_blocks_do_not_matter():
     expected = all_pairs_reference(X, 0.97)
     assert sum(g != i for i, g in enumerate(expected)) > 20
     for block in (1, 7, 2048):
-        got = semantic_duplicate_groups(X, similarity=0.97, clusters=1, keep_order="first", block=block)
+        got = semantic_duplicate_groups(X, similarity=0.97, clusters=1, keep_order="first", block=block,
+                                        center=False)
         assert got.tolist() == expected
     # clusters only ever miss pairs (those split between clusters), never invent them
-    clustered = semantic_duplicate_groups(X, similarity=0.97, clusters=8, keep_order="first")
+    clustered = semantic_duplicate_groups(X, similarity=0.97, clusters=8, keep_order="first", center=False)
     assert set(np.flatnonzero(clustered != np.arange(len(X)))) <= set(np.flatnonzero(np.array(expected) != np.arange(len(X))))
 
 
@@ -58,7 +71,8 @@ def bag_of_words(texts):
 def test_dedup_texts_semantic_with_any_encoder():
     texts = ["the cat sat on the mat", "on the mat the cat sat", "stocks fell", "The cat sat on the mat", "dogs run"]
     # exact copies first (3 is 0's copy), then the word-order paraphrase (1) is a semantic duplicate of 0
-    kept = dedup_texts(texts, semantic=True, encoder=bag_of_words, similarity=0.99, clusters=1, keep_order="first")
+    kept = dedup_texts(texts, semantic=True, encoder=bag_of_words, similarity=0.99, clusters=1, keep_order="first",
+                       center=False)
     assert kept.ids == [0, 2, 4] and kept.values.tolist() == [3.0, 1.0, 1.0]
     assert dedup_texts(texts).ids == [0, 1, 2, 4]
 
