@@ -348,6 +348,28 @@ def _cmd_delete(args) -> int:
     return 0
 
 
+def _cmd_prune(args) -> int:
+    import numpy as np
+
+    from salience.core.scores import Scores
+    from salience.data.scorers import text_statistics
+    from salience.search.index import Index
+
+    engine = load_index(args.index)
+    if not isinstance(engine, Index) or not engine.store_documents:
+        raise InvalidParameterError(f"{args.index} keeps no document text to score (a sharded index, or one built "
+                                    "without stored documents): prune the corpus before indexing it.")
+    ids = engine.ids
+    texts = [" ".join(str(engine.document(i).get(field) or "") for field in engine.fields) for i in ids]
+    scores = Scores(text_statistics(texts)[args.by].astype(float), ids=ids)
+    pruned = engine.prune(scores, fraction=args.fraction)
+    engine.commit()
+    emit(args, {"documents": len(ids), "pruned": len(pruned), "remaining": engine.n_docs, "by": args.by,
+                "threshold": float(np.sort(scores.values)[len(pruned) - 1]) if pruned else None},
+         f"pruned {len(pruned)} of {len(ids)} documents from {args.index} (lowest {args.by}); {engine.n_docs} remain")
+    return 0
+
+
 def _cmd_merge(args) -> int:
     engine = load_index(args.index)
     engine.merge()
@@ -432,6 +454,17 @@ def add_commands(domains) -> None:
     p.add_argument("ids", nargs="+", help="ids of the documents to delete")
     add_output_options(p)
     p.set_defaults(func=_cmd_delete)
+
+    from salience.data.scorers import STATISTICS
+
+    p = commands.add_parser("prune", help="static pruning: delete the lowest-quality share of an index's documents")
+    p.add_argument("index", help="index folder (salience search index) that stores its documents")
+    p.add_argument("--fraction", type=float, required=True, help="share of the documents to delete, in [0, 1)")
+    p.add_argument("--by", default="words", choices=STATISTICS,
+                   help="the query-agnostic score whose lowest go (default words: the shortest passages; chosen on "
+                        "the dev splits of SciFact and NPL, BENCHMARKS.md)")
+    add_output_options(p)
+    p.set_defaults(func=_cmd_prune)
 
     search_neural.add_commands(commands)
 

@@ -213,6 +213,34 @@ class Index(Scorer, abc.ABC):
         self._after_change()
         return self
 
+    def prune(self, scores, *, fraction: float) -> list[str]:
+        """Static pruning: delete the lowest-scored ``fraction`` (0 <= fraction < 1) of the live
+        documents, by ``scores`` (:class:`~salience.Scores` over every live document's id: a
+        query-agnostic quality score, e.g. a data-domain statistic); returns the ids deleted.
+        The core's ``select_fraction`` keeps the rest (ties: the earlier document stays)."""
+        from salience.core.scores import Scores
+        from salience.core.select import select_fraction
+
+        self._require_index()
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+            raise InvalidParameterError(f"fraction={fraction!r} must lie in [0, 1): the share of documents pruned.")
+        if not isinstance(scores, Scores):
+            raise InvalidParameterError(f"scores must be Scores over the documents' ids; got {type(scores).__name__}.")
+        live = [doc_id for doc_id, alive in zip(self._ids, self._live) if alive]
+        given = set(map(str, scores.ids))
+        unknown = next((i for i in scores.ids if str(i) not in self._pos), None)
+        if unknown is not None:
+            raise IdMismatchError(f"scores name document {unknown!r}, which is not in the index.")
+        missing = next((i for i in live if i not in given), None)
+        if missing is not None:
+            raise IdMismatchError(f"scores have no value for document {missing!r}: give one per live document.")
+        if fraction == 0:
+            return []
+        kept = set(map(str, select_fraction(scores, fraction=1.0 - fraction).ids))
+        pruned = [doc_id for doc_id in live if doc_id not in kept]
+        self.delete(pruned)
+        return pruned
+
     def copy(self) -> "Index":
         """An independent copy, for changing an index while this one keeps answering (a
         service's writer): what ``add``, ``delete``, ``commit`` and ``merge`` change in place
