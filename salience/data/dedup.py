@@ -43,9 +43,26 @@ __all__ = ["exact_hashes", "minhash_signatures", "lsh_params", "near_duplicate_g
 _SHINGLE_PAIR = np.uint64(0x9E3779B97F4A7C15)
 
 
+#: texts hashed at once: each text's hashes are its own, so blocks bound the token arrays'
+#: memory (about 50 bytes per token) without changing a value
+TEXTS_PER_BLOCK = 2048
+
+
+def _in_blocks(function, texts: Sequence[str], *args) -> np.ndarray | None:
+    """``function`` over blocks of TEXTS_PER_BLOCK texts, concatenated; None when one block does."""
+    if len(texts) <= TEXTS_PER_BLOCK:
+        return None
+    texts = list(texts)
+    return np.concatenate([function(texts[i : i + TEXTS_PER_BLOCK], *args)
+                           for i in range(0, len(texts), TEXTS_PER_BLOCK)])
+
+
 def exact_hashes(texts: Sequence[str]) -> np.ndarray:
     """64-bit hash of each text's sequence of lower-case words (case, punctuation and spacing
     ignored): an order-sensitive sum of the mixed word hashes and their positions."""
+    blocked = _in_blocks(exact_hashes, texts)
+    if blocked is not None:
+        return blocked
     hashes, doc = HashedNgrams(orders=(1,)).token_hashes(list(texts), punctuation=False)
     n = len(texts)
     counts = np.bincount(doc, minlength=n)
@@ -62,6 +79,9 @@ def minhash_signatures(texts: Sequence[str], num_perm: int = 128, shingle: int =
     """(len(texts), num_perm) uint64 MinHash signatures over word ``shingle``-grams (a text
     shorter than that is one shingle of all its words; an empty text gets all-ones)."""
     num_perm = check_num_perm(num_perm)
+    blocked = _in_blocks(minhash_signatures, texts, num_perm, shingle, seed)
+    if blocked is not None:
+        return blocked
     words = HashedNgrams(orders=(1,))
     hashes, doc = words.token_hashes(list(texts), punctuation=False)
     n = len(texts)

@@ -64,3 +64,13 @@ def test_dedup_files_and_cli(tmp_path, capsys):
     assert main(["data", "dedup", str(source), "--out", str(out), "--near", "--n-jobs", "2", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["near_duplicates"] == 1
     assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [0, 3]
+
+
+def test_hashing_in_blocks_changes_no_value(monkeypatch):
+    from salience.data import dedup
+
+    texts = [f"document {i} about " + "heat transfer " * (i % 7) for i in range(50)] + ["", "a b"]
+    whole = dedup.exact_hashes(texts), dedup.minhash_signatures(texts, 16)
+    monkeypatch.setattr(dedup, "TEXTS_PER_BLOCK", 7)
+    blocked = dedup.exact_hashes(texts), dedup.minhash_signatures(texts, 16)
+    assert all(np.array_equal(a, b) for a, b in zip(whole, blocked))
