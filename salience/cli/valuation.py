@@ -66,12 +66,17 @@ def read_labelled(path: str, features: list[str], label_field: str, id_field: st
     return np.asarray(rows), labels, ids
 
 
-def _is_own_output(path: Path) -> bool:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return "salience_value" in json.loads(fh.readline())
-    except (OSError, ValueError, TypeError):
-        return False
+def _first_record_has(field: str):
+    """Whether a file's first JSON line holds ``field``: an earlier output of this command."""
+
+    def is_own(path: Path) -> bool:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                return field in json.loads(fh.readline())
+        except (OSError, ValueError, TypeError):
+            return False
+
+    return is_own
 
 
 def _features(args) -> list[str]:
@@ -105,7 +110,7 @@ def _cmd_value(args) -> int:
     from salience.io.files import atomic_write_text, check_output_path
 
     inputs = [args.train] + ([args.test] if args.test else [])
-    out = check_output_path(args.out, inputs, is_own=_is_own_output)
+    out = check_output_path(args.out, inputs, is_own=_first_record_has("salience_value"))
     X, y, ids = read_labelled(args.train, _features(args), args.label_field, args.id_field)
     test = None
     if args.test:
@@ -135,14 +140,6 @@ def _cmd_value(args) -> int:
     return 0
 
 
-def _is_own_selection(path: Path) -> bool:
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return "salience_score" in json.loads(fh.readline())
-    except (OSError, ValueError, TypeError):
-        return False
-
-
 def prune(args) -> dict:
     """``salience data select --method <valuation method>``: value the labelled records of
     ``--raw`` (against ``--target`` where the method needs a test set) and keep the highest
@@ -162,7 +159,7 @@ def prune(args) -> dict:
     if args.fraction is not None and not 0 < args.fraction <= 1:
         raise InvalidParameterError(f"--fraction {args.fraction} must lie in (0, 1]: the share of records kept.")
     inputs = args.raw + (args.target or [])
-    out = check_output_path(args.out, inputs, is_own=_is_own_selection)
+    out = check_output_path(args.out, inputs, is_own=_first_record_has("salience_score"))
     records: list = []
     X, y, ids = read_labelled(args.raw[0], _features(args), args.label_field, args.id_field, args.on_error, records)
     test = None
