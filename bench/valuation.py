@@ -275,6 +275,8 @@ def small_games(args) -> list[dict]:
         rng = np.random.default_rng(args.game_seed)
         for game in range(args.games):
             order = rng.permutation(len(y))
+            while len(np.unique(y[order[:10]])) < 2:  # a single class cannot be valued: draw again
+                order = rng.permutation(len(y))
             train, test = (X[order[:10]], y[order[:10]]), (X[order[10:110]], y[order[10:110]])
             arrays = {"g_X_train": train[0], "g_y_train": train[1], "g_X_test": test[0], "g_y_test": test[1]}
             coalitions = coalition_values(train, test)  # 1,024 fits, both kinds from them
@@ -298,7 +300,33 @@ def small_games(args) -> list[dict]:
 
 
 def run(args) -> dict:
-    return {"knn": knn_speed(args), "detection": detection_rows(args), "games": small_games(args)}
+    result, seconds = {}, 0.0
+    for name, stage in (("knn", knn_speed), ("detection", detection_rows), ("games", small_games)):
+        result[name], spent = _stage(args, name, stage)
+        seconds += spent
+    result["stage_seconds"] = seconds
+    return result
+
+
+def _stage(args, name: str, stage) -> tuple:
+    """(a stage's result, the seconds it took), kept in ``--work`` keyed by the options, so a run
+    that fails later (or is stopped) resumes after the stages it finished."""
+    import hashlib
+
+    key = json.dumps({k: v for k, v in sorted(vars(args).items()) if k not in ("write", "work")}, default=str)
+    path = Path(args.work) / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    if path.exists():
+        print(f"{name}: reusing {path}", file=sys.stderr, flush=True)
+        saved = json.loads(path.read_text())
+        return saved["result"], saved["seconds"]
+    started = time.perf_counter()
+    result = stage(args)
+    seconds = time.perf_counter() - started
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"result": result, "seconds": seconds}))
+    temporary.replace(path)
+    return result, seconds
 
 
 def _grouped(rows: list[dict], keys: tuple) -> dict:
@@ -360,7 +388,8 @@ def render(result: dict, command: str, seconds: float) -> str:
     knn = result["knn"]
     seeds = sorted({r["seed"] for r in result["detection"]})
     lines = ["## Data valuation: salience against pyDVL 0.10, cleanlab 2.9 and random", "",
-             f"`{command}` ({seconds / 60:.0f} minutes, 2 cores; peers in .venv-pydvl, timed inside their runner).", "",
+             f"`{command}` ({result['stage_seconds'] / 60:.0f} minutes over its stages, 2 cores; peers in "
+             ".venv-pydvl, timed inside their runner).", "",
              f"**KNN-Shapley, {knn['train']:,} training rows, {knn['test']:,} test rows** (DSIR pool, 64-dimensional "
              f"TF-IDF + SVD, k = 10): salience {knn['seconds']:.2f} s, pyDVL {knn['peer_seconds']:.2f} s "
              f"(**{knn['peer_seconds'] / knn['seconds']:.0f}x**); largest difference {knn['max_difference']:.1e}; "
@@ -394,6 +423,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=lambda t: [int(v) for v in t.split(",")], default=[0, 1, 2],
                         help="seeds of the noisy-label games (comma-separated)")
     parser.add_argument("--game-seed", type=int, default=1, help="seed of the small games")
+    parser.add_argument("--work", default="/tmp/salience-valuation-bench",
+                        help="finished stages are kept here; a rerun with the same options resumes after them")
     return run_benchmark("valuation.py", parser, run, render, argv)
 
 
