@@ -79,6 +79,33 @@ def _first_record_has(field: str):
     return is_own
 
 
+def _parquet_has(field: str):
+    """Whether a parquet file's columns hold ``field``: an earlier output of this command."""
+
+    def is_own(path: Path) -> bool:
+        try:
+            from salience.extras import require
+
+            return field in require("pyarrow.parquet", "parquet", "Parquet output").read_schema(path).names
+        except Exception:  # noqa: BLE001 - anything unreadable is not ours
+            return False
+
+    return is_own
+
+
+def _write_parquet(out: Path, rows: list[dict]) -> None:
+    """``rows`` as one parquet table (a column per field), written atomically."""
+    from salience.extras import require
+    from salience.io.files import atomic_write_bytes
+
+    pa = require("pyarrow", "parquet", "Parquet output (--out *.parquet)")
+    parquet = require("pyarrow.parquet", "parquet", "Parquet output (--out *.parquet)")
+    table = pa.Table.from_pylist([{**row, "id": str(row["id"])} for row in rows])
+    sink = pa.BufferOutputStream()
+    parquet.write_table(table, sink)
+    atomic_write_bytes(out, sink.getvalue().to_pybytes())
+
+
 def _features(args) -> list[str]:
     from salience.exceptions import InvalidParameterError
 
@@ -110,7 +137,9 @@ def _cmd_value(args) -> int:
     from salience.io.files import atomic_write_text, check_output_path
 
     inputs = [args.train] + ([args.test] if args.test else [])
-    out = check_output_path(args.out, inputs, is_own=_first_record_has("salience_value"))
+    parquet = Path(args.out).suffix == ".parquet"
+    out = check_output_path(args.out, inputs,
+                            is_own=_parquet_has("salience_value") if parquet else _first_record_has("salience_value"))
     X, y, ids = read_labelled(args.train, _features(args), args.label_field, args.id_field)
     test = None
     if args.test:
@@ -118,13 +147,16 @@ def _cmd_value(args) -> int:
         test = (X_test, y_test)
     method, scores, seconds = _valuation(args, args.method, X, y, ids, test)
     issues = getattr(method, "label_issues_", None)
-    lines = []
+    rows = []
     for i, (record_id, value) in enumerate(zip(scores.ids, scores.values.tolist())):
         row = {"id": record_id, "label": y[i], "salience_value": value}
         if issues is not None:
             row["label_issue"] = bool(issues[i])
-        lines.append(json.dumps(row, ensure_ascii=False))
-    atomic_write_text(out, "\n".join(lines) + "\n")
+        rows.append(row)
+    if parquet:
+        _write_parquet(out, rows)
+    else:
+        atomic_write_text(out, "\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n")
     report = {"method": args.method, "records": len(ids), "fits": getattr(method, "fits_", 0),
               "seconds": round(seconds, 3), "out": str(out)}
     if getattr(method, "failed_fits_", 0):
@@ -250,7 +282,8 @@ def add_value_command(commands) -> None:
     add_n_jobs(p)
     add_seed(p)
     p.add_argument("--out", required=True,
-                   help="one JSON line per training record: id, label, salience_value (and label_issue); refused "
-                        "when it exists and is not an earlier valuation, or is an input")
+                   help="one JSON line per training record: id, label, salience_value (and label_issue), or a "
+                        "parquet table with those columns when it ends in .parquet (pip install 'salience[parquet]'); "
+                        "refused when it exists and is not an earlier valuation, or is an input")
     add_output_options(p)
     p.set_defaults(func=_cmd_value)

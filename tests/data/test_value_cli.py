@@ -110,3 +110,21 @@ def test_select_by_value_refuses_bad_input_by_name(wine_files, tmp_path, capsys)
     refused(["--method", "knn_shapley", "--features", "x", "-k", "5"], "pass test=")
     refused(["--method", "dsir", "--target", str(test), "--fraction", "0.5"], "--fraction and --by-class prune")
     assert not out.exists()
+
+
+def test_value_writes_parquet(wine_files, tmp_path, capsys):
+    parquet = pytest.importorskip("pyarrow.parquet")
+    train, test, flipped = wine_files
+    out, lines = tmp_path / "values.parquet", tmp_path / "values.jsonl"
+    base = ["data", "value", str(train), "--test", str(test), "--features", "x", "--method", "knn_shapley"]
+    assert main(base + ["--out", str(lines), "--json"]) == 0
+    assert main(base + ["--out", str(out), "--json"]) == 0
+    table = parquet.read_table(out).to_pylist()
+    expected = [json.loads(line) for line in lines.read_text().splitlines()]
+    assert table == expected and len(table) == 100
+    assert main(base + ["--out", str(out), "--json"]) == 0  # its own earlier output is replaced
+    other = tmp_path / "other.parquet"
+    other.write_bytes(b"not parquet")
+    capsys.readouterr()
+    assert main(base + ["--out", str(other)]) == 2
+    assert "already exists" in capsys.readouterr().err and other.read_bytes() == b"not parquet"
