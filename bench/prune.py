@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from common import SHARED_DATA, run_benchmark, search_set  # noqa: E402
+from common import SHARED_DATA, run_benchmark, search_set, split_heading  # noqa: E402
 
 SETS = ("scifact", "npl")
 FRACTIONS = (0.1, 0.25, 0.4)
@@ -94,7 +94,7 @@ def render(result: dict, command: str, seconds: float) -> str:
     lines = ["## Static passage pruning: BM25 with the lowest-scored passages deleted, against random", "",
              f"`{command}` ({seconds / 60:.0f} minutes, 2 cores). nDCG@10 of the full index and of the pruned one; "
              "random: mean ± sd over 5 seeds.", "",
-             "**Choice on the dev split** (every text statistic at 25%):", "",
+             f"**Choice on the {split_heading('dev')}** (every text statistic at 25%):", "",
              "| set | pruned by (lowest first) | full | pruned | change | relevant documents pruned |",
              "|---|---|---:|---:|---:|---:|"]
     for r in result["dev"]:
@@ -102,7 +102,7 @@ def render(result: dict, command: str, seconds: float) -> str:
         lost = f"{r['relevant_pruned']} of {r['relevant']}" if "relevant" in r else ""
         lines.append(f"| {r['set']} | {r['by']} | {r['full']:.4f} | {r['ndcg']:.4f}{spread} | "
                      f"{r['ndcg'] - r['full']:+.4f} | {lost} |")
-    lines += ["", "**Judged on the test split** (the statistic chosen on dev):", "",
+    lines += ["", f"**Judged on the {split_heading('test')}** (the statistic chosen on dev):", "",
               "| set | pruned by | share pruned | full | pruned | change | relevant documents pruned | within 0.005 |",
               "|---|---|---:|---:|---:|---:|---:|---|"]
     for r in result["test"]:

@@ -36,7 +36,7 @@ def spherical_kmeans(vectors: Any, k: int, *, iterations: int = 20, seed: Any = 
     (an emptied cluster takes the row least similar to its centroid).
 
     >>> centroids, labels = spherical_kmeans([[1, 0], [0.9, 0.1], [0, 1], [0.1, 0.9]], 2)
-    >>> labels[0] == labels[1] != labels[2] == labels[3]
+    >>> bool(labels[0] == labels[1] != labels[2] == labels[3])
     True
     """
     X = np.asarray(vectors, dtype=np.float64)
