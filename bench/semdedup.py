@@ -116,8 +116,9 @@ def have_a_neighbour(vectors: np.ndarray, similarity: float, block: int = 2048) 
 
 def _centred(vectors: np.ndarray) -> np.ndarray:
     """As SemDeDup compares them: the mean subtracted, rows scaled to unit length."""
-    centred = vectors - vectors.mean(axis=0)
-    return centred / np.maximum(np.linalg.norm(centred, axis=1, keepdims=True), 1e-12)
+    from salience.core.cluster import unit_rows
+
+    return unit_rows(vectors - vectors.mean(axis=0))
 
 
 def in_groups(groups: np.ndarray) -> np.ndarray:

@@ -9,10 +9,11 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, ShapeError
 
-__all__ = ["spherical_kmeans"]
+__all__ = ["spherical_kmeans", "unit_rows"]
 
 
-def _unit_rows(vectors: np.ndarray) -> np.ndarray:
+def unit_rows(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (zero rows stay zero)."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return vectors / np.where(norms > 0, norms, 1.0)
 
@@ -46,7 +47,7 @@ def spherical_kmeans(vectors: Any, k: int, *, iterations: int = 20, seed: Any = 
         raise InvalidParameterError("vectors hold NaN or infinite values.")
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= max(len(X), 1):
         raise InvalidParameterError(f"k={k!r} clusters must lie between 1 and the {len(X)} rows.")
-    X = _unit_rows(X)
+    X = unit_rows(X)
     rng = np.random.default_rng(seed)
     pool = X if sample is None or len(X) <= sample else X[rng.choice(len(X), sample, replace=False)]
     centroids = _plus_plus(pool, int(k), rng)
@@ -62,7 +63,7 @@ def spherical_kmeans(vectors: Any, k: int, *, iterations: int = 20, seed: Any = 
         for empty in np.flatnonzero(counts == 0):  # re-seed with the worst-served row
             worst = int(similarity.argmin())
             sums[empty], similarity[worst] = X[worst], np.inf
-        centroids = _unit_rows(sums)
+        centroids = unit_rows(sums)
     return centroids, labels
 
 

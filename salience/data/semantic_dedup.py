@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from salience.core.cluster import spherical_kmeans
+from salience.core.cluster import spherical_kmeans, unit_rows
 from salience.exceptions import InvalidParameterError, ShapeError
 
 __all__ = ["KEEP_ORDERS", "semantic_duplicate_groups", "check_similarity"]
@@ -67,8 +67,7 @@ def semantic_duplicate_groups(vectors: Any, *, similarity: float = 0.95, cluster
         raise InvalidParameterError("vectors hold NaN or infinite values.")
     if center:
         X = X - X.mean(axis=0)
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    X = X / np.where(norms > 0, norms, 1.0)
+    X = unit_rows(X)
     k = clusters if clusters is not None else max(1, round(math.sqrt(n)))
     if not isinstance(k, (int, np.integer)) or not 1 <= k <= n:
         raise InvalidParameterError(f"clusters={clusters!r} must lie between 1 and the {n} documents.")
