@@ -25,18 +25,28 @@ from salience.exceptions import SalienceError
 __all__ = ["main", "build_parser"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from salience.cli import cache, compress, data, explain, methods, rank, search, serve, text
+#: the module that registers each top-level command; ``main`` imports only the one a command
+#: line names, so ``salience data select`` does not pay for the search and model imports
+COMMAND_MODULES = {"search": "search", "rank": "rank", "keywords": "text", "summarize": "text", "data": "data",
+                   "explain": "explain", "compress": "compress", "methods": "methods", "cache": "cache", "serve": "serve"}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole parser; with ``command`` (a key of :data:`COMMAND_MODULES`) only that command's
+    module is imported and registered."""
+    import importlib
 
     parser = argparse.ArgumentParser(prog="salience", description="Score, rank and select what matters.")
     domains = parser.add_subparsers(dest="domain", required=True)
-    for module in (search, rank, text, data, explain, compress, methods, cache, serve):
-        module.add_commands(domains)
+    names = [COMMAND_MODULES[command]] if command in COMMAND_MODULES else list(dict.fromkeys(COMMAND_MODULES.values()))
+    for name in names:
+        importlib.import_module(f"salience.cli.{name}").add_commands(domains)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     try:
         args = parser.parse_args(argv)
     except SystemExit as stop:  # argparse's usage errors: exit status 2, message already printed

@@ -64,7 +64,7 @@ class SelectionReport:
 
 # reading ------------------------------------------------------------------------------------------
 def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_field: str | None,
-                strict: bool, on_error: str) -> dict:
+                strict: bool, on_error: str, statistics: bool = True) -> dict:
     texts, labels, numbers, places, missing, errors = parse_shard(shard, text_field, label_field, strict, on_error)
     batch = features.transform(texts)
     n = len(texts)
@@ -75,16 +75,24 @@ def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_fie
         size = int(np.maximum(batch.tokens - order + 1, 0).sum())
         part_counts[o] = np.bincount(batch.doc[position : position + size], minlength=n)
         position += size
-    stats = {f"stat_{name}": values.astype(np.float32) for name, values in text_statistics(texts).items()}
+    # the quality statistics cost about half as much as the hashing: computed only for --filter rules
+    stats = ({f"stat_{name}": values.astype(np.float32) for name, values in text_statistics(texts).items()}
+             if statistics else {})
     return {**stats, "counts": batch.counts(features.buckets), "tokens": batch.tokens.astype(np.int32),
             "labels": np.array(labels, dtype=str), "places": np.array(places, dtype=np.int64),
             "bucket": batch.bucket.astype(np.uint16 if features.buckets <= 65536 else np.uint32),
             "part_counts": part_counts, "missing": missing, "errors": errors}
 
 
+def _has_statistics(shard_file: Path) -> bool:
+    """Whether a cached shard holds the quality statistics (a run without --filter leaves them out)."""
+    with np.load(shard_file) as shard:
+        return "stat_words" in shard.files
+
+
 def _hash_job(args) -> dict:
-    shard, shard_file, features, text_field, label_field, strict, on_error = args
-    result = _hash_shard(shard, features, text_field, label_field, strict, on_error)
+    shard, shard_file, features, text_field, label_field, strict, on_error, statistics = args
+    result = _hash_shard(shard, features, text_field, label_field, strict, on_error, statistics)
     atomic_save(Path(shard_file), **result)
     return {"shard_file": shard_file}
 
@@ -206,10 +214,11 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
             for shard in iter_shards(raw, shard_bytes, on_error, losses=losses):
                 shard_file = work / f"shard-{shard.index:06d}.npz"
                 shard_files.append((shard_file, shard.path))
-                if shard_file.exists():
+                if shard_file.exists() and (not rules or _has_statistics(shard_file)):
                     reused += 1
                 else:
-                    runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error))
+                    runner.submit(_hash_job, (shard, str(shard_file), features, text_field, group_field, strict, on_error,
+                                              bool(rules)))
                 bar.update(1)
             runner.drain()
         finally:

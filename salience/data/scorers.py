@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from salience.text.features import NgramBatch
 from salience.core.base import Scorer
@@ -41,7 +40,9 @@ def per_document_sums(values: np.ndarray, part_counts: np.ndarray) -> np.ndarray
     return out
 
 
-def _tf_matrix(batch: NgramBatch, buckets: int) -> sparse.csr_matrix:
+def _tf_matrix(batch: NgramBatch, buckets: int):
+    from scipy import sparse  # imported here: DSIR alone does not need scipy at start-up
+
     n = len(batch.tokens)
     X = sparse.csr_matrix((np.ones(len(batch.bucket)), (batch.doc, batch.bucket)), shape=(n, buckets))
     X.sum_duplicates()
@@ -72,6 +73,8 @@ class QualityClassifier(Scorer):
         if len(target.tokens) == 0 or len(raw.tokens) == 0:
             raise SalienceError("the classifier needs target and raw documents to train on; got "
                                 f"{len(target.tokens)} target and {len(raw.tokens)} raw.")
+        from scipy import sparse
+
         X = sparse.vstack([_tf_matrix(target, self.buckets), _tf_matrix(raw, self.buckets)]).tocsr()
         y = np.concatenate([np.ones(len(target.tokens)), -np.ones(len(raw.tokens))])
         weight = np.where(y > 0, 0.5 / len(target.tokens), 0.5 / len(raw.tokens))  # balanced classes
@@ -171,17 +174,22 @@ def text_statistics(texts: list[str]) -> dict[str, np.ndarray]:
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    nonempty = lengths > 0
+    segment_starts = starts[nonempty]
 
     def per_text(flags: np.ndarray) -> np.ndarray:
-        total = np.concatenate(([0], np.cumsum(flags, dtype=np.int64)))
-        return total[starts + lengths] - total[starts]
+        # one pass over the bytes (reduceat), no running total as long as the corpus
+        counts = np.zeros(len(texts), dtype=np.int64)
+        if len(segment_starts):
+            counts[nonempty] = np.add.reduceat(flags.view(np.uint8), segment_starts, dtype=np.int64)
+        return counts
 
     space = _SPACE[data]
     # a word starts at a non-space byte that opens its text or follows a space
     opens = ~space
     opens[1:] &= space[:-1]
-    if len(opens):
-        opens[starts[lengths > 0]] = ~space[starts[lengths > 0]]
+    if len(segment_starts):
+        opens[segment_starts] = ~space[segment_starts]
     words = per_text(opens)
     visible = lengths - per_text(space)
     letters = per_text(_ALPHA[data])

@@ -229,6 +229,17 @@ def test_heuristic_filters(tmp_path):
     report = select_documents([target], [raw], tmp_path / "out.jsonl", k=5, filters=["words>=6", "alpha_ratio>=0.5"],
                               label_field="domain", n_jobs=1)
     assert report.eligible == 300 and report.by_label == {"bio": 5}
+    # shards cached by a run without filters hold no statistics: a filtered run over them hashes again
+    work = tmp_path / "work"
+    plain = select_documents([target], [raw], tmp_path / "b.jsonl", k=5, work_dir=work, keep_work=True, n_jobs=1)
+    assert plain.eligible == 300
+    # the bio texts average 5.2-5.5 bytes a word, the news texts 4.5-4.8
+    filtered = select_documents([target], [raw], tmp_path / "b.jsonl", k=5, filters=["mean_word_length>=5"],
+                                work_dir=work, keep_work=True, n_jobs=1)
+    assert filtered.shards_reused == 0 and filtered.eligible == 100
+    again = select_documents([target], [raw], tmp_path / "b.jsonl", k=5, filters=["mean_word_length>=5"], work_dir=work,
+                             n_jobs=1)
+    assert again.shards_reused == again.shards and again.eligible == 100
     with pytest.raises(InvalidParameterError, match="STATISTIC>=VALUE"):
         parse_filter("alpha>0.5")
 
