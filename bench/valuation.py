@@ -196,6 +196,8 @@ def knn_speed(args) -> dict:
 
 
 DYNAMICS = ("el2n", "grand", "forgetting", "aum")
+#: TracIn's two readings, a stage of their own (added after the detection stage was measured)
+TRACIN = ("tracin", "tracin_self")
 
 
 def detection_rows(args) -> list[dict]:
@@ -208,15 +210,56 @@ def detection_rows(args) -> list[dict]:
     return rows
 
 
-def _detection_game(args, name, X, y, seed) -> list[dict]:
-    """One noisy game of one set: every method of both libraries, its detection scores and
-    removal curves (the values oriented so that higher means more helpful)."""
-    from salience.core.base import create
+def tracin_rows(args) -> list[dict]:
+    """TracIn (against the test rows) and TracIn self-influence on the detection stage's games."""
+    rows = []
+    sets = datasets(args.seed)
+    for seed in args.seeds:
+        for name, (X, y) in sets.items():
+            train, test, flipped, _ = _noisy_coded_game(args, X, y, seed)
+            rows += _salience_rows(name, seed, [(method, {"seed": seed}) for method in TRACIN], train, test, flipped, {})
+            print(f"tracin: {name} seed {seed} done", file=sys.stderr, flush=True)
+    return rows
 
+
+def _noisy_coded_game(args, X, y, seed) -> tuple:
+    """(train, test, flipped, n_train) of one noisy game, labels coded 0..K-1."""
     n_train = min(args.n_train, len(y) // 2)
     train, test, flipped = noisy_game(X, y, n_train, min(args.n_test, len(y) - n_train), 0.1, seed)
     codes = {label: i for i, label in enumerate(np.unique(y))}
-    train, test = (train[0], _coded(train[1], codes)), (test[0], _coded(test[1], codes))
+    return (train[0], _coded(train[1], codes)), (test[0], _coded(test[1], codes)), flipped, n_train
+
+
+def _salience_rows(name, seed, methods, train, test, flipped, peers) -> list[dict]:
+    """Each salience method's detection scores and removal curves (values oriented so that
+    higher means more helpful), with its peer's beside it where ``peers`` has one."""
+    from salience.core.base import create
+
+    rows = []
+
+    def add(method, library, values, fits, seconds, peak=None, **extra):
+        rows.append({"set": name, "seed": seed, "method": method, "library": library, "fits": fits,
+                     "seconds": seconds, "peak_mb": peak, **detection(values, flipped),
+                     "removal": removal_curves(values, train, test), **extra})
+
+    for method, options in methods:
+        scorer = create("data", method, **options)
+        values, seconds, fits, peak = _timed(scorer, train, test)
+        oriented = values if scorer.suspects == "lowest" else -values
+        extra = {}
+        peer = peers.get(method)
+        if peer is not None and method in ("knn_shapley", "loo"):  # the same values, computed two ways
+            extra["max_difference"] = float(np.abs(values - np.array(peer["values"])).max())
+        add(method, "salience", oriented, fits, seconds, peak, **extra)
+        if peer is not None:
+            add(method, peer["library"], np.array(peer["values"]), peer["fits"], peer["seconds"])
+    return rows
+
+
+def _detection_game(args, name, X, y, seed) -> list[dict]:
+    """One noisy game of one set: every method of both libraries, its detection scores and
+    removal curves, and random's."""
+    train, test, flipped, n_train = _noisy_coded_game(args, X, y, seed)
     arrays = {f"{name}_X_train": train[0], f"{name}_y_train": train[1], f"{name}_X_test": test[0],
               f"{name}_y_test": test[1]}
     perms = max(1, args.budget // n_train)
@@ -236,25 +279,10 @@ def _detection_game(args, name, X, y, seed) -> list[dict]:
                                  "seed": seed}),
                ("confident_learning", {"folds": 5, "seed": seed}), ("influence", {})]
     methods += [(method, {"seed": seed}) for method in DYNAMICS]
-    rows = []
-
-    def add(method, library, values, fits, seconds, peak=None, **extra):
-        rows.append({"set": name, "seed": seed, "method": method, "library": library, "fits": fits,
-                     "seconds": seconds, "peak_mb": peak, **detection(values, flipped),
-                     "removal": removal_curves(values, train, test), **extra})
-
-    for method, options in methods:
-        scorer = create("data", method, **options)
-        values, seconds, fits, peak = _timed(scorer, train, test)
-        oriented = values if scorer.suspects == "lowest" else -values
-        extra = {}
-        peer = peers.get(method)
-        if peer is not None and method in ("knn_shapley", "loo"):  # the same values, computed two ways
-            extra["max_difference"] = float(np.abs(values - np.array(peer["values"])).max())
-        add(method, "salience", oriented, fits, seconds, peak, **extra)
-        if peer is not None:
-            add(method, peer["library"], np.array(peer["values"]), peer["fits"], peer["seconds"])
-    add("random", "", np.random.default_rng(seed).random(len(flipped)), 0, 0.0)
+    rows = _salience_rows(name, seed, methods, train, test, flipped, peers)
+    random = np.random.default_rng(seed).random(len(flipped))
+    rows.append({"set": name, "seed": seed, "method": "random", "library": "", "fits": 0, "seconds": 0.0,
+                 "peak_mb": None, **detection(random, flipped), "removal": removal_curves(random, train, test)})
     return rows
 
 
@@ -301,9 +329,11 @@ def small_games(args) -> list[dict]:
 
 def run(args) -> dict:
     result, seconds = {}, 0.0
-    for name, stage in (("knn", knn_speed), ("detection", detection_rows), ("games", small_games)):
+    for name, stage in (("knn", knn_speed), ("detection", detection_rows), ("games", small_games),
+                        ("tracin", tracin_rows)):
         result[name], spent = _stage(args, name, stage)
         seconds += spent
+    result["detection"] = _by_game(result["detection"] + result.pop("tracin"))
     result["stage_seconds"] = seconds
     return result
 
@@ -327,6 +357,12 @@ def _stage(args, name: str, stage) -> tuple:
     temporary.write_text(json.dumps({"result": result, "seconds": seconds}))
     temporary.replace(path)
     return result, seconds
+
+
+def _by_game(rows: list[dict]) -> list[dict]:
+    """Rows ordered set by set, methods in the order they came (TracIn's stage after the rest)."""
+    order = {name: i for i, name in enumerate(dict.fromkeys(r["set"] for r in rows))}
+    return sorted(rows, key=lambda r: order[r["set"]])
 
 
 def _grouped(rows: list[dict], keys: tuple) -> dict:
@@ -357,7 +393,7 @@ def comparison_table(rows: list[dict]) -> list[str]:
             for key, group in _grouped(rows, ("set", "method", "library")).items()}
     pairs = [("data_banzhaf", "data_banzhaf", "pydvl"), ("tmc_shapley", "tmc_shapley", "pydvl"),
              ("beta_shapley", "beta_shapley", "pydvl"), ("confident_learning", "confident_learning", "cleanlab")]
-    pairs += [(method, "confident_learning", "cleanlab") for method in DYNAMICS + ("influence",)]
+    pairs += [(method, "confident_learning", "cleanlab") for method in DYNAMICS + TRACIN + ("influence",)]
     sets = list(dict.fromkeys(r["set"] for r in rows))
     lines = ["| salience method | against | " + " | ".join(sets) + " | sets at or above |",
              "|---|---|" + "---:|" * (len(sets) + 1)]
@@ -395,7 +431,8 @@ def render(result: dict, command: str, seconds: float) -> str:
              f"(**{knn['peer_seconds'] / knn['seconds']:.0f}x**); largest difference {knn['max_difference']:.1e}; "
              f"peak RSS of the whole run {knn['peak_mb']:.0f} MB.", "",
              f"**Noisy-label detection** (10% of training labels flipped; seeds {', '.join(map(str, seeds))}, each its "
-             "own split and flips; suspects first: the lowest values, the highest EL2N / GraNd / forgetting; sampling "
+             "own split and flips; suspects first: the lowest values, the highest EL2N / GraNd / forgetting / TracIn "
+             "self-influence; sampling "
              "methods at pyDVL's counted fits; the training-dynamics scores' fits are training runs):", ""]
     lines += detection_table(result["detection"])
     lines += ["", "Mean AUC, salience / peer, per set:", ""] + comparison_table(result["detection"])

@@ -16,7 +16,7 @@ from salience.exceptions import InputFormatError
 #: models valuation refits, by name (any scikit-learn estimator in Python)
 MODELS = ("logistic", "knn", "tree", "sgd", "mlp")
 #: the command-line options that are method parameters, passed on when given
-METHOD_OPTIONS = ("k", "budget", "truncation", "tolerance", "folds", "epochs", "at_epoch", "repeats")
+METHOD_OPTIONS = ("k", "budget", "truncation", "tolerance", "folds", "epochs", "at_epoch", "repeats", "similarity")
 
 
 def _model(name: str | None):
@@ -265,6 +265,11 @@ def add_method_options(p) -> None:
     p.add_argument("--at-epoch", type=positive_int, default=None, help="the epoch EL2N and GraNd are read at")
     p.add_argument("--repeats", type=positive_int, default=None,
                    help="training runs (seeds) the training-dynamics scores average")
+    from salience.data.dynamics import TracIn
+
+    p.add_argument("--similarity", default=None, choices=TracIn._parameter_constraints["similarity"][0].values,
+                   help="tracin's gradient similarity: cosine (default; every gradient at unit length) or dot "
+                        "(TracIn as published)")
 
 
 def add_value_command(commands) -> None:

@@ -10,7 +10,11 @@ from that record:
 * ``forgetting``: how often the example goes from classified right to wrong between epochs;
   one never learned counts ``epochs`` (more than any learned one can; Toneva et al., 2019);
 * ``aum``: the area under the margin, the mean over epochs of the given label's logit less the
-  largest other (Pleiss et al., 2020).
+  largest other (Pleiss et al., 2020);
+* ``tracin`` and ``tracin_self``: TracIn (Pruthi et al., 2020) with a checkpoint after every
+  epoch, ``sum_t lr_t grad loss(w_t, z) . grad loss(w_t, z')``: a row's influence on the mean test
+  loss's descent (positive helps; the lowest are the suspects), or on its own loss (self-influence;
+  the highest are the suspects).
 
 The first three are difficulty: higher means harder, and the data-diet recipe keeps the hardest
 (prune the lowest); among the hardest are the mislabelled, so as label-error detectors their
@@ -22,7 +26,10 @@ rows shuffled; default ``SGDClassifier(loss="log_loss")``) or a ``torch.nn.Modul
 float rows to class logits, trained here by Adam on cross-entropy. GraNd is exact for a torch
 module (per-example gradients over every parameter); for a scikit-learn model it is the
 gradient of the last layer, ``|p - y| * sqrt(|h|^2 + 1)`` with ``h`` the last layer's input
-(the features for a linear model, the last hidden layer of an ``MLPClassifier``).
+(the features for a linear model, the last hidden layer of an ``MLPClassifier``). TracIn, likewise,
+takes every parameter's gradient for a torch module (weighted by the learning rate) and the last
+layer's for a scikit-learn model (every checkpoint weighted alike: its step sizes vary inside an
+epoch).
 """
 
 from __future__ import annotations
@@ -34,23 +41,27 @@ from typing import Any
 import numpy as np
 
 from salience.core.base import register_method
-from salience.core.params import SEED, Interval
+from salience.core.params import SEED, Interval, Options
 from salience.data.utility import LabelledData, fresh, require_sklearn
 from salience.data.valuation import Valuation
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.extras import require_torch
 
-__all__ = ["Dynamics", "record_dynamics", "TrainingDynamics", "El2n", "Grand", "Forgetting", "Aum"]
+__all__ = ["Dynamics", "record_dynamics", "TrainingDynamics", "El2n", "Grand", "Forgetting", "Aum", "TracIn",
+           "TracInSelf"]
 
 _EPS = 1e-12
 
 
 class Dynamics:
     """What training recorded, per repeat: ``correct`` and ``margin`` (repeats x epochs x rows),
-    ``el2n`` and ``grand`` (repeats x rows, at ``at_epoch``)."""
+    ``el2n`` and ``grand`` (repeats x rows, at ``at_epoch``), and where asked ``tracin``
+    (repeats x rows: the TracIn sum over the epochs' checkpoints)."""
 
-    def __init__(self, correct: np.ndarray, margin: np.ndarray, el2n: np.ndarray, grand: np.ndarray, at_epoch: int):
+    def __init__(self, correct: np.ndarray, margin: np.ndarray, el2n: np.ndarray, grand: np.ndarray, at_epoch: int,
+                 tracin: np.ndarray | None = None):
         self.correct, self.margin, self.el2n, self.grand, self.at_epoch = correct, margin, el2n, grand, at_epoch
+        self.tracin = tracin
 
     @property
     def epochs(self) -> int:
@@ -121,8 +132,41 @@ def _last_hidden(model: Any, X: np.ndarray) -> np.ndarray:
     return hidden
 
 
+def _last_layer_residual(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+    """The loss gradient with respect to the last layer's outputs (``p - onehot(y)``; for two
+    classes the one output's ``p_1 - y_1``) and that layer's input with a 1 for the bias."""
+    probabilities = np.zeros((len(codes), n_classes))
+    probabilities[:, np.asarray(model.classes_, dtype=int)] = model.predict_proba(X)
+    residual = probabilities - _one_hot(codes, n_classes)
+    if n_classes == 2:
+        residual = residual[:, 1:]
+    hidden = _last_hidden(model, X)
+    return residual, np.hstack([hidden, np.ones((len(hidden), 1))])
+
+
+def _sklearn_tracin(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int, influence_on: Any) -> np.ndarray:
+    """One checkpoint's last-layer TracIn term: the gradient of a row's loss dotted with its own
+    (``influence_on == "self"``) or with the test rows' mean gradient (``(X_test, codes_test,
+    cosine)``; with ``cosine`` every gradient scaled to unit length first)."""
+    residual, hidden = _last_layer_residual(model, X, codes, n_classes)
+    if influence_on == "self":
+        return (residual**2).sum(axis=1) * (hidden**2).sum(axis=1)
+    X_test, test_codes, cosine = influence_on
+    test_residual, test_hidden = _last_layer_residual(model, X_test, test_codes, n_classes)
+    # the gradient of a row is the outer product residual x input: its norm is their norms' product
+    if cosine:
+        test_residual = test_residual / np.maximum(_gradient_length(test_residual, test_hidden), _EPS)[:, None]
+    test_gradient = test_residual.T @ test_hidden / len(test_residual)  # outputs x (inputs + 1)
+    products = np.einsum("io,od,id->i", residual, test_gradient, hidden)
+    return products / np.maximum(_gradient_length(residual, hidden), _EPS) if cosine else products
+
+
+def _gradient_length(residual: np.ndarray, hidden: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(residual, axis=1) * np.linalg.norm(hidden, axis=1)
+
+
 def _sklearn_run(job: tuple) -> tuple:
-    model, X, codes, n_classes, epochs, at_epoch, seed = job
+    model, X, codes, n_classes, epochs, at_epoch, seed, influence_on = job
     rng = np.random.default_rng(seed)
     model = fresh(model)
     if "random_state" in model.get_params():
@@ -130,6 +174,7 @@ def _sklearn_run(job: tuple) -> tuple:
     n, classes = len(codes), np.arange(n_classes)
     correct, margin = np.zeros((epochs, n), dtype=bool), np.zeros((epochs, n))
     el2n = grand = None
+    tracin = np.zeros(n) if influence_on is not None else None
     target = _one_hot(codes, n_classes)
     for epoch in range(epochs):
         order = rng.permutation(n)
@@ -144,7 +189,9 @@ def _sklearn_run(job: tuple) -> tuple:
             el2n = np.linalg.norm(probabilities - target, axis=1)
             hidden = _last_hidden(model, X)
             grand = el2n * np.sqrt((hidden**2).sum(axis=1) + 1.0)
-    return correct, margin, el2n, grand
+        if tracin is not None:
+            tracin += _sklearn_tracin(model, X, codes, n_classes, influence_on)
+    return correct, margin, el2n, grand, tracin
 
 
 def _reset(module: Any) -> None:
@@ -154,7 +201,7 @@ def _reset(module: Any) -> None:
 
 
 def _torch_run(job: tuple) -> tuple:
-    module, X, codes, n_classes, epochs, at_epoch, seed, batch_size, learning_rate = job
+    module, X, codes, n_classes, epochs, at_epoch, seed, batch_size, learning_rate, influence_on = job
     torch = require_torch("Training dynamics of a torch module")
     functional = torch.nn.functional
     torch.manual_seed(int(seed))
@@ -172,6 +219,10 @@ def _torch_run(job: tuple) -> tuple:
                          f"dynamics need one logit per class: ({n}, {n_classes}) for the {n} rows.")
     correct, margin = np.zeros((epochs, n), dtype=bool), np.zeros((epochs, n))
     el2n = grand = None
+    tracin = np.zeros(n) if influence_on is not None else None
+    if influence_on is not None and influence_on != "self":
+        influence_on = (torch.as_tensor(influence_on[0], dtype=torch.float32), torch.as_tensor(influence_on[1]),
+                        influence_on[2])
     for epoch in range(epochs):
         net.train()
         for batch in torch.randperm(n, generator=order_rng).split(batch_size):
@@ -187,11 +238,14 @@ def _torch_run(job: tuple) -> tuple:
         if epoch + 1 == at_epoch:
             el2n = np.linalg.norm(np.exp(log_probabilities) - _one_hot(codes, n_classes), axis=1)
             grand = _gradient_norms(torch, net, inputs, labels)
-    return correct, margin, el2n, grand
+        if tracin is not None:
+            tracin += learning_rate * _gradient_products(torch, net, inputs, labels, influence_on)
+    return correct, margin, el2n, grand, tracin
 
 
-def _gradient_norms(torch, net, inputs, labels, chunk: int = 256) -> np.ndarray:
-    """Each row's cross-entropy gradient norm over all of ``net``'s parameters (torch.func)."""
+def _per_example_gradients(torch, net, inputs, labels, chunk: int = 256):
+    """Each row's cross-entropy gradient over all of ``net``'s parameters (torch.func), in
+    chunks of rows: yields ``{name: rows x parameter shape}``."""
     from torch.func import functional_call, grad, vmap
 
     params = {name: value.detach() for name, value in net.named_parameters()}
@@ -200,31 +254,64 @@ def _gradient_norms(torch, net, inputs, labels, chunk: int = 256) -> np.ndarray:
         return torch.nn.functional.cross_entropy(functional_call(net, p, (x[None],)), y[None])
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
-    norms = []
     for x, y in zip(inputs.split(chunk), labels.split(chunk)):
-        grads = per_example(params, x, y)
-        norms.append(torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).double())
+        yield per_example(params, x, y)
+
+
+def _gradient_norms(torch, net, inputs, labels, chunk: int = 256) -> np.ndarray:
+    """Each row's cross-entropy gradient norm over all of ``net``'s parameters."""
+    norms = [torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).double()
+             for grads in _per_example_gradients(torch, net, inputs, labels, chunk)]
     return torch.cat(norms).numpy()
 
 
+def _gradient_products(torch, net, inputs, labels, influence_on) -> np.ndarray:
+    """Each row's loss gradient dotted with itself (``"self"``) or with the test rows' mean
+    gradient (``(test inputs, test labels, cosine)``; with ``cosine`` every gradient scaled to
+    unit length first), over all of ``net``'s parameters."""
+    if influence_on == "self":
+        return _gradient_norms(torch, net, inputs, labels) ** 2
+    test_inputs, test_labels, cosine = influence_on
+    test_gradient: dict = {}
+    for grads in _per_example_gradients(torch, net, test_inputs, test_labels):
+        scale = 1.0 / len(test_labels)
+        if cosine:
+            scale = scale / torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).clamp_min(_EPS)
+        for name, g in grads.items():
+            summed = (g * scale.reshape(-1, *[1] * (g.ndim - 1)) if cosine else g * scale).sum(0)
+            test_gradient[name] = test_gradient.get(name, 0) + summed
+    products = []
+    for grads in _per_example_gradients(torch, net, inputs, labels):
+        dot = sum((g * test_gradient[name]).flatten(1).sum(1) for name, g in grads.items())
+        if cosine:
+            dot = dot / torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).clamp_min(_EPS)
+        products.append(dot.double())
+    return torch.cat(products).numpy()
+
+
 def record_dynamics(model: Any, train: LabelledData, *, epochs: int = 10, at_epoch: int = 2, repeats: int = 3,
-                    batch_size: int = 128, learning_rate: float = 1e-3, seed: Any = 0, runner=None) -> Dynamics:
+                    batch_size: int = 128, learning_rate: float = 1e-3, seed: Any = 0, runner=None,
+                    influence_on: Any = None) -> Dynamics:
     """Train ``model`` (checked by :func:`check_trainable`) ``repeats`` times for ``epochs``
-    epochs and record every row's predictions (``runner``: an executor spreading the repeats)."""
+    epochs and record every row's predictions (``runner``: an executor spreading the repeats).
+    ``influence_on`` adds TracIn over the epochs' checkpoints: ``"self"`` or ``(X_test,
+    codes_test)`` with the test labels coded as ``train``'s."""
     model = check_trainable(model)
     if not 1 <= at_epoch <= epochs:
         raise InvalidParameterError(f"at_epoch={at_epoch} must lie between 1 and epochs={epochs}.")
     seeds = np.random.default_rng(seed).integers(2**31, size=repeats)
     n_classes = len(train.classes)
     if _is_torch_module(model):
-        jobs = [(model, train.X, train.codes, n_classes, epochs, at_epoch, s, batch_size, learning_rate) for s in seeds]
+        jobs = [(model, train.X, train.codes, n_classes, epochs, at_epoch, s, batch_size, learning_rate, influence_on)
+                for s in seeds]
         run = _torch_run
     else:
-        jobs = [(model, train.X, train.codes, n_classes, epochs, at_epoch, s) for s in seeds]
+        jobs = [(model, train.X, train.codes, n_classes, epochs, at_epoch, s, influence_on) for s in seeds]
         run = _sklearn_run
     results = runner.map(run, jobs) if runner is not None else [run(job) for job in jobs]
-    correct, margin, el2n, grand = (np.stack(part) for part in zip(*results))
-    return Dynamics(correct, margin, el2n, grand, at_epoch)
+    correct, margin, el2n, grand, tracin = zip(*results)
+    return Dynamics(np.stack(correct), np.stack(margin), np.stack(el2n), np.stack(grand), at_epoch,
+                    np.stack(tracin) if influence_on is not None else None)
 
 
 class TrainingDynamics(Valuation):
@@ -247,10 +334,11 @@ class TrainingDynamics(Valuation):
         self.batch_size, self.learning_rate = batch_size, learning_rate
         super().__init__(model=model, n_jobs=n_jobs, executor=executor, show_progress=show_progress)
 
-    def _record(self, utility, at_epoch: int = 1) -> Dynamics:
+    def _record(self, utility, at_epoch: int = 1, influence_on: Any = None) -> Dynamics:
         self.dynamics_ = record_dynamics(self.model, utility.train, epochs=self.epochs, at_epoch=at_epoch,
                                          repeats=self.repeats, batch_size=self.batch_size,
-                                         learning_rate=self.learning_rate, seed=self.seed, runner=utility.runner)
+                                         learning_rate=self.learning_rate, seed=self.seed, runner=utility.runner,
+                                         influence_on=influence_on)
         utility.fits += self.repeats
         return self.dynamics_
 
@@ -317,3 +405,55 @@ class Aum(TrainingDynamics):
 
     def _values(self, utility):
         return self._record(utility).aum()
+
+
+@register_method("data", "tracin", "TracIn over the epochs' checkpoints (Pruthi et al., 2020): how much a row's "
+                                   "gradient steps lowered the test loss; lowest are the suspects")
+class TracIn(TrainingDynamics):
+    """TracIn: ``sum_t lr_t g_t(x_i) . mean_j g_t(x_j)`` over a checkpoint after every epoch and
+    the test rows ``x_j``, the mean over ``repeats`` seeds (``g_t``: the loss gradient at
+    checkpoint ``t``; test rows whose label the training rows lack left out). ``similarity="dot"``
+    is TracIn as published; ``"cosine"`` (the default) scales every gradient to unit length first,
+    the gradient similarity Hanawa et al. (2021) found the most reliable: a few badly fitted test
+    rows no longer outweigh the rest, nor large-gradient training rows the others. Positive rows
+    pushed the model towards the test set; negative ones away from it (mislabelled rows, mostly):
+    the lowest are the suspects.
+
+    >>> X, y = [[-1.0], [-0.9], [-1.1], [1.0], [0.9], [1.1], [-0.95]], [0, 0, 0, 1, 1, 1, 1]
+    >>> values = TracIn(epochs=5, repeats=2).score((X, y), ([[-1.0], [1.0]], [0, 1])).values
+    >>> int(values.argmin())  # the row labelled 1 among the 0s
+    6
+    """
+
+    _parameter_constraints = {"similarity": [Options(("cosine", "dot"))]}
+    needs_test = True
+    suspects = "lowest"
+
+    def __init__(self, *, model: Any = None, similarity: str = "cosine", epochs: int = 10, repeats: int = 3,
+                 batch_size: int = 128, learning_rate: float = 1e-3, seed: Any = 0, n_jobs: int = 1,
+                 executor: Any = "local", show_progress: bool = False):
+        self.similarity = similarity
+        super().__init__(model=model, epochs=epochs, repeats=repeats, batch_size=batch_size,
+                         learning_rate=learning_rate, seed=seed, n_jobs=n_jobs, executor=executor,
+                         show_progress=show_progress)
+
+    def _values(self, utility):
+        lookup = {label: code for code, label in enumerate(utility.train.classes.tolist())}
+        test_codes = np.array([lookup.get(label, -1) for label in utility.test.y.tolist()])
+        known = test_codes >= 0
+        if not known.any():
+            raise InvalidParameterError("none of the test rows has a label the training rows have: TracIn has no "
+                                        "test loss to follow.")
+        test = (utility.test.X[known], test_codes[known], self.similarity == "cosine")
+        return self._record(utility, influence_on=test).tracin.mean(axis=0)
+
+
+@register_method("data", "tracin_self", "TracIn self-influence over the epochs' checkpoints (Pruthi et al., 2020): "
+                                        "how much a row's own loss drove training; highest are the suspects")
+class TracInSelf(TrainingDynamics):
+    """TracIn self-influence: ``sum_t lr_t |grad loss(w_t, x_i)|^2`` over a checkpoint after every
+    epoch, the mean over ``repeats`` seeds. Rows whose loss stays high and pulls hard on the
+    model (mislabelled, atypical) score highest: they are the suspects. No test set needed."""
+
+    def _values(self, utility):
+        return self._record(utility, influence_on="self").tracin.mean(axis=0)

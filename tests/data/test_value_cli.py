@@ -128,3 +128,21 @@ def test_value_writes_parquet(wine_files, tmp_path, capsys):
     capsys.readouterr()
     assert main(base + ["--out", str(other)]) == 2
     assert "already exists" in capsys.readouterr().err and other.read_bytes() == b"not parquet"
+
+
+def test_value_by_tracin_from_the_shell(wine_files, tmp_path, capsys):
+    train, test, flipped = wine_files
+    out = tmp_path / "values.jsonl"
+    base = ["data", "value", str(train), "--features", "x", "--out", str(out), "--epochs", "6", "--json"]
+    assert main(base + ["--test", str(test), "--method", "tracin", "--similarity", "dot"]) == 0
+    assert json.loads(capsys.readouterr().out)["fits"] == 3
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    lowest = {r["id"] for r in sorted(rows, key=lambda r: r["salience_value"])[:10]}
+    assert len(lowest & flipped) >= 4  # the flipped pull the model away from the test labels
+    assert main(base + ["--method", "tracin_self"]) == 0  # self-influence needs no test set
+    capsys.readouterr()
+    highest = {r["id"] for r in sorted((json.loads(line) for line in out.read_text().splitlines()),
+                                       key=lambda r: -r["salience_value"])[:10]}
+    assert len(highest & flipped) >= 4
+    assert main(base + ["--test", str(test), "--method", "tracin", "--similarity", "sine"]) == 2
+    assert "invalid choice: 'sine'" in capsys.readouterr().err
