@@ -57,6 +57,28 @@ class Loss:
         return dict(self.__dict__)
 
 
+def _gzip_errors() -> tuple:
+    try:
+        from isal.isal_zlib import error as isal_error
+    except ImportError:
+        return (OSError, EOFError, zlib.error)
+    return (OSError, EOFError, zlib.error, isal_error)
+
+
+#: what a damaged gzip stream raises, from either decoder
+GZIP_ERRORS = _gzip_errors()
+
+
+def gzip_reader(raw):
+    """A gzip decoder over the binary file ``raw``: ISA-L's (``isal``, about 3x zlib's speed on
+    this text) where installed, else the standard library's."""
+    try:
+        from isal.igzip import IGzipFile
+    except ImportError:
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    return IGzipFile(fileobj=raw, mode="rb")
+
+
 def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_error: str = "raise",
                 parquet_rows: int = 20_000, losses: list | None = None) -> Iterator[Shard]:
     """Shards of every file in turn; cut at line ends, so their boundaries depend only on the
@@ -76,7 +98,7 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
         good_position = produced = 0
         raw = open_raw(path)
         try:
-            fh = gzip.GzipFile(fileobj=raw, mode="rb") if path.suffix == ".gz" else raw
+            fh = gzip_reader(raw) if path.suffix == ".gz" else raw
             with fh:
                 # small reads, so that a damaged stream loses at most one read of good lines
                 step = min(shard_bytes, 1 << 16)
@@ -100,7 +122,7 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                             line += blob.count(b"\n")
                     if not block:
                         break
-        except (OSError, EOFError, zlib.error) as err:
+        except GZIP_ERRORS as err:
             if on_error != "skip":
                 raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
             data = b"".join(pending)

@@ -255,3 +255,18 @@ def test_cached_shards_follow_the_settings(tmp_path):
         fh.write(json.dumps({"text": "protein binds receptor cells assay again", "domain": "bio"}) + "\n")
     changed = select_documents([target], [raw], tmp_path / "a.jsonl", k=5, work_dir=work, n_jobs=1, label_field="domain")
     assert changed.shards_reused == 0 and changed.pool == 301
+
+
+def test_gzip_shards_read_alike_with_or_without_isal(tmp_path, monkeypatch):
+    import sys
+
+    from salience.io.shards import gzip_reader, iter_shards
+
+    _, raw = _pool(tmp_path)
+    fast = [(s.index, s.first_line, s.blob) for s in iter_shards([raw], shard_bytes=2048)]
+    with open(raw, "rb") as fh:
+        assert type(gzip_reader(fh)).__module__.startswith("isal")
+    monkeypatch.setitem(sys.modules, "isal.igzip", None)  # as if isal were not installed
+    with open(raw, "rb") as fh:
+        assert isinstance(gzip_reader(fh), gzip.GzipFile)
+    assert [(s.index, s.first_line, s.blob) for s in iter_shards([raw], shard_bytes=2048)] == fast and len(fast) > 3
