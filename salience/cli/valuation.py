@@ -116,9 +116,18 @@ def _features(args) -> list[str]:
     return names
 
 
-def _valuation(args, method_name: str, X, y, ids, test, option_names=METHOD_OPTIONS):
-    """(the method created from the command's options among ``option_names``, its Scores, seconds)."""
+def journal_path(out: Path) -> Path:
+    """Where a valuation writing ``out`` keeps the coalitions it evaluated until it finishes."""
+    return out.with_name(out.name + ".journal")
+
+
+def _valuation(args, method_name: str, X, y, ids, test, out: Path, option_names=METHOD_OPTIONS):
+    """(the method created from the command's options among ``option_names``, its Scores,
+    seconds). Coalitions are journaled beside ``out``: a killed run continues with --resume."""
+    import sys
+
     from salience.core.base import create
+    from salience.exceptions import InvalidParameterError
 
     options = given(args, *option_names)
     if getattr(args, "model", None) is not None:
@@ -128,8 +137,18 @@ def _valuation(args, method_name: str, X, y, ids, test, option_names=METHOD_OPTI
     # (KNN-Shapley fits nothing) is not refused for the options' defaults
     options |= {name: getattr(args, name) for name in ("seed", "n_jobs") if name in accepted}
     method = create("data", method_name, **options)
+    journal = journal_path(out)
+    if journal.exists() and not args.resume:
+        raise InvalidParameterError(f"{journal} holds the coalitions of an earlier run that did not finish: pass --resume "
+                                    "to continue it, or remove the file to start afresh.")
     started = time.perf_counter()
-    scores = method.score((X, y), test, ids=ids)
+    try:
+        scores = method.score((X, y), test, ids=ids, journal=journal)
+    except KeyboardInterrupt:
+        if journal.exists():
+            print(f"salience: the coalitions evaluated so far are kept in {journal}: the same command with --resume "
+                  "continues from them.", file=sys.stderr)
+        raise
     return method, scores, time.perf_counter() - started
 
 
@@ -145,7 +164,7 @@ def _cmd_value(args) -> int:
     if args.test:
         X_test, y_test, _ = read_labelled(args.test, _features(args), args.label_field, args.id_field)
         test = (X_test, y_test)
-    method, scores, seconds = _valuation(args, args.method, X, y, ids, test)
+    method, scores, seconds = _valuation(args, args.method, X, y, ids, test, out)
     issues = getattr(method, "label_issues_", None)
     rows = []
     for i, (record_id, value) in enumerate(zip(scores.ids, scores.values.tolist())):
@@ -159,6 +178,8 @@ def _cmd_value(args) -> int:
         atomic_write_text(out, "\n".join(json.dumps(row, ensure_ascii=False) for row in rows) + "\n")
     report = {"method": args.method, "records": len(ids), "fits": getattr(method, "fits_", 0),
               "seconds": round(seconds, 3), "out": str(out)}
+    if getattr(method, "replayed_fits_", 0):
+        report["replayed_coalitions"] = method.replayed_fits_
     if getattr(method, "failed_fits_", 0):
         report["failed_fits"] = method.failed_fits_
         report["first_failure"] = method.first_failure_
@@ -202,7 +223,7 @@ def prune(args) -> dict:
     if len(set(map(str, ids))) < len(ids):
         ids = list(range(len(ids)))  # ids only name the records here: positions keep them apart
     # -k is the records to keep here, not KNN-Shapley's neighbours
-    method, scores, seconds = _valuation(args, args.method, X, y, ids, test, METHOD_OPTIONS[1:])
+    method, scores, seconds = _valuation(args, args.method, X, y, ids, test, out, METHOD_OPTIONS[1:])
     keep = args.k if args.k is not None else int(np.ceil(args.fraction * len(ids) - 1e-12))
     if keep > len(ids):
         raise InvalidParameterError(f"-k {keep} exceeds the {len(ids)} records of {args.raw[0]}.")
@@ -265,6 +286,9 @@ def add_method_options(p) -> None:
     p.add_argument("--at-epoch", type=positive_int, default=None, help="the epoch EL2N and GraNd are read at")
     p.add_argument("--repeats", type=positive_int, default=None,
                    help="training runs (seeds) the training-dynamics scores average")
+    p.add_argument("--resume", action="store_true",
+                   help="continue a killed run from OUT.journal (the coalitions it evaluated), with the values an "
+                        "unbroken run gives")
     from salience.data.dynamics import TracIn
 
     p.add_argument("--similarity", default=None, choices=TracIn._parameter_constraints["similarity"][0].values,

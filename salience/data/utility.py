@@ -145,17 +145,18 @@ def _scorer(scoring: Any) -> Callable:
                                     "'f1_macro', 'roc_auc') or a callable (model, X, y) -> float.") from None
 
 
-def _fit_and_score(job: tuple) -> tuple[list[float], int, int, str | None]:
-    """Worker: each coalition's test score, the fits made, the failed ones and the first
+def _fit_and_score(job: tuple) -> tuple[list[float], list[int], int, str | None]:
+    """Worker: each coalition's test score and fits made (0 or 1), the failed fits and the first
     failure's message (a module-level function, so processes can run it)."""
     model, train, test, masks, scoring, default = job
     score = _scorer(scoring)
-    out, fits, failed, first = [], 0, 0, None
+    out, fits, failed, first = [], [], 0, None
     for mask in masks:
         if not mask.any() or len(np.unique(train.codes[mask])) < 2:
             out.append(default)
+            fits.append(0)
             continue
-        fits += 1
+        fits.append(1)
         fitted = fresh(model)
         try:
             fitted.fit(train.X[mask], train.y[mask])
@@ -177,11 +178,13 @@ class ModelUtility:
     a scikit-learn scorer name; or a callable ``(model, X, y) -> float``). Call it with boolean
     masks (coalitions x rows); ``fits`` counts the fits made. ``executor`` and ``n_jobs`` spread
     a batch's fits over processes or a Ray cluster; use it as a context manager to keep the
-    workers for the whole run."""
+    workers for the whole run. ``journal`` (a :class:`~salience.data.journal.CoalitionJournal`)
+    replays the coalitions a killed run evaluated and records the new ones."""
 
     def __init__(self, model: Any, train: LabelledData, test: LabelledData, *, scoring: Any = None,
-                 default: float = 0.0, executor: Any = "local", n_jobs: int = 1):
+                 default: float = 0.0, executor: Any = "local", n_jobs: int = 1, journal: Any = None):
         self.model, self.train, self.test = model, train, test
+        self.journal = journal
         self.scoring, self.default = scoring, float(default)
         self.executor, self.n_jobs = executor, n_jobs
         self.fits = 0
@@ -206,6 +209,24 @@ class ModelUtility:
         masks = np.atleast_2d(np.asarray(masks, dtype=bool))
         if masks.shape[1] != len(self.train):
             raise ShapeError(f"coalitions over {masks.shape[1]} rows for {len(self.train)} training rows.")
+        if self.journal is None:
+            return self._evaluate(masks)[0]
+        values, todo = np.empty(len(masks)), []
+        for i, mask in enumerate(masks):
+            known = self.journal.known.get(self.journal.key(mask))
+            if known is None:
+                todo.append(i)
+            else:  # replayed: counted as the fits it took, so budgets run as in an unbroken run
+                values[i] = known[0]
+                self.fits += known[1]
+                self.journal.replayed += 1
+        if todo:
+            values[todo], fits = self._evaluate(masks[todo])
+            self.journal.record(masks[todo], values[todo], fits)
+        return values
+
+    def _evaluate(self, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(each coalition's value, the fits it took) by fitting the model."""
         if self.runner is None or len(masks) < 2:
             parts = [_fit_and_score((self.model, self.train, self.test, masks, self.scoring, self.default))]
         else:
@@ -213,7 +234,8 @@ class ModelUtility:
             jobs = [(self.model, self.train, self.test, masks[c], self.scoring, self.default) for c in chunks if c.size]
             parts = self.runner.map(_fit_and_score, jobs)
         for _, fits, failed, first in parts:
-            self.fits += fits
+            self.fits += sum(fits)
             self.failed_fits += failed
             self.first_failure = self.first_failure or first
-        return np.concatenate([np.asarray(values, dtype=np.float64) for values, _, _, _ in parts])
+        return (np.concatenate([np.asarray(values, dtype=np.float64) for values, _, _, _ in parts]),
+                np.concatenate([np.asarray(fits, dtype=np.int64) for _, fits, _, _ in parts]))

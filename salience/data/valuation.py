@@ -14,6 +14,10 @@ explain domain's Shapley values share. After ``score``, ``fits_`` holds the fits
 sampling methods' ``standard_errors_`` and ``converged_`` (stopped by ``tolerance`` before the
 budget) say how far to trust the values; ``failed_fits_`` counts coalitions the model could not
 be fitted on (valued as the empty coalition, as pyDVL does), ``first_failure_`` says why.
+``score(..., journal=PATH)`` keeps every evaluated coalition on disk: a run killed midway and
+started again with the same settings replays them instead of refitting, and ends with the values
+an unbroken run gives (:mod:`salience.data.journal`); the journal is removed once the values are
+returned.
 
 * ``loo``: leave-one-out, ``v(N) - v(N - i)`` (n + 1 fits);
 * ``knn_shapley``: exact Shapley values of a k-nearest-neighbour classifier's test likelihood
@@ -70,8 +74,10 @@ class Valuation(Scorer, abc.ABC):
         self.show_progress = show_progress
         self._validate_params()
 
-    def score(self, train, test=None, *, ids: Sequence | None = None) -> Scores:
-        """The value of each of ``train``'s rows for a model tested on ``test`` (both ``(X, y)``)."""
+    def score(self, train, test=None, *, ids: Sequence | None = None, journal: Any = None) -> Scores:
+        """The value of each of ``train``'s rows for a model tested on ``test`` (both ``(X, y)``).
+        ``journal``: a file keeping the coalitions evaluated, so that a killed run resumes (the
+        methods that refit the model on coalitions); removed when the values are returned."""
         train = labelled(train, "train")
         if test is None and self.needs_test:
             raise InvalidParameterError(f"{type(self).__name__} values rows by a test score: pass test=(X_test, "
@@ -81,12 +87,29 @@ class Valuation(Scorer, abc.ABC):
             raise ShapeError(f"train has {train.X.shape[1]} features, test {test.X.shape[1]}.")
         ids = check_ids(ids, len(train))
         model = check_refittable(self.model) if self.uses_model else None
-        utility = ModelUtility(model, train, test, scoring=self.scoring, executor=self.executor, n_jobs=self.n_jobs)
+        log = self._journal(journal, model, train, test) if journal is not None and self.uses_model else None
+        utility = ModelUtility(model, train, test, scoring=self.scoring, executor=self.executor, n_jobs=self.n_jobs,
+                               journal=log)
         with utility:
             values = self._values(utility)
+        self.replayed_fits_ = log.replayed if log is not None else 0
+        if log is not None:
+            log.remove()
         self.fits_ = utility.fits
         self.failed_fits_, self.first_failure_ = utility.failed_fits, utility.first_failure
         return Scores(values, ids=ids)
+
+    def _journal(self, path: Any, model: Any, train, test):
+        from salience.data.journal import CoalitionJournal, fingerprint
+
+        # what the values depend on: the data, the model, the metric and the method's settings
+        # (not n_jobs, executor or progress: the values do not depend on them)
+        settings = {k: f"{v.__module__}.{v.__qualname__}" if callable(v) and hasattr(v, "__qualname__") else v
+                    for k, v in sorted(self.get_params().items())
+                    if k not in ("model", "n_jobs", "executor", "show_progress")}
+        described = sorted(model.get_params().items()) if hasattr(model, "get_params") else repr(model)
+        return CoalitionJournal(path, fingerprint(train.X, train.y, test.X, test.y, type(self).__name__,
+                                                  type(model).__name__, described, settings))
 
     def score_batch(self, games: Sequence[tuple], **options) -> list[Scores]:
         """``score`` of each ``(train, test)`` pair."""

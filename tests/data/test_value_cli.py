@@ -146,3 +146,35 @@ def test_value_by_tracin_from_the_shell(wine_files, tmp_path, capsys):
     assert len(highest & flipped) >= 4
     assert main(base + ["--test", str(test), "--method", "tracin", "--similarity", "sine"]) == 2
     assert "invalid choice: 'sine'" in capsys.readouterr().err
+
+
+def test_a_killed_valuation_resumes_from_its_journal(wine_files, tmp_path, capsys, monkeypatch):
+    from salience.data.utility import ModelUtility
+
+    train, test, _ = wine_files
+    out = tmp_path / "values.jsonl"
+    command = ["data", "value", str(train), "--test", str(test), "--features", "x", "--method", "data_banzhaf",
+               "--budget", "96", "--out", str(out), "--json"]
+    assert main(command) == 0
+    unbroken = out.read_text()
+    out.unlink()
+    capsys.readouterr()
+    evaluate, calls = ModelUtility._evaluate, []
+
+    def dying(self, masks):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return evaluate(self, masks)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ModelUtility, "_evaluate", dying)
+        assert main(command) == 130
+    journal = tmp_path / "values.jsonl.journal"
+    assert "--resume continues" in capsys.readouterr().err and journal.exists() and not out.exists()
+    assert main(command) == 2  # an unfinished run is not silently thrown away
+    assert "pass --resume" in capsys.readouterr().err
+    assert main(command + ["--resume"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["replayed_coalitions"] >= 32 and report["fits"] == 96
+    assert out.read_text() == unbroken and not journal.exists()
