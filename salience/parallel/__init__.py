@@ -119,6 +119,12 @@ def _death_notice(workers: dict) -> str:
 
     for process in workers.values():
         process.join(timeout=1)
+        # the pool's own thread joins the same processes: when it reaps one first, this join
+        # sees no exit status (waitpid: no child) until that thread has stored it; wait for it
+        for _ in range(40):
+            if process.exitcode is not None:
+                break
+            time.sleep(0.025)
     ended = [(pid, p.exitcode) for pid, p in workers.items() if p.exitcode not in (None, 0)]
     # the pool ends the other workers with SIGTERM once one has died: name the first other death
     first = next((e for e in ended if e[1] != -signal.SIGTERM), ended[0] if ended else None)

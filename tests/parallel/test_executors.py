@@ -41,3 +41,26 @@ def test_ray_executor_joins_the_cluster_named_by_address(monkeypatch):
     RayExecutor(3)
     assert calls[0] == {"address": "ray://head:10001", "log_to_driver": False}
     assert calls[1]["num_cpus"] == 3 and "address" not in calls[1]
+
+
+def test_the_death_notice_waits_for_an_exit_status_the_pool_is_collecting():
+    # the pool's thread joins its workers too: whichever reaps a worker first stores its status,
+    # and the other sees none for a moment; the notice must not then blame only the SIGTERM'd one
+    import signal
+    import threading
+    import time
+
+    from salience.parallel import _death_notice
+
+    class Worker:
+        def __init__(self, exitcode, delay):
+            self.exitcode = None
+            threading.Timer(delay, lambda: setattr(self, "exitcode", exitcode)).start()
+
+        def join(self, timeout=None):
+            pass
+
+    workers = {101: Worker(-signal.SIGKILL, 0.2), 102: Worker(-signal.SIGTERM, 0.0)}
+    time.sleep(0.05)
+    notice = _death_notice(workers)
+    assert notice.startswith("worker process 101 was killed by SIGKILL") and "wrote no output" in notice
