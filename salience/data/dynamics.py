@@ -132,11 +132,19 @@ def _last_hidden(model: Any, X: np.ndarray) -> np.ndarray:
     return hidden
 
 
-def _last_layer_residual(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int) -> tuple[np.ndarray, np.ndarray]:
+def _probabilities(model: Any, X: np.ndarray, n_classes: int) -> np.ndarray:
+    """``predict_proba`` over all ``n_classes`` (a class the model has not seen yet: 0)."""
+    probabilities = np.zeros((len(X), n_classes))
+    probabilities[:, np.asarray(model.classes_, dtype=int)] = model.predict_proba(X)
+    return probabilities
+
+
+def _last_layer_residual(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int,
+                         probabilities: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The loss gradient with respect to the last layer's outputs (``p - onehot(y)``; for two
     classes the one output's ``p_1 - y_1``) and that layer's input with a 1 for the bias."""
-    probabilities = np.zeros((len(codes), n_classes))
-    probabilities[:, np.asarray(model.classes_, dtype=int)] = model.predict_proba(X)
+    if probabilities is None:
+        probabilities = _probabilities(model, X, n_classes)
     residual = probabilities - _one_hot(codes, n_classes)
     if n_classes == 2:
         residual = residual[:, 1:]
@@ -144,11 +152,12 @@ def _last_layer_residual(model: Any, X: np.ndarray, codes: np.ndarray, n_classes
     return residual, np.hstack([hidden, np.ones((len(hidden), 1))])
 
 
-def _sklearn_tracin(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int, influence_on: Any) -> np.ndarray:
+def _sklearn_tracin(model: Any, X: np.ndarray, codes: np.ndarray, n_classes: int, influence_on: Any,
+                    probabilities: np.ndarray | None = None) -> np.ndarray:
     """One checkpoint's last-layer TracIn term: the gradient of a row's loss dotted with its own
     (``influence_on == "self"``) or with the test rows' mean gradient (``(X_test, codes_test,
     cosine)``; with ``cosine`` every gradient scaled to unit length first)."""
-    residual, hidden = _last_layer_residual(model, X, codes, n_classes)
+    residual, hidden = _last_layer_residual(model, X, codes, n_classes, probabilities)
     if influence_on == "self":
         return (residual**2).sum(axis=1) * (hidden**2).sum(axis=1)
     X_test, test_codes, cosine = influence_on
@@ -181,8 +190,7 @@ def _sklearn_run(job: tuple) -> tuple:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # one pass is not meant to converge
             model.partial_fit(X[order], codes[order], classes=classes)
-        probabilities = np.zeros((n, n_classes))
-        probabilities[:, np.asarray(model.classes_, dtype=int)] = model.predict_proba(X)
+        probabilities = _probabilities(model, X, n_classes)
         correct[epoch] = probabilities.argmax(axis=1) == codes
         margin[epoch] = _margins(np.log(np.maximum(probabilities, _EPS)), codes)
         if epoch + 1 == at_epoch:
@@ -190,7 +198,7 @@ def _sklearn_run(job: tuple) -> tuple:
             hidden = _last_hidden(model, X)
             grand = el2n * np.sqrt((hidden**2).sum(axis=1) + 1.0)
         if tracin is not None:
-            tracin += _sklearn_tracin(model, X, codes, n_classes, influence_on)
+            tracin += _sklearn_tracin(model, X, codes, n_classes, influence_on, probabilities)
     return correct, margin, el2n, grand, tracin
 
 
@@ -438,8 +446,7 @@ class TracIn(TrainingDynamics):
                          show_progress=show_progress)
 
     def _values(self, utility):
-        lookup = {label: code for code, label in enumerate(utility.train.classes.tolist())}
-        test_codes = np.array([lookup.get(label, -1) for label in utility.test.y.tolist()])
+        test_codes = utility.train.codes_of(utility.test.y)
         known = test_codes >= 0
         if not known.any():
             raise InvalidParameterError("none of the test rows has a label the training rows have: TracIn has no "

@@ -49,8 +49,7 @@ class Influence(Valuation):
         # a tight optimum: the closed form holds at the minimum, not near it
         self.model_ = LogisticRegression(C=self.C, max_iter=self.max_iter, tol=1e-10).fit(train.X, train.codes)
         utility.fits += 1
-        lookup = {label: code for code, label in enumerate(train.classes.tolist())}
-        test_codes = np.array([lookup.get(label, -1) for label in test.y.tolist()])
+        test_codes = train.codes_of(test.y)
         known = test_codes >= 0
         return logistic_influence(self.model_, train.X, train.codes, test.X[known], test_codes[known],
                                   damping=self.damping)

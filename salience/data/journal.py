@@ -51,13 +51,7 @@ class CoalitionJournal:
         if self.path.exists():
             self._read()
         else:
-            self._write_header()
-
-    def _write_header(self) -> None:
-        with open(self.path, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"format": _FORMAT, "fingerprint": self.fingerprint}) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
+            self._rewrite()
 
     def _read(self) -> None:
         with open(self.path, "rb") as fh:
@@ -83,13 +77,12 @@ class CoalitionJournal:
             self._rewrite()
 
     def _rewrite(self) -> None:
-        temporary = self.path.with_name(self.path.name + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"format": _FORMAT, "fingerprint": self.fingerprint}) + "\n")
-            fh.writelines(f"{key.hex()} {value!r} {fits}\n" for key, (value, fits) in self.known.items())
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, self.path)
+        """The journal as known so far (the header alone at first), replaced atomically."""
+        from salience.io.files import atomic_write_text
+
+        header = json.dumps({"format": _FORMAT, "fingerprint": self.fingerprint}) + "\n"
+        atomic_write_text(self.path, header + "".join(f"{key.hex()} {value!r} {fits}\n"
+                                                      for key, (value, fits) in self.known.items()))
 
     @staticmethod
     def key(mask: np.ndarray) -> bytes:

@@ -39,6 +39,11 @@ class LabelledData:
     def __len__(self) -> int:
         return len(self.y)
 
+    def codes_of(self, labels: np.ndarray) -> np.ndarray:
+        """``labels`` coded as these rows' classes are (0..K-1), -1 for a label they lack."""
+        lookup = {label: code for code, label in enumerate(self.classes.tolist())}
+        return np.array([lookup.get(label, -1) for label in np.asarray(labels).tolist()], dtype=np.int64)
+
 
 def labelled(data: Any, name: str, *, min_rows: int = 1, classes: bool = True) -> LabelledData:
     """``data`` as an (X, y) pair, or a clear error naming ``name``: X two-dimensional and

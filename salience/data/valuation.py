@@ -168,8 +168,7 @@ class KnnShapley(Valuation):
 
     def _values(self, utility):
         train, test = utility.train, utility.test
-        lookup = {label: code for code, label in enumerate(train.classes.tolist())}
-        test_codes = np.array([lookup.get(label, -1) for label in test.y.tolist()])  # -1: a label train lacks
+        test_codes = train.codes_of(test.y)  # -1: a label train lacks
         return knn_shapley_values(train.X, train.codes, test.X, test_codes, self.k, metric=self.metric)
 
 
