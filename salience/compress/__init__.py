@@ -2,10 +2,12 @@
 model matter, pruning and evicting by them, and measuring what was lost
 (``pip install 'salience[lm]'``).
 
-Four method families, one verb each (``score``, returning :class:`~salience.Scores`):
+Six method families, one verb each (``score``, returning :class:`~salience.Scores`):
 ``weights`` (:class:`WeightCriterion`: magnitude, wanda, lamp, taylor, sparsegpt), ``structure``
 (:class:`StructureImportance`: FFN channels, attention heads), ``layers``
-(:class:`LayerImportance`) and ``kv`` (:class:`KVPolicy`: the KV-cache policies).
+(:class:`LayerImportance`), ``kv`` (:class:`KVPolicy`: the KV-cache policies) and
+``quantizers`` (:class:`Quantizer`: rtn, gptq, awq; :func:`quantize` applies one to a model) and
+``precision`` (:class:`PrecisionCriterion`: which layers keep more bits).
 """
 
 from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
@@ -19,6 +21,10 @@ from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FF
 from salience.compress.criteria import (LAMP, Magnitude, SparseGPT, Taylor, Wanda, WeightCriterion, weight_criterion,
                                         weight_scores)
 from salience.compress.weights import PruneReport, calibration_windows, prunable_linears, prune, sparsity_of
+from salience.compress.quant_grid import SCHEMES, QuantizedWeight, QuantScheme, scheme_of
+from salience.compress.quantizers import AWQ, GPTQ, RTN, Quantizer, quantizer_of
+from salience.compress.quantize import QuantReport, quantize
+from salience.compress.precision import PrecisionCriterion, allot_bits, precision_criterion
 
 __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
            "PruneReport", "prunable_linears", "calibration_windows", "weight_scores", "sparsity_of", "perplexity",
@@ -27,4 +33,6 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
-           "structure_scores"]
+           "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",
+           "AWQ", "quantizer_of", "quantize", "QuantReport", "PrecisionCriterion", "precision_criterion",
+           "allot_bits"]

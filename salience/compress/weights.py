@@ -354,15 +354,27 @@ def _sparsegpt(module, stats: _Stats, sparsity, nm, blocksize: int, damp: float)
 
 def _prune_sequential(model, layers, criterion: WeightCriterion, sparsity, nm, group, calibration, batch_size,
                       report) -> None:
-    """Decoder block by block: each block's linear layers are calibrated on the inputs that the
-    already-pruned blocks produce, then pruned, then the block is run again to give the next
+    """Decoder block by block (:func:`blockwise`): each block's linear layers are calibrated on
+    the inputs that the already-pruned blocks produce, then pruned."""
+    start = time.perf_counter()
+
+    def prune_block(in_block, stats):
+        _prune_layers(in_block, criterion, sparsity, nm, "row" if group == "global" else group, stats, report)
+
+    blockwise(model, layers, calibration, batch_size, hessian=criterion.needs == "hessian", work=prune_block)
+    report.seconds["calibration_and_pruning"] = time.perf_counter() - start
+
+
+def blockwise(model, layers, calibration, batch_size: int, *, hessian: bool, work) -> None:
+    """Decoder block by block: the block's linear layers (of ``layers``) record their input
+    statistics while the block runs on the outputs of the blocks before it (as ``work`` left
+    them), ``work(in_block, stats)`` changes them, and the block runs again to give the next
     one its inputs. The blocks' inputs are kept between blocks (two passes of each block in
     all, not a pass from the embeddings up for every block)."""
     torch = _torch()
     from salience.compress.layers import decoder_layers
 
     blocks = list(decoder_layers(model))
-    start = time.perf_counter()
     inputs = _block_inputs(model, blocks[0], calibration, batch_size)
 
     def run_block(block):
@@ -374,9 +386,9 @@ def _prune_sequential(model, layers, criterion: WeightCriterion, sparsity, nm, g
         prefix = f"layers.{index}."
         in_block = [(name, module) for name, module in layers if f".{prefix}" in f".{name}"]
         if in_block:
-            with _recording(in_block, hessian=criterion.needs == "hessian") as stats:
+            with _recording(in_block, hessian=hessian) as stats:
                 run_block(block)
-            _prune_layers(in_block, criterion, sparsity, nm, "row" if group == "global" else group, stats, report)
+            work(in_block, stats)
         if index == len(blocks) - 1:
             break  # nothing after the last block needs its outputs
         for (args, kwargs), hidden in zip(inputs, run_block(block)):
@@ -384,7 +396,6 @@ def _prune_sequential(model, layers, criterion: WeightCriterion, sparsity, nm, g
                 args[0] = hidden
             else:
                 kwargs["hidden_states"] = hidden
-    report.seconds["calibration_and_pruning"] = time.perf_counter() - start
 
 
 def sparsity_of(model) -> float:

@@ -53,6 +53,8 @@ FAMILIES = {
     "structure": "salience.compress",
     "layers": "salience.compress",
     "kv": "salience.compress",
+    "quantizers": "salience.compress",
+    "precision": "salience.compress",
 }
 
 
