@@ -87,7 +87,12 @@ def _run(method, scorer):
         rows = np.array([[1.0, 2.0, -1.0], [0.5, -1.0, 2.0]])
         one = [scorer.score(row, baselines=np.zeros(3), n_samples=6, seed=3) for row in rows]
         return one, scorer.score_batch(rows, baselines=np.zeros(3), n_samples=6, seed=3), None
-    if family in ("layers", "structure"):
+    if family == "quantizers":
+        pytest.importorskip("torch")
+        weights = np.array([[1.0, -2.0, 0.5, 0.25], [0.3, 4.0, -1.0, 2.0]])
+        x = np.random.default_rng(1).normal(size=(20, 4))
+        return ([scorer.score(weights, hessian=x.T @ x)], scorer.score_batch([weights], hessian=x.T @ x), None)
+    if family in ("layers", "structure", "precision"):
         torch = pytest.importorskip("torch")
         transformers = pytest.importorskip("transformers")
         torch.manual_seed(0)
@@ -344,7 +349,8 @@ NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sen
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
          "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
          "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts",
-         "prompt": "prompt must be a non-empty text"}
+         "prompt": "prompt must be a non-empty text", "quantizers": "weight matrix",
+         "precision": "decoder blocks"}
 SELECT_BAD = {"top_k": ({"k": 0}, "k must be"), "threshold": ({"threshold": float("nan")}, "threshold must be"),
               "fraction": ({"fraction": 0.0}, "fraction must be"), "sample": ({"k": 0}, "k must be"),
               "cutoff": ({"objective": "recall"}, "objective")}
@@ -356,7 +362,7 @@ def test_bad_input_is_refused_by_name(method):
     scorer = method.create(**options)
     family = method.family
     named = NAMED.get(family)
-    if family in ("layers", "structure", "kv", "prompt"):
+    if family in ("layers", "structure", "kv", "prompt", "quantizers", "precision"):
         pytest.importorskip("torch")  # without it, the error names the extra to install
     with pytest.raises(SalienceError) as caught:
         if family == "search":
@@ -382,11 +388,11 @@ def test_bad_input_is_refused_by_name(method):
             method.create(**bad).score(Scores([0.5]))
         elif family == "explain":
             scorer.score([1.0, float("nan"), 2.0])
-        elif family in ("layers", "structure"):
+        elif family in ("layers", "structure", "precision"):
             scorer.score(object(), np.ones((2, 4), dtype=int))  # not a decoder model
         elif family == "kv":
             scorer.score(np.ones((2, 3)), np.ones((2, 3)))  # not (heads, tokens, head_dim)
-        elif family == "weights":
+        elif family in ("weights", "quantizers"):
             scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix
         elif family == "judge":
             scorer.score("  ", ["a passage"])

@@ -35,7 +35,7 @@ def _load(args):
 
 def _is_pruned_model(path: Path) -> bool:
     """An existing folder is this command's earlier output when it holds its report."""
-    return path.is_dir() and (path / "salience-prune.json").is_file()
+    return path.is_dir() and ((path / "salience-prune.json").is_file() or (path / "salience-quantize.json").is_file())
 
 
 def _model_and_calibration(args, check_options):
@@ -82,6 +82,39 @@ def _cmd_prune(args) -> int:
     return 0
 
 
+def _cmd_quantize(args) -> int:
+    from salience.compress import quantize
+    from salience.compress.quantize import check_quantize_options
+    from salience.compress.precision import check_bit_budget
+    from salience.io.files import atomic_directory
+    from salience.models.quantized import save_quantized
+
+    group = ... if args.group is None else (None if args.group == 0 else args.group)
+    params = given(args, "blocksize", "damp", "n_grid")
+
+    def check_options() -> None:
+        _, scheme = check_quantize_options(args.method, args.scheme, group_size=group, symmetric=args.symmetric,
+                                           has_calibration=bool(args.calib), **params)
+        if args.bits_budget is not None:
+            check_bit_budget(args.bits_budget, scheme.bits, args.high_bits)
+            if args.criterion != "magnitude" and not args.calib:
+                raise InvalidParameterError(f"--criterion {args.criterion} needs --calib.")
+
+    model, tokenizer, windows = _model_and_calibration(args, check_options)
+    report = quantize(model, method=args.method, scheme=args.scheme, group_size=group, symmetric=args.symmetric,
+                      calibration=windows, bit_budget=args.bits_budget, criterion=args.criterion,
+                      high_bits=args.high_bits, ragged=args.ragged_groups, embeddings=args.embeddings == "int8",
+                      **params)
+    result = {**report.as_dict(), "out": args.out}
+    with atomic_directory(args.out) as folder:
+        save_quantized(model, folder, tokenizer=tokenizer)
+        (folder / "salience-quantize.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
+    size = sum(p.stat().st_size for p in Path(args.out).glob("*.safetensors"))
+    result["bytes"] = size
+    emit(args, result, report.table() + f"\n{size / 1e6:.1f} MB -> {args.out}")
+    return 0
+
+
 def _cmd_layers(args) -> int:
     from salience.compress import drop_least_important
 
@@ -121,8 +154,13 @@ def _cmd_eval(args) -> int:
     model, tokenizer = _load(args)
     tokens = _token_ids(tokenizer, text)
     value = perplexity(model, tokens, seqlen=args.seqlen, max_windows=args.windows)
-    result = {"model": args.model, "perplexity": value, "seqlen": args.seqlen, "sparsity": sparsity_of(model)}
-    emit(args, result, f"perplexity {value:.3f} (windows of {args.seqlen} tokens; sparsity {result['sparsity']:.3f})")
+    import torch
+
+    dense = any(isinstance(m, torch.nn.Linear) for name, m in model.named_modules() if ".layers." in f".{name}")
+    result = {"model": args.model, "perplexity": value, "seqlen": args.seqlen,
+              "sparsity": sparsity_of(model) if dense else None}
+    emit(args, result, f"perplexity {value:.3f} (windows of {args.seqlen} tokens"
+                       + (f"; sparsity {result['sparsity']:.3f})" if dense else "; integer weights)"))
     return 0
 
 
@@ -157,6 +195,7 @@ def _cmd_kv_eval(args) -> int:
 
 
 def add_commands(domains) -> None:
+    from salience.compress.quant_grid import SCHEMES
     from salience.compress.structured import STRUCTURE_CRITERIA
 
     compress = domains.add_parser("compress", help="prune a language model by importance; measure it")
@@ -182,6 +221,37 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_prune)
+
+    p = commands.add_parser("quantize", help="put the decoder's linear layers on an integer grid and save integer "
+                                             "files (compressed-tensors format)")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    method_option(p, "--method", "quantizers", "gptq", "quantizer")
+    p.add_argument("--scheme", choices=tuple(SCHEMES), default="w4a16",
+                   help="weights (and activations) scheme; w4a16: 4-bit groups of 128 (default)")
+    p.add_argument("--group", type=nonnegative_int, default=None,
+                   help="columns sharing a scale (0: one scale per row; default: the scheme's)")
+    p.add_argument("--asym", dest="symmetric", action="store_const", const=False, default=None,
+                   help="asymmetric grid (a zero point per group)")
+    p.add_argument("--ragged-groups", action="store_true",
+                   help="allow a group size that does not divide a layer's width (its last group shorter)")
+    p.add_argument("--bits-budget", type=float, default=None,
+                   help="mixed precision: average bits per weight (e.g. 4.25); the most important layers get "
+                        "--high-bits")
+    method_option(p, "--criterion", "precision", "fisher", "layer importance for --bits-budget")
+    p.add_argument("--high-bits", type=int, default=6, help="bits of the layers a budget upgrades (default 6, chosen on a dev split)")
+    p.add_argument("--embeddings", choices=("float", "int8"), default="float",
+                   help="store the token embeddings (and a tied output head) as 8-bit rows (default float)")
+    p.add_argument("--blocksize", type=positive_int, default=None, help="gptq's column block (default 128)")
+    p.add_argument("--damp", type=float, default=None, help="gptq's Hessian dampening (default 0.01)")
+    p.add_argument("--n-grid", type=positive_int, default=None, help="awq's scale exponents searched (default 20)")
+    p.add_argument("--calib", default=None, help="calibration text file (gptq, awq, --bits-budget)")
+    p.add_argument("--calib-windows", type=positive_int, default=32, help="calibration windows cut from --calib (default 32)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_quantize)
 
     p = commands.add_parser("layers", help="remove the least important decoder layers (physically)")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")

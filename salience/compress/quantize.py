@@ -100,7 +100,7 @@ def check_quantize_options(method, scheme, *, group_size=..., symmetric=None, bi
 
 def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantScheme = "w4a16", group_size=...,
              symmetric: bool | None = None, calibration=None, bits: Mapping[str, int] | None = None,
-             bit_budget: float | None = None, criterion: str = "fisher", high_bits: int = 8, ragged: bool = False,
+             bit_budget: float | None = None, criterion: str = "fisher", high_bits: int = 6, ragged: bool = False,
              embeddings: bool = False, batch_size: int = 4, sequential: bool = True, **params) -> QuantReport:
     """Quantize ``model``'s decoder linear layers in place (see the module docstring).
 

@@ -54,6 +54,9 @@ def prunable_linears(model) -> list[tuple[str, Any]]:
     """(name, module) of every linear layer inside the decoder's blocks: the embeddings and the
     output head are never pruned."""
     torch = _torch()
+    if not hasattr(model, "named_modules"):
+        raise InvalidParameterError(f"{type(model).__name__} is not a torch model: no decoder blocks with linear "
+                                    "layers to compress.")
     layers = [(name, module) for name, module in model.named_modules()
               if isinstance(module, torch.nn.Linear) and ".layers." in f".{name}" and "lm_head" not in name]
     if not layers:

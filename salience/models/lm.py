@@ -112,6 +112,11 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
                                         "pass gguf_file= to choose one." if found else
                                         f"{path} holds neither a config.json nor a .gguf file: it is not a model folder.")
         gguf_file = found[0]
+    if gguf_file is None:
+        from salience.models.quantized import is_quantized_folder, load_quantized
+
+        if is_quantized_folder(path):  # integer weights: read into integer modules, never dequantized
+            return load_quantized(path)
     cached = _dequantized_cache(path / gguf_file) if gguf_file is not None and cache else None
     if cached is not None and (cached / "config.json").is_file():
         path, gguf_file = cached, None

@@ -101,12 +101,14 @@ def _classes():
 
         def _prepare_kernel(self) -> str:
             g = self.group_size
+            self._pad = 0
             if self.bits == 8 and g is None and self.zero is None:
                 self._scale_bf16 = self.scale[:, 0].to(torch.bfloat16).contiguous()
                 return "int8"
-            if self.bits <= 4 and g in _INT4_GROUPS and self.in_features % g == 0 and self.in_features % 32 == 0 \
-                    and self.out_features % 32 == 0:
-                unsigned = (self.codes.to(torch.int32) + 8)  # codes of fewer bits sit inside int4's range
+            if self.bits <= 4 and g in _INT4_GROUPS and self.out_features % 32 == 0:
+                # a ragged last group is padded with zero columns (the input is padded with zeros too)
+                self._pad = -self.in_features % g
+                unsigned = torch.nn.functional.pad(self.codes.to(torch.int32), (0, self._pad)) + 8
                 self._packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(unsigned.contiguous(), 2)
                 zero = torch.zeros_like(self.scale) if self.zero is None else self.zero.to(torch.float32)
                 kernel_zero = -zero * self.scale  # w = (u - 8) s + z'  with  w = (c - zero) s,  u = c + 8
@@ -116,12 +118,17 @@ def _classes():
             return "dequantize"
 
         def dequantized(self, dtype):
+            """The float weight, computed group by group (a broadcast, no gather)."""
             g = self.group_size or self.in_features
-            index = torch.arange(self.in_features) // g
-            codes = self.codes.to(torch.float32)
+            pad = -self.in_features % g
+            codes = self.codes.to(dtype)
+            if pad:
+                codes = torch.nn.functional.pad(codes, (0, pad))
+            codes = codes.view(self.out_features, -1, g)
             if self.zero is not None:
-                codes = codes - self.zero.to(torch.float32)[:, index]
-            return (codes * self.scale[:, index]).to(dtype)
+                codes = codes - self.zero.to(dtype)[:, :, None]
+            weight = (codes * self.scale.to(dtype)[:, :, None]).view(self.out_features, -1)
+            return weight[:, : self.in_features] if pad else weight
 
         def forward(self, x):
             shape = x.shape
@@ -133,8 +140,11 @@ def _classes():
                 out = torch.ops.aten._weight_int8pack_mm(flat.to(torch.bfloat16).contiguous(), self.codes,
                                                          self._scale_bf16)
             elif rows <= KERNEL_ROWS and self._kernel == "int4":
-                out = torch.ops.aten._weight_int4pack_mm_for_cpu(flat.to(torch.bfloat16).contiguous(), self._packed,
-                                                                 self.group_size, self._scales_zeros)
+                rows_in = flat.to(torch.bfloat16)
+                if self._pad:
+                    rows_in = torch.nn.functional.pad(rows_in, (0, self._pad))
+                out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows_in.contiguous(), self._packed, self.group_size,
+                                                                 self._scales_zeros)
             else:
                 out = flat.to(torch.bfloat16) @ self.dequantized(torch.bfloat16).T
             out = out.to(x.dtype)
@@ -159,13 +169,14 @@ def _classes():
             self.padding_idx = padding_idx
             self.register_buffer("codes", codes.to(torch.int8).contiguous())
             self.register_buffer("scale", scale.reshape(-1, 1).to(torch.float32).contiguous())
+            self.dtype = torch.float32  # of the vectors it returns (load_quantized's dtype)
 
         @property
         def weight(self):  # transformers reads embeddings' dtype and device through .weight
             return self.scale
 
         def forward(self, ids):
-            return self.codes[ids].to(torch.float32) * self.scale[ids]
+            return (self.codes[ids].to(torch.float32) * self.scale[ids]).to(self.dtype)
 
         def as_head(self):
             return _TiedHead(self)
@@ -281,13 +292,17 @@ def _config_groups(layers: dict) -> dict:
 
 
 def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) -> dict:
-    """Write a quantized model to ``folder`` (an existing directory, normally one that
-    :func:`salience.io.files.atomic_directory` is building): config, safetensors, tokenizer.
-    Returns the quantization_config written."""
+    """Write a quantized model to ``folder``: config, safetensors, tokenizer. The folder is
+    created when missing; an existing one must be empty or an earlier quantized model (never
+    another folder's files overwritten). Returns the quantization_config written."""
     torch = _torch()
     from safetensors.torch import save_file
 
     folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not is_quantized_folder(folder))):
+        raise InvalidParameterError(f"{folder} exists and is not an earlier quantized model: refusing to write "
+                                    "into it (give a new or empty folder).")
+    folder.mkdir(parents=True, exist_ok=True)
     layers = {name: m.salience_quantized for name, m in model.named_modules()
               if hasattr(m, "salience_quantized") and isinstance(m, torch.nn.Linear)}
     if not layers:
@@ -361,9 +376,12 @@ def is_quantized_folder(path) -> bool:
     return (data.get("quantization_config") or {}).get("quant_method") == "compressed-tensors"
 
 
-def load_quantized(path):
+def load_quantized(path, *, dtype: str = "float32"):
     """(model, tokenizer) of a folder written by :func:`save_quantized`, its layers the
-    integer modules (the float weights never materialised)."""
+    integer modules (the float weights never materialised). ``dtype``: of the activations and
+    the remaining float weights (norms, unquantized embeddings): ``"float32"`` or
+    ``"bfloat16"`` (the integer kernels take bfloat16 inputs: no conversion at every layer, and
+    half the bytes of a float head)."""
     torch = _torch()
     from salience.extras import require
     transformers = require("transformers", "lm", "Loading a quantized language model")
@@ -372,6 +390,8 @@ def load_quantized(path):
     except ImportError:
         raise MissingDependencyError("reading a quantized folder needs safetensors: pip install 'salience[lm]'") \
             from None
+    if dtype not in ("float32", "bfloat16"):
+        raise InvalidParameterError(f"dtype must be 'float32' or 'bfloat16'; got {dtype!r}.")
     path = Path(path)
     config = transformers.AutoConfig.from_pretrained(path, local_files_only=True)
     qconfig = config.quantization_config
@@ -430,6 +450,16 @@ def load_quantized(path):
         else:
             model.tie_weights()
     _rebuild_rotary(model)
+    if dtype == "bfloat16":
+        for module in model.modules():
+            if isinstance(module, Embedding):
+                module.dtype = torch.bfloat16
+            for name, p in list(module.named_parameters(recurse=False)):
+                if p.is_floating_point():
+                    setattr(module, name, torch.nn.Parameter(p.detach().to(torch.bfloat16), requires_grad=False))
+        if tied and not embedding_names:
+            model.tie_weights()
+        model.config.torch_dtype = torch.bfloat16
     meta = [n for n, t in list(model.named_parameters()) + list(model.named_buffers()) if t.is_meta]
     if meta:
         raise InvalidParameterError(f"{tensors_path} lacks tensors for {sorted(meta)[:5]}: the folder is damaged or "

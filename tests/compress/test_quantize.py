@@ -1,0 +1,268 @@
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from salience.exceptions import InvalidParameterError, MissingDependencyError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+pytest.importorskip("safetensors")
+
+from tests.compress.models import tiny_llama  # noqa: E402
+from salience.compress import (GPTQ, RTN, AWQ, QuantScheme, allot_bits, perplexity, quantize,  # noqa: E402
+                               scheme_of)
+from salience.compress.quant_grid import quantize_rtn  # noqa: E402
+from salience.compress.quantizers import output_error  # noqa: E402
+from salience.core.scores import Scores  # noqa: E402
+from salience.models.quantized import load_quantized, pack_int32, save_quantized, to_integer_modules, unpack_int32  # noqa: E402
+
+
+def calib(seed=0, n=8, seqlen=32):
+    return np.random.default_rng(seed).integers(0, 64, size=(n, seqlen))
+
+
+def test_grid_by_hand_symmetric_and_asymmetric():
+    w = torch.tensor([[-1.5, 0.8, 3.0, 0.0]])
+    q = quantize_rtn(w, QuantScheme(4, None, True))
+    # scale = max|w| / 7.5 = 0.4 (compressed-tensors' symmetric range); 3.0 / 0.4 = 7.5 clamps to 7
+    assert q.scale.ravel().tolist() == pytest.approx([0.4])
+    assert q.codes.tolist() == [[-4, 2, 7, 0]]
+    assert q.dequantize().tolist()[0] == pytest.approx([-1.6, 0.8, 2.8, 0.0])
+    a = quantize_rtn(w, QuantScheme(4, None, False))
+    # scale = (3 - (-1.5)) / 15 = 0.3, zero = round(-8 + 1.5 / 0.3) = -3; code = round(w / 0.3 - 3)
+    assert a.scale.ravel().tolist() == pytest.approx([0.3])
+    assert a.zero.tolist() == [[-3]]
+    assert a.codes.tolist() == [[-8, 0, 7, -3]]
+    assert a.dequantize().tolist()[0] == pytest.approx([-1.5, 0.9, 3.0, 0.0])
+    grouped = quantize_rtn(torch.tensor([[1.0, -0.5, 10.0, 5.0]]), QuantScheme(8, 2, True))
+    assert grouped.scale.ravel().tolist() == pytest.approx([1.0 / 127.5, 10.0 / 127.5])
+
+
+def test_packing_is_compressed_tensors_layout():
+    codes = np.arange(-8, 0, dtype=np.int8)[None, :]  # offset by 8: 0..7, nibble i at bits 4i
+    assert pack_int32(codes, 4).view(np.uint32).tolist() == [[0x76543210]]
+    rng = np.random.default_rng(0)
+    for bits in range(2, 9):
+        for cols in (5, 32, 70):
+            c = rng.integers(-(1 << (bits - 1)), 1 << (bits - 1), size=(3, cols)).astype(np.int8)
+            packed = pack_int32(c, bits)
+            assert packed.shape == (3, -(-cols * bits // 32))
+            assert np.array_equal(unpack_int32(packed, bits, cols), c)
+
+
+def _correlated_hessian(n, seed=0):
+    x = torch.randn(400, n, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    x[:, 1:] += 0.8 * x[:, :-1]
+    return x.T @ x
+
+
+def test_gptq_equals_rtn_on_a_diagonal_hessian_and_beats_it_on_a_correlated_one():
+    w = torch.randn(8, 32, generator=torch.Generator().manual_seed(1))
+    diagonal = torch.diag(torch.linspace(1, 3, 32, dtype=torch.float64))
+    for actorder in (False, True):
+        g = GPTQ(bits=4, group_size=8, actorder=actorder, damp=1e-6).quantize(w, hessian=diagonal)
+        assert torch.equal(g.codes, RTN(bits=4, group_size=8).quantize(w).codes)
+    h = _correlated_hessian(32)
+    rtn_error = output_error(w, RTN(bits=4, group_size=8).quantize(w), h)
+    for actorder in (False, True):
+        gptq_error = output_error(w, GPTQ(bits=4, group_size=8, actorder=actorder).quantize(w, hessian=h), h)
+        assert gptq_error < 0.8 * rtn_error
+    # stacked layers (rows independent given the Hessian) equal one by one
+    q1 = GPTQ(bits=3, group_size=8).quantize(w[:4], hessian=h)
+    q2 = GPTQ(bits=3, group_size=8).quantize(w, hessian=h)
+    assert torch.equal(q1.codes, q2.codes[:4])
+
+
+def test_awq_never_loses_to_rtn_on_its_objective():
+    w = torch.randn(16, 32, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(300, 32, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    x[:, :3] *= 20  # salient input channels
+    h = x.T @ x
+    awq = AWQ(bits=3, group_size=8)
+    s, error = awq.search_scale([w.double()], h)
+    assert error <= output_error(w, RTN(bits=3, group_size=8).quantize(w), h) + 1e-9
+    assert s[:3].mean() > s[3:].mean()  # the salient columns are scaled up
+
+
+def test_quantized_model_saves_loads_and_runs_integer_kernels(tmp_path):
+    model = tiny_llama(hidden_size=64, intermediate_size=128, tie_word_embeddings=True)
+    windows = calib()
+    for method in ("rtn", "gptq", "awq"):
+        m = copy.deepcopy(model)
+        report = quantize(m, method=method, scheme="w4a16", group_size=32, calibration=windows)
+        assert report.average_bits == 4.0 and len(report.layers) == 14
+        fake = m(input_ids=torch.as_tensor(windows[:2])).logits
+        folder = tmp_path / method
+        folder.mkdir()
+        config = save_quantized(m, folder)
+        assert config["quant_method"] == "compressed-tensors" and config["format"] == "pack-quantized"
+        loaded, _ = load_quantized(folder)
+        kernels = {mod._kernel for mod in loaded.modules() if type(mod).__name__ == "QuantizedLinear"}
+        assert "int4" in kernels
+        assert not any(isinstance(mod, torch.nn.Linear) for name, mod in loaded.named_modules() if ".layers." in name)
+        real = loaded(input_ids=torch.as_tensor(windows[:2])).logits
+        assert torch.allclose(real, fake, atol=0.05), (real - fake).abs().max()  # bfloat16 activations
+        single = loaded(input_ids=torch.as_tensor(windows[:1, :1])).logits  # one row: the kernels themselves
+        assert torch.allclose(single, m(input_ids=torch.as_tensor(windows[:1, :1])).logits, atol=0.05)
+
+
+def test_int8_w8a8_and_embeddings(tmp_path):
+    model = tiny_llama(hidden_size=64, intermediate_size=128, tie_word_embeddings=True)
+    windows = calib()
+    for scheme in ("w8a16", "w8a8"):
+        m = copy.deepcopy(model)
+        quantize(m, method="rtn", scheme=scheme, embeddings=True)
+        fake = m(input_ids=torch.as_tensor(windows[:2])).logits
+        folder = tmp_path / scheme
+        folder.mkdir()
+        assert save_quantized(m, folder)["format"] == "int-quantized"
+        loaded, _ = load_quantized(folder)
+        assert {mod._kernel for mod in loaded.modules() if type(mod).__name__ == "QuantizedLinear"} == {"int8"}
+        assert type(loaded.get_input_embeddings()).__name__ == "QuantizedEmbedding"
+        real = loaded(input_ids=torch.as_tensor(windows[:2])).logits
+        assert torch.allclose(real, fake, atol=0.05), (real - fake).abs().max()
+        integer = to_integer_modules(copy.deepcopy(m))
+        assert torch.allclose(integer(input_ids=torch.as_tensor(windows[:2])).logits, real, atol=1e-4)
+
+
+def test_awq_folding_keeps_the_function():
+    for family in ({}, {"model_type": "gemma3_text"}):
+        if family:
+            config = transformers.Gemma3TextConfig(vocab_size=64, hidden_size=64, intermediate_size=128,
+                                                   num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                                   head_dim=16, max_position_embeddings=64)
+            torch.manual_seed(0)
+            model = transformers.Gemma3ForCausalLM(config).eval()
+            with torch.no_grad():
+                for name, p in model.named_parameters():
+                    if "norm" in name:
+                        p.normal_(0, 0.3)
+        else:
+            model = tiny_llama(hidden_size=64, intermediate_size=128)
+        windows = calib()
+        m = copy.deepcopy(model)
+        quantize(m, method="awq", scheme=QuantScheme(8, 32), calibration=windows)
+        dense = model(input_ids=torch.as_tensor(windows[:2])).logits
+        assert torch.allclose(m(input_ids=torch.as_tensor(windows[:2])).logits, dense, atol=0.02)
+
+
+def test_mixed_precision_allots_bits_by_knapsack():
+    scores = Scores([3.0, 1.0, 5.0], ids=["a", "b", "c"])
+    assert allot_bits(scores, [1, 1, 2], budget=5.0) == {"a": 8, "b": 4, "c": 4}
+    assert allot_bits(scores, [1, 1, 2], budget=6.0) == {"a": 4, "b": 4, "c": 8}
+    assert allot_bits(scores, [1, 1, 2], budget=4.0) == {"a": 4, "b": 4, "c": 4}
+    model = tiny_llama(hidden_size=64, intermediate_size=128)
+    for criterion in ("fisher", "output_error", "magnitude"):
+        m = copy.deepcopy(model)
+        report = quantize(m, method="rtn", scheme="w4a16", group_size=32, calibration=calib(), bit_budget=5.0,
+                          criterion=criterion)
+        assert 4.0 < report.average_bits <= 5.0
+        assert {r["bits"] for r in report.layers} == {4, 6}  # high_bits 6, the default
+
+
+def test_mixed_precision_beats_uniform_on_a_trained_toy():
+    """A tiny model trained on a repetitive text: 3-bit everywhere against 3.5 bits on average,
+    upgrades chosen by the Fisher criterion."""
+    model = tiny_llama(hidden_size=64, intermediate_size=128, vocab_size=64)
+    rng = np.random.default_rng(0)
+    ids = np.tile(rng.integers(0, 64, 37), 60)
+    optimiser = torch.optim.Adam(model.parameters(), lr=3e-3)
+    batch = torch.as_tensor(np.stack([ids[i : i + 32] for i in range(0, 1600, 40)]))
+    model.train()
+    for _ in range(60):
+        optimiser.zero_grad()
+        model(input_ids=batch, labels=batch).loss.backward()
+        optimiser.step()
+    model.eval()
+    windows = np.stack([ids[i : i + 32] for i in range(0, 320, 32)])
+    uniform, mixed = copy.deepcopy(model), copy.deepcopy(model)
+    quantize(uniform, method="rtn", scheme=scheme_of("w3a16", group_size=32))
+    quantize(mixed, method="rtn", scheme=scheme_of("w3a16", group_size=32), calibration=windows, bit_budget=3.5,
+             criterion="fisher")
+    evaluation = ids[1600:2200]
+    assert perplexity(mixed, evaluation, seqlen=32) < perplexity(uniform, evaluation, seqlen=32)
+
+
+def quantize_and_return(model):
+    m = copy.deepcopy(model)
+    quantize(m, method="rtn", scheme="w4a16", group_size=16)
+    return m
+
+
+def test_bad_input(tmp_path, monkeypatch):
+    model = tiny_llama(hidden_size=48, intermediate_size=96)
+    with pytest.raises(InvalidParameterError, match="below the smallest scheme"):
+        quantize(copy.deepcopy(model), method="rtn", scheme="w4a16", group_size=16, bit_budget=3.5,
+                 criterion="magnitude")
+    with pytest.raises(InvalidParameterError, match="group size 32 does not divide model.layers.0.self_attn.q_proj's 48"):
+        quantize(copy.deepcopy(model), method="rtn", scheme="w4a16", group_size=32)
+    quantize(copy.deepcopy(model), method="rtn", scheme="w4a16", group_size=32, ragged=True)  # allowed when asked
+    with pytest.raises(InvalidParameterError, match="gptq needs calibration"):
+        quantize(copy.deepcopy(model), method="gptq", scheme="w4a16", group_size=16)
+    from salience.compress import calibration_windows
+    with pytest.raises(InvalidParameterError, match="not more than one window of 256"):
+        calibration_windows(list(range(100)), seqlen=256)
+    gpt2 = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=64)).eval()
+    with pytest.raises(InvalidParameterError, match="model family 'gpt2'"):
+        from salience.compress.quantize import block_layout
+        block_layout(gpt2)
+    with pytest.raises(InvalidParameterError, match="unknown quantization scheme"):
+        scheme_of("w5a5")
+    with pytest.raises(InvalidParameterError, match="weight bits must be an integer from 2 to 8"):
+        QuantScheme(bits=9)
+    with pytest.raises(InvalidParameterError, match="w8a8"):
+        quantize(copy.deepcopy(model), method="rtn", scheme="w8a8", bits={"model.layers.0.mlp.up_proj": 4})
+    with pytest.raises(InvalidParameterError, match="NaN"):
+        RTN().quantize(np.array([[np.nan, 1.0]]))
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("keep me")
+    with pytest.raises(InvalidParameterError, match="not an earlier quantized model"):
+        save_quantized(quantize_and_return(model), tmp_path / "other")
+    assert (tmp_path / "other" / "notes.txt").read_text() == "keep me"
+    # a folder without its tensors, and a folder read without safetensors
+    m = copy.deepcopy(model)
+    quantize(m, method="rtn", scheme="w4a16", group_size=16)
+    folder = tmp_path / "q"
+    folder.mkdir()
+    save_quantized(m, folder)
+    (folder / "model.safetensors").write_bytes(b"not a safetensors file")
+    with pytest.raises(InvalidParameterError, match="not a readable safetensors file"):
+        load_quantized(folder)
+    import builtins
+    real_import = builtins.__import__
+
+    def no_safetensors(name, *args, **kwargs):
+        if name.startswith("safetensors"):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_safetensors)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'salience\[lm\]'"):
+        load_quantized(folder)
+
+
+def test_quantize_command(model_folder, tmp_path, capsys):
+    from salience.cli import main
+
+    model, text = model_folder
+    out = tmp_path / "q"
+    code = main(["compress", "quantize", str(model), "--method", "gptq", "--group", "16", "--calib", str(text),
+                 "--seqlen", "32", "--calib-windows", "4", "--bits-budget", "5", "--criterion", "output_error",
+                 "--embeddings", "int8", "--out", str(out), "--json"])
+    assert code == 0
+    result = json.loads(capsys.readouterr().out)
+    assert 4 < result["average_bits"] <= 5 and result["bytes"] > 0
+    assert json.loads((out / "config.json").read_text())["quantization_config"]["quant_method"] == "compressed-tensors"
+    assert main(["compress", "eval", str(out), "--data", str(text), "--seqlen", "32", "--json"]) == 0
+    evaluated = json.loads(capsys.readouterr().out)
+    assert evaluated["sparsity"] is None and evaluated["perplexity"] > 1
+    # bad input is refused before any model loads, naming it
+    assert main(["compress", "quantize", str(model), "--bits-budget", "3", "--calib", str(text), "--seqlen", "32",
+                 "--out", str(tmp_path / "b")]) != 0
+    assert "below the smallest scheme" in capsys.readouterr().err
+    assert main(["compress", "quantize", str(model), "--method", "gptq", "--out", str(tmp_path / "c")]) != 0
+    assert "needs calibration" in capsys.readouterr().err
+    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out", str(model)]) != 0
+    assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
