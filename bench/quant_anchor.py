@@ -65,23 +65,34 @@ def run_llmcompressor(dense, tokenizer, job, results):
                                      "attention_mask": [[1] * len(w) for w in job["calibration"]]})
     for config in job["llmcompressor"]:
         model = copy.deepcopy(dense)
+        extra = {"bypass_divisibility_checks": True} if config.get("bypass") else {}
         if config["method"] == "gptq":
-            modifier = GPTQModifier(scheme=config["scheme"], targets=["Linear"], ignore=["lm_head"],
-                                    block_size=128, dampening_frac=0.01)
+            groups = {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                "group_size": config["group"]}}}
+            modifier = GPTQModifier(config_groups=groups, ignore=["lm_head"], block_size=128, dampening_frac=0.01,
+                                    **extra)
         else:
-            modifier = QuantizationModifier(scheme=config["scheme"], targets=["Linear"], ignore=["lm_head"])
-        start = time.perf_counter()
-        oneshot(model=model, processor=tokenizer, dataset=calibration, recipe=[modifier],
-                num_calibration_samples=len(job["calibration"]), max_seq_length=len(job["calibration"][0]),
-                shuffle_calibration_samples=False)
-        seconds = time.perf_counter() - start
-        row = {**config, "seconds": seconds, "perplexity": perplexity(model, job["evaluation"])}
-        out = Path(tempfile.mkdtemp(prefix="llmc-"))
-        model.save_pretrained(out, save_compressed=True)
-        row["bytes"] = folder_bytes(out)
-        shutil.rmtree(out, ignore_errors=True)
+            modifier = QuantizationModifier(scheme=config["scheme"], targets=["Linear"], ignore=["lm_head"], **extra)
+        try:
+            start = time.perf_counter()
+            oneshot(model=model, processor=tokenizer, dataset=calibration, recipe=[modifier],
+                    num_calibration_samples=len(job["calibration"]), max_seq_length=len(job["calibration"][0]),
+                    shuffle_calibration_samples=False)
+            seconds = time.perf_counter() - start
+            row = {**config, "seconds": seconds, "perplexity": perplexity(model, job["evaluation"])}
+        except Exception as err:  # noqa: BLE001 - a configuration llm-compressor refuses is the finding
+            row = {**config, "error": f"{type(err).__name__}: {str(err)[:400]}"}
+        if "error" not in row:
+            out = Path(tempfile.mkdtemp(prefix="llmc-"))
+            try:
+                model.save_pretrained(out, save_compressed=True)
+                row["bytes"] = folder_bytes(out)
+            except Exception as err:  # noqa: BLE001
+                row["save_error"] = f"{type(err).__name__}: {str(err)[:300]}"
+            shutil.rmtree(out, ignore_errors=True)
         results["llmcompressor"].append(row)
-        print(f"llm-compressor {config}: {row['perplexity']:.3f} in {seconds:.1f} s", file=sys.stderr, flush=True)
+        print(f"llm-compressor {row}", file=sys.stderr, flush=True)
         del model
 
 
@@ -97,7 +108,7 @@ def run_torchao(dense, job, results):
                 quantize_(model, Int8WeightOnlyConfig())
             else:
                 model = model.to(torch.bfloat16)
-                quantize_(model, Int4WeightOnlyConfig(group_size=32, int4_packing_format="opaque"))
+                quantize_(model, Int4WeightOnlyConfig(group_size=64, int4_packing_format=name.split(":")[1]))
             seconds = time.perf_counter() - start
             row = {"config": name, "seconds": seconds, "perplexity": perplexity(model, job["evaluation"]),
                    "tokens_per_s": decode_speed(model, prompt, job["new_tokens"])}

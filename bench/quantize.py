@@ -42,6 +42,7 @@ SEQLEN, DEV_WINDOWS, TEST_WINDOWS = 256, 20, 40
 CONFIGS = [
     {"label": "rtn w4a16 g128", "method": "rtn", "scheme": "w4a16"},
     {"label": "gptq w4a16 g128", "method": "gptq", "scheme": "w4a16"},
+    {"label": "gptq w4a16 g64", "method": "gptq", "scheme": "w4a16", "group_size": 64},
     {"label": "awq w4a16 g128", "method": "awq", "scheme": "w4a16"},
     {"label": "rtn w4a16 g128, 4.25 bits by importance", "method": "rtn", "scheme": "w4a16", "bit_budget": 4.25},
     {"label": "gptq w4a16 g128, 4.25 bits by importance", "method": "gptq", "scheme": "w4a16", "bit_budget": 4.25},
@@ -51,7 +52,11 @@ CONFIGS = [
     {"label": "gptq w8a16", "method": "gptq", "scheme": "w8a16"},
     {"label": "rtn w8a8", "method": "rtn", "scheme": "w8a8"},
 ]
-LLMCOMPRESSOR = [{"method": "gptq", "scheme": "W4A16", "matches": "gptq w4a16 g128"},
+#: llm-compressor refuses groups that do not divide a layer (SmolLM2's 576 inputs and groups of
+#: 128) unless told to bypass its check: both are run, and groups of 64, which divide
+LLMCOMPRESSOR = [{"method": "gptq", "scheme": "W4A16", "group": 128, "matches": "gptq w4a16 g128"},
+                 {"method": "gptq", "scheme": "W4A16", "group": 128, "bypass": True, "matches": "gptq w4a16 g128"},
+                 {"method": "gptq", "scheme": "W4A16", "group": 64, "matches": "gptq w4a16 g64"},
                  {"method": "rtn", "scheme": "W8A16", "matches": "rtn w8a16"}]
 
 
@@ -143,7 +148,7 @@ def run(args) -> dict:
     if args.peers_python:
         job = {"dense": str(dense_folder), "calibration": calibration.tolist(), "evaluation": test.tolist(),
                "llmcompressor": [c for c in LLMCOMPRESSOR if any(r["label"] == c["matches"] for r in result["rows"])],
-               "torchao": ["int8", "int4"], "prompt_tokens": 128, "new_tokens": 64,
+               "torchao": ["int8", "int4:plain", "int4:tile_packed_to_4d"], "prompt_tokens": 128, "new_tokens": 64,
                "salience_folders": [r["folder"] for r in result["rows"]]}
         with tempfile.TemporaryDirectory() as tmp:
             inp, out = Path(tmp) / "job.json", Path(tmp) / "out.json"
@@ -193,10 +198,17 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "speed | peer MB | salience MB |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in peers["llmcompressor"]:
             mine = ours[c["matches"]]
-            lines.append(f"| llm-compressor {c['method']} {c['scheme']} | {c['perplexity']:.3f} | "
-                         f"{mine['perplexity']:.3f} | {mine['perplexity'] / c['perplexity'] - 1:+.2%} | "
-                         f"{c['seconds']:.1f} | {mine['seconds']:.1f} | {c['seconds'] / mine['seconds']:.2f}x | "
-                         f"{c['bytes'] / 1e6:.1f} | {mine['bytes'] / 1e6:.1f} |")
+            name = f"llm-compressor {c['method']} {c['scheme']} g{c.get('group', '')}".rstrip(" g") + \
+                (" (bypass_divisibility_checks)" if c.get("bypass") else "")
+            if "error" in c:
+                lines.append(f"| {name} | refused: {c['error'][:150]} | {mine['perplexity']:.3f} | | | "
+                             f"{mine['seconds']:.1f} | | | {mine['bytes'] / 1e6:.1f} |")
+                continue
+            their_bytes = f"{c['bytes'] / 1e6:.1f}" if "bytes" in c else f"not saved: {c.get('save_error', '')[:80]}"
+            lines.append(f"| {name} | {c['perplexity']:.3f} | {mine['perplexity']:.3f} | "
+                         f"{mine['perplexity'] / c['perplexity'] - 1:+.2%} | {c['seconds']:.1f} | "
+                         f"{mine['seconds']:.1f} | {c['seconds'] / mine['seconds']:.2f}x | {their_bytes} | "
+                         f"{mine['bytes'] / 1e6:.1f} |")
         lines += ["", "| torchao configuration | perplexity | vs dense | decode tok/s | vs its dense | state dict MB |",
                   "|---|---:|---:|---:|---:|---:|"]
         for c in peers["torchao"]:

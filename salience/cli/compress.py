@@ -59,10 +59,17 @@ def _model_and_calibration(args, check_options):
 
 
 def _write_model(args, model, tokenizer, result: dict) -> None:
-    """The changed model, its tokenizer and the command's report, written atomically to --out."""
+    """The changed model, its tokenizer and the command's report, written atomically to --out
+    (``--compressed``: the pruned layers' zeros left out of the files)."""
     with atomic_directory(args.out) as folder:
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
+        if getattr(args, "compressed", False):
+            from salience.models.sparse_files import save_sparse
+
+            result["storage"] = save_sparse(model, folder, tokenizer=tokenizer,
+                                            structure="2:4" if args.pattern == "2:4" else "unstructured")
+        else:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
         (folder / "salience-prune.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
 
 
@@ -86,7 +93,6 @@ def _cmd_quantize(args) -> int:
     from salience.compress import quantize
     from salience.compress.quantize import check_quantize_options
     from salience.compress.precision import check_bit_budget
-    from salience.io.files import atomic_directory
     from salience.models.quantized import save_quantized
 
     group = ... if args.group is None else (None if args.group == 0 else args.group)
@@ -172,6 +178,8 @@ def _cmd_kv_eval(args) -> int:
     policy = None
     if args.needles < 0:
         raise InvalidParameterError(f"--needles takes a count >= 0; got {args.needles}.")
+    if args.query_aware and not args.needles:
+        raise InvalidParameterError("--query-aware applies to passkey retrieval: give --needles N too.")
     if args.policy != "full":  # checked before the model loads
         params = {"n_sink": args.sinks, "window": args.observation_window}
         policy = kv_policy(args.policy, **{k: v for k, v in params.items() if v is not None})
@@ -186,9 +194,11 @@ def _cmd_kv_eval(args) -> int:
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
             f"{report.kept} kept per head; {report.continuation} continuation tokens)")
     if args.needles:
-        key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context)
-        result["passkey"] = key.as_dict()
-        text += (f"\npasskey: NLL {key.nll:.3f}, mean rank {key.rank:.2f}, exact {key.accuracy:.0%} over "
+        key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context,
+                      query_aware=args.query_aware)
+        result["passkey"] = {**key.as_dict(), "query_aware": args.query_aware}
+        text += (f"\npasskey{' (query-aware)' if args.query_aware else ''}: NLL {key.nll:.3f}, mean rank "
+                 f"{key.rank:.2f}, exact {key.accuracy:.0%} over "
                  f"{key.needles} needles")
     emit(args, result, text)
     return 0
@@ -217,6 +227,8 @@ def add_commands(domains) -> None:
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--sequential", action="store_true",
                    help="calibrate each decoder block on the outputs of the blocks already pruned")
+    p.add_argument("--compressed", action="store_true",
+                   help="save the pruned layers compressed (bitmask and nonzero values): the folder's true size")
     p.add_argument("--out", required=True, help="output model folder: new, or an earlier output (replaced atomically)")
     add_on_error(p)
     add_output_options(p)
@@ -297,6 +309,8 @@ def add_commands(domains) -> None:
     p.add_argument("--observation-window", type=positive_int, default=None,
                    help="observation window of snapkv and caote (default 64)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
+    p.add_argument("--query-aware", action="store_true",
+                   help="passkey: compress the cache with the question known (prefilled with the haystack)")
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_kv_eval)

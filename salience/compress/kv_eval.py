@@ -137,23 +137,33 @@ def passkey_prompts(tokenizer, *, needles: int = 50, context: int = 768, seed: i
 
 
 def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, needles: int = 50, context: int = 768,
-            seed: int = 0, filler: str | None = None, **params) -> PasskeyReport:
+            seed: int = 0, filler: str | None = None, query_aware: bool = False, **params) -> PasskeyReport:
     """Passkey retrieval (Mohtashami and Jaggi, 2023): a 5-digit key hidden in ``context``
     tokens of filler at evenly spread depths, ``needles`` times with keys drawn from ``seed``;
     the haystack is prefilled (and evicted), then the question and the key are read at their
-    original positions. Reports the key's negative log-likelihood, its tokens' ranks and
-    exact retrieval (every key token the top choice)."""
+    original positions (query-agnostic: the cache is compressed before the question is
+    known). ``query_aware=True``: the question is part of the prefill, so the policies that
+    read queries (SnapKV's observation window, TOVA, VATP, ...) choose with it, then the key
+    is read. Reports the key's negative log-likelihood, its tokens' ranks and exact retrieval
+    (every key token the top choice)."""
     torch = _torch()
     items = passkey_prompts(tokenizer, needles=needles, context=context, seed=seed, filler=filler)
     if policy is not None:
         policy = kv_policy(policy, **params)
-        check_budget(budget, len(items[0]["prompt"]), policy)
+        check_budget(budget, len(items[0]["prompt"]) + (len(items[0]["question"]) if query_aware else 0), policy)
     nlls, ranks, exact = [], [], []
     for item in items:
-        read = prefill(model, item["prompt"], policy=policy, budget=budget)
-        logits = continue_from(model, read.cache, item["question"] + item["key"], read.length)
-        # the logits that predict the key's tokens: from the question's last token on
-        value, token_ranks = _token_nll(torch, logits[:, len(item["question"]) - 1 : -1], item["key"])
+        if query_aware:
+            read = prefill(model, item["prompt"] + item["question"], policy=policy, budget=budget)
+            rest = continue_from(model, read.cache, item["key"], read.length)
+            # the question's last token (the prefill's last logits) predicts the key's first token
+            predicting = torch.cat([read.logits[:, None], rest[:, :-1]], dim=1)
+        else:
+            read = prefill(model, item["prompt"], policy=policy, budget=budget)
+            logits = continue_from(model, read.cache, item["question"] + item["key"], read.length)
+            # the logits that predict the key's tokens: from the question's last token on
+            predicting = logits[:, len(item["question"]) - 1 : -1]
+        value, token_ranks = _token_nll(torch, predicting, item["key"])
         nlls.append(value)
         ranks.extend(token_ranks.tolist())
         exact.append(bool((token_ranks == 1).all()))

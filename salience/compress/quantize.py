@@ -110,12 +110,16 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
     ``symmetric`` override it. ``bits``: bits per layer name (mixed precision; layers not named
     keep the scheme's). ``bit_budget``: instead, an average of bits per weight: the ``precision``
     ``criterion`` scores the layers and :func:`~salience.compress.precision.allot_bits` gives
-    the scheme's bits or ``high_bits`` to each. ``ragged``: allow a group size that does not divide a layer's width.
-    ``embeddings``: also store the token embeddings (and a tied output head) as 8-bit rows.
+    the scheme's bits or ``high_bits`` to each. ``ragged``: allow a group size that does not
+    divide a layer's width. ``embeddings``: also store the token embeddings (and a tied output head) as 8-bit rows.
     ``calibration``: token-id windows (samples, seqlen), needed by gptq and awq."""
     require_torch("Quantization")  # the error naming the extra comes first
+    began = time.perf_counter()
     quantizer, scheme = check_quantize_options(method, scheme, group_size=group_size, symmetric=symmetric, bits=bits,
                                                has_calibration=calibration is not None, **params)
+    layers = prunable_linears(model)
+    for name, module in layers:  # every scheme here shares the group size: checked before any work
+        check_groups(name, module.weight.shape[1], scheme, ragged)
     if bit_budget is not None:
         if bits:
             raise InvalidParameterError("give bits per layer or a bit budget, not both.")
@@ -131,15 +135,12 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
         sizes = [model.get_submodule(name).weight.numel() for name in sensitivity.ids]
         bits = allot_bits(sensitivity, sizes, budget=bit_budget, low_bits=scheme.bits, high_bits=high_bits)
         sensitivity_seconds = time.perf_counter() - start
-    layers = prunable_linears(model)
     names = {name for name, _ in layers}
     unknown = sorted(set(bits or {}) - names)
     if unknown:
         raise InvalidParameterError(f"bits given for layers the model does not have: {unknown[:5]}.")
-    schemes = {name: scheme if not bits or name not in bits else QuantScheme(**{**scheme.as_dict(), "bits": int(bits[name])})
-               for name, _ in layers}
-    for name, module in layers:
-        check_groups(name, module.weight.shape[1], schemes[name], ragged)
+    schemes = {name: scheme if not bits or name not in bits else
+               QuantScheme(**{**scheme.as_dict(), "bits": int(bits[name])}) for name, _ in layers}
     if isinstance(quantizer, AWQ):
         block_layout(model)
     if quantizer.needs_hessian:
@@ -166,7 +167,8 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
         from salience.models.quantized import quantize_embeddings
 
         quantize_embeddings(model)
-    report.seconds["total"] = time.perf_counter() - start
+    report.seconds["quantization"] = time.perf_counter() - start
+    report.seconds["total"] = time.perf_counter() - began
     order = {name: i for i, (name, _) in enumerate(layers)}
     report.layers.sort(key=lambda r: order[r["name"]])
     return report

@@ -6,8 +6,8 @@ on disk, integer matrix products on the CPU, and the compressed-tensors folder f
   and multiplies with PyTorch's CPU integer kernels: 8-bit weights per output channel by
   ``_weight_int8pack_mm``, 4-bit weights in groups of 32-256 by
   ``_weight_int4pack_mm_for_cpu`` (activations in bfloat16), W8A8 (activations quantized per
-  token at run time) by ``_int_mm``; a shape no kernel takes is dequantized to bfloat16 for the
-  product. Prompts of more than :data:`KERNEL_ROWS` rows use the bfloat16 product of the
+  token at run time) by ``_int_mm``; a layout no kernel takes (5-7 bits, grouped 8 bits) keeps
+  a bfloat16 working copy made at load (the file stays integer). Prompts of more than :data:`KERNEL_ROWS` rows use the bfloat16 product of the
   dequantized weight (faster there than the integer kernels on this kind of CPU).
 * :class:`QuantizedEmbedding`: 8-bit rows (one scale per token), also serving a tied output head.
 * :func:`save_quantized` writes ``config.json`` with a compressed-tensors
@@ -115,7 +115,11 @@ def _classes():
                 self._scales_zeros = torch.stack([self.scale, kernel_zero], dim=-1).transpose(0, 1).contiguous() \
                     .to(torch.bfloat16)
                 return "int4"
-            return "dequantize"
+            # no integer kernel takes this layout (5-7 bits, 8 bits in groups, a row count the
+            # int4 kernel refuses): a bfloat16 working copy, made once, instead of a
+            # dequantization at every token
+            self._working = self.dequantized(torch.bfloat16)
+            return "bfloat16 copy"
 
         def dequantized(self, dtype):
             """The float weight, computed group by group (a broadcast, no gather)."""
@@ -145,6 +149,8 @@ def _classes():
                     rows_in = torch.nn.functional.pad(rows_in, (0, self._pad))
                 out = torch.ops.aten._weight_int4pack_mm_for_cpu(rows_in.contiguous(), self._packed, self.group_size,
                                                                  self._scales_zeros)
+            elif self._kernel == "bfloat16 copy":
+                out = flat.to(torch.bfloat16) @ self._working.T
             else:
                 out = flat.to(torch.bfloat16) @ self.dequantized(torch.bfloat16).T
             out = out.to(x.dtype)
@@ -432,6 +438,16 @@ def load_quantized(path, *, dtype: str = "float32"):
                                             activation_bits=act_bits))
         used = {k for k in keys if k.rsplit(".", 1)[0] in schemes or any(
             k.startswith(f"{n}.") for n in schemes)}
+        for name in (qconfig.get("sparsity_config") or {}).get("targets", []):
+            from salience.models.sparse_files import decompress_sparse
+
+            stored = [k for k in keys if k.startswith(f"{name}.weight.")]
+            if not stored:
+                raise InvalidParameterError(f"{tensors_path} has no compressed weight for {name}: the folder is "
+                                            "damaged.")
+            parts = {k.rsplit(".", 1)[-1]: f.get_tensor(k).numpy() for k in stored}
+            plain[f"{name}.weight"] = torch.from_numpy(decompress_sparse(parts))
+            used |= set(stored)
         embedding_names = [k[: -len(".weight_int8")] for k in keys if k.endswith(".weight_int8")]
         for name in embedding_names:
             module = model.get_submodule(name)

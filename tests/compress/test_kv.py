@@ -160,6 +160,12 @@ def test_passkey_reports_nll_rank_and_exact_retrieval():
     assert full.needles == 3 and full.depths == [0.0, 0.5, 1.0]
     assert full.rank >= 1 and 0 <= full.accuracy <= 1 and full.nll > 0
     assert evicted.nll != full.nll
+    # query-aware with the full cache reads the same tokens at the same positions: the same NLL
+    aware_full = passkey(model, tok, policy=None, needles=3, context=120, query_aware=True)
+    assert aware_full.per_needle_nll == pytest.approx(full.per_needle_nll, rel=1e-5)
+    aware = passkey(model, tok, policy="snapkv", budget=0.5, needles=3, context=120, query_aware=True, window=8)
+    agnostic = passkey(model, tok, policy="snapkv", budget=0.5, needles=3, context=120, window=8)
+    assert aware.nll != agnostic.nll  # the observation window now holds the question
 
 
 def test_bad_input():

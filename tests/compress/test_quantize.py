@@ -266,3 +266,64 @@ def test_quantize_command(model_folder, tmp_path, capsys):
     assert "needs calibration" in capsys.readouterr().err
     assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out", str(model)]) != 0
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_sparse_files_round_trip_at_their_true_size(tmp_path):
+    from salience.compress import prune
+    from salience.models.sparse_files import compress_sparse, decompress_sparse, save_sparse
+
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(6, 16)).astype(np.float32)
+    w[rng.random(w.shape) < 0.5] = 0.0
+    stored = compress_sparse(w, "unstructured")
+    assert stored["compressed"].size == np.count_nonzero(w) and stored["bitmask"].shape == (6, 2)
+    assert np.array_equal(decompress_sparse(stored), w)
+    nm = rng.normal(size=(4, 16)).astype(np.float32)
+    groups = nm.reshape(4, 4, 4)
+    groups[:, :, :2] = 0.0  # two zeros in every group of four
+    groups[0, 0, 2] = 0.0  # a group with three zeros: a stored zero makes up the pair
+    two_four = compress_sparse(nm, "2:4")
+    assert two_four["compressed"].shape == (4, 8)
+    assert np.array_equal(decompress_sparse(two_four), nm)
+    with pytest.raises(InvalidParameterError, match="not 2:4 sparse"):
+        compress_sparse(rng.normal(size=(2, 8)), "2:4")
+    broken = dict(stored, compressed=stored["compressed"][:-1])
+    with pytest.raises(InvalidParameterError, match="damaged"):
+        decompress_sparse(broken)
+    model = tiny_llama(hidden_size=64, intermediate_size=128)
+    windows = calib()
+    for pattern in (None, "2:4"):
+        m = copy.deepcopy(model)
+        prune(m, method="magnitude", sparsity=None if pattern else 0.5, pattern=pattern)
+        folder = tmp_path / f"sparse-{pattern}"
+        dense_folder = tmp_path / f"dense-{pattern}"
+        config = save_sparse(m, folder, structure="2:4" if pattern else "unstructured")
+        assert config["global_sparsity"] == pytest.approx(0.5, abs=1e-3)
+        m.save_pretrained(dense_folder)
+        layer_bytes = sum(p.weight.numel() * 4 for name, p in m.named_modules()
+                          if isinstance(p, torch.nn.Linear) and ".layers." in name)
+        saved = (dense_folder / "model.safetensors").stat().st_size - (folder / "model.safetensors").stat().st_size
+        assert saved > 0.4 * layer_bytes  # half of every pruned layer's values, less its bitmask and row offsets
+        loaded, _ = load_quantized(folder)
+        x = torch.as_tensor(windows[:2])
+        assert torch.equal(loaded(input_ids=x).logits, m(input_ids=x).logits)
+
+
+def test_prune_compressed_and_query_aware_commands(model_folder, tmp_path, capsys):
+    from salience.cli import main
+
+    model, text = model_folder
+    dense_out, sparse_out = tmp_path / "dense", tmp_path / "sparse"
+    for out, extra in ((dense_out, []), (sparse_out, ["--compressed"])):
+        assert main(["compress", "prune", str(model), "--method", "magnitude", "--sparsity", "0.5", "--out", str(out),
+                     "--quiet", *extra]) == 0
+    config = json.loads((sparse_out / "config.json").read_text())["quantization_config"]
+    assert config["sparsity_config"]["format"] == "sparse-bitmask"
+    assert (sparse_out / "model.safetensors").stat().st_size < (dense_out / "model.safetensors").stat().st_size
+    capsys.readouterr()
+    for out in (dense_out, sparse_out):
+        assert main(["compress", "eval", str(out), "--data", str(text), "--seqlen", "32", "--json"]) == 0
+    first, second = (json.loads(line) for line in capsys.readouterr().out.strip().splitlines())
+    assert first["perplexity"] == pytest.approx(second["perplexity"], rel=1e-6)
+    assert main(["compress", "kv-eval", str(model), "--policy", "snapkv", "--data", str(text), "--query-aware"]) != 0
+    assert "give --needles" in capsys.readouterr().err
