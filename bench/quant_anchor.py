@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import shutil
 import sys
@@ -26,18 +25,7 @@ import torch
 from datasets import Dataset
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-
-def perplexity(model, windows, batch_size=4) -> float:
-    batch = torch.tensor(windows)
-    total, count = 0.0, 0
-    with torch.no_grad():
-        for lo in range(0, len(batch), batch_size):
-            chunk = batch[lo : lo + batch_size]
-            logits = model(input_ids=chunk, use_cache=False).logits[:, :-1].double()
-            total += float(torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                             chunk[:, 1:].reshape(-1), reduction="sum"))
-            count += chunk[:, 1:].numel()
-    return math.exp(total / count)
+from llmcompressor_anchor import perplexity  # the same environment's perplexity, one implementation
 
 
 def decode_speed(model, prompt, new_tokens: int) -> float:

@@ -65,13 +65,15 @@ class QuantScheme:
                 "activation_bits": self.activation_bits}
 
 
-#: the schemes by name (llm-compressor's presets: W4A16 is 4-bit symmetric in groups of 128,
-#: W8A16 and W8A8 8-bit per output channel)
+#: the schemes by name: llm-compressor's presets (W4A16, W3A16 and W8A16 symmetric in groups of
+#: 128, W8A8 8-bit per output channel with activations per token) and ``w8a16_channel``, 8-bit
+#: per output channel (torchao's int8 weight-only; the int8 kernel's layout)
 SCHEMES = {
     "w4a16": QuantScheme(4, 128, True),
     "w4a16_asym": QuantScheme(4, 128, False),
     "w3a16": QuantScheme(3, 128, True),
-    "w8a16": QuantScheme(8, None, True),
+    "w8a16": QuantScheme(8, 128, True),
+    "w8a16_channel": QuantScheme(8, None, True),
     "w8a8": QuantScheme(8, None, True, 8),
 }
 

@@ -304,11 +304,7 @@ def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) 
     torch = _torch()
     from safetensors.torch import save_file
 
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not is_quantized_folder(folder))):
-        raise InvalidParameterError(f"{folder} exists and is not an earlier quantized model: refusing to write "
-                                    "into it (give a new or empty folder).")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = prepare_folder(folder)
     layers = {name: m.salience_quantized for name, m in model.named_modules()
               if hasattr(m, "salience_quantized") and isinstance(m, torch.nn.Linear)}
     if not layers:
@@ -368,6 +364,17 @@ def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) 
     if generation is not None:
         generation.save_pretrained(folder)
     return config
+
+
+def prepare_folder(folder) -> Path:
+    """``folder`` created when missing; an existing one must be empty or an earlier compressed
+    model (never another folder's files overwritten)."""
+    folder = Path(folder)
+    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not is_quantized_folder(folder))):
+        raise InvalidParameterError(f"{folder} exists and is not an earlier compressed model: refusing to write "
+                                    "into it (give a new or empty folder).")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def is_quantized_folder(path) -> bool:

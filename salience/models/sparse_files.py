@@ -19,8 +19,6 @@ nothing from 50% sparsity, the saving is on disk and in transfer.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
@@ -76,15 +74,11 @@ def save_sparse(model, folder, *, tokenizer=None, structure: str = "unstructured
     torch = require_torch("Saving a sparse model")
     from safetensors.torch import save_file
 
-    from salience.models.quantized import is_quantized_folder
+    from salience.models.quantized import prepare_folder
 
     if structure not in ("unstructured", "2:4"):
         raise InvalidParameterError(f"structure must be 'unstructured' or '2:4'; got {structure!r}.")
-    folder = Path(folder)
-    if folder.exists() and (not folder.is_dir() or (any(folder.iterdir()) and not is_quantized_folder(folder))):
-        raise InvalidParameterError(f"{folder} exists and is not an earlier compressed model: refusing to write "
-                                    "into it (give a new or empty folder).")
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = prepare_folder(folder)
     if layers is None:
         layers = [(name, m) for name, m in model.named_modules()
                   if isinstance(m, torch.nn.Linear) and ".layers." in f".{name}" and "lm_head" not in name]

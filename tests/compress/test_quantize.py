@@ -111,7 +111,7 @@ def test_quantized_model_saves_loads_and_runs_integer_kernels(tmp_path):
 def test_int8_w8a8_and_embeddings(tmp_path):
     model = tiny_llama(hidden_size=64, intermediate_size=128, tie_word_embeddings=True)
     windows = calib()
-    for scheme in ("w8a16", "w8a8"):
+    for scheme in ("w8a16_channel", "w8a8"):
         m = copy.deepcopy(model)
         quantize(m, method="rtn", scheme=scheme, embeddings=True)
         fake = m(input_ids=torch.as_tensor(windows[:2])).logits
@@ -218,7 +218,7 @@ def test_bad_input(tmp_path, monkeypatch):
         RTN().quantize(np.array([[np.nan, 1.0]]))
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "notes.txt").write_text("keep me")
-    with pytest.raises(InvalidParameterError, match="not an earlier quantized model"):
+    with pytest.raises(InvalidParameterError, match="not an earlier compressed model"):
         save_quantized(quantize_and_return(model), tmp_path / "other")
     assert (tmp_path / "other" / "notes.txt").read_text() == "keep me"
     # a folder without its tensors, and a folder read without safetensors
