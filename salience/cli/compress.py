@@ -181,8 +181,11 @@ def _cmd_kv_eval(args) -> int:
     if args.query_aware and not args.needles:
         raise InvalidParameterError("--query-aware applies to passkey retrieval: give --needles N too.")
     if args.policy != "full":  # checked before the model loads
-        params = {"n_sink": args.sinks, "window": args.observation_window}
-        policy = kv_policy(args.policy, **{k: v for k, v in params.items() if v is not None})
+        params = {k: v for k, v in {"n_sink": args.sinks, "window": args.observation_window}.items() if v is not None}
+        if args.press:  # adakv, criticalkv: the options go to the policy they wrap
+            policy = kv_policy(args.policy, press=kv_policy(args.press, **params))
+        else:
+            policy = kv_policy(args.policy, **params)
         check_budget(budget, args.context, policy)
     text = _text_of(args.data, args.on_error)
     model, tokenizer = _load(args)
@@ -305,9 +308,13 @@ def add_commands(domains) -> None:
     p.add_argument("--continuation", type=positive_int, default=256,
                    help="continuation tokens scored per window (default 256)")
     p.add_argument("--windows", type=positive_int, default=8, help="at most this many windows (default 8)")
-    p.add_argument("--sinks", type=nonnegative_int, default=None, help="streaming_llm's sink tokens (default 4)")
+    p.add_argument("--sinks", type=nonnegative_int, default=None,
+                   help="sink tokens of streaming_llm, lagkv and expected_attention (default 4)")
     p.add_argument("--observation-window", type=positive_int, default=None,
-                   help="observation window of snapkv and caote (default 64)")
+                   help="observation window of snapkv, caote and pyramidkv (default 64)")
+    p.add_argument("--press", choices=choices_of("kv"), default=None,
+                   help="adakv and criticalkv: the policy whose scores they use (default snapkv); --sinks and "
+                        "--observation-window then go to it")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     p.add_argument("--query-aware", action="store_true",
                    help="passkey: compress the cache with the question known (prefilled with the haystack)")

@@ -18,18 +18,17 @@ from __future__ import annotations
 
 import contextlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import method_of
-from salience.core.masks import lowest_k_mask
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
 
-__all__ = ["evict", "prefill", "continue_from", "Prefill", "check_budget", "kv_policy"]
+__all__ = ["evict", "prefill", "continue_from", "attend_kept", "Prefill", "check_budget", "kv_policy"]
 
 
 def kv_policy(policy: str | KVPolicy, **params) -> KVPolicy:
@@ -55,7 +54,7 @@ def check_budget(budget, n_tokens: int, policy: str | KVPolicy, **params) -> int
     protected, what = policy.protected()
     if keep < n_tokens and keep < protected:
         raise InvalidParameterError(f"budget {budget!r} keeps {keep} of {n_tokens} tokens, fewer than {policy.name} "
-                                    f"always keeps ({what}: {protected}): raise the budget or lower n_sink/window.")
+                                    f"always keeps ({what}: {protected}): raise the budget or shrink what it keeps.")
     return keep
 
 
@@ -69,14 +68,17 @@ def _attention_modules(model) -> list:
     return [layer.self_attn for layer in layers]
 
 
-def _queries(torch, module, hidden_states, position_embeddings, count):
+def _queries(torch, module, hidden_states, position_embeddings, count, rotated=True):
     """The last ``count`` queries of an attention module for its input, with rotary positions
-    (recomputed from the layer's input: attention implementations do not return them)."""
+    unless ``rotated`` is False (recomputed from the layer's input: attention implementations
+    do not return them)."""
     hidden = hidden_states[:, -count:]
     b, q, _ = hidden.shape
     queries = module.q_proj(hidden).view(b, q, -1, module.head_dim).transpose(1, 2)
     if hasattr(module, "q_norm"):  # Gemma-3, Qwen-3: a norm on the queries before the rotation
         queries = module.q_norm(queries)
+    if not rotated:
+        return queries
     cos, sin = position_embeddings
     cos, sin = cos[:, -count:].unsqueeze(1), sin[:, -count:].unsqueeze(1)
     half = queries.shape[-1] // 2
@@ -84,28 +86,54 @@ def _queries(torch, module, hidden_states, position_embeddings, count):
     return queries * cos + rotated * sin
 
 
+def _rotary_of(torch, model):
+    """The model's rotary embedding as ``rotary(positions) -> (cos, sin)``, each (len, d), or
+    None when it has none where LLaMA-family models keep it."""
+    embedding = getattr(getattr(model, "model", model), "rotary_emb", None)
+    if embedding is None:
+        return None
+
+    def rotary(positions):
+        positions = torch.as_tensor(positions, dtype=torch.long)[None]
+        probe = torch.zeros(1, dtype=next(model.parameters()).dtype)
+        cos, sin = embedding(probe, positions)
+        return cos[0], sin[0]
+
+    return rotary
+
+
 @dataclass
 class _EvictionState:
     policy: str
     budget: Any
     kept: int | None = None
+    kept_by_layer: dict = field(default_factory=dict)
     prompt_tokens: int | None = None
     seconds: float = 0.0
     layers: int = 0
 
 
 @contextlib.contextmanager
-def evict(model, policy: str | KVPolicy, *, budget, **params):
+def evict(model, policy: str | KVPolicy, *, budget, keep_last: int = 0, **params):
     """Within the block, every prefill (a forward pass that fills an empty cache, as the first
     step of ``generate``) leaves only ``budget`` tokens per head in each layer's cache, chosen
     by ``policy`` (a registered ``kv`` name built with ``params``, or a :class:`KVPolicy`).
+    ``keep_last``: the prompt's last tokens (a question read with the context) are scored
+    with the rest, but never evicted and not counted in the budget, which applies to the
+    tokens before them (kvpress compresses the context, never the question).
     Yields a record of what was done (tokens kept, scoring seconds). Later forward passes and
     decoding steps are unchanged; their positions continue from the prompt's length (pass
     ``position_ids`` when calling the model directly, or use :func:`continue_from`)."""
     torch = _torch()
     policy = kv_policy(policy, **params)
     modules = _attention_modules(model)
+    rotary = _rotary_of(torch, model) if "rotary" in policy.reads else None
+    if "rotary" in policy.reads and rotary is None:
+        raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
+                                    f"{type(model).__name__} does not keep as model.rotary_emb.")
     state = _EvictionState(policy.name, budget)
+    if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
+        raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
 
     def hook(module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
@@ -118,27 +146,105 @@ def evict(model, policy: str | KVPolicy, *, budget, **params):
         if hidden.shape[1] != n:  # not a prefill: decoding, or a continuation
             return output
         start = time.perf_counter()
-        keep = check_budget(budget, n, policy)
+        if keep_last >= n:
+            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
+        base = check_budget(budget, n - keep_last, policy)
+        keep = policy.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         if keep < n:
             count = policy.query_count(n)
             with torch.no_grad():
-                queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count) if count else None)
-                scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None))
-            b, n_kv, _ = scores.shape
-            # the core's selector: exactly n - keep evicted per head, earlier tokens first on ties
-            evicted = lowest_k_mask(scores.reshape(b * n_kv, n).double().numpy(), n - keep)
-            kept = torch.as_tensor(np.flatnonzero(~evicted.ravel()) % n).view(b, n_kv, keep)
-            index = kept[..., None].expand(-1, -1, -1, keys.shape[-1])
-            layer.keys = keys.gather(2, index).contiguous()
-            layer.values = values.gather(2, index.expand(-1, -1, -1, values.shape[-1])).contiguous()
-        state.kept, state.prompt_tokens = keep, n
+                queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
+                                    policy.rotated_queries) if count else None)
+                scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
+                                             rotary=rotary, output_weight=_output_weight(module, policy), keep=keep)
+            scores = scores.double().numpy().copy()
+            if keep_last:
+                scores[..., n - keep_last:] = np.inf
+            evicted = torch.as_tensor(policy.evicted(scores, n - keep))
+            layer.keys, layer.values, padding = _compact(torch, keys, values, ~evicted)
+            setattr(layer, _PADDING, padding)
+        else:
+            setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
+        state.kept, state.prompt_tokens = base + keep_last, n
+        state.kept_by_layer[module.layer_idx] = min(keep, n)
         state.layers += 1
         state.seconds += time.perf_counter() - start
         return output
 
     handles = [module.register_forward_hook(hook, with_kwargs=True) for module in modules]
     try:
-        yield state
+        with attend_kept(model):
+            yield state
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _output_weight(module, policy):
+    if "output_weight" not in policy.reads:
+        return None
+    weight = getattr(module.o_proj, "weight", None)
+    if weight is None:
+        raise InvalidParameterError(f"policy {policy.name!r} reads the attention's output projection, which "
+                                    f"{type(module.o_proj).__name__} does not expose as .weight.")
+    return weight
+
+
+#: the attribute of an evicted cache layer that marks its padding slots (heads that kept fewer
+#: tokens than the layer's most), or None
+_PADDING = "salience_padding"
+
+
+def _compact(torch, keys, values, kept):
+    """Each head's kept tokens (``kept`` boolean (b, kv_heads, n)) in position order. Heads
+    that keep fewer than the most are padded to its count with evicted tokens, marked in the
+    returned padding mask (b, kv_heads, m) so attention never reads them; None when every head
+    keeps the same number."""
+    n = kept.shape[-1]
+    counts = kept.sum(dim=-1)
+    width = int(counts.max())
+    # kept tokens first, each group in position order
+    order = torch.argsort(torch.where(kept, 0, n) + torch.arange(n), dim=-1)[..., :width]
+    index = order[..., None]
+    keys = keys.gather(2, index.expand(-1, -1, -1, keys.shape[-1])).contiguous()
+    values = values.gather(2, index.expand(-1, -1, -1, values.shape[-1])).contiguous()
+    padding = torch.arange(width) >= counts[..., None]
+    return keys, values, padding if bool(padding.any()) else None
+
+
+@contextlib.contextmanager
+def attend_kept(model):
+    """Within the block, attention over a cache evicted by :func:`evict` reads only what each
+    head kept: padding slots (heads of one layer keeping different numbers of tokens) are
+    masked out, and layers of different lengths (per-layer budgets) each get a causal mask of
+    their own length. Batches of one sequence (no padding mask of the caller's)."""
+    torch = _torch()
+
+    def hook(module, args, kwargs):
+        cache = kwargs.get("past_key_values", kwargs.get("cache"))
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        if cache is None or hidden is None or module.layer_idx >= len(cache.layers):
+            return None
+        layer = cache.layers[module.layer_idx]
+        if not hasattr(layer, _PADDING) or getattr(layer, "keys", None) is None:
+            return None  # not evicted here: the model's own mask is right
+        padding, q = getattr(layer, _PADDING), hidden.shape[1]
+        if padding is None and q == 1:
+            return None  # one new token over an unpadded cache: nothing to mask
+        past = layer.keys.shape[-2]
+        mask = torch.zeros(hidden.shape[0], 1, q, past + q, dtype=hidden.dtype)
+        future = torch.arange(past + q)[None, :] > (past + torch.arange(q))[:, None]
+        mask = mask.masked_fill(future, float("-inf"))
+        if padding is not None:
+            heads = module.config.num_attention_heads
+            slots = padding.repeat_interleave(heads // padding.shape[1], dim=1)  # (b, heads, m)
+            slots = torch.nn.functional.pad(slots, (0, past + q - slots.shape[-1]))
+            mask = mask.expand(-1, heads, -1, -1).masked_fill(slots[:, :, None, :], float("-inf"))
+        return args, {**kwargs, "attention_mask": mask}
+
+    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module in _attention_modules(model)]
+    try:
+        yield
     finally:
         for handle in handles:
             handle.remove()
@@ -157,9 +263,11 @@ class Prefill:
     scoring_seconds: float = 0.0
 
 
-def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=None, **params) -> Prefill:
+def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=None, keep_last: int = 0,
+            **params) -> Prefill:
     """Read ``prompt_ids`` (1-D or (1, n)) into a fresh cache, evicted by ``policy`` (built
-    with ``params``) to ``budget`` (no policy: the full cache)."""
+    with ``params``) to ``budget`` (no policy: the full cache); ``keep_last`` as in
+    :func:`evict`."""
     torch = _torch()
     ids = torch.as_tensor(np.asarray(prompt_ids), dtype=torch.long).reshape(1, -1)
     if ids.shape[1] == 0:
@@ -167,7 +275,8 @@ def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=N
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    context = evict(model, policy, budget=budget, **params) if policy is not None else contextlib.nullcontext()
+    context = (evict(model, policy, budget=budget, keep_last=keep_last, **params) if policy is not None
+               else contextlib.nullcontext())
     with torch.no_grad(), context as state:
         out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
     n = ids.shape[1]
@@ -181,5 +290,5 @@ def continue_from(model, cache, ids, start: int):
     torch = _torch()
     ids = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(1, -1)
     positions = torch.arange(start, start + ids.shape[1])[None]
-    with torch.no_grad():
+    with torch.no_grad(), attend_kept(model):
         return model(input_ids=ids, **{cache_argument(model): cache}, position_ids=positions, use_cache=True).logits

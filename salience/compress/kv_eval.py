@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from salience.compress.kv import check_budget, continue_from, kv_policy, prefill
+from salience.compress.kv import attend_kept, check_budget, continue_from, kv_policy, prefill
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
@@ -143,18 +143,20 @@ def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, nee
     the haystack is prefilled (and evicted), then the question and the key are read at their
     original positions (query-agnostic: the cache is compressed before the question is
     known). ``query_aware=True``: the question is part of the prefill, so the policies that
-    read queries (SnapKV's observation window, TOVA, VATP, ...) choose with it, then the key
-    is read. Reports the key's negative log-likelihood, its tokens' ranks and exact retrieval
+    read queries (SnapKV's observation window, TOVA, VATP, ...) choose with it; the question's
+    own tokens are never evicted and the budget applies to the haystack (both modes keep the
+    same number of tokens), then the key is read. Reports the key's negative log-likelihood, its tokens' ranks and exact retrieval
     (every key token the top choice)."""
     torch = _torch()
     items = passkey_prompts(tokenizer, needles=needles, context=context, seed=seed, filler=filler)
     if policy is not None:
         policy = kv_policy(policy, **params)
-        check_budget(budget, len(items[0]["prompt"]) + (len(items[0]["question"]) if query_aware else 0), policy)
+        check_budget(budget, len(items[0]["prompt"]), policy)
     nlls, ranks, exact = [], [], []
     for item in items:
         if query_aware:
-            read = prefill(model, item["prompt"] + item["question"], policy=policy, budget=budget)
+            read = prefill(model, item["prompt"] + item["question"], policy=policy, budget=budget,
+                           keep_last=len(item["question"]))
             rest = continue_from(model, read.cache, item["key"], read.length)
             # the question's last token (the prefill's last logits) predicts the key's first token
             predicting = torch.cat([read.logits[:, None], rest[:, :-1]], dim=1)
@@ -181,7 +183,7 @@ def decode_speed(model, prompt_ids, *, policy: str | KVPolicy | None, budget=Non
     prefill_seconds = time.perf_counter() - start
     token, cache, n = read.logits.argmax(dim=-1), read.cache, read.length
     start = time.perf_counter()
-    with torch.no_grad():
+    with torch.no_grad(), attend_kept(model):
         for step in range(new_tokens):
             out = model(input_ids=token[:, None], **{cache_argument(model): cache},
                         position_ids=torch.tensor([[n + step]]), use_cache=True)

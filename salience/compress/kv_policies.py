@@ -40,6 +40,7 @@ import math
 import numpy as np
 
 from salience.core.base import Scorer, register_method
+from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
@@ -114,9 +115,17 @@ class KVPolicy(Scorer, abc.ABC):
     :meth:`token_scores` is the same on batched torch tensors, as eviction calls it.
 
     ``queries`` says which of the prompt's queries the policy reads: 0 (none), 1 (the last),
-    ``"window"`` (the observation window of ``window`` queries) or ``"all"``."""
+    ``"window"`` (the observation window of ``window`` queries) or ``"all"``;
+    ``rotated_queries`` whether they carry their rotary positions (False: as projected, before
+    the rotation). ``reads`` names what else of the layer the scores need, passed by eviction
+    as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
+    ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
+    keeps per head). :meth:`layer_keep` may give a layer another budget than the others
+    (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV)."""
 
     queries: int | str = 0
+    rotated_queries: bool = True
+    reads: tuple = ()
 
     def __init__(self):
         self._validate_params()
@@ -135,28 +144,54 @@ class KVPolicy(Scorer, abc.ABC):
         """(tokens the policy always keeps, what they are): a budget must hold them."""
         return 1, "one token"
 
-    def token_scores(self, keys, values, queries=None, *, scaling: float | None = None):
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        """The tokens kept per head in decoder layer ``layer`` of ``n_layers`` when the budget
+        keeps ``keep`` of ``n``: the same in every layer unless a policy says otherwise."""
+        return keep
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        """Which tokens leave the cache: a boolean (b, kv_heads, n) array from the scores (a
+        float array of that shape) when the budget evicts ``count`` per head; by default
+        exactly ``count`` per head, the lowest, the earlier of tied tokens first (the core's
+        selector)."""
+        b, n_kv, n = scores.shape
+        return lowest_k_mask(scores.reshape(b * n_kv, n), count).reshape(b, n_kv, n)
+
+    def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
+                     output_weight=None, keep: int | None = None):
         """Scores (b, kv_heads, n) of a layer's cached tokens: ``keys`` and ``values`` (b,
         kv_heads, n, d) as cached (rotary positions applied), ``queries`` (b, heads, q, d) the
-        prompt's last :meth:`query_count` queries with positions applied."""
+        prompt's last :meth:`query_count` queries (with positions applied unless
+        ``rotated_queries`` is False). What ``reads`` names: ``rotary`` the model's rotation,
+        ``rotary(positions)`` -> (cos, sin) shaped (len(positions), d); ``output_weight`` the
+        output projection (hidden, heads x d); ``keep`` the tokens kept per head."""
         torch = _torch()
         n, d = keys.shape[-2], keys.shape[-1]
         if self.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
-        return self._scores(torch, keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n)
+        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep}
+        missing = [name for name in self.reads if given[name] is None]
+        if missing:
+            raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
+                                        f"{' and '.join(missing)}).")
+        return self._scores(torch, keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n,
+                            **{name: given[name] for name in self.reads})
 
     @abc.abstractmethod
     def _scores(self, torch, keys, values, queries, scaling: float, n: int):
         """The subclass's part (see the class docstring)."""
 
-    def score(self, keys, values, *, queries=None, scaling: float | None = None) -> Scores:
+    def score(self, keys, values, *, queries=None, scaling: float | None = None, rotary=None, output_weight=None,
+              keep: int | None = None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
         (heads, q, d); :class:`~salience.Scores` over ``"head:position"``."""
         torch = _torch()
         k, v, q = _checked_layer(keys, values, queries)
         k, v = torch.as_tensor(k)[None], torch.as_tensor(v)[None]
         q = None if q is None else torch.as_tensor(q)[None]
-        out = self.token_scores(k, v, q, scaling=scaling)[0]
+        if output_weight is not None:
+            output_weight = torch.as_tensor(np.asarray(output_weight, dtype=np.float64))
+        out = self.token_scores(k, v, q, scaling=scaling, rotary=rotary, output_weight=output_weight, keep=keep)[0]
         heads, n = out.shape
         return Scores(out.double().numpy().ravel(), ids=[f"{h}:{i}" for h in range(heads) for i in range(n)])
 
@@ -295,10 +330,13 @@ class CAOTE(_WindowPolicy):
         return _group_mean(error.mean(dim=2), n_kv)[..., : n - w]
 
 
-def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scaling: float | None = None, **params):
+def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scaling: float | None = None,
+                    rotary=None, output_weight=None, keep: int | None = None, **params):
     """Scores (b, kv_heads, n) of a layer's cached tokens under ``policy`` (a registered name
     built with ``params``, or a :class:`KVPolicy`): see :meth:`KVPolicy.token_scores`."""
     from salience.core.base import method_of
 
     _torch()
-    return method_of("kv", policy, KVPolicy, **params).token_scores(keys, values, queries, scaling=scaling)
+    return method_of("kv", policy, KVPolicy, **params).token_scores(keys, values, queries, scaling=scaling,
+                                                                      rotary=rotary, output_weight=output_weight,
+                                                                      keep=keep)

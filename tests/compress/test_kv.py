@@ -17,8 +17,10 @@ KV_POLICIES = method_names("kv")
 
 
 def window_of(policy, window=8):
-    """``window=`` for the policies that have an observation window."""
-    return {"window": window} if "window" in method_factory("kv", policy)._param_names() else {}
+    """Parameters sized for short prompts: ``window=`` for the policies that have an
+    observation window, ``lag_size=`` for LagKV's partitions."""
+    names = method_factory("kv", policy)._param_names()
+    return {name: value for name, value in (("window", window), ("lag_size", window)) if name in names}
 
 
 def tiny_llama(seed=0, layers=2):
@@ -110,6 +112,25 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
     assert read.kept == 30
 
 
+def test_keep_last_scores_the_question_but_never_evicts_it():
+    """``keep_last``: the prompt's last tokens (a question read with the context) stay in the
+    cache whatever their scores; the budget applies to the tokens before them."""
+    model = tiny_llama()
+    ids = tokens(90, seed=3)
+    full = prefill(model, ids)
+    for policy in ("key_norm", "snapkv", "tova"):
+        read = prefill(model, ids, policy=policy, budget=0.25, keep_last=10, **window_of(policy))
+        assert read.kept == 20 + 10 and read.length == 90
+        for layer, whole in zip(read.cache.layers, full.cache.layers):
+            assert layer.keys.shape[2] == 30
+            assert torch.equal(layer.keys[:, :, -10:], whole.keys[:, :, -10:])  # the question, whole
+    for bad in (-1, 1.5, True):
+        with pytest.raises(InvalidParameterError, match="keep_last"):
+            prefill(model, ids, policy="h2o", budget=0.5, keep_last=bad)
+    with pytest.raises(InvalidParameterError, match="keep_last \\(90\\) must leave tokens"):
+        prefill(model, ids, policy="h2o", budget=0.5, keep_last=90)
+
+
 def test_the_continuation_keeps_its_original_positions():
     """Evicting after the prefill equals the whole sequence read at once with the continuation
     barred from the evicted tokens: the same positions, the same logits."""
@@ -196,7 +217,7 @@ def test_bad_input():
         create("kv", "key_norm").score(np.ones((2, 3)), np.ones((2, 3)))
     with pytest.raises(InvalidParameterError, match="NaN"):
         create("kv", "key_norm").score(np.full((1, 2, 2), np.nan), np.ones((1, 2, 2)))
-    with pytest.raises(InvalidParameterError, match="'h2o' has no parameter 'window' \\(it is a parameter of snapkv, caote\\)"):
+    with pytest.raises(InvalidParameterError, match="'h2o' has no parameter 'window' \\(it is a parameter of snapkv, caote, pyramidkv\\)"):
         with evict(model, "h2o", budget=0.5, window=8):
             pass
 
@@ -218,6 +239,12 @@ def test_kv_eval_command(model_folder, capsys):
     assert "observation window" in capsys.readouterr().err
     assert main(base + ["--policy", "vatp", "--observation-window", "8"]) == 2  # an option vatp does not have
     assert "no parameter 'window'" in capsys.readouterr().err
+    # a wrapping policy: the options go to the policy it wraps
+    assert main(base + ["--policy", "adakv", "--press", "snapkv", "--observation-window", "8", "--budget", "0.5"]) == 0
+    ada = json.loads(capsys.readouterr().out)
+    assert ada["kept"] == 40 and ada["policy"] == "adakv"
+    assert main(base + ["--policy", "h2o", "--press", "snapkv"]) == 2
+    assert "no parameter 'press'" in capsys.readouterr().err
 
 
 def test_a_missing_torch_or_transformers_names_the_extra(monkeypatch):

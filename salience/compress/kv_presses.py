@@ -1,0 +1,277 @@
+"""More KV-cache policies of the ``kv`` family, after kvpress's presses of the same names
+(higher = kept; see :mod:`salience.compress.kv_policies` for the family and its base).
+
+* ``keydiff``: tokens whose keys differ most from the layer's average key direction are kept
+  (negative cosine to the mean of the unit keys; Park et al., 2025);
+* ``lagkv``: the prompt cut into partitions of ``lag_size`` after ``n_sink`` sinks; each
+  token is scored by how far its key and value stand out of the *next* partition's range
+  (min-max normalised, the spread over channels, softmax within the partition), as its rank
+  within the partition; the sinks and the last partition (and the remainder) are kept (Liang
+  et al., 2025);
+* ``expected_attention``: the attention future queries are expected to pay each token: the
+  prompt's queries (before their rotation, the ``n_sink`` first left out) summarised by mean
+  and covariance, rotated by the average rotation of the next ``n_future_positions``
+  positions; ``E[exp(q.k / sqrt d)]`` of a Gaussian query is ``exp(mu.k / sqrt d + k' S k /
+  2d)``, normalised over the tokens, averaged over the heads of a group and scaled by the
+  value's norm; the sinks are kept (Devoto et al., 2025);
+* ``pyramidkv``: SnapKV's scores with a budget per layer falling linearly from the first
+  layer to the last (the pyramid's steepness ``beta``), the total as the uniform budget's
+  (Cai et al., 2024);
+* ``adakv`` (on another policy, ``press``): a layer's budget spread over its heads by its
+  scores, each head keeping a safeguard share (Feng et al., 2024);
+* ``criticalkv`` (on another policy, ``press``): half the budget by its scores, the rest by
+  score x the L1 norm of the value through the output projection (Feng et al., 2025).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean
+from salience.core.base import register_method
+from salience.core.masks import lowest_k_mask
+from salience.core.params import Interval
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV"]
+
+
+@register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
+                                  "al., 2025)")
+class KeyDiff(KVPolicy):
+    def _scores(self, torch, keys, values, queries, scaling, n):
+        unit = torch.nn.functional.normalize(keys.to(torch.promote_types(keys.dtype, torch.float32)), dim=-1)
+        anchor = unit.mean(dim=2, keepdim=True)
+        return -torch.nn.functional.cosine_similarity(unit, anchor, dim=-1)
+
+
+@register_method("kv", "lagkv", "KV cache: keys and values scored against the next partition's range (LagKV, Liang "
+                                "et al., 2025)")
+class LagKV(KVPolicy):
+    _parameter_constraints = {"n_sink": [Interval("int", 0)], "lag_size": [Interval("int", 2)]}
+
+    def __init__(self, *, n_sink: int = 4, lag_size: int = 128):
+        self.n_sink, self.lag_size = n_sink, lag_size
+        super().__init__()
+
+    def protected(self) -> tuple[int, str]:
+        return self.n_sink + self.lag_size, f"the {self.n_sink} sinks and the last partition of {self.lag_size}"
+
+    def _partition_scores(self, torch, states):
+        """(b, h, parts, lag, d) -> (b, h, parts - 1, lag): how far each token of a partition
+        stands out of the next partition's per-channel range, softmax within the partition."""
+        reference, own = states[:, :, 1:], states[:, :, :-1]
+        low = reference.min(dim=-2, keepdim=True).values
+        high = reference.max(dim=-2, keepdim=True).values
+        return ((own - low) / (high - low)).std(dim=-1).softmax(dim=-1)
+
+    def _scores(self, torch, keys, values, queries, scaling, n):
+        b, n_kv, _, d = keys.shape
+        dtype = torch.promote_types(keys.dtype, torch.float32)
+        if n < self.n_sink + 2 * self.lag_size:
+            # too short for one scored partition: keep the sinks, then the most recent tokens
+            scores = torch.ones(b, n_kv, n, dtype=dtype)
+            if n > self.n_sink:
+                scores[..., self.n_sink:] = torch.arange(n - self.n_sink, dtype=dtype) / (n - self.n_sink)
+            return scores
+        parts = (n - self.n_sink) // self.lag_size
+        end = self.n_sink + parts * self.lag_size
+        shaped = [x[:, :, self.n_sink:end].to(dtype).reshape(b, n_kv, parts, self.lag_size, d) for x in (keys, values)]
+        raw = (self._partition_scores(torch, shaped[0]) + self._partition_scores(torch, shaped[1])) / 2
+        # the rank within the partition, in [0, 1): the last partition and the remainder score 1
+        ranked = raw.argsort(dim=-1).argsort(dim=-1).to(dtype) / self.lag_size
+        kept_whole = torch.ones(b, n_kv, n - end + self.lag_size, dtype=dtype)
+        sinks = torch.ones(b, n_kv, self.n_sink, dtype=dtype)
+        return torch.cat([sinks, ranked.reshape(b, n_kv, -1), kept_whole], dim=-1)
+
+
+@register_method("kv", "expected_attention", "KV cache: attention expected from future queries, times the value's "
+                                             "norm (Expected Attention, Devoto et al., 2025)")
+class ExpectedAttention(KVPolicy):
+    queries = "all"
+    rotated_queries = False
+    reads = ("rotary",)
+    _parameter_constraints = {"n_future_positions": [Interval("int", 1)], "n_sink": [Interval("int", 0)],
+                              "use_covariance": [bool], "use_vnorm": [bool], "epsilon": [Interval("real", 0)]}
+
+    def __init__(self, *, n_future_positions: int = 512, n_sink: int = 4, use_covariance: bool = True,
+                 use_vnorm: bool = True, epsilon: float = 0.0):
+        self.n_future_positions, self.n_sink = n_future_positions, n_sink
+        self.use_covariance, self.use_vnorm, self.epsilon = use_covariance, use_vnorm, epsilon
+        super().__init__()
+
+    def protected(self) -> tuple[int, str]:
+        return max(1, self.n_sink), f"the {self.n_sink} sinks"
+
+    def _average_rotation(self, torch, rotary, n: int, d: int, dtype):
+        """The rotary rotation averaged over the next ``n_future_positions`` positions, (d, d):
+        rotating by it is rotating by each and averaging (the rotation is linear)."""
+        cos, sin = rotary(torch.arange(n, n + self.n_future_positions))
+        cos, sin = torch.as_tensor(cos, dtype=dtype), torch.as_tensor(sin, dtype=dtype)
+        half = d // 2
+        # q' = q cos + rotate_half(q) sin, rotate_half(q) = [-q2, q1]: q' = R q with R = diag(cos) + P diag(sin)
+        swap = torch.zeros(d, d, dtype=dtype)
+        swap[half:, :half] = torch.eye(half, dtype=dtype)
+        swap[:half, half:] = -torch.eye(half, dtype=dtype)
+        rotations = torch.diag_embed(cos) + swap[None] * sin[:, None, :]
+        return rotations.mean(dim=0)
+
+    def _scores(self, torch, keys, values, queries, scaling, n, rotary):
+        if n <= self.n_sink:
+            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
+                                        f"{self.n_sink} sinks.")
+        if queries.shape[-2] != n:
+            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
+                                        f"{queries.shape[-2]}.")
+        dtype = torch.promote_types(keys.dtype, torch.float32)
+        d = keys.shape[-1]
+        observed = queries[:, :, self.n_sink:].to(dtype)
+        mean = observed.mean(dim=2)  # (b, heads, d)
+        rotation = self._average_rotation(torch, rotary, n, d, dtype)
+        mean = mean @ rotation.T
+        k = keys[:, :, self.n_sink:].to(dtype)
+        groups = queries.shape[1] // keys.shape[1]
+        expanded = k.repeat_interleave(groups, dim=1)  # (b, heads, m, d)
+        logits = (expanded @ mean[..., None])[..., 0] / d ** 0.5
+        if self.use_covariance:
+            centred = observed - observed.mean(dim=2, keepdim=True)
+            covariance = centred.transpose(-1, -2) @ centred / observed.shape[2]
+            covariance = rotation @ covariance @ rotation.T
+            logits = logits + ((expanded @ covariance) * expanded).sum(dim=-1) / d / 2
+        scores = _group_mean(torch.softmax(logits, dim=-1), keys.shape[1])
+        if self.use_vnorm:
+            scores = (scores + self.epsilon) * torch.linalg.vector_norm(values[:, :, self.n_sink:].to(dtype), dim=-1)
+        return torch.nn.functional.pad(scores, (self.n_sink, 0), value=float(scores.max()) + 1)
+
+
+@register_method("kv", "pyramidkv", "KV cache: SnapKV with budgets falling from the first layer to the last "
+                                    "(PyramidKV, Cai et al., 2024)")
+class PyramidKV(SnapKV):
+    _parameter_constraints = {"beta": [Interval("real", 1)]}
+
+    def __init__(self, *, window: int = 64, kernel_size: int = 5, beta: float = 20):
+        self.beta = beta
+        super().__init__(window=window, kernel_size=kernel_size)
+
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        """The pyramid: the first layer keeps the most, the last the least, linearly between;
+        the layers keep ``keep`` on average (kvpress's formula, after KVCache-Factory). Too
+        short a prompt for a pyramid keeps the uniform budget."""
+        top = self.window + keep  # what a layer keeps on average
+        low = (top - self.window) / self.beta
+        high = (top - self.window) * 2 - low
+        if high >= n - self.window:
+            high = n - self.window
+            low = (top - self.window) * 2 - high
+        if not (n >= high >= low >= self.window):
+            return keep
+        step = (high - low) / (n_layers - 1) if n_layers > 1 else 0.0
+        return max(1, min(n, round(high - layer * step)))
+
+
+class _OnAnotherPolicy(KVPolicy):
+    """A policy that changes how another one's scores are used (kvpress's wrapping presses):
+    ``press`` (kvpress's name for it) a registered ``kv`` name (at its defaults) or a
+    :class:`KVPolicy`. It reads what that policy reads and always keeps what it keeps."""
+
+    extra_reads: tuple = ()
+
+    def __init__(self, press):
+        from salience.compress.kv import kv_policy
+
+        self.press = press
+        self._inner = kv_policy(press)
+        if isinstance(self._inner, _OnAnotherPolicy):
+            raise InvalidParameterError(f"{self.name} wraps a scoring policy, not another wrapper "
+                                        f"({self._inner.name}).")
+        super().__init__()
+
+    @property
+    def queries(self):
+        return self._inner.queries
+
+    @property
+    def rotated_queries(self):
+        return self._inner.rotated_queries
+
+    @property
+    def reads(self):
+        return tuple(dict.fromkeys(self._inner.reads + self.extra_reads))
+
+    def query_count(self, n_tokens: int) -> int:
+        return self._inner.query_count(n_tokens)
+
+    def protected(self) -> tuple[int, str]:
+        return self._inner.protected()
+
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        return self._inner.layer_keep(keep, n, layer, n_layers)
+
+    def _base_scores(self, torch, keys, values, queries, scaling, n, context):
+        return self._inner._scores(torch, keys, values, queries, scaling, n,
+                                   **{name: context[name] for name in self._inner.reads})
+
+    def _scores(self, torch, keys, values, queries, scaling, n, **context):
+        return self._base_scores(torch, keys, values, queries, scaling, n, context)
+
+
+@register_method("kv", "adakv", "KV cache: one budget per layer spread over its heads by the base policy's scores, "
+                                "each head keeping a safeguard share (AdaKV, Feng et al., 2024)")
+class AdaKV(_OnAnotherPolicy):
+    """The layer's budget (``keep`` per head times its heads) goes to its best tokens across
+    heads, so a head whose attention is concentrated gives room to one whose attention is
+    spread; every head first keeps its ``alpha_safeguard`` share of ``keep``. Heads then hold
+    different numbers of tokens: the cache is padded to the largest and attention masks the
+    padding (:func:`~salience.compress.kv.attend_kept`)."""
+
+    _parameter_constraints = {"alpha_safeguard": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", alpha_safeguard: float = 0.2):
+        self.alpha_safeguard = alpha_safeguard
+        super().__init__(press)
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        keep = n - count
+        safe = max(1, int(keep * self.alpha_safeguard)) if self.alpha_safeguard > 0 and keep > 0 else 0
+        guarded = scores.copy()
+        if safe:
+            guarded[~self._inner.evicted(scores, n - safe)] = np.inf  # each head's best `safe` tokens
+        return lowest_k_mask(guarded.reshape(b, n_kv * n), n_kv * count).reshape(b, n_kv, n)
+
+
+@register_method("kv", "criticalkv", "KV cache: the base policy's best half kept, the rest by score x the L1 norm of "
+                                     "the value through the output projection (CriticalKV, Feng et al., 2025)")
+class CriticalKV(_OnAnotherPolicy):
+    """Two stages: the base policy's best ``first_stage_ratio`` of the budget are kept; the
+    remaining tokens are scored by ``(base score + epsilon) x ||W_o v||_1``, the size of what
+    the token's value adds to the attention output (averaged over the query heads of a
+    group)."""
+
+    extra_reads = ("output_weight", "keep")
+    _parameter_constraints = {"epsilon": [Interval("real", 0)], "first_stage_ratio": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", epsilon: float = 1e-4, first_stage_ratio: float = 0.5):
+        self.epsilon, self.first_stage_ratio = epsilon, first_stage_ratio
+        super().__init__(press)
+
+    def _scores(self, torch, keys, values, queries, scaling, n, **context):
+        scores = self._base_scores(torch, keys, values, queries, scaling, n, context)
+        weight, keep = context["output_weight"], context["keep"]
+        b, n_kv, _, d = values.shape
+        first = int(keep * self.first_stage_ratio)
+        if self.first_stage_ratio > 0:
+            first = max(1, first)
+        first_stage = ~self._inner.evicted(scores.double().numpy(), n - first) if first else None
+        heads = weight.shape[1] // d
+        if weight.shape[1] % d or heads % n_kv:
+            raise InvalidParameterError(f"policy {self.name!r}: an output projection of shape {tuple(weight.shape)} "
+                                        f"does not match {n_kv} key-value heads of size {d}.")
+        dtype = torch.promote_types(scores.dtype, torch.float32)
+        per_head = values.to(dtype).repeat_interleave(heads // n_kv, dim=1)  # (b, heads, n, d)
+        projected = torch.einsum("bhnd,ehd->bhne", per_head, weight.to(dtype).view(-1, heads, d))
+        norm = _group_mean(projected.abs().sum(dim=-1), n_kv)
+        scores = (scores.to(dtype) + self.epsilon) * norm
+        if first_stage is not None:
+            scores[torch.as_tensor(first_stage)] = float("inf")
+        return scores

@@ -1,0 +1,221 @@
+"""The later kvpress presses (keydiff, lagkv, expected_attention, pyramidkv): scores against
+the formulas written out independently, budgets per layer, and what they refuse. Parity with
+kvpress itself on SmolLM2 is measured by ``bench/kvcache.py`` (BENCHMARKS.md)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from salience.exceptions import InvalidParameterError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tests.compress.test_kv import random_layer, tiny_llama, tokens  # noqa: E402
+from salience.compress import kv_token_scores, prefill  # noqa: E402
+from salience.core.base import create  # noqa: E402
+from salience.models.kv import cache_argument  # noqa: E402
+
+
+def test_keydiff_is_minus_the_cosine_to_the_mean_unit_key():
+    keys, values, _ = random_layer(seed=1, n=6, d=3, kv=1)
+    k = keys[0, 0].numpy()
+    unit = k / np.linalg.norm(k, axis=1, keepdims=True)
+    anchor = unit.mean(axis=0)
+    expected = [-(unit[i] @ anchor) / np.linalg.norm(anchor) for i in range(6)]
+    got = kv_token_scores("keydiff", keys, values)[0, 0].numpy()
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_lagkv_ranks_each_partition_against_the_next_ones_range():
+    n_sink, lag = 1, 2
+    keys, values, _ = random_layer(seed=2, n=6, d=3, kv=1)
+    got = kv_token_scores("lagkv", keys, values, n_sink=n_sink, lag_size=lag)[0, 0].numpy()
+    # partitions [1, 2] and [3, 4]; the last partition and the remainder (3, 4, 5) and the sink score 1
+    assert got[[0, 3, 4, 5]].tolist() == [1.0, 1.0, 1.0, 1.0]
+
+    def spread(states):
+        own, ref = states[1:3], states[3:5]
+        low, high = ref.min(axis=0), ref.max(axis=0)
+        s = ((own - low) / (high - low)).std(axis=1, ddof=1)
+        return np.exp(s) / np.exp(s).sum()
+
+    raw = (spread(keys[0, 0].numpy()) + spread(values[0, 0].numpy())) / 2
+    ranks = np.argsort(np.argsort(raw)) / lag
+    assert got[1:3].tolist() == ranks.tolist()
+    # too short for a scored partition: the sinks, then by recency
+    short = kv_token_scores("lagkv", keys[:, :, :4], values[:, :, :4], n_sink=1, lag_size=2)[0, 0].numpy()
+    assert short.tolist() == [1.0, 0.0, 1 / 3, 2 / 3]
+
+
+def test_expected_attention_is_the_gaussian_query_expectation():
+    keys, values, _ = random_layer(seed=3, n=7, d=4, kv=1, heads=2)
+    g = torch.Generator().manual_seed(4)
+    queries = torch.randn(1, 2, 7, 4, generator=g, dtype=torch.float64)  # before rotation
+    d, sinks = 4, 2
+    # an identity rotation: E[exp(q.k/sqrt d)] for q ~ N(mu, S) is exp(mu.k/sqrt d + k'Sk/(2d)) (the /d as kvpress)
+    identity = (lambda positions: (torch.ones(len(positions), d, dtype=torch.float64),
+                                   torch.zeros(len(positions), d, dtype=torch.float64)))
+    got = kv_token_scores("expected_attention", keys, values, queries, rotary=identity, n_sink=sinks,
+                          n_future_positions=3)[0, 0].numpy()
+    k, v = keys[0, 0].numpy()[sinks:], values[0, 0].numpy()[sinks:]
+    per_head = []
+    for h in range(2):
+        q = queries[0, h].numpy()[sinks:]
+        mu, cov = q.mean(axis=0), np.cov(q.T, bias=True)
+        logits = np.array([mu @ kj / math.sqrt(d) + kj @ cov @ kj / d / 2 for kj in k])
+        per_head.append(np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum())
+    expected = np.mean(per_head, axis=0) * np.linalg.norm(v, axis=1)
+    assert got[sinks:] == pytest.approx(expected, rel=1e-10)
+    assert (got[:sinks] > got[sinks:].max()).all()  # the sinks are kept
+    # a real rotation: rotating by the average rotation = averaging the rotated means (rotation is linear)
+    theta = torch.tensor([1.0, 0.1], dtype=torch.float64)
+
+    def rope(positions):
+        angles = torch.as_tensor(positions, dtype=torch.float64)[:, None] * theta[None]
+        angles = torch.cat([angles, angles], dim=1)
+        return angles.cos(), angles.sin()
+
+    policy = create("kv", "expected_attention", n_future_positions=5)
+    rotation = policy._average_rotation(torch, rope, 7, d, torch.float64)
+    mu = torch.randn(d, generator=g, dtype=torch.float64)
+    cos, sin = rope(torch.arange(7, 12))
+    rotated = mu * cos + torch.cat([-mu[2:], mu[:2]])[None] * sin
+    assert torch.allclose(rotation @ mu, rotated.mean(dim=0), atol=1e-12)
+
+
+def test_pyramidkv_budgets_fall_linearly_across_layers_and_average_the_uniform_one():
+    policy = create("kv", "pyramidkv", window=8, beta=2)
+    # keep 40 of 100: low 40 / 2 = 20, high 2 x 40 - 20 = 60; two layers: 60 then 20
+    assert [policy.layer_keep(40, 100, layer, 2) for layer in (0, 1)] == [60, 20]
+    assert [policy.layer_keep(40, 100, layer, 5) for layer in range(5)] == [60, 50, 40, 30, 20]
+    # a pyramid whose smallest layer would fall under the window: the uniform budget (as kvpress)
+    assert create("kv", "pyramidkv", window=64).layer_keep(192, 768, 3, 30) == 192
+    model = tiny_llama(layers=2)
+    read = prefill(model, tokens(100, seed=5), policy="pyramidkv", budget=0.4, window=8, beta=2)
+    assert read.kept == 40
+    assert [layer.keys.shape[2] for layer in read.cache.layers] == [60, 20]
+
+
+def test_the_new_presses_evict_a_real_cache_and_refuse_what_they_cannot_do():
+    model = tiny_llama(layers=2)
+    ids = tokens(80, seed=6)
+    for policy, params in (("keydiff", {}), ("lagkv", {"lag_size": 8}), ("expected_attention", {}),
+                           ("pyramidkv", {"window": 8})):
+        read = prefill(model, ids, policy=policy, budget=0.5, **params)
+        assert read.kept == 40
+        sizes = [layer.keys.shape[2] for layer in read.cache.layers]
+        assert sizes == ([72, 8] if policy == "pyramidkv" else [40, 40])  # the pyramid capped at n - window
+    with pytest.raises(InvalidParameterError, match="needs rotary="):
+        kv_token_scores("expected_attention", *random_layer(n=6, d=4))
+    with pytest.raises(InvalidParameterError, match="fewer than lagkv always keeps"):
+        prefill(model, ids, policy="lagkv", budget=0.5, lag_size=64)
+    with pytest.raises(InvalidParameterError, match="lag_size"):
+        create("kv", "lagkv", lag_size=1)
+    with pytest.raises(InvalidParameterError, match="beta"):
+        create("kv", "pyramidkv", beta=0.5)
+
+
+def test_adakv_spreads_the_layer_budget_over_heads_with_a_safeguard():
+    scores = np.array([[[9.0, 8.0, 7.0, 6.0, 5.0, 4.0], [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]]])
+    # keep 3 of 6 per head = 6 in the layer; safeguard int(3 x 0.34) = 1 per head
+    evicted = create("kv", "adakv", alpha_safeguard=0.34).evicted(scores, 3)
+    assert (~evicted).sum(axis=2).tolist() == [[5, 1]]  # head 0 takes all but its worst; head 1 keeps its best
+    assert evicted[0, 1].tolist() == [True, True, True, True, True, False]
+    assert (~create("kv", "adakv", alpha_safeguard=1.0).evicted(scores, 3)).sum(axis=2).tolist() == [[3, 3]]
+
+
+def _masked_reference(model, ids, n, kept_by_layer_head):
+    """The whole sequence read at once, query heads barred from the tokens their key-value head
+    evicted (one 4-D mask per layer, applied by a pre-hook): what eviction must equal."""
+    heads = model.config.num_attention_heads
+    total = len(ids)
+    handles = []
+    for index, layer in enumerate(model.model.layers):
+        allowed = torch.tril(torch.ones(total, total, dtype=torch.bool)).repeat(heads, 1, 1)
+        kept = kept_by_layer_head[index]  # (kv_heads, n) booleans
+        groups = heads // kept.shape[0]
+        for h in range(heads):
+            allowed[h, n:, :n] = kept[h // groups][None, :]
+        mask = torch.zeros(1, heads, total, total).masked_fill(~allowed[None], float("-inf"))
+
+        def hook(module, args, kwargs, mask=mask):
+            return args, {**kwargs, "attention_mask": mask}
+
+        handles.append(layer.self_attn.register_forward_pre_hook(hook, with_kwargs=True))
+    try:
+        with torch.no_grad():
+            return model(input_ids=torch.as_tensor(ids)[None]).logits[0, n:]
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def test_uneven_heads_and_layers_attend_only_to_what_they_kept():
+    """AdaKV (heads of one layer keeping different counts: padded, masked) and PyramidKV
+    (layers of different lengths) continue exactly as the whole sequence read with the evicted
+    tokens barred, head by head and layer by layer."""
+    from salience.compress import continue_from, evict
+
+    model = tiny_llama(layers=2)
+    ids = tokens(100, seed=7)
+    n = 80
+    for policy, params in (("adakv", {"press": create("kv", "snapkv", window=8), "alpha_safeguard": 0.1}),
+                           ("pyramidkv", {"window": 8, "beta": 2})):
+        kept_by_layer = {}
+        original = __import__("salience.compress.kv", fromlist=["_compact"])._compact
+
+        def spy(torch_, keys, values, kept, _original=original):
+            kept_by_layer[len(kept_by_layer)] = kept[0].clone()
+            return _original(torch_, keys, values, kept)
+
+        import salience.compress.kv as kv_module
+        kv_module._compact = spy
+        try:
+            read = prefill(model, ids[:n], policy=policy, budget=0.4, **params)
+        finally:
+            kv_module._compact = original
+        counts = [kept.sum(dim=1).tolist() for kept in kept_by_layer.values()]
+        if policy == "adakv":
+            assert any(len(set(c)) > 1 for c in counts)  # heads kept different numbers
+            assert any(getattr(layer, "salience_padding") is not None for layer in read.cache.layers)
+        else:
+            assert [layer.keys.shape[2] for layer in read.cache.layers] == [48, 16]
+        ours = continue_from(model, read.cache, ids[n:], n)[0]
+        reference = _masked_reference(model, ids, n, kept_by_layer)
+        assert torch.allclose(ours, reference, atol=1e-5), policy
+        # and inside evict, as generate reads it: one token at a time over the padded cache
+        cache = transformers.DynamicCache(config=model.config)
+        with evict(model, policy, budget=0.4, **params), torch.no_grad():
+            model(input_ids=torch.as_tensor(ids[:n])[None], **{cache_argument(model): cache}, use_cache=True)
+            steps = [model(input_ids=torch.as_tensor(ids[i:i + 1])[None], **{cache_argument(model): cache},
+                           position_ids=torch.tensor([[i]]), use_cache=True).logits[0, -1] for i in range(n, 100)]
+        assert torch.allclose(torch.stack(steps), ours, atol=1e-5), policy
+
+
+def test_criticalkv_keeps_the_base_best_then_weighs_by_the_projected_value():
+    keys, values, queries = random_layer(seed=8, n=10, d=4, kv=2, heads=4)
+    g = torch.Generator().manual_seed(9)
+    weight = torch.randn(6, 16, generator=g, dtype=torch.float64)  # hidden 6, 4 heads x 4
+    base = create("kv", "snapkv", window=2, kernel_size=1)
+    base_scores = base.token_scores(keys, values, queries)
+    got = kv_token_scores("criticalkv", keys, values, queries, press=base, output_weight=weight, keep=4,
+                          first_stage_ratio=0.5)
+    v = values[0].numpy()
+    w = weight.numpy().reshape(6, 4, 4)  # (hidden, head, d)
+    for kv_head in range(2):
+        norms = np.mean([np.abs(v[kv_head] @ w[:, h, :].T).sum(axis=1) for h in (2 * kv_head, 2 * kv_head + 1)],
+                        axis=0)
+        expected = (base_scores[0, kv_head].numpy() + 1e-4) * norms
+        best_two = np.argsort(-base_scores[0, kv_head].numpy(), kind="stable")[:2]
+        row = got[0, kv_head].numpy()
+        assert np.isinf(row[best_two]).all()
+        rest = [j for j in range(10) if j not in best_two]
+        assert row[rest] == pytest.approx(expected[rest], rel=1e-12)
+    with pytest.raises(InvalidParameterError, match="output_weight"):
+        kv_token_scores("criticalkv", keys, values, queries, keep=4)
+    with pytest.raises(InvalidParameterError, match="not another wrapper"):
+        create("kv", "adakv", press="criticalkv")
+    with pytest.raises(InvalidParameterError, match="Did you mean"):
+        create("kv", "adakv", press="snapk")
