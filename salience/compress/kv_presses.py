@@ -20,7 +20,9 @@
 * ``adakv`` (on another policy, ``press``): a layer's budget spread over its heads by its
   scores, each head keeping a safeguard share (Feng et al., 2024);
 * ``criticalkv`` (on another policy, ``press``): half the budget by its scores, the rest by
-  score x the L1 norm of the value through the output projection (Feng et al., 2025).
+  score x the L1 norm of the value through the output projection (Feng et al., 2025);
+* ``chunkkv`` (on another policy, ``press``): whole chunks of ``chunk_length`` neighbouring
+  tokens kept by its scores summed over heads (Liu et al., 2025).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV"]
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV", "ChunkKV"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -275,3 +277,35 @@ class CriticalKV(_OnAnotherPolicy):
         if first_stage is not None:
             scores[torch.as_tensor(first_stage)] = float("inf")
         return scores
+
+
+@register_method("kv", "chunkkv", "KV cache: whole chunks of neighbouring tokens kept by the wrapped policy's scores "
+                                  "summed over heads (ChunkKV, Liu et al., 2025)")
+class ChunkKV(_OnAnotherPolicy):
+    """The prompt cut into chunks of ``chunk_length`` (the last may be shorter); a chunk's
+    score is the mean over its tokens of the wrapped policy's scores summed over the layer's
+    heads; the best ``int(chunks x budget)`` chunks are kept whole, the same in every head,
+    so a kept fact keeps its neighbours. The tokens kept follow the chunks, not exactly the
+    budget (as kvpress). A prompt shorter than one chunk: the wrapped policy alone."""
+
+    _parameter_constraints = {"chunk_length": [Interval("int", 1)]}
+
+    def __init__(self, *, press="snapkv", chunk_length: int = 20):
+        self.chunk_length = chunk_length
+        super().__init__(press)
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        length = self.chunk_length
+        complete, rest = divmod(n, length)
+        if complete == 0:
+            return self._inner.evicted(scores, count)
+        summed = scores.sum(axis=1)  # (b, n): over the layer's heads
+        chunks = summed[:, : complete * length].reshape(b, complete, length).mean(axis=-1)
+        if rest:
+            chunks = np.concatenate([chunks, summed[:, complete * length:].mean(axis=-1, keepdims=True)], axis=1)
+        n_chunks = chunks.shape[1]
+        kept_chunks = max(1, n_chunks * (n - count) // n)
+        dropped = lowest_k_mask(chunks, n_chunks - kept_chunks)
+        tokens = np.repeat(dropped, length, axis=1)[:, :n]
+        return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()

@@ -219,3 +219,20 @@ def test_criticalkv_keeps_the_base_best_then_weighs_by_the_projected_value():
         create("kv", "adakv", press="criticalkv")
     with pytest.raises(InvalidParameterError, match="Did you mean"):
         create("kv", "adakv", press="snapk")
+
+
+def test_chunkkv_keeps_whole_chunks_by_their_mean_score_over_heads():
+    scores = np.array([[[1.0, 1.0, 1.0, 0.0, 9.0, 0.0, 5.0],
+                        [1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 5.0]]])
+    # chunks of 3: [0, 1, 2] mean 2, [3, 4, 5] mean 3, [6] mean 10 (summed over the two heads)
+    policy = create("kv", "chunkkv", press="key_norm", chunk_length=3)
+    kept = ~policy.evicted(scores, 7 - 3)  # keep 3 of 7: int(3 chunks x 3 / 7) = 1 chunk
+    assert kept.tolist() == [[[False] * 6 + [True]] * 2]
+    kept = ~policy.evicted(scores, 7 - 5)  # keep 5 of 7: int(3 x 5 / 7) = 2 chunks
+    assert kept[0, 0].tolist() == [False, False, False, True, True, True, True]
+    # shorter than one chunk: the wrapped policy per head
+    assert (~create("kv", "chunkkv", press="key_norm", chunk_length=10).evicted(scores, 5)).sum(axis=2).tolist() == [[2, 2]]
+    model = tiny_llama(layers=2)
+    read = prefill(model, tokens(80, seed=10), policy="chunkkv", budget=0.25, press=create("kv", "snapkv", window=8),
+                   chunk_length=20)
+    assert [layer.keys.shape[2] for layer in read.cache.layers] == [20, 20]  # int(4 chunks x 0.25) = 1 chunk of 20
