@@ -75,9 +75,10 @@ def write_section(path: Path, section: str, marker: str = "bench/search.py") -> 
     atomic_write_text(path, text)
 
 
-def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, argv=None) -> int:
+def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, argv=None, *, variant: str = "") -> int:
     """``run(args) -> result`` then ``render(result, command, seconds) -> markdown``; the
-    command line that reproduces it is part of the section."""
+    command line that reproduces it is part of the section (``variant``: a second section of
+    the same script, e.g. a configuration chosen on dev beside the defaults)."""
     parser.add_argument("--write", type=Path, default=None,
                         help="replace this benchmark's section of a markdown file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
@@ -87,5 +88,5 @@ def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, arg
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)
     if args.write:
-        write_section(args.write, section, marker=f"bench/{script}")
+        write_section(args.write, section, marker=f"bench/{script}" + (f" {variant}" if variant else ""))
     return 0
