@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean
-from salience.core.base import register_method
+from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
@@ -179,10 +179,8 @@ class _OnAnotherPolicy(KVPolicy):
     extra_reads: tuple = ()
 
     def __init__(self, press):
-        from salience.compress.kv import kv_policy
-
         self.press = press
-        self._inner = kv_policy(press)
+        self._inner = method_of("kv", press, KVPolicy)
         if isinstance(self._inner, _OnAnotherPolicy):
             raise InvalidParameterError(f"{self.name} wraps a scoring policy, not another wrapper "
                                         f"({self._inner.name}).")

@@ -152,10 +152,11 @@ def _masked_reference(model, ids, n, kept_by_layer_head):
             handle.remove()
 
 
-def test_uneven_heads_and_layers_attend_only_to_what_they_kept():
+def test_uneven_heads_and_layers_attend_only_to_what_they_kept(monkeypatch):
     """AdaKV (heads of one layer keeping different counts: padded, masked) and PyramidKV
     (layers of different lengths) continue exactly as the whole sequence read with the evicted
     tokens barred, head by head and layer by layer."""
+    import salience.compress.kv as kv_module
     from salience.compress import continue_from, evict
 
     model = tiny_llama(layers=2)
@@ -164,18 +165,14 @@ def test_uneven_heads_and_layers_attend_only_to_what_they_kept():
     for policy, params in (("adakv", {"press": create("kv", "snapkv", window=8), "alpha_safeguard": 0.1}),
                            ("pyramidkv", {"window": 8, "beta": 2})):
         kept_by_layer = {}
-        original = __import__("salience.compress.kv", fromlist=["_compact"])._compact
 
-        def spy(torch_, keys, values, kept, _original=original):
+        def spy(torch_, keys, values, kept, _original=kv_module._compact):
             kept_by_layer[len(kept_by_layer)] = kept[0].clone()
             return _original(torch_, keys, values, kept)
 
-        import salience.compress.kv as kv_module
-        kv_module._compact = spy
-        try:
+        with monkeypatch.context() as patch:
+            patch.setattr(kv_module, "_compact", spy)
             read = prefill(model, ids[:n], policy=policy, budget=0.4, **params)
-        finally:
-            kv_module._compact = original
         counts = [kept.sum(dim=1).tolist() for kept in kept_by_layer.values()]
         if policy == "adakv":
             assert any(len(set(c)) > 1 for c in counts)  # heads kept different numbers
