@@ -251,7 +251,7 @@ _OPTIONS = {
     ("kv", "snapkv"): {"window": 3, "kernel_size": 3},
     ("kv", "caote"): {"window": 3},
     ("kv", "pyramidkv"): {"window": 3, "kernel_size": 3},
-    **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv", "chunkkv")},
+    **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv", "chunkkv", "layer_budget")},
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},

@@ -180,19 +180,39 @@ def _cmd_kv_eval(args) -> int:
         raise InvalidParameterError(f"--needles takes a count >= 0; got {args.needles}.")
     if args.query_aware and not args.needles:
         raise InvalidParameterError("--query-aware applies to passkey retrieval: give --needles N too.")
+    if (args.policy == "layer_budget") != bool(args.layer_importance):
+        raise InvalidParameterError("--layer-importance goes with --policy layer_budget, which needs it (and --calib).")
+    if args.layer_importance and not args.calib:
+        raise InvalidParameterError(f"--layer-importance {args.layer_importance} needs --calib (a calibration text).")
+    wrapper = {"floor": args.floor} if args.floor is not None else {}
+    if args.floor is not None and args.policy != "layer_budget":
+        raise InvalidParameterError("--floor applies to --policy layer_budget.")
     if args.policy != "full":  # checked before the model loads
         params = {k: v for k, v in {"n_sink": args.sinks, "window": args.observation_window}.items() if v is not None}
-        if args.press:  # adakv, criticalkv: the options go to the policy they wrap
-            policy = kv_policy(args.policy, press=kv_policy(args.press, **params))
+        if args.press:  # the wrapping policies: the options go to the policy they wrap
+            policy = kv_policy(args.policy, press=kv_policy(args.press, **params), **wrapper)
         else:
-            policy = kv_policy(args.policy, **params)
+            policy = kv_policy(args.policy, **params, **wrapper)
         check_budget(budget, args.context, policy)
     text = _text_of(args.data, args.on_error)
+    calib = _text_of(args.calib, args.on_error) if args.calib else None
     model, tokenizer = _load(args)
     tokens = _token_ids(tokenizer, text)
+    if args.layer_importance:  # each layer's share of the budget, from the calibration text
+        from salience.compress import calibration_windows
+        from salience.core.base import create
+
+        windows = calibration_windows(_token_ids(tokenizer, calib), seqlen=args.seqlen, n_samples=args.calib_windows,
+                                      seed=args.seed)
+        importance = create("layers", args.layer_importance).score(model, windows)
+        policy = policy.set_params(importance=importance.values)
     report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
                      continuation=args.continuation, max_windows=args.windows)
     result = {"model": args.model, **report.as_dict()}
+    if args.layer_importance:
+        result["layer_importance"] = {"method": args.layer_importance, "scores": [float(x) for x in importance.values],
+                                      "tokens_per_layer": policy.layer_budgets(report.kept, args.context,
+                                                                               len(importance.values)).tolist()}
     text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
             f"{report.kept} kept per head; {report.continuation} continuation tokens)")
@@ -313,8 +333,16 @@ def add_commands(domains) -> None:
     p.add_argument("--observation-window", type=positive_int, default=None,
                    help="observation window of snapkv, caote and pyramidkv (default 64)")
     p.add_argument("--press", choices=choices_of("kv"), default=None,
-                   help="adakv and criticalkv: the policy whose scores they use (default snapkv); --sinks and "
+                   help="adakv, criticalkv, chunkkv, layer_budget: the policy whose scores they use (default snapkv); --sinks and "
                         "--observation-window then go to it")
+    p.add_argument("--layer-importance", choices=choices_of("layers"), default=None,
+                   help="layer_budget: the layer importance that shares the budget among layers, measured on --calib")
+    p.add_argument("--floor", type=float, default=None,
+                   help="layer_budget: the share of the uniform budget every layer keeps (default 0.5)")
+    p.add_argument("--calib", default=None, help="calibration text file (--layer-importance)")
+    p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per calibration window (default 256)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     p.add_argument("--query-aware", action="store_true",
                    help="passkey: compress the cache with the question known (prefilled with the haystack)")

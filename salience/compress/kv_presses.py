@@ -307,3 +307,62 @@ class ChunkKV(_OnAnotherPolicy):
         dropped = lowest_k_mask(chunks, n_chunks - kept_chunks)
         tokens = np.repeat(dropped, length, axis=1)[:, :n]
         return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()
+
+
+@register_method("kv", "layer_budget", "KV cache: each layer's share of the budget from its importance (block "
+                                       "influence or any layer score), over another policy's scores (after "
+                                       "SqueezeAttention, Wang et al., 2024)")
+class LayerBudget(_OnAnotherPolicy):
+    """Per-layer budgets from layer importance: every layer keeps ``floor`` of the uniform
+    budget, and the rest of the total (``keep`` x layers, as the uniform budget's) is shared
+    in proportion to ``importance`` (one non-negative number per decoder layer, e.g.
+    :func:`salience.compress.layers.block_influence`'s scores: a layer that barely turns the
+    residual stream needs fewer of its tokens); a layer never keeps more than the prompt,
+    its excess goes to the others. ``importance=None``: the uniform budget (the press
+    alone). The tokens within a layer: the wrapped policy's."""
+
+    _parameter_constraints = {"floor": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", importance=None, floor: float = 0.5):
+        self.importance, self.floor = importance, floor
+        super().__init__(press)
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.importance is None:
+            return
+        values = np.asarray(getattr(self.importance, "values", self.importance), dtype=float)
+        if values.ndim != 1 or values.size == 0 or not np.isfinite(values).all() or (values < 0).any() \
+                or values.sum() <= 0:
+            raise InvalidParameterError("importance must be one finite, non-negative number per decoder layer, not "
+                                        f"all zero; got {values.tolist() if values.size <= 8 else values.shape}.")
+
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        if self.importance is None:
+            return self._inner.layer_keep(keep, n, layer, n_layers)
+        return int(self.layer_budgets(keep, n, n_layers)[layer])
+
+    def layer_budgets(self, keep: int, n: int, n_layers: int) -> np.ndarray:
+        """Every layer's tokens per head: whole numbers summing to ``keep`` x ``n_layers``
+        (less where the prompt is too short to hold it), each at least ``floor`` x ``keep`` and
+        what the wrapped policy always keeps."""
+        weights = np.asarray(getattr(self.importance, "values", self.importance), dtype=float)
+        if weights.size != n_layers:
+            raise InvalidParameterError(f"importance holds {weights.size} layers; the model has {n_layers} decoder "
+                                        "layers.")
+        total = min(keep * n_layers, n * n_layers)
+        least = min(keep, max(self.floor * keep, self.protected()[0]))
+        budgets = np.full(n_layers, least, dtype=float)
+        free = np.ones(n_layers, dtype=bool)
+        spare = total - budgets.sum()
+        while spare > 1e-9 and free.any():  # share the rest by weight; a full layer passes its excess on
+            share = weights * free
+            share = share / share.sum() if share.sum() > 0 else free / free.sum()
+            budgets += spare * share
+            full = budgets >= n
+            spare = float((budgets[full] - n).sum())
+            budgets[full], free = n, free & ~full
+        whole = np.floor(budgets).astype(int)
+        left = int(round(min(total, budgets.sum()))) - whole.sum()
+        whole[np.argsort(-(budgets - whole), kind="stable")[:left]] += 1  # largest remainders
+        return np.maximum(whole, 1)

@@ -251,6 +251,19 @@ def test_kv_eval_command(model_folder, capsys):
     assert ada["kept"] == 40 and ada["policy"] == "adakv"
     assert main(base + ["--policy", "h2o", "--press", "snapkv"]) == 2
     assert "no parameter 'press'" in capsys.readouterr().err
+    # per-layer budgets from layer importance measured on a calibration text
+    layered = base + ["--policy", "layer_budget", "--press", "snapkv", "--observation-window", "8", "--budget", "0.5"]
+    assert main(layered + ["--layer-importance", "block_influence", "--calib", str(text), "--seqlen", "32",
+                           "--calib-windows", "2"]) == 0
+    layer = json.loads(capsys.readouterr().out)
+    assert layer["kept"] == 40 and len(layer["layer_importance"]["scores"]) == 2
+    assert sum(layer["layer_importance"]["tokens_per_layer"]) == 80
+    for wrong, message in ((layered, "needs it"), (layered + ["--layer-importance", "block_influence"], "needs --calib"),
+                           (base + ["--policy", "snapkv", "--layer-importance", "block_influence", "--calib", str(text)],
+                            "goes with --policy layer_budget"),
+                           (base + ["--policy", "snapkv", "--floor", "0.5"], "--floor applies")):
+        assert main(wrong) == 2
+        assert message in capsys.readouterr().err
 
 
 def test_a_missing_torch_or_transformers_names_the_extra(monkeypatch):

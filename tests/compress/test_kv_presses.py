@@ -233,3 +233,35 @@ def test_chunkkv_keeps_whole_chunks_by_their_mean_score_over_heads():
     read = prefill(model, tokens(80, seed=10), policy="chunkkv", budget=0.25, press=create("kv", "snapkv", window=8),
                    chunk_length=20)
     assert [layer.keys.shape[2] for layer in read.cache.layers] == [20, 20]  # int(4 chunks x 0.25) = 1 chunk of 20
+
+
+def test_layer_budget_shares_the_budget_by_importance_above_a_floor():
+    policy = create("kv", "layer_budget", press=create("kv", "snapkv", window=8), importance=[1, 2, 3, 10], floor=0.5)
+    # 4 layers x 100 = 400 tokens: 50 each, the other 200 by weight (12.5, 25, 37.5, 125); the half
+    # tokens go to the largest remainders, the earlier layer first
+    assert policy.layer_budgets(100, 300, 4).tolist() == [63, 75, 87, 175]
+    # a prompt of 150: layer 3 is capped and its 25 spare tokens go to the others by weight (1:2:3)
+    assert policy.layer_budgets(100, 150, 4).tolist() == [67, 83, 100, 150]
+    # every layer keeps the observation window even under a low floor
+    low = create("kv", "layer_budget", press=create("kv", "snapkv", window=8), importance=[1, 0, 0, 0], floor=0.0)
+    assert low.layer_budgets(20, 100, 4).tolist() == [56, 8, 8, 8]
+    # no importance: the wrapped policy's budgets (uniform here)
+    assert create("kv", "layer_budget").layer_keep(40, 100, 1, 4) == 40
+    # a Scores object of layer importance is read by its values
+    from salience import Scores
+
+    assert create("kv", "layer_budget", importance=Scores([1.0, 3.0]), floor=0.0).layer_budgets(100, 1000, 2).tolist() \
+        == [82, 118]  # the window of 64 each first, the other 72 by 1:3 (18, 54)
+    model = tiny_llama(layers=2)
+    read = prefill(model, tokens(100, seed=9), policy="layer_budget", budget=0.4,
+                   press=create("kv", "snapkv", window=8), importance=[3.0, 1.0], floor=0.5)
+    assert read.kept == 40
+    assert [layer.keys.shape[2] for layer in read.cache.layers] == [50, 30]  # 20 each, then 30 : 10
+    for bad in ([1.0, float("nan")], [1.0, -1.0], [0.0, 0.0], [[1.0, 2.0]]):
+        with pytest.raises(InvalidParameterError, match="importance"):
+            create("kv", "layer_budget", importance=bad)
+    with pytest.raises(InvalidParameterError, match="importance holds 3 layers; the model has 2"):
+        prefill(model, tokens(100, seed=9), policy="layer_budget", budget=0.4, importance=[1.0, 1.0, 1.0],
+                press=create("kv", "snapkv", window=8))
+    with pytest.raises(InvalidParameterError, match="floor"):
+        create("kv", "layer_budget", floor=1.5)
