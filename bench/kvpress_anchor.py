@@ -2,7 +2,7 @@
 (kvpress needs transformers < 5.3; salience's runs 5.x newer): ``.venv-kvpress/bin/python
 bench/kvpress_anchor.py IN.json OUT.json``. IN holds the GGUF path, the token windows and
 passkey prompts made by the benchmark (so both sides read the same tokens), the compression
-ratio and the policies; OUT gets, per policy, the continuation NLL per window, the passkey
+ratio and the policies (and ``key_channels``: ThinK composed after each press); OUT gets, per policy, the continuation NLL per window, the passkey
 NLLs and ranks, and the seconds. Imports nothing from salience."""
 
 from __future__ import annotations
@@ -89,6 +89,9 @@ def main(inp: Path, out: Path) -> None:
     context = job["context"]
     for name in ([None] if job.get("full", True) else []) + job["policies"]:
         press = None if name is None else PRESSES[name](job["ratio"])
+        if job.get("key_channels") is not None:  # ThinK after the token press (alone for the full cache)
+            think = kvpress.ThinKPress(key_channel_compression_ratio=1 - job["key_channels"], window_size=32)
+            press = think if press is None else kvpress.ComposedPress([press, think])
         if name in SDPA_ONLY and sdpa is None:
             sdpa = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                         attn_implementation="sdpa").eval()

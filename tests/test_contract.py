@@ -111,6 +111,11 @@ def _run(method, scorer):
         extra = {name: context[name] for name in scorer.reads}
         return ([scorer.score(keys, values, queries=queries, **extra)],
                 scorer.score_batch([(keys, values, queries)], **extra), None)
+    if family == "kv_channels":
+        pytest.importorskip("torch")
+        rng = np.random.default_rng(0)
+        keys, queries = rng.normal(size=(2, 12, 4)), rng.normal(size=(4, 12, 4))
+        return [scorer.score(keys, queries)], scorer.score_batch([(keys, queries)]), None
     if family == "weights":
         weights = np.array([[1.0, -2.0, 0.5], [0.3, 4.0, -1.0]])
         data = {"wanda": {"input_norms": np.array([1.0, 2.0, 3.0])},
@@ -354,7 +359,7 @@ def test_contract(method):
 NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sentences must be", "data": "texts must be",
          "fusion": "rankings must be", "aggregate": "ranking 0 lists item 'a' twice", "sort": "item 'a' appears twice",
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
-         "layers": "decoder blocks", "kv": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
+         "layers": "decoder blocks", "kv": "keys must be", "kv_channels": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
          "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts",
          "prompt": "prompt must be a non-empty text", "quantizers": "weight matrix",
          "precision": "decoder blocks"}
@@ -369,7 +374,7 @@ def test_bad_input_is_refused_by_name(method):
     scorer = method.create(**options)
     family = method.family
     named = NAMED.get(family)
-    if family in ("layers", "structure", "kv", "prompt", "quantizers", "precision"):
+    if family in ("layers", "structure", "kv", "kv_channels", "prompt", "quantizers", "precision"):
         pytest.importorskip("torch")  # without it, the error names the extra to install
     with pytest.raises(SalienceError) as caught:
         if family == "search":
@@ -397,7 +402,7 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score([1.0, float("nan"), 2.0])
         elif family in ("layers", "structure", "precision"):
             scorer.score(object(), np.ones((2, 4), dtype=int))  # not a decoder model
-        elif family == "kv":
+        elif family in ("kv", "kv_channels"):
             scorer.score(np.ones((2, 3)), np.ones((2, 3)))  # not (heads, tokens, head_dim)
         elif family in ("weights", "quantizers"):
             scorer.score(np.array([1.0, 2.0]))  # a vector, not a weight matrix

@@ -194,6 +194,11 @@ def _cmd_kv_eval(args) -> int:
         else:
             policy = kv_policy(args.policy, **params, **wrapper)
         check_budget(budget, args.context, policy)
+    if args.key_channels is not None:
+        from salience.compress.kv_channels import check_key_channels
+
+        check_key_channels(args.key_channels)
+    channels = {"key_channels": args.key_channels, "channel_policy": args.channel_policy}
     text = _text_of(args.data, args.on_error)
     calib = _text_of(args.calib, args.on_error) if args.calib else None
     model, tokenizer = _load(args)
@@ -207,7 +212,7 @@ def _cmd_kv_eval(args) -> int:
         importance = create("layers", args.layer_importance).score(model, windows)
         policy = policy.set_params(importance=importance.values)
     report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
-                     continuation=args.continuation, max_windows=args.windows)
+                     continuation=args.continuation, max_windows=args.windows, **channels)
     result = {"model": args.model, **report.as_dict()}
     if args.layer_importance:
         result["layer_importance"] = {"method": args.layer_importance, "scores": [float(x) for x in importance.values],
@@ -215,10 +220,12 @@ def _cmd_kv_eval(args) -> int:
                                                                                len(importance.values)).tolist()}
     text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
-            f"{report.kept} kept per head; {report.continuation} continuation tokens)")
+            f"{report.kept} kept per head; {report.continuation} continuation tokens)"
+            + (f"; {args.key_channels:.0%} of the key channels kept ({args.channel_policy})" if args.key_channels
+               else ""))
     if args.needles:
         key = passkey(model, tokenizer, policy=policy, budget=budget, needles=args.needles, context=args.context,
-                      query_aware=args.query_aware)
+                      query_aware=args.query_aware, **channels)
         result["passkey"] = {**key.as_dict(), "query_aware": args.query_aware}
         text += (f"\npasskey{' (query-aware)' if args.query_aware else ''}: NLL {key.nll:.3f}, mean rank "
                  f"{key.rank:.2f}, exact {key.accuracy:.0%} over "
@@ -343,6 +350,11 @@ def add_commands(domains) -> None:
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per calibration window (default 256)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")
+    p.add_argument("--key-channels", type=float, default=None,
+                   help="share of key channels kept in every head, in (0, 1]; the others zeroed (with any --policy, "
+                        "'full' included)")
+    p.add_argument("--channel-policy", choices=choices_of("kv_channels"), default="think",
+                   help="which key channels stay under --key-channels (default think)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     p.add_argument("--query-aware", action="store_true",
                    help="passkey: compress the cache with the question known (prefilled with the haystack)")

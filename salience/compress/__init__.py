@@ -2,10 +2,11 @@
 model matter, pruning and evicting by them, and measuring what was lost
 (``pip install 'salience[lm]'``).
 
-Six method families, one verb each (``score``, returning :class:`~salience.Scores`):
+Seven method families, one verb each (``score``, returning :class:`~salience.Scores`):
 ``weights`` (:class:`WeightCriterion`: magnitude, wanda, lamp, taylor, sparsegpt), ``structure``
 (:class:`StructureImportance`: FFN channels, attention heads), ``layers``
 (:class:`LayerImportance`), ``kv`` (:class:`KVPolicy`: the KV-cache policies) and
+``kv_channels`` (:class:`KeyChannelPolicy`: which key channels of the cache matter, ThinK),
 ``quantizers`` (:class:`Quantizer`: rtn, gptq, awq; :func:`quantize` applies one to a model) and
 ``precision`` (:class:`PrecisionCriterion`: which layers keep more bits).
 """
@@ -14,8 +15,9 @@ from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
 from salience.compress.kv import check_budget, continue_from, evict, kv_policy, prefill
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts
 from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
+from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
 from salience.compress.kv_presses import (AdaKV, ChunkKV, CriticalKV, ExpectedAttention, KeyDiff, LagKV,
-                                         PyramidKV)
+                                         LayerBudget, PyramidKV)
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
@@ -33,7 +35,7 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV",
-           "CriticalKV", "ChunkKV", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
+           "CriticalKV", "ChunkKV", "LayerBudget", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",

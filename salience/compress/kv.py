@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from salience.compress.kv_channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
@@ -104,7 +105,7 @@ def _rotary_of(torch, model):
 
 @dataclass
 class _EvictionState:
-    policy: str
+    policy: str | None
     budget: Any
     kept: int | None = None
     kept_by_layer: dict = field(default_factory=dict)
@@ -114,24 +115,40 @@ class _EvictionState:
 
 
 @contextlib.contextmanager
-def evict(model, policy: str | KVPolicy, *, budget, keep_last: int = 0, **params):
+def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int = 0, key_channels: float | None = None,
+          channel_policy: str | KeyChannelPolicy = "think", **params):
     """Within the block, every prefill (a forward pass that fills an empty cache, as the first
     step of ``generate``) leaves only ``budget`` tokens per head in each layer's cache, chosen
     by ``policy`` (a registered ``kv`` name built with ``params``, or a :class:`KVPolicy`).
     ``keep_last``: the prompt's last tokens (a question read with the context) are scored
     with the rest, but never evicted and not counted in the budget, which applies to the
     tokens before them (kvpress compresses the context, never the question).
+    ``key_channels``: the share of key channels kept in every head, the others zeroed by a
+    ``kv_channels`` policy (``channel_policy``, ThinK by default) after the tokens are chosen
+    (``policy=None``: channels only, every token kept).
     Yields a record of what was done (tokens kept, scoring seconds). Later forward passes and
     decoding steps are unchanged; their positions continue from the prompt's length (pass
     ``position_ids`` when calling the model directly, or use :func:`continue_from`)."""
     torch = _torch()
-    policy = kv_policy(policy, **params)
+    if policy is None and key_channels is None:
+        raise InvalidParameterError("evict needs a token policy, key_channels, or both.")
+    channels = None
+    if key_channels is not None:
+        check_key_channels(key_channels)
+        channels = key_channel_policy(channel_policy)
+    if policy is None:  # key channels only: every token kept
+        if params:
+            raise InvalidParameterError(f"parameters {sorted(params)} given without a token policy.")
+        policy, budget, label = kv_policy("streaming_llm"), 1.0, None
+    else:
+        policy = kv_policy(policy, **params)
+        label = policy.name
     modules = _attention_modules(model)
     rotary = _rotary_of(torch, model) if "rotary" in policy.reads else None
     if "rotary" in policy.reads and rotary is None:
         raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
                                     f"{type(model).__name__} does not keep as model.rotary_emb.")
-    state = _EvictionState(policy.name, budget)
+    state = _EvictionState(label, budget)
     if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
         raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
 
@@ -165,6 +182,10 @@ def evict(model, policy: str | KVPolicy, *, budget, keep_last: int = 0, **params
             setattr(layer, _PADDING, padding)
         else:
             setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
+        if channels is not None:
+            with torch.no_grad():
+                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], channels.query_count(n))
+                layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
         state.kept, state.prompt_tokens = base + keep_last, n
         state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
         state.layers += 1
@@ -264,10 +285,11 @@ class Prefill:
 
 
 def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=None, keep_last: int = 0,
+            key_channels: float | None = None, channel_policy: str | KeyChannelPolicy = "think",
             **params) -> Prefill:
     """Read ``prompt_ids`` (1-D or (1, n)) into a fresh cache, evicted by ``policy`` (built
-    with ``params``) to ``budget`` (no policy: the full cache); ``keep_last`` as in
-    :func:`evict`."""
+    with ``params``) to ``budget`` (no policy: the full cache); ``keep_last``, ``key_channels``
+    and ``channel_policy`` as in :func:`evict`."""
     torch = _torch()
     ids = torch.as_tensor(np.asarray(prompt_ids), dtype=torch.long).reshape(1, -1)
     if ids.shape[1] == 0:
@@ -275,8 +297,9 @@ def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=N
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
-    context = (evict(model, policy, budget=budget, keep_last=keep_last, **params) if policy is not None
-               else contextlib.nullcontext())
+    context = (evict(model, policy, budget=budget, keep_last=keep_last, key_channels=key_channels,
+                     channel_policy=channel_policy, **params)
+               if policy is not None or key_channels is not None else contextlib.nullcontext())
     with torch.no_grad(), context as state:
         out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
     n = ids.shape[1]

@@ -40,6 +40,7 @@ class KVEvalReport:
     prefill_seconds: float
     scoring_seconds: float
     nll: list = field(default_factory=list)
+    key_channels: float | None = None
 
     def as_dict(self) -> dict:
         return dict(vars(self))
@@ -56,11 +57,13 @@ def _check_lengths(model, context: int, continuation: int) -> None:
 
 
 def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=None, context: int = 768,
-            continuation: int = 256, max_windows: int | None = 8, **params) -> KVEvalReport:
+            continuation: int = 256, max_windows: int | None = 8, key_channels: float | None = None,
+            channel_policy="think", **params) -> KVEvalReport:
     """Continuation perplexity under a cache policy: ``ids`` cut into windows of ``context +
     continuation`` tokens; each window's context is prefilled and evicted to ``budget``, and
     the continuation's tokens are scored on what the cache kept (the first by the context's
-    last logits). ``policy=None``: the full cache, the reference."""
+    last logits). ``policy=None``: the full cache, the reference. ``key_channels``: the share
+    of key channels kept (:func:`~salience.compress.evict`)."""
     torch = _torch()
     from salience.compress.evaluate import windows as cut
 
@@ -72,7 +75,8 @@ def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=
     nll, total_prefill, total_scoring, kept = [], 0.0, 0.0, None
     for window in batch:
         start = time.perf_counter()
-        read = prefill(model, window[:context], policy=policy, budget=budget)
+        read = prefill(model, window[:context], policy=policy, budget=budget, key_channels=key_channels,
+                       channel_policy=channel_policy)
         total_prefill += time.perf_counter() - start
         total_scoring += read.scoring_seconds
         kept = read.kept
@@ -82,7 +86,7 @@ def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=
         nll.append(value / continuation)
     value = float(np.exp(np.mean(nll)))
     return KVEvalReport(_name(policy), budget, value, len(batch), context, continuation, kept, total_prefill, total_scoring,
-                        [float(x) for x in nll])
+                        [float(x) for x in nll], key_channels)
 
 
 # ------------------------------------------------------------------------------------------
@@ -137,7 +141,8 @@ def passkey_prompts(tokenizer, *, needles: int = 50, context: int = 768, seed: i
 
 
 def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, needles: int = 50, context: int = 768,
-            seed: int = 0, filler: str | None = None, query_aware: bool = False, **params) -> PasskeyReport:
+            seed: int = 0, filler: str | None = None, query_aware: bool = False, key_channels: float | None = None,
+            channel_policy="think", **params) -> PasskeyReport:
     """Passkey retrieval (Mohtashami and Jaggi, 2023): a 5-digit key hidden in ``context``
     tokens of filler at evenly spread depths, ``needles`` times with keys drawn from ``seed``;
     the haystack is prefilled (and evicted), then the question and the key are read at their
@@ -146,22 +151,24 @@ def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, nee
     read queries (SnapKV's observation window, TOVA, VATP, ...) choose with it; the question's
     own tokens are never evicted and the budget applies to the haystack (both modes keep the
     same number of tokens), then the key is read. Reports the key's negative log-likelihood, its tokens' ranks and exact retrieval
-    (every key token the top choice)."""
+    (every key token the top choice). ``key_channels``: the share of key channels kept
+    (:func:`~salience.compress.evict`)."""
     torch = _torch()
     items = passkey_prompts(tokenizer, needles=needles, context=context, seed=seed, filler=filler)
     if policy is not None:
         policy = kv_policy(policy, **params)
         check_budget(budget, len(items[0]["prompt"]), policy)
+    channels = {"key_channels": key_channels, "channel_policy": channel_policy}
     nlls, ranks, exact = [], [], []
     for item in items:
         if query_aware:
             read = prefill(model, item["prompt"] + item["question"], policy=policy, budget=budget,
-                           keep_last=len(item["question"]))
+                           keep_last=len(item["question"]), **channels)
             rest = continue_from(model, read.cache, item["key"], read.length)
             # the question's last token (the prefill's last logits) predicts the key's first token
             predicting = torch.cat([read.logits[:, None], rest[:, :-1]], dim=1)
         else:
-            read = prefill(model, item["prompt"], policy=policy, budget=budget)
+            read = prefill(model, item["prompt"], policy=policy, budget=budget, **channels)
             logits = continue_from(model, read.cache, item["question"] + item["key"], read.length)
             # the logits that predict the key's tokens: from the question's last token on
             predicting = logits[:, len(item["question"]) - 1 : -1]

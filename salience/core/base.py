@@ -53,6 +53,7 @@ FAMILIES = {
     "structure": "salience.compress",
     "layers": "salience.compress",
     "kv": "salience.compress",
+    "kv_channels": "salience.compress",
     "quantizers": "salience.compress",
     "precision": "salience.compress",
 }

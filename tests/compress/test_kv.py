@@ -251,6 +251,12 @@ def test_kv_eval_command(model_folder, capsys):
     assert ada["kept"] == 40 and ada["policy"] == "adakv"
     assert main(base + ["--policy", "h2o", "--press", "snapkv"]) == 2
     assert "no parameter 'press'" in capsys.readouterr().err
+    # key channels (ThinK) alone, and refused out of range before the model loads
+    assert main(base + ["--policy", "full", "--key-channels", "0.5"]) == 0
+    thinned = json.loads(capsys.readouterr().out)
+    assert thinned["key_channels"] == 0.5 and thinned["kept"] == 80 and thinned["perplexity"] != full["perplexity"]
+    assert main(base + ["--policy", "full", "--key-channels", "0"]) == 2
+    assert "key_channels must be" in capsys.readouterr().err
     # per-layer budgets from layer importance measured on a calibration text
     layered = base + ["--policy", "layer_budget", "--press", "snapkv", "--observation-window", "8", "--budget", "0.5"]
     assert main(layered + ["--layer-importance", "block_influence", "--calib", str(text), "--seqlen", "32",

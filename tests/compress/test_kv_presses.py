@@ -265,3 +265,49 @@ def test_layer_budget_shares_the_budget_by_importance_above_a_floor():
                 press=create("kv", "snapkv", window=8))
     with pytest.raises(InvalidParameterError, match="floor"):
         create("kv", "layer_budget", floor=1.5)
+
+
+def test_think_scores_key_channels_and_zeroes_the_weakest_after_the_tokens():
+    from salience.compress import ThinK, evict, prune_key_channels
+
+    keys, values, queries = random_layer(seed=10, n=9, d=4, kv=2, heads=4)
+    window = 3
+    got = create("kv_channels", "think", window=window).channel_scores(keys, queries)[0].numpy()
+    q, k = queries[0].numpy(), keys[0].numpy()
+    for head in range(2):  # query heads 2h and 2h + 1 serve key/value head h
+        energy = np.mean([(q[h, -window:] ** 2).mean(axis=0) for h in (2 * head, 2 * head + 1)], axis=0)
+        assert got[head] == pytest.approx(energy * (k[head] ** 2).mean(axis=0), rel=1e-12)
+    pruned = prune_key_channels(keys, torch.as_tensor(got)[None], 0.5)[0].numpy()
+    for head in range(2):
+        weakest = np.argsort(got[head])[:2]
+        assert (pruned[head][:, weakest] == 0).all()
+        kept = np.setdiff1d(np.arange(4), weakest)
+        assert (pruned[head][:, kept] == k[head][:, kept]).all()
+    # zeroed key channels: attention as if queries and keys had lost them
+    mask = pruned[0].any(axis=0)
+    assert np.allclose(q[0] @ pruned[0].T, q[0][:, mask] @ k[0][:, mask].T)
+    scores = create("kv_channels", "think").score(k, q)
+    assert len(scores) == 8 and scores.ids[5] == "1:1"
+    # on a model: with snapkv the tokens are chosen first, then half of each head's key channels zeroed
+    model = tiny_llama(layers=2)
+    ids = tokens(60, seed=11)
+    both = prefill(model, ids, policy="snapkv", budget=0.5, window=8, key_channels=0.5)
+    alone = prefill(model, ids, key_channels=0.5, channel_policy=ThinK(window=8))
+    d = model.config.head_dim
+    for read, length in ((both, 30), (alone, 60)):
+        for layer in read.cache.layers:
+            assert layer.keys.shape[2] == length
+            assert ((layer.keys == 0).all(dim=2).sum(dim=-1) == d // 2).all()
+    whole = prefill(model, ids, key_channels=1.0)
+    assert torch.equal(whole.logits, prefill(model, ids).logits)
+    assert all(not (layer.keys == 0).all(dim=2).any() for layer in whole.cache.layers)
+    for bad in (0, 1.5, float("nan"), True):
+        with pytest.raises(InvalidParameterError, match="key_channels must be"):
+            prefill(model, ids, key_channels=bad)
+    with pytest.raises(InvalidParameterError, match="token policy, key_channels, or both"):
+        with evict(model, None):
+            pass
+    with pytest.raises(InvalidParameterError, match="without a token policy"):
+        prefill(model, ids, key_channels=0.5, window=8)
+    with pytest.raises(InvalidParameterError, match="think"):
+        prefill(model, ids, key_channels=0.5, channel_policy="thinnk")
