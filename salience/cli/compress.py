@@ -203,6 +203,8 @@ def _cmd_kv_eval(args) -> int:
     calib = _text_of(args.calib, args.on_error) if args.calib else None
     model, tokenizer = _load(args)
     tokens = _token_ids(tokenizer, text)
+    if policy is not None and "tokenizer" in policy.get_params():  # kvzip prompts the model to repeat its context
+        policy = policy.set_params(tokenizer=tokenizer)
     if args.layer_importance:  # each layer's share of the budget, from the calibration text
         from salience.compress import calibration_windows
         from salience.core.base import create

@@ -160,7 +160,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         layer = cache.layers[module.layer_idx]
         keys, values = layer.keys, layer.values
         n = keys.shape[-2]
-        if hidden.shape[1] != n:  # not a prefill: decoding, or a continuation
+        if hidden.shape[1] != n or reconstructs:  # not a prefill (or a policy that evicts after the whole prefill)
             return output
         start = time.perf_counter()
         if keep_last >= n:
@@ -192,7 +192,38 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         state.seconds += time.perf_counter() - start
         return output
 
+    reconstructs, busy = getattr(policy, "reconstructs", False), []
+
+    def after_prefill(whole, args, kwargs, output):
+        """KVzip's kind: scored by passes of the model after the prefill, then evicted."""
+        cache = kwargs.get(cache_argument(model))
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        if busy or cache is None or ids is None or cache.get_seq_length() != ids.shape[-1]:
+            return output  # its own passes, or not a prefill
+        n = ids.shape[-1]
+        start = time.perf_counter()
+        if keep_last >= n:
+            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
+        base = check_budget(budget, n - keep_last, policy)
+        if base + keep_last < n:
+            busy.append(True)
+            try:
+                evicted = policy.evicted_layers(model, modules, cache, ids.reshape(1, -1), base + keep_last, keep_last)
+            finally:
+                busy.clear()
+            for module, out in zip(modules, evicted):
+                layer = cache.layers[module.layer_idx]
+                layer.keys, layer.values, padding = _compact(torch, layer.keys, layer.values,
+                                                             ~torch.as_tensor(np.asarray(out)))
+                setattr(layer, _PADDING, padding)
+                state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])
+        state.kept, state.prompt_tokens, state.layers = base + keep_last, n, len(modules)
+        state.seconds += time.perf_counter() - start
+        return output
+
     handles = [module.register_forward_hook(hook, with_kwargs=True) for module in modules]
+    if reconstructs:
+        handles.append(model.register_forward_hook(after_prefill, with_kwargs=True))
     try:
         with attend_kept(model):
             yield state

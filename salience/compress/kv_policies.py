@@ -121,7 +121,9 @@ class KVPolicy(Scorer, abc.ABC):
     as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
     ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
     keeps per head). :meth:`layer_keep` may give a layer another budget than the others
-    (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV)."""
+    (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
+    A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
+    whole prefill: eviction calls its ``evicted_layers`` instead."""
 
     queries: int | str = 0
     rotated_queries: bool = True

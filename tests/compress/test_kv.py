@@ -16,12 +16,21 @@ from salience.core.base import create, method_factory, method_names  # noqa: E40
 KV_POLICIES = method_names("kv")
 
 
+class CharTokenizer:
+    """Text to ids in the tiny models' vocabulary of 64: one id per character."""
+
+    def encode(self, text, add_special_tokens=False):
+        return [ord(c) % 64 for c in text]
+
+
 def window_of(policy, window=8):
     """Parameters sized for short prompts: ``window=`` for the policies that have an
     observation window, ``lag_size=`` for LagKV's partitions."""
     names = method_factory("kv", policy)._param_names()
     if "press" in names:  # a wrapper: the policy it wraps sized the same way
         return {"press": create("kv", "snapkv", window=window)}
+    if "tokenizer" in names:  # kvzip: its reconstruction prompt tokenized; the budget per layer
+        return {"tokenizer": CharTokenizer(), "layerwise": True}
     return {name: value for name, value in (("window", window), ("lag_size", window)) if name in names}
 
 
@@ -251,6 +260,9 @@ def test_kv_eval_command(model_folder, capsys):
     assert ada["kept"] == 40 and ada["policy"] == "adakv"
     assert main(base + ["--policy", "h2o", "--press", "snapkv"]) == 2
     assert "no parameter 'press'" in capsys.readouterr().err
+    # KVzip: the command gives it the model's tokenizer for its reconstruction prompt
+    assert main(base + ["--policy", "kvzip", "--budget", "0.25"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 20
     # key channels (ThinK) alone, and refused out of range before the model loads
     assert main(base + ["--policy", "full", "--key-channels", "0.5"]) == 0
     thinned = json.loads(capsys.readouterr().out)

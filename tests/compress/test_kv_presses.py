@@ -12,7 +12,7 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.compress.test_kv import random_layer, tiny_llama, tokens  # noqa: E402
+from tests.compress.test_kv import CharTokenizer, random_layer, tiny_llama, tokens  # noqa: E402
 from salience.compress import kv_token_scores, prefill  # noqa: E402
 from salience.core.base import create  # noqa: E402
 from salience.models.kv import cache_argument  # noqa: E402
@@ -311,3 +311,58 @@ def test_think_scores_key_channels_and_zeroes_the_weakest_after_the_tokens():
         prefill(model, ids, key_channels=0.5, window=8)
     with pytest.raises(InvalidParameterError, match="think"):
         prefill(model, ids, key_channels=0.5, channel_policy="thinnk")
+
+
+def test_kvzip_scores_are_the_reconstruction_attention_written_out():
+    from salience.compress.kv_zip import reconstruction_scores
+
+    g = torch.Generator().manual_seed(12)
+    b, kv, heads, d, context, q = 1, 2, 4, 4, 7, 3
+    keys = torch.randn(b, kv, context + q, d, generator=g, dtype=torch.float64)
+    queries = torch.randn(b, heads, q, d, generator=g, dtype=torch.float64)
+    start, end, sink, scale = 2, 6, 1, 0.5
+    got = reconstruction_scores(torch, keys, queries, scale, start, end, sink)[0].numpy()
+    k, qs = keys[0].numpy(), queries[0].numpy()
+    expected = np.zeros((kv, end - start))
+    for h in range(heads):
+        head = h // (heads // kv)
+        for i in range(q):
+            seen = list(range(sink)) + list(range(start, end)) + list(range(context, context + i + 1))  # causal
+            logits = np.array([qs[h, i] @ k[head, j] * scale for j in seen])
+            weights = np.exp(logits - logits.max())
+            weights /= weights.sum()
+            expected[head] = np.maximum(expected[head], weights[sink : sink + end - start])
+    assert got == pytest.approx(expected, abs=1e-12)
+
+
+def test_kvzip_evicts_across_layers_and_heads_after_repeating_the_context(monkeypatch):
+    import salience.compress.kv as kv_module
+
+    model = tiny_llama(layers=2)
+    ids = tokens(100, seed=13)
+    n = 80
+    kept_by_layer = {}
+
+    def spy(torch_, keys, values, kept, _original=kv_module._compact):
+        kept_by_layer[len(kept_by_layer)] = kept[0].clone()
+        return _original(torch_, keys, values, kept)
+
+    monkeypatch.setattr(kv_module, "_compact", spy)
+    read = prefill(model, ids[:n], policy="kvzip", budget=0.25, tokenizer=CharTokenizer())
+    monkeypatch.undo()
+    counts = np.array([kept.sum(dim=1).tolist() for kept in kept_by_layer.values()])  # (layers, kv heads)
+    assert read.kept == 20 and counts.sum() == 20 * counts.size  # the total as the uniform budget's
+    assert len(set(counts.ravel().tolist())) > 1  # spread unevenly over layers and heads
+    assert all(kept[:, :4].all() for kept in kept_by_layer.values())  # the sinks
+    from salience.compress import continue_from
+
+    ours = continue_from(model, read.cache, ids[n:], n)[0]
+    assert torch.allclose(ours, _masked_reference(model, ids, n, kept_by_layer), atol=1e-5)
+    # per layer: the same count in every layer, spread over its heads
+    layerwise = prefill(model, ids[:n], policy="kvzip", budget=0.25, tokenizer=CharTokenizer(), layerwise=True,
+                        chunk_size=32)
+    assert [layer.keys.shape[2] >= 20 for layer in layerwise.cache.layers] == [True, True]
+    with pytest.raises(InvalidParameterError, match="needs tokenizer="):
+        prefill(model, ids[:n], policy="kvzip", budget=0.25)
+    with pytest.raises(InvalidParameterError, match="chunk_size"):
+        create("kv", "kvzip", chunk_size=4)
