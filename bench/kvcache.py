@@ -37,14 +37,14 @@ from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
-from salience.core.base import method_names  # noqa: E402
+from salience.core.base import method_factory, method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
 
 KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
                  "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
-                 "chunkkv": "ChunkKVPress(SnapKVPress)"}
+                 "chunkkv": "ChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress"}
 
 
 def smollm2_gguf() -> Path:
@@ -81,12 +81,16 @@ def run(args) -> dict:
                 rows["full"] = by_budget[args.budgets[0]]["full"]
                 continue
             start = time.perf_counter()
+            # kvzip prompts the model to repeat its context: it is given the tokenizer
+            params = ({"tokenizer": tokenizer} if policy and "tokenizer" in method_factory("kv", policy)._param_names()
+                      else {})
             ppl = kv_eval(model, evaluation, policy=policy, budget=budget if policy else None, context=args.context,
-                          continuation=args.continuation, max_windows=args.windows, key_channels=args.key_channels)
+                          continuation=args.continuation, max_windows=args.windows, key_channels=args.key_channels,
+                          **params)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
             key = passkey(model, tokenizer, policy=policy, budget=budget if policy else None, needles=args.needles,
-                          context=args.context, seed=0, key_channels=args.key_channels)
+                          context=args.context, seed=0, key_channels=args.key_channels, **params)
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
                                       "passkey_nll": key.nll, "passkey_rank": key.rank,

@@ -36,6 +36,7 @@ PRESSES = {
                                                         first_stage_ratio=0.5),
     "chunkkv": lambda ratio: kvpress.ChunkKVPress(press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
                                                                             kernel_size=5), chunk_length=20),
+    "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
 }
 #: presses whose layers keep different numbers of tokens: the model builds one causal mask sized
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation
@@ -44,7 +45,27 @@ ONE_AT_A_TIME = {"pyramidkv"}
 #: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV
 #: refuses attention weights), and
 #: the above: run on sdpa
-SDPA_ONLY = {"adakv", "chunkkv"} | ONE_AT_A_TIME
+SDPA_ONLY = {"adakv", "chunkkv", "kvzip"} | ONE_AT_A_TIME
+
+
+def use_raw_text_tokenizer(path: Path) -> None:
+    """KVzipPress loads the tokenizer from the model's name (a GGUF here has none it can read)
+    and, when it has a chat template, takes the template's prefix for a prefix of the context:
+    the benchmark's contexts are raw text, so it gets the GGUF's tokenizer without a template
+    (its raw-text branch: the instruction, then "\n", then the context)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    tokenizer.chat_template = None
+
+    class RawText:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return tokenizer
+
+    import kvpress.presses.kvzip_press as kvzip_module
+
+    kvzip_module.AutoTokenizer = RawText
 
 
 def read(model, ids, press):
@@ -82,6 +103,8 @@ def main(inp: Path, out: Path) -> None:
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
     eager = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
+    if "kvzip" in job["policies"]:
+        use_raw_text_tokenizer(path)
     sdpa = None
     from importlib.metadata import version
 

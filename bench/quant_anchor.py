@@ -54,17 +54,21 @@ def run_llmcompressor(dense, tokenizer, job, results):
     for config in job["llmcompressor"]:
         model = copy.deepcopy(dense)
         extra = {"bypass_divisibility_checks": True} if config.get("bypass") else {}
+        groups = {"group_0": {"targets": ["Linear"], "weights": {
+            "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": config.get("group")}}}
         if config["method"] == "gptq":
-            groups = {"group_0": {"targets": ["Linear"], "weights": {
-                "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
-                "group_size": config["group"]}}}
             modifier = GPTQModifier(config_groups=groups, ignore=["lm_head"], block_size=128, dampening_frac=0.01,
                                     **extra)
+        elif config["method"] == "awq":  # its scale search, then round-to-nearest on the scaled weights
+            from llmcompressor.modifiers.transform import AWQModifier
+
+            modifier = [AWQModifier(), QuantizationModifier(config_groups=groups, ignore=["lm_head"], **extra)]
         else:
             modifier = QuantizationModifier(scheme=config["scheme"], targets=["Linear"], ignore=["lm_head"], **extra)
         try:
             start = time.perf_counter()
-            oneshot(model=model, processor=tokenizer, dataset=calibration, recipe=[modifier],
+            oneshot(model=model, processor=tokenizer, dataset=calibration,
+                    recipe=modifier if isinstance(modifier, list) else [modifier],
                     num_calibration_samples=len(job["calibration"]), max_seq_length=len(job["calibration"][0]),
                     shuffle_calibration_samples=False)
             seconds = time.perf_counter() - start

@@ -45,6 +45,7 @@ CONFIGS = [
     {"label": "gptq w4a16 g128", "method": "gptq", "scheme": "w4a16"},
     {"label": "gptq w4a16 g64", "method": "gptq", "scheme": "w4a16", "group_size": 64},
     {"label": "awq w4a16 g128", "method": "awq", "scheme": "w4a16"},
+    {"label": "awq w4a16 g64", "method": "awq", "scheme": "w4a16", "group_size": 64},
     {"label": "rtn w4a16 g128, 4.25 bits by importance", "method": "rtn", "scheme": "w4a16", "bit_budget": 4.25},
     {"label": "gptq w4a16 g128, 4.25 bits by importance", "method": "gptq", "scheme": "w4a16", "bit_budget": 4.25},
     {"label": "gptq w4a16 g128 + int8 embeddings", "method": "gptq", "scheme": "w4a16", "embeddings": True},
@@ -57,7 +58,9 @@ CONFIGS = [
 #: 128) unless told to bypass its check: both are run, and groups of 64, which divide
 LLMCOMPRESSOR = [{"method": "gptq", "scheme": "W4A16", "group": 128, "matches": "gptq w4a16 g128"},
                  {"method": "gptq", "scheme": "W4A16", "group": 128, "bypass": True, "matches": "gptq w4a16 g128"},
-                 {"method": "gptq", "scheme": "W4A16", "group": 64, "matches": "gptq w4a16 g64"}]
+                 {"method": "gptq", "scheme": "W4A16", "group": 64, "matches": "gptq w4a16 g64"},
+                 {"method": "awq", "scheme": "W4A16", "group": 64, "matches": "awq w4a16 g64"},
+                 {"method": "awq", "scheme": "W4A16", "group": 128, "matches": "awq w4a16 g128"}]
 
 
 #: the models quantized: (title, description, how their layers take groups of 128)
@@ -144,7 +147,9 @@ def run(args) -> dict:
         print(f"{row}", file=sys.stderr, flush=True)
     if args.peers_python:
         job = {"dense": str(dense_folder), "calibration": calibration.tolist(), "evaluation": test.tolist(),
-               "llmcompressor": [c for c in LLMCOMPRESSOR if any(r["label"] == c["matches"] for r in result["rows"])],
+               # the bypass of divisibility checks only where groups of 128 do not divide (SmolLM2)
+               "llmcompressor": [c for c in LLMCOMPRESSOR if any(r["label"] == c["matches"] for r in result["rows"])
+                                 and not (c.get("bypass") and args.model != "smollm2")],
                "torchao": ["int8", "int4:plain", "int4:tile_packed_to_4d"], "prompt_tokens": 128, "new_tokens": 64,
                "salience_folders": [r["folder"] for r in result["rows"]]}
         with tempfile.TemporaryDirectory() as tmp:
@@ -236,10 +241,11 @@ def main(argv=None) -> int:
     default_python = ROOT / ".venv-llmcompressor" / "bin" / "python"
     parser.add_argument("--peers-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with llm-compressor and torchao (default .venv-llmcompressor)")
-    given = sys.argv[1:] if argv is None else argv
-    model = next((given[i + 1] for i, a in enumerate(given[:-1]) if a == "--model"), "smollm2")
-    return run_benchmark("quantize.py", parser, run, render, argv,
-                         variant="" if model == "smollm2" else f"--model {model}")
+    # another model, or a subset of the configurations, is a section of its own
+    args, _ = parser.parse_known_args(argv)
+    variant = " ".join(([f"--model {args.model}"] if args.model != "smollm2" else [])
+                       + ([f"--only {' '.join(args.only)}"] if args.only else []))
+    return run_benchmark("quantize.py", parser, run, render, argv, variant=variant)
 
 
 if __name__ == "__main__":
