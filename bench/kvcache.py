@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
+from salience.compress.kv import kv_policy  # noqa: E402
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
 from salience.core.base import method_factory, method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
@@ -84,13 +85,13 @@ def run(args) -> dict:
             # kvzip prompts the model to repeat its context: it is given the tokenizer
             params = ({"tokenizer": tokenizer} if policy and "tokenizer" in method_factory("kv", policy)._param_names()
                       else {})
-            ppl = kv_eval(model, evaluation, policy=policy, budget=budget if policy else None, context=args.context,
-                          continuation=args.continuation, max_windows=args.windows, key_channels=args.key_channels,
-                          **params)
+            ppl = kv_eval(model, evaluation, policy=policy and kv_policy(policy, **params),
+                          budget=budget if policy else None, context=args.context, continuation=args.continuation,
+                          max_windows=args.windows, key_channels=args.key_channels)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
             key = passkey(model, tokenizer, policy=policy, budget=budget if policy else None, needles=args.needles,
-                          context=args.context, seed=0, key_channels=args.key_channels, **params)
+                          context=args.context, seed=0, key_channels=args.key_channels)
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
                                       "passkey_nll": key.nll, "passkey_rank": key.rank,

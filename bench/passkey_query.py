@@ -59,8 +59,6 @@ def run(args) -> dict:
         # --window: the observation window of the policies that have one (chosen on another seed's needles)
         if policy and args.window and "window" in method_factory("kv", policy)._param_names():
             params["window"] = args.window
-        if policy and "tokenizer" in method_factory("kv", policy)._param_names():  # kvzip's reconstruction prompt
-            params["tokenizer"] = tokenizer
         for aware in (False, True) if not args.aware_only else (True,):
             if policy is None and aware:
                 continue

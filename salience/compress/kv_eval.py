@@ -157,6 +157,8 @@ def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, nee
     items = passkey_prompts(tokenizer, needles=needles, context=context, seed=seed, filler=filler)
     if policy is not None:
         policy = kv_policy(policy, **params)
+        if getattr(policy, "tokenizer", False) is None:  # kvzip's reconstruction prompt: the model's tokenizer
+            policy = policy.clone().set_params(tokenizer=tokenizer)
         check_budget(budget, len(items[0]["prompt"]), policy)
     channels = {"key_channels": key_channels, "channel_policy": channel_policy}
     nlls, ranks, exact = [], [], []
