@@ -199,9 +199,12 @@ def main(argv=None) -> int:
     parser.add_argument("--key-channels", type=float, default=None,
                         help="also keep only this share of key channels (ThinK after every policy, on both sides; "
                              "the full row: ThinK alone); a section of its own")
-    given = sys.argv[1:] if argv is None else argv
-    return run_benchmark("kvcache.py", parser, run, render, argv,
-                         variant="--key-channels" if "--key-channels" in given else "")
+    parser.add_argument("--section", default=None,
+                        help="write a section of its own under this name (a press added later, beside the main table)")
+    args, _ = parser.parse_known_args(argv)
+    variant = " ".join((["--key-channels"] if args.key_channels is not None else [])
+                       + ([args.section] if args.section else []))
+    return run_benchmark("kvcache.py", parser, run, render, argv, variant=variant)
 
 
 if __name__ == "__main__":
