@@ -193,6 +193,9 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         return output
 
     reconstructs, busy = getattr(policy, "reconstructs", False), []
+    if reconstructs and channels is not None:  # kvpress's ComposedPress refuses KVzip likewise
+        raise InvalidParameterError(f"policy {policy.name!r} evicts after the whole prefill; key_channels cannot be "
+                                    "composed with it.")
 
     def after_prefill(whole, args, kwargs, output):
         """KVzip's kind: scored by passes of the model after the prefill, then evicted."""

@@ -364,5 +364,7 @@ def test_kvzip_evicts_across_layers_and_heads_after_repeating_the_context(monkey
     assert [layer.keys.shape[2] >= 20 for layer in layerwise.cache.layers] == [True, True]
     with pytest.raises(InvalidParameterError, match="needs tokenizer="):
         prefill(model, ids[:n], policy="kvzip", budget=0.25)
+    with pytest.raises(InvalidParameterError, match="key_channels cannot be composed"):
+        prefill(model, ids[:n], policy="kvzip", budget=0.25, tokenizer=CharTokenizer(), key_channels=0.5)
     with pytest.raises(InvalidParameterError, match="chunk_size"):
         create("kv", "kvzip", chunk_size=4)
