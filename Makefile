@@ -62,7 +62,7 @@ test-core: $(CORE_VENV)/.installed
 # llm-compressor pins its own transformers: its own environment, driven by bench/compress.py.
 .venv-llmcompressor/bin/python:
 	$(PYTHON) -m venv .venv-llmcompressor
-	.venv-llmcompressor/bin/python -m pip install -q '$(TORCH)' "llmcompressor==0.14.0.1" gguf
+	.venv-llmcompressor/bin/python -m pip install -q '$(TORCH)' "llmcompressor==0.14.0.1" "torchao==0.18.0" gguf
 
 # sentence-transformers' ONNX backend exports through optimum-onnx, which pins transformers < 4.58:
 # its own environment, driven by bench/neural.py.
