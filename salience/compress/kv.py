@@ -152,6 +152,12 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
         raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
 
+    def budget_of(n: int) -> int:
+        """Tokens kept per head of the ``n - keep_last`` before the kept question."""
+        if keep_last >= n:
+            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
+        return check_budget(budget, n - keep_last, policy)
+
     def hook(module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         hidden = kwargs.get("hidden_states", args[0] if args else None)
@@ -163,9 +169,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         if hidden.shape[1] != n or reconstructs:  # not a prefill (or a policy that evicts after the whole prefill)
             return output
         start = time.perf_counter()
-        if keep_last >= n:
-            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
-        base = check_budget(budget, n - keep_last, policy)
+        base = budget_of(n)
         keep = policy.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         if keep < n:
             count = policy.query_count(n)
@@ -205,9 +209,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             return output  # its own passes, or not a prefill
         n = ids.shape[-1]
         start = time.perf_counter()
-        if keep_last >= n:
-            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
-        base = check_budget(budget, n - keep_last, policy)
+        base = budget_of(n)
         if base + keep_last < n:
             busy.append(True)
             try:

@@ -86,7 +86,8 @@ class KVzip(KVPolicy):
         """After the prefill of ``ids`` (1, n) into ``cache``: the reconstruction passes, then
         which tokens each layer evicts, boolean (1, kv_heads, n) per layer, ``keep`` per head
         on average (the last ``keep_last`` never evicted)."""
-        from salience.compress.kv import _queries, _torch
+        from salience.compress.kv import _queries
+        from salience.compress.kv_policies import _torch
         from salience.models.kv import cache_argument
 
         torch = _torch()

@@ -476,7 +476,7 @@ def load_quantized(path, *, dtype: str = "float32"):
             model.set_output_embeddings(embedding.as_head())
         else:
             model.tie_weights()
-    _rebuild_rotary(model)
+    _rebuild_unsaved_buffers(model)
     if dtype == "bfloat16":
         for module in model.modules():
             if isinstance(module, Embedding):
@@ -510,7 +510,7 @@ def _embed_scale(config, module):
     return scale
 
 
-def _rebuild_rotary(model) -> None:
+def _rebuild_unsaved_buffers(model) -> None:
     """The buffers that are not saved (rotary embeddings' inverse frequencies, Gemma's
     embedding scale): built on the meta device, they are recomputed here on the CPU."""
     torch = _torch()
