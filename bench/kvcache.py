@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
-from salience.compress.kv import kv_policy  # noqa: E402
+from salience.compress.kv import check_budget, kv_policy  # noqa: E402
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
 from salience.core.base import method_factory, method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
@@ -45,7 +45,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
-                 "chunkkv": "ChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress"}
+                 "chunkkv": "ChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress",
+                 "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 
 def smollm2_gguf() -> Path:
@@ -63,6 +64,32 @@ def run_kvpress(python: str, job: dict) -> dict:
         return json.loads(out.read_text())
 
 
+def calibrated_policies(args, model, tokenizer, ids, policies) -> tuple[dict, dict]:
+    """The policies that learn from the model (Q-Filters, DuoAttention) calibrated on texts cut
+    from the first half of the docstrings (the evaluation reads the second): {name: policy},
+    and what kvpress is given to learn the same (the texts, the filters)."""
+    built, calibration = {}, {}
+    wanted = [p for p in policies if hasattr(method_factory("kv", p), "learned")]
+    if not wanted:
+        return built, calibration
+    first_half = ids[: len(ids) // 2]
+    texts = [tokenizer.decode(w) for w in windows(first_half, args.calib_tokens, args.calib_windows).tolist()]
+    calib_ids = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
+    for name in wanted:
+        params = {"sink_size": args.duo_sizes[0], "recent_size": args.duo_sizes[1]} if name == "duo_attention" else {}
+        start = time.perf_counter()
+        built[name] = kv_policy(name, **params).calibrate(model, calib_ids)
+        print(f"  salience {name} calibrated in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+    if "qfilter" in built:
+        calibration["qfilter"] = np.asarray(built["qfilter"].filters).tolist()
+    if "duo_attention" in built:
+        duo = built["duo_attention"]
+        calibration["duo_attention"] = {"texts": texts, "q_len": 500, "sink_size": duo.sink_size,
+                                        "recent_size": duo.recent_size,
+                                        "head_scores": np.asarray(duo.head_scores).tolist()}
+    return built, calibration
+
+
 def run(args) -> dict:
     import torch
 
@@ -74,6 +101,7 @@ def run(args) -> dict:
     batch = windows(evaluation, span, args.windows)
     needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
     policies = args.policies or list(method_names("kv"))
+    built, calibration = calibrated_policies(args, model, tokenizer, ids, policies)
     by_budget, theirs = {}, {}
     for budget in args.budgets:
         rows = by_budget[budget] = {}
@@ -85,12 +113,13 @@ def run(args) -> dict:
             # kvzip prompts the model to repeat its context: it is given the tokenizer
             params = ({"tokenizer": tokenizer} if policy and "tokenizer" in method_factory("kv", policy)._param_names()
                       else {})
-            ppl = kv_eval(model, evaluation, policy=policy and kv_policy(policy, **params),
+            chosen = built.get(policy) or (policy and kv_policy(policy, **params))
+            ppl = kv_eval(model, evaluation, policy=chosen,
                           budget=budget if policy else None, context=args.context, continuation=args.continuation,
                           max_windows=args.windows, key_channels=args.key_channels)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
-            key = passkey(model, tokenizer, policy=policy, budget=budget if policy else None, needles=args.needles,
+            key = passkey(model, tokenizer, policy=chosen, budget=budget if policy else None, needles=args.needles,
                           context=args.context, seed=0, key_channels=args.key_channels)
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
@@ -104,7 +133,11 @@ def run(args) -> dict:
                    "windows": batch.tolist(),
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
-                   "threads": args.threads, "key_channels": args.key_channels}
+                   "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration}
+            if "duo_attention" in built:  # the streaming heads' share salience's budget gives
+                keep = check_budget(budget, args.context, built["duo_attention"])
+                calibration["duo_attention"]["head_ratio"] = float(
+                    built["duo_attention"].streaming_heads(keep, args.context).mean())
             theirs[budget] = run_kvpress(args.kvpress_python, job)
     speed_ids = evaluation[: args.speed_context]
     speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)] if args.new_tokens else []
@@ -112,6 +145,10 @@ def run(args) -> dict:
         speed.append(decode_speed(model, speed_ids, policy="snapkv", budget=budget, new_tokens=args.new_tokens))
     return {"by_budget": {str(b): r for b, r in by_budget.items()},
             "kvpress": {str(b): t for b, t in theirs.items()}, "speed": speed, "args": vars(args),
+            "duo_head_scores": calibration.get("duo_attention", {}).get("head_scores"),
+            "duo_head_ratio": {str(b): built["duo_attention"].streaming_heads(
+                check_budget(b, args.context, built["duo_attention"]), args.context).mean() for b in args.budgets}
+            if "duo_attention" in built else None,
             "needle_tokens": len(needles[0]["key"])}
 
 
@@ -166,6 +203,22 @@ def render(result: dict, command: str, seconds: float) -> str:
               "evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among them in its "
               "own order, hence the larger differences on that row only. vatp and caote have no kvpress "
               "counterpart."]
+    if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
+        lines += ["", f"qfilter: filters learned by salience from {a['calib_windows']} windows of {a['calib_tokens']} "
+                  "tokens of the docstrings' first half (the evaluation reads the second); kvpress's QFilterPress is "
+                  "given them negated (it scores -<key, filter> with filters published per model on the Hugging Face "
+                  "hub: none for SmolLM2, and no hub here)."]
+    if result.get("duo_head_scores"):
+        ours = np.array(result["duo_head_scores"])
+        gaps = [float(np.max(np.abs(ours - np.array(t["duo_attention_head_scores"]))))
+                for t in result["kvpress"].values() if t and "duo_attention_head_scores" in t]
+        ratios = ", ".join(f"{r:.0%} at {float(b):.0%}" for b, r in result["duo_head_ratio"].items())
+        lines += ["", f"duo_attention: head scores computed on the fly on both sides from the same {a['calib_windows']} "
+                  f"calibration texts (kvpress's `duo_attention_on_the_fly`, handed the texts instead of BookSum"
+                  + (f"; largest difference {max(gaps):.1e}" if gaps else "") + f"); streaming heads keep "
+                  f"{a['duo_sizes'][0]} sinks and {a['duo_sizes'][1]} recent tokens (DuoAttention's 128 and 256 would "
+                  f"not fit 25% of {a['context']} tokens); the budget makes {ratios} of the heads streaming, kvpress's "
+                  "head_compression_ratio."]
     if not result["speed"]:
         return "\n".join(lines + ["", f"Whole run: {seconds:.0f} s.", ""])
     lines += ["", f"Decoding {a['new_tokens']} tokens greedily after a prompt of {a['speed_context']} tokens (SnapKV "
@@ -196,6 +249,13 @@ def main(argv=None) -> int:
     parser.add_argument("--kvpress-python", default=str(default_python) if default_python.exists() else None,
                         help="python of an environment with kvpress (default .venv-kvpress, when it exists)")
     parser.add_argument("--threads", type=int, default=2, help="torch threads (default 2, the machine's cores)")
+    parser.add_argument("--calib-windows", type=int, default=8,
+                        help="calibration windows of the policies that learn (qfilter, duo_attention), cut from the "
+                             "first half of the docstrings")
+    parser.add_argument("--calib-tokens", type=int, default=512, help="tokens per calibration window")
+    parser.add_argument("--duo-sizes", type=int, nargs=2, default=[16, 64], metavar=("SINK", "RECENT"),
+                        help="DuoAttention's streaming heads' sinks and recent tokens (its defaults, 128 and 256, "
+                             "would leave no room at 25%% of a 768-token context)")
     parser.add_argument("--key-channels", type=float, default=None,
                         help="also keep only this share of key channels (ThinK after every policy, on both sides; "
                              "the full row: ThinK alone); a section of its own")

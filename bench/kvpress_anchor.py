@@ -2,8 +2,9 @@
 (kvpress needs transformers < 5.3; salience's runs 5.x newer): ``.venv-kvpress/bin/python
 bench/kvpress_anchor.py IN.json OUT.json``. IN holds the GGUF path, the token windows and
 passkey prompts made by the benchmark (so both sides read the same tokens), the compression
-ratio and the policies (and ``key_channels``: ThinK composed after each press); OUT gets, per policy, the continuation NLL per window, the passkey
-NLLs and ranks, and the seconds. Imports nothing from salience."""
+ratio and the policies (and ``key_channels``: ThinK composed after each press; ``calibration``:
+what the calibrated presses learn from); OUT gets, per policy, the continuation NLL per window,
+the passkey NLLs and ranks, and the seconds. Imports nothing from salience."""
 
 from __future__ import annotations
 
@@ -45,7 +46,55 @@ ONE_AT_A_TIME = {"pyramidkv"}
 #: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV
 #: refuses attention weights), and
 #: the above: run on sdpa
-SDPA_ONLY = {"adakv", "chunkkv", "kvzip"} | ONE_AT_A_TIME
+SDPA_ONLY = {"adakv", "chunkkv", "kvzip", "duo_attention"} | ONE_AT_A_TIME
+
+
+def use_given_qfilters(filters) -> None:
+    """QFilterPress downloads filters trained per model from the hub (none for SmolLM2, and no
+    hub here): it gets the ones salience learned from the calibration windows, negated (its
+    score is ``-<key, filter>``; salience's filters point along the queries)."""
+    tensor = -torch.tensor(filters, dtype=torch.float32)
+    kvpress.QFilterPress.load_q_filters = staticmethod(lambda model_name: tensor)
+
+
+def duo_attention_press(model, path: Path, calibration: dict, ratio: float):
+    """DuoAttentionPress with kvpress's own on-the-fly head scores, computed on the benchmark's
+    calibration texts (it reads BookSum from the hub and the tokenizer from the model's name:
+    both handed over here, the tokenizer adding no BOS), the streaming heads' share salience's budget gives, and the sink
+    and recent sizes of the job (kvpress fixes 128 and 256 on the fly)."""
+    import pandas as pd
+    from transformers import AutoTokenizer
+
+    import kvpress.presses.duo_attention_press as duo
+
+    gguf_tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    texts = calibration["texts"]
+
+    def tokenizer(text, **kwargs):  # no BOS, as every token the benchmark reads (this transformers adds one)
+        return gguf_tokenizer(text, add_special_tokens=False, **kwargs)
+
+    class Texts:
+        @staticmethod
+        def to_pandas():
+            return pd.DataFrame({"chapter": texts})
+
+    class GivenTokenizer:
+        @staticmethod
+        def from_pretrained(*args, **kwargs):
+            return tokenizer
+
+    duo.load_dataset = lambda *args, **kwargs: Texts()
+    duo.AutoTokenizer = GivenTokenizer
+    scores = duo.duo_attention_on_the_fly(model, num_samples=len(texts), q_len=calibration["q_len"])
+    duo.duo_attention_on_the_fly = lambda model: scores
+    sink, recent = calibration["sink_size"], calibration["recent_size"]
+
+    class Sized(kvpress.DuoAttentionPress):
+        def post_init_from_model(self, model):
+            super().post_init_from_model(model)
+            self.sink_size, self.recent_size = sink, recent
+
+    return Sized(head_compression_ratio=ratio, on_the_fly_scoring=True), scores
 
 
 def use_raw_text_tokenizer(path: Path) -> None:
@@ -110,14 +159,24 @@ def main(inp: Path, out: Path) -> None:
 
     results = {"kvpress": version("kvpress"), "policies": {}}
     context = job["context"]
+    calibration = job.get("calibration", {})
+    if "qfilter" in job["policies"]:
+        use_given_qfilters(calibration["qfilter"])
     for name in ([None] if job.get("full", True) else []) + job["policies"]:
-        press = None if name is None else PRESSES[name](job["ratio"])
-        if job.get("key_channels") is not None:  # ThinK after the token press (alone for the full cache)
-            think = kvpress.ThinKPress(key_channel_compression_ratio=1 - job["key_channels"], window_size=32)
-            press = think if press is None else kvpress.ComposedPress([press, think])
         if name in SDPA_ONLY and sdpa is None:
             sdpa = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,
                                                         attn_implementation="sdpa").eval()
+        if name == "duo_attention":
+            duo = calibration["duo_attention"]
+            press, head_scores = duo_attention_press(sdpa, path, duo, duo["head_ratio"])
+            results["duo_attention_head_scores"] = np.asarray(head_scores).tolist()
+        elif name == "qfilter":
+            press = kvpress.QFilterPress(compression_ratio=job["ratio"])
+        else:
+            press = None if name is None else PRESSES[name](job["ratio"])
+        if job.get("key_channels") is not None:  # ThinK after the token press (alone for the full cache)
+            think = kvpress.ThinKPress(key_channel_compression_ratio=1 - job["key_channels"], window_size=32)
+            press = think if press is None else kvpress.ComposedPress([press, think])
         model = sdpa if name in SDPA_ONLY else eager
         start = time.perf_counter()
         nll = []

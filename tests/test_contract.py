@@ -107,7 +107,7 @@ def _run(method, scorer):
         keys, values, queries = rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 4)), rng.normal(size=(4, 12, 4))
         # what a policy reads of the layer besides its cache: a rotation, the output projection, the budget
         context = {"rotary": lambda positions: (np.ones((len(positions), 4)), np.zeros((len(positions), 4))),
-                   "output_weight": rng.normal(size=(6, 16)), "keep": 6}
+                   "output_weight": rng.normal(size=(6, 16)), "keep": 6, "layer": 0}
         extra = {name: context[name] for name in scorer.reads}
         return ([scorer.score(keys, values, queries=queries, **extra)],
                 scorer.score_batch([(keys, values, queries)], **extra), None)
@@ -257,6 +257,8 @@ _OPTIONS = {
     ("kv", "caote"): {"window": 3},
     ("kv", "pyramidkv"): {"window": 3, "kernel_size": 3},
     **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv", "chunkkv", "layer_budget")},
+    ("kv", "qfilter"): {"filters": np.linspace(-1, 1, 16).reshape(1, 2, 8)[..., :4]},
+    ("kv", "duo_attention"): {"head_scores": [[0.1, 0.2]], "sink_size": 1, "recent_size": 2},
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},

@@ -170,6 +170,12 @@ def _cmd_eval(args) -> int:
     return 0
 
 
+def _learner(policy):
+    """The policy (or the press a wrapper uses) that learns from the model, or None."""
+    inner = getattr(policy, "_inner", policy)
+    return inner if getattr(inner, "learned", None) else None
+
+
 def _cmd_kv_eval(args) -> int:
     from salience.compress.kv import check_budget, kv_policy
     from salience.compress.kv_eval import kv_eval, passkey
@@ -189,11 +195,19 @@ def _cmd_kv_eval(args) -> int:
         raise InvalidParameterError("--floor applies to --policy layer_budget.")
     if args.policy != "full":  # checked before the model loads
         params = {k: v for k, v in {"n_sink": args.sinks, "window": args.observation_window}.items() if v is not None}
+        if args.streaming:
+            params.update(sink_size=args.streaming[0], recent_size=args.streaming[1])
         if args.press:  # the wrapping policies: the options go to the policy they wrap
             policy = kv_policy(args.policy, press=kv_policy(args.press, **params), **wrapper)
         else:
             policy = kv_policy(args.policy, **params, **wrapper)
         check_budget(budget, args.context, policy)
+        if _learner(policy) is not None and not args.calib:
+            raise InvalidParameterError(f"--policy {_learner(policy).name} learns its {_learner(policy).learned} from "
+                                        "the model: give --calib (a calibration text).")
+    if args.calib and not args.layer_importance and (policy is None or _learner(policy) is None):
+        raise InvalidParameterError("--calib is read by --layer-importance and by the policies that learn from the "
+                                    "model (qfilter, duo_attention); this command would ignore it.")
     if args.key_channels is not None:
         from salience.compress.kv_channels import check_key_channels
 
@@ -213,6 +227,13 @@ def _cmd_kv_eval(args) -> int:
                                       seed=args.seed)
         importance = create("layers", args.layer_importance).score(model, windows)
         policy = policy.set_params(importance=importance.values)
+    if policy is not None and _learner(policy) is not None:  # Q-Filters, DuoAttention: learned from --calib
+        from salience.compress import calibration_windows
+
+        windows = calibration_windows(_token_ids(tokenizer, calib), seqlen=args.seqlen, n_samples=args.calib_windows,
+                                      seed=args.seed)
+        learned = _learner(policy).calibrate(model, windows)
+        policy = learned if learned.name == policy.name else policy.set_params(press=learned)
     report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
                      continuation=args.continuation, max_windows=args.windows, **channels)
     result = {"model": args.model, **report.as_dict()}
@@ -341,6 +362,8 @@ def add_commands(domains) -> None:
                    help="sink tokens of streaming_llm, lagkv and expected_attention (default 4)")
     p.add_argument("--observation-window", type=positive_int, default=None,
                    help="observation window of snapkv, caote and pyramidkv (default 64)")
+    p.add_argument("--streaming", type=nonnegative_int, nargs=2, default=None, metavar=("SINK", "RECENT"),
+                   help="duo_attention: the sinks and recent tokens a streaming head keeps (default 128 256)")
     p.add_argument("--press", choices=choices_of("kv"), default=None,
                    help="adakv, criticalkv, chunkkv, layer_budget: the policy whose scores they use (default snapkv); --sinks and "
                         "--observation-window then go to it")
@@ -348,7 +371,8 @@ def add_commands(domains) -> None:
                    help="layer_budget: the layer importance that shares the budget among layers, measured on --calib")
     p.add_argument("--floor", type=float, default=None,
                    help="layer_budget: the share of the uniform budget every layer keeps (default 0.5)")
-    p.add_argument("--calib", default=None, help="calibration text file (--layer-importance)")
+    p.add_argument("--calib", default=None,
+                   help="calibration text file (--layer-importance; qfilter and duo_attention learn from it)")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per calibration window (default 256)")
     p.add_argument("--seed", type=nonnegative_int, default=0, help="seed of the calibration windows (default 0)")

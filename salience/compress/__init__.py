@@ -19,6 +19,7 @@ from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_p
 from salience.compress.kv_presses import (AdaKV, ChunkKV, CriticalKV, ExpectedAttention, KeyDiff, LagKV,
                                          LayerBudget, PyramidKV)
 from salience.compress.kv_zip import KVzip
+from salience.compress.kv_calibrated import DuoAttention, QFilter, duo_attention_head_scores, query_filters
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
@@ -36,7 +37,8 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV",
-           "CriticalKV", "ChunkKV", "LayerBudget", "KVzip", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
+           "CriticalKV", "ChunkKV", "LayerBudget", "KVzip", "QFilter", "DuoAttention",
+           "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",

@@ -144,6 +144,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         policy = kv_policy(policy, **params)
         label = policy.name
     modules = _attention_modules(model)
+    policy.check_model(model)
     rotary = _rotary_of(torch, model) if "rotary" in policy.reads else None
     if "rotary" in policy.reads and rotary is None:
         raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
@@ -177,7 +178,8 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
                 queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
                                     policy.rotated_queries) if count else None)
                 scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
-                                             rotary=rotary, output_weight=_output_weight(module, policy), keep=keep)
+                                             rotary=rotary, output_weight=_output_weight(module, policy), keep=keep,
+                                             layer=module.layer_idx)
             scores = scores.double().numpy().copy()
             if keep_last:
                 scores[..., n - keep_last:] = np.inf

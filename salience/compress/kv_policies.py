@@ -120,7 +120,8 @@ class KVPolicy(Scorer, abc.ABC):
     the rotation). ``reads`` names what else of the layer the scores need, passed by eviction
     as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
     ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
-    keeps per head). :meth:`layer_keep` may give a layer another budget than the others
+    keeps per head), ``"layer"`` (the decoder layer's index: policies that learned something
+    per layer, :mod:`salience.compress.kv_calibrated`). :meth:`layer_keep` may give a layer another budget than the others
     (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
     A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
     whole prefill: eviction calls its ``evicted_layers`` instead."""
@@ -159,19 +160,23 @@ class KVPolicy(Scorer, abc.ABC):
         b, n_kv, n = scores.shape
         return lowest_k_mask(scores.reshape(b * n_kv, n), count).reshape(b, n_kv, n)
 
+    def check_model(self, model) -> None:
+        """Refuse, naming why, a model the policy cannot run on (nothing by default)."""
+
     def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
-                     output_weight=None, keep: int | None = None):
+                     output_weight=None, keep: int | None = None, layer: int | None = None):
         """Scores (b, kv_heads, n) of a layer's cached tokens: ``keys`` and ``values`` (b,
         kv_heads, n, d) as cached (rotary positions applied), ``queries`` (b, heads, q, d) the
         prompt's last :meth:`query_count` queries (with positions applied unless
         ``rotated_queries`` is False). What ``reads`` names: ``rotary`` the model's rotation,
         ``rotary(positions)`` -> (cos, sin) shaped (len(positions), d); ``output_weight`` the
-        output projection (hidden, heads x d); ``keep`` the tokens kept per head."""
+        output projection (hidden, heads x d); ``keep`` the tokens kept per head; ``layer`` the
+        decoder layer's index."""
         torch = _torch()
         n, d = keys.shape[-2], keys.shape[-1]
         if self.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
-        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep}
+        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer}
         missing = [name for name in self.reads if given[name] is None]
         if missing:
             raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
@@ -184,7 +189,7 @@ class KVPolicy(Scorer, abc.ABC):
         """The subclass's part (see the class docstring)."""
 
     def score(self, keys, values, *, queries=None, scaling: float | None = None, rotary=None, output_weight=None,
-              keep: int | None = None) -> Scores:
+              keep: int | None = None, layer: int | None = None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
         (heads, q, d); :class:`~salience.Scores` over ``"head:position"``."""
         torch = _torch()
@@ -193,7 +198,8 @@ class KVPolicy(Scorer, abc.ABC):
         q = None if q is None else torch.as_tensor(q)[None]
         if output_weight is not None:
             output_weight = torch.as_tensor(np.asarray(output_weight, dtype=np.float64))
-        out = self.token_scores(k, v, q, scaling=scaling, rotary=rotary, output_weight=output_weight, keep=keep)[0]
+        out = self.token_scores(k, v, q, scaling=scaling, rotary=rotary, output_weight=output_weight, keep=keep,
+                                layer=layer)[0]
         heads, n = out.shape
         return Scores(out.double().numpy().ravel(), ids=[f"{h}:{i}" for h in range(heads) for i in range(n)])
 

@@ -201,6 +201,9 @@ class _OnAnotherPolicy(KVPolicy):
     def query_count(self, n_tokens: int) -> int:
         return self._inner.query_count(n_tokens)
 
+    def check_model(self, model) -> None:
+        self._inner.check_model(model)
+
     def protected(self) -> tuple[int, str]:
         return self._inner.protected()
 

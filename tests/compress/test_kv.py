@@ -31,6 +31,10 @@ def window_of(policy, window=8):
         return {"press": create("kv", "snapkv", window=window)}
     if "tokenizer" in names:  # kvzip: its reconstruction prompt tokenized; the budget per layer
         return {"tokenizer": CharTokenizer(), "layerwise": True}
+    if "filters" in names:  # qfilter: one filter per layer and key-value head of tiny_llama
+        return {"filters": np.random.default_rng(0).normal(size=(2, 2, 8))}
+    if "head_scores" in names:  # duo_attention: head scores of tiny_llama; windows sized for short prompts
+        return {"head_scores": np.random.default_rng(0).random((2, 2)), "sink_size": 2, "recent_size": 4}
     return {name: value for name, value in (("window", window), ("lag_size", window)) if name in names}
 
 
@@ -118,11 +122,15 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
         assert same.nll == full.nll
         read = prefill(model, ids[:80], policy=policy, budget=0.25, **window_of(policy))
         assert read.kept == 20 and read.length == 80
+        held = []
         for layer in read.cache.layers:
             padding = getattr(layer, "salience_padding")
-            held = layer.keys.shape[1] * layer.keys.shape[2] - (0 if padding is None else int(padding.sum()))
-            assert held == 20 * layer.keys.shape[1], policy  # adakv: unevenly over heads, the same in all
+            held.append(layer.keys.shape[1] * layer.keys.shape[2] - (0 if padding is None else int(padding.sum())))
             assert layer.values.shape == layer.keys.shape
+        if policy == "duo_attention":  # whole heads stream: at most the budget's total, unevenly over layers
+            assert 0 < sum(held) <= 20 * 2 * len(held)
+        else:  # adakv: unevenly over heads, the same in every layer
+            assert held == [20 * 2] * len(held), policy
     read = prefill(model, ids[:80], policy="snapkv", budget=30, window=8)  # a token count
     assert read.kept == 30
 

@@ -1,0 +1,268 @@
+"""KV-cache policies that learn something of the model first, from a calibration text
+(``policy.calibrate(model, windows)``; ``salience compress kv-eval --policy NAME --calib FILE``).
+
+* ``qfilter`` (Q-Filters, Godey et al., 2025): queries and keys of a head share one dominant
+  direction, so a key's projection on it estimates the attention every future query will pay
+  it, without reading any query. Calibration: each key-value head's filter is the first right
+  singular vector of its group's queries (rotary positions applied) over the calibration
+  windows, oriented so that the queries project positively on it; a token scores ``<key,
+  filter>``. kvpress's ``QFilterPress`` scores ``-<key, filter>`` with filters trained and
+  published per model on the Hugging Face hub (none for SmolLM2, and no hub here): given the
+  negated filters it scores the same.
+* ``duo_attention`` (DuoAttention, Xiao et al., 2025): some heads retrieve from the whole
+  context, others only read the attention sinks and the recent tokens (streaming heads,
+  which keep ``sink_size`` + ``recent_size`` tokens). Calibration: kvpress's on-the-fly head
+  scores (each layer's mean query and mean key over the calibration windows, repeated over
+  ``q_len`` positions and rotated; a head's score is the area under the last query's
+  cumulative attention curve, averaged over its group); the lowest-scoring heads of the whole
+  model become streaming heads, as many as the budget needs (the cache then keeps at most the
+  uniform budget's tokens in total; kvpress's ``head_compression_ratio`` is their share).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from salience.compress.kv_policies import KVPolicy, _torch
+from salience.core.base import register_method
+from salience.core.params import Interval
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["QFilter", "DuoAttention", "query_filters", "duo_attention_head_scores"]
+
+
+def _model_shape(model) -> tuple[int, int, int]:
+    """(decoder layers, key-value heads, head size) of a LLaMA-family model."""
+    from salience.compress.kv import _attention_modules
+
+    modules = _attention_modules(model)
+    config = model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    return len(modules), int(heads), int(modules[0].head_dim)
+
+
+def _checked_windows(windows) -> list[list[int]]:
+    out = [list(map(int, w)) for w in windows]
+    if not out or any(len(w) < 2 for w in out):
+        raise InvalidParameterError("calibration needs at least one window of two or more tokens.")
+    return out
+
+
+def _attention_inputs(model, windows, collect) -> None:
+    """Run the model over each calibration window; ``collect(layer, module, hidden,
+    position_embeddings)`` sees every attention module's input (no cache kept)."""
+    from salience.compress.kv import _attention_modules
+
+    torch = _torch()
+    modules = _attention_modules(model)
+
+    def hook(module, args, kwargs):
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        collect(module.layer_idx, module, hidden, kwargs.get("position_embeddings"))
+
+    handles = [m.register_forward_pre_hook(hook, with_kwargs=True) for m in modules]
+    try:
+        with torch.no_grad():
+            for window in windows:
+                model(input_ids=torch.tensor([window]), use_cache=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def query_filters(model, windows) -> np.ndarray:
+    """Q-Filters (layers, kv_heads, d): per key-value head, the first right singular vector of
+    its group's rotated queries over ``windows`` (lists of token ids), oriented so that the
+    queries project positively on it."""
+    from salience.compress.kv import _queries
+
+    torch = _torch()
+    windows = _checked_windows(windows)
+    n_layers, n_kv, d = _model_shape(model)
+    gram = np.zeros((n_layers, n_kv, d, d))
+    total = np.zeros((n_layers, n_kv, d))
+
+    def collect(layer, module, hidden, position_embeddings):
+        q = _queries(torch, module, hidden, position_embeddings, hidden.shape[1]).double()[0]  # (heads, n, d)
+        grouped = q.reshape(n_kv, -1, d)  # a group's heads are consecutive
+        gram[layer] += (grouped.transpose(1, 2) @ grouped).numpy()
+        total[layer] += grouped.sum(dim=1).numpy()
+
+    _attention_inputs(model, windows, collect)
+    _, vectors = np.linalg.eigh(gram)  # ascending: the last is the first singular direction
+    filters = vectors[..., -1]
+    sign = np.sign(np.einsum("lhd,lhd->lh", filters, total))
+    return filters * np.where(sign == 0, 1.0, sign)[..., None]
+
+
+def duo_attention_head_scores(model, windows, *, q_len: int = 500) -> np.ndarray:
+    """DuoAttention's on-the-fly head scores (layers, kv_heads), kvpress's recipe: each
+    layer's mean query and mean key over every token of ``windows`` (projected, not rotated),
+    repeated over ``q_len`` positions and rotated; the last query's attention over them; the
+    mean of its cumulative sum (high: the attention reaches far back), averaged over the query
+    heads of a group and over the windows."""
+    from salience.compress.kv import _rotary_of
+
+    torch = _torch()
+    windows = _checked_windows(windows)
+    if isinstance(q_len, bool) or not isinstance(q_len, int) or q_len < 2:
+        raise InvalidParameterError(f"q_len must be a whole number >= 2; got {q_len!r}.")
+    n_layers, n_kv, d = _model_shape(model)
+    rotary = _rotary_of(torch, model)
+    if rotary is None:
+        raise InvalidParameterError(f"{type(model).__name__} keeps no rotary embedding as model.rotary_emb.")
+    cos, sin = (torch.as_tensor(x).double() for x in rotary(torch.arange(q_len)))
+    scores = np.zeros((n_layers, n_kv))
+
+    def rotate(x):  # (heads, d) repeated over the positions: (heads, q_len, d)
+        x = x[:, None, :].double().expand(-1, q_len, -1)
+        half = d // 2
+        return x * cos + torch.cat([-x[..., half:], x[..., :half]], dim=-1) * sin
+
+    def collect(layer, module, hidden, position_embeddings):
+        b, n, _ = hidden.shape
+        q = module.q_proj(hidden).view(b, n, -1, d)
+        k = module.k_proj(hidden).view(b, n, -1, d)
+        if hasattr(module, "q_norm"):
+            q = module.q_norm(q)
+        if hasattr(module, "k_norm"):
+            k = module.k_norm(k)
+        q, k = rotate(q.mean(dim=1)[0]), rotate(k.mean(dim=1)[0])
+        groups = q.shape[0] // k.shape[0]
+        keys = k.repeat_interleave(groups, dim=0)
+        weights = torch.softmax((q[:, -1:, :] @ keys.transpose(1, 2))[:, 0] / math.sqrt(d), dim=-1)
+        area = torch.cumsum(weights, dim=-1).mean(dim=-1)  # (heads,)
+        scores[layer] += area.view(-1, groups).mean(dim=1).numpy() / len(windows)
+
+    _attention_inputs(model, windows, collect)
+    return scores
+
+
+class _Calibrated(KVPolicy):
+    """A policy with a parameter learned from the model (``learned`` names it); None until
+    :meth:`calibrate` fills it."""
+
+    learned: str
+    reads = ("layer",)
+
+    def _learn(self, model, windows) -> np.ndarray:
+        raise NotImplementedError
+
+    def _learned_ndim(self) -> int:
+        raise NotImplementedError
+
+    def calibrate(self, model, windows) -> "_Calibrated":
+        """A copy with its ``learned`` parameter computed from ``windows`` (lists of token ids)."""
+        return self.clone().set_params(**{self.learned: self._learn(model, windows)})
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        value = getattr(self, self.learned)
+        if value is None:
+            return
+        array = np.asarray(value, dtype=float)
+        if array.ndim != self._learned_ndim() or array.size == 0 or not np.isfinite(array).all():
+            raise InvalidParameterError(f"{self.learned} must be a finite {self._learned_ndim()}-D array (layers, "
+                                        f"key-value heads{', head size' if self._learned_ndim() == 3 else ''}); got "
+                                        f"shape {array.shape}.")
+
+    def _array(self) -> np.ndarray:
+        value = getattr(self, self.learned)
+        if value is None:
+            raise InvalidParameterError(f"policy {self.name!r} has no {self.learned}= yet: compute them with "
+                                        f"policy.calibrate(model, windows) (kv-eval: --calib FILE).")
+        return np.asarray(value, dtype=float)
+
+    def check_model(self, model) -> None:
+        shape = self._array().shape
+        expected = _model_shape(model)[: len(shape)]
+        if shape != expected:
+            raise InvalidParameterError(f"policy {self.name!r}: {self.learned} of shape {shape} were learned for "
+                                        f"another model; this one has (layers, kv heads, head size) "
+                                        f"{_model_shape(model)}.")
+
+    def _layer(self, layer, n_kv: int) -> np.ndarray:
+        array = self._array()
+        if layer is None or not 0 <= layer < array.shape[0] or array.shape[1] != n_kv:
+            raise InvalidParameterError(f"policy {self.name!r}: layer {layer} with {n_kv} key-value heads is not in "
+                                        f"its {self.learned} of shape {array.shape}.")
+        return array[layer]
+
+
+@register_method("kv", "qfilter", "KV cache: each key's projection on its head's dominant query direction, learned "
+                                  "from a calibration text (Q-Filters, Godey et al., 2025)")
+class QFilter(_Calibrated):
+    learned = "filters"
+
+    def __init__(self, *, filters=None):
+        self.filters = filters
+        super().__init__()
+
+    def _learned_ndim(self) -> int:
+        return 3
+
+    def _learn(self, model, windows):
+        return query_filters(model, windows)
+
+    def _scores(self, torch, keys, values, queries, scaling, n, layer=None):
+        filters = self._layer(layer, keys.shape[1])
+        if filters.shape[-1] != keys.shape[-1]:
+            raise InvalidParameterError(f"policy 'qfilter': filters of size {filters.shape[-1]} for keys of size "
+                                        f"{keys.shape[-1]}.")
+        dtype = torch.promote_types(keys.dtype, torch.float32)
+        return torch.einsum("bhnd,hd->bhn", keys.to(dtype), torch.as_tensor(filters, dtype=dtype))
+
+
+@register_method("kv", "duo_attention", "KV cache: the lowest-scoring heads keep only sinks and recent tokens, the "
+                                        "others everything (DuoAttention, Xiao et al., 2025; kvpress's on-the-fly "
+                                        "head scores)")
+class DuoAttention(_Calibrated):
+    """See the module docstring. The budget sets how many heads stream: the fewest whose
+    eviction brings the whole cache to ``keep`` tokens per head on average, so heads keep
+    different numbers of tokens (padded and masked, as AdaKV's)."""
+
+    learned = "head_scores"
+    reads = ("layer", "keep")
+    _parameter_constraints = {"sink_size": [Interval("int", 0)], "recent_size": [Interval("int", 1)]}
+
+    def __init__(self, *, head_scores=None, sink_size: int = 128, recent_size: int = 256):
+        self.head_scores, self.sink_size, self.recent_size = head_scores, sink_size, recent_size
+        super().__init__()
+
+    def _learned_ndim(self) -> int:
+        return 2
+
+    def _learn(self, model, windows):
+        return duo_attention_head_scores(model, windows)
+
+    def protected(self) -> tuple[int, str]:
+        return self.sink_size + self.recent_size, (f"a streaming head's {self.sink_size} sinks and "
+                                                   f"{self.recent_size} recent tokens")
+
+    def streaming_heads(self, keep: int, n: int) -> np.ndarray:
+        """Which heads (layers, kv_heads) stream when ``keep`` of ``n`` tokens are kept per
+        head: the lowest-scoring, as few as bring the total to the budget's."""
+        scores = self._array()
+        streaming = np.zeros(scores.shape, dtype=bool)
+        kept_by_stream = min(n, self.sink_size + self.recent_size)
+        if keep >= n or kept_by_stream >= n:
+            return streaming
+        count = min(scores.size, math.ceil(scores.size * (n - keep) / (n - kept_by_stream)))
+        order = np.argsort(scores, axis=None, kind="stable")[:count]
+        streaming[np.unravel_index(order, scores.shape)] = True
+        return streaming
+
+    def _scores(self, torch, keys, values, queries, scaling, n, layer=None, keep=None):
+        streaming = self.streaming_heads(keep, n)
+        self._layer(layer, keys.shape[1])  # refuses a layer or head count the scores do not hold
+        dtype = torch.promote_types(keys.dtype, torch.float32)
+        scores = torch.ones(keys.shape[0], keys.shape[1], n, dtype=dtype)
+        middle = slice(self.sink_size, max(self.sink_size, n - self.recent_size))
+        scores[:, torch.as_tensor(streaming[layer]), middle] = 0.0
+        return scores
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        """The streaming heads' middle tokens (score 0), whatever ``count``."""
+        return scores <= 0
