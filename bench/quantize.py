@@ -49,6 +49,10 @@ CONFIGS = [
     {"label": "rtn w4a16 g128, 4.25 bits by importance", "method": "rtn", "scheme": "w4a16", "bit_budget": 4.25},
     {"label": "gptq w4a16 g128, 4.25 bits by importance", "method": "gptq", "scheme": "w4a16", "bit_budget": 4.25},
     {"label": "gptq w4a16 g128 + int8 embeddings", "method": "gptq", "scheme": "w4a16", "embeddings": True},
+    {"label": "rtn w4a16 g128 + 0.5% outliers (wanda)", "method": "rtn", "scheme": "w4a16", "outliers": 0.005},
+    {"label": "gptq w4a16 g128 + 0.5% outliers (wanda)", "method": "gptq", "scheme": "w4a16", "outliers": 0.005},
+    {"label": "gptq w4a16 g128 + 0.5% outliers (magnitude)", "method": "gptq", "scheme": "w4a16", "outliers": 0.005,
+     "outlier_criterion": "magnitude"},
     {"label": "rtn w8a16_channel", "method": "rtn", "scheme": "w8a16_channel"},
     {"label": "rtn w8a16_channel + int8 embeddings", "method": "rtn", "scheme": "w8a16_channel", "embeddings": True},
     {"label": "gptq w8a16_channel", "method": "gptq", "scheme": "w8a16_channel"},
@@ -96,7 +100,7 @@ def run(args) -> dict:
     torch.set_num_threads(2)
     from salience.compress import calibration_windows, perplexity, quantize, stdlib_docstrings, windows
     from salience.models.lm import load_causal_lm
-    from salience.models.quantized import load_quantized, save_quantized
+    from salience.models.quantized_files import load_quantized, save_quantized
 
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -119,7 +123,9 @@ def run(args) -> dict:
                         "prompt": tokens_per_second(model, test.reshape(-1), SEQLEN)},
               "rows": [], "calibration": calibration.shape, "test_tokens": int(test_ids.size), "model": args.model}
     print(f"dense: {result['dense']}", file=sys.stderr, flush=True)
-    configs = [c for c in CONFIGS if not args.only or any(o in c["label"] for o in args.only)]
+    labels = {c["label"] for c in CONFIGS}  # an --only entry that is a whole label selects that one alone
+    configs = [c for c in CONFIGS if not args.only or any(o == c["label"] or (o not in labels and o in c["label"])
+                                                          for o in args.only)]
     for config in configs:
         m = copy.deepcopy(model)
         options = {k: v for k, v in config.items() if k not in ("label",)}
@@ -235,7 +241,7 @@ def render(result: dict, command: str, seconds: float) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--work", required=True, help="folder for the dense and quantized model folders")
-    parser.add_argument("--only", nargs="*", default=None, help="run only configurations whose label holds one of these")
+    parser.add_argument("--only", nargs="*", default=None, help="run only these configurations: a whole label, or a part of labels")
     parser.add_argument("--model", choices=sorted(MODELS), default="smollm2",
                         help="the model quantized (default smollm2; another model is a section of its own)")
     default_python = ROOT / ".venv-llmcompressor" / "bin" / "python"

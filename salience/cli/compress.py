@@ -93,14 +93,15 @@ def _cmd_quantize(args) -> int:
     from salience.compress import quantize
     from salience.compress.quantize import check_quantize_options
     from salience.compress.precision import check_bit_budget
-    from salience.models.quantized import save_quantized
+    from salience.models.quantized_files import save_quantized
 
     group = ... if args.group is None else (None if args.group == 0 else args.group)
     params = given(args, "blocksize", "damp", "n_grid")
 
     def check_options() -> None:
         _, scheme = check_quantize_options(args.method, args.scheme, group_size=group, symmetric=args.symmetric,
-                                           has_calibration=bool(args.calib), **params)
+                                           has_calibration=bool(args.calib), outliers=args.outliers,
+                                           outlier_criterion=args.outlier_criterion, **params)
         if args.bits_budget is not None:
             check_bit_budget(args.bits_budget, scheme.bits, args.high_bits)
             if args.criterion != "magnitude" and not args.calib:
@@ -110,7 +111,7 @@ def _cmd_quantize(args) -> int:
     report = quantize(model, method=args.method, scheme=args.scheme, group_size=group, symmetric=args.symmetric,
                       calibration=windows, bit_budget=args.bits_budget, criterion=args.criterion,
                       high_bits=args.high_bits, ragged=args.ragged_groups, embeddings=args.embeddings == "int8",
-                      **params)
+                      outliers=args.outliers, outlier_criterion=args.outlier_criterion, **params)
     result = {**report.as_dict(), "out": args.out}
     with atomic_directory(args.out) as folder:
         save_quantized(model, folder, tokenizer=tokenizer)
@@ -306,6 +307,10 @@ def add_commands(domains) -> None:
     p.add_argument("--high-bits", type=int, default=6, help="bits of the layers a budget upgrades (default 6, chosen on a dev split)")
     p.add_argument("--embeddings", choices=("float", "int8"), default="float",
                    help="store the token embeddings (and a tied output head) as 8-bit rows (default float)")
+    p.add_argument("--outliers", type=float, default=0.0,
+                   help="share of each layer's weights kept in float16, the most important (outlier-aware; e.g. "
+                        "0.005; rtn and gptq)")
+    method_option(p, "--outlier-criterion", "weights", "wanda", "weight importance choosing --outliers")
     p.add_argument("--blocksize", type=positive_int, default=None, help="gptq's column block (default 128)")
     p.add_argument("--damp", type=float, default=None, help="gptq's Hessian dampening (default 0.01)")
     p.add_argument("--n-grid", type=positive_int, default=None, help="awq's scale exponents searched (default 20)")

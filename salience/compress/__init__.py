@@ -29,7 +29,7 @@ from salience.compress.criteria import (LAMP, Magnitude, SparseGPT, Taylor, Wand
 from salience.compress.weights import PruneReport, calibration_windows, prunable_linears, prune, sparsity_of
 from salience.compress.quant_grid import SCHEMES, QuantizedWeight, QuantScheme, scheme_of
 from salience.compress.quantizers import AWQ, GPTQ, RTN, Quantizer, quantizer_of
-from salience.compress.quantize import QuantReport, quantize
+from salience.compress.quantize import QuantReport, outlier_mask, quantize
 from salience.compress.precision import PrecisionCriterion, allot_bits, precision_criterion
 
 __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
@@ -42,5 +42,5 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",
-           "AWQ", "quantizer_of", "quantize", "QuantReport", "PrecisionCriterion", "precision_criterion",
+           "AWQ", "quantizer_of", "quantize", "QuantReport", "outlier_mask", "PrecisionCriterion", "precision_criterion",
            "allot_bits"]

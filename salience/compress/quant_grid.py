@@ -119,12 +119,32 @@ def check_groups(name: str, columns: int, scheme: QuantScheme, ragged: bool) -> 
 @dataclass
 class QuantizedWeight:
     """A quantized (out, in) weight: ``codes`` (int8, signed), ``scale`` (float32, (out,
-    groups)), ``zero`` (int8, (out, groups); None when symmetric), and its ``scheme``."""
+    groups)), ``zero`` (int8, (out, groups); None when symmetric), its ``scheme``, and
+    ``outliers``: None, or the weights kept in floating point (outlier-aware quantization) as
+    ``(indices, values)``, int64 (2, k) row and column and float32 (k,); their codes hold the
+    grid's zero, so the dequantized weight is the grid's plus the outliers."""
 
     codes: Any
     scale: Any
     zero: Any
     scheme: QuantScheme
+    outliers: Any = None
+
+    @property
+    def outlier_count(self) -> int:
+        return 0 if self.outliers is None else int(self.outliers[1].numel())
+
+    def rows(self, lo: int, hi: int) -> "QuantizedWeight":
+        """Rows ``lo .. hi`` (a layer of a stacked matrix), its outliers with them."""
+        outliers = None
+        if self.outliers is not None:
+            indices, values = self.outliers
+            inside = (indices[0] >= lo) & (indices[0] < hi)
+            shifted = indices[:, inside].clone()
+            shifted[0] -= lo
+            outliers = (shifted, values[inside])
+        return QuantizedWeight(self.codes[lo:hi], self.scale[lo:hi], None if self.zero is None else self.zero[lo:hi],
+                               self.scheme, outliers)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -144,6 +164,9 @@ class QuantizedWeight:
         if zero is not None:
             codes = codes - zero.to(torch.float32)
         out = codes * scale
+        if self.outliers is not None:
+            indices, values = self.outliers
+            out = out.index_put((indices[0], indices[1]), values.to(out.dtype))
         return out if dtype is None else out.to(dtype)
 
 
@@ -176,9 +199,12 @@ def round_to_grid(w, scale, zero, scheme: QuantScheme):
     return codes, values
 
 
-def group_params(w, scheme: QuantScheme):
-    """(scale, zero or None), each (out, groups) float32, of a whole matrix by min-max per group."""
+def group_params(w, scheme: QuantScheme, keep=None):
+    """(scale, zero or None), each (out, groups) float32, of a whole matrix by min-max per
+    group; the weights marked in ``keep`` (outliers kept in floating point) left out."""
     torch = require_torch("Quantization")
+    if keep is not None:
+        w = w.masked_fill(keep, 0.0)  # 0 is always on the grid: a kept weight widens no range
     rows, cols = w.shape
     g = scheme.group_size or cols
     scales, zeros = [], []
@@ -197,13 +223,19 @@ def pack_result(codes, scale, zero, scheme: QuantScheme) -> QuantizedWeight:
                            None if zero is None else zero.to(torch.int8), scheme)
 
 
-def quantize_rtn(w, scheme: QuantScheme, scale=None, zero=None) -> QuantizedWeight:
-    """Round to nearest on the min-max grid of each group (or on given per-group params)."""
+def quantize_rtn(w, scheme: QuantScheme, scale=None, zero=None, keep=None) -> QuantizedWeight:
+    """Round to nearest on the min-max grid of each group (or on given per-group params);
+    the weights marked in ``keep`` (a boolean mask) stay exact, as outliers."""
     torch = require_torch("Quantization")
     w = w.detach().to(torch.float32)
     if scale is None:
-        scale, zero = group_params(w, scheme)
+        scale, zero = group_params(w, scheme, keep)
     q = QuantizedWeight(torch.zeros(w.shape, dtype=torch.int8), scale, zero, scheme)
     column_scale, column_zero = q.column_params()
-    codes, _ = round_to_grid(w, column_scale, None if column_zero is None else column_zero.float(), scheme)
-    return pack_result(codes, scale, zero, scheme)
+    grid = w if keep is None else w.masked_fill(keep, 0.0)
+    codes, _ = round_to_grid(grid, column_scale, None if column_zero is None else column_zero.float(), scheme)
+    out = pack_result(codes, scale, zero, scheme)
+    if keep is not None and bool(keep.any()):
+        indices = keep.nonzero().T.contiguous()
+        out.outliers = (indices, w[keep].to(torch.float16).to(torch.float32))  # stored in float16
+    return out

@@ -13,7 +13,7 @@ which needs the model family's block layout (:data:`LAYOUTS`).
 After :func:`quantize`, each quantized layer keeps float weights equal to its dequantized
 values (so perplexity is that of the quantized model, in float32) and carries its codes as
 ``salience_quantized``; :func:`salience.models.quantized.to_integer_modules` swaps in the
-integer modules and :func:`salience.models.quantized.save_quantized` writes the folder.
+integer modules and :func:`salience.models.quantized_files.save_quantized` writes the folder.
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ from salience.core.base import registered_name
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
 
-__all__ = ["quantize", "QuantReport", "LAYOUTS", "block_layout", "check_quantize_options"]
+__all__ = ["quantize", "QuantReport", "LAYOUTS", "block_layout", "check_quantize_options", "outlier_mask"]
+
+#: what an outlier adds to the file: its float16 value and its 32-bit position in the matrix
+OUTLIER_BITS = 48
 
 #: per model family: the norm before attention, the norm before the MLP, and whether the norm
 #: multiplies by (1 + weight) (Gemma's) instead of weight
@@ -68,8 +71,10 @@ class QuantReport:
 
     @property
     def average_bits(self) -> float:
+        """Bits per weight of the codes, plus each outlier's float16 value and 32-bit index."""
         total = sum(r["weights"] for r in self.layers)
-        return sum(r["weights"] * r["bits"] for r in self.layers) / total if total else 0.0
+        stored = sum(r["weights"] * r["bits"] + OUTLIER_BITS * r.get("outliers", 0) for r in self.layers)
+        return stored / total if total else 0.0
 
     def as_dict(self) -> dict:
         return {"method": self.method, "scheme": self.scheme, "average_bits": self.average_bits,
@@ -85,8 +90,25 @@ class QuantReport:
 
 
 def check_quantize_options(method, scheme, *, group_size=..., symmetric=None, bits: Mapping[str, int] | None = None,
-                           has_calibration: bool, **params) -> tuple[Quantizer, QuantScheme]:
+                           has_calibration: bool, outliers: float = 0.0, outlier_criterion: str = "wanda",
+                           **params) -> tuple[Quantizer, QuantScheme]:
     """``quantize``'s options checked without a model (the CLI checks them before loading one)."""
+    if isinstance(outliers, bool) or not isinstance(outliers, (int, float)) or not 0 <= outliers < 0.5:
+        raise InvalidParameterError(f"outliers is the share of each layer's weights kept in float16, in [0, 0.5); "
+                                    f"got {outliers!r}.")
+    if outliers:
+        from salience.compress.criteria import weight_criterion
+
+        judge = weight_criterion(outlier_criterion)
+        if judge.needs not in (None, "input_norms"):
+            raise InvalidParameterError(f"outlier_criterion {outlier_criterion!r} needs {judge.needs}; outliers are "
+                                        "chosen by a criterion of the weights alone or of their inputs' norms "
+                                        "(magnitude, wanda, lamp).")
+        if judge.needs == "input_norms" and not has_calibration:
+            raise InvalidParameterError(f"outlier_criterion {outlier_criterion!r} needs calibration windows (the "
+                                        "inputs' norms); give them, or outlier_criterion='magnitude'.")
+        if method == "awq" or isinstance(method, AWQ):
+            raise InvalidParameterError("awq scales whole input columns; it does not keep outliers (use rtn or gptq).")
     scheme = scheme_of(scheme, **({} if group_size is ... else {"group_size": group_size}), symmetric=symmetric)
     quantizer = quantizer_of(method, bits=scheme.bits, group_size=scheme.group_size, symmetric=scheme.symmetric,
                              **params)
@@ -101,7 +123,8 @@ def check_quantize_options(method, scheme, *, group_size=..., symmetric=None, bi
 def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantScheme = "w4a16", group_size=...,
              symmetric: bool | None = None, calibration=None, bits: Mapping[str, int] | None = None,
              bit_budget: float | None = None, criterion: str = "fisher", high_bits: int = 6, ragged: bool = False,
-             embeddings: bool = False, batch_size: int = 4, sequential: bool = True, **params) -> QuantReport:
+             embeddings: bool = False, batch_size: int = 4, sequential: bool = True, outliers: float = 0.0,
+             outlier_criterion: str = "wanda", **params) -> QuantReport:
     """Quantize ``model``'s decoder linear layers in place (see the module docstring).
 
     ``method``: a registered ``quantizers`` method (built with ``params``: gptq's
@@ -112,11 +135,17 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
     ``criterion`` scores the layers and :func:`~salience.compress.precision.allot_bits` gives
     the scheme's bits or ``high_bits`` to each. ``ragged``: allow a group size that does not
     divide a layer's width. ``embeddings``: also store the token embeddings (and a tied output head) as 8-bit rows.
+    ``outliers``: the share of each layer's weights kept exact in float16 (outlier-aware
+    quantization, after SpQR): the most important by ``outlier_criterion`` (a ``weights``
+    criterion: wanda's |w| x ||x|| by default, or magnitude), left out of the grids; GPTQ keeps
+    their updated values and spreads no error from them.
     ``calibration``: token-id windows (samples, seqlen), needed by gptq and awq."""
     require_torch("Quantization")  # the error naming the extra comes first
     began = time.perf_counter()
     quantizer, scheme = check_quantize_options(method, scheme, group_size=group_size, symmetric=symmetric, bits=bits,
-                                               has_calibration=calibration is not None, **params)
+                                               has_calibration=calibration is not None, outliers=outliers,
+                                               outlier_criterion=outlier_criterion, **params)
+    keep = (outliers, outlier_criterion) if outliers else None
     layers = prunable_linears(model)
     for name, module in layers:  # every scheme here shares the group size: checked before any work
         check_groups(name, module.weight.shape[1], scheme, ragged)
@@ -143,24 +172,28 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
                QuantScheme(**{**scheme.as_dict(), "bits": int(bits[name])}) for name, _ in layers}
     if isinstance(quantizer, AWQ):
         block_layout(model)
-    if quantizer.needs_hessian:
+    reads_inputs = quantizer.needs_hessian or (keep is not None and calibration is not None)
+    if reads_inputs:
         calibration = check_calibration(calibration)
     report = QuantReport(registered_name(quantizer, "quantizers"), scheme.as_dict())
     if bit_budget is not None:
         report.seconds["sensitivity"] = sensitivity_seconds
         report.scheme.update(bit_budget=bit_budget, criterion=criterion, high_bits=high_bits)
     start = time.perf_counter()
-    if not quantizer.needs_hessian:
+    if not reads_inputs:
         for name, module in layers:
-            _apply(module, name, _for_scheme(quantizer, schemes[name]).quantize(module.weight.detach()), None, report)
+            weight = module.weight.detach()
+            mask = None if keep is None else outlier_mask(weight, *keep)
+            _apply(module, name, _for_scheme(quantizer, schemes[name]).quantize(weight, keep=mask), None, report)
     elif sequential:
         blockwise(model, layers, calibration, batch_size, hessian=True,
-                  work=lambda in_block, stats: _quantize_block(model, in_block, stats, quantizer, schemes, report))
+                  work=lambda in_block, stats: _quantize_block(model, in_block, stats, quantizer, schemes, report,
+                                                               keep))
     else:
         stats = collect_statistics(model, layers, calibration, batch_size=batch_size, hessian=True, gradients=False)
         for index in sorted({_block_index(name) for name in names}):
             in_block = [(n, m) for n, m in layers if _block_index(n) == index]
-            _quantize_block(model, in_block, stats, quantizer, schemes, report)
+            _quantize_block(model, in_block, stats, quantizer, schemes, report, keep)
     for name, module in layers:  # the codes carry the layer's whole scheme (w8a8's activations too)
         module.salience_quantized.scheme = schemes[name]
     if embeddings:
@@ -200,7 +233,7 @@ def _apply(module, name: str, q, hessian, report: QuantReport) -> None:
         module.weight.copy_(q.dequantize(module.weight.dtype))
     module.salience_quantized = q
     report.layers.append({"name": name, "shape": list(q.shape), "weights": int(np.prod(q.shape)),
-                          "bits": q.scheme.bits, "group_size": q.scheme.group_size,
+                          "bits": q.scheme.bits, "group_size": q.scheme.group_size, "outliers": q.outlier_count,
                           "output_error": None if hessian is None else output_error(before, module.weight.detach(),
                                                                                      hessian)})
 
@@ -220,7 +253,29 @@ def _shared_inputs(in_block, stats) -> list[list[tuple[str, Any]]]:
     return groups
 
 
-def _quantize_block(model, in_block, stats, quantizer: Quantizer, schemes, report: QuantReport) -> None:
+def outlier_mask(weight, share: float, criterion: str = "wanda", hessian=None):
+    """The ``share`` of ``weight``'s entries most important by the ``weights`` criterion
+    ``criterion`` (wanda reads the inputs' norms, the square roots of ``hessian``'s diagonal),
+    as a boolean mask of its shape."""
+    torch = require_torch("Quantization")
+    from salience.compress.criteria import weight_criterion
+
+    judge = weight_criterion(criterion)
+    norms = None
+    if judge.needs == "input_norms":
+        if hessian is None:
+            raise InvalidParameterError(f"outlier_criterion {criterion!r} needs calibration windows.")
+        norms = torch.sqrt(torch.clamp(torch.diagonal(hessian), min=0.0)).numpy()
+    importance = torch.as_tensor(judge.importance(weight.detach().double().numpy(), input_norms=norms))
+    count = int(round(share * importance.numel()))
+    mask = torch.zeros(importance.numel(), dtype=torch.bool)
+    if count:
+        mask[torch.topk(importance.reshape(-1), count).indices] = True
+    return mask.reshape(weight.shape)
+
+
+def _quantize_block(model, in_block, stats, quantizer: Quantizer, schemes, report: QuantReport,
+                    keep=None) -> None:
     torch = require_torch("Quantization")
     groups = _shared_inputs(in_block, stats)
     if isinstance(quantizer, AWQ):
@@ -235,16 +290,16 @@ def _quantize_block(model, in_block, stats, quantizer: Quantizer, schemes, repor
         for scheme, members in by_scheme.items():
             worker = _for_scheme(quantizer, scheme)
             stacked = torch.cat([m.weight.detach() for _, m in members], dim=0)
+            mask = None if keep is None else torch.cat([outlier_mask(m.weight, *keep, hessian=hessian)
+                                                        for _, m in members], dim=0)  # each layer its own share
             if isinstance(worker, GPTQ):
-                q, _ = worker.quantize_with_losses(stacked, hessian)
+                q, _ = worker.quantize_with_losses(stacked, hessian, mask)
             else:
-                q = worker.quantize(stacked, hessian=hessian)
+                q = worker.quantize(stacked, hessian=hessian, keep=mask)
             lo = 0
             for name, module in members:
                 rows = module.weight.shape[0]
-                part = type(q)(q.codes[lo : lo + rows], q.scale[lo : lo + rows],
-                               None if q.zero is None else q.zero[lo : lo + rows], q.scheme)
-                _apply(module, name, part, hessian, report)
+                _apply(module, name, q.rows(lo, lo + rows), hessian, report)
                 lo += rows
 
 

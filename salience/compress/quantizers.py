@@ -58,6 +58,18 @@ def _hessian(hessian, columns: int):
     return h
 
 
+def _keep_mask(keep, shape):
+    """A boolean mask of the weights kept exact, checked against the matrix's shape, or None."""
+    if keep is None:
+        return None
+    torch = _torch()
+    mask = torch.as_tensor(np.asarray(keep) if not isinstance(keep, torch.Tensor) else keep)
+    if mask.dtype != torch.bool or tuple(mask.shape) != tuple(shape):
+        raise InvalidParameterError(f"keep must be a boolean mask of the weight's shape {tuple(shape)}; got "
+                                    f"{mask.dtype} {tuple(mask.shape)}.")
+    return mask
+
+
 def output_error(weight, quantized, hessian) -> float:
     """``tr(dW H dW^T)``: the squared error the rounding adds to the layer's outputs summed over
     the calibration tokens (H = X^T X), or ``||dW||^2`` without a Hessian."""
@@ -86,8 +98,9 @@ class Quantizer(Scorer, abc.ABC):
         return QuantScheme(self.bits, self.group_size, self.symmetric)
 
     @abc.abstractmethod
-    def quantize(self, weight, *, hessian=None) -> QuantizedWeight:
-        """The subclass's part."""
+    def quantize(self, weight, *, hessian=None, keep=None) -> QuantizedWeight:
+        """The subclass's part. ``keep``: a boolean mask of the weights kept exact (outliers in
+        floating point, left out of the grids)."""
 
     def score(self, weight, *, hessian=None) -> Scores:
         w = _matrix(weight)
@@ -102,8 +115,9 @@ class Quantizer(Scorer, abc.ABC):
 
 @register_method("quantizers", "rtn", "round to nearest on each group's min-max integer grid")
 class RTN(Quantizer):
-    def quantize(self, weight, *, hessian=None) -> QuantizedWeight:
-        return quantize_rtn(_matrix(weight), self.scheme)
+    def quantize(self, weight, *, hessian=None, keep=None) -> QuantizedWeight:
+        w = _matrix(weight)
+        return quantize_rtn(w, self.scheme, keep=_keep_mask(keep, w.shape))
 
 
 @register_method("quantizers", "gptq", "GPTQ: columns rounded in turn, the error spread over the rest with the inverse "
@@ -118,13 +132,13 @@ class GPTQ(Quantizer):
         self.blocksize, self.damp, self.actorder = blocksize, damp, actorder
         super().__init__(bits=bits, group_size=group_size, symmetric=symmetric)
 
-    def quantize(self, weight, *, hessian=None) -> QuantizedWeight:
+    def quantize(self, weight, *, hessian=None, keep=None) -> QuantizedWeight:
         w = _matrix(weight)
         h = _hessian(hessian, w.shape[1])
         if h is None:
             raise InvalidParameterError("gptq needs the Hessian of the layer's calibration inputs (X^T X); give "
                                         "calibration windows.")
-        return self.quantize_with_losses(w, h)[0]
+        return self.quantize_with_losses(w, h, _keep_mask(keep, w.shape))[0]
 
     def score(self, weight, *, hessian=None) -> Scores:
         w = _matrix(weight)
@@ -133,13 +147,16 @@ class GPTQ(Quantizer):
             raise InvalidParameterError("gptq's saliency needs the Hessian of the layer's calibration inputs.")
         return Scores(self.quantize_with_losses(w, h)[1].reshape(-1).numpy())
 
-    def quantize_with_losses(self, w, h):
+    def quantize_with_losses(self, w, h, keep=None):
         """(QuantizedWeight, per-weight loss (w - q)^2 / d^2) by GPTQ. Rows are independent
-        given the Hessian, so layers that share their input can be passed stacked."""
+        given the Hessian, so layers that share their input can be passed stacked. ``keep``:
+        weights kept exact (outliers, as SpQR keeps them: their updated value, no error to
+        spread), left out of the grids."""
         torch = _torch()
         scheme = self.scheme
         W = w.to(torch.float32).clone()
-        scale, zero = group_params(W, scheme)  # grids from the original weights, fixed (llm-compressor's)
+        # grids from the original weights (outliers left out), fixed (llm-compressor's)
+        scale, zero = group_params(W, scheme, keep)
         probe = QuantizedWeight(torch.zeros(W.shape, dtype=torch.int8), scale, zero, scheme)
         col_scale, col_zero = probe.column_params()
         col_zero = None if col_zero is None else col_zero.to(torch.float32)
@@ -149,8 +166,10 @@ class GPTQ(Quantizer):
         H[dead, dead] = 1.0
         W[:, dead] = 0.0
         perm = torch.argsort(torch.diagonal(H), descending=True, stable=True) if self.actorder else None
+        kept = keep
         if perm is not None:
             W, H = W[:, perm], H[perm][:, perm]
+            kept = None if keep is None else keep[:, perm]
             col_scale = col_scale[:, perm]
             col_zero = None if col_zero is None else col_zero[:, perm]
         H += self.damp * torch.mean(torch.diagonal(H)) * torch.eye(cols, dtype=H.dtype)
@@ -166,6 +185,8 @@ class GPTQ(Quantizer):
                 column = W1[:, i]
                 _, q = round_to_grid(column, col_scale[:, i1 + i], None if col_zero is None else col_zero[:, i1 + i],
                                      scheme)
+                if kept is not None:
+                    q = torch.where(kept[:, i1 + i], column, q)
                 d = Hinv1[i, i]
                 err = (column - q) / d
                 Q[:, i1 + i] = q
@@ -176,7 +197,7 @@ class GPTQ(Quantizer):
         if perm is not None:
             inverse = torch.argsort(perm)
             Q, losses = Q[:, inverse], losses[:, inverse]
-        return quantize_rtn(Q, scheme, scale, zero), losses.double()
+        return quantize_rtn(Q, scheme, scale, zero, keep), losses.double()
 
 
 @register_method("quantizers", "awq", "activation-aware scaling: salient input channels scaled up before rounding, "
@@ -215,9 +236,11 @@ class AWQ(Quantizer):
                 best = (s, error)
         return best
 
-    def quantize(self, weight, *, hessian=None) -> QuantizedWeight:
+    def quantize(self, weight, *, hessian=None, keep=None) -> QuantizedWeight:
         """The matrix with its best scale applied (``weight x s``, to be divided by ``s``
         outside); ``scale_`` holds that ``s``."""
+        if keep is not None:
+            raise InvalidParameterError("awq scales whole input columns; it does not keep outliers (use rtn or gptq).")
         w = _matrix(weight)
         h = _hessian(hessian, w.shape[1])
         if h is None:

@@ -113,7 +113,7 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
                                         f"{path} holds neither a config.json nor a .gguf file: it is not a model folder.")
         gguf_file = found[0]
     if gguf_file is None:
-        from salience.models.quantized import is_quantized_folder, load_quantized
+        from salience.models.quantized_files import is_quantized_folder, load_quantized
 
         if is_quantized_folder(path):  # integer weights: read into integer modules, never dequantized
             return load_quantized(path)

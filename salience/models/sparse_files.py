@@ -12,7 +12,7 @@ Two layouts, after compressed-tensors' sparse formats (a ``sparsity_config`` in 
 
 :func:`save_sparse` writes them (bytes: values plus 1 bit a weight, so 50% unstructured
 sparsity in float32 is 53% of dense, 2:4 the same with no offsets); loading
-(:func:`salience.models.quantized.load_quantized` reads any compressed-tensors folder written
+(:func:`salience.models.quantized_files.load_quantized` reads any compressed-tensors folder written
 here) decompresses each layer into an ordinary dense weight: PyTorch's CPU kernels gain
 nothing from 50% sparsity, the saving is on disk and in transfer.
 """
@@ -74,7 +74,7 @@ def save_sparse(model, folder, *, tokenizer=None, structure: str = "unstructured
     torch = require_torch("Saving a sparse model")
     from safetensors.torch import save_file
 
-    from salience.models.quantized import prepare_folder
+    from salience.models.quantized_files import prepare_folder
 
     if structure not in ("unstructured", "2:4"):
         raise InvalidParameterError(f"structure must be 'unstructured' or '2:4'; got {structure!r}.")

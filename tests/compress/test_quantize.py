@@ -16,7 +16,8 @@ from salience.compress import (GPTQ, RTN, AWQ, QuantScheme, allot_bits, perplexi
 from salience.compress.quant_grid import quantize_rtn  # noqa: E402
 from salience.compress.quantizers import output_error  # noqa: E402
 from salience.core.scores import Scores  # noqa: E402
-from salience.models.quantized import load_quantized, pack_int32, save_quantized, to_integer_modules, unpack_int32  # noqa: E402
+from salience.models.quantized import to_integer_modules  # noqa: E402
+from salience.models.quantized_files import load_quantized, pack_int32, save_quantized, unpack_int32  # noqa: E402
 
 
 def calib(seed=0, n=8, seqlen=32):
@@ -351,3 +352,85 @@ def test_gemma_scaled_embeddings_survive_integer_rows_and_the_round_trip(tmp_pat
         loaded, _ = load_quantized(folder)
         assert torch.allclose(loaded(input_ids=ids).logits, fake, atol=0.02), embeddings
         assert float(loaded.get_input_embeddings().embed_scale) == pytest.approx(8.0)
+
+
+def test_outliers_stay_exact_and_leave_the_grid_by_hand():
+    w = torch.tensor([[-1.5, 0.8, 30.0, 0.0]])
+    keep = torch.tensor([[False, False, True, False]])
+    q = quantize_rtn(w, QuantScheme(4, None, True), keep=keep)
+    # the grid from the others: scale = 1.5 / 7.5 = 0.2; the outlier's code holds the grid's zero
+    assert q.scale.ravel().tolist() == pytest.approx([0.2])
+    assert q.codes.tolist() == [[-8, 4, 0, 0]]  # -1.5 / 0.2 = -7.5 rounds to -8
+    assert q.dequantize().tolist()[0] == pytest.approx([-1.6, 0.8, 30.0, 0.0])
+    assert q.outlier_count == 1 and q.outliers[0].tolist() == [[0], [2]]
+    a = quantize_rtn(w, QuantScheme(4, None, False), keep=keep)
+    assert a.dequantize().tolist()[0][2] == 30.0 and a.codes[0, 2] == a.zero[0, 0]
+    # GPTQ: the kept weights are not rounded and spread no error; the others still are
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(200, 16)) @ rng.normal(size=(16, 16))
+    weight = torch.as_tensor(rng.normal(size=(8, 16)), dtype=torch.float32)
+    weight[2, 5] = 12.0
+    mask = torch.zeros(8, 16, dtype=torch.bool)
+    mask[2, 5] = True
+    hessian = torch.as_tensor(x.T @ x / 200)
+    plain = GPTQ(bits=3, group_size=None).quantize(weight, hessian=hessian)
+    kept = GPTQ(bits=3, group_size=None).quantize(weight, hessian=hessian, keep=mask)
+    assert kept.outlier_count == 1
+    assert output_error(weight, kept, hessian) < output_error(weight, plain, hessian)
+    with pytest.raises(InvalidParameterError, match="boolean mask of the weight's shape"):
+        RTN().quantize(weight, keep=mask[:4])
+    with pytest.raises(InvalidParameterError, match="does not keep outliers"):
+        AWQ().quantize(weight, hessian=hessian, keep=mask)
+
+
+def test_outlier_aware_model_keeps_its_share_saves_and_runs(tmp_path, model_folder, capsys):
+    from salience.cli import main
+    from salience.compress import outlier_mask
+
+    model = tiny_llama(hidden_size=64, intermediate_size=128)
+    windows = calib()
+    plain = copy.deepcopy(model)
+    plain_report = quantize(plain, method="gptq", scheme="w4a16", group_size=32, calibration=windows)
+    m = copy.deepcopy(model)
+    report = quantize(m, method="gptq", scheme="w4a16", group_size=32, calibration=windows, outliers=0.02)
+    for row in report.layers:
+        assert row["outliers"] == round(0.02 * row["weights"])
+    weights = sum(r["weights"] for r in report.layers)
+    assert report.average_bits == pytest.approx(4 + 48 * sum(r["outliers"] for r in report.layers) / weights)
+    assert sum(r["output_error"] for r in report.layers) < sum(r["output_error"] for r in plain_report.layers)
+    # the kept weights are wanda's most important: |w| x the input norm
+    w = model.model.layers[0].mlp.down_proj.weight.detach()
+    norms = torch.ones(w.shape[1], dtype=torch.float64)
+    by_magnitude = outlier_mask(w, 0.02, "magnitude")
+    assert by_magnitude.sum() == round(0.02 * w.numel())
+    assert w.abs()[by_magnitude].min() >= w.abs()[~by_magnitude].max()
+    assert torch.equal(outlier_mask(w, 0.02, "wanda", hessian=torch.diag(norms ** 2)), by_magnitude)
+    fake = m(input_ids=torch.as_tensor(windows[:2])).logits
+    save_quantized(m, tmp_path / "q")
+    loaded, _ = load_quantized(tmp_path / "q")
+    assert torch.allclose(loaded(input_ids=torch.as_tensor(windows[:2])).logits, fake, atol=0.05)
+    single = loaded(input_ids=torch.as_tensor(windows[:1, :1])).logits  # the int4 kernel plus the sparse outliers
+    assert torch.allclose(single, m(input_ids=torch.as_tensor(windows[:1, :1])).logits, atol=0.05)
+    outliers = sum(mod.outlier_value.numel() for mod in loaded.modules() if hasattr(mod, "outlier_value"))
+    assert outliers == sum(r["outliers"] for r in report.layers)
+    # bad input, named
+    for bad in (-0.1, 0.5, True):
+        with pytest.raises(InvalidParameterError, match="outliers is the share"):
+            quantize(copy.deepcopy(model), method="rtn", outliers=bad)
+    with pytest.raises(InvalidParameterError, match="needs calibration windows"):
+        quantize(copy.deepcopy(model), method="rtn", group_size=32, outliers=0.01)
+    with pytest.raises(InvalidParameterError, match="does not keep outliers"):
+        quantize(copy.deepcopy(model), method="awq", group_size=32, calibration=windows, outliers=0.01)
+    with pytest.raises(InvalidParameterError, match="needs gradient"):
+        quantize(copy.deepcopy(model), method="rtn", group_size=32, calibration=windows, outliers=0.01,
+                 outlier_criterion="taylor")
+    report = quantize(copy.deepcopy(model), method="rtn", group_size=32, outliers=0.01, outlier_criterion="magnitude")
+    assert all(r["outliers"] == round(0.01 * r["weights"]) for r in report.layers)
+    # the command
+    folder, text = model_folder
+    assert main(["compress", "quantize", str(folder), "--method", "rtn", "--group", "16", "--outliers", "0.01",
+                 "--outlier-criterion", "magnitude", "--out", str(tmp_path / "c"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["average_bits"] > 4
+    assert main(["compress", "quantize", str(folder), "--method", "rtn", "--group", "16", "--outliers", "0.01",
+                 "--out", str(tmp_path / "d")]) != 0
+    assert "needs calibration windows" in capsys.readouterr().err and not (tmp_path / "d").exists()
