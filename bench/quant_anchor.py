@@ -44,11 +44,24 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).rglob("*.safetensors"))
 
 
+def skip_pinning_without_accelerator() -> None:
+    """llm-compressor 0.14's AWQ pins its cached activations (page-locked memory, for faster
+    copies to a device), which stops a CPU-only machine with "Cannot access accelerator device
+    when none is available". Without a device there is nothing to copy to: pinning is skipped,
+    which changes no value."""
+    if torch.accelerator.is_available():
+        return
+    from llmcompressor.pipelines.cache import IntermediatesCache
+
+    IntermediatesCache.pin_memory = lambda self, *args, **kwargs: None
+
+
 def run_llmcompressor(dense, tokenizer, job, results):
     from llmcompressor import oneshot
     from llmcompressor.modifiers.gptq import GPTQModifier
     from llmcompressor.modifiers.quantization import QuantizationModifier
 
+    skip_pinning_without_accelerator()
     calibration = Dataset.from_dict({"input_ids": job["calibration"],
                                      "attention_mask": [[1] * len(w) for w in job["calibration"]]})
     for config in job["llmcompressor"]:

@@ -86,8 +86,6 @@ def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) 
     created when missing; an existing one must be empty or an earlier quantized model (never
     another folder's files overwritten). Returns the quantization_config written."""
     torch = _torch()
-    from safetensors.torch import save_file
-
     folder = prepare_folder(folder)
     layers = {name: m.salience_quantized for name, m in model.named_modules()
               if hasattr(m, "salience_quantized") and isinstance(m, torch.nn.Linear)}
@@ -141,7 +139,16 @@ def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) 
               "salience": {"embeddings": "int8" if embedding_name and f"{embedding_name}.weight_int8" in tensors
                            else None, "outliers": sum(q.outlier_count for q in layers.values()),
                            **(extra or {})}}
-    model.config.quantization_config = config
+    write_folder(model, folder, tensors, config, tokenizer)
+    return config
+
+
+def write_folder(model, folder: Path, tensors: dict, quantization_config: dict, tokenizer=None) -> None:
+    """The config (with ``quantization_config``), ``model.safetensors``, the tokenizer and the
+    generation config, into a folder :func:`prepare_folder` made ready."""
+    from safetensors.torch import save_file
+
+    model.config.quantization_config = quantization_config
     try:
         model.config.save_pretrained(folder)
     finally:
@@ -152,7 +159,6 @@ def save_quantized(model, folder, *, tokenizer=None, extra: dict | None = None) 
     generation = getattr(model, "generation_config", None)
     if generation is not None:
         generation.save_pretrained(folder)
-    return config
 
 
 def prepare_folder(folder) -> Path:

@@ -72,9 +72,7 @@ def save_sparse(model, folder, *, tokenizer=None, structure: str = "unstructured
     docstring) into ``folder`` (created when missing; never another folder's files
     overwritten). Returns the sparsity_config written."""
     torch = require_torch("Saving a sparse model")
-    from safetensors.torch import save_file
-
-    from salience.models.quantized_files import prepare_folder
+    from salience.models.quantized_files import prepare_folder, write_folder
 
     if structure not in ("unstructured", "2:4"):
         raise InvalidParameterError(f"structure must be 'unstructured' or '2:4'; got {structure!r}.")
@@ -103,14 +101,7 @@ def save_sparse(model, folder, *, tokenizer=None, structure: str = "unstructured
     sparsity = {"format": "sparse-24-bitmask" if structure == "2:4" else "sparse-bitmask",
                 "global_sparsity": zeros / total if total else 0.0, "sparsity_structure": structure,
                 "targets": sorted(name for name, _ in layers), "ignore": ["lm_head"]}
-    model.config.quantization_config = {"quant_method": "compressed-tensors", "format": "dense",
-                                        "quantization_status": "compressed", "config_groups": {},
-                                        "sparsity_config": sparsity, "version": "0.19.0"}
-    try:
-        model.config.save_pretrained(folder)
-    finally:
-        del model.config.quantization_config
-    save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    if tokenizer is not None:
-        tokenizer.save_pretrained(folder)
+    write_folder(model, folder, tensors, {"quant_method": "compressed-tensors", "format": "dense",
+                                          "quantization_status": "compressed", "config_groups": {},
+                                          "sparsity_config": sparsity, "version": "0.19.0"}, tokenizer)
     return sparsity
