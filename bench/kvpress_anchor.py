@@ -38,6 +38,8 @@ PRESSES = {
     "chunkkv": lambda ratio: kvpress.ChunkKVPress(press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
                                                                             kernel_size=5), chunk_length=20),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
+    "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
+                                             use_local_approximation=True, local_window_size=16),
 }
 #: presses whose layers keep different numbers of tokens: the model builds one causal mask sized
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation

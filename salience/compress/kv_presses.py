@@ -22,7 +22,11 @@
 * ``criticalkv`` (on another policy, ``press``): half the budget by its scores, the rest by
   score x the L1 norm of the value through the output projection (Feng et al., 2025);
 * ``chunkkv`` (on another policy, ``press``): whole chunks of ``chunk_length`` neighbouring
-  tokens kept by its scores summed over heads (Liu et al., 2025).
+  tokens kept by its scores summed over heads (Liu et al., 2025);
+* ``curdkv``: leverage of keys and values approximated by their squared norms, each
+  normalised within local windows of ``local_window`` tokens, multiplied (``leverage=
+  "kv_product"``), averaged (``"kv_avg"``) or one alone (``"key"``, ``"value"``); the sinks
+  are kept (CurDKV, Sengupta et al., 2025; kvpress's CURPress).
 """
 
 from __future__ import annotations
@@ -32,10 +36,10 @@ import numpy as np
 from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
-from salience.core.params import Interval
+from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV", "ChunkKV"]
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV", "ChunkKV", "CurDKV"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -45,6 +49,39 @@ class KeyDiff(KVPolicy):
         unit = torch.nn.functional.normalize(keys.to(torch.promote_types(keys.dtype, torch.float32)), dim=-1)
         anchor = unit.mean(dim=2, keepdim=True)
         return -torch.nn.functional.cosine_similarity(unit, anchor, dim=-1)
+
+
+@register_method("kv", "curdkv", "KV cache: key and value leverage by squared norms, normalised in local windows "
+                                 "(CurDKV, Sengupta et al., 2025)")
+class CurDKV(KVPolicy):
+    _parameter_constraints = {"n_sink": [Interval("int", 0)], "leverage": [Options(("kv_product", "kv_avg", "key", "value"))],
+                              "local_window": [None, Interval("int", 1)]}
+
+    def __init__(self, *, n_sink: int = 4, leverage: str = "kv_product", local_window: int | None = 16):
+        self.n_sink, self.leverage, self.local_window = n_sink, leverage, local_window
+        super().__init__()
+
+    def protected(self) -> tuple[int, str]:
+        return max(1, self.n_sink), f"the {self.n_sink} sinks"
+
+    def _local(self, torch, squared, n):
+        """Each token's share of its window of ``local_window`` (the last window may be shorter)."""
+        if self.local_window is None:
+            return squared
+        b, h, _ = squared.shape
+        w = self.local_window
+        padded = torch.nn.functional.pad(squared, (0, -n % w)).reshape(b, h, -1, w)
+        return (padded / padded.sum(dim=-1, keepdim=True)).reshape(b, h, -1)[..., :n]
+
+    def _scores(self, torch, keys, values, queries, scaling, n):
+        dtype = torch.promote_types(keys.dtype, torch.float32)
+        k2 = self._local(torch, keys.to(dtype).pow(2).sum(dim=-1), n)
+        v2 = self._local(torch, values.to(dtype).pow(2).sum(dim=-1), n)
+        scores = {"kv_product": lambda: k2 * v2, "kv_avg": lambda: (k2 + v2) / 2, "key": lambda: k2,
+                  "value": lambda: v2}[self.leverage]()
+        scores = scores / scores.sum(dim=-1, keepdim=True)
+        scores[..., : self.n_sink] = 1.0
+        return scores
 
 
 @register_method("kv", "lagkv", "KV cache: keys and values scored against the next partition's range (LagKV, Liang "

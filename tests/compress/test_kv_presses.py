@@ -368,3 +368,25 @@ def test_kvzip_evicts_across_layers_and_heads_after_repeating_the_context(monkey
         prefill(model, ids[:n], policy="kvzip", budget=0.25, tokenizer=CharTokenizer(), key_channels=0.5)
     with pytest.raises(InvalidParameterError, match="chunk_size"):
         create("kv", "kvzip", chunk_size=4)
+
+
+def test_curdkv_is_the_local_leverage_product_written_out():
+    keys, values, _ = random_layer(seed=11, n=20, d=4, kv=2)
+    scores = create("kv", "curdkv", n_sink=2, local_window=8).token_scores(keys, values)
+    k2, v2 = (keys ** 2).sum(-1)[0], (values ** 2).sum(-1)[0]  # (kv, n)
+    for head in range(2):
+        local = []
+        for squared in (k2[head], v2[head]):
+            shares = []
+            for lo in range(0, 20, 8):  # windows 0-7, 8-15 and the short 16-19
+                window = squared[lo:lo + 8]
+                shares += (window / window.sum()).tolist()
+            local.append(np.array(shares))
+        expected = local[0] * local[1]
+        expected /= expected.sum()
+        expected[:2] = 1.0
+        assert np.allclose(scores[0, head].numpy(), expected, atol=1e-12)
+    whole = create("kv", "curdkv", n_sink=0, local_window=None, leverage="key").token_scores(keys, values)
+    assert torch.allclose(whole[0], k2 / k2.sum(-1, keepdim=True))
+    with pytest.raises(InvalidParameterError, match="leverage"):
+        create("kv", "curdkv", leverage="both")
