@@ -199,10 +199,13 @@ def render(result: dict, command: str, seconds: float) -> str:
             lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
                          f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
                          f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
-    lines += ["", "key_norm: a rotation keeps a key's norm, so repeated tokens (the passkey filler) tie exactly; salience "
-              "evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among them in its "
-              "own order, hence the larger differences on that row only. vatp and caote have no kvpress "
-              "counterpart."]
+    measured = result["by_budget"][str(a["budgets"][0])]
+    if "key_norm" in measured:
+        lines += ["", "key_norm: a rotation keeps a key's norm, so repeated tokens (the passkey filler) tie exactly; "
+                  "salience evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among "
+                  "them in its own order, hence the larger differences on that row only."]
+    if {"vatp", "caote"} & set(measured):
+        lines += ["", "vatp and caote have no kvpress counterpart."]
     if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
         lines += ["", f"qfilter: filters learned by salience from {a['calib_windows']} windows of {a['calib_tokens']} "
                   "tokens of the docstrings' first half (the evaluation reads the second); kvpress's QFilterPress is "
