@@ -200,10 +200,12 @@ def render(result: dict, command: str, seconds: float) -> str:
                          f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
                          f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
     measured = result["by_budget"][str(a["budgets"][0])]
-    if "key_norm" in measured:
-        lines += ["", "key_norm: a rotation keeps a key's norm, so repeated tokens (the passkey filler) tie exactly; "
-                  "salience evicts the earlier of tied tokens (the core's stable selector), kvpress's topk picks among "
-                  "them in its own order, hence the larger differences on that row only."]
+    norm_based = [name for name in ("key_norm", "curdkv") if name in measured]
+    if norm_based:
+        lines += ["", f"{' and '.join(norm_based)}: scores from norms, which a rotation keeps, so repeated tokens (the "
+                  "passkey filler) tie exactly; salience evicts the earlier of tied tokens (the core's stable "
+                  "selector), kvpress's topk picks among them in its own order, hence the larger differences on the "
+                  "needles of those rows only."]
     if {"vatp", "caote"} & set(measured):
         lines += ["", "vatp and caote have no kvpress counterpart."]
     if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
