@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -84,7 +85,7 @@ def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, arg
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = run(args)
-    command = f"python bench/{script} " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = f"python bench/{script} " + shlex.join(argv if argv is not None else sys.argv[1:])
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)
     if args.write:
