@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import abc
 import math
 
 import numpy as np
@@ -145,13 +146,12 @@ class _Calibrated(KVPolicy):
     :meth:`calibrate` fills it."""
 
     learned: str
+    learned_ndim: int  # (layers, kv heads[, head size])
     reads = ("layer",)
 
+    @abc.abstractmethod
     def _learn(self, model, windows) -> np.ndarray:
-        raise NotImplementedError
-
-    def _learned_ndim(self) -> int:
-        raise NotImplementedError
+        """The subclass's part: the learned parameter computed from the calibration windows."""
 
     def calibrate(self, model, windows) -> "_Calibrated":
         """A copy with its ``learned`` parameter computed from ``windows`` (lists of token ids)."""
@@ -163,9 +163,9 @@ class _Calibrated(KVPolicy):
         if value is None:
             return
         array = np.asarray(value, dtype=float)
-        if array.ndim != self._learned_ndim() or array.size == 0 or not np.isfinite(array).all():
-            raise InvalidParameterError(f"{self.learned} must be a finite {self._learned_ndim()}-D array (layers, "
-                                        f"key-value heads{', head size' if self._learned_ndim() == 3 else ''}); got "
+        if array.ndim != self.learned_ndim or array.size == 0 or not np.isfinite(array).all():
+            raise InvalidParameterError(f"{self.learned} must be a finite {self.learned_ndim}-D array (layers, "
+                                        f"key-value heads{', head size' if self.learned_ndim == 3 else ''}); got "
                                         f"shape {array.shape}.")
 
     def _array(self) -> np.ndarray:
@@ -194,14 +194,11 @@ class _Calibrated(KVPolicy):
 @register_method("kv", "qfilter", "KV cache: each key's projection on its head's dominant query direction, learned "
                                   "from a calibration text (Q-Filters, Godey et al., 2025)")
 class QFilter(_Calibrated):
-    learned = "filters"
+    learned, learned_ndim = "filters", 3
 
     def __init__(self, *, filters=None):
         self.filters = filters
         super().__init__()
-
-    def _learned_ndim(self) -> int:
-        return 3
 
     def _learn(self, model, windows):
         return query_filters(model, windows)
@@ -223,16 +220,13 @@ class DuoAttention(_Calibrated):
     eviction brings the whole cache to ``keep`` tokens per head on average, so heads keep
     different numbers of tokens (padded and masked, as AdaKV's)."""
 
-    learned = "head_scores"
+    learned, learned_ndim = "head_scores", 2
     reads = ("layer", "keep")
     _parameter_constraints = {"sink_size": [Interval("int", 0)], "recent_size": [Interval("int", 1)]}
 
     def __init__(self, *, head_scores=None, sink_size: int = 128, recent_size: int = 256):
         self.head_scores, self.sink_size, self.recent_size = head_scores, sink_size, recent_size
         super().__init__()
-
-    def _learned_ndim(self) -> int:
-        return 2
 
     def _learn(self, model, windows):
         return duo_attention_head_scores(model, windows)
