@@ -151,8 +151,9 @@ class KnnShapley(Valuation):
     recursion from the farthest training row to the nearest: no model is fitted. ``metric``:
     ``euclidean`` (pyDVL's and scikit-learn's default) or ``cosine``. Vectorised over blocks of
     test rows; the values equal pyDVL's ``KNNShapleyValuation`` to 1e-9 wherever no two training
-    rows lie at the same distance from a test row to within rounding (where they do, the order
-    scikit-learn's version gives them decides: 1.5e-7 apart at 10^4 rows, bench/valuation.py).
+    rows with different labels lie at the same distance from a test row (4.8e-18 on 10^4 distinct
+    rows, bench/valuation.py --knn-only; a row repeated with another label has no order of its
+    own, and scikit-learn's versions break that tie differently).
 
     >>> X, y = [[0.0], [1.0], [5.0]], ["a", "a", "b"]
     >>> KnnShapley(k=1).score((X, y), ([[0.2]], ["a"])).values.round(4).tolist()
