@@ -237,6 +237,57 @@ def tracin_rows(args) -> list[dict]:
     return rows
 
 
+#: confident learning's neighbour vote: the sizes tried on the dev sets (None: cleanlab's score alone)
+NEIGHBOR_CHOICES = (None, 5, 10, 20)
+NEIGHBORS = 5  # chosen on the dev sets (label_error_rows)
+
+
+def dev_sets(seed: int = 0) -> dict:
+    """Sets no reported table uses, for choices: iris, the DSIR pool's domains beyond the six of
+    ``dsir_domains``, and a synthetic four-class set."""
+    from sklearn.datasets import load_iris, make_classification
+
+    X, y = load_iris(return_X_y=True)
+    out = {"iris": (_standardised(X), y)}
+    texts, labels = _pool(limit_per_domain=200, seed=seed)
+    names, counts = np.unique(labels, return_counts=True)
+    reported = set(names[np.argsort(-counts)][:DSIR_DOMAINS])
+    rest = np.array([label not in reported for label in labels])
+    out["dsir_other_domains"] = (_text_features([t for t, r in zip(texts, rest) if r], seed=seed), labels[rest])
+    X, y = make_classification(600, 20, n_informative=8, n_classes=4, n_clusters_per_class=2, random_state=seed)
+    out["synthetic"] = (_standardised(X), y)
+    return out
+
+
+def _neighbors_label(k) -> str:
+    return "confident_learning" if k is None else f"confident_learning + {k} neighbours"
+
+
+def label_error_rows(args) -> dict:
+    """Confident learning with and without the neighbour vote: its size chosen on the dev sets
+    (five seeds each), then the chosen one beside cleanlab on the reported sets' games."""
+    dev = []
+    for name, (X, y) in dev_sets(args.seed).items():
+        for seed in range(5):
+            train, test, flipped, _ = _noisy_coded_game(args, X, y, seed)
+            methods = [("confident_learning", {"folds": 5, "seed": seed, "neighbors": k}, _neighbors_label(k))
+                       for k in NEIGHBOR_CHOICES]
+            dev += _salience_rows(name, seed, methods, train, test, flipped, {})
+    test_rows = []
+    for seed in args.seeds:
+        for name, (X, y) in datasets(args.seed).items():
+            train, test, flipped, _ = _noisy_coded_game(args, X, y, seed)
+            arrays = {f"{name}_X_train": train[0], f"{name}_y_train": train[1], f"{name}_X_test": test[0],
+                      f"{name}_y_test": test[1]}
+            peers = {job["method"]: job for job in run_peers(
+                [{"game": name, "library": "cleanlab", "method": "confident_learning", "folds": 5}], arrays)}
+            methods = [("confident_learning", {"folds": 5, "seed": seed, "neighbors": k}, _neighbors_label(k))
+                       for k in (None, NEIGHBORS)]
+            test_rows += _salience_rows(name, seed, methods, train, test, flipped, peers)
+            print(f"label errors: {name} seed {seed} done", file=sys.stderr, flush=True)
+    return {"dev": dev, "test": test_rows}
+
+
 def _noisy_coded_game(args, X, y, seed) -> tuple:
     """(train, test, flipped, n_train) of one noisy game, labels coded 0..K-1."""
     n_train = min(args.n_train, len(y) // 2)
@@ -257,15 +308,16 @@ def _salience_rows(name, seed, methods, train, test, flipped, peers) -> list[dic
                      "seconds": seconds, "peak_mb": peak, **detection(values, flipped),
                      "removal": removal_curves(values, train, test), **extra})
 
-    for method, options in methods:
+    for method, options, *label in methods:  # a third item labels a method's non-default configuration
+        label = label[0] if label else method
         scorer = create("data", method, **options)
         values, seconds, fits, peak = _timed(scorer, train, test)
         oriented = values if scorer.suspects == "lowest" else -values
         extra = {}
-        peer = peers.get(method)
+        peer = peers.get(label)
         if peer is not None and method in ("knn_shapley", "loo"):  # the same values, computed two ways
             extra["max_difference"] = float(np.abs(values - np.array(peer["values"])).max())
-        add(method, "salience", oriented, fits, seconds, peak, **extra)
+        add(label, "salience", oriented, fits, seconds, peak, **extra)
         if peer is not None:
             add(method, peer["library"], np.array(peer["values"]), peer["fits"], peer["seconds"])
     return rows
@@ -473,6 +525,37 @@ def knn_lines(knn: dict) -> list[str]:
     return lines
 
 
+def render_label_errors(result: dict, command: str, seconds: float) -> str:
+    dev_mean = {key: float(np.mean([r["auc"] for r in group]))
+                for key, group in _grouped(result["dev"], ("set", "method")).items()}
+    dev_sets_ = list(dict.fromkeys(r["set"] for r in result["dev"]))
+    lines = ["## Label errors: confident learning with a neighbour vote, against cleanlab 2.9", "",
+             f"`{command}` ({seconds / 60:.0f} minutes, 2 cores; cleanlab in .venv-pydvl, timed inside its runner). "
+             "10% of training labels flipped, the games of the main valuation table (same seeds, same splits, "
+             "same flips); 5 out-of-fold fits each; the vote fits nothing.", "",
+             "**Choice on dev sets no table reports** (mean AUC over 5 seeds; rule: at or above plain self-confidence "
+             "on every dev set, then the highest mean):", "",
+             "| configuration | " + " | ".join(dev_sets_) + " | mean |", "|---|" + "---:|" * (len(dev_sets_) + 1)]
+    for k in NEIGHBOR_CHOICES:
+        label = _neighbors_label(k)
+        cells = [dev_mean[(name, label)] for name in dev_sets_]
+        lines.append(f"| {label}{' (chosen)' if k == NEIGHBORS else ''} | " + " | ".join(f"{c:.4f}" for c in cells)
+                     + f" | {np.mean(cells):.4f} |")
+    lines += ["", "**Judged on the reported sets** (seeds " + ", ".join(map(str, sorted({r['seed'] for r in
+              result['test']}))) + "):", ""] + detection_table(result["test"])
+    mean = {key: float(np.mean([r["auc"] for r in group]))
+            for key, group in _grouped(result["test"], ("set", "method", "library")).items()}
+    sets = list(dict.fromkeys(r["set"] for r in result["test"]))
+    lines += ["", "| salience / cleanlab mean AUC | " + " | ".join(sets) + " | sets at or above |",
+              "|---|" + "---:|" * (len(sets) + 1)]
+    for k in (None, NEIGHBORS):
+        label = _neighbors_label(k)
+        pairs = [(mean[(name, label, "salience")], mean[(name, "confident_learning", "cleanlab")]) for name in sets]
+        lines.append(f"| {label} | " + " | ".join(f"{a:.3f} / {b:.3f}" for a, b in pairs)
+                     + f" | {sum(a >= b for a, b in pairs)} of {len(sets)} |")
+    return "\n".join(lines) + "\n"
+
+
 def render_knn(result: dict, command: str, seconds: float) -> str:
     return "\n".join(["## Data valuation: exact KNN-Shapley against pyDVL 0.10 at 10^4 rows", "",
                       f"`{command}` ({seconds:.0f} s, 2 cores; pyDVL in .venv-pydvl with scikit-learn 1.6, timed "
@@ -495,7 +578,14 @@ def main(argv=None) -> int:
                         help="finished stages are kept here; a rerun with the same options resumes after them")
     parser.add_argument("--knn-only", action="store_true",
                         help="only the KNN-Shapley comparison at --knn-train rows, in a section of its own")
-    if "--knn-only" in (sys.argv[1:] if argv is None else argv):
+    parser.add_argument("--label-errors", action="store_true",
+                        help="only confident learning with and without its neighbour vote (size chosen on dev sets) "
+                             "against cleanlab, in a section of its own")
+    given_argv = sys.argv[1:] if argv is None else argv
+    if "--label-errors" in given_argv:
+        return run_benchmark("valuation.py", parser, label_error_rows, render_label_errors, argv,
+                             variant="--label-errors")
+    if "--knn-only" in given_argv:
         return run_benchmark("valuation.py", parser, lambda args: {"knn": knn_speed(args)}, render_knn, argv,
                              variant="--knn-only")
     return run_benchmark("valuation.py", parser, run, render, argv)

@@ -16,7 +16,8 @@ from salience.exceptions import InputFormatError
 #: models valuation refits, by name (any scikit-learn estimator in Python)
 MODELS = ("logistic", "knn", "tree", "sgd", "mlp")
 #: the command-line options that are method parameters, passed on when given
-METHOD_OPTIONS = ("k", "budget", "truncation", "tolerance", "folds", "epochs", "at_epoch", "repeats", "similarity")
+METHOD_OPTIONS = ("k", "budget", "truncation", "tolerance", "folds", "neighbors", "epochs", "at_epoch", "repeats",
+                  "similarity")
 
 
 def _model(name: str | None):
@@ -282,6 +283,9 @@ def add_method_options(p) -> None:
     p.add_argument("--tolerance", type=float, default=None,
                    help="stop sampling once every standard error is within this share of the largest value")
     p.add_argument("--folds", type=positive_int, default=None, help="confident learning's out-of-fold fits")
+    p.add_argument("--neighbors", type=positive_int, default=None,
+                   help="confident learning: average the label quality with the share of this many nearest rows "
+                        "carrying the same label (no extra fit)")
     p.add_argument("--epochs", type=positive_int, default=None, help="training epochs of the training-dynamics scores")
     p.add_argument("--at-epoch", type=positive_int, default=None, help="the epoch EL2N and GraNd are read at")
     p.add_argument("--repeats", type=positive_int, default=None,

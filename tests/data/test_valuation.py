@@ -224,3 +224,27 @@ def test_confident_learning_finds_flipped_labels():
         ConfidentLearning(folds=4).score((X[:3], [0, 1, 1]))
     with pytest.raises(InvalidParameterError, match="has no predict_proba"):
         ConfidentLearning(model=NearestMean()).score((X, noisy))
+
+
+def test_confident_learning_neighbour_vote_by_hand():
+    from salience.data import ConfidentLearning
+    from salience.data.label_errors import neighbor_agreement
+
+    # a line of rows: 0, 1, 2 labelled a; 3 labelled b sits among them; 10, 11, 12 labelled b
+    X = np.array([[0.0], [1.0], [2.0], [1.5], [10.0], [11.0], [12.0], [13.0]])
+    codes = np.array([0, 0, 0, 1, 1, 1, 1, 1])
+    # 2 nearest others: row 0 -> 1, 3 (a, b); row 1 -> 3 and 0 or 2 (b, a); row 3 -> 1, 2 (a, a); row 4 -> 5, 6
+    assert neighbor_agreement(X, codes, 2).tolist() == [0.5, 0.5, 0.5, 0.0, 1.0, 1.0, 1.0, 1.0]
+    # a row's copy may be listed before it: the row itself is still left out
+    copies = np.array([[0.0], [0.0], [5.0]])
+    assert neighbor_agreement(copies, np.array([0, 1, 1]), 1).tolist() == [0.0, 0.0, 0.0]
+    with pytest.raises(InvalidParameterError, match="neighbors=8 needs more than 8 training rows; train has 8"):
+        neighbor_agreement(X, codes, 8)
+    plain = ConfidentLearning(folds=2, seed=3)
+    quality = plain.score((X, codes)).values
+    blended = ConfidentLearning(folds=2, seed=3, neighbors=2)
+    assert np.allclose(blended.score((X, codes)).values, (quality + neighbor_agreement(X, codes, 2)) / 2, atol=1e-12)
+    assert blended.fits_ == 2  # the vote fits nothing
+    assert np.array_equal(blended.label_issues_, plain.label_issues_)
+    with pytest.raises(InvalidParameterError, match="neighbors"):
+        ConfidentLearning(neighbors=0)

@@ -43,6 +43,12 @@ def test_value_writes_one_line_per_record_and_the_flipped_come_last(wine_files, 
     report = json.loads(capsys.readouterr().out)
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert report["fits"] == 4 and {r["id"] for r in rows if r["label_issue"]} & flipped
+    assert main(["data", "value", str(train), "--features", "x", "--method", "confident_learning", "--folds", "4",
+                 "--neighbors", "5", "--out", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    voted = [json.loads(line) for line in out.read_text().splitlines()]
+    assert report["fits"] == 4 and [r["salience_value"] for r in voted] != [r["salience_value"] for r in rows]
+    assert len({r["id"] for r in sorted(voted, key=lambda r: r["salience_value"])[:6]} & flipped) >= 5
     assert main(["data", "value", str(train), "--test", str(test), "--features", "x", "--method", "tmc_shapley",
                  "--budget", "150", "--model", "knn", "--out", str(out), "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
