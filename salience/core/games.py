@@ -28,14 +28,14 @@ score after training on the coalition). Both reach these estimators:
 from __future__ import annotations
 
 import math
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["Game", "all_coalitions", "semivalue_weights", "exact_semivalues", "position_weights",
-           "permutation_contributions", "msr_banzhaf", "banzhaf_regression", "RunningMean", "MAX_EXACT_PLAYERS"]
+           "random_orders", "permutation_contributions", "msr_banzhaf", "banzhaf_regression", "RunningMean", "MAX_EXACT_PLAYERS"]
 
 #: a value function over a batch of coalitions: boolean masks (n, m) -> values (n,)
 Game = Callable[[np.ndarray], np.ndarray]
@@ -96,6 +96,18 @@ def position_weights(m: int, weights: np.ndarray) -> np.ndarray:
     k = np.arange(m)
     log_choose = gammaln(m) - gammaln(k + 1) - gammaln(m - k)
     return m * np.exp(log_choose + np.log(weights))
+
+
+def random_orders(rng: np.random.Generator, m: int, *, antithetic: bool = True) -> Iterator[np.ndarray]:
+    """Endless uniformly random orders of ``m`` players; ``antithetic``: each followed by its
+    reverse (Strumbelj and Kononenko, 2014; Mitchell et al., 2022), so a player late in one walk
+    is early in the next: the pair's contributions are negatively correlated and their mean
+    varies less, and under truncation every player is seen near the front."""
+    while True:
+        order = rng.permutation(m)
+        yield order
+        if antithetic:
+            yield order[::-1].copy()
 
 
 def permutation_contributions(game: Game, orders: np.ndarray, *, empty_value: float | None = None,

@@ -38,7 +38,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from salience.core.base import Scorer, register_method
-from salience.core.games import (RunningMean, banzhaf_regression, msr_banzhaf, permutation_contributions,
+from salience.core.games import (RunningMean, banzhaf_regression, msr_banzhaf, permutation_contributions, random_orders,
                                  position_weights, semivalue_weights)
 from salience.core.params import SEED, Check, Interval, Options
 from salience.core.scores import Scores
@@ -287,18 +287,25 @@ class DataBanzhaf(_Sampled):
         return self.tolerance is not None and bool(np.all(self.standard_errors_ <= self.tolerance * scale))
 
 
+#: permutation walks evaluated side by side, at most
+WALKS_PER_ROUND = 8
+
+
 class _Walks(_Sampled):
     """Permutation walks: each walk adds the rows in a random order, one fit per coalition
     (the grand coalition fitted once), and stops once the test score is within ``truncation``
-    (relative) of the grand coalition's, later rows counting zero (truncated Monte Carlo)."""
+    (relative) of the grand coalition's, later rows counting zero (truncated Monte Carlo).
+    ``antithetic``: every other walk is the one before it reversed (chosen on dev sets: under
+    truncation it puts each row near the front of a walk twice as often). A walk the budget
+    cuts short is dropped, and rounds hold only as many walks as the budget can finish."""
 
-    _parameter_constraints = {"truncation": [None, Interval("real", 0)]}
+    _parameter_constraints = {"truncation": [None, Interval("real", 0)], "antithetic": [bool]}
     kind = "shapley"
 
     def __init__(self, *, model: Any = None, scoring: Any = None, budget: int = 1000, truncation: float | None = 0.01,
-                 tolerance: float | None = None, seed: Any = 0, n_jobs: int = 1, executor: Any = "local",
-                 show_progress: bool = False):
-        self.truncation = truncation
+                 antithetic: bool = True, tolerance: float | None = None, seed: Any = 0, n_jobs: int = 1,
+                 executor: Any = "local", show_progress: bool = False):
+        self.truncation, self.antithetic = truncation, antithetic
         super().__init__(model=model, scoring=scoring, budget=budget, tolerance=tolerance, seed=seed, n_jobs=n_jobs,
                          executor=executor, show_progress=show_progress)
 
@@ -318,20 +325,31 @@ class _Walks(_Sampled):
         weights = self._weights(n)
         running = RunningMean(n, budget=self.budget, tolerance=self.tolerance)
         running.evaluations = utility.fits
-        walks = 8  # per round (not per job: the values must not depend on n_jobs)
+        walk_fits = n - 1  # what a walk may cost, until walks have been seen
+        order_source = random_orders(rng, n, antithetic=self.antithetic)
         with progress_bar(self.budget, self.name_for_progress, self.show_progress, unit="fit") as bar:
             while not running.done():
-                orders = np.array([rng.permutation(n) for _ in range(walks)])
+                remaining = self.budget - running.evaluations
+                # as many walks as the budget can finish, 8 at most per round (not per job: the
+                # values must not depend on n_jobs)
+                walks = int(np.clip(remaining // max(walk_fits, 1), 1, WALKS_PER_ROUND))
+                orders = np.array([next(order_source) for _ in range(walks)])
                 before = utility.fits
                 contributions, _, reached = permutation_contributions(
                     utility, orders, empty_value=empty, full_value=full, truncation=self.truncation,
-                    max_evaluations=self.budget - running.evaluations)
+                    max_evaluations=remaining)
+                # a walk the budget cut short is dropped: only its first players were reached, and
+                # their small-coalition contributions alone would skew their means
+                finished = reached.all(axis=1)
                 positions = np.empty_like(orders)
                 positions[np.arange(walks)[:, None], orders] = np.arange(n)[None, :]
                 # fits, not coalitions, are the budget (a one-class coalition needs no fit): a round
                 # that fitted nothing still spends what it evaluated, so the loop ends
                 spent = max(utility.fits - before, int(reached.sum() > 0))
-                running.update(contributions * weights[positions], spent, counted=reached)
+                if finished.any():
+                    walk_fits = spent / walks
+                running.update(contributions[finished] * weights[positions[finished]], spent,
+                               counted=reached[finished])
                 bar.update(spent)
         return self._finish(running)
 
@@ -357,11 +375,12 @@ class BetaShapley(_Walks):
     name_for_progress = "beta shapley"
 
     def __init__(self, *, model: Any = None, scoring: Any = None, alpha: float = 16.0, beta: float = 1.0,
-                 budget: int = 1000, truncation: float | None = 0.01, tolerance: float | None = None, seed: Any = 0,
-                 n_jobs: int = 1, executor: Any = "local", show_progress: bool = False):
+                 budget: int = 1000, truncation: float | None = 0.01, antithetic: bool = True,
+                 tolerance: float | None = None, seed: Any = 0, n_jobs: int = 1, executor: Any = "local",
+                 show_progress: bool = False):
         self.alpha, self.beta = alpha, beta
-        super().__init__(model=model, scoring=scoring, budget=budget, truncation=truncation, tolerance=tolerance,
-                         seed=seed, n_jobs=n_jobs, executor=executor, show_progress=show_progress)
+        super().__init__(model=model, scoring=scoring, budget=budget, truncation=truncation, antithetic=antithetic,
+                         tolerance=tolerance, seed=seed, n_jobs=n_jobs, executor=executor, show_progress=show_progress)
 
     def _weights(self, n: int) -> np.ndarray:
         return position_weights(n, semivalue_weights(n, "beta", alpha=self.alpha, beta=self.beta))

@@ -16,13 +16,14 @@ on batches of hybrid rows, never one row at a time.
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Callable
 
 import numpy as np
 
 from salience.core.base import register
-from salience.core.games import (all_coalitions, exact_semivalues, permutation_contributions,
+from salience.core.games import (all_coalitions, exact_semivalues, permutation_contributions, random_orders,
                                  semivalue_weights)
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
@@ -136,10 +137,7 @@ class PermutationShapley(CoalitionExplainer):
     def _explain_row(self, calls, x, background, n_samples, rng):
         m = len(x)
         pairs = max(1, (n_samples if n_samples is not None else 20 * m) // (2 * m))
-        orders = []
-        for _ in range(pairs):
-            order = rng.permutation(m)
-            orders += [order, order[::-1]]
+        orders = list(itertools.islice(random_orders(rng, m), 2 * pairs))
 
         def game(masks):
             return coalition_values(calls, x, background, masks)

@@ -34,7 +34,7 @@ def _killed_after(monkeypatch, batches):
     return calls
 
 
-@pytest.mark.parametrize("method, kill_at", [(TmcShapley(budget=60, seed=3), 3), (DataBanzhaf(budget=64, seed=3), 2)],
+@pytest.mark.parametrize("method, kill_at", [(TmcShapley(budget=60, seed=3), 6), (DataBanzhaf(budget=64, seed=3), 2)],
                          ids=["tmc_shapley", "data_banzhaf"])
 def test_a_killed_run_resumes_to_the_values_of_an_unbroken_one(game, tmp_path, monkeypatch, method, kill_at):
     train, test = game

@@ -138,6 +138,27 @@ def test_truncation_saves_fits():
     assert cut.fits_ <= full.fits_
 
 
+def test_walks_are_antithetic_and_a_walk_the_budget_cuts_is_dropped():
+    import itertools
+
+    from salience.core.games import random_orders
+
+    orders = list(itertools.islice(random_orders(np.random.default_rng(0), 5), 4))
+    assert orders[0].tolist() == np.random.default_rng(0).permutation(5).tolist()
+    assert orders[1].tolist() == orders[0][::-1].tolist() and orders[3].tolist() == orders[2][::-1].tolist()
+    plain = list(itertools.islice(random_orders(np.random.default_rng(0), 5, antithetic=False), 2))
+    rng = np.random.default_rng(0)
+    assert [o.tolist() for o in plain] == [rng.permutation(5).tolist(), rng.permutation(5).tolist()]
+    full, empty = model_game(np.ones((1, 8), bool))[0], 0.0
+    for budget in (8, 20, 33):  # 8 fits finish one walk; 20 and 33 leave a walk cut short
+        for antithetic in (True, False):
+            scorer = TmcShapley(model=NearestMean(), budget=budget, truncation=None, antithetic=antithetic, seed=2)
+            values = scorer.score(TRAIN, TEST).values
+            # only whole walks are averaged: each sums to v(full) - v(empty), so the mean does too
+            assert values.sum() == pytest.approx(full - empty, abs=1e-12)
+            assert scorer.fits_ <= budget
+
+
 class NoFit:
     def predict(self, X):
         return np.zeros(len(X))
