@@ -41,7 +41,8 @@ from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_pr
 from salience.core.base import method_factory, method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
 
-KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "snapkv": "SnapKVPress",
+KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttentionPress", "random": "RandomPress(seed=0)",
+                 "snapkv": "SnapKVPress",
                  "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",

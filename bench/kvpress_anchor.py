@@ -22,6 +22,7 @@ import kvpress
 PRESSES = {
     "streaming_llm": lambda ratio: kvpress.StreamingLLMPress(compression_ratio=ratio, n_sink=4),
     "h2o": lambda ratio: kvpress.ObservedAttentionPress(compression_ratio=ratio),
+    "random": lambda ratio: kvpress.RandomPress(compression_ratio=ratio, seed=0),
     "snapkv": lambda ratio: kvpress.SnapKVPress(compression_ratio=ratio, window_size=64, kernel_size=5),
     "tova": lambda ratio: kvpress.TOVAPress(compression_ratio=ratio),
     "key_norm": lambda ratio: kvpress.KnormPress(compression_ratio=ratio),

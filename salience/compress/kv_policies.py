@@ -19,7 +19,9 @@ keeps the ``budget`` best per head.
   token pruning, Guo et al., 2024);
 * ``caote``: the attention output error of evicting the token alone, ``a_j / (1 - a_j) x
   ||v_j - o||`` for each observation-window query (``o`` its attention output), averaged over
-  the window; the window is kept (Goel et al., 2025).
+  the window; the window is kept (Goel et al., 2025);
+* ``random``: uniform random scores, a baseline (kvpress's ``RandomPress``: with a ``seed``,
+  every layer draws the same scores from a generator seeded afresh).
 
 A key-value head serves several query heads: attention-based scores are averaged over the
 group (``tova``: over all heads).
@@ -46,7 +48,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
 
-__all__ = ["KVPolicy", "StreamingLLM", "H2O", "SnapKV", "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_token_scores"]
+__all__ = ["KVPolicy", "StreamingLLM", "RandomKV", "H2O", "SnapKV", "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_token_scores"]
 
 
 def _torch():
@@ -256,6 +258,20 @@ class StreamingLLM(KVPolicy):
         scores = torch.arange(n, dtype=torch.promote_types(keys.dtype, torch.float32)).expand(b, n_kv, n).clone()
         scores[..., : min(self.n_sink, n)] = float(n + 1)
         return scores
+
+
+@register_method("kv", "random", "KV cache: uniform random scores, a baseline (kvpress's RandomPress)")
+class RandomKV(KVPolicy):
+    _parameter_constraints = {"seed": [None, Interval("int", 0)]}
+
+    def __init__(self, *, seed: int | None = 0):
+        self.seed = seed
+        super().__init__()
+
+    def _scores(self, torch, keys, values, queries, scaling, n):
+        # seeded afresh per call, so every layer of a prefill draws the same scores (as kvpress)
+        generator = None if self.seed is None else torch.Generator(device=keys.device).manual_seed(self.seed)
+        return torch.rand(keys.shape[:-1], generator=generator, dtype=keys.dtype, device=keys.device)
 
 
 @register_method("kv", "h2o", "KV cache: heavy hitters, attention received from the prompt's queries (H2O, Zhang et "

@@ -390,3 +390,18 @@ def test_curdkv_is_the_local_leverage_product_written_out():
     assert torch.allclose(whole[0], k2 / k2.sum(-1, keepdim=True))
     with pytest.raises(InvalidParameterError, match="leverage"):
         create("kv", "curdkv", leverage="both")
+
+
+def test_random_scores_are_the_seeded_generator_s_and_the_same_in_every_layer():
+    import torch
+
+    keys, values = torch.randn(2, 3, 10, 4), torch.randn(2, 3, 10, 4)
+    policy = create("kv", "random", seed=5)
+    expected = torch.rand((2, 3, 10), generator=torch.Generator().manual_seed(5))
+    assert torch.equal(policy.token_scores(keys, values), expected)
+    assert torch.equal(policy.token_scores(keys * 2, values), expected)  # another layer: the same draw
+    assert not torch.equal(create("kv", "random", seed=6).token_scores(keys, values), expected)
+    unseeded = create("kv", "random", seed=None)
+    assert not torch.equal(unseeded.token_scores(keys, values), unseeded.token_scores(keys, values))
+    with pytest.raises(InvalidParameterError, match="seed"):
+        create("kv", "random", seed=-1)
