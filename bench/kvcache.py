@@ -46,7 +46,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "tova": "TOVAPress", "key_norm": "KnormPress", "keydiff": "KeyDiffPress", "lagkv": "LagKVPress",
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
-                 "chunkkv": "ChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress", "curdkv": "CURPress",
+                 "chunkkv": "ChunkKVPress(SnapKVPress)",
+                 "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 

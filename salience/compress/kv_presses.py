@@ -23,6 +23,9 @@
   score x the L1 norm of the value through the output projection (Feng et al., 2025);
 * ``chunkkv`` (on another policy, ``press``): whole chunks of ``chunk_length`` neighbouring
   tokens kept by its scores summed over heads (Liu et al., 2025);
+* ``entropy_chunkkv`` (on another policy, ``press``): ChunkKV whose high-scoring chunks with
+  spiky scores keep only their best few tokens, the budget freed going to further chunks
+  (kvpress's EntropyGatedChunkKVPress);
 * ``curdkv``: leverage of keys and values approximated by their squared norms, each
   normalised within local windows of ``local_window`` tokens, multiplied (``leverage=
   "kv_product"``), averaged (``"kv_avg"``) or one alone (``"key"``, ``"value"``); the sinks
@@ -39,7 +42,8 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV", "ChunkKV", "CurDKV"]
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "AdaKV", "CriticalKV", "ChunkKV",
+           "EntropyGatedChunkKV", "CurDKV"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -347,6 +351,77 @@ class ChunkKV(_OnAnotherPolicy):
         dropped = lowest_k_mask(chunks, n_chunks - kept_chunks)
         tokens = np.repeat(dropped, length, axis=1)[:, :n]
         return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()
+
+
+def _normalised_entropy(scores: np.ndarray) -> np.ndarray:
+    """The entropy of each row of ``scores`` (chunks x tokens) as a distribution over its tokens,
+    divided by its largest (log tokens), in [0, 1]; a row with a negative score is first moved
+    up by its minimum; a one-token row: 0 (kvpress's gate)."""
+    tokens = scores.shape[-1]
+    if tokens == 1:
+        return np.zeros(scores.shape[0])
+    shifted = scores - np.minimum(scores.min(axis=-1, keepdims=True), 0.0)
+    share = shifted / (shifted.sum(axis=-1, keepdims=True) + _ENTROPY_EPSILON)
+    entropy = -(share * np.log(share + _ENTROPY_EPSILON)).sum(axis=-1)
+    return np.clip(entropy / np.log(tokens), 0.0, 1.0)
+
+
+_ENTROPY_EPSILON = 1e-8
+
+
+@register_method("kv", "entropy_chunkkv", "KV cache: ChunkKV whose important but spiky chunks keep only their best "
+                                          "tokens, the budget freed spent on further chunks (kvpress's "
+                                          "EntropyGatedChunkKV)")
+class EntropyGatedChunkKV(_OnAnotherPolicy):
+    """ChunkKV with an entropy gate: chunks of ``chunk_length`` scored by the mean of the
+    wrapped policy's scores summed over heads; a chunk at or above the median chunk score whose
+    scores are spiky (normalised entropy below the median chunk's) keeps only its
+    ``low_entropy_chunk_length`` best tokens, others are kept whole, best chunk first, until
+    exactly the budget's tokens are kept (any left over go to the best remaining tokens). The
+    same tokens in every head. Medians are the lower middle value (torch's)."""
+
+    _parameter_constraints = {"chunk_length": [Interval("int", 2)], "low_entropy_chunk_length": [Interval("int", 1)]}
+
+    def __init__(self, *, press="snapkv", chunk_length: int = 10, low_entropy_chunk_length: int = 4):
+        self.chunk_length, self.low_entropy_chunk_length = chunk_length, low_entropy_chunk_length
+        super().__init__(press)
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.low_entropy_chunk_length >= self.chunk_length:
+            raise InvalidParameterError(f"low_entropy_chunk_length={self.low_entropy_chunk_length} must be below "
+                                        f"chunk_length={self.chunk_length}.")
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        kept = np.stack([self._kept(row, max(1, n - count)) for row in scores.sum(axis=1)])
+        return np.broadcast_to(~kept[:, None, :], (b, n_kv, n)).copy()
+
+    def _kept(self, summed: np.ndarray, budget: int) -> np.ndarray:
+        n, length = len(summed), self.chunk_length
+        starts = np.arange(0, n, length)
+        complete = n // length
+        whole = summed[: complete * length].reshape(complete, length)
+        chunk_scores, entropy = whole.mean(axis=1), _normalised_entropy(whole) if complete else np.zeros(0)
+        if n % length:
+            tail = summed[complete * length:]
+            chunk_scores = np.append(chunk_scores, tail.mean())
+            entropy = np.append(entropy, _normalised_entropy(tail[None])[0])
+        lower_median = lambda values: np.sort(values)[(len(values) - 1) // 2]  # noqa: E731
+        spiky = (chunk_scores >= lower_median(chunk_scores)) & (entropy < lower_median(entropy))
+        kept = np.zeros(n, dtype=bool)
+        for chunk in np.argsort(-chunk_scores, kind="stable"):
+            if budget <= 0:
+                break
+            start, end = starts[chunk], min(starts[chunk] + length, n)
+            take = min(end - start, budget, self.low_entropy_chunk_length if spiky[chunk] else end - start)
+            best = np.argsort(-summed[start:end], kind="stable")[:take]
+            kept[start + best] = True
+            budget -= take
+        if budget > 0:  # the last chunks were cut short: the best tokens left
+            rest = np.flatnonzero(~kept)
+            kept[rest[np.argsort(-summed[rest], kind="stable")[:budget]]] = True
+        return kept
 
 
 @register_method("kv", "layer_budget", "KV cache: each layer's share of the budget from its importance (block "

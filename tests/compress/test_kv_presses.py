@@ -405,3 +405,24 @@ def test_random_scores_are_the_seeded_generator_s_and_the_same_in_every_layer():
     assert not torch.equal(unseeded.token_scores(keys, values), unseeded.token_scores(keys, values))
     with pytest.raises(InvalidParameterError, match="seed"):
         create("kv", "random", seed=-1)
+
+
+def test_entropy_gated_chunkkv_keeps_a_spiky_chunk_s_best_token_and_spends_the_rest_by_hand():
+    # tokens' scores summed over the two heads: chunk A [10, 0, 0, 0] (spiky, mean 2.5), chunk B
+    # [2, 2, 2, 2] (flat, mean 2), the tail C [1, 1] (mean 1). Lower medians: score 2, entropy 1;
+    # A alone is at or above the score median with entropy below it: it keeps 1 token (token 0).
+    # Budget 6 of 10: A's token 0, B whole (4), then C's first (tied, the earlier).
+    summed = np.array([10, 0, 0, 0, 2, 2, 2, 2, 1, 1], dtype=float)
+    scores = np.stack([summed / 2, summed / 2])[None]
+    policy = create("kv", "entropy_chunkkv", chunk_length=4, low_entropy_chunk_length=1)
+    evicted = policy.evicted(scores, 4)
+    assert evicted.shape == (1, 2, 10) and (evicted[0, 0] == evicted[0, 1]).all()
+    assert np.flatnonzero(~evicted[0, 0]).tolist() == [0, 4, 5, 6, 7, 8]
+    # plain ChunkKV keeps whole chunks only: the best one of three
+    plain = create("kv", "chunkkv", chunk_length=4).evicted(scores, 4)
+    assert np.flatnonzero(~plain[0, 0]).tolist() == [0, 1, 2, 3]
+    # budget 9: A's token 0, B, C (8 tokens); the one left goes to the best token left, the
+    # earlier of A's tied zeros: only token 3 leaves
+    assert np.flatnonzero(policy.evicted(scores, 1)[0, 0]).tolist() == [3]
+    with pytest.raises(InvalidParameterError, match="low_entropy_chunk_length=4 must be below chunk_length=4"):
+        create("kv", "entropy_chunkkv", chunk_length=4, low_entropy_chunk_length=4)
