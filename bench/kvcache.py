@@ -47,7 +47,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "expected_attention": "ExpectedAttentionPress", "pyramidkv": "PyramidKVPress",
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
                  "chunkkv": "ChunkKVPress(SnapKVPress)",
-                 "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)", "kvzip": "KVzipPress", "curdkv": "CURPress",
+                 "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)",
+                 "block": "BlockPress(KeyDiffPress)", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 

@@ -41,6 +41,7 @@ PRESSES = {
     "entropy_chunkkv": lambda ratio: kvpress.EntropyGatedChunkKVPress(
         press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64, kernel_size=5), chunk_length=10,
         low_entropy_chunk_length=4),
+    "block": lambda ratio: kvpress.BlockPress(press=kvpress.KeyDiffPress(compression_ratio=ratio), block_size=128),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),

@@ -27,6 +27,8 @@ def window_of(policy, window=8):
     """Parameters sized for short prompts: ``window=`` for the policies that have an
     observation window, ``lag_size=`` for LagKV's partitions."""
     names = method_factory("kv", policy)._param_names()
+    if "block_size" in names:  # block: a key/value-only policy, blocks sized for short prompts
+        return {"press": "keydiff", "block_size": window}
     if "press" in names:  # a wrapper: the policy it wraps sized the same way
         return {"press": create("kv", "snapkv", window=window)}
     if "tokenizer" in names:  # kvzip: its reconstruction prompt tokenized; the budget per layer

@@ -426,3 +426,27 @@ def test_entropy_gated_chunkkv_keeps_a_spiky_chunk_s_best_token_and_spends_the_r
     assert np.flatnonzero(policy.evicted(scores, 1)[0, 0]).tolist() == [3]
     with pytest.raises(InvalidParameterError, match="low_entropy_chunk_length=4 must be below chunk_length=4"):
         create("kv", "entropy_chunkkv", chunk_length=4, low_entropy_chunk_length=4)
+
+
+def test_block_wise_keydiff_is_the_loop_written_out_and_block_wise_key_norm_is_key_norm():
+    keys, values = torch.randn(1, 2, 12, 4, dtype=torch.float64), torch.randn(1, 2, 12, 4, dtype=torch.float64)
+    policy = create("kv", "block", press="keydiff", block_size=4)
+    got = policy.token_scores(keys, values, keep=3)
+    for head in range(2):
+        k = keys[0, head].numpy()
+        kept = [0, 1, 2]
+        for start in (3, 7, 11):
+            current = kept + list(range(start, min(start + 4, 12)))
+            unit = k[current] / np.linalg.norm(k[current], axis=1, keepdims=True)
+            anchor = unit.mean(axis=0)
+            cosine = unit @ anchor / np.linalg.norm(anchor)  # unit rows: the cosine to the anchor
+            kept = [current[i] for i in np.argsort(cosine, kind="stable")[:3]]
+        assert sorted(np.flatnonzero(got[0, head].numpy()).tolist()) == sorted(kept)
+    # key norms do not depend on the other tokens: block by block keeps what key_norm keeps
+    blocks = create("kv", "block", press="key_norm", block_size=5).token_scores(keys, values, keep=4)
+    whole = kv_token_scores("key_norm", keys, values)
+    assert torch.equal(blocks.bool(), torch.zeros_like(blocks, dtype=torch.bool).scatter_(-1, whole.topk(4).indices,
+                                                                                         True))
+    with pytest.raises(InvalidParameterError, match="block scores keys and values alone; policy 'snapkv' reads the "
+                                                    "prompt queries"):
+        create("kv", "block", press="snapkv")

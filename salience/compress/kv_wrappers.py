@@ -1,0 +1,338 @@
+"""KV-cache policies that change how another policy's scores are used (kvpress's wrapping
+presses): ``press`` names the scoring policy (a registered ``kv`` name or a
+:class:`~salience.compress.kv_policies.KVPolicy`).
+
+* ``adakv``: a layer's budget spread over its heads by its scores, each head keeping a
+  safeguard share (Feng et al., 2024);
+* ``criticalkv``: half the budget by its scores, the rest by score x the L1 norm of the value
+  through the output projection (Feng et al., 2025);
+* ``chunkkv``: whole chunks of ``chunk_length`` neighbouring tokens kept by its scores summed
+  over heads (Liu et al., 2025);
+* ``entropy_chunkkv``: ChunkKV whose high-scoring chunks with spiky scores keep only their best
+  few tokens, the budget freed going to further chunks (kvpress's EntropyGatedChunkKVPress);
+* ``block``: a key/value-only policy applied block by block, each block scored together with
+  the tokens kept so far (KeyDiff's block prompt processing; kvpress's BlockPress);
+* ``layer_budget``: each layer's share of the budget from its importance (after
+  SqueezeAttention, Wang et al., 2024).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from salience.compress.kv_policies import KVPolicy, _group_mean
+from salience.core.base import method_of, register_method
+from salience.core.masks import lowest_k_mask
+from salience.core.params import Interval
+from salience.exceptions import InvalidParameterError
+
+__all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget"]
+
+
+class _OnAnotherPolicy(KVPolicy):
+    """A policy that changes how another one's scores are used (kvpress's wrapping presses):
+    ``press`` (kvpress's name for it) a registered ``kv`` name (at its defaults) or a
+    :class:`KVPolicy`. It reads what that policy reads and always keeps what it keeps."""
+
+    extra_reads: tuple = ()
+
+    def __init__(self, press):
+        self.press = press
+        self._inner = method_of("kv", press, KVPolicy)
+        if isinstance(self._inner, _OnAnotherPolicy):
+            raise InvalidParameterError(f"{self.name} wraps a scoring policy, not another wrapper "
+                                        f"({self._inner.name}).")
+        super().__init__()
+
+    @property
+    def queries(self):
+        return self._inner.queries
+
+    @property
+    def rotated_queries(self):
+        return self._inner.rotated_queries
+
+    @property
+    def reads(self):
+        return tuple(dict.fromkeys(self._inner.reads + self.extra_reads))
+
+    def query_count(self, n_tokens: int) -> int:
+        return self._inner.query_count(n_tokens)
+
+    def check_model(self, model) -> None:
+        self._inner.check_model(model)
+
+    def protected(self) -> tuple[int, str]:
+        return self._inner.protected()
+
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        return self._inner.layer_keep(keep, n, layer, n_layers)
+
+    def _base_scores(self, torch, keys, values, queries, scaling, n, context):
+        return self._inner._scores(torch, keys, values, queries, scaling, n,
+                                   **{name: context[name] for name in self._inner.reads})
+
+    def _scores(self, torch, keys, values, queries, scaling, n, **context):
+        return self._base_scores(torch, keys, values, queries, scaling, n, context)
+
+
+@register_method("kv", "adakv", "KV cache: one budget per layer spread over its heads by the base policy's scores, "
+                                "each head keeping a safeguard share (AdaKV, Feng et al., 2024)")
+class AdaKV(_OnAnotherPolicy):
+    """The layer's budget (``keep`` per head times its heads) goes to its best tokens across
+    heads, so a head whose attention is concentrated gives room to one whose attention is
+    spread; every head first keeps its ``alpha_safeguard`` share of ``keep``. Heads then hold
+    different numbers of tokens: the cache is padded to the largest and attention masks the
+    padding (:func:`~salience.compress.kv.attend_kept`)."""
+
+    _parameter_constraints = {"alpha_safeguard": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", alpha_safeguard: float = 0.2):
+        self.alpha_safeguard = alpha_safeguard
+        super().__init__(press)
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        keep = n - count
+        safe = max(1, int(keep * self.alpha_safeguard)) if self.alpha_safeguard > 0 and keep > 0 else 0
+        guarded = scores.copy()
+        if safe:
+            guarded[~self._inner.evicted(scores, n - safe)] = np.inf  # each head's best `safe` tokens
+        return lowest_k_mask(guarded.reshape(b, n_kv * n), n_kv * count).reshape(b, n_kv, n)
+
+
+@register_method("kv", "criticalkv", "KV cache: the base policy's best half kept, the rest by score x the L1 norm of "
+                                     "the value through the output projection (CriticalKV, Feng et al., 2025)")
+class CriticalKV(_OnAnotherPolicy):
+    """Two stages: the base policy's best ``first_stage_ratio`` of the budget are kept; the
+    remaining tokens are scored by ``(base score + epsilon) x ||W_o v||_1``, the size of what
+    the token's value adds to the attention output (averaged over the query heads of a
+    group)."""
+
+    extra_reads = ("output_weight", "keep")
+    _parameter_constraints = {"epsilon": [Interval("real", 0)], "first_stage_ratio": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", epsilon: float = 1e-4, first_stage_ratio: float = 0.5):
+        self.epsilon, self.first_stage_ratio = epsilon, first_stage_ratio
+        super().__init__(press)
+
+    def _scores(self, torch, keys, values, queries, scaling, n, **context):
+        scores = self._base_scores(torch, keys, values, queries, scaling, n, context)
+        weight, keep = context["output_weight"], context["keep"]
+        b, n_kv, _, d = values.shape
+        first = int(keep * self.first_stage_ratio)
+        if self.first_stage_ratio > 0:
+            first = max(1, first)
+        first_stage = ~self._inner.evicted(scores.double().numpy(), n - first) if first else None
+        heads = weight.shape[1] // d
+        if weight.shape[1] % d or heads % n_kv:
+            raise InvalidParameterError(f"policy {self.name!r}: an output projection of shape {tuple(weight.shape)} "
+                                        f"does not match {n_kv} key-value heads of size {d}.")
+        dtype = torch.promote_types(scores.dtype, torch.float32)
+        per_head = values.to(dtype).repeat_interleave(heads // n_kv, dim=1)  # (b, heads, n, d)
+        projected = torch.einsum("bhnd,ehd->bhne", per_head, weight.to(dtype).view(-1, heads, d))
+        norm = _group_mean(projected.abs().sum(dim=-1), n_kv)
+        scores = (scores.to(dtype) + self.epsilon) * norm
+        if first_stage is not None:
+            scores[torch.as_tensor(first_stage)] = float("inf")
+        return scores
+
+
+@register_method("kv", "chunkkv", "KV cache: whole chunks of neighbouring tokens kept by the wrapped policy's scores "
+                                  "summed over heads (ChunkKV, Liu et al., 2025)")
+class ChunkKV(_OnAnotherPolicy):
+    """The prompt cut into chunks of ``chunk_length`` (the last may be shorter); a chunk's
+    score is the mean over its tokens of the wrapped policy's scores summed over the layer's
+    heads; the best ``int(chunks x budget)`` chunks are kept whole, the same in every head,
+    so a kept fact keeps its neighbours. The tokens kept follow the chunks, not exactly the
+    budget (as kvpress). A prompt shorter than one chunk: the wrapped policy alone."""
+
+    _parameter_constraints = {"chunk_length": [Interval("int", 1)]}
+
+    def __init__(self, *, press="snapkv", chunk_length: int = 20):
+        self.chunk_length = chunk_length
+        super().__init__(press)
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        length = self.chunk_length
+        complete, rest = divmod(n, length)
+        if complete == 0:
+            return self._inner.evicted(scores, count)
+        summed = scores.sum(axis=1)  # (b, n): over the layer's heads
+        chunks = summed[:, : complete * length].reshape(b, complete, length).mean(axis=-1)
+        if rest:
+            chunks = np.concatenate([chunks, summed[:, complete * length:].mean(axis=-1, keepdims=True)], axis=1)
+        n_chunks = chunks.shape[1]
+        kept_chunks = max(1, n_chunks * (n - count) // n)
+        dropped = lowest_k_mask(chunks, n_chunks - kept_chunks)
+        tokens = np.repeat(dropped, length, axis=1)[:, :n]
+        return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()
+
+
+def _normalised_entropy(scores: np.ndarray) -> np.ndarray:
+    """The entropy of each row of ``scores`` (chunks x tokens) as a distribution over its tokens,
+    divided by its largest (log tokens), in [0, 1]; a row with a negative score is first moved
+    up by its minimum; a one-token row: 0 (kvpress's gate)."""
+    tokens = scores.shape[-1]
+    if tokens == 1:
+        return np.zeros(scores.shape[0])
+    shifted = scores - np.minimum(scores.min(axis=-1, keepdims=True), 0.0)
+    share = shifted / (shifted.sum(axis=-1, keepdims=True) + _ENTROPY_EPSILON)
+    entropy = -(share * np.log(share + _ENTROPY_EPSILON)).sum(axis=-1)
+    return np.clip(entropy / np.log(tokens), 0.0, 1.0)
+
+
+_ENTROPY_EPSILON = 1e-8
+
+
+@register_method("kv", "entropy_chunkkv", "KV cache: ChunkKV whose important but spiky chunks keep only their best "
+                                          "tokens, the budget freed spent on further chunks (kvpress's "
+                                          "EntropyGatedChunkKV)")
+class EntropyGatedChunkKV(_OnAnotherPolicy):
+    """ChunkKV with an entropy gate: chunks of ``chunk_length`` scored by the mean of the
+    wrapped policy's scores summed over heads; a chunk at or above the median chunk score whose
+    scores are spiky (normalised entropy below the median chunk's) keeps only its
+    ``low_entropy_chunk_length`` best tokens, others are kept whole, best chunk first, until
+    exactly the budget's tokens are kept (any left over go to the best remaining tokens). The
+    same tokens in every head. Medians are the lower middle value (torch's)."""
+
+    _parameter_constraints = {"chunk_length": [Interval("int", 2)], "low_entropy_chunk_length": [Interval("int", 1)]}
+
+    def __init__(self, *, press="snapkv", chunk_length: int = 10, low_entropy_chunk_length: int = 4):
+        self.chunk_length, self.low_entropy_chunk_length = chunk_length, low_entropy_chunk_length
+        super().__init__(press)
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.low_entropy_chunk_length >= self.chunk_length:
+            raise InvalidParameterError(f"low_entropy_chunk_length={self.low_entropy_chunk_length} must be below "
+                                        f"chunk_length={self.chunk_length}.")
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        b, n_kv, n = scores.shape
+        kept = np.stack([self._kept(row, max(1, n - count)) for row in scores.sum(axis=1)])
+        return np.broadcast_to(~kept[:, None, :], (b, n_kv, n)).copy()
+
+    def _kept(self, summed: np.ndarray, budget: int) -> np.ndarray:
+        n, length = len(summed), self.chunk_length
+        starts = np.arange(0, n, length)
+        complete = n // length
+        whole = summed[: complete * length].reshape(complete, length)
+        chunk_scores, entropy = whole.mean(axis=1), _normalised_entropy(whole) if complete else np.zeros(0)
+        if n % length:
+            tail = summed[complete * length:]
+            chunk_scores = np.append(chunk_scores, tail.mean())
+            entropy = np.append(entropy, _normalised_entropy(tail[None])[0])
+        lower_median = lambda values: np.sort(values)[(len(values) - 1) // 2]  # noqa: E731
+        spiky = (chunk_scores >= lower_median(chunk_scores)) & (entropy < lower_median(entropy))
+        kept = np.zeros(n, dtype=bool)
+        for chunk in np.argsort(-chunk_scores, kind="stable"):
+            if budget <= 0:
+                break
+            start, end = starts[chunk], min(starts[chunk] + length, n)
+            take = min(end - start, budget, self.low_entropy_chunk_length if spiky[chunk] else end - start)
+            best = np.argsort(-summed[start:end], kind="stable")[:take]
+            kept[start + best] = True
+            budget -= take
+        if budget > 0:  # the last chunks were cut short: the best tokens left
+            rest = np.flatnonzero(~kept)
+            kept[rest[np.argsort(-summed[rest], kind="stable")[:budget]]] = True
+        return kept
+
+
+@register_method("kv", "block", "KV cache: a key/value-only policy applied block by block, each block scored with "
+                                "the tokens kept so far (KeyDiff's block prompt processing; kvpress's BlockPress)")
+class BlockWise(_OnAnotherPolicy):
+    """The prompt read in blocks of ``block_size`` after the budget's first ``keep`` tokens: each
+    block is scored by the wrapped policy together with the tokens kept so far, and the best
+    ``keep`` of them are kept, per head; what the last block leaves is the cache. The memory a
+    long prompt's scores need stays at ``keep + block_size`` tokens, and a scorer that compares
+    tokens with each other (KeyDiff's mean key) sees only the kept and the new ones. Only for
+    policies that read keys and values alone (a query-reading one is refused by name)."""
+
+    extra_reads = ("keep",)
+    _parameter_constraints = {"block_size": [Interval("int", 1)]}
+
+    def __init__(self, *, press="keydiff", block_size: int = 128):
+        self.block_size = block_size
+        super().__init__(press)
+        if self._inner.queries or set(self._inner.reads) - {"keep"}:
+            raise InvalidParameterError(f"block scores keys and values alone; policy {self._inner.name!r} reads "
+                                        f"{'the prompt queries' if self._inner.queries else ', '.join(self._inner.reads)}.")
+
+    def protected(self) -> tuple[int, str]:
+        return 1, "one token"  # the wrapped policy's kept tokens are its own within each block
+
+    def _scores(self, torch, keys, values, queries, scaling, n, *, keep, **context):
+        b, heads, _, d = keys.shape
+        kept = torch.arange(keep).expand(b, heads, keep)
+        for start in range(keep, n, self.block_size):
+            current = torch.cat([kept, torch.arange(start, min(start + self.block_size, n)).expand(b, heads, -1)],
+                                dim=-1)
+            index = current[..., None].expand(-1, -1, -1, d)
+            inner = {"keep": keep} if "keep" in self._inner.reads else {}
+            block_scores = self._inner._scores(torch, keys.gather(2, index), values.gather(2, index), None, scaling,
+                                               current.shape[-1], **inner)
+            kept = current.gather(-1, block_scores.topk(keep, dim=-1).indices)
+        scores = torch.zeros(b, heads, n, dtype=torch.promote_types(keys.dtype, torch.float32))
+        return scores.scatter_(-1, kept, 1.0)
+
+
+@register_method("kv", "layer_budget", "KV cache: each layer's share of the budget from its importance (block "
+                                       "influence or any layer score), over another policy's scores (after "
+                                       "SqueezeAttention, Wang et al., 2024)")
+class LayerBudget(_OnAnotherPolicy):
+    """Per-layer budgets from layer importance: every layer keeps ``floor`` of the uniform
+    budget, and the rest of the total (``keep`` x layers, as the uniform budget's) is shared
+    in proportion to ``importance`` (one non-negative number per decoder layer, e.g.
+    :func:`salience.compress.layers.block_influence`'s scores: a layer that barely turns the
+    residual stream needs fewer of its tokens); a layer never keeps more than the prompt,
+    its excess goes to the others. ``importance=None``: the uniform budget (the press
+    alone). The tokens within a layer: the wrapped policy's."""
+
+    _parameter_constraints = {"floor": [Interval("real", 0, 1)]}
+
+    def __init__(self, *, press="snapkv", importance=None, floor: float = 0.5):
+        self.importance, self.floor = importance, floor
+        super().__init__(press)
+
+    def _validate_params(self) -> None:
+        super()._validate_params()
+        if self.importance is None:
+            return
+        values = np.asarray(getattr(self.importance, "values", self.importance), dtype=float)
+        if values.ndim != 1 or values.size == 0 or not np.isfinite(values).all() or (values < 0).any() \
+                or values.sum() <= 0:
+            raise InvalidParameterError("importance must be one finite, non-negative number per decoder layer, not "
+                                        f"all zero; got {values.tolist() if values.size <= 8 else values.shape}.")
+
+    def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
+        if self.importance is None:
+            return self._inner.layer_keep(keep, n, layer, n_layers)
+        return int(self.layer_budgets(keep, n, n_layers)[layer])
+
+    def layer_budgets(self, keep: int, n: int, n_layers: int) -> np.ndarray:
+        """Every layer's tokens per head: whole numbers summing to ``keep`` x ``n_layers``
+        (less where the prompt is too short to hold it), each at least ``floor`` x ``keep`` and
+        what the wrapped policy always keeps."""
+        weights = np.asarray(getattr(self.importance, "values", self.importance), dtype=float)
+        if weights.size != n_layers:
+            raise InvalidParameterError(f"importance holds {weights.size} layers; the model has {n_layers} decoder "
+                                        "layers.")
+        total = min(keep * n_layers, n * n_layers)
+        least = min(keep, max(self.floor * keep, self.protected()[0]))
+        budgets = np.full(n_layers, least, dtype=float)
+        free = np.ones(n_layers, dtype=bool)
+        spare = total - budgets.sum()
+        while spare > 1e-9 and free.any():  # share the rest by weight; a full layer passes its excess on
+            share = weights * free
+            share = share / share.sum() if share.sum() > 0 else free / free.sum()
+            budgets += spare * share
+            full = budgets >= n
+            spare = float((budgets[full] - n).sum())
+            budgets[full], free = n, free & ~full
+        whole = np.floor(budgets).astype(int)
+        left = int(round(min(total, budgets.sum()))) - whole.sum()
+        whole[np.argsort(-(budgets - whole), kind="stable")[:left]] += 1  # largest remainders
+        return np.maximum(whole, 1)
