@@ -48,7 +48,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "adakv": "AdaKVPress(SnapKVPress)", "criticalkv": "CriticalKVPress(SnapKVPress)",
                  "chunkkv": "ChunkKVPress(SnapKVPress)",
                  "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)",
-                 "block": "BlockPress(KeyDiffPress)", "kvzip": "KVzipPress", "curdkv": "CURPress",
+                 "block": "BlockPress(KeyDiffPress)",
+                 "non_causal_attention": "NonCausalAttnPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 

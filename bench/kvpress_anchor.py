@@ -42,6 +42,7 @@ PRESSES = {
         press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64, kernel_size=5), chunk_length=10,
         low_entropy_chunk_length=4),
     "block": lambda ratio: kvpress.BlockPress(press=kvpress.KeyDiffPress(compression_ratio=ratio), block_size=128),
+    "non_causal_attention": lambda ratio: kvpress.NonCausalAttnPress(compression_ratio=ratio, chunk_size=256),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),

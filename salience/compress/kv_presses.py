@@ -20,7 +20,12 @@
 * ``curdkv``: leverage of keys and values approximated by their squared norms, each
   normalised within local windows of ``local_window`` tokens, multiplied (``leverage=
   "kv_product"``), averaged (``"kv_avg"``) or one alone (``"key"``, ``"value"``); the sinks
-  are kept (CurDKV, Sengupta et al., 2025; kvpress's CURPress).
+  are kept (CurDKV, Sengupta et al., 2025; kvpress's CURPress);
+* ``non_causal_attention``: the prompt cut into chunks of ``chunk_size`` in which every query
+  attends to every key (no causal mask; unscaled dot products, as kvpress); a token's
+  attention summed over its chunk's queries, averaged over the group, times its value's norm,
+  pooled over 3 neighbours and z-scored (Compactor's attention half, Chari and Van Durme,
+  2025; kvpress's NonCausalAttnPress).
 
 The policies that change how another one's scores are used (kvpress's wrapping presses:
 AdaKV, CriticalKV, ChunkKV, ...) are in :mod:`salience.compress.kv_wrappers`.
@@ -33,7 +38,7 @@ from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV"]
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonCausalAttention"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -200,3 +205,35 @@ class PyramidKV(SnapKV):
             return keep
         step = (high - low) / (n_layers - 1) if n_layers > 1 else 0.0
         return max(1, min(n, round(high - layer * step)))
+
+
+@register_method("kv", "non_causal_attention", "KV cache: attention within chunks of the prompt, every query to every "
+                                               "key, times the value's norm (Compactor's attention scores, Chari and "
+                                               "Van Durme, 2025)")
+class NonCausalAttention(KVPolicy):
+    """Chunked non-causal attention (see the module docstring). The prompt is padded with zero
+    queries and keys to a whole number of chunks: a padded query attends evenly to its chunk,
+    a padded key takes its share of the last chunk's softmax (kvpress's masking leaves both
+    so)."""
+
+    queries = "all"
+    _parameter_constraints = {"chunk_size": [Interval("int", 1)]}
+
+    def __init__(self, *, chunk_size: int = 256):
+        self.chunk_size = chunk_size
+        super().__init__()
+
+    def _scores(self, torch, keys, values, queries, scaling, n):
+        if queries.shape[-2] != n:
+            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
+                                        f"{queries.shape[-2]}.")
+        b, heads, _, d = queries.shape
+        size = self.chunk_size
+        padded = -n % size
+        q = torch.nn.functional.pad(queries, (0, 0, 0, padded)).view(b, heads, -1, size, d)
+        k = torch.nn.functional.pad(keys.repeat_interleave(heads // keys.shape[1], dim=1), (0, 0, 0, padded))
+        logits = q @ k.view(b, heads, -1, size, d).transpose(-1, -2)
+        received = torch.softmax(logits.to(torch.float32), dim=-1).sum(dim=-2).reshape(b, heads, -1)[..., :n]
+        scores = _group_mean(received, keys.shape[1]) * values.norm(dim=-1)
+        scores = torch.nn.functional.avg_pool1d(scores, kernel_size=3, padding=1, stride=1)
+        return (scores - scores.mean()) / scores.std().clamp_min(1e-6)

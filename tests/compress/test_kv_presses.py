@@ -450,3 +450,25 @@ def test_block_wise_keydiff_is_the_loop_written_out_and_block_wise_key_norm_is_k
     with pytest.raises(InvalidParameterError, match="block scores keys and values alone; policy 'snapkv' reads the "
                                                     "prompt queries"):
         create("kv", "block", press="snapkv")
+
+
+def test_non_causal_attention_is_the_chunked_sum_written_out():
+    n, size = 11, 4  # three chunks, the last padded with one zero query and key
+    keys, values = torch.randn(1, 2, n, 3, dtype=torch.float64), torch.randn(1, 2, n, 3, dtype=torch.float64)
+    queries = torch.randn(1, 4, n, 3, dtype=torch.float64)  # two query heads per key-value head
+    got = create("kv", "non_causal_attention", chunk_size=size).token_scores(keys, values, queries)
+    k = np.concatenate([keys[0].numpy(), np.zeros((2, 1, 3))], axis=1)
+    q = np.concatenate([queries[0].numpy(), np.zeros((4, 1, 3))], axis=1)
+    received = np.zeros((4, 12))
+    for head in range(4):
+        for start in range(0, 12, size):
+            for i in range(start, start + size):
+                logits = np.array([q[head, i] @ k[head // 2, j] for j in range(start, start + size)])
+                received[head, start:start + size] += np.exp(logits) / np.exp(logits).sum()
+    per_kv = received[:, :n].reshape(2, 2, n).mean(axis=1) * np.linalg.norm(values[0].numpy(), axis=-1)
+    padded = np.pad(per_kv, ((0, 0), (1, 1)))
+    pooled = (padded[:, :-2] + padded[:, 1:-1] + padded[:, 2:]) / 3
+    expected = (pooled - pooled.mean()) / pooled.std(ddof=1)
+    assert np.allclose(got[0].numpy(), expected, atol=1e-5)
+    with pytest.raises(InvalidParameterError, match="needs every query of the prompt"):
+        create("kv", "non_causal_attention").token_scores(keys, values, queries[:, :, -3:])
