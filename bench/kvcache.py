@@ -49,7 +49,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "chunkkv": "ChunkKVPress(SnapKVPress)",
                  "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)",
                  "block": "BlockPress(KeyDiffPress)",
-                 "non_causal_attention": "NonCausalAttnPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
+                 "non_causal_attention": "NonCausalAttnPress",
+                 "leverage": "LeverageScorePress, salience's sketch", "compactor": "CompactorPress, salience's sketch", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 
@@ -94,6 +95,17 @@ def calibrated_policies(args, model, tokenizer, ids, policies) -> tuple[dict, di
     return built, calibration
 
 
+def leverage_normals(model) -> list:
+    """The standard normal draws behind salience's leverage sketches (default seed and size),
+    one (1, kv_heads, head size, sketch size) array per decoder layer."""
+    import torch
+
+    config = model.config
+    policy = kv_policy("leverage")
+    shape = (1, config.num_key_value_heads, config.hidden_size // config.num_attention_heads, policy.sketch_dimension)
+    return [policy.normals(torch, shape, layer, torch.float32).tolist() for layer in range(config.num_hidden_layers)]
+
+
 def run(args) -> dict:
     import torch
 
@@ -106,6 +118,8 @@ def run(args) -> dict:
     needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
     policies = args.policies or list(method_names("kv"))
     built, calibration = calibrated_policies(args, model, tokenizer, ids, policies)
+    if {"leverage", "compactor"} & set(policies):  # kvpress's sketch is drawn from torch's global generator:
+        calibration["leverage"] = leverage_normals(model)  # it is handed salience's draws, layer by layer
     by_budget, theirs = {}, {}
     for budget in args.budgets:
         rows = by_budget[budget] = {}
@@ -117,6 +131,8 @@ def run(args) -> dict:
             # kvzip prompts the model to repeat its context: it is given the tokenizer
             params = ({"tokenizer": tokenizer} if policy and "tokenizer" in method_factory("kv", policy)._param_names()
                       else {})
+            if policy == "compactor":  # kvpress blends by its compression ratio, not by each prompt's evicted share
+                params["blending"] = 1 - budget
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
             ppl = kv_eval(model, evaluation, policy=chosen,
                           budget=budget if policy else None, context=args.context, continuation=args.continuation,

@@ -43,6 +43,9 @@ PRESSES = {
         low_entropy_chunk_length=4),
     "block": lambda ratio: kvpress.BlockPress(press=kvpress.KeyDiffPress(compression_ratio=ratio), block_size=128),
     "non_causal_attention": lambda ratio: kvpress.NonCausalAttnPress(compression_ratio=ratio, chunk_size=256),
+    "leverage": lambda ratio: kvpress.LeverageScorePress(compression_ratio=ratio, sketch_dimension=48),
+    "compactor": lambda ratio: kvpress.CompactorPress(compression_ratio=ratio, sink_size_start=8, sink_size_end=4,
+                                                      chunk_size=256, sketch_dimension=48),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),
@@ -148,6 +151,35 @@ def after(model, cache, ids, start, one_at_a_time=False):
                      use_cache=True).logits
 
 
+def use_given_sketches(normals: list) -> None:
+    """LeverageScorePress (alone and inside CompactorPress) draws its Gaussian sketch from
+    torch's global generator: it is handed salience's draws for each layer instead (the same
+    standard normals, which it scales itself)."""
+    from kvpress.presses import leverage_press
+
+    draws = [torch.tensor(layer, dtype=torch.float32) for layer in normals]
+    current = {"layer": 0}
+    score = leverage_press.LeverageScorePress.score
+
+    def score_noting_the_layer(self, module, *args, **kwargs):
+        current["layer"] = module.layer_idx
+        return score(self, module, *args, **kwargs)
+
+    class GivenDraws:
+        def __getattr__(self, name):
+            return getattr(torch, name)
+
+        @staticmethod
+        def randn(*shape, device=None, dtype=None):
+            draw = draws[current["layer"]]
+            if tuple(draw.shape) != tuple(shape):
+                raise ValueError(f"sketch shape {tuple(shape)} where salience drew {tuple(draw.shape)}")
+            return draw.to(device=device, dtype=dtype)
+
+    leverage_press.LeverageScorePress.score = score_noting_the_layer
+    leverage_press.torch = GivenDraws()
+
+
 def token_nll(predicting, ids):
     log_probs = torch.log_softmax(predicting[0].double(), dim=-1)
     picked = log_probs.gather(1, torch.tensor(ids)[:, None])[:, 0]
@@ -170,6 +202,8 @@ def main(inp: Path, out: Path) -> None:
     calibration = job.get("calibration", {})
     if "qfilter" in job["policies"]:
         use_given_qfilters(calibration["qfilter"])
+    if "leverage" in calibration:
+        use_given_sketches(calibration["leverage"])
     for name in ([None] if job.get("full", True) else []) + job["policies"]:
         if name in SDPA_ONLY and sdpa is None:
             sdpa = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name,

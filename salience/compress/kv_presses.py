@@ -25,7 +25,13 @@
   attends to every key (no causal mask; unscaled dot products, as kvpress); a token's
   attention summed over its chunk's queries, averaged over the group, times its value's norm,
   pooled over 3 neighbours and z-scored (Compactor's attention half, Chari and Van Durme,
-  2025; kvpress's NonCausalAttnPress).
+  2025; kvpress's NonCausalAttnPress);
+* ``leverage``: each key's statistical leverage among the prompt's keys (before their rotation,
+  centred), approximated through a Gaussian sketch of ``sketch_dimension`` columns, z-scored:
+  keys unlike the others are kept (Compactor's geometry half; kvpress's LeverageScorePress);
+* ``compactor``: ``blending`` x leverage + non-causal attention, the first ``sink_size_start``
+  and last ``sink_size_end`` tokens kept (Compactor, Chari and Van Durme, 2025; kvpress's
+  CompactorPress).
 
 The policies that change how another one's scores are used (kvpress's wrapping presses:
 AdaKV, CriticalKV, ChunkKV, ...) are in :mod:`salience.compress.kv_wrappers`.
@@ -33,12 +39,17 @@ AdaKV, CriticalKV, ChunkKV, ...) are in :mod:`salience.compress.kv_wrappers`.
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonCausalAttention"]
+__all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonCausalAttention", "LeverageScore",
+           "Compactor"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -237,3 +248,106 @@ class NonCausalAttention(KVPolicy):
         scores = _group_mean(received, keys.shape[1]) * values.norm(dim=-1)
         scores = torch.nn.functional.avg_pool1d(scores, kernel_size=3, padding=1, stride=1)
         return (scores - scores.mean()) / scores.std().clamp_min(1e-6)
+
+
+def _unrotated(torch, keys, rotary, positions):
+    """Keys as projected, before their rotary rotation: k = k' cos - rotate_half(k') sin undoes
+    k' = k cos + rotate_half(k) sin (rotate_half(x) = [-x2, x1] twice is -x)."""
+    cos, sin = rotary(positions)
+    cos, sin = torch.as_tensor(cos, dtype=keys.dtype), torch.as_tensor(sin, dtype=keys.dtype)
+    half = keys.shape[-1] // 2
+    turned = torch.cat([-keys[..., half:], keys[..., :half]], dim=-1)
+    return keys * cos - turned * sin
+
+
+def _z_scored(scores):
+    return (scores - scores.mean()) / scores.std().clamp_min(1e-6)
+
+
+@register_method("kv", "leverage", "KV cache: each key's statistical leverage among the prompt's keys, through a "
+                                   "Gaussian sketch (Compactor's geometry scores, Chari and Van Durme, 2025)")
+class LeverageScore(KVPolicy):
+    """Leverage of the centred, unrotated keys, ``diag(X (X'X)^-1 X')`` for the keys sketched to
+    ``X`` (n x ``sketch_dimension``) by a Gaussian matrix scaled by 1 / sqrt(sketch_dimension),
+    z-scored over the layer. The sketch of layer l is drawn from ``seed`` and l, so a prefill is
+    repeatable; ``(X'X)`` gets a small jitter until its Cholesky factor exists (1e-2, then
+    tenfold)."""
+
+    reads = ("rotary", "layer")
+    _parameter_constraints = {"sketch_dimension": [Interval("int", 1)], "seed": [Interval("int", 0)]}
+
+    def __init__(self, *, sketch_dimension: int = 48, seed: int = 0):
+        self.sketch_dimension, self.seed = sketch_dimension, seed
+        super().__init__()
+
+    def normals(self, torch, shape, layer: int, dtype):
+        """The standard normal draws behind decoder layer ``layer``'s sketch, ``shape`` (b,
+        kv_heads, d, sketch_dimension), from ``seed`` and ``layer``."""
+        seed = int(np.random.SeedSequence([self.seed, layer]).generate_state(1)[0])
+        return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+    def sketch(self, torch, shape, layer: int, dtype):
+        """Decoder layer ``layer``'s Gaussian sketch: :meth:`normals` x 1 / sqrt(sketch_dimension)."""
+        return self.normals(torch, shape, layer, dtype) * (1 / math.sqrt(self.sketch_dimension))
+
+    def _scores(self, torch, keys, values, queries, scaling, n, rotary, layer, positions=None):
+        plain = _unrotated(torch, keys, rotary, torch.arange(n) if positions is None else positions)
+        b, heads, _, d = keys.shape
+        sketched = (plain - plain.mean(dim=-2, keepdim=True)) @ self.sketch(torch, (b, heads, d, self.sketch_dimension),
+                                                                           layer, keys.dtype)
+        sketched = sketched.to(torch.float32)
+        gram = sketched.transpose(-1, -2) @ sketched
+        gram = (gram + gram.transpose(-1, -2)) / 2
+        factor = _cholesky_with_jitter(torch, gram)
+        solved = torch.cholesky_solve(sketched.transpose(-1, -2), factor)  # (X'X)^-1 X'
+        return _z_scored((sketched * solved.transpose(-1, -2)).sum(dim=-1).clamp_min(0))
+
+
+def _cholesky_with_jitter(torch, gram, jitter: float = 1e-2, tries: int = 5):
+    identity = torch.eye(gram.shape[-1], dtype=gram.dtype)
+    for _ in range(tries):
+        factor, info = torch.linalg.cholesky_ex(gram + jitter * identity)
+        if bool((info == 0).all()):
+            return factor
+        jitter *= 10
+    raise InvalidParameterError(f"the keys' sketched Gram matrix has no Cholesky factor even with jitter {jitter / 10:g}.")
+
+
+@register_method("kv", "compactor", "KV cache: leverage blended with non-causal chunked attention, sinks at both ends "
+                                    "kept (Compactor, Chari and Van Durme, 2025)")
+class Compactor(KVPolicy):
+    """``blending`` x :class:`LeverageScore` + :class:`NonCausalAttention`, both on the prompt
+    without its first ``sink_size_start`` and last ``sink_size_end`` tokens, which are kept;
+    ``blending=None``: the share of the prompt evicted (kvpress's default, its compression
+    ratio)."""
+
+    queries = "all"
+    reads = ("rotary", "layer", "keep")
+    _parameter_constraints = {"sink_size_start": [Interval("int", 0)], "sink_size_end": [Interval("int", 0)],
+                              "chunk_size": [Interval("int", 1)], "sketch_dimension": [Interval("int", 1)],
+                              "blending": [None, Interval("real", 0)], "seed": [Interval("int", 0)]}
+
+    def __init__(self, *, sink_size_start: int = 8, sink_size_end: int = 4, chunk_size: int = 256,
+                 sketch_dimension: int = 48, blending: float | None = None, seed: int = 0):
+        self.sink_size_start, self.sink_size_end, self.chunk_size = sink_size_start, sink_size_end, chunk_size
+        self.sketch_dimension, self.blending, self.seed = sketch_dimension, blending, seed
+        super().__init__()
+
+    def protected(self) -> tuple[int, str]:
+        return max(1, self.sink_size_start + self.sink_size_end), (f"the first {self.sink_size_start} and last "
+                                                                  f"{self.sink_size_end} tokens")
+
+    def _scores(self, torch, keys, values, queries, scaling, n, rotary, layer, keep):
+        left = min(self.sink_size_start, n)
+        right = min(self.sink_size_end, n - left)
+        if n - left - right < 2:
+            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must hold more than its "
+                                        f"{left + right} kept end tokens.")
+        middle = slice(left, n - right)
+        k, v, q = keys[:, :, middle], values[:, :, middle], queries[:, :, middle]
+        geometry = LeverageScore(sketch_dimension=self.sketch_dimension, seed=self.seed)._scores(
+            torch, k, v, None, scaling, k.shape[-2], rotary, layer, positions=torch.arange(left, n - right))
+        attention = NonCausalAttention(chunk_size=self.chunk_size)._scores(torch, k, v, q, scaling, k.shape[-2])
+        blending = (n - keep) / n if self.blending is None else self.blending
+        scores = blending * geometry + attention
+        return torch.nn.functional.pad(scores, (left, right), value=float(scores.max()) + 1)

@@ -472,3 +472,48 @@ def test_non_causal_attention_is_the_chunked_sum_written_out():
     assert np.allclose(got[0].numpy(), expected, atol=1e-5)
     with pytest.raises(InvalidParameterError, match="needs every query of the prompt"):
         create("kv", "non_causal_attention").token_scores(keys, values, queries[:, :, -3:])
+
+
+def test_leverage_and_compactor_written_out():
+    from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
+
+    from salience.compress.kv import _rotary_of
+    from salience.compress.kv_presses import _unrotated
+
+    model = tiny_llama()
+    rotary = _rotary_of(torch, model)
+    n, d = 40, model.config.hidden_size // model.config.num_attention_heads
+    plain = torch.randn(1, 2, n, d)
+    cos, sin = rotary(torch.arange(n))
+    rotated, _ = apply_rotary_pos_emb(plain, plain, cos[None], sin[None])
+    assert torch.allclose(_unrotated(torch, rotated, rotary, torch.arange(n)), plain, atol=1e-5)
+
+    policy = create("kv", "leverage", sketch_dimension=6, seed=3)
+    sketch = policy.sketch(torch, (1, 2, d, 6), 1, torch.float32)
+    assert torch.equal(sketch, policy.sketch(torch, (1, 2, d, 6), 1, torch.float32))
+    assert not torch.equal(sketch, policy.sketch(torch, (1, 2, d, 6), 0, torch.float32))
+    got = policy.token_scores(rotated, rotated, rotary=rotary, layer=1)[0].numpy()
+    leverage = []
+    for head in range(2):
+        x = plain[0, head].double().numpy()
+        x = (x - x.mean(axis=0)) @ sketch[0, head].double().numpy()
+        leverage.append(np.einsum("ij,jk,ik->i", x, np.linalg.inv(x.T @ x + 1e-2 * np.eye(6)), x))
+    leverage = np.array(leverage)
+    expected = (leverage - leverage.mean()) / leverage.std(ddof=1)
+    assert np.allclose(got, expected, atol=1e-3)
+
+    # compactor: the two halves on the tokens between the kept ends, blended
+    queries = torch.randn(1, 4, n, d)
+    compactor = create("kv", "compactor", sink_size_start=3, sink_size_end=2, chunk_size=16, sketch_dimension=6,
+                       seed=3)
+    scores = compactor.token_scores(rotated, rotated, queries, rotary=rotary, layer=1, keep=10)[0]
+    middle = slice(3, n - 2)
+    geometry = policy._scores(torch, rotated[:, :, middle], rotated[:, :, middle], None, 1.0, n - 5, rotary, 1,
+                              positions=torch.arange(3, n - 2))[0]
+    attention = create("kv", "non_causal_attention", chunk_size=16).token_scores(
+        rotated[:, :, middle], rotated[:, :, middle], queries[:, :, middle])[0]
+    assert torch.allclose(scores[:, middle], (n - 10) / n * geometry + attention, atol=1e-6)
+    assert (scores[:, :3] > scores[:, middle].max()).all() and (scores[:, -2:] > scores[:, middle].max()).all()
+    with pytest.raises(InvalidParameterError, match="must hold more than its 5 kept end tokens"):
+        compactor.token_scores(rotated[:, :, :6], rotated[:, :, :6], queries[:, :, :6], rotary=rotary, layer=0,
+                               keep=3)
