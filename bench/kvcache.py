@@ -50,7 +50,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "entropy_chunkkv": "EntropyGatedChunkKVPress(SnapKVPress)",
                  "block": "BlockPress(KeyDiffPress)",
                  "non_causal_attention": "NonCausalAttnPress",
-                 "leverage": "LeverageScorePress, salience's sketch", "compactor": "CompactorPress, salience's sketch", "kvzip": "KVzipPress", "curdkv": "CURPress",
+                 "leverage": "LeverageScorePress, salience's sketch", "compactor": "CompactorPress, salience's sketch",
+                 "capkv": "CapPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
 
 

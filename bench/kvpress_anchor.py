@@ -46,6 +46,7 @@ PRESSES = {
     "leverage": lambda ratio: kvpress.LeverageScorePress(compression_ratio=ratio, sketch_dimension=48),
     "compactor": lambda ratio: kvpress.CompactorPress(compression_ratio=ratio, sink_size_start=8, sink_size_end=4,
                                                       chunk_size=256, sketch_dimension=48),
+    "capkv": lambda ratio: kvpress.CapPress(compression_ratio=ratio, tau=5.0, n_future_positions=512, n_sink=4),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),

@@ -31,7 +31,11 @@
   keys unlike the others are kept (Compactor's geometry half; kvpress's LeverageScorePress);
 * ``compactor``: ``blending`` x leverage + non-causal attention, the first ``sink_size_start``
   and last ``sink_size_end`` tokens kept (Compactor, Chari and Van Durme, 2025; kvpress's
-  CompactorPress).
+  CompactorPress);
+* ``capkv``: each token's capacity share: its value's leverage ``v' A^-1 v`` under ``A = I +
+  sum w v v'``, weighted by ``w = exp(tau x cos(key, query anchor))`` (the prompt's mean
+  query, rotated by the average of the next ``n_future_positions`` rotations; the sinks left
+  out and kept) (CAPKV; kvpress's CapPress).
 
 The policies that change how another one's scores are used (kvpress's wrapping presses:
 AdaKV, CriticalKV, ChunkKV, ...) are in :mod:`salience.compress.kv_wrappers`.
@@ -49,7 +53,7 @@ from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonCausalAttention", "LeverageScore",
-           "Compactor"]
+           "Compactor", "CapKV"]
 
 
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
@@ -134,6 +138,20 @@ class LagKV(KVPolicy):
         return torch.cat([sinks, ranked.reshape(b, n_kv, -1), kept_whole], dim=-1)
 
 
+def _average_rotation(torch, rotary, start: int, count: int, d: int, dtype):
+    """The rotary rotation averaged over the ``count`` positions from ``start``, (d, d):
+    rotating by it is rotating by each and averaging (the rotation is linear)."""
+    cos, sin = rotary(torch.arange(start, start + count))
+    cos, sin = torch.as_tensor(cos, dtype=dtype), torch.as_tensor(sin, dtype=dtype)
+    half = d // 2
+    # q' = q cos + rotate_half(q) sin, rotate_half(q) = [-q2, q1]: q' = R q with R = diag(cos) + P diag(sin)
+    swap = torch.zeros(d, d, dtype=dtype)
+    swap[half:, :half] = torch.eye(half, dtype=dtype)
+    swap[:half, half:] = -torch.eye(half, dtype=dtype)
+    rotations = torch.diag_embed(cos) + swap[None] * sin[:, None, :]
+    return rotations.mean(dim=0)
+
+
 @register_method("kv", "expected_attention", "KV cache: attention expected from future queries, times the value's "
                                              "norm (Expected Attention, Devoto et al., 2025)")
 class ExpectedAttention(KVPolicy):
@@ -152,19 +170,6 @@ class ExpectedAttention(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return max(1, self.n_sink), f"the {self.n_sink} sinks"
 
-    def _average_rotation(self, torch, rotary, n: int, d: int, dtype):
-        """The rotary rotation averaged over the next ``n_future_positions`` positions, (d, d):
-        rotating by it is rotating by each and averaging (the rotation is linear)."""
-        cos, sin = rotary(torch.arange(n, n + self.n_future_positions))
-        cos, sin = torch.as_tensor(cos, dtype=dtype), torch.as_tensor(sin, dtype=dtype)
-        half = d // 2
-        # q' = q cos + rotate_half(q) sin, rotate_half(q) = [-q2, q1]: q' = R q with R = diag(cos) + P diag(sin)
-        swap = torch.zeros(d, d, dtype=dtype)
-        swap[half:, :half] = torch.eye(half, dtype=dtype)
-        swap[:half, half:] = -torch.eye(half, dtype=dtype)
-        rotations = torch.diag_embed(cos) + swap[None] * sin[:, None, :]
-        return rotations.mean(dim=0)
-
     def _scores(self, torch, keys, values, queries, scaling, n, rotary):
         if n <= self.n_sink:
             raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
@@ -176,7 +181,7 @@ class ExpectedAttention(KVPolicy):
         d = keys.shape[-1]
         observed = queries[:, :, self.n_sink:].to(dtype)
         mean = observed.mean(dim=2)  # (b, heads, d)
-        rotation = self._average_rotation(torch, rotary, n, d, dtype)
+        rotation = _average_rotation(torch, rotary, n, self.n_future_positions, d, dtype)
         mean = mean @ rotation.T
         k = keys[:, :, self.n_sink:].to(dtype)
         groups = queries.shape[1] // keys.shape[1]
@@ -351,3 +356,48 @@ class Compactor(KVPolicy):
         blending = (n - keep) / n if self.blending is None else self.blending
         scores = blending * geometry + attention
         return torch.nn.functional.pad(scores, (left, right), value=float(scores.max()) + 1)
+
+
+@register_method("kv", "capkv", "KV cache: value leverage under query-aligned weights, the capacity each token adds "
+                                "(CAPKV; kvpress's CapPress)")
+class CapKV(KVPolicy):
+    """CAPKV's retention score (see the module docstring), per query head, averaged over the
+    group. Keys and the query anchor are compared at unit length (kvpress's reading); the
+    weights are shifted by their largest logit per head before the exponential."""
+
+    queries = "all"
+    rotated_queries = False
+    reads = ("rotary",)
+    _parameter_constraints = {"tau": [Interval("real", 0)], "n_future_positions": [Interval("int", 1)],
+                              "n_sink": [Interval("int", 0)], "epsilon": [Interval("real", 0)]}
+
+    def __init__(self, *, tau: float = 5.0, n_future_positions: int = 512, n_sink: int = 4, epsilon: float = 1e-6):
+        self.tau, self.n_future_positions, self.n_sink, self.epsilon = tau, n_future_positions, n_sink, epsilon
+        super().__init__()
+
+    def protected(self) -> tuple[int, str]:
+        return max(1, self.n_sink), f"the {self.n_sink} sinks"
+
+    def _scores(self, torch, keys, values, queries, scaling, n, rotary):
+        if n <= self.n_sink:
+            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
+                                        f"{self.n_sink} sinks.")
+        if queries.shape[-2] != n:
+            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
+                                        f"{queries.shape[-2]}.")
+        b, heads, _, d = queries.shape
+        groups = heads // keys.shape[1]
+        rotation = _average_rotation(torch, rotary, n, self.n_future_positions, d, queries.dtype)
+        anchor = (queries[:, :, self.n_sink:] @ rotation.T).mean(dim=2)  # (b, heads, d)
+        k = keys[:, :, self.n_sink:].repeat_interleave(groups, dim=1)
+        v = values[:, :, self.n_sink:].repeat_interleave(groups, dim=1)
+        cosine = torch.einsum("bhd,bhtd->bht", torch.nn.functional.normalize(anchor, dim=-1),
+                              torch.nn.functional.normalize(k, dim=-1)).clamp(-1.0, 1.0)
+        logits = self.tau * cosine
+        weights = torch.exp(logits - logits.amax(dim=-1, keepdim=True))
+        weighted = v * torch.sqrt(weights + self.epsilon)[..., None]
+        capacity = torch.eye(d, dtype=v.dtype) + weighted.transpose(-1, -2) @ weighted  # (b, heads, d, d)
+        columns = v.transpose(-1, -2).to(torch.float32)
+        leverage = (columns * torch.linalg.solve(capacity.to(torch.float32), columns)).sum(dim=-2)
+        scores = _group_mean(weights * leverage, keys.shape[1])
+        return torch.nn.functional.pad(scores, (self.n_sink, 0), value=float(scores.max()) + 1)

@@ -77,8 +77,9 @@ def test_expected_attention_is_the_gaussian_query_expectation():
         angles = torch.cat([angles, angles], dim=1)
         return angles.cos(), angles.sin()
 
-    policy = create("kv", "expected_attention", n_future_positions=5)
-    rotation = policy._average_rotation(torch, rope, 7, d, torch.float64)
+    from salience.compress.kv_presses import _average_rotation
+
+    rotation = _average_rotation(torch, rope, 7, 5, d, torch.float64)
     mu = torch.randn(d, generator=g, dtype=torch.float64)
     cos, sin = rope(torch.arange(7, 12))
     rotated = mu * cos + torch.cat([-mu[2:], mu[:2]])[None] * sin
@@ -517,3 +518,29 @@ def test_leverage_and_compactor_written_out():
     with pytest.raises(InvalidParameterError, match="must hold more than its 5 kept end tokens"):
         compactor.token_scores(rotated[:, :, :6], rotated[:, :, :6], queries[:, :, :6], rotary=rotary, layer=0,
                                keep=3)
+
+
+def test_capkv_is_the_capacity_share_written_out():
+    from salience.compress.kv import _rotary_of
+
+    model = tiny_llama()
+    rotary = _rotary_of(torch, model)
+    n, d, sinks, future = 20, model.config.hidden_size // model.config.num_attention_heads, 2, 6
+    keys, values = torch.randn(1, 2, n, d, dtype=torch.float64), torch.randn(1, 2, n, d, dtype=torch.float64)
+    queries = torch.randn(1, 4, n, d, dtype=torch.float64)  # before their rotation
+    got = create("kv", "capkv", tau=2.0, n_future_positions=future, n_sink=sinks).token_scores(
+        keys, values, queries, rotary=rotary)[0].numpy()
+    cos, sin = (t.double().numpy() for t in rotary(torch.arange(n, n + future)))
+    scores = np.zeros((4, n - sinks))
+    for head in range(4):
+        q = queries[0, head, sinks:].numpy()
+        turned = np.concatenate([-q[:, d // 2:], q[:, : d // 2]], axis=1)
+        anchor = np.mean([q * cos[p] + turned * sin[p] for p in range(future)], axis=(0, 1))
+        k, v = keys[0, head // 2, sinks:].numpy(), values[0, head // 2, sinks:].numpy()
+        cosine = k @ anchor / np.linalg.norm(k, axis=1) / np.linalg.norm(anchor)
+        weights = np.exp(2.0 * cosine - (2.0 * cosine).max())
+        capacity = np.eye(d) + sum((w + 1e-6) * np.outer(row, row) for w, row in zip(weights, v))
+        scores[head] = weights * np.array([row @ np.linalg.solve(capacity, row) for row in v])
+    expected = scores.reshape(2, 2, -1).mean(axis=1)
+    assert np.allclose(got[:, sinks:], expected, rtol=1e-5, atol=1e-7)
+    assert (got[:, :sinks] > got[:, sinks:].max()).all()
