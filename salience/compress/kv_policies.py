@@ -190,6 +190,12 @@ class KVPolicy(Scorer, abc.ABC):
     def _scores(self, torch, keys, values, queries, scaling: float, n: int):
         """The subclass's part (see the class docstring)."""
 
+    def _check_every_query(self, queries, n: int) -> None:
+        """Refuse queries that are not all the prompt's (the policies with ``queries = "all"``)."""
+        if queries.shape[-2] != n:
+            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
+                                        f"{queries.shape[-2]}.")
+
     def score(self, keys, values, *, queries=None, scaling: float | None = None, rotary=None, output_weight=None,
               keep: int | None = None, layer: int | None = None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
@@ -280,9 +286,7 @@ class H2O(KVPolicy):
     queries = "all"
 
     def _scores(self, torch, keys, values, queries, scaling, n):
-        if queries.shape[-2] != n:
-            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
-                                        f"{queries.shape[-2]}.")
+        self._check_every_query(queries, n)
         received = _received_attention(torch, queries, keys, scaling)
         return _group_mean(received / torch.arange(n, 0, -1, dtype=received.dtype), keys.shape[1])
 

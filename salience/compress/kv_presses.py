@@ -56,6 +56,18 @@ __all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonC
            "Compactor", "CapKV"]
 
 
+class _SinksKept(KVPolicy):
+    """A policy that always keeps the prompt's first ``n_sink`` tokens (attention sinks)."""
+
+    def protected(self) -> tuple[int, str]:
+        return max(1, self.n_sink), f"the {self.n_sink} sinks"
+
+    def _check_longer_than_sinks(self, n: int) -> None:
+        if n <= self.n_sink:
+            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
+                                        f"{self.n_sink} sinks.")
+
+
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
                                   "al., 2025)")
 class KeyDiff(KVPolicy):
@@ -67,16 +79,13 @@ class KeyDiff(KVPolicy):
 
 @register_method("kv", "curdkv", "KV cache: key and value leverage by squared norms, normalised in local windows "
                                  "(CurDKV, Sengupta et al., 2025)")
-class CurDKV(KVPolicy):
+class CurDKV(_SinksKept):
     _parameter_constraints = {"n_sink": [Interval("int", 0)], "leverage": [Options(("kv_product", "kv_avg", "key", "value"))],
                               "local_window": [None, Interval("int", 1)]}
 
     def __init__(self, *, n_sink: int = 4, leverage: str = "kv_product", local_window: int | None = 16):
         self.n_sink, self.leverage, self.local_window = n_sink, leverage, local_window
         super().__init__()
-
-    def protected(self) -> tuple[int, str]:
-        return max(1, self.n_sink), f"the {self.n_sink} sinks"
 
     def _local(self, torch, squared, n):
         """Each token's share of its window of ``local_window`` (the last window may be shorter)."""
@@ -154,7 +163,7 @@ def _average_rotation(torch, rotary, start: int, count: int, d: int, dtype):
 
 @register_method("kv", "expected_attention", "KV cache: attention expected from future queries, times the value's "
                                              "norm (Expected Attention, Devoto et al., 2025)")
-class ExpectedAttention(KVPolicy):
+class ExpectedAttention(_SinksKept):
     queries = "all"
     rotated_queries = False
     reads = ("rotary",)
@@ -167,16 +176,9 @@ class ExpectedAttention(KVPolicy):
         self.use_covariance, self.use_vnorm, self.epsilon = use_covariance, use_vnorm, epsilon
         super().__init__()
 
-    def protected(self) -> tuple[int, str]:
-        return max(1, self.n_sink), f"the {self.n_sink} sinks"
-
     def _scores(self, torch, keys, values, queries, scaling, n, rotary):
-        if n <= self.n_sink:
-            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
-                                        f"{self.n_sink} sinks.")
-        if queries.shape[-2] != n:
-            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
-                                        f"{queries.shape[-2]}.")
+        self._check_longer_than_sinks(n)
+        self._check_every_query(queries, n)
         dtype = torch.promote_types(keys.dtype, torch.float32)
         d = keys.shape[-1]
         observed = queries[:, :, self.n_sink:].to(dtype)
@@ -240,9 +242,7 @@ class NonCausalAttention(KVPolicy):
         super().__init__()
 
     def _scores(self, torch, keys, values, queries, scaling, n):
-        if queries.shape[-2] != n:
-            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
-                                        f"{queries.shape[-2]}.")
+        self._check_every_query(queries, n)
         b, heads, _, d = queries.shape
         size = self.chunk_size
         padded = -n % size
@@ -360,7 +360,7 @@ class Compactor(KVPolicy):
 
 @register_method("kv", "capkv", "KV cache: value leverage under query-aligned weights, the capacity each token adds "
                                 "(CAPKV; kvpress's CapPress)")
-class CapKV(KVPolicy):
+class CapKV(_SinksKept):
     """CAPKV's retention score (see the module docstring), per query head, averaged over the
     group. Keys and the query anchor are compared at unit length (kvpress's reading); the
     weights are shifted by their largest logit per head before the exponential."""
@@ -375,16 +375,9 @@ class CapKV(KVPolicy):
         self.tau, self.n_future_positions, self.n_sink, self.epsilon = tau, n_future_positions, n_sink, epsilon
         super().__init__()
 
-    def protected(self) -> tuple[int, str]:
-        return max(1, self.n_sink), f"the {self.n_sink} sinks"
-
     def _scores(self, torch, keys, values, queries, scaling, n, rotary):
-        if n <= self.n_sink:
-            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
-                                        f"{self.n_sink} sinks.")
-        if queries.shape[-2] != n:
-            raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
-                                        f"{queries.shape[-2]}.")
+        self._check_longer_than_sinks(n)
+        self._check_every_query(queries, n)
         b, heads, _, d = queries.shape
         groups = heads // keys.shape[1]
         rotation = _average_rotation(torch, rotary, n, self.n_future_positions, d, queries.dtype)
