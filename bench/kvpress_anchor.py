@@ -55,10 +55,10 @@ PRESSES = {
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation
 #: is read one token at a time under sdpa, which then needs no mask (the same logits)
 ONE_AT_A_TIME = {"pyramidkv"}
-#: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV
-#: refuses attention weights), and
+#: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV,
+#: entropy-gated ChunkKV and BlockPress refuse attention weights), and
 #: the above: run on sdpa
-SDPA_ONLY = {"adakv", "chunkkv", "kvzip", "duo_attention"} | ONE_AT_A_TIME
+SDPA_ONLY = {"adakv", "chunkkv", "entropy_chunkkv", "block", "kvzip", "duo_attention"} | ONE_AT_A_TIME
 
 
 def use_given_qfilters(filters) -> None:
