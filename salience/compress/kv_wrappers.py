@@ -18,9 +18,11 @@ presses): ``press`` names the scoring policy (a registered ``kv`` name or a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _group_mean
+from salience.compress.kv_policies import KVPolicy, _group_mean, _torch
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
@@ -170,17 +172,18 @@ class ChunkKV(_OnAnotherPolicy):
         return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()
 
 
-def _normalised_entropy(scores: np.ndarray) -> np.ndarray:
+def _normalised_entropy(torch, scores):
     """The entropy of each row of ``scores`` (chunks x tokens) as a distribution over its tokens,
     divided by its largest (log tokens), in [0, 1]; a row with a negative score is first moved
-    up by its minimum; a one-token row: 0 (kvpress's gate)."""
+    up by its minimum; a one-token row: 0 (kvpress's gate, in float32 as kvpress computes it:
+    the gate compares entropies with their median, so the last bit can move a chunk across)."""
     tokens = scores.shape[-1]
     if tokens == 1:
-        return np.zeros(scores.shape[0])
-    shifted = scores - np.minimum(scores.min(axis=-1, keepdims=True), 0.0)
-    share = shifted / (shifted.sum(axis=-1, keepdims=True) + _ENTROPY_EPSILON)
-    entropy = -(share * np.log(share + _ENTROPY_EPSILON)).sum(axis=-1)
-    return np.clip(entropy / np.log(tokens), 0.0, 1.0)
+        return torch.zeros(scores.shape[0])
+    shifted = scores - scores.amin(dim=-1, keepdim=True).clamp(max=0.0)
+    share = shifted / (shifted.sum(dim=-1, keepdim=True) + _ENTROPY_EPSILON)
+    entropy = -(share * (share + _ENTROPY_EPSILON).log()).sum(dim=-1)
+    return (entropy / math.log(tokens)).clamp(0.0, 1.0)
 
 
 _ENTROPY_EPSILON = 1e-8
@@ -211,34 +214,37 @@ class EntropyGatedChunkKV(_OnAnotherPolicy):
 
     def evicted(self, scores, count: int) -> np.ndarray:
         b, n_kv, n = scores.shape
-        kept = np.stack([self._kept(row, max(1, n - count)) for row in scores.sum(axis=1)])
+        summed = _torch().as_tensor(np.asarray(scores), dtype=_torch().float32).sum(dim=1)  # as kvpress: float32
+        kept = np.stack([self._kept(row, max(1, n - count)) for row in summed])
         return np.broadcast_to(~kept[:, None, :], (b, n_kv, n)).copy()
 
-    def _kept(self, summed: np.ndarray, budget: int) -> np.ndarray:
+    def _kept(self, summed, budget: int) -> np.ndarray:
+        torch = _torch()
         n, length = len(summed), self.chunk_length
-        starts = np.arange(0, n, length)
         complete = n // length
-        whole = summed[: complete * length].reshape(complete, length)
-        chunk_scores, entropy = whole.mean(axis=1), _normalised_entropy(whole) if complete else np.zeros(0)
+        whole = summed[: complete * length].view(complete, length)
+        chunk_scores, entropy = whole.mean(dim=1), _normalised_entropy(torch, whole)
         if n % length:
             tail = summed[complete * length:]
-            chunk_scores = np.append(chunk_scores, tail.mean())
-            entropy = np.append(entropy, _normalised_entropy(tail[None])[0])
-        lower_median = lambda values: np.sort(values)[(len(values) - 1) // 2]  # noqa: E731
-        spiky = (chunk_scores >= lower_median(chunk_scores)) & (entropy < lower_median(entropy))
-        kept = np.zeros(n, dtype=bool)
-        for chunk in np.argsort(-chunk_scores, kind="stable"):
+            chunk_scores = torch.cat([chunk_scores, tail.mean()[None]])
+            entropy = torch.cat([entropy, _normalised_entropy(torch, tail[None])])
+        # torch's median is the lower middle value
+        spiky = ((chunk_scores >= chunk_scores.median()) & (entropy < entropy.median())).tolist()
+        kept = torch.zeros(n, dtype=torch.bool)
+        for chunk in torch.argsort(chunk_scores, descending=True, stable=True).tolist():
             if budget <= 0:
                 break
-            start, end = starts[chunk], min(starts[chunk] + length, n)
+            start, end = chunk * length, min(chunk * length + length, n)
             take = min(end - start, budget, self.low_entropy_chunk_length if spiky[chunk] else end - start)
-            best = np.argsort(-summed[start:end], kind="stable")[:take]
-            kept[start + best] = True
+            if take == end - start:
+                kept[start:end] = True
+            else:
+                kept[start + torch.topk(summed[start:end], take).indices] = True
             budget -= take
         if budget > 0:  # the last chunks were cut short: the best tokens left
-            rest = np.flatnonzero(~kept)
-            kept[rest[np.argsort(-summed[rest], kind="stable")[:budget]]] = True
-        return kept
+            rest = (~kept).nonzero()[:, 0]
+            kept[rest[torch.topk(summed[rest], min(budget, len(rest))).indices]] = True
+        return kept.numpy()
 
 
 @register_method("kv", "block", "KV cache: a key/value-only policy applied block by block, each block scored with "
