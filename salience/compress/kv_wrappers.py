@@ -214,7 +214,8 @@ class EntropyGatedChunkKV(_OnAnotherPolicy):
 
     def evicted(self, scores, count: int) -> np.ndarray:
         b, n_kv, n = scores.shape
-        summed = _torch().as_tensor(np.asarray(scores), dtype=_torch().float32).sum(dim=1)  # as kvpress: float32
+        torch = _torch()
+        summed = torch.as_tensor(np.asarray(scores), dtype=torch.float32).sum(dim=1)  # as kvpress: float32
         kept = np.stack([self._kept(row, max(1, n - count)) for row in summed])
         return np.broadcast_to(~kept[:, None, :], (b, n_kv, n)).copy()
 
@@ -273,11 +274,11 @@ class BlockWise(_OnAnotherPolicy):
     def _scores(self, torch, keys, values, queries, scaling, n, *, keep, **context):
         b, heads, _, d = keys.shape
         kept = torch.arange(keep).expand(b, heads, keep)
+        inner = {"keep": keep} if "keep" in self._inner.reads else {}
         for start in range(keep, n, self.block_size):
             current = torch.cat([kept, torch.arange(start, min(start + self.block_size, n)).expand(b, heads, -1)],
                                 dim=-1)
             index = current[..., None].expand(-1, -1, -1, d)
-            inner = {"keep": keep} if "keep" in self._inner.reads else {}
             block_scores = self._inner._scores(torch, keys.gather(2, index), values.gather(2, index), None, scaling,
                                                current.shape[-1], **inner)
             kept = current.gather(-1, block_scores.topk(keep, dim=-1).indices)
