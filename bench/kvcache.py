@@ -52,7 +52,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "non_causal_attention": "NonCausalAttnPress",
                  "leverage": "LeverageScorePress, salience's sketch", "compactor": "CompactorPress, salience's sketch",
                  "capkv": "CapPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
-                 "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly"}
+                 "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly",
+                 "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware"}
 
 
 def smollm2_gguf() -> Path:
@@ -135,13 +136,15 @@ def run(args) -> dict:
             if policy == "compactor":  # kvpress blends by its compression ratio, not by each prompt's evicted share
                 params["blending"] = 1 - budget
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
+            # finch scores with a question: the windows' last tokens read as one, the passkey's own question
+            question = args.question_tokens if chosen and chosen.needs_question else 0
             ppl = kv_eval(model, evaluation, policy=chosen,
                           budget=budget if policy else None, context=args.context, continuation=args.continuation,
-                          max_windows=args.windows, key_channels=args.key_channels)
+                          max_windows=args.windows, key_channels=args.key_channels, keep_last=question)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
             key = passkey(model, tokenizer, policy=chosen, budget=budget if policy else None, needles=args.needles,
-                          context=args.context, seed=0, key_channels=args.key_channels)
+                          context=args.context, seed=0, key_channels=args.key_channels, query_aware=bool(question))
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
                                       "passkey_nll": key.nll, "passkey_rank": key.rank,
@@ -150,7 +153,8 @@ def run(args) -> dict:
             print(f"  salience {policy or 'full'} {budget}: ppl {ppl.perplexity:.3f}, passkey nll {key.nll:.3f}",
                   file=sys.stderr, flush=True)
         if args.kvpress_python:
-            job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - budget,
+            job = {"gguf": str(smollm2_gguf()), "context": args.context, "ratio": 1 - budget, "budget": budget,
+                   "question_tokens": args.question_tokens,
                    "windows": batch.tolist(),
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
@@ -227,6 +231,15 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "passkey filler) tie exactly; salience evicts the earlier of tied tokens (the core's stable "
                   "selector), kvpress's topk picks among them in its own order, hence the larger differences on the "
                   "needles of those rows only."]
+    if "rerotate" in measured:
+        lines += ["", "rerotate: StreamingLLM (4 sinks) whose kept keys are turned to consecutive positions, the "
+                  "continuation read right after them (kvpress's KeyRerotationPress; its pipeline likewise starts the "
+                  "question at the compressed cache's length)."]
+    if "finch" in measured:
+        lines += ["", f"finch: query-aware on both sides. Windows: the context's last {a.get('question_tokens', 64)} "
+                  "tokens are the question (kept, outside the budget: salience's `keep_last`; kvpress: its delimiter "
+                  "token placed before them, its compression ratio set to keep the same count, question included); "
+                  "passkey: the question is read with the haystack, then the key. Kept keys rerotated on both sides."]
     if {"vatp", "caote"} & set(measured):
         lines += ["", "vatp and caote have no kvpress counterpart."]
     if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
@@ -269,6 +282,9 @@ def main(argv=None) -> int:
     parser.add_argument("--policies", nargs="+", default=None,
                         help="registered kv policies to run (default: every one)")
     parser.add_argument("--needles", type=int, default=50)
+    parser.add_argument("--question-tokens", type=int, default=64,
+                        help="the policies that score with a question (finch): the windows' last N context tokens "
+                             "read as it (default 64, SnapKV's window); their passkey rows are query-aware")
     parser.add_argument("--speed-context", type=int, default=2048)
     parser.add_argument("--new-tokens", type=int, default=32)
     default_python = ROOT / ".venv-kvpress" / "bin" / "python"

@@ -50,7 +50,12 @@ PRESSES = {
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),
+    "rerotate": lambda ratio: kvpress.KeyRerotationPress(press=kvpress.StreamingLLMPress(compression_ratio=ratio,
+                                                                                         n_sink=4)),
 }
+#: presses whose kept keys are rerotated: the continuation starts at the compressed cache's length
+#: (kvpress's pipeline does the same for KeyRerotationPress and FinchPress)
+REROTATED = {"rerotate", "finch"}
 #: presses whose layers keep different numbers of tokens: the model builds one causal mask sized
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation
 #: is read one token at a time under sdpa, which then needs no mask (the same logits)
@@ -181,6 +186,21 @@ def use_given_sketches(normals: list) -> None:
     leverage_press.torch = GivenDraws()
 
 
+def finch_press(model, ids_to_read: list, budget: float, question: int):
+    """FinchPress for one prompt whose last ``question`` tokens are the question: its delimiter
+    (the vocabulary's last id, found in no prompt here) goes before them, and its compression
+    ratio keeps what salience's budget keeps (a share of the tokens before the question, plus
+    the question; kvpress counts the question in its ratio)."""
+    delimiter = model.config.vocab_size - 1
+    if delimiter in ids_to_read:
+        raise ValueError(f"the delimiter id {delimiter} occurs in a prompt")
+    n = len(ids_to_read)
+    keep = max(1, int((n - question) * budget)) + question
+    press = kvpress.FinchPress(compression_ratio=1 - (keep + 0.5) / n, normalize_scores=True, rerotate_keys=True)
+    press.delimiter_token_id = delimiter
+    return press, ids_to_read[: n - question] + [delimiter] + ids_to_read[n - question:]
+
+
 def token_nll(predicting, ids):
     log_probs = torch.log_softmax(predicting[0].double(), dim=-1)
     picked = log_probs.gather(1, torch.tensor(ids)[:, None])[:, 0]
@@ -215,8 +235,12 @@ def main(inp: Path, out: Path) -> None:
             results["duo_attention_head_scores"] = np.asarray(head_scores).tolist()
         elif name == "qfilter":
             press = kvpress.QFilterPress(compression_ratio=job["ratio"])
+        elif name == "finch":
+            press = None  # one per prompt: its ratio and delimiter depend on the question's place
         else:
             press = None if name is None else PRESSES[name](job["ratio"])
+        if job.get("key_channels") is not None and name == "finch":
+            raise ValueError("finch is built per prompt: not composed with ThinK here")
         if job.get("key_channels") is not None:  # ThinK after the token press (alone for the full cache)
             think = kvpress.ThinKPress(key_channel_compression_ratio=1 - job["key_channels"], window_size=32)
             press = think if press is None else kvpress.ComposedPress([press, think])
@@ -224,17 +248,30 @@ def main(inp: Path, out: Path) -> None:
         start = time.perf_counter()
         nll = []
         for window in job["windows"]:
-            cache, first = read(model, window[:context], press)
-            logits = after(model, cache, window[context:], context, name in ONE_AT_A_TIME)
+            if name == "finch":
+                press, prompt = finch_press(model, window[:context], job["budget"], job["question_tokens"])
+                cache, first = read(model, prompt, press)
+            else:
+                cache, first = read(model, window[:context], press)
+            start_at = cache.get_seq_length() if name in REROTATED else context
+            logits = after(model, cache, window[context:], start_at, name in ONE_AT_A_TIME)
             value, _ = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), window[context:])
             nll.append(value / (len(window) - context))
         ppl_seconds = time.perf_counter() - start
         start = time.perf_counter()
         key_nll, ranks, exact = [], [], []
         for item in job["passkey"]:
-            cache, _ = read(model, item["prompt"], press)
-            logits = after(model, cache, item["question"] + item["key"], len(item["prompt"]), name in ONE_AT_A_TIME)
-            value, token_ranks = token_nll(logits[:, len(item["question"]) - 1 : -1], item["key"])
+            if name == "finch":  # query-aware: the question read with the haystack, then the key
+                press, prompt = finch_press(model, item["prompt"] + item["question"], job["budget"],
+                                            len(item["question"]))
+                cache, first = read(model, prompt, press)
+                logits = after(model, cache, item["key"], cache.get_seq_length())
+                value, token_ranks = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), item["key"])
+            else:
+                cache, _ = read(model, item["prompt"], press)
+                start_at = cache.get_seq_length() if name in REROTATED else len(item["prompt"])
+                logits = after(model, cache, item["question"] + item["key"], start_at, name in ONE_AT_A_TIME)
+                value, token_ranks = token_nll(logits[:, len(item["question"]) - 1 : -1], item["key"])
             key_nll.append(value)
             ranks.extend(token_ranks)
             exact.append(all(r == 1 for r in token_ranks))

@@ -202,7 +202,14 @@ def _cmd_kv_eval(args) -> int:
             policy = kv_policy(args.policy, press=kv_policy(args.press, **params), **wrapper)
         else:
             policy = kv_policy(args.policy, **params, **wrapper)
-        check_budget(budget, args.context, policy)
+        if args.question_tokens >= args.context:
+            raise InvalidParameterError(f"--question-tokens ({args.question_tokens}) must leave context tokens to "
+                                        f"compress (--context {args.context}).")
+        check_budget(budget, args.context - args.question_tokens, policy)
+        if policy.needs_question and not (args.question_tokens and (args.query_aware or not args.needles)):
+            raise InvalidParameterError(f"--policy {args.policy} scores with the question's queries: give "
+                                        "--question-tokens N (the windows' last N tokens read as their question)"
+                                        + (" and --query-aware (passkey)" if args.needles else "") + ".")
         if _learner(policy) is not None and not args.calib:
             raise InvalidParameterError(f"--policy {_learner(policy).name} learns its {_learner(policy).learned} from "
                                         "the model: give --calib (a calibration text).")
@@ -236,7 +243,8 @@ def _cmd_kv_eval(args) -> int:
         learned = _learner(policy).calibrate(model, windows)
         policy = learned if learned.name == policy.name else policy.set_params(press=learned)
     report = kv_eval(model, tokens, policy=policy, budget=budget, context=args.context,
-                     continuation=args.continuation, max_windows=args.windows, **channels)
+                     continuation=args.continuation, max_windows=args.windows, keep_last=args.question_tokens,
+                     **channels)
     result = {"model": args.model, **report.as_dict()}
     if args.layer_importance:
         result["layer_importance"] = {"method": args.layer_importance, "scores": [float(x) for x in importance.values],
@@ -370,8 +378,9 @@ def add_commands(domains) -> None:
     p.add_argument("--streaming", type=nonnegative_int, nargs=2, default=None, metavar=("SINK", "RECENT"),
                    help="duo_attention: the sinks and recent tokens a streaming head keeps (default 128 256)")
     p.add_argument("--press", choices=choices_of("kv"), default=None,
-                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget: the policy whose scores they use "
-                        "(default snapkv; block: keydiff); --sinks and --observation-window then go to it")
+                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate: the policy whose "
+                        "scores they use (default snapkv; block: keydiff; rerotate: streaming_llm); --sinks and "
+                        "--observation-window then go to it")
     p.add_argument("--layer-importance", choices=choices_of("layers"), default=None,
                    help="layer_budget: the layer importance that shares the budget among layers, measured on --calib")
     p.add_argument("--floor", type=float, default=None,
@@ -386,6 +395,9 @@ def add_commands(domains) -> None:
                         "'full' included)")
     p.add_argument("--channel-policy", choices=choices_of("kv_channels"), default="think",
                    help="which key channels stay under --key-channels (default think)")
+    p.add_argument("--question-tokens", type=nonnegative_int, default=0,
+                   help="each window's last N context tokens read as its question: scored with the rest, never "
+                        "evicted, outside the budget (finch needs a question; default 0)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
     p.add_argument("--query-aware", action="store_true",
                    help="passkey: compress the cache with the question known (prefilled with the haystack)")

@@ -4,7 +4,8 @@ After the prompt is read (the prefill), a policy of the ``kv`` family
 (:mod:`salience.compress.kv_policies`) scores every layer's cached tokens and the cache keeps
 the ``budget`` best per head; the continuation then attends to the kept tokens only, at their
 original positions (the kept keys carry their rotary positions, the new tokens get
-``n_prompt + i``). Exactly ``keep`` tokens stay per head, chosen by the core's selector (ties:
+``n_prompt + i``), unless the policy rerotates the kept keys to consecutive positions
+(``rerotate``, ``finch``: the new tokens then follow the kept ones). Exactly ``keep`` tokens stay per head, chosen by the core's selector (ties:
 the earlier token is evicted first).
 
 Use it around any forward pass or ``generate``: ``with evict(model, "snapkv", budget=0.25):
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from salience.compress.kv_channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
-from salience.compress.kv_policies import KVPolicy, _torch
+from salience.compress.kv_policies import KVPolicy, _rotated, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
@@ -112,6 +113,7 @@ class _EvictionState:
     prompt_tokens: int | None = None
     seconds: float = 0.0
     layers: int = 0
+    continue_at: int | None = None  # where the continuation's positions start, for a rerotating policy
 
 
 @contextlib.contextmanager
@@ -128,7 +130,10 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     (``policy=None``: channels only, every token kept).
     Yields a record of what was done (tokens kept, scoring seconds). Later forward passes and
     decoding steps are unchanged; their positions continue from the prompt's length (pass
-    ``position_ids`` when calling the model directly, or use :func:`continue_from`)."""
+    ``position_ids`` when calling the model directly, or use :func:`continue_from`), or, for a
+    policy that rerotates its kept keys (``rerotate``, ``finch``), from the tokens the first
+    layer kept (the record's ``continue_at``; ``generate`` counts positions from the cache's
+    length, which is that)."""
     torch = _torch()
     if policy is None and key_channels is None:
         raise InvalidParameterError("evict needs a token policy, key_channels, or both.")
@@ -145,13 +150,21 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         label = policy.name
     modules = _attention_modules(model)
     policy.check_model(model)
-    rotary = _rotary_of(torch, model) if "rotary" in policy.reads else None
-    if "rotary" in policy.reads and rotary is None:
+    needs_rotary = "rotary" in policy.reads or policy.rerotates
+    rotary = _rotary_of(torch, model) if needs_rotary else None
+    if needs_rotary and rotary is None:
         raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
                                     f"{type(model).__name__} does not keep as model.rotary_emb.")
+    if policy.rerotates and any(getattr(module, "is_sliding", False) for module in modules):
+        raise InvalidParameterError(f"policy {policy.name!r} moves the kept keys to new positions; "
+                                    f"{type(model).__name__}'s sliding-window layers keep theirs, so the layers would "
+                                    "disagree on where the continuation starts.")
     state = _EvictionState(label, budget)
     if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
         raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
+    if policy.needs_question and not keep_last:
+        raise InvalidParameterError(f"policy {policy.name!r} scores with the question's queries: read the question "
+                                    "with the prompt and pass keep_last (its tokens), i.e. query-aware eviction.")
 
     def budget_of(n: int) -> int:
         """Tokens kept per head of the ``n - keep_last`` before the kept question."""
@@ -173,17 +186,19 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         base = budget_of(n)
         keep = policy.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         if keep < n:
-            count = policy.query_count(n)
+            count = policy.query_count(n, question=keep_last)
             with torch.no_grad():
                 queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
                                     policy.rotated_queries) if count else None)
                 scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
                                              rotary=rotary, output_weight=_output_weight(module, policy), keep=keep,
-                                             layer=module.layer_idx)
+                                             layer=module.layer_idx, question=keep_last)
             scores = scores.double().numpy().copy()
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
             evicted = torch.as_tensor(policy.evicted(scores, n - keep))
+            if policy.rerotates:
+                keys = _rerotated(torch, keys, ~evicted, rotary)
             layer.keys, layer.values, padding = _compact(torch, keys, values, ~evicted)
             setattr(layer, _PADDING, padding)
         else:
@@ -194,6 +209,8 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
                 layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
         state.kept, state.prompt_tokens = base + keep_last, n
         state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
+        if policy.rerotates and module is modules[0]:
+            state.continue_at = int(layer.keys.shape[-2])
         state.layers += 1
         state.seconds += time.perf_counter() - start
         return output
@@ -254,6 +271,14 @@ def _output_weight(module, policy):
 _PADDING = "salience_padding"
 
 
+def _rerotated(torch, keys, kept, rotary):
+    """Each head's kept keys turned from their positions to the consecutive ones 0..m-1 they
+    take in the compacted cache (``kept`` boolean (b, kv_heads, n)); the evicted keys' turns
+    are meaningless, they leave."""
+    n = keys.shape[-2]
+    return _rotated(torch, keys, rotary, kept.long().cumsum(dim=-1) - 1 - torch.arange(n))
+
+
 def _compact(torch, keys, values, kept):
     """Each head's kept tokens (``kept`` boolean (b, kv_heads, n)) in position order. Heads
     that keep fewer than the most are padded to its count with evicted tokens, marked in the
@@ -312,8 +337,9 @@ def attend_kept(model):
 @dataclass
 class Prefill:
     """A prompt read into a cache: the cache, the logits of the prompt's last token (they
-    predict the first continuation token), the prompt's length (where the continuation's
-    positions start), the tokens kept per head and the seconds spent scoring them."""
+    predict the first continuation token), where the continuation's positions start (the
+    prompt's length; the tokens kept when the policy rerotates them), the tokens kept per head
+    and the seconds spent scoring them."""
 
     cache: Any
     logits: Any
@@ -341,8 +367,10 @@ def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=N
     with torch.no_grad(), context as state:
         out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
     n = ids.shape[1]
-    return Prefill(cache, out.logits[:, -1], n, state.kept if state is not None else n,
-                   state.seconds if state is not None else 0.0)
+    if state is None:
+        return Prefill(cache, out.logits[:, -1], n, n)
+    return Prefill(cache, out.logits[:, -1], n if state.continue_at is None else state.continue_at, state.kept,
+                   state.seconds)
 
 
 def continue_from(model, cache, ids, start: int):

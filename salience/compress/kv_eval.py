@@ -58,25 +58,30 @@ def _check_lengths(model, context: int, continuation: int) -> None:
 
 def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=None, context: int = 768,
             continuation: int = 256, max_windows: int | None = 8, key_channels: float | None = None,
-            channel_policy="think", **params) -> KVEvalReport:
+            channel_policy="think", keep_last: int = 0, **params) -> KVEvalReport:
     """Continuation perplexity under a cache policy: ``ids`` cut into windows of ``context +
     continuation`` tokens; each window's context is prefilled and evicted to ``budget``, and
     the continuation's tokens are scored on what the cache kept (the first by the context's
     last logits). ``policy=None``: the full cache, the reference. ``key_channels``: the share
-    of key channels kept (:func:`~salience.compress.evict`)."""
+    of key channels kept (:func:`~salience.compress.evict`). ``keep_last``: the context's last
+    tokens read as a question (scored with the rest, never evicted, the budget applying to the
+    tokens before them; ``finch`` scores with their queries)."""
     torch = _torch()
     from salience.compress.evaluate import windows as cut
 
     _check_lengths(model, context, continuation)
     if policy is not None:
         policy = kv_policy(policy, **params)
-        check_budget(budget, context, policy)
+        if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or not 0 <= keep_last < context:
+            raise InvalidParameterError(f"keep_last must be a whole number of tokens in [0, context={context}); got "
+                                        f"{keep_last!r}.")
+        check_budget(budget, context - keep_last, policy)
     batch = cut(ids, context + continuation, max_windows)
     nll, total_prefill, total_scoring, kept = [], 0.0, 0.0, None
     for window in batch:
         start = time.perf_counter()
         read = prefill(model, window[:context], policy=policy, budget=budget, key_channels=key_channels,
-                       channel_policy=channel_policy)
+                       channel_policy=channel_policy, keep_last=keep_last if policy is not None else 0)
         total_prefill += time.perf_counter() - start
         total_scoring += read.scoring_seconds
         kept = read.kept

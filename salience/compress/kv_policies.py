@@ -68,6 +68,19 @@ def _window_attention(torch, queries, keys, scaling: float):
     return torch.softmax(logits.masked_fill(future, float("-inf")), dim=-1)
 
 
+def _rotated(torch, keys, rotary, shift):
+    """Keys (..., n, d) turned by the rotary rotation of ``shift`` positions (any integers, one
+    per key, shaped like ``keys[..., 0]``): RoPE composes, so a key cached at position p and
+    turned by s is the key at p + s. k' = k cos + rotate_half(k) sin, rotate_half(x) = [-x2, x1]."""
+    shift = torch.as_tensor(shift)
+    cos, sin = rotary(shift.reshape(-1))
+    cos = torch.as_tensor(cos, dtype=keys.dtype).reshape(*shift.shape, -1)
+    sin = torch.as_tensor(sin, dtype=keys.dtype).reshape(*shift.shape, -1)
+    half = keys.shape[-1] // 2
+    turned = torch.cat([-keys[..., half:], keys[..., :half]], dim=-1)
+    return keys * cos + turned * sin
+
+
 def _received_attention(torch, queries, keys, scaling: float, block: int = 256):
     """For each key, the attention summed over every (causal) query, in blocks of queries:
     the whole attention matrix is never held. Shaped (b, heads, n)."""
@@ -126,11 +139,17 @@ class KVPolicy(Scorer, abc.ABC):
     per layer, :mod:`salience.compress.kv_calibrated`). :meth:`layer_keep` may give a layer another budget than the others
     (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
     A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
-    whole prefill: eviction calls its ``evicted_layers`` instead."""
+    whole prefill: eviction calls its ``evicted_layers`` instead. One with ``rerotates = True``
+    has its kept keys turned to the consecutive positions they take in the compacted cache
+    (kvpress's key rerotation), the continuation read after them. One with
+    ``needs_question = True`` (FINCH) scores with the queries of the question read with the
+    prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length)."""
 
     queries: int | str = 0
     rotated_queries: bool = True
     reads: tuple = ()
+    rerotates: bool = False
+    needs_question: bool = False
 
     def __init__(self):
         self._validate_params()
@@ -141,8 +160,9 @@ class KVPolicy(Scorer, abc.ABC):
 
         return registered_name(self, "kv")
 
-    def query_count(self, n_tokens: int) -> int:
-        """How many of the prompt's last queries :meth:`token_scores` needs."""
+    def query_count(self, n_tokens: int, question: int = 0) -> int:
+        """How many of the prompt's last queries :meth:`token_scores` needs (``question``: the
+        prompt's last tokens that are the question, never evicted)."""
         return {0: 0, 1: 1, "all": n_tokens}.get(self.queries, min(getattr(self, "window", 0), n_tokens))
 
     def protected(self) -> tuple[int, str]:
@@ -166,19 +186,20 @@ class KVPolicy(Scorer, abc.ABC):
         """Refuse, naming why, a model the policy cannot run on (nothing by default)."""
 
     def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
-                     output_weight=None, keep: int | None = None, layer: int | None = None):
+                     output_weight=None, keep: int | None = None, layer: int | None = None,
+                     question: int | None = None):
         """Scores (b, kv_heads, n) of a layer's cached tokens: ``keys`` and ``values`` (b,
         kv_heads, n, d) as cached (rotary positions applied), ``queries`` (b, heads, q, d) the
         prompt's last :meth:`query_count` queries (with positions applied unless
         ``rotated_queries`` is False). What ``reads`` names: ``rotary`` the model's rotation,
         ``rotary(positions)`` -> (cos, sin) shaped (len(positions), d); ``output_weight`` the
         output projection (hidden, heads x d); ``keep`` the tokens kept per head; ``layer`` the
-        decoder layer's index."""
+        decoder layer's index; ``question`` the prompt's last tokens that are the question."""
         torch = _torch()
         n, d = keys.shape[-2], keys.shape[-1]
         if self.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
-        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer}
+        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer, "question": question}
         missing = [name for name in self.reads if given[name] is None]
         if missing:
             raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
@@ -197,7 +218,7 @@ class KVPolicy(Scorer, abc.ABC):
                                         f"{queries.shape[-2]}.")
 
     def score(self, keys, values, *, queries=None, scaling: float | None = None, rotary=None, output_weight=None,
-              keep: int | None = None, layer: int | None = None) -> Scores:
+              keep: int | None = None, layer: int | None = None, question: int | None = None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
         (heads, q, d); :class:`~salience.Scores` over ``"head:position"``."""
         torch = _torch()
@@ -207,7 +228,7 @@ class KVPolicy(Scorer, abc.ABC):
         if output_weight is not None:
             output_weight = torch.as_tensor(np.asarray(output_weight, dtype=np.float64))
         out = self.token_scores(k, v, q, scaling=scaling, rotary=rotary, output_weight=output_weight, keep=keep,
-                                layer=layer)[0]
+                                layer=layer, question=question)[0]
         heads, n = out.shape
         return Scores(out.double().numpy().ravel(), ids=[f"{h}:{i}" for h in range(heads) for i in range(n)])
 
@@ -359,7 +380,8 @@ class CAOTE(_WindowPolicy):
 
 
 def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scaling: float | None = None,
-                    rotary=None, output_weight=None, keep: int | None = None, **params):
+                    rotary=None, output_weight=None, keep: int | None = None, layer: int | None = None,
+                    question: int | None = None, **params):
     """Scores (b, kv_heads, n) of a layer's cached tokens under ``policy`` (a registered name
     built with ``params``, or a :class:`KVPolicy`): see :meth:`KVPolicy.token_scores`."""
     from salience.core.base import method_of
@@ -367,4 +389,4 @@ def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scali
     _torch()
     return method_of("kv", policy, KVPolicy, **params).token_scores(keys, values, queries, scaling=scaling,
                                                                       rotary=rotary, output_weight=output_weight,
-                                                                      keep=keep)
+                                                                      keep=keep, layer=layer, question=question)

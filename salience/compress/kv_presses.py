@@ -35,7 +35,11 @@
 * ``capkv``: each token's capacity share: its value's leverage ``v' A^-1 v`` under ``A = I +
   sum w v v'``, weighted by ``w = exp(tau x cos(key, query anchor))`` (the prompt's mean
   query, rotated by the average of the next ``n_future_positions`` rotations; the sinks left
-  out and kept) (CAPKV; kvpress's CapPress).
+  out and kept) (CAPKV; kvpress's CapPress);
+* ``finch``: query-aware only: the attention the question's queries pay each token of the
+  context, each weight times its query's position (``normalize_scores``: later queries spread
+  their attention over more keys), averaged; the kept keys rerotated to consecutive
+  positions (``rerotate_keys``) (FINCH, Corallo and Papotti, 2024; kvpress's FinchPress).
 
 The policies that change how another one's scores are used (kvpress's wrapping presses:
 AdaKV, CriticalKV, ChunkKV, ...) are in :mod:`salience.compress.kv_wrappers`.
@@ -47,7 +51,7 @@ import math
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean
+from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean, _rotated, _window_attention
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
@@ -255,16 +259,6 @@ class NonCausalAttention(KVPolicy):
         return (scores - scores.mean()) / scores.std().clamp_min(1e-6)
 
 
-def _unrotated(torch, keys, rotary, positions):
-    """Keys as projected, before their rotary rotation: k = k' cos - rotate_half(k') sin undoes
-    k' = k cos + rotate_half(k) sin (rotate_half(x) = [-x2, x1] twice is -x)."""
-    cos, sin = rotary(positions)
-    cos, sin = torch.as_tensor(cos, dtype=keys.dtype), torch.as_tensor(sin, dtype=keys.dtype)
-    half = keys.shape[-1] // 2
-    turned = torch.cat([-keys[..., half:], keys[..., :half]], dim=-1)
-    return keys * cos - turned * sin
-
-
 def _z_scored(scores):
     return (scores - scores.mean()) / scores.std().clamp_min(1e-6)
 
@@ -296,7 +290,8 @@ class LeverageScore(KVPolicy):
         return self.normals(torch, shape, layer, dtype) * (1 / math.sqrt(self.sketch_dimension))
 
     def _scores(self, torch, keys, values, queries, scaling, n, rotary, layer, positions=None):
-        plain = _unrotated(torch, keys, rotary, torch.arange(n) if positions is None else positions)
+        # keys as projected, before their rotation: turned back by their own positions
+        plain = _rotated(torch, keys, rotary, -(torch.arange(n) if positions is None else positions))
         b, heads, _, d = keys.shape
         sketched = (plain - plain.mean(dim=-2, keepdim=True)) @ self.sketch(torch, (b, heads, d, self.sketch_dimension),
                                                                            layer, keys.dtype)
@@ -394,3 +389,43 @@ class CapKV(_SinksKept):
         leverage = (columns * torch.linalg.solve(capacity.to(torch.float32), columns)).sum(dim=-2)
         scores = _group_mean(weights * leverage, keys.shape[1])
         return torch.nn.functional.pad(scores, (self.n_sink, 0), value=float(scores.max()) + 1)
+
+
+@register_method("kv", "finch", "KV cache: attention the question's queries pay the context, weighted by each query's "
+                                "position; kept keys rerotated (FINCH, Corallo and Papotti, 2024; kvpress's FinchPress)")
+class Finch(KVPolicy):
+    """Query-aware: the question is read with the prompt (eviction's ``keep_last``) and its
+    queries are the observation window, whatever its length. Query i of the question, at
+    position p_i, gives each context token its attention weight times p_i when
+    ``normalize_scores`` (a later query spreads its attention over more keys); the weights
+    are averaged over the question and over the heads of a group, unpooled. The question's
+    own tokens are kept. ``rerotate_keys``: the kept keys are turned to consecutive positions
+    and the continuation follows them (:class:`~salience.compress.kv_wrappers.KeyRerotation`),
+    as FINCH does. kvpress's optional chunked selection (``chunk_length``) is not built."""
+
+    queries = "question"
+    reads = ("question",)
+    needs_question = True
+    _parameter_constraints = {"normalize_scores": [bool], "rerotate_keys": [bool]}
+
+    def __init__(self, *, normalize_scores: bool = True, rerotate_keys: bool = True):
+        self.normalize_scores, self.rerotate_keys = normalize_scores, rerotate_keys
+        super().__init__()
+
+    @property
+    def rerotates(self):
+        return bool(self.rerotate_keys)
+
+    def query_count(self, n_tokens: int, question: int = 0) -> int:
+        return min(question, n_tokens)
+
+    def _scores(self, torch, keys, values, queries, scaling, n, question):
+        w = min(question, queries.shape[-2])
+        if not 0 < w < n:
+            raise InvalidParameterError(f"policy {self.name!r} needs a question of 1 to {n - 1} tokens read with the "
+                                        f"prompt ({n} tokens); got {question}.")
+        attention = _window_attention(torch, queries[:, :, -w:], keys, scaling)[..., : n - w]  # (b, heads, w, n - w)
+        if self.normalize_scores:
+            attention = attention * torch.arange(n - w, n, dtype=attention.dtype)[:, None]
+        scores = _group_mean(attention.mean(dim=2), keys.shape[1])
+        return torch.nn.functional.pad(scores, (0, w), value=float(scores.max()) + 1)

@@ -13,7 +13,9 @@ presses): ``press`` names the scoring policy (a registered ``kv`` name or a
 * ``block``: a key/value-only policy applied block by block, each block scored together with
   the tokens kept so far (KeyDiff's block prompt processing; kvpress's BlockPress);
 * ``layer_budget``: each layer's share of the budget from its importance (after
-  SqueezeAttention, Wang et al., 2024).
+  SqueezeAttention, Wang et al., 2024);
+* ``rerotate``: its kept keys turned to consecutive positions, the continuation read right
+  after them (kvpress's KeyRerotationPress; StreamingLLM's positions within the cache).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget"]
+__all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget", "KeyRerotation"]
 
 
 class _OnAnotherPolicy(KVPolicy):
@@ -58,8 +60,12 @@ class _OnAnotherPolicy(KVPolicy):
     def reads(self):
         return tuple(dict.fromkeys(self._inner.reads + self.extra_reads))
 
-    def query_count(self, n_tokens: int) -> int:
-        return self._inner.query_count(n_tokens)
+    @property
+    def needs_question(self):
+        return self._inner.needs_question
+
+    def query_count(self, n_tokens: int, question: int = 0) -> int:
+        return self._inner.query_count(n_tokens, question=question)
 
     def check_model(self, model) -> None:
         self._inner.check_model(model)
@@ -343,3 +349,28 @@ class LayerBudget(_OnAnotherPolicy):
         left = int(round(min(total, budgets.sum()))) - whole.sum()
         whole[np.argsort(-(budgets - whole), kind="stable")[:left]] += 1  # largest remainders
         return np.maximum(whole, 1)
+
+
+@register_method("kv", "rerotate", "KV cache: another policy's kept keys turned to consecutive positions, the "
+                                   "continuation read right after them (kvpress's KeyRerotationPress; StreamingLLM's "
+                                   "positions within the cache, Xiao et al., 2024)")
+class KeyRerotation(_OnAnotherPolicy):
+    """The wrapped policy chooses the tokens; each kept key is then turned from its position in
+    the prompt to its place among the kept ones (0, 1, ..., keep - 1), so the cache reads as a
+    contiguous text of ``keep`` tokens and the continuation starts at position ``keep``: no
+    gaps where evicted tokens were, and positions that never run past what the cache holds
+    (StreamingLLM assigns positions within the cache for this reason; its default here).
+    Every head must keep the same number of tokens, and the policy must evict during the
+    prefill: a policy spreading the budget unevenly over heads or scored after the prefill
+    (KVzip) is refused by name."""
+
+    rerotates = True
+
+    def __init__(self, *, press="streaming_llm"):
+        super().__init__(press)
+        inner = self._inner
+        if getattr(inner, "reconstructs", False) or type(inner).evicted is not KVPolicy.evicted:
+            raise InvalidParameterError(f"rerotate needs a policy that keeps the same number of tokens in every head "
+                                        f"during the prefill; {inner.name!r} "
+                                        + ("is scored after the prefill." if getattr(inner, "reconstructs", False)
+                                           else "spreads them over heads its own way."))

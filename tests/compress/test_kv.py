@@ -119,11 +119,14 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
     ids = tokens(600)
     full = kv_eval(model, ids, policy=None, context=80, continuation=20, max_windows=3)
     for policy in KV_POLICIES:
-        same = kv_eval(model, ids, policy=policy, budget=1.0, context=80, continuation=20, max_windows=3,
-                       **window_of(policy))
+        built = create("kv", policy, **window_of(policy))
+        question = 8 if built.needs_question else 0  # finch: the context's last 8 tokens are the question
+        same = kv_eval(model, ids, policy=built, budget=1.0, context=80, continuation=20, max_windows=3,
+                       keep_last=question)
         assert same.nll == full.nll
-        read = prefill(model, ids[:80], policy=policy, budget=0.25, **window_of(policy))
-        assert read.kept == 20 and read.length == 80
+        read = prefill(model, ids[:80], policy=built, budget=0.25, keep_last=question)
+        kept = int(0.25 * (80 - question)) + question
+        assert read.kept == kept and read.length == (kept if built.rerotates else 80), policy
         held = []
         for layer in read.cache.layers:
             padding = getattr(layer, "salience_padding")
@@ -132,7 +135,7 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
         if policy == "duo_attention":  # whole heads stream: at most the budget's total, unevenly over layers
             assert 0 < sum(held) <= 20 * 2 * len(held)
         else:  # adakv: unevenly over heads, the same in every layer
-            assert held == [20 * 2] * len(held), policy
+            assert held == [kept * 2] * len(held), policy
     read = prefill(model, ids[:80], policy="snapkv", budget=30, window=8)  # a token count
     assert read.kept == 30
 
@@ -273,6 +276,16 @@ def test_kv_eval_command(model_folder, capsys):
     # KVzip: the command gives it the model's tokenizer for its reconstruction prompt
     assert main(base + ["--policy", "kvzip", "--budget", "0.25"]) == 0
     assert json.loads(capsys.readouterr().out)["kept"] == 20
+    # FINCH scores with a question: the windows' last tokens read as one; rerotate continues after the kept
+    assert main(base + ["--policy", "finch", "--budget", "0.25", "--question-tokens", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 18 + 8
+    for wrong in (base + ["--policy", "finch"], base + ["--policy", "finch", "--question-tokens", "8", "--needles", "2"],
+                  base + ["--policy", "finch", "--question-tokens", "80"]):
+        assert main(wrong) == 2
+        assert "--question-tokens" in capsys.readouterr().err
+    assert main(base + ["--policy", "rerotate", "--press", "streaming_llm", "--sinks", "2", "--budget", "0.25"]) == 0
+    turned = json.loads(capsys.readouterr().out)
+    assert turned["kept"] == 20 and turned["perplexity"] != full["perplexity"]
     # key channels (ThinK) alone, and refused out of range before the model loads
     assert main(base + ["--policy", "full", "--key-channels", "0.5"]) == 0
     thinned = json.loads(capsys.readouterr().out)

@@ -1,0 +1,154 @@
+"""Key rerotation (kvpress's KeyRerotationPress) and FINCH (FinchPress): the kept keys turned
+to consecutive positions against the rotation written out by hand, the continuation read after
+them, FINCH's scores against its formula, and what they refuse. Parity with kvpress on SmolLM2
+is measured by ``bench/kvcache.py`` (BENCHMARKS.md)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from salience.exceptions import InvalidParameterError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tests.compress.test_kv import random_layer, tiny_llama, tokens  # noqa: E402
+from salience.compress import continue_from, evict, kv_eval, kv_token_scores, prefill  # noqa: E402
+from salience.core.base import create  # noqa: E402
+
+
+def turned_by_hand(key, shift, inv_freq):
+    """One key (d,) turned by ``shift`` positions: each pair (x_j, x_{j+d/2}) rotated by the
+    angle shift x inv_freq[j]."""
+    half = len(key) // 2
+    out = np.empty_like(key)
+    for j in range(half):
+        angle = shift * inv_freq[j]
+        c, s = math.cos(angle), math.sin(angle)
+        out[j] = key[j] * c - key[j + half] * s
+        out[j + half] = key[j + half] * c + key[j] * s
+    return out
+
+
+def test_rerotated_keys_are_the_kept_keys_turned_to_consecutive_positions():
+    model = tiny_llama()
+    ids = tokens(60, seed=4)
+    plain = prefill(model, ids, policy="snapkv", budget=20, window=8)
+    turned = prefill(model, ids, policy="rerotate", budget=20, press=create("kv", "snapkv", window=8))
+    assert plain.length == 60 and turned.length == 20 and turned.kept == 20
+    # which positions each head kept: layer 0's keys depend on the token alone, so match them
+    full = prefill(model, ids)
+    inv_freq = model.model.rotary_emb.inv_freq.double().numpy()
+    for layer, (ours, theirs, whole) in enumerate(zip(turned.cache.layers, plain.cache.layers, full.cache.layers)):
+        assert torch.equal(ours.values, theirs.values)  # values are not turned
+        for head in range(whole.keys.shape[1]):
+            positions = [int(np.argmin([float((whole.keys[0, head, p] - k).abs().max()) for p in range(60)]))
+                         for k in theirs.keys[0, head]]
+            assert positions == sorted(positions)
+            for i, p in enumerate(positions):
+                expected = turned_by_hand(theirs.keys[0, head, i].double().numpy(), i - p, inv_freq)
+                assert np.allclose(ours.keys[0, head, i].double().numpy(), expected, atol=1e-5), (layer, head, i)
+
+
+def test_layer_zero_after_rerotation_is_the_kept_tokens_read_alone():
+    """Layer 0's keys and values depend on each token alone: rerotated, the cache of layer 0 is
+    exactly what prefilling only the kept tokens gives."""
+    model = tiny_llama()
+    ids = tokens(50, seed=5)
+    read = prefill(model, ids, policy="rerotate", budget=16, press=create("kv", "streaming_llm", n_sink=4))
+    kept = list(range(4)) + list(range(50 - 12, 50))
+    alone = prefill(model, ids[kept])
+    assert torch.allclose(read.cache.layers[0].keys, alone.cache.layers[0].keys, atol=1e-5)
+    assert torch.allclose(read.cache.layers[0].values, alone.cache.layers[0].values, atol=1e-6)
+
+
+def test_the_continuation_follows_the_kept_tokens_and_generate_agrees():
+    model = tiny_llama()
+    model.generation_config.eos_token_id = None
+    ids = tokens(70, seed=6)
+    press = create("kv", "rerotate", press=create("kv", "snapkv", window=8))
+    with evict(model, press, budget=0.5) as state:
+        generated = model.generate(torch.as_tensor(ids)[None], max_new_tokens=5, do_sample=False,
+                                   pad_token_id=0)[0, 70:].tolist()
+    assert state.continue_at == 35
+    read = prefill(model, ids, policy=press, budget=0.5)
+    assert read.length == 35
+    token, ours = read.logits.argmax(-1), []
+    for step in range(5):
+        ours.append(int(token))
+        token = continue_from(model, read.cache, [ours[-1]], 35 + step)[:, -1].argmax(-1)
+    assert generated == ours
+    # a full budget turns nothing: the full cache's perplexity
+    full = kv_eval(model, ids, policy=None, context=50, continuation=10, max_windows=1)
+    same = kv_eval(model, ids, policy=press, budget=1.0, context=50, continuation=10, max_windows=1)
+    assert same.nll == full.nll
+
+
+def test_finch_scores_are_the_question_attention_weighted_by_position():
+    keys, values, queries = random_layer(seed=7, n=12)
+    w, n = 3, 12
+    scores = kv_token_scores("finch", keys, values, queries, question=w)[0].numpy()
+    plain = kv_token_scores("finch", keys, values, queries, question=w, normalize_scores=False)[0].numpy()
+    k, q = keys[0].numpy(), queries[0].numpy()
+    for kv_head in range(2):
+        for j in range(n - w):
+            total, unweighted = 0.0, 0.0
+            for head in (2 * kv_head, 2 * kv_head + 1):
+                for i in range(w):
+                    position = n - w + i
+                    weight = softmax_over(q[head, position], k[kv_head], position)[j]
+                    total += weight * position
+                    unweighted += weight
+            assert scores[kv_head, j] == pytest.approx(total / (2 * w), rel=1e-9)
+            assert plain[kv_head, j] == pytest.approx(unweighted / (2 * w), rel=1e-9)
+    assert (scores[:, n - w:] > scores[:, : n - w].max()).all()  # the question is kept
+
+
+def softmax_over(query, keys, position):
+    logits = np.array([query @ keys[j] / math.sqrt(len(query)) for j in range(position + 1)])
+    e = np.exp(logits - logits.max())
+    return e / e.sum()
+
+
+def test_finch_evicts_with_the_question_and_rerotates():
+    model = tiny_llama()
+    ids = tokens(60, seed=8)
+    read = prefill(model, ids, policy="finch", budget=0.25, keep_last=12)
+    assert read.kept == 12 + 12 and read.length == 24
+    kept_whole = prefill(model, ids, policy="finch", budget=0.25, keep_last=12, rerotate_keys=False)
+    assert kept_whole.length == 60
+    whole = prefill(model, ids)
+    for layer, full in zip(kept_whole.cache.layers, whole.cache.layers):
+        assert torch.equal(layer.keys[:, :, -12:], full.keys[:, :, -12:])  # the question, kept as it was
+    report = kv_eval(model, tokens(200, seed=9), policy="finch", budget=0.5, context=60, continuation=10,
+                     max_windows=2, keep_last=10)
+    assert report.kept == 25 + 10 and np.isfinite(report.perplexity)
+
+
+def test_refusals():
+    model = tiny_llama()
+    ids = tokens(40)
+    with pytest.raises(InvalidParameterError, match="query-aware"):
+        prefill(model, ids, policy="finch", budget=0.5)
+    with pytest.raises(InvalidParameterError, match="query-aware"):
+        kv_eval(model, tokens(100), policy="finch", budget=0.5, context=40, continuation=10, max_windows=1)
+    with pytest.raises(InvalidParameterError, match="keep_last must be"):
+        kv_eval(model, tokens(100), policy="finch", budget=0.5, context=40, continuation=10, max_windows=1,
+                keep_last=40)
+    with pytest.raises(InvalidParameterError, match="normalize_scores"):
+        create("kv", "finch", normalize_scores="yes")
+    with pytest.raises(InvalidParameterError, match="question of 1 to"):
+        kv_token_scores("finch", *random_layer(n=6), question=6)
+    with pytest.raises(InvalidParameterError, match="'kvzip' is scored after the prefill"):
+        create("kv", "rerotate", press="kvzip")
+    with pytest.raises(InvalidParameterError, match="'duo_attention' spreads them over heads"):
+        create("kv", "rerotate", press="duo_attention")
+    with pytest.raises(InvalidParameterError, match="not another wrapper"):
+        create("kv", "rerotate", press="adakv")
+    model.model.layers[1].self_attn.is_sliding = True
+    try:
+        with pytest.raises(InvalidParameterError, match="sliding-window layers"):
+            prefill(model, ids, policy="rerotate", budget=0.5)
+    finally:
+        del model.model.layers[1].self_attn.is_sliding
