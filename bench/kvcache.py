@@ -53,7 +53,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "leverage": "LeverageScorePress, salience's sketch", "compactor": "CompactorPress, salience's sketch",
                  "capkv": "CapPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly",
-                 "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware"}
+                 "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware",
+                 "simlayerkv": "SimLayerKVPress, threshold 0.9"}
 
 
 def smollm2_gguf() -> Path:
@@ -235,6 +236,11 @@ def render(result: dict, command: str, seconds: float) -> str:
         lines += ["", "rerotate: StreamingLLM (4 sinks) whose kept keys are turned to consecutive positions, the "
                   "continuation read right after them (kvpress's KeyRerotationPress; its pipeline likewise starts the "
                   "question at the compressed cache's length)."]
+    if "simlayerkv" in measured:
+        lines += ["", "simlayerkv: a layer whose last query pays more than 0.9 of its attention to the 4 sinks and the "
+                  "recent tokens keeps only those (the budget); the others keep every token, so its cache holds more "
+                  "than the budget. kvpress's SimLayerKVPress at the same threshold (its default, 1.0, marks no layer "
+                  "lazy), n_recent set to keep what the budget keeps (its ratio cannot be set)."]
     if "finch" in measured:
         lines += ["", f"finch: query-aware on both sides. Windows: the context's last {a.get('question_tokens', 64)} "
                   "tokens are the question (kept, outside the budget: salience's `keep_last`; kvpress: its delimiter "

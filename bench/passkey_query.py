@@ -59,7 +59,9 @@ def run(args) -> dict:
         # --window: the observation window of the policies that have one (chosen on another seed's needles)
         if policy and args.window and "window" in method_factory("kv", policy)._param_names():
             params["window"] = args.window
-        for aware in (False, True) if not args.aware_only else (True,):
+        # finch scores with the question's queries: query-aware only
+        asks_question = bool(policy) and method_factory("kv", policy)(**params).needs_question
+        for aware in (False, True) if not (args.aware_only or asks_question) else (True,):
             if policy is None and aware:
                 continue
             label = ((policy or "full cache") + (f" on {press}" if press else "")

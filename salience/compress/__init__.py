@@ -17,7 +17,7 @@ from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_pr
 from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
 from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
 from salience.compress.kv_presses import (CapKV, Compactor, CurDKV, ExpectedAttention, Finch, KeyDiff, LagKV,
-                                         LeverageScore, NonCausalAttention, PyramidKV)
+                                         LeverageScore, NonCausalAttention, PyramidKV, SimLayerKV)
 from salience.compress.kv_wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV, EntropyGatedChunkKV, KeyRerotation,
                                           LayerBudget)
 from salience.compress.kv_zip import KVzip
@@ -38,7 +38,7 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "PruneReport", "prunable_linears", "calibration_windows", "weight_scores", "sparsity_of", "perplexity",
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
-           "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "NonCausalAttention", "LeverageScore", "Compactor", "CapKV", "Finch", "AdaKV",
+           "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "NonCausalAttention", "LeverageScore", "Compactor", "CapKV", "Finch", "SimLayerKV", "AdaKV",
            "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "CurDKV", "LayerBudget", "KeyRerotation", "KVzip", "QFilter", "DuoAttention",
            "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",

@@ -46,6 +46,9 @@ class _OnAnotherPolicy(KVPolicy):
         if isinstance(self._inner, _OnAnotherPolicy):
             raise InvalidParameterError(f"{self.name} wraps a scoring policy, not another wrapper "
                                         f"({self._inner.name}).")
+        if type(self._inner).evicted is not KVPolicy.evicted:
+            raise InvalidParameterError(f"{self.name} reads another policy's scores; {self._inner.name!r} decides "
+                                        "its evictions its own way (whole heads or layers), not by its scores alone.")
         super().__init__()
 
     @property
@@ -360,17 +363,12 @@ class KeyRerotation(_OnAnotherPolicy):
     contiguous text of ``keep`` tokens and the continuation starts at position ``keep``: no
     gaps where evicted tokens were, and positions that never run past what the cache holds
     (StreamingLLM assigns positions within the cache for this reason; its default here).
-    Every head must keep the same number of tokens, and the policy must evict during the
-    prefill: a policy spreading the budget unevenly over heads or scored after the prefill
-    (KVzip) is refused by name."""
+    The policy must evict during the prefill: one scored after it (KVzip) is refused by name."""
 
     rerotates = True
 
     def __init__(self, *, press="streaming_llm"):
         super().__init__(press)
-        inner = self._inner
-        if getattr(inner, "reconstructs", False) or type(inner).evicted is not KVPolicy.evicted:
-            raise InvalidParameterError(f"rerotate needs a policy that keeps the same number of tokens in every head "
-                                        f"during the prefill; {inner.name!r} "
-                                        + ("is scored after the prefill." if getattr(inner, "reconstructs", False)
-                                           else "spreads them over heads its own way."))
+        if getattr(self._inner, "reconstructs", False):
+            raise InvalidParameterError(f"rerotate turns the keys a policy keeps during the prefill; "
+                                        f"{self._inner.name!r} is scored after the prefill.")

@@ -35,6 +35,8 @@ def window_of(policy, window=8):
         return {"tokenizer": CharTokenizer(), "layerwise": True}
     if "filters" in names:  # qfilter: one filter per layer and key-value head of tiny_llama
         return {"filters": np.random.default_rng(0).normal(size=(2, 2, 8))}
+    if "lazy_threshold" in names:  # simlayerkv: every layer lazy, so every layer keeps exactly the budget
+        return {"lazy_threshold": 0.0}
     if "head_scores" in names:  # duo_attention: head scores of tiny_llama; windows sized for short prompts
         return {"head_scores": np.random.default_rng(0).random((2, 2)), "sink_size": 2, "recent_size": 4}
     return {name: value for name, value in (("window", window), ("lag_size", window)) if name in names}

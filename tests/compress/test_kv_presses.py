@@ -479,7 +479,7 @@ def test_leverage_and_compactor_written_out():
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
     from salience.compress.kv import _rotary_of
-    from salience.compress.kv_presses import _unrotated
+    from salience.compress.kv_policies import _rotated
 
     model = tiny_llama()
     rotary = _rotary_of(torch, model)
@@ -487,7 +487,7 @@ def test_leverage_and_compactor_written_out():
     plain = torch.randn(1, 2, n, d)
     cos, sin = rotary(torch.arange(n))
     rotated, _ = apply_rotary_pos_emb(plain, plain, cos[None], sin[None])
-    assert torch.allclose(_unrotated(torch, rotated, rotary, torch.arange(n)), plain, atol=1e-5)
+    assert torch.allclose(_rotated(torch, rotated, rotary, -torch.arange(n)), plain, atol=1e-5)  # turned back
 
     policy = create("kv", "leverage", sketch_dimension=6, seed=3)
     sketch = policy.sketch(torch, (1, 2, d, 6), 1, torch.float32)

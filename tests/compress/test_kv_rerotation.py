@@ -142,8 +142,10 @@ def test_refusals():
         kv_token_scores("finch", *random_layer(n=6), question=6)
     with pytest.raises(InvalidParameterError, match="'kvzip' is scored after the prefill"):
         create("kv", "rerotate", press="kvzip")
-    with pytest.raises(InvalidParameterError, match="'duo_attention' spreads them over heads"):
-        create("kv", "rerotate", press="duo_attention")
+    for own_way in ("duo_attention", "simlayerkv"):  # evictions not by their scores alone: no wrapper takes them
+        for wrapper in ("rerotate", "adakv", "chunkkv"):
+            with pytest.raises(InvalidParameterError, match=f"'{own_way}' decides its evictions its own way"):
+                create("kv", wrapper, press=own_way)
     with pytest.raises(InvalidParameterError, match="not another wrapper"):
         create("kv", "rerotate", press="adakv")
     model.model.layers[1].self_attn.is_sliding = True
@@ -152,3 +154,66 @@ def test_refusals():
             prefill(model, ids, policy="rerotate", budget=0.5)
     finally:
         del model.model.layers[1].self_attn.is_sliding
+
+
+def test_simlayerkv_marks_a_layer_lazy_by_the_last_query_attention_on_sinks_and_recent_tokens():
+    keys, values, queries = random_layer(seed=11, n=16)
+    n, keep, sinks = 16, 6, 2
+    recent = keep - sinks + 1  # kvpress's span: the budget's recent tokens and the last query, before it
+    k, q = keys[0].numpy(), queries[0].numpy()
+    weights = np.mean([softmax_over(q[head, n - 1], k[head // 2], n - 1)[: n - 1] for head in range(4)], axis=0)
+    share = weights[:sinks].sum() + weights[-recent:].sum()
+    assert 0.05 < share < 0.95
+    lazy = kv_token_scores("simlayerkv", keys, values, queries, keep=keep, n_sink=sinks,
+                           lazy_threshold=share - 1e-6)[0].numpy()
+    busy = kv_token_scores("simlayerkv", keys, values, queries, keep=keep, n_sink=sinks,
+                           lazy_threshold=share + 1e-6)[0].numpy()
+    assert np.isposinf(busy).all()
+    order = np.argsort(-lazy[0], kind="stable")[:keep]  # what a lazy layer keeps: the sinks, then the latest
+    assert sorted(order.tolist()) == [0, 1] + list(range(n - (keep - sinks), n))
+    policy = create("kv", "simlayerkv", n_sink=sinks, lazy_threshold=share + 1e-6)
+    assert not policy.evicted(busy[None], n - keep).any()  # a layer that is not lazy loses nothing
+
+
+def test_simlayerkv_in_the_cache():
+    model = tiny_llama()
+    ids = tokens(80, seed=12)
+    full = prefill(model, ids)
+    everything = prefill(model, ids, policy="simlayerkv", budget=0.25, lazy_threshold=1.0)  # no layer lazy
+    assert [layer.keys.shape[2] for layer in everything.cache.layers] == [80, 80]
+    for ours, whole in zip(everything.cache.layers, full.cache.layers):
+        assert torch.equal(ours.keys, whole.keys)
+    lazy = prefill(model, ids, policy="simlayerkv", budget=0.25, lazy_threshold=0.0)  # every layer lazy
+    streaming = prefill(model, ids, policy="streaming_llm", budget=0.25)
+    for ours, theirs in zip(lazy.cache.layers, streaming.cache.layers):
+        assert torch.equal(ours.keys, theirs.keys)
+    # a threshold between the two layers' shares: one layer lazy, the other whole; the continuation
+    # then reads layers of different lengths
+    shares = []
+    policy = create("kv", "simlayerkv", lazy_threshold=0.0)
+    from salience.compress.kv import _attention_modules, _queries
+
+    hooks = []
+    for module in _attention_modules(model):
+        def keep_share(module, args, kwargs, output):
+            layer = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
+            q = _queries(torch, module, kwargs["hidden_states"], kwargs["position_embeddings"], 1)
+            n, w = layer.keys.shape[-2], 1
+            recent = 20 - 4 + w
+            attention = torch.softmax((q @ layer.keys.repeat_interleave(2, dim=1).transpose(-1, -2)) * module.scaling,
+                                      dim=-1)[..., : n - w].mean(dim=(1, 2))
+            shares.append(float(attention[0, :4].sum() + attention[0, -recent:].sum()))
+        hooks.append(module.register_forward_hook(keep_share, with_kwargs=True))
+    try:
+        prefill(model, ids)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    assert len(shares) == 2 and abs(shares[0] - shares[1]) > 1e-5
+    between = (shares[0] + shares[1]) / 2
+    mixed = prefill(model, ids, policy="simlayerkv", budget=0.25, lazy_threshold=between)
+    lengths = [layer.keys.shape[2] for layer in mixed.cache.layers]
+    assert lengths == [20 if share > between else 80 for share in shares]
+    report = kv_eval(model, tokens(300, seed=13), policy=policy.set_params(lazy_threshold=between), budget=0.25,
+                     context=80, continuation=20, max_windows=2)
+    assert np.isfinite(report.perplexity)
