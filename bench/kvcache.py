@@ -54,7 +54,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "capkv": "CapPress", "kvzip": "KVzipPress", "curdkv": "CURPress",
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly",
                  "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware",
-                 "simlayerkv": "SimLayerKVPress, threshold 0.9"}
+                 "simlayerkv": "SimLayerKVPress, threshold 0.9", "kvgrad": "KVgradPress",
+                 "merging": "MergingPress(SnapKVPress)"}
 
 
 def smollm2_gguf() -> Path:

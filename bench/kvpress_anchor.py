@@ -48,8 +48,11 @@ PRESSES = {
                                                       chunk_size=256, sketch_dimension=48),
     "capkv": lambda ratio: kvpress.CapPress(compression_ratio=ratio, tau=5.0, n_future_positions=512, n_sink=4),
     "kvzip": lambda ratio: kvpress.KVzipPress(compression_ratio=ratio, n_sink=4, chunk_size=2048),
+    "kvgrad": lambda ratio: kvpress.KVgradPress(compression_ratio=ratio, n_sink=4, chunk_size=512),
     "curdkv": lambda ratio: kvpress.CURPress(compression_ratio=ratio, num_sinks=4, leverage_type="kv_product",
                                              use_local_approximation=True, local_window_size=16),
+    "merging": lambda ratio: kvpress.MergingPress(press=kvpress.SnapKVPress(compression_ratio=ratio, window_size=64,
+                                                                            kernel_size=5)),
     "rerotate": lambda ratio: kvpress.KeyRerotationPress(press=kvpress.StreamingLLMPress(compression_ratio=ratio,
                                                                                          n_sink=4)),
 }
@@ -63,7 +66,7 @@ ONE_AT_A_TIME = {"pyramidkv", "simlayerkv"}
 #: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV,
 #: entropy-gated ChunkKV and BlockPress refuse attention weights), and
 #: the above: run on sdpa
-SDPA_ONLY = {"adakv", "chunkkv", "entropy_chunkkv", "block", "kvzip", "duo_attention"} | ONE_AT_A_TIME
+SDPA_ONLY = {"adakv", "chunkkv", "entropy_chunkkv", "block", "kvzip", "kvgrad", "duo_attention"} | ONE_AT_A_TIME
 
 
 def use_given_qfilters(filters) -> None:
@@ -221,7 +224,7 @@ def main(inp: Path, out: Path) -> None:
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
     eager = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager").eval()
-    if "kvzip" in job["policies"]:
+    if {"kvzip", "kvgrad"} & set(job["policies"]):
         use_raw_text_tokenizer(path)
     sdpa = None
     from importlib.metadata import version

@@ -260,7 +260,7 @@ _OPTIONS = {
     ("kv", "compactor"): {"sink_size_start": 2, "sink_size_end": 1, "sketch_dimension": 3},
     ("kv", "leverage"): {"sketch_dimension": 3},
     **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv", "chunkkv", "entropy_chunkkv", "block", "layer_budget",
-                                                               "rerotate")},
+                                                               "rerotate", "merging")},
     ("kv", "qfilter"): {"filters": np.linspace(-1, 1, 16).reshape(1, 2, 8)[..., :4]},
     ("kv", "duo_attention"): {"head_scores": [[0.1, 0.2]], "sink_size": 1, "recent_size": 2},
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from salience.compress.kv_channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
-from salience.compress.kv_policies import KVPolicy, _rotated, _torch
+from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
@@ -197,8 +197,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
             evicted = torch.as_tensor(policy.evicted(scores, n - keep))
-            if policy.rerotates:
-                keys = _rerotated(torch, keys, ~evicted, rotary)
+            keys, values = policy.carried(torch, keys, values, ~evicted, rotary=rotary)
             layer.keys, layer.values, padding = _compact(torch, keys, values, ~evicted)
             setattr(layer, _PADDING, padding)
         else:
@@ -269,14 +268,6 @@ def _output_weight(module, policy):
 #: the attribute of an evicted cache layer that marks its padding slots (heads that kept fewer
 #: tokens than the layer's most), or None
 _PADDING = "salience_padding"
-
-
-def _rerotated(torch, keys, kept, rotary):
-    """Each head's kept keys turned from their positions to the consecutive ones 0..m-1 they
-    take in the compacted cache (``kept`` boolean (b, kv_heads, n)); the evicted keys' turns
-    are meaningless, they leave."""
-    n = keys.shape[-2]
-    return _rotated(torch, keys, rotary, kept.long().cumsum(dim=-1) - 1 - torch.arange(n))
 
 
 def _compact(torch, keys, values, kept):

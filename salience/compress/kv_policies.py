@@ -81,6 +81,14 @@ def _rotated(torch, keys, rotary, shift):
     return keys * cos + turned * sin
 
 
+def _rerotated(torch, keys, kept, rotary):
+    """Each head's kept keys turned from their positions to the consecutive ones 0..m-1 they
+    take in the compacted cache (``kept`` boolean (b, kv_heads, n)); the evicted keys' turns
+    are meaningless, they leave."""
+    n = keys.shape[-2]
+    return _rotated(torch, keys, rotary, kept.long().cumsum(dim=-1) - 1 - torch.arange(n))
+
+
 def _received_attention(torch, queries, keys, scaling: float, block: int = 256):
     """For each key, the attention summed over every (causal) query, in blocks of queries:
     the whole attention matrix is never held. Shaped (b, heads, n)."""
@@ -184,6 +192,15 @@ class KVPolicy(Scorer, abc.ABC):
 
     def check_model(self, model) -> None:
         """Refuse, naming why, a model the policy cannot run on (nothing by default)."""
+
+    def carried(self, torch, keys, values, kept, rotary=None):
+        """The keys and values (b, kv_heads, n, d) the tokens ``kept`` (boolean (b, kv_heads,
+        n)) carry into the compacted cache: as the prefill computed them, the keys turned to
+        consecutive positions when the policy rerotates (``rotary``: the model's rotation). A
+        merging policy also folds the evicted tokens' values into the kept ones."""
+        if self.rerotates:
+            keys = _rerotated(torch, keys, kept, rotary)
+        return keys, values
 
     def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
                      output_weight=None, keep: int | None = None, layer: int | None = None,

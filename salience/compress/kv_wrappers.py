@@ -15,7 +15,9 @@ presses): ``press`` names the scoring policy (a registered ``kv`` name or a
 * ``layer_budget``: each layer's share of the budget from its importance (after
   SqueezeAttention, Wang et al., 2024);
 * ``rerotate``: its kept keys turned to consecutive positions, the continuation read right
-  after them (kvpress's KeyRerotationPress; StreamingLLM's positions within the cache).
+  after them (kvpress's KeyRerotationPress; StreamingLLM's positions within the cache);
+* ``merging``: its evicted tokens' values folded into the kept token whose key is most like
+  theirs (kvpress's MergingPress, after token merging and D2O).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget", "KeyRerotation"]
+__all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget", "KeyRerotation", "Merging"]
 
 
 class _OnAnotherPolicy(KVPolicy):
@@ -66,6 +68,10 @@ class _OnAnotherPolicy(KVPolicy):
     @property
     def needs_question(self):
         return self._inner.needs_question
+
+    @property
+    def rerotates(self):
+        return self._inner.rerotates
 
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         return self._inner.query_count(n_tokens, question=question)
@@ -365,10 +371,72 @@ class KeyRerotation(_OnAnotherPolicy):
     (StreamingLLM assigns positions within the cache for this reason; its default here).
     The policy must evict during the prefill: one scored after it (KVzip) is refused by name."""
 
-    rerotates = True
+    @property
+    def rerotates(self):
+        return True
 
     def __init__(self, *, press="streaming_llm"):
         super().__init__(press)
         if getattr(self._inner, "reconstructs", False):
             raise InvalidParameterError(f"rerotate turns the keys a policy keeps during the prefill; "
                                         f"{self._inner.name!r} is scored after the prefill.")
+
+
+@register_method("kv", "merging", "KV cache: another policy's evicted tokens folded into the kept token with the most "
+                                  "similar key, by similarity and value norms (kvpress's MergingPress; after token "
+                                  "merging, Bolya et al., 2023, and D2O, Wan et al., 2024)")
+class Merging(_OnAnotherPolicy):
+    """The wrapped policy chooses the tokens; each evicted token then finds the kept token of
+    its head whose key has the highest cosine with its own (``s``), and, when ``s`` reaches
+    ``similarity_threshold`` (and is among the best ``merge_fraction`` of the head's
+    evictions), adds its value with weight ``w = max(s, 0) x |v_e| / (|v_e| + |v_k|)``; a kept
+    value becomes ``(v_k + sum w v_e) / (1 + sum w)``. Keys stay as they are (their positions
+    too)."""
+
+    _parameter_constraints = {"similarity_threshold": [Interval("real", 0, 1)],
+                              "merge_fraction": [Interval("real", 0, 1, closed="right")]}
+
+    def __init__(self, *, press="snapkv", similarity_threshold: float = 0.0, merge_fraction: float = 1.0):
+        self.similarity_threshold, self.merge_fraction = similarity_threshold, merge_fraction
+        super().__init__(press)
+
+    def carried(self, torch, keys, values, kept, rotary=None):
+        values = self._merged(torch, keys, values, kept)
+        return super().carried(torch, keys, values, kept, rotary=rotary)
+
+    def _merged(self, torch, keys, values, kept):
+        n_kept = kept.sum(dim=-1)
+        n = kept.shape[-1]
+        if not (0 < n_kept.min() and n_kept.max() < n) or bool((n_kept != n_kept.flatten()[0]).any()):
+            return values  # nothing evicted (or heads keeping different counts: no merge, as kvpress needs one)
+        m = int(n_kept.flatten()[0])
+        b, heads, _, d = keys.shape
+        order = torch.argsort((~kept).to(torch.int8), dim=-1, stable=True)  # kept first, each in position order
+        keep_index, evict_index = order[..., :m], order[..., m:]
+        kept_keys, evicted_keys = (_unit(_tokens_at(keys, keep_index).float()),
+                                   _unit(_tokens_at(keys, evict_index).float()))
+        kept_values, evicted_values = _tokens_at(values, keep_index), _tokens_at(values, evict_index)
+        similarity, target = (evicted_keys @ kept_keys.transpose(-1, -2)).max(dim=-1)  # (b, heads, n - m)
+        merge = similarity >= self.similarity_threshold
+        if self.merge_fraction < 1.0 and bool(merge.any()):
+            cut = similarity.masked_fill(~merge, float("-inf")).quantile(1.0 - self.merge_fraction, dim=-1,
+                                                                        keepdim=True)
+            merge = merge & (similarity >= cut)
+        evicted_norm = evicted_values.float().norm(dim=-1)
+        target_norm = kept_values.float().norm(dim=-1).gather(2, target)
+        weights = similarity.clamp(min=0) * merge.float() * evicted_norm / (evicted_norm + target_norm + 1e-6)
+        added = torch.zeros(b, heads, m, d, dtype=torch.float32).scatter_add_(
+            2, target[..., None].expand(-1, -1, -1, d), weights[..., None] * evicted_values.float())
+        total = torch.zeros(b, heads, m, dtype=torch.float32).scatter_add_(2, target, weights)
+        blended = torch.where((total > 0)[..., None], ((kept_values.float() + added) / (1 + total)[..., None]).to(
+            values.dtype), kept_values)
+        return values.scatter(2, keep_index[..., None].expand(-1, -1, -1, d), blended)
+
+
+def _tokens_at(x, index):
+    """Rows ``index`` (b, heads, m) of ``x`` (b, heads, n, d)."""
+    return x.gather(2, index[..., None].expand(-1, -1, -1, x.shape[-1]))
+
+
+def _unit(x):
+    return x / x.norm(dim=-1, keepdim=True).clamp(min=1e-6)

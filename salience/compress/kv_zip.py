@@ -12,6 +12,13 @@ numbers, the total as the uniform budget's) or across the heads of each layer; t
 The reconstruction costs two to three prefills. Its prompt is tokenized by ``tokenizer``;
 ``suffix`` separates the instruction from the repeated text ("\\n" for raw text, as kvpress
 does for a model without a chat template; a chat model's assistant turn otherwise).
+
+KVgrad (kvpress's KVgradPress) replays the same reconstruction and weighs each attention
+weight by what the token's value writes into the residual stream (``||v W_O||``) and by how
+much the last layer's hidden states depend on that stream at the reconstruction token (the
+norm of the gradient of ``sum ||h||^2`` with respect to the attention's output: input x
+gradient attribution); a token scores the largest product over the group's queries. One
+backward pass per chunk: three to four prefills in all.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KVzip", "reconstruction_scores"]
+__all__ = ["KVzip", "KVgrad", "reconstruction_scores", "reconstruction_weights"]
 
 #: the reconstruction's prompts (KVzip's): the first chunk, and the later ones (followed by the
 #: previous chunk's last tokens)
@@ -33,12 +40,12 @@ LATER_PROMPT = "\n\nRepeat the part of the previous context exactly, starting wi
 OVERLAP = 8
 
 
-def reconstruction_scores(torch, keys, queries, scaling: float, start: int, end: int, sink: int):
-    """Scores (b, kv_heads, end - start) of the cached tokens ``start .. end`` from the
-    reconstruction's ``q`` queries (b, heads, q, d), rotary positions applied: ``keys`` (b,
-    kv_heads, N, d) hold the context then the reconstruction's own q keys (its last). Each
-    query's softmax runs over the first ``sink`` keys, the chunk and the reconstruction's own
-    keys (causally); a token scores the largest weight any query of its group gives it."""
+def reconstruction_weights(torch, keys, queries, scaling: float, start: int, end: int, sink: int):
+    """Attention weights (b, kv_heads, groups, q, end - start) of the reconstruction's ``q``
+    queries (b, heads, q, d), rotary positions applied, on the cached tokens ``start .. end``:
+    ``keys`` (b, kv_heads, N, d) hold the context then the reconstruction's own q keys (its
+    last). Each query's softmax runs over the first ``sink`` keys, the chunk and the
+    reconstruction's own keys (causally)."""
     q, n_total = queries.shape[-2], keys.shape[-2]
     b, n_kv, _, d = keys.shape
     groups = queries.shape[1] // n_kv
@@ -48,8 +55,13 @@ def reconstruction_scores(torch, keys, queries, scaling: float, start: int, end:
     logits = grouped @ kept.to(dtype)[:, :, None].transpose(-1, -2) * scaling  # (b, kv, g, q, sink + chunk + q)
     future = torch.triu(torch.ones(q, q, dtype=torch.bool), diagonal=1)
     logits[..., -q:] = logits[..., -q:].masked_fill(future, float("-inf"))
-    weights = torch.softmax(logits, dim=-1)[..., sink : sink + end - start]
-    return weights.amax(dim=(2, 3))
+    return torch.softmax(logits, dim=-1)[..., sink : sink + end - start]
+
+
+def reconstruction_scores(torch, keys, queries, scaling: float, start: int, end: int, sink: int):
+    """Scores (b, kv_heads, end - start) of the cached tokens ``start .. end``: the largest
+    :func:`reconstruction_weights` any query of a token's group gives it."""
+    return reconstruction_weights(torch, keys, queries, scaling, start, end, sink).amax(dim=(2, 3))
 
 
 @register_method("kv", "kvzip", "KV cache: attention each token receives while the model repeats its context "
@@ -86,48 +98,26 @@ class KVzip(KVPolicy):
         """After the prefill of ``ids`` (1, n) into ``cache``: the reconstruction passes, then
         which tokens each layer evicts, boolean (1, kv_heads, n) per layer, ``keep`` per head
         on average (the last ``keep_last`` never evicted)."""
-        from salience.compress.kv import _queries
         from salience.compress.kv_policies import _torch
-        from salience.models.kv import cache_argument
 
         torch = _torch()
         if self.tokenizer is None:
-            raise InvalidParameterError("policy 'kvzip' needs tokenizer= (it prompts the model to repeat its context).")
+            raise InvalidParameterError(f"policy {self.name!r} needs tokenizer= (it prompts the model to repeat its "
+                                        "context).")
         if any(getattr(module, "is_sliding", False) for module in modules):
-            raise InvalidParameterError("policy 'kvzip' does not apply to sliding-window attention layers (they evict "
-                                        "by themselves), as kvpress's KVzipPress refuses Gemma-3.")
+            raise InvalidParameterError(f"policy {self.name!r} does not apply to sliding-window attention layers "
+                                        "(they evict by themselves), as kvpress's KVzipPress refuses Gemma-3.")
         n = ids.shape[1]
         n_kv = cache.layers[0].keys.shape[1]
         scores = np.zeros((len(modules), 1, n_kv, n))
-        chunk = {}
-
-        def score_layer(module, args, kwargs, output):
-            layer = cache.layers[module.layer_idx]
-            hidden = kwargs["hidden_states"]
-            with torch.no_grad():
-                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
-                part = reconstruction_scores(torch, layer.keys, queries, module.scaling, chunk["start"], chunk["end"],
-                                             min(self.n_sink, chunk["start"]))
-            scores[module.layer_idx][..., chunk["start"] : chunk["end"]] = part.double().numpy()
-            layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
-            return output
-
-        handles = [module.register_forward_hook(score_layer, with_kwargs=True) for module in modules]
         suffix = self._encode(self.suffix)
         ids = ids.reshape(-1).tolist()
-        try:
-            for start in range(0, n, self.chunk_size):
-                end = min(start + self.chunk_size, n)
-                prompt = (self._encode(FIRST_PROMPT) if start == 0
-                          else self._encode(LATER_PROMPT) + ids[max(0, start - OVERLAP) : start])
-                repeat = torch.tensor([prompt + suffix + ids[start:end]])
-                chunk.update(start=start, end=end)
-                with torch.no_grad():
-                    model(input_ids=repeat, **{cache_argument(model): cache}, use_cache=True,
-                          position_ids=torch.arange(n, n + repeat.shape[1])[None])
-        finally:
-            for handle in handles:
-                handle.remove()
+        for start in range(0, n, self.chunk_size):
+            end = min(start + self.chunk_size, n)
+            prompt = (self._encode(FIRST_PROMPT) if start == 0
+                      else self._encode(LATER_PROMPT) + ids[max(0, start - OVERLAP) : start])
+            repeat = torch.tensor([prompt + suffix + ids[start:end]])
+            self._score_chunk(torch, model, modules, cache, repeat, n, start, end, scores)
         scores[..., : self.n_sink] = scores.max() + 1  # the sinks stay
         if keep_last:
             scores[..., n - keep_last :] = np.inf
@@ -136,3 +126,98 @@ class KVzip(KVPolicy):
             return [lowest_k_mask(s.reshape(1, -1), n_kv * count).reshape(1, n_kv, n) for s in scores]
         flat = lowest_k_mask(scores.reshape(1, -1), len(modules) * n_kv * count)
         return list(flat.reshape(len(modules), 1, n_kv, n))
+
+    def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
+        """One reconstruction pass of ``repeat`` (1, r) on the cache of the ``n`` context
+        tokens, scoring the chunk ``start .. end`` of every layer into ``scores``; each layer's
+        cache is cut back to the context as the pass leaves it."""
+        from salience.compress.kv import _queries
+        from salience.models.kv import cache_argument
+
+        def score_layer(module, args, kwargs, output):
+            layer = cache.layers[module.layer_idx]
+            hidden = kwargs["hidden_states"]
+            with torch.no_grad():
+                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
+                part = reconstruction_scores(torch, layer.keys, queries, module.scaling, start, end,
+                                             min(self.n_sink, start))
+            scores[module.layer_idx][..., start:end] = part.double().numpy()
+            layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
+            return output
+
+        handles = [module.register_forward_hook(score_layer, with_kwargs=True) for module in modules]
+        try:
+            with torch.no_grad():
+                model(input_ids=repeat, **{cache_argument(model): cache}, use_cache=True,
+                      position_ids=torch.arange(n, n + repeat.shape[1])[None])
+        finally:
+            for handle in handles:
+                handle.remove()
+
+
+@register_method("kv", "kvgrad", "KV cache: KVzip's reconstruction attention x the value's write into the residual "
+                                 "stream x the gradient of the last hidden states there (KVgrad; kvpress's "
+                                 "KVgradPress)")
+class KVgrad(KVzip):
+    """See the module docstring; budgets and sinks as :class:`KVzip`'s, chunks of 512 by
+    default (kvpress's: finer gradients for more passes). The model's parameters are frozen
+    during the backward passes (only the activations' gradients are needed) and restored."""
+
+    def __init__(self, *, tokenizer=None, n_sink: int = 4, chunk_size: int = 512, layerwise: bool = False,
+                 suffix: str = "\n"):
+        super().__init__(tokenizer=tokenizer, n_sink=n_sink, chunk_size=chunk_size, layerwise=layerwise,
+                         suffix=suffix)
+
+    def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
+        from salience.compress.kv import _queries
+        from salience.compress.layers import decoder_layers
+        from salience.models.kv import cache_argument
+
+        weights, outputs, last = {}, {}, {}
+        sink = min(self.n_sink, start)
+
+        def attention_hook(module, args, kwargs, output):
+            layer = cache.layers[module.layer_idx]
+            hidden = kwargs["hidden_states"]
+            with torch.no_grad():
+                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
+                weights[module.layer_idx] = reconstruction_weights(torch, layer.keys, queries, module.scaling,
+                                                                   start, end, sink)
+            output[0].retain_grad()
+            outputs[module.layer_idx] = output[0]
+            # the context only, cut from the pass's graph (the next chunk's backward must not reach this one's)
+            layer.keys, layer.values = layer.keys[:, :, :n].detach(), layer.values[:, :, :n].detach()
+            return output
+
+        def last_hidden(module, args, output):
+            last["h"] = output[0] if isinstance(output, tuple) else output
+
+        handles = [module.register_forward_hook(attention_hook, with_kwargs=True) for module in modules]
+        handles.append(decoder_layers(model)[-1].register_forward_hook(last_hidden))
+        trained = [p for p in model.parameters() if p.requires_grad]
+        for parameter in trained:
+            parameter.requires_grad_(False)
+        try:
+            with torch.enable_grad():
+                inner = getattr(model, "model", model)
+                embeds = inner.embed_tokens(repeat).detach().requires_grad_(True)
+                inner(inputs_embeds=embeds, **{cache_argument(inner): cache}, use_cache=True,
+                      position_ids=torch.arange(n, n + repeat.shape[1])[None])
+                last["h"].float().square().sum().backward()
+        finally:
+            for handle in handles:
+                handle.remove()
+            for parameter in trained:
+                parameter.requires_grad_(True)
+        with torch.no_grad():
+            for module in modules:
+                index = module.layer_idx
+                attention = weights[index]  # (b, kv, g, q, chunk)
+                b, n_kv, groups, _, _ = attention.shape
+                values = cache.layers[index].values[:, :, start:end]
+                w_o = module.o_proj.weight.view(-1, n_kv, groups, values.shape[-1])
+                written = torch.einsum("jhgi,bhti->bhgtj", w_o.to(attention.dtype), values.to(attention.dtype))
+                written = written.norm(dim=-1)  # (b, kv, g, chunk)
+                gradient = outputs[index].grad.to(attention.dtype).norm(dim=-1)  # (b, q)
+                part = (attention * written[:, :, :, None, :] * gradient[:, None, None, :, None]).amax(dim=(2, 3))
+                scores[index][..., start:end] = part.double().numpy()

@@ -544,3 +544,77 @@ def test_capkv_is_the_capacity_share_written_out():
     expected = scores.reshape(2, 2, -1).mean(axis=1)
     assert np.allclose(got[:, sinks:], expected, rtol=1e-5, atol=1e-7)
     assert (got[:, :sinks] > got[:, sinks:].max()).all()
+
+
+def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
+    """One reconstruction chunk: KVgrad's score of a token is the largest, over its group's
+    reconstruction queries, of attention weight x ||W_O v|| x ||d(sum ||h_last||^2) / d(attention
+    output)||; the gradient here taken with respect to a zero added to each attention output
+    (not the output's retained gradient the policy reads), the value's write head by head."""
+    from salience.compress.kv_zip import reconstruction_weights
+    from salience.compress.kv import _attention_modules, _queries
+
+    model = tiny_llama(layers=2)
+    ids = tokens(30, seed=14)
+    n = 30
+    policy = create("kv", "kvgrad", tokenizer=CharTokenizer())
+    repeat = torch.tensor([policy._encode("\n\nRepeat the previous context exactly.") + policy._encode("\n")
+                           + ids.tolist()])
+    modules = _attention_modules(model)
+    cache = prefill(model, ids).cache
+    got = np.zeros((2, 1, 2, n))
+    policy._score_chunk(torch, model, modules, cache, repeat, n, 0, n, got)
+    assert [layer.keys.shape[2] for layer in cache.layers] == [n, n]  # the replay left the context only
+    assert all(p.requires_grad and p.grad is None for p in model.parameters())
+
+    # the reference: the same replay on a fresh cache, gradients through added zeros
+    cache = prefill(model, ids).cache
+    shifts = [torch.zeros(1, repeat.shape[1], model.config.hidden_size, requires_grad=True) for _ in modules]
+    weights, hooks, last = {}, [], {}
+
+    def shifted(module, args, kwargs, output):
+        layer = cache.layers[module.layer_idx]
+        with torch.no_grad():
+            q = _queries(torch, module, kwargs["hidden_states"], kwargs["position_embeddings"], repeat.shape[1])
+            weights[module.layer_idx] = reconstruction_weights(torch, layer.keys, q, module.scaling, 0, n, 0)
+        layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]
+        return (output[0] + shifts[module.layer_idx],) + tuple(output[1:])
+
+    for module in modules:
+        hooks.append(module.register_forward_hook(shifted, with_kwargs=True))
+    hooks.append(model.model.layers[-1].register_forward_hook(lambda m, a, out: last.update(h=out)))
+    try:
+        model.model(input_ids=repeat, **{cache_argument(model.model): cache}, use_cache=True,
+                    position_ids=torch.arange(n, n + repeat.shape[1])[None])
+        grads = torch.autograd.grad(last["h"].square().sum(), shifts)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    d = model.config.hidden_size // model.config.num_attention_heads
+    for index, module in enumerate(modules):
+        gradient = grads[index][0].norm(dim=-1).detach().numpy()  # (q,)
+        w_o = module.o_proj.weight.detach().numpy()
+        values = cache.layers[index].values[0].detach().numpy()  # (kv, n, d)
+        attention = weights[index][0].detach().numpy()  # (kv, g, q, n)
+        for kv_head in range(2):
+            for t in (0, 7, 29):
+                best = 0.0
+                for g in range(2):
+                    head = kv_head * 2 + g
+                    write = np.linalg.norm(w_o[:, head * d:(head + 1) * d] @ values[kv_head, t])
+                    best = max(best, float((attention[kv_head, g, :, t] * gradient).max() * write))
+                assert got[index, 0, kv_head, t] == pytest.approx(best, rel=1e-4)
+
+
+def test_kvgrad_evicts_the_budget_across_layers():
+    model = tiny_llama(layers=2)
+    ids = tokens(60, seed=15)
+    read = prefill(model, ids, policy="kvgrad", budget=0.25, tokenizer=CharTokenizer(), chunk_size=32)
+    held = [layer.keys.shape[1] * layer.keys.shape[2] - (0 if layer.salience_padding is None
+                                                         else int(layer.salience_padding.sum()))
+            for layer in read.cache.layers]
+    assert read.kept == 15 and sum(held) == 15 * 2 * 2
+    zipped = prefill(model, ids, policy="kvzip", budget=0.25, tokenizer=CharTokenizer(), chunk_size=32)
+    assert any(not torch.equal(a.keys, b.keys) for a, b in zip(read.cache.layers, zipped.cache.layers))
+    with pytest.raises(InvalidParameterError, match="'kvgrad' needs tokenizer="):
+        prefill(model, ids, policy="kvgrad", budget=0.25)

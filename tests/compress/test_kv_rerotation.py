@@ -217,3 +217,44 @@ def test_simlayerkv_in_the_cache():
     report = kv_eval(model, tokens(300, seed=13), policy=policy.set_params(lazy_threshold=between), budget=0.25,
                      context=80, continuation=20, max_windows=2)
     assert np.isfinite(report.perplexity)
+
+
+def test_merging_folds_each_evicted_value_into_its_most_similar_kept_token():
+    keys, values, _ = random_layer(seed=16, n=10)
+    kept = torch.zeros(1, 2, 10, dtype=torch.bool)
+    kept[0, 0, [0, 3, 4, 8]] = True
+    kept[0, 1, [1, 2, 5, 9]] = True
+    policy = create("kv", "merging", press="key_norm")
+    same_keys, merged = policy.carried(torch, keys, values, kept)
+    assert torch.equal(same_keys, keys)
+    k, v = keys[0].numpy(), values[0].numpy()
+    for head in range(2):
+        keep = np.flatnonzero(kept[0, head].numpy())
+        added = {j: np.zeros(4) for j in keep}
+        total = dict.fromkeys(keep, 0.0)
+        for e in np.flatnonzero(~kept[0, head].numpy()):
+            cosines = [k[head, e] @ k[head, j] / np.linalg.norm(k[head, e]) / np.linalg.norm(k[head, j]) for j in keep]
+            target = keep[int(np.argmax(cosines))]
+            weight = max(max(cosines), 0) * np.linalg.norm(v[head, e]) / (
+                np.linalg.norm(v[head, e]) + np.linalg.norm(v[head, target]))
+            added[target] = added[target] + weight * v[head, e]
+            total[target] += weight
+        for j in keep:
+            expected = (v[head, j] + added[j]) / (1 + total[j]) if total[j] > 0 else v[head, j]
+            assert merged[0, head, j].numpy() == pytest.approx(expected, abs=1e-5)
+        evicted = np.flatnonzero(~kept[0, head].numpy())
+        assert torch.equal(merged[0, head, evicted], values[0, head, evicted])  # they leave as they were
+    # a threshold no cosine reaches: nothing merged
+    untouched = create("kv", "merging", press="key_norm", similarity_threshold=1.0).carried(torch, keys, values, kept)
+    assert torch.equal(untouched[1], values)
+    half = create("kv", "merging", press="key_norm", merge_fraction=0.5).carried(torch, keys, values, kept)[1]
+    assert not torch.equal(half, merged) and not torch.equal(half, values)  # the better-matched half only
+    # in the cache: the kept keys as the wrapped policy's, values blended
+    model = tiny_llama()
+    ids = tokens(60, seed=17)
+    plain = prefill(model, ids, policy="snapkv", budget=0.25, window=8)
+    folded = prefill(model, ids, policy="merging", budget=0.25, press=create("kv", "snapkv", window=8))
+    for a, b in zip(plain.cache.layers, folded.cache.layers):
+        assert torch.equal(a.keys, b.keys) and not torch.equal(a.values, b.values)
+    with pytest.raises(InvalidParameterError, match="merge_fraction"):
+        create("kv", "merging", merge_fraction=0.0)
