@@ -55,7 +55,7 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly",
                  "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware",
                  "simlayerkv": "SimLayerKVPress, threshold 0.9", "kvgrad": "KVgradPress",
-                 "merging": "MergingPress(SnapKVPress)"}
+                 "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured"}
 
 
 def smollm2_gguf() -> Path:

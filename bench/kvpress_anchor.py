@@ -62,7 +62,7 @@ REROTATED = {"rerotate", "finch"}
 #: presses whose layers keep different numbers of tokens: the model builds one causal mask sized
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation
 #: is read one token at a time under sdpa, which then needs no mask (the same logits)
-ONE_AT_A_TIME = {"pyramidkv", "simlayerkv"}
+ONE_AT_A_TIME = {"pyramidkv", "simlayerkv", "kvcompose"}
 #: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV,
 #: entropy-gated ChunkKV and BlockPress refuse attention weights), and
 #: the above: run on sdpa
@@ -204,12 +204,24 @@ def finch_press(model, ids_to_read: list, budget: float, question: int):
     return press, ids_to_read[: n - question] + [delimiter] + ids_to_read[n - question:]
 
 
-def simlayerkv_press(prompt_length: int, budget: float):
+def simlayerkv_press(model, prompt_length: int, budget: float):
     """SimLayerKVPress keeping in a lazy layer what salience's budget keeps: its 4 initial
     tokens and its n_recent - n_last latest (its compression ratio cannot be set); the
     threshold salience's default (kvpress's 1.0 marks no layer lazy)."""
     keep = max(1, int(prompt_length * budget))
     return kvpress.SimLayerKVPress(lazy_threshold=0.9, n_last=1, n_recent=keep - 4 + 1, n_initial=4)
+
+
+def kvcompose_press(model, prompt_length: int, budget: float):
+    """KVComposePress sharing out exactly what salience's budget keeps in all layers (its
+    ratio counts every layer's tokens together)."""
+    layers = model.config.num_hidden_layers
+    keep = max(1, int(prompt_length * budget))
+    return kvpress.KVComposePress(compression_ratio=1 - (layers * keep + 0.5) / (layers * prompt_length))
+
+
+#: presses built for each prompt (their budget is not a ratio of the prompt alone)
+PER_PROMPT = {"simlayerkv": simlayerkv_press, "kvcompose": kvcompose_press}
 
 
 def token_nll(predicting, ids):
@@ -248,11 +260,11 @@ def main(inp: Path, out: Path) -> None:
             press = kvpress.QFilterPress(compression_ratio=job["ratio"])
         elif name == "finch":
             press = None  # one per prompt: its ratio and delimiter depend on the question's place
-        elif name == "simlayerkv":
-            press = simlayerkv_press(context, job["budget"])
+        elif name in PER_PROMPT:
+            press = PER_PROMPT[name](eager, context, job["budget"])
         else:
             press = None if name is None else PRESSES[name](job["ratio"])
-        if job.get("key_channels") is not None and name in ("finch", "simlayerkv"):
+        if job.get("key_channels") is not None and (name == "finch" or name in PER_PROMPT):
             raise ValueError(f"{name} is built per prompt: not composed with ThinK here")
         if job.get("key_channels") is not None:  # ThinK after the token press (alone for the full cache)
             think = kvpress.ThinKPress(key_channel_compression_ratio=1 - job["key_channels"], window_size=32)
@@ -281,8 +293,8 @@ def main(inp: Path, out: Path) -> None:
                 logits = after(model, cache, item["key"], cache.get_seq_length())
                 value, token_ranks = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), item["key"])
             else:
-                if name == "simlayerkv":
-                    press = simlayerkv_press(len(item["prompt"]), job["budget"])
+                if name in PER_PROMPT:
+                    press = PER_PROMPT[name](eager, len(item["prompt"]), job["budget"])
                 cache, _ = read(model, item["prompt"], press)
                 start_at = cache.get_seq_length() if name in REROTATED else len(item["prompt"])
                 logits = after(model, cache, item["question"] + item["key"], start_at, name in ONE_AT_A_TIME)

@@ -136,6 +136,8 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
             assert layer.values.shape == layer.keys.shape
         if policy == "duo_attention":  # whole heads stream: at most the budget's total, unevenly over layers
             assert 0 < sum(held) <= 20 * 2 * len(held)
+        elif policy == "kvcompose":  # the budget's total, shared unevenly over layers
+            assert sum(held) == kept * 2 * len(held), held
         else:  # adakv: unevenly over heads, the same in every layer
             assert held == [kept * 2] * len(held), policy
     read = prefill(model, ids[:80], policy="snapkv", budget=30, window=8)  # a token count
