@@ -378,9 +378,9 @@ def add_commands(domains) -> None:
     p.add_argument("--streaming", type=nonnegative_int, nargs=2, default=None, metavar=("SINK", "RECENT"),
                    help="duo_attention: the sinks and recent tokens a streaming head keeps (default 128 256)")
     p.add_argument("--press", choices=choices_of("kv"), default=None,
-                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate: the policy whose "
-                        "scores they use (default snapkv; block: keydiff; rerotate: streaming_llm); --sinks and "
-                        "--observation-window then go to it")
+                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate, merging: the "
+                        "policy whose scores they use (default snapkv; block: keydiff; rerotate: streaming_llm); "
+                        "--sinks and --observation-window then go to it")
     p.add_argument("--layer-importance", choices=choices_of("layers"), default=None,
                    help="layer_budget: the layer importance that shares the budget among layers, measured on --calib")
     p.add_argument("--floor", type=float, default=None,
