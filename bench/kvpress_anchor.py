@@ -138,6 +138,11 @@ def use_raw_text_tokenizer(path: Path) -> None:
 
 
 def read(model, ids, press):
+    # KVzip and KVgrad leave each module's masked_key_indices for their continuation; a prefill
+    # under sdpa clears them, but KVComposePress prefills in eager mode (not patched), so a
+    # KVCompose read after them would mask stale positions: every read starts without them
+    for layer in model.model.layers:
+        layer.self_attn.masked_key_indices = None
     cache = DynamicCache()
     ids = torch.tensor(ids)[None]
     with torch.no_grad():
