@@ -55,7 +55,8 @@ import math
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, SnapKV, _group_mean, _rotated, _window_attention
+from salience.compress.kv_policies import (KVPolicy, SnapKV, StreamingLLM, _group_mean, _rotated,
+                                          _window_attention)
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
@@ -476,13 +477,10 @@ class SimLayerKV(KVPolicy):
         return share > self.lazy_threshold
 
     def _scores(self, torch, keys, values, queries, scaling, n, keep):
-        b, n_kv = keys.shape[:2]
-        dtype = torch.promote_types(keys.dtype, torch.float32)
         # a lazy layer: the sinks above all, then the most recent tokens (StreamingLLM's order)
-        scores = torch.arange(n, dtype=dtype).expand(b, n_kv, n).clone()
-        scores[..., : min(self.n_sink, n)] = float(n + 1)
+        scores = StreamingLLM(n_sink=self.n_sink)._scores(torch, keys, values, queries, scaling, n)
         lazy = self.lazy(torch, keys, queries, scaling, keep)
-        busy = torch.ones(b, dtype=torch.bool) if lazy is None else ~lazy
+        busy = torch.ones(keys.shape[0], dtype=torch.bool) if lazy is None else ~lazy
         scores[busy] = float("inf")  # a layer that is not lazy keeps every token
         return scores
 
