@@ -55,7 +55,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "qfilter": "QFilterPress, filters learned here", "duo_attention": "DuoAttentionPress, on the fly",
                  "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware",
                  "simlayerkv": "SimLayerKVPress, threshold 0.9", "kvgrad": "KVgradPress",
-                 "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured"}
+                 "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured",
+                 "decoding": "CompressionRatioDecodingPress(KnormPress)"}
 
 
 def smollm2_gguf() -> Path:
@@ -137,6 +138,8 @@ def run(args) -> dict:
                       else {})
             if policy == "compactor":  # kvpress blends by its compression ratio, not by each prompt's evicted share
                 params["blending"] = 1 - budget
+            if policy and method_factory("kv", policy).decodes:  # cut while the continuation is read
+                params |= {"compression_interval": args.decoding_interval, "prefill": args.decoding_prefill}
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
             # finch scores with a question: the windows' last tokens read as one, the passkey's own question
             question = args.question_tokens if chosen and chosen.needs_question else 0
@@ -160,7 +163,8 @@ def run(args) -> dict:
                    "windows": batch.tolist(),
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
-                   "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration}
+                   "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration,
+                   "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256}}
             if "duo_attention" in built:  # the streaming heads' share salience's budget gives
                 keep = check_budget(budget, args.context, built["duo_attention"])
                 calibration["duo_attention"]["head_ratio"] = float(
@@ -308,6 +312,13 @@ def main(argv=None) -> int:
     parser.add_argument("--key-channels", type=float, default=None,
                         help="also keep only this share of key channels (ThinK after every policy, on both sides; "
                              "the full row: ThinK alone); a section of its own")
+    parser.add_argument("--decoding-interval", type=int, default=64,
+                        help="the decoding policies' compression_interval: the continuation (256 tokens) is cut "
+                             "back every N steps to the budget's share of the tokens seen (their default, 512, would "
+                             "never cut here)")
+    parser.add_argument("--decoding-prefill", default=None,
+                        help="a policy that also evicts the prompt for the decoding policies (kvpress's "
+                             "PrefillDecodingPress; default: the prompt kept whole)")
     parser.add_argument("--section", default=None,
                         help="write a section of its own under this name (a press added later, beside the main table)")
     args, _ = parser.parse_known_args(argv)

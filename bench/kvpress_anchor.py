@@ -229,6 +229,33 @@ def kvcompose_press(model, prompt_length: int, budget: float):
 PER_PROMPT = {"simlayerkv": simlayerkv_press, "kvcompose": kvcompose_press}
 
 
+def decoding_press(job: dict):
+    """CompressionRatioDecodingPress on KnormPress keeping the budget's share of every token
+    seen, every ``interval`` decoding steps; inside PrefillDecodingPress when the prompt is
+    evicted too."""
+    spec = job["decoding"]
+    decoding = kvpress.CompressionRatioDecodingPress(base_press=kvpress.KnormPress(),
+                                                     target_compression_ratio=job["ratio"],
+                                                     compression_interval=spec["interval"],
+                                                     hidden_states_buffer_size=spec["buffer"])
+    if spec.get("prefill") is None:
+        return decoding
+    return kvpress.PrefillDecodingPress(prefilling_press=PRESSES[spec["prefill"]](job["ratio"]), decoding_press=decoding)
+
+
+#: presses that cut the cache while decoding: the press stays on while the continuation is read,
+#: one token per step at its logical positions (CompressionRatioDecodingPress counts the tokens seen
+#: from them)
+DECODING = {"decoding"}
+
+
+def read_decoding(model, prompt, continuation, press):
+    """The prompt's last logits and the continuation's logits, read under a decoding press."""
+    with press(model):
+        cache, first = read(model, prompt, None)
+        return cache, first, after(model, cache, continuation, len(prompt), one_at_a_time=True)
+
+
 def token_nll(predicting, ids):
     log_probs = torch.log_softmax(predicting[0].double(), dim=-1)
     picked = log_probs.gather(1, torch.tensor(ids)[:, None])[:, 0]
@@ -267,6 +294,8 @@ def main(inp: Path, out: Path) -> None:
             press = None  # one per prompt: its ratio and delimiter depend on the question's place
         elif name in PER_PROMPT:
             press = PER_PROMPT[name](eager, context, job["budget"])
+        elif name in DECODING:
+            press = decoding_press(job)
         else:
             press = None if name is None else PRESSES[name](job["ratio"])
         if job.get("key_channels") is not None and (name == "finch" or name in PER_PROMPT):
@@ -278,13 +307,16 @@ def main(inp: Path, out: Path) -> None:
         start = time.perf_counter()
         nll = []
         for window in job["windows"]:
-            if name == "finch":
-                press, prompt = finch_press(model, window[:context], job["budget"], job["question_tokens"])
-                cache, first = read(model, prompt, press)
+            if name in DECODING:
+                cache, first, logits = read_decoding(model, window[:context], window[context:], press)
             else:
-                cache, first = read(model, window[:context], press)
-            start_at = cache.get_seq_length() if name in REROTATED else context
-            logits = after(model, cache, window[context:], start_at, name in ONE_AT_A_TIME)
+                if name == "finch":
+                    press, prompt = finch_press(model, window[:context], job["budget"], job["question_tokens"])
+                    cache, first = read(model, prompt, press)
+                else:
+                    cache, first = read(model, window[:context], press)
+                start_at = cache.get_seq_length() if name in REROTATED else context
+                logits = after(model, cache, window[context:], start_at, name in ONE_AT_A_TIME)
             value, _ = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), window[context:])
             nll.append(value / (len(window) - context))
         ppl_seconds = time.perf_counter() - start
@@ -300,9 +332,12 @@ def main(inp: Path, out: Path) -> None:
             else:
                 if name in PER_PROMPT:
                     press = PER_PROMPT[name](eager, len(item["prompt"]), job["budget"])
-                cache, _ = read(model, item["prompt"], press)
-                start_at = cache.get_seq_length() if name in REROTATED else len(item["prompt"])
-                logits = after(model, cache, item["question"] + item["key"], start_at, name in ONE_AT_A_TIME)
+                if name in DECODING:
+                    cache, _, logits = read_decoding(model, item["prompt"], item["question"] + item["key"], press)
+                else:
+                    cache, _ = read(model, item["prompt"], press)
+                    start_at = cache.get_seq_length() if name in REROTATED else len(item["prompt"])
+                    logits = after(model, cache, item["question"] + item["key"], start_at, name in ONE_AT_A_TIME)
                 value, token_ranks = token_nll(logits[:, len(item["question"]) - 1 : -1], item["key"])
             key_nll.append(value)
             ranks.extend(token_ranks)

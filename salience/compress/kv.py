@@ -30,7 +30,7 @@ from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
 
-__all__ = ["evict", "prefill", "continue_from", "attend_kept", "Prefill", "check_budget", "kv_policy"]
+__all__ = ["evict", "prefill", "continue_from", "prefill_and_continue", "attend_kept", "Prefill", "check_budget", "kv_policy"]
 
 
 def kv_policy(policy: str | KVPolicy, **params) -> KVPolicy:
@@ -128,8 +128,10 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     ``key_channels``: the share of key channels kept in every head, the others zeroed by a
     ``kv_channels`` policy (``channel_policy``, ThinK by default) after the tokens are chosen
     (``policy=None``: channels only, every token kept).
+    A ``decoding`` policy (:mod:`salience.compress.kv_decoding`) also cuts the cache back while
+    the block decodes, every ``compression_interval`` steps.
     Yields a record of what was done (tokens kept, scoring seconds). Later forward passes and
-    decoding steps are unchanged; their positions continue from the prompt's length (pass
+    decoding steps are otherwise unchanged; their positions continue from the prompt's length (pass
     ``position_ids`` when calling the model directly, or use :func:`continue_from`), or, for a
     policy that rerotates its kept keys (``rerotate``, ``finch``), from the tokens the first
     layer kept (the record's ``continue_at``; ``generate`` counts positions from the cache's
@@ -149,6 +151,9 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         policy = kv_policy(policy, **params)
         label = policy.name
     modules = _attention_modules(model)
+    decoding = policy.run(budget, len(modules)) if policy.decodes else None
+    # the policy that evicts the prompt: a decoding policy's prefill policy (None: kept whole)
+    scorer = policy if decoding is None else policy.prefill_policy
     policy.check_model(model)
     needs_rotary = "rotary" in policy.reads or policy.rerotates
     rotary = _rotary_of(torch, model) if needs_rotary else None
@@ -170,7 +175,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         """Tokens kept per head of the ``n - keep_last`` before the kept question."""
         if keep_last >= n:
             raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
-        return check_budget(budget, n - keep_last, policy)
+        return check_budget(budget, n - keep_last, scorer or policy)
 
     def hook(module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
@@ -180,24 +185,33 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         layer = cache.layers[module.layer_idx]
         keys, values = layer.keys, layer.values
         n = keys.shape[-2]
+        if decoding is not None and hidden.shape[1] != n:  # a decoding step: cut back when its interval is up
+            start = time.perf_counter()
+            cut = decoding.step(module, layer, hidden, kwargs["position_embeddings"], rotary)
+            if cut is not None:
+                state.kept_by_layer[module.layer_idx] = state.kept = cut
+                state.seconds += time.perf_counter() - start
+            return output
         if hidden.shape[1] != n or reconstructs:  # not a prefill (or a policy that evicts after the whole prefill)
             return output
         start = time.perf_counter()
         base = budget_of(n)
-        keep = policy.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
+        if decoding is not None:
+            decoding.prefilled(module.layer_idx, n)
+        keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         if keep < n:
-            count = policy.query_count(n, question=keep_last)
+            count = scorer.query_count(n, question=keep_last)
             with torch.no_grad():
                 queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
-                                    policy.rotated_queries) if count else None)
-                scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
-                                             rotary=rotary, output_weight=_output_weight(module, policy), keep=keep,
+                                    scorer.rotated_queries) if count else None)
+                scores = scorer.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
+                                             rotary=rotary, output_weight=_output_weight(module, scorer), keep=keep,
                                              layer=module.layer_idx, question=keep_last)
             scores = scores.double().numpy().copy()
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
-            evicted = torch.as_tensor(policy.evicted(scores, n - keep))
-            keys, values = policy.carried(torch, keys, values, ~evicted, rotary=rotary)
+            evicted = torch.as_tensor(scorer.evicted(scores, n - keep))
+            keys, values = scorer.carried(torch, keys, values, ~evicted, rotary=rotary)
             layer.keys, layer.values, padding = _compact(torch, keys, values, ~evicted)
             setattr(layer, _PADDING, padding)
         else:
@@ -206,7 +220,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             with torch.no_grad():
                 queries = _queries(torch, module, hidden, kwargs["position_embeddings"], channels.query_count(n))
                 layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
-        state.kept, state.prompt_tokens = base + keep_last, n
+        state.kept, state.prompt_tokens = (n if scorer is None else base + keep_last), n
         state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
         if policy.rerotates and module is modules[0]:
             state.continue_at = int(layer.keys.shape[-2])
@@ -339,36 +353,79 @@ class Prefill:
     scoring_seconds: float = 0.0
 
 
+def _prompt(torch, prompt_ids):
+    ids = torch.as_tensor(np.asarray(prompt_ids), dtype=torch.long).reshape(1, -1)
+    if ids.shape[1] == 0:
+        raise InvalidParameterError("the prompt holds no tokens.")
+    return ids
+
+
+def _read_prompt(model, ids):
+    """A fresh cache with ``ids`` (1, n) read into it, and the logits of the last token."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
+    return cache, out.logits[:, -1]
+
+
+def _eviction(model, policy, budget, keep_last, key_channels, channel_policy, params):
+    if policy is None and key_channels is None:
+        return contextlib.nullcontext()
+    return evict(model, policy, budget=budget, keep_last=keep_last, key_channels=key_channels,
+                 channel_policy=channel_policy, **params)
+
+
+def _prefilled(cache, logits, n: int, state) -> Prefill:
+    if state is None:
+        return Prefill(cache, logits, n, n)
+    return Prefill(cache, logits, n if state.continue_at is None else state.continue_at, state.kept, state.seconds)
+
+
 def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=None, keep_last: int = 0,
             key_channels: float | None = None, channel_policy: str | KeyChannelPolicy = "think",
             **params) -> Prefill:
     """Read ``prompt_ids`` (1-D or (1, n)) into a fresh cache, evicted by ``policy`` (built
     with ``params``) to ``budget`` (no policy: the full cache); ``keep_last``, ``key_channels``
-    and ``channel_policy`` as in :func:`evict`."""
+    and ``channel_policy`` as in :func:`evict`. A ``decoding`` policy's cuts while decoding
+    need the block open: use :func:`prefill_and_continue` for a prompt and its continuation."""
     torch = _torch()
-    ids = torch.as_tensor(np.asarray(prompt_ids), dtype=torch.long).reshape(1, -1)
-    if ids.shape[1] == 0:
-        raise InvalidParameterError("the prompt holds no tokens.")
-    from transformers import DynamicCache
-
-    cache = DynamicCache(config=model.config)
-    context = (evict(model, policy, budget=budget, keep_last=keep_last, key_channels=key_channels,
-                     channel_policy=channel_policy, **params)
-               if policy is not None or key_channels is not None else contextlib.nullcontext())
-    with torch.no_grad(), context as state:
-        out = model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True, logits_to_keep=1)
-    n = ids.shape[1]
-    if state is None:
-        return Prefill(cache, out.logits[:, -1], n, n)
-    return Prefill(cache, out.logits[:, -1], n if state.continue_at is None else state.continue_at, state.kept,
-                   state.seconds)
+    ids = _prompt(torch, prompt_ids)
+    with torch.no_grad(), _eviction(model, policy, budget, keep_last, key_channels, channel_policy, params) as state:
+        cache, logits = _read_prompt(model, ids)
+    return _prefilled(cache, logits, ids.shape[1], state)
 
 
-def continue_from(model, cache, ids, start: int):
+def continue_from(model, cache, ids, start: int, *, stepwise: bool = False):
     """Logits (1, m, vocab) of a continuation ``ids`` read onto ``cache`` at its original
-    positions ``start .. start + m - 1`` (whatever the cache kept)."""
+    positions ``start .. start + m - 1`` (whatever the cache kept); ``stepwise``: one token
+    per forward pass, as decoding reads them (what a ``decoding`` policy cuts between)."""
     torch = _torch()
     ids = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(1, -1)
     positions = torch.arange(start, start + ids.shape[1])[None]
     with torch.no_grad(), attend_kept(model):
-        return model(input_ids=ids, **{cache_argument(model): cache}, position_ids=positions, use_cache=True).logits
+        if not stepwise:
+            return model(input_ids=ids, **{cache_argument(model): cache}, position_ids=positions, use_cache=True).logits
+        return torch.cat([model(input_ids=ids[:, i:i + 1], **{cache_argument(model): cache},
+                                position_ids=positions[:, i:i + 1], use_cache=True).logits
+                          for i in range(ids.shape[1])], dim=1)
+
+
+def prefill_and_continue(model, prompt_ids, continuation_ids, *, policy: str | KVPolicy | None = None, budget=None,
+         keep_last: int = 0, key_channels: float | None = None, channel_policy: str | KeyChannelPolicy = "think",
+         **params):
+    """A prompt prefilled (as :func:`prefill`) and a continuation read after it (teacher
+    forced, as :func:`continue_from`): ``(Prefill, logits (1, m, vocab))``. Under a
+    ``decoding`` policy the continuation is read one token per step inside the eviction block,
+    so the cache is cut back while it grows; the Prefill's ``kept`` and seconds then cover
+    the whole reading."""
+    if policy is None or not kv_policy(policy, **params).decodes:
+        first = prefill(model, prompt_ids, policy=policy, budget=budget, keep_last=keep_last,
+                        key_channels=key_channels, channel_policy=channel_policy, **params)
+        return first, continue_from(model, first.cache, continuation_ids, first.length)
+    torch = _torch()
+    ids = _prompt(torch, prompt_ids)
+    with torch.no_grad(), _eviction(model, policy, budget, keep_last, key_channels, channel_policy, params) as state:
+        cache, logits = _read_prompt(model, ids)
+        rest = continue_from(model, cache, continuation_ids, ids.shape[1], stepwise=True)
+    return _prefilled(cache, logits, ids.shape[1], state), rest

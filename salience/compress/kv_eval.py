@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from salience.compress.kv import attend_kept, check_budget, continue_from, kv_policy, prefill
+from salience.compress.kv import attend_kept, check_budget, evict, kv_policy, prefill, prefill_and_continue
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
@@ -80,12 +80,12 @@ def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=
     nll, total_prefill, total_scoring, kept = [], 0.0, 0.0, None
     for window in batch:
         start = time.perf_counter()
-        read = prefill(model, window[:context], policy=policy, budget=budget, key_channels=key_channels,
-                       channel_policy=channel_policy, keep_last=keep_last if policy is not None else 0)
+        read, logits = prefill_and_continue(model, window[:context], window[context:], policy=policy, budget=budget,
+                                            key_channels=key_channels, channel_policy=channel_policy,
+                                            keep_last=keep_last if policy is not None else 0)
         total_prefill += time.perf_counter() - start
         total_scoring += read.scoring_seconds
         kept = read.kept
-        logits = continue_from(model, read.cache, window[context:], read.length)
         predicting = torch.cat([read.logits[:, None], logits[:, :-1]], dim=1)
         value, _ = _token_nll(torch, predicting, window[context:])
         nll.append(value / continuation)
@@ -169,14 +169,13 @@ def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, nee
     nlls, ranks, exact = [], [], []
     for item in items:
         if query_aware:
-            read = prefill(model, item["prompt"] + item["question"], policy=policy, budget=budget,
-                           keep_last=len(item["question"]), **channels)
-            rest = continue_from(model, read.cache, item["key"], read.length)
+            read, rest = prefill_and_continue(model, item["prompt"] + item["question"], item["key"], policy=policy,
+                                              budget=budget, keep_last=len(item["question"]), **channels)
             # the question's last token (the prefill's last logits) predicts the key's first token
             predicting = torch.cat([read.logits[:, None], rest[:, :-1]], dim=1)
         else:
-            read = prefill(model, item["prompt"], policy=policy, budget=budget, **channels)
-            logits = continue_from(model, read.cache, item["question"] + item["key"], read.length)
+            read, logits = prefill_and_continue(model, item["prompt"], item["question"] + item["key"], policy=policy,
+                                                budget=budget, **channels)
             # the logits that predict the key's tokens: from the question's last token on
             predicting = logits[:, len(item["question"]) - 1 : -1]
         value, token_ranks = _token_nll(torch, predicting, item["key"])
@@ -192,6 +191,11 @@ def decode_speed(model, prompt_ids, *, policy: str | KVPolicy | None, budget=Non
     """Greedy decoding speed after a prompt: prefill seconds and decoded tokens per second, the
     cache evicted by ``policy`` (or full). Decoding attends to the kept tokens only."""
     torch = _torch()
+    if policy is not None and kv_policy(policy, **params).decodes:
+        # a decoding policy cuts the cache while it decodes: the whole run inside its block
+        with evict(model, policy, budget=budget, **params):
+            return decode_speed(model, prompt_ids, policy=None, new_tokens=new_tokens) | {
+                "policy": kv_policy(policy, **params).name, "budget": budget}
     start = time.perf_counter()
     read = prefill(model, prompt_ids, policy=policy, budget=budget, **params)
     prefill_seconds = time.perf_counter() - start

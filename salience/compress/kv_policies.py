@@ -151,13 +151,15 @@ class KVPolicy(Scorer, abc.ABC):
     has its kept keys turned to the consecutive positions they take in the compacted cache
     (kvpress's key rerotation), the continuation read after them. One with
     ``needs_question = True`` (FINCH) scores with the queries of the question read with the
-    prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length)."""
+    prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length). One with
+    ``decodes = True`` (:mod:`salience.compress.kv_decoding`) also cuts the cache while decoding."""
 
     queries: int | str = 0
     rotated_queries: bool = True
     reads: tuple = ()
     rerotates: bool = False
     needs_question: bool = False
+    decodes: bool = False
 
     def __init__(self):
         self._validate_params()

@@ -1,0 +1,133 @@
+"""Eviction while decoding (kvpress's DecodingPress, CompressionRatioDecodingPress,
+PrefillDecodingPress): the cache cut back every ``compression_interval`` steps, against the
+same cuts made by hand on a cache read one token at a time, and what it refuses. Parity with
+kvpress on SmolLM2 is measured by ``bench/kvcache.py`` (BENCHMARKS.md)."""
+
+import numpy as np
+import pytest
+
+from salience.exceptions import InvalidParameterError
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+from tests.compress.test_kv import tiny_llama, tokens  # noqa: E402
+from salience.compress import continue_from, decode_speed, evict, kv_eval, prefill, prefill_and_continue  # noqa: E402
+from salience.core.base import create  # noqa: E402
+
+
+def cut_by_key_norm(cache, keep):
+    """Every layer's cache cut by hand to the ``keep`` tokens per head with the smallest key
+    norms, in position order (ties: the earlier token leaves first)."""
+    for layer in cache.layers:
+        keys, values = layer.keys, layer.values
+        norms = torch.linalg.vector_norm(keys, dim=-1)[0].double().numpy()  # float32, as the policy computes them
+        kept = np.zeros(norms.shape, dtype=bool)
+        for head, row in enumerate(norms):
+            # largest norm leaves first; among equal norms the earlier token
+            order = sorted(range(len(row)), key=lambda j: (-row[j], j))
+            kept[head, order[len(row) - keep:]] = True
+        index = [np.flatnonzero(row) for row in kept]
+        index = torch.as_tensor(np.stack(index))[None, :, :, None]
+        layer.keys = keys.gather(2, index.expand(-1, -1, -1, keys.shape[-1]))
+        layer.values = values.gather(2, index.expand(-1, -1, -1, values.shape[-1]))
+
+
+def decoded_by_hand(model, prompt, continuation, *, interval, target):
+    """The continuation's logits read one token at a time, the cache cut to ``target(seen)``
+    tokens per head by key norm after every ``interval`` steps (``seen``: tokens read so far)."""
+    read = prefill(model, prompt)
+    logits, seen = [], len(prompt)
+    for step, token in enumerate(continuation):
+        logits.append(continue_from(model, read.cache, [token], len(prompt) + step))
+        seen += 1
+        if (step + 1) % interval == 0 and read.cache.layers[0].keys.shape[2] > target(seen):
+            cut_by_key_norm(read.cache, target(seen))
+    return torch.cat(logits, dim=1), read.cache
+
+
+@pytest.mark.parametrize("budget,target", [(24, lambda seen: 24), (0.5, lambda seen: int(seen * 0.5))])
+def test_the_cache_is_cut_every_interval_as_by_hand(budget, target):
+    model = tiny_llama()
+    ids = tokens(70, seed=6)
+    prompt, continuation = ids[:40], ids[40:]
+    read, ours = prefill_and_continue(model, prompt, continuation, policy="decoding", budget=budget, press="key_norm",
+                                      compression_interval=5)
+    theirs, cache = decoded_by_hand(model, prompt, continuation, interval=5, target=target)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert read.kept == target(70)  # the last cut: after step 30, 70 tokens seen
+    # the prompt itself was read whole: before the first cut nothing changed
+    whole = continue_from(model, prefill(model, prompt).cache, continuation, 40)
+    assert torch.allclose(ours[:, :5], whole[:, :5], atol=1e-5)
+    assert not torch.allclose(ours[:, 6:], whole[:, 6:], atol=1e-3)
+
+
+def test_prefill_evicts_the_prompt_first_and_decoding_keeps_to_the_budget():
+    """PrefillDecodingPress: the prompt evicted by one policy, the decoding cut by another."""
+    model = tiny_llama()
+    ids = tokens(60, seed=7)
+    snap = create("kv", "snapkv", window=8)
+    with evict(model, "decoding", budget=20, press="key_norm", prefill=snap, compression_interval=4) as state:
+        first = prefill(model, ids[:40])
+        assert state.kept == 20 and [layer.keys.shape[2] for layer in first.cache.layers] == [20, 20]
+        sizes = []
+        for step, token in enumerate(ids[40:52]):
+            continue_from(model, first.cache, [token], 40 + step)
+            sizes.append(first.cache.layers[0].keys.shape[2])
+    assert sizes == [21, 22, 23, 20] * 3
+    # the prompt's cut is SnapKV's own
+    alone = prefill(model, ids[:40], policy=snap, budget=20)
+    reread = prefill(model, ids[:40], policy="decoding", budget=20, prefill=snap)
+    for ours, theirs in zip(reread.cache.layers, alone.cache.layers):
+        assert torch.equal(ours.keys, theirs.keys)
+
+
+def test_a_query_reading_press_reads_the_buffered_steps_queries():
+    """SnapKV inside decoding: its observation window is the steps decoded since the last cut
+    (at most the buffer), each query at its own position; the window's tokens are kept."""
+    model = tiny_llama(layers=1)
+    ids = tokens(60, seed=8)
+    with evict(model, "decoding", budget=24, press=create("kv", "snapkv", window=4),
+               compression_interval=6, hidden_states_buffer_size=3) as state:
+        read = prefill(model, ids[:40])
+        for step, token in enumerate(ids[40:46]):
+            continue_from(model, read.cache, [token], 40 + step)
+    layer = read.cache.layers[0]
+    assert state.kept == 24 and layer.keys.shape[2] == 24
+    # the last three steps (the buffer, the observation window) are the cache's last three tokens
+    whole = prefill(model, ids[:46]).cache.layers[0]
+    assert torch.allclose(layer.keys[:, :, -3:], whole.keys[:, :, -3:], atol=1e-5)
+
+
+def test_kv_eval_and_decode_speed_run_decoding():
+    model = tiny_llama()
+    ids = tokens(300, seed=9)
+    full = kv_eval(model, ids, policy=None, context=60, continuation=30, max_windows=2)
+    same = kv_eval(model, ids, policy="decoding", budget=1.0, context=60, continuation=30, max_windows=2,
+                   compression_interval=4)
+    assert np.allclose(same.nll, full.nll, atol=1e-5)  # a budget of everything seen cuts nothing
+    cut = kv_eval(model, ids, policy="decoding", budget=0.5, context=60, continuation=30, max_windows=2,
+                  compression_interval=4)
+    assert cut.kept == 44 and cut.nll != full.nll
+    speed = decode_speed(model, ids[:60], policy="decoding", budget=40, new_tokens=12, compression_interval=4)
+    assert speed["policy"] == "decoding" and speed["cache_tokens"] == 40 + 12 % 4
+
+
+def test_decoding_refuses_what_it_cannot_run():
+    for press, why in (("h2o", "every query of the prompt"), ("rerotate", "moves the kept keys"),
+                       ("finch", "moves the kept keys"), ("kvzip", "passes of the model after the prefill")):
+        with pytest.raises(InvalidParameterError, match=why):
+            create("kv", "decoding", press=press)
+    with pytest.raises(InvalidParameterError, match="prefill policy 'decoding'"):
+        create("kv", "decoding", prefill="decoding")
+    with pytest.raises(InvalidParameterError, match="compression_interval"):
+        create("kv", "decoding", compression_interval=0)
+    model = tiny_llama()
+    ids = tokens(50, seed=1)
+    read = prefill(model, ids[:40])
+    with pytest.raises(InvalidParameterError, match="not prefilled inside evict"):
+        with evict(model, "decoding", budget=10, compression_interval=1):
+            continue_from(model, read.cache, ids[40:41], 40)
+    with pytest.raises(InvalidParameterError, match="observation window"):  # the budget cannot hold SnapKV's window
+        prefill_and_continue(model, ids[:40], ids[40:], policy="decoding", budget=4, compression_interval=2,
+                             press=create("kv", "snapkv", window=8))
