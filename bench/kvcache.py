@@ -56,7 +56,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "rerotate": "KeyRerotationPress(StreamingLLMPress)", "finch": "FinchPress, query-aware",
                  "simlayerkv": "SimLayerKVPress, threshold 0.9", "kvgrad": "KVgradPress",
                  "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured",
-                 "decoding": "CompressionRatioDecodingPress(KnormPress)"}
+                 "decoding": "CompressionRatioDecodingPress(KnormPress)",
+                 "cam": "CAMPress(KnormPress), target the budget's share"}
 
 
 def smollm2_gguf() -> Path:

@@ -243,14 +243,35 @@ def decoding_press(job: dict):
     return kvpress.PrefillDecodingPress(prefilling_press=PRESSES[spec["prefill"]](job["ratio"]), decoding_press=decoding)
 
 
+def cam_press(job: dict):
+    """CAMPress on KnormPress whose target size is, at every step, the budget's share of the
+    tokens seen so far (CAMPress has a fixed target_size; salience's budget is a share here, as
+    CompressionRatioDecodingPress's)."""
+    spec, share = job["decoding"], 1 - job["ratio"]
+
+    class ShareOfSeen(kvpress.CAMPress):
+        def forward_hook(self, module, input, kwargs, output):
+            if kwargs.get("position_ids") is not None:
+                self.target_size = max(1, int((int(kwargs["position_ids"].max()) + 1) * share))
+            return super().forward_hook(module, input, kwargs, output)
+
+    if spec.get("prefill") is not None:
+        raise ValueError("cam is measured with the prompt kept whole")
+    return ShareOfSeen(base_press=kvpress.KnormPress(), compression_interval=spec["interval"],
+                       hidden_states_buffer_size=spec["buffer"], merge_budget=32)
+
+
 #: presses that cut the cache while decoding: the press stays on while the continuation is read,
 #: one token per step at its logical positions (CompressionRatioDecodingPress counts the tokens seen
 #: from them)
-DECODING = {"decoding"}
+DECODING = {"decoding": decoding_press, "cam": cam_press}
 
 
 def read_decoding(model, prompt, continuation, press):
-    """The prompt's last logits and the continuation's logits, read under a decoding press."""
+    """The prompt's last logits and the continuation's logits, read under a decoding press.
+    CAMPress draws its merges from torch's global generator: seeded as salience's (0) for
+    every prompt."""
+    torch.manual_seed(0)
     with press(model):
         cache, first = read(model, prompt, None)
         return cache, first, after(model, cache, continuation, len(prompt), one_at_a_time=True)
@@ -295,7 +316,7 @@ def main(inp: Path, out: Path) -> None:
         elif name in PER_PROMPT:
             press = PER_PROMPT[name](eager, context, job["budget"])
         elif name in DECODING:
-            press = decoding_press(job)
+            press = DECODING[name](job)
         else:
             press = None if name is None else PRESSES[name](job["ratio"])
         if job.get("key_channels") is not None and (name == "finch" or name in PER_PROMPT):

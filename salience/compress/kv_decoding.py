@@ -21,13 +21,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _torch
+from salience.compress.kv_policies import KVPolicy, _group_mean, _torch, _window_attention
 from salience.compress.kv_wrappers import _OnAnotherPolicy
 from salience.core.base import method_of, register_method
+from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["Decoding"]
+__all__ = ["Decoding", "CaM"]
 
 
 def _refuse_unless_prefill_scorer(role: str, policy: KVPolicy) -> None:
@@ -93,23 +94,120 @@ class Decoding(_OnAnotherPolicy):
             return max(1, int(seen * float(budget)))
         return int(budget)
 
+    def cuts_now(self, steps: int, n: int, read: int, target: int) -> bool:
+        """Whether a layer is cut after this step: its interval is up (``steps`` since the last
+        cut), or one step read as many tokens as the budget keeps."""
+        return steps >= self.compression_interval or read >= target
+
+    def observe(self, torch, run, module, cache_layer, hidden, position_embeddings) -> None:
+        """What a policy notes of each decoding step (nothing here; CaM: the attention each
+        cached token receives)."""
+
+    def kept_after_cut(self, torch, run, layer: int, keys, values, scores, target: int, padding):
+        """(kept boolean (b, kv_heads, n), values) of a cut keeping ``target`` per head by
+        ``scores`` (padding slots never kept)."""
+        evicted = self.evicted(scores, scores.shape[-1] - target)
+        if padding is not None:
+            evicted |= padding
+        return ~torch.as_tensor(evicted), values
+
     def run(self, budget, n_layers: int) -> "_DecodingRun":
         """The per-layer state of one :func:`~salience.compress.kv.evict` block."""
         return _DecodingRun(self, budget, n_layers)
 
 
+@register_method("kv", "cam", "KV cache: cut back while decoding like 'decoding', each evicted token's value first "
+                              "merged, with a probability from the attention it received, into the kept tokens after it "
+                              "(CaM, Zhang et al., 2024; kvpress's CAMPress)")
+class CaM(Decoding):
+    """Cache merging while decoding: every cut evicts the same tokens in all heads (the lowest
+    by ``press``'s scores averaged over heads). Of the evicted, as many as steps were decoded
+    since the last cut (the best scores, later tokens first among equals) are merged: each
+    into the ``merge_budget`` kept tokens that follow it, with probability ``A_i / mean(A_w)``
+    (clamped to [0, 1]; ``A``: the attention a token received from every query decoded since
+    the prompt, ``w`` its window), its value divided equally among them. A layer is cut when
+    its interval is up and it holds more than the budget (its count of steps then restarts).
+    The Bernoulli draws come from a generator seeded with ``seed`` at each prefill (kvpress
+    draws from torch's global one)."""
+
+    _parameter_constraints = {"merge_budget": [Interval("int", 1)], "seed": [Interval("int", 0)]}
+
+    def __init__(self, *, press="key_norm", compression_interval: int = 512, hidden_states_buffer_size: int = 256,
+                 merge_budget: int = 32, seed: int = 0, prefill=None):
+        self.merge_budget, self.seed = merge_budget, seed
+        super().__init__(press=press, compression_interval=compression_interval,
+                         hidden_states_buffer_size=hidden_states_buffer_size, prefill=prefill)
+
+    def cuts_now(self, steps: int, n: int, read: int, target: int) -> bool:
+        return (steps >= self.compression_interval and n > target) or read >= target
+
+    def observe(self, torch, run, module, cache_layer, hidden, position_embeddings) -> None:
+        from salience.compress.kv import _queries
+
+        keys, layer = cache_layer.keys, module.layer_idx
+        with torch.no_grad():
+            query = _queries(torch, module, hidden, position_embeddings, 1)
+            scaling = getattr(module, "scaling", keys.shape[-1] ** -0.5)
+            attention = _group_mean(_window_attention(torch, query, keys, scaling)[:, :, -1], keys.shape[1])
+        prior = run.received.get(layer)
+        if prior is not None:  # the tokens decoded since: nothing received before
+            attention = attention + torch.nn.functional.pad(prior, (0, attention.shape[-1] - prior.shape[-1]))
+        run.received[layer] = attention
+
+    def run(self, budget, n_layers: int) -> "_DecodingRun":
+        out = super().run(budget, n_layers)
+        out.generator = _torch().Generator().manual_seed(self.seed)
+        return out
+
+    def kept_after_cut(self, torch, run, layer: int, keys, values, scores, target: int, padding):
+        if padding is not None:
+            raise InvalidParameterError("cam evicts the same tokens in every head; the prompt's eviction left heads "
+                                        "of different lengths (use a prefill policy that keeps the same count per head).")
+        b, n_kv, n = scores.shape
+        mean = scores.mean(axis=1)  # (b, n)
+        evicted = lowest_k_mask(mean, n - target)
+        received = run.received[layer]
+        merges = min(run.steps[layer], n - target)
+        chosen, shares = [], np.zeros((b, merges, n))
+        for row in range(b):
+            kept_at, evicted_at = np.flatnonzero(~evicted[row]), np.flatnonzero(evicted[row])
+            # the best-scored evicted tokens, the later first among equals, in position order
+            best = sorted(evicted_at, key=lambda j: (-mean[row, j], -j))[:merges]
+            chosen.append(sorted(best))
+            for i, token in enumerate(chosen[-1]):
+                start = np.searchsorted(kept_at, token, side="right")
+                window = kept_at[start:start + self.merge_budget]
+                shares[row, i, window] = 1.0 / len(window) if len(window) else 0.0
+        merge_at = torch.as_tensor(np.asarray(chosen, dtype=np.int64).reshape(b, merges))
+        shares = torch.as_tensor(shares, dtype=received.dtype)
+        window_mean = torch.einsum("bkn,bhn->bhk", shares, received)  # (b, kv, merges): mean attention of each window
+        own = received.gather(2, merge_at[:, None].expand(-1, n_kv, -1))
+        probability = torch.nan_to_num(own / window_mean, nan=0.0, posinf=1.0).clamp(0, 1)
+        merged = torch.bernoulli(probability, generator=run.generator)  # (b, kv, merges)
+        merging_values = values.gather(2, merge_at[:, None, :, None].expand(-1, n_kv, -1, values.shape[-1]))
+        # each kept token gains, per head, the merged values of the tokens whose window it is in
+        values = values + torch.einsum("bhk,bkn,bhkd->bhnd", merged, shares, merging_values.to(shares.dtype)).to(
+            values.dtype)
+        kept = ~torch.as_tensor(evicted)[:, None, :].expand(-1, n_kv, -1)
+        run.received[layer] = received[kept].reshape(b, n_kv, target)
+        return kept, values
+
+
 class _DecodingRun:
-    """Buffers, step counts and tokens seen of every layer while one block decodes."""
+    """Buffers, step counts, tokens seen (and, for CaM, attention received) of every layer
+    while one block decodes."""
 
     def __init__(self, policy: Decoding, budget, n_layers: int):
         self.policy, self.budget, self.n_layers = policy, budget, n_layers
         self.buffers: dict[int, list] = {}
         self.steps: dict[int, int] = {}
         self.seen: dict[int, int] = {}
+        self.received: dict[int, object] = {}  # CaM: attention each cached token received while decoding
 
     def prefilled(self, layer: int, n: int) -> None:
         """A new prompt of ``n`` tokens read into ``layer``: its decoding starts afresh."""
         self.buffers[layer], self.steps[layer], self.seen[layer] = [], 0, n
+        self.received.pop(layer, None)
 
     def step(self, module, cache_layer, hidden, position_embeddings, rotary) -> int | None:
         """One decoding step read into ``cache_layer`` (already holding its keys): buffered,
@@ -125,12 +223,12 @@ class _DecodingRun:
         self.buffers[layer].append((hidden.detach(), cos, sin))
         self.steps[layer] += 1
         self.seen[layer] += hidden.shape[1]
+        policy.observe(torch, self, module, cache_layer, hidden, position_embeddings)
         target = policy.layer_keep(policy.target(self.budget, self.seen[layer]), self.seen[layer], layer,
                                    self.n_layers)
-        cut = None
-        if self.steps[layer] >= policy.compression_interval or hidden.shape[1] >= target:
-            keys, values = cache_layer.keys, cache_layer.values
-            n = keys.shape[-2]
+        keys, values = cache_layer.keys, cache_layer.values
+        n, cut = keys.shape[-2], None
+        if policy.cuts_now(self.steps[layer], n, hidden.shape[1], target):
             if n > target:
                 check_budget(target, n, policy._inner)
                 buffered = [torch.cat(part, dim=1) for part in zip(*self.buffers[layer])]
@@ -145,10 +243,7 @@ class _DecodingRun:
                 padding = _padding_slots(getattr(cache_layer, _PADDING, None), n)
                 if padding is not None:  # slots a head of a prefill cut did not keep: never kept again
                     scores[padding] = -np.inf
-                evicted = policy.evicted(scores, n - target)
-                if padding is not None:
-                    evicted |= padding
-                kept = ~torch.as_tensor(evicted)
+                kept, values = policy.kept_after_cut(torch, self, layer, keys, values, scores, target, padding)
                 keys, values = policy._inner.carried(torch, keys, values, kept, rotary=rotary)
                 cache_layer.keys, cache_layer.values, new_padding = _compact(torch, keys, values, kept)
                 setattr(cache_layer, _PADDING, new_padding)

@@ -131,3 +131,52 @@ def test_decoding_refuses_what_it_cannot_run():
     with pytest.raises(InvalidParameterError, match="observation window"):  # the budget cannot hold SnapKV's window
         prefill_and_continue(model, ids[:40], ids[40:], policy="decoding", budget=4, compression_interval=2,
                              press=create("kv", "snapkv", window=8))
+
+
+def cam_cut(scores, received, values, *, target, steps, merge_budget):
+    """CaM's cut of one layer (b = 1, one key-value head) through the policy's own step."""
+    cam = create("kv", "cam", merge_budget=merge_budget)
+    run = cam.run(target, n_layers=1)
+    run.steps[0], run.received[0] = steps, torch.tensor([[received]], dtype=torch.float32)
+    kept, merged = cam.kept_after_cut(torch, run, 0, None, torch.tensor([[values]], dtype=torch.float64),
+                                      np.array([[scores]], dtype=float), target, None)
+    return kept[0, 0].tolist(), merged[0, 0], run.received[0][0, 0].tolist()
+
+
+def test_cam_merges_evicted_values_into_the_kept_tokens_after_them():
+    values = [[float(10 * i + j) for j in range(2)] for i in range(8)]
+    # evicted: the three lowest scores (tokens 1, 3, 5); one step decoded: token 5 (the best of them) merges
+    # into the two kept tokens after it (6, 7) with probability A_5 / mean(A_6, A_7) = 1
+    kept, merged, received = cam_cut([5, 1, 4, 2, 6, 3, 7, 8], [0.1, 0.2, 0.1, 0.4, 0.2, 0.3, 0.3, 0.3], values,
+                                     target=5, steps=1, merge_budget=2)
+    assert kept == [True, False, True, False, True, False, True, True]
+    expected = torch.tensor(values, dtype=torch.float64)
+    expected[6] += expected[5] / 2
+    expected[7] += expected[5] / 2
+    assert torch.allclose(merged, expected)
+    assert received == pytest.approx([0.1, 0.1, 0.2, 0.3, 0.3])  # pruned with the cache
+    # two steps: tokens 3 and 5 merge; 3's window is (4, 6), 5's (6, 7); a token that received no attention
+    # never merges (probability 0), one with no kept token after it has nowhere to go
+    kept, merged, _ = cam_cut([5, 1, 4, 2, 6, 3, 7, 8], [0.1, 0.2, 0.1, 0.0, 0.2, 0.3, 0.3, 0.3], values,
+                              target=5, steps=2, merge_budget=2)
+    assert torch.allclose(merged, expected)  # token 3 (A = 0) did not merge
+    kept, merged, _ = cam_cut([5, 1, 4, 2, 6, 8, 7, 3], [0.1, 0.2, 0.1, 0.0, 0.2, 0.3, 0.3, 0.3], values,
+                              target=5, steps=1, merge_budget=2)
+    assert kept == [True, False, True, False, True, True, True, False]
+    assert torch.allclose(merged, torch.tensor(values, dtype=torch.float64))  # 7 merges into nothing
+
+
+def test_cam_keeps_the_same_tokens_in_every_head_while_decoding():
+    model = tiny_llama()
+    ids = tokens(70, seed=10)
+    plain, cam = (prefill_and_continue(model, ids[:40], ids[40:], policy=name, budget=24, compression_interval=5)
+                  for name in ("decoding", "cam"))
+    assert [layer.keys.shape[2] for layer in cam[0].cache.layers] == [24, 24]
+    # layer 0's keys depend on the token alone (later layers read the merged values): match them
+    layer, whole = cam[0].cache.layers[0], prefill(model, ids).cache.layers[0]
+    positions = [[int((whole.keys[0, h] - k).abs().amax(-1).argmin()) for k in layer.keys[0, h]] for h in range(2)]
+    assert positions[0] == positions[1] == sorted(positions[0])  # the same tokens in both heads, in order
+    assert torch.allclose(layer.keys, whole.keys[:, :, positions[0]], atol=1e-5)
+    assert not torch.allclose(cam[1], plain[1], atol=1e-4)
+    assert torch.equal(prefill_and_continue(model, ids[:40], ids[40:], policy="cam", budget=24,
+                                            compression_interval=5)[1], cam[1])  # seeded: the same draws
