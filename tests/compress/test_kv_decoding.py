@@ -180,3 +180,21 @@ def test_cam_keeps_the_same_tokens_in_every_head_while_decoding():
     assert not torch.allclose(cam[1], plain[1], atol=1e-4)
     assert torch.equal(prefill_and_continue(model, ids[:40], ids[40:], policy="cam", budget=24,
                                             compression_interval=5)[1], cam[1])  # seeded: the same draws
+
+
+def test_decoding_plugs_into_generate():
+    """generate under a decoding policy: the cache cut every 4 steps, and the logits those of
+    the same steps read at their logical positions one by one."""
+    model = tiny_llama()
+    model.generation_config.eos_token_id = None
+    ids = tokens(50, seed=2)
+    with evict(model, "decoding", budget=30, compression_interval=4) as state:
+        out = model.generate(torch.as_tensor(ids)[None], max_new_tokens=12, do_sample=False, pad_token_id=0,
+                             output_logits=True, return_dict_in_generate=True)
+    assert state.kept == 30
+    generated = out.sequences[0, 50:].tolist()
+    with evict(model, "decoding", budget=30, compression_interval=4):
+        read = prefill(model, ids)
+        ours = [read.logits] + [continue_from(model, read.cache, [token], 50 + step)[:, -1]
+                                for step, token in enumerate(generated[:-1])]
+    assert torch.allclose(torch.cat(out.logits), torch.cat(ours), atol=1e-5)
