@@ -57,7 +57,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "simlayerkv": "SimLayerKVPress, threshold 0.9", "kvgrad": "KVgradPress",
                  "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured",
                  "decoding": "CompressionRatioDecodingPress(KnormPress)",
-                 "cam": "CAMPress(KnormPress), target the budget's share"}
+                 "cam": "CAMPress(KnormPress), target the budget's share",
+                 "dms": "DMSPress(KnormPress), its threshold, no budget"}
 
 
 def smollm2_gguf() -> Path:
@@ -139,17 +140,20 @@ def run(args) -> dict:
                       else {})
             if policy == "compactor":  # kvpress blends by its compression ratio, not by each prompt's evicted share
                 params["blending"] = 1 - budget
-            if policy and method_factory("kv", policy).decodes:  # cut while the continuation is read
+            if policy in ("decoding", "cam"):  # cut while the continuation is read
                 params |= {"compression_interval": args.decoding_interval, "prefill": args.decoding_prefill}
+            if policy == "dms":  # no budget: a threshold on KnormPress's scale
+                params |= {"threshold": args.dms_threshold, "sliding_window_size": 128, "decoding": args.dms_decoding}
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
             # finch scores with a question: the windows' last tokens read as one, the passkey's own question
             question = args.question_tokens if chosen and chosen.needs_question else 0
+            given = budget if chosen and chosen.budgeted else None  # dms: as many as its threshold leaves
             ppl = kv_eval(model, evaluation, policy=chosen,
-                          budget=budget if policy else None, context=args.context, continuation=args.continuation,
+                          budget=given, context=args.context, continuation=args.continuation,
                           max_windows=args.windows, key_channels=args.key_channels, keep_last=question)
             ppl_seconds = time.perf_counter() - start
             start = time.perf_counter()
-            key = passkey(model, tokenizer, policy=chosen, budget=budget if policy else None, needles=args.needles,
+            key = passkey(model, tokenizer, policy=chosen, budget=given, needles=args.needles,
                           context=args.context, seed=0, key_channels=args.key_channels, query_aware=bool(question))
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
@@ -165,7 +169,8 @@ def run(args) -> dict:
                    "passkey": [{k: n[k] for k in ("prompt", "question", "key")} for n in needles],
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
                    "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration,
-                   "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256}}
+                   "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256},
+                   "dms": {"threshold": args.dms_threshold, "window": 128, "decoding": args.dms_decoding}}
             if "duo_attention" in built:  # the streaming heads' share salience's budget gives
                 keep = check_budget(budget, args.context, built["duo_attention"])
                 calibration["duo_attention"]["head_ratio"] = float(
@@ -320,6 +325,10 @@ def main(argv=None) -> int:
     parser.add_argument("--decoding-prefill", default=None,
                         help="a policy that also evicts the prompt for the decoding policies (kvpress's "
                              "PrefillDecodingPress; default: the prompt kept whole)")
+    parser.add_argument("--dms-threshold", type=float, default=-16.9,
+                        help="dms's threshold on KnormPress's scale (minus the key's norm; default -16.9: the median "
+                             "key norm of a window of the calibration half, not tuned)")
+    parser.add_argument("--dms-decoding", action="store_true", help="dms evicts while decoding too")
     parser.add_argument("--section", default=None,
                         help="write a section of its own under this name (a press added later, beside the main table)")
     args, _ = parser.parse_known_args(argv)

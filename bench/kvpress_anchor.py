@@ -63,10 +63,10 @@ REROTATED = {"rerotate", "finch"}
 #: for the first layer, a shape error in the others, whenever it builds one; so the continuation
 #: is read one token at a time under sdpa, which then needs no mask (the same logits)
 ONE_AT_A_TIME = {"pyramidkv", "simlayerkv", "kvcompose"}
-#: presses kvpress refuses under eager attention (AdaKV masks keys in its attention patch; ChunkKV,
+#: presses kvpress refuses under eager attention (AdaKV and DMS mask keys in its attention patch; ChunkKV,
 #: entropy-gated ChunkKV and BlockPress refuse attention weights), and
 #: the above: run on sdpa
-SDPA_ONLY = {"adakv", "chunkkv", "entropy_chunkkv", "block", "kvzip", "kvgrad", "duo_attention"} | ONE_AT_A_TIME
+SDPA_ONLY = {"adakv", "chunkkv", "entropy_chunkkv", "block", "kvzip", "kvgrad", "duo_attention", "dms"} | ONE_AT_A_TIME
 
 
 def use_given_qfilters(filters) -> None:
@@ -261,10 +261,18 @@ def cam_press(job: dict):
                        hidden_states_buffer_size=spec["buffer"], merge_budget=32)
 
 
+def dms_press(job: dict):
+    """DMSPress on KnormPress: the job's threshold and sliding window, evicting while decoding
+    when the job says so."""
+    spec = job["dms"]
+    return kvpress.DMSPress(press=kvpress.KnormPress(), threshold=spec["threshold"],
+                            sliding_window_size=spec["window"], decoding=spec["decoding"])
+
+
 #: presses that cut the cache while decoding: the press stays on while the continuation is read,
 #: one token per step at its logical positions (CompressionRatioDecodingPress counts the tokens seen
 #: from them)
-DECODING = {"decoding": decoding_press, "cam": cam_press}
+DECODING = {"decoding": decoding_press, "cam": cam_press, "dms": dms_press}
 
 
 def read_decoding(model, prompt, continuation, press):

@@ -181,7 +181,7 @@ def _cmd_kv_eval(args) -> int:
     from salience.compress.kv import check_budget, kv_policy
     from salience.compress.kv_eval import kv_eval, passkey
 
-    budget = None if args.policy == "full" else args.budget
+    budget = None if args.policy == "full" else (0.25 if args.budget is None else args.budget)
     policy = None
     if args.needles < 0:
         raise InvalidParameterError(f"--needles takes a count >= 0; got {args.needles}.")
@@ -191,7 +191,11 @@ def _cmd_kv_eval(args) -> int:
         raise InvalidParameterError("--layer-importance goes with --policy layer_budget, which needs it (and --calib).")
     if args.layer_importance and not args.calib:
         raise InvalidParameterError(f"--layer-importance {args.layer_importance} needs --calib (a calibration text).")
-    wrapper = {"floor": args.floor} if args.floor is not None else {}
+    # the outer policy's own options (a wrapper's go to it, not to --press)
+    wrapper = {name: value for name, value in {
+        "floor": args.floor, "compression_interval": args.compression_interval, "prefill": args.prefill_policy,
+        "threshold": args.threshold, "sliding_window_size": args.sliding_window,
+        "decoding": True if args.decode else None}.items() if value is not None}
     if args.floor is not None and args.policy != "layer_budget":
         raise InvalidParameterError("--floor applies to --policy layer_budget.")
     if args.policy != "full":  # checked before the model loads
@@ -205,6 +209,8 @@ def _cmd_kv_eval(args) -> int:
         if args.question_tokens >= args.context:
             raise InvalidParameterError(f"--question-tokens ({args.question_tokens}) must leave context tokens to "
                                         f"compress (--context {args.context}).")
+        if not policy.budgeted and args.budget is None:  # dms: as many as its threshold leaves
+            budget = None
         check_budget(budget, args.context - args.question_tokens, policy)
         if policy.needs_question and not (args.question_tokens and (args.query_aware or not args.needles)):
             raise InvalidParameterError(f"--policy {args.policy} scores with the question's queries: give "
@@ -250,7 +256,9 @@ def _cmd_kv_eval(args) -> int:
         result["layer_importance"] = {"method": args.layer_importance, "scores": [float(x) for x in importance.values],
                                       "tokens_per_layer": policy.layer_budgets(report.kept, args.context,
                                                                                len(importance.values)).tolist()}
-    text = (f"{args.policy} at budget {budget if budget is not None else 1.0}: continuation perplexity "
+    at = (f"budget {budget}" if budget is not None
+          else "its threshold" if policy is not None and not policy.budgeted else "budget 1.0")
+    text = (f"{args.policy} at {at}: continuation perplexity "
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
             f"{report.kept} kept per head; {report.continuation} continuation tokens)"
             + (f"; {args.key_channels:.0%} of the key channels kept ({args.channel_policy})" if args.key_channels
@@ -364,8 +372,9 @@ def add_commands(domains) -> None:
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
     p.add_argument("--policy", choices=("full",) + choices_of("kv"), required=True,
                    help="which cached tokens to keep ('full': no eviction, the reference)")
-    p.add_argument("--budget", type=float, default=0.25,
-                   help="tokens kept per head: a fraction in (0, 1] of the context, or a count > 1 (default 0.25)")
+    p.add_argument("--budget", type=float, default=None,
+                   help="tokens kept per head: a fraction in (0, 1] of the context, or a count > 1 (default 0.25; "
+                        "decoding, cam: a share of every token seen, or a count; dms takes none)")
     p.add_argument("--data", required=True, help="evaluation text file")
     p.add_argument("--context", type=positive_int, default=768, help="context tokens per window (default 768)")
     p.add_argument("--continuation", type=positive_int, default=256,
@@ -381,6 +390,16 @@ def add_commands(domains) -> None:
                    help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate, merging: the "
                         "policy whose scores they use (default snapkv; block: keydiff; rerotate: streaming_llm); "
                         "--sinks and --observation-window then go to it")
+    p.add_argument("--compression-interval", type=positive_int, default=None,
+                   help="decoding, cam: cut the cache back every N decoded tokens (default 512)")
+    p.add_argument("--prefill-policy", choices=choices_of("kv"), default=None,
+                   help="decoding, cam: a policy that also evicts the prompt to the budget (default: kept whole)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="dms: tokens scored below this (on --press's scale) leave once out of the sliding window")
+    p.add_argument("--sliding-window", type=nonnegative_int, default=None,
+                   help="dms: the recent tokens never evicted (default 128)")
+    p.add_argument("--decode", action="store_true",
+                   help="dms: evict while decoding too (default: the prompt only)")
     p.add_argument("--layer-importance", choices=choices_of("layers"), default=None,
                    help="layer_budget: the layer importance that shares the budget among layers, measured on --calib")
     p.add_argument("--floor", type=float, default=None,

@@ -43,6 +43,11 @@ def check_budget(budget, n_tokens: int, policy: str | KVPolicy, **params) -> int
     quarter, kvpress's compression ratio 0.75) or a count >= 1. Refused when it cannot hold
     what the policy always keeps (the sinks and one recent token; the observation window)."""
     policy = kv_policy(policy, **params)
+    if not policy.budgeted:
+        if budget is not None:
+            raise InvalidParameterError(f"policy {policy.name!r} evicts by its threshold, not a budget: give "
+                                        f"budget=None (got {budget!r}).")
+        return n_tokens
     if isinstance(budget, bool) or not isinstance(budget, (int, float, np.integer, np.floating)) \
             or not np.isfinite(budget) or budget <= 0:
         raise InvalidParameterError(f"budget must be a fraction in (0, 1] of the prompt or a token count >= 1; "
@@ -114,6 +119,7 @@ class _EvictionState:
     seconds: float = 0.0
     layers: int = 0
     continue_at: int | None = None  # where the continuation's positions start, for a rerotating policy
+    held: list = field(default_factory=list)  # an unbudgeted policy's mean tokens per head, layer by layer
 
 
 @contextlib.contextmanager
@@ -196,10 +202,9 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             return output
         start = time.perf_counter()
         base = budget_of(n)
-        if decoding is not None:
-            decoding.prefilled(module.layer_idx, n)
         keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
-        if keep < n:
+        kept = None  # every token kept
+        if keep < n or (scorer is not None and not scorer.budgeted):  # unbudgeted (dms): evicts by its threshold
             count = scorer.query_count(n, question=keep_last)
             with torch.no_grad():
                 queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
@@ -210,17 +215,22 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             scores = scores.double().numpy().copy()
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
-            evicted = torch.as_tensor(scorer.evicted(scores, n - keep))
-            keys, values = scorer.carried(torch, keys, values, ~evicted, rotary=rotary)
-            layer.keys, layer.values, padding = _compact(torch, keys, values, ~evicted)
+            kept = ~torch.as_tensor(scorer.evicted(scores, n - keep))
+            keys, values = scorer.carried(torch, keys, values, kept, rotary=rotary)
+            layer.keys, layer.values, padding = _compact(torch, keys, values, kept)
             setattr(layer, _PADDING, padding)
         else:
             setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
+        if decoding is not None:
+            decoding.prefilled(module.layer_idx, n, kept, None if kept is None else scores)
         if channels is not None:
             with torch.no_grad():
                 queries = _queries(torch, module, hidden, kwargs["position_embeddings"], channels.query_count(n))
                 layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
         state.kept, state.prompt_tokens = (n if scorer is None else base + keep_last), n
+        if scorer is not None and not scorer.budgeted:  # as many as its threshold left: the mean over heads and layers
+            state.held.append(n if kept is None else float(kept.float().sum(dim=-1).mean()))
+            state.kept = int(round(float(np.mean(state.held))))
         state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
         if policy.rerotates and module is modules[0]:
             state.continue_at = int(layer.keys.shape[-2])

@@ -28,7 +28,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["Decoding", "CaM"]
+__all__ = ["Decoding", "CaM", "DMS"]
 
 
 def _refuse_unless_prefill_scorer(role: str, policy: KVPolicy) -> None:
@@ -204,8 +204,10 @@ class _DecodingRun:
         self.seen: dict[int, int] = {}
         self.received: dict[int, object] = {}  # CaM: attention each cached token received while decoding
 
-    def prefilled(self, layer: int, n: int) -> None:
-        """A new prompt of ``n`` tokens read into ``layer``: its decoding starts afresh."""
+    def prefilled(self, layer: int, n: int, kept=None, scores=None) -> None:
+        """A new prompt of ``n`` tokens read into ``layer`` (``kept``: the boolean (b,
+        kv_heads, n) of what its eviction kept, None: all; ``scores``: the eviction's scores):
+        its decoding starts afresh."""
         self.buffers[layer], self.steps[layer], self.seen[layer] = [], 0, n
         self.received.pop(layer, None)
 
@@ -253,6 +255,106 @@ class _DecodingRun:
         size = policy.hidden_states_buffer_size
         self.buffers[layer] = self.buffers[layer][-size:] if size > 0 else []
         return cut
+
+
+@register_method("kv", "dms", "KV cache: tokens whose score (another policy's) falls below a threshold evicted once "
+                              "they leave a sliding window of recent tokens, in the prefill and optionally while "
+                              "decoding; as many as the text gives (kvpress's DMSPress, after Dynamic Memory "
+                              "Sparsification, Lancucki et al., 2025)")
+class DMS(_OnAnotherPolicy):
+    """No budget: ``press`` scores each token once, when it is read (a prompt's tokens in the
+    prefill, a decoded token at its step, from its own key, value and query), and a token
+    whose score is below ``threshold`` leaves the head's cache when ``sliding_window_size``
+    newer tokens have been read. The prefill's evictions are cut from the cache (heads keep
+    different numbers, padded); with ``decoding=True`` each later token leaving the window is
+    masked out of attention instead (kvpress masks both). kvpress's dense-prefill version,
+    without DMS's trained eviction heads; the threshold belongs to the press's score scale
+    (``key_norm``: minus the key's norm). The report's ``kept`` is the mean per head after the
+    prefill."""
+
+    budgeted = False
+    _parameter_constraints = {"sliding_window_size": [Interval("int", 0)], "decoding": [bool]}
+
+    def __init__(self, *, press="key_norm", threshold: float | None = None, sliding_window_size: int = 128,
+                 decoding: bool = False):
+        self.threshold, self.sliding_window_size, self.decoding = threshold, sliding_window_size, decoding
+        super().__init__(press)
+        if threshold is not None and not (isinstance(threshold, (int, float, np.integer, np.floating))
+                                          and not isinstance(threshold, bool) and np.isfinite(threshold)):
+            raise InvalidParameterError(f"dms's threshold must be a finite number; got {threshold!r}.")
+        _refuse_unless_prefill_scorer("press", self._inner)
+
+    @property
+    def decodes(self):
+        return self.decoding
+
+    @property
+    def prefill_policy(self) -> KVPolicy:
+        return self
+
+    def protected(self) -> tuple[int, str]:
+        return 0, "nothing"
+
+    def _below(self, scores):
+        if self.threshold is None:
+            raise InvalidParameterError("dms evicts the tokens scored below its threshold: give threshold= (on the "
+                                        "press's scale; key_norm's scores are minus the keys' norms).")
+        return scores < self.threshold
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        out = self._below(scores)
+        out[..., max(0, scores.shape[-1] - self.sliding_window_size):] = False  # the window stays
+        return out
+
+    def run(self, budget, n_layers: int) -> "_SlidingWindowRun":
+        return _SlidingWindowRun(self)
+
+
+class _SlidingWindowRun:
+    """DMS while decoding: the scores and cache rows of the tokens still in each layer's
+    window; a token leaving it below the threshold is masked out of that head's attention."""
+
+    def __init__(self, policy: DMS):
+        self.policy = policy
+        self.window: dict[int, tuple] = {}  # layer -> (scores, rows), each (b, kv_heads, w)
+
+    def prefilled(self, layer: int, n: int, kept=None, scores=None) -> None:
+        w = min(self.policy.sliding_window_size, n)
+        counts = np.full(scores.shape[:2], n) if kept is None else kept.sum(dim=-1).numpy()
+        # the window's tokens are the last each head kept, in position order
+        rows = counts[..., None] - w + np.arange(w)
+        self.window[layer] = (scores[..., n - w:], rows)
+
+    def step(self, module, cache_layer, hidden, position_embeddings, rotary) -> None:
+        from salience.compress.kv import _PADDING, _output_weight, _queries
+
+        torch, policy, layer = _torch(), self.policy, module.layer_idx
+        if layer not in self.window:
+            raise InvalidParameterError("decoding steps read onto a cache that was not prefilled inside evict(): "
+                                        "read the prompt within the same block.")
+        q, length = hidden.shape[1], cache_layer.keys.shape[-2]
+        count = min(policy.query_count(q), q)
+        with torch.no_grad():
+            queries = (_queries(torch, module, hidden, position_embeddings, count, policy.rotated_queries)
+                       if count else None)
+            fresh = policy._inner.token_scores(cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :], queries,
+                                               scaling=getattr(module, "scaling", None), rotary=rotary,
+                                               output_weight=_output_weight(module, policy), keep=q, layer=layer,
+                                               question=0)
+        fresh = fresh.double().numpy()
+        scores, rows = self.window[layer]
+        scores = np.concatenate([scores, fresh], axis=-1)
+        rows = np.concatenate([rows, np.broadcast_to(np.arange(length - q, length), fresh.shape)], axis=-1)
+        leaving = max(0, scores.shape[-1] - policy.sliding_window_size)
+        if leaving:
+            masked = _padding_slots(getattr(cache_layer, _PADDING, None), length)
+            masked = np.zeros(fresh.shape[:2] + (length,), dtype=bool) if masked is None else masked
+            below = policy._below(scores[..., :leaving])
+            b, h, _ = np.nonzero(below)
+            masked[b, h, rows[..., :leaving][below]] = True
+            setattr(cache_layer, _PADDING, torch.as_tensor(masked) if masked.any() else None)
+        self.window[layer] = (scores[..., leaving:], rows[..., leaving:])
+        return None
 
 
 def _padding_slots(padding, n: int):

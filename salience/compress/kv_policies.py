@@ -152,7 +152,9 @@ class KVPolicy(Scorer, abc.ABC):
     (kvpress's key rerotation), the continuation read after them. One with
     ``needs_question = True`` (FINCH) scores with the queries of the question read with the
     prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length). One with
-    ``decodes = True`` (:mod:`salience.compress.kv_decoding`) also cuts the cache while decoding."""
+    ``decodes = True`` (:mod:`salience.compress.kv_decoding`) also cuts the cache while decoding;
+    one with ``budgeted = False`` (DMS) evicts by a threshold of its own, every prefill scored and
+    its ``evicted`` given no count to keep (the budget must be None)."""
 
     queries: int | str = 0
     rotated_queries: bool = True
@@ -160,6 +162,7 @@ class KVPolicy(Scorer, abc.ABC):
     rerotates: bool = False
     needs_question: bool = False
     decodes: bool = False
+    budgeted: bool = True
 
     def __init__(self):
         self._validate_params()

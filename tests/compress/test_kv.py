@@ -125,6 +125,8 @@ def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
     full = kv_eval(model, ids, policy=None, context=80, continuation=20, max_windows=3)
     for policy in KV_POLICIES:
         built = create("kv", policy, **window_of(policy))
+        if not built.budgeted:  # dms: evicts by its threshold (tests/compress/test_kv_decoding.py)
+            continue
         question = 8 if built.needs_question else 0  # finch: the context's last 8 tokens are the question
         same = kv_eval(model, ids, policy=built, budget=1.0, context=80, continuation=20, max_windows=3,
                        keep_last=question)
@@ -296,6 +298,22 @@ def test_kv_eval_command(model_folder, capsys):
     assert main(base + ["--policy", "rerotate", "--press", "streaming_llm", "--sinks", "2", "--budget", "0.25"]) == 0
     turned = json.loads(capsys.readouterr().out)
     assert turned["kept"] == 20 and turned["perplexity"] != full["perplexity"]
+    # while decoding: cut every 5 continuation tokens to a quarter of everything seen (20 + 20 read: 25)
+    assert main(base + ["--policy", "decoding", "--press", "key_norm", "--compression-interval", "5"]) == 0
+    decoded = json.loads(capsys.readouterr().out)
+    assert decoded["kept"] == 25 and decoded["perplexity"] != full["perplexity"]
+    assert main(base + ["--policy", "decoding", "--prefill-policy", "key_norm", "--compression-interval", "5",
+                        "--budget", "30"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 30
+    # dms: no budget, a threshold (key_norm: minus the key's norm); refused with a budget or another's option
+    assert main(base + ["--policy", "dms", "--threshold=-1e9", "--sliding-window", "8"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 80  # nothing scores below -1e9
+    assert main(base + ["--policy", "dms", "--threshold", "1e9", "--sliding-window", "8", "--decode"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 8  # everything but the window
+    assert main(base + ["--policy", "dms", "--threshold", "1", "--budget", "0.5"]) == 2
+    assert "not a budget" in capsys.readouterr().err
+    assert main(base + ["--policy", "snapkv", "--threshold", "1"]) == 2
+    assert "no parameter 'threshold'" in capsys.readouterr().err
     # key channels (ThinK) alone, and refused out of range before the model loads
     assert main(base + ["--policy", "full", "--key-channels", "0.5"]) == 0
     thinned = json.loads(capsys.readouterr().out)

@@ -11,6 +11,7 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
+from tests.compress import models  # noqa: E402
 from tests.compress.test_kv import tiny_llama, tokens  # noqa: E402
 from salience.compress import continue_from, decode_speed, evict, kv_eval, prefill, prefill_and_continue  # noqa: E402
 from salience.core.base import create  # noqa: E402
@@ -198,3 +199,46 @@ def test_decoding_plugs_into_generate():
         ours = [read.logits] + [continue_from(model, read.cache, [token], 50 + step)[:, -1]
                                 for step, token in enumerate(generated[:-1])]
     assert torch.allclose(torch.cat(out.logits), torch.cat(ours), atol=1e-5)
+
+
+def dms_reference(model, ids, n, window, threshold, decoding):
+    """The continuation's logits of a one-layer, one-key-head model with DMS written out as an
+    attention mask: the whole sequence read at once, the prompt densely; a row at position r
+    cannot see a token p below the threshold (-||k_p|| < threshold) once it left the window
+    (p < r - window: decoding; p < n - window: the prefill's evictions only)."""
+    full = prefill(model, ids).cache.layers[0]
+    below = (-torch.linalg.vector_norm(full.keys[0, 0], dim=-1) < threshold).numpy()
+    allowed = torch.tril(torch.ones(len(ids), len(ids), dtype=torch.bool))
+    for row in range(n, len(ids)):
+        edge = row - window if decoding else n - window
+        allowed[row, [p for p in range(max(edge, 0)) if below[p]]] = False
+    with torch.no_grad():
+        return model(input_ids=torch.as_tensor(ids)[None], attention_mask=allowed[None, None]).logits[:, n:], below
+
+
+@pytest.mark.parametrize("decoding", [False, True])
+def test_dms_evicts_below_its_threshold_once_out_of_the_window(decoding):
+    model = models.tiny_llama(0, num_hidden_layers=1, num_key_value_heads=1, max_position_embeddings=256)
+    ids, n, window = tokens(70, seed=11), 40, 8
+    norms = torch.linalg.vector_norm(prefill(model, ids).cache.layers[0].keys[0, 0], dim=-1)
+    threshold = float(-norms.median())  # about half the tokens below it
+    read, ours = prefill_and_continue(model, ids[:n], ids[n:], policy="dms", press="key_norm", threshold=threshold,
+                                      sliding_window_size=window, decoding=decoding)
+    theirs, below = dms_reference(model, ids, n, window, threshold, decoding)
+    assert torch.allclose(ours, theirs, atol=1e-5)
+    assert read.kept == n - int(below[: n - window].sum())  # the prefill's cut: as many as the threshold left
+    assert 0 < below[: n - window].sum() < n - window
+
+
+def test_dms_takes_no_budget_and_needs_a_threshold():
+    model = tiny_llama()
+    ids = tokens(50, seed=1)
+    with pytest.raises(InvalidParameterError, match="not a budget"):
+        prefill(model, ids, policy="dms", budget=0.5, threshold=-1.0)
+    with pytest.raises(InvalidParameterError, match="give threshold="):
+        prefill(model, ids, policy="dms")
+    with pytest.raises(InvalidParameterError, match="finite number"):
+        create("kv", "dms", threshold=float("nan"))
+    # a threshold below every score evicts nothing; above every score, all but the window
+    assert prefill(model, ids, policy="dms", threshold=-1e9, sliding_window_size=8).kept == 50
+    assert prefill(model, ids, policy="dms", threshold=1e9, sliding_window_size=8).kept == 8
