@@ -100,36 +100,19 @@ class KVCompose(KVPolicy):
         """After the prefill of ``ids`` (1, n) into ``cache``: the second reading, then which
         tokens each layer evicts, boolean (1, kv_heads, n) per layer (the last ``keep_last``
         never evicted)."""
-        from salience.compress.kv import _queries
         from salience.compress.kv_policies import _torch
-        from salience.exceptions import InvalidParameterError
-        from salience.models.kv import cache_argument
+        from salience.compress.kv_zip import refuse_sliding_windows, replay_on_cache
 
         torch = _torch()
-        if any(getattr(module, "is_sliding", False) for module in modules):
-            raise InvalidParameterError(f"policy {self.name!r} does not apply to sliding-window attention layers "
-                                        "(they evict by themselves).")
+        refuse_sliding_windows(self, modules)
         n = ids.shape[1]
         scores = [None] * len(modules)
 
-        def score_layer(module, args, kwargs, output):
-            layer = cache.layers[module.layer_idx]
-            hidden = kwargs["hidden_states"]
-            with torch.no_grad():
-                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
-                task = self._task_scores(torch, layer.keys, queries, module.scaling)
-            layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
-            scores[module.layer_idx] = self._enhanced(torch, task, layer.values)[0]
-            return output
+        def score_layer(module, layer, queries):
+            task = self._task_scores(torch, layer.keys, queries, module.scaling)
+            scores[module.layer_idx] = self._enhanced(torch, task, layer.values[:, :, :n])[0]
 
-        handles = [module.register_forward_hook(score_layer, with_kwargs=True) for module in modules]
-        try:
-            with torch.no_grad():
-                model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True,
-                      position_ids=torch.arange(n, 2 * n)[None])
-        finally:
-            for handle in handles:
-                handle.remove()
+        replay_on_cache(torch, model, modules, cache, ids, n, score_layer)
         every = torch.stack(scores)  # (layers, kv_heads, n)
         if keep_last:
             every[..., n - keep_last:] = float("inf")

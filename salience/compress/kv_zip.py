@@ -104,9 +104,7 @@ class KVzip(KVPolicy):
         if self.tokenizer is None:
             raise InvalidParameterError(f"policy {self.name!r} needs tokenizer= (it prompts the model to repeat its "
                                         "context).")
-        if any(getattr(module, "is_sliding", False) for module in modules):
-            raise InvalidParameterError(f"policy {self.name!r} does not apply to sliding-window attention layers "
-                                        "(they evict by themselves), as kvpress's KVzipPress refuses Gemma-3.")
+        refuse_sliding_windows(self, modules)
         n = ids.shape[1]
         n_kv = cache.layers[0].keys.shape[1]
         scores = np.zeros((len(modules), 1, n_kv, n))
@@ -131,28 +129,48 @@ class KVzip(KVPolicy):
         """One reconstruction pass of ``repeat`` (1, r) on the cache of the ``n`` context
         tokens, scoring the chunk ``start .. end`` of every layer into ``scores``; each layer's
         cache is cut back to the context as the pass leaves it."""
-        from salience.compress.kv import _queries
-        from salience.models.kv import cache_argument
-
-        def score_layer(module, args, kwargs, output):
-            layer = cache.layers[module.layer_idx]
-            hidden = kwargs["hidden_states"]
-            with torch.no_grad():
-                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
-                part = reconstruction_scores(torch, layer.keys, queries, module.scaling, start, end,
-                                             min(self.n_sink, start))
+        def score_layer(module, layer, queries):
+            part = reconstruction_scores(torch, layer.keys, queries, module.scaling, start, end,
+                                         min(self.n_sink, start))
             scores[module.layer_idx][..., start:end] = part.double().numpy()
-            layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
-            return output
 
-        handles = [module.register_forward_hook(score_layer, with_kwargs=True) for module in modules]
-        try:
-            with torch.no_grad():
-                model(input_ids=repeat, **{cache_argument(model): cache}, use_cache=True,
-                      position_ids=torch.arange(n, n + repeat.shape[1])[None])
-        finally:
-            for handle in handles:
-                handle.remove()
+        replay_on_cache(torch, model, modules, cache, repeat, n, score_layer)
+
+
+def refuse_sliding_windows(policy, modules) -> None:
+    """Refuse, naming the policy, a model with sliding-window attention layers: a policy that
+    reads the context again on its cache cannot score them (they evict by themselves), as
+    kvpress's KVzipPress refuses Gemma-3."""
+    if any(getattr(module, "is_sliding", False) for module in modules):
+        raise InvalidParameterError(f"policy {policy.name!r} does not apply to sliding-window attention layers "
+                                    "(they evict by themselves), as kvpress's KVzipPress refuses Gemma-3.")
+
+
+def replay_on_cache(torch, model, modules, cache, ids, n: int, read_layer) -> None:
+    """Read ``ids`` (1, r) after the ``n`` context tokens of a prefilled ``cache``, at positions
+    n .., without gradients: each attention module's cache gets the pass's keys and values,
+    ``read_layer(module, cache_layer, queries)`` sees them with the pass's queries (rotary
+    positions applied), then the layer is cut back to the context (KVzip's reconstruction,
+    KVCompose's second reading)."""
+    from salience.compress.kv import _queries
+    from salience.models.kv import cache_argument
+
+    def hook(module, args, kwargs, output):
+        layer = cache.layers[module.layer_idx]
+        hidden = kwargs["hidden_states"]
+        with torch.no_grad():
+            read_layer(module, layer, _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1]))
+        layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
+        return output
+
+    handles = [module.register_forward_hook(hook, with_kwargs=True) for module in modules]
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True,
+                  position_ids=torch.arange(n, n + ids.shape[1])[None])
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 @register_method("kv", "kvgrad", "KV cache: KVzip's reconstruction attention x the value's write into the residual "

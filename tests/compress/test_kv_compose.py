@@ -12,7 +12,7 @@ from salience.exceptions import InvalidParameterError
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.compress.test_kv import tiny_llama, tokens  # noqa: E402
+from tests.compress.test_kv import CharTokenizer, tiny_llama, tokens  # noqa: E402
 from salience.compress import prefill  # noqa: E402
 from salience.core.base import create  # noqa: E402
 
@@ -79,3 +79,11 @@ def test_kvcompose_in_the_cache():
         create("kv", "kvcompose", agg_task="median")
     with pytest.raises(InvalidParameterError, match="key_channels cannot be composed"):
         prefill(model, ids, policy="kvcompose", budget=0.25, key_channels=0.5)
+    # a policy that reads the context again on its cache cannot score sliding-window layers
+    model.model.layers[1].self_attn.is_sliding = True
+    try:
+        for policy, params in (("kvcompose", {}), ("kvzip", {"tokenizer": CharTokenizer()})):
+            with pytest.raises(InvalidParameterError, match=f"'{policy}' does not apply to sliding-window"):
+                prefill(model, ids, policy=policy, budget=0.25, **params)
+    finally:
+        del model.model.layers[1].self_attn.is_sliding
