@@ -58,7 +58,8 @@ KVPRESS_NAMES = {"streaming_llm": "StreamingLLMPress", "h2o": "ObservedAttention
                  "merging": "MergingPress(SnapKVPress)", "kvcompose": "KVComposePress, structured",
                  "decoding": "CompressionRatioDecodingPress(KnormPress)",
                  "cam": "CAMPress(KnormPress), target the budget's share",
-                 "dms": "DMSPress(KnormPress), its threshold, no budget"}
+                 "dms": "DMSPress(KnormPress), its threshold, no budget",
+                 "kvzap": "KVzapPress(linear), surrogate learned here"}
 
 
 def smollm2_gguf() -> Path:
@@ -77,7 +78,7 @@ def run_kvpress(python: str, job: dict) -> dict:
 
 
 def calibrated_policies(args, model, tokenizer, ids, policies) -> tuple[dict, dict]:
-    """The policies that learn from the model (Q-Filters, DuoAttention) calibrated on texts cut
+    """The policies that learn from the model (Q-Filters, DuoAttention, KVzap) calibrated on texts cut
     from the first half of the docstrings (the evaluation reads the second): {name: policy},
     and what kvpress is given to learn the same (the texts, the filters)."""
     built, calibration = {}, {}
@@ -88,12 +89,15 @@ def calibrated_policies(args, model, tokenizer, ids, policies) -> tuple[dict, di
     texts = [tokenizer.decode(w) for w in windows(first_half, args.calib_tokens, args.calib_windows).tolist()]
     calib_ids = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
     for name in wanted:
-        params = {"sink_size": args.duo_sizes[0], "recent_size": args.duo_sizes[1]} if name == "duo_attention" else {}
+        params = ({"sink_size": args.duo_sizes[0], "recent_size": args.duo_sizes[1]} if name == "duo_attention"
+                  else {"tokenizer": tokenizer} if name == "kvzap" else {})  # kvzap: KVzip's reconstruction prompt
         start = time.perf_counter()
         built[name] = kv_policy(name, **params).calibrate(model, calib_ids)
         print(f"  salience {name} calibrated in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
     if "qfilter" in built:
         calibration["qfilter"] = np.asarray(built["qfilter"].filters).tolist()
+    if "kvzap" in built:
+        calibration["kvzap"] = np.asarray(built["kvzap"].surrogate).tolist()
     if "duo_attention" in built:
         duo = built["duo_attention"]
         calibration["duo_attention"] = {"texts": texts, "q_len": 500, "sink_size": duo.sink_size,

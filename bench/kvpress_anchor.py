@@ -77,6 +77,27 @@ def use_given_qfilters(filters) -> None:
     kvpress.QFilterPress.load_q_filters = staticmethod(lambda model_name: tensor)
 
 
+def kvzap_press(surrogate, ratio: float):
+    """KVzapPress (linear) downloads a surrogate trained per model from the hub (none for
+    SmolLM2, and no hub here): it gets the one salience learned, (layers, kv heads, hidden + 1)
+    with the intercept last, as its KVzapModel's linear layers."""
+    from kvpress.presses.kvzap_press import KVzapConfig, KVzapModel
+
+    weights = torch.tensor(surrogate, dtype=torch.float32)
+    layers, n_kv, inputs = weights.shape
+    surrogate_model = KVzapModel(KVzapConfig(input_dim=inputs - 1, output_dim=n_kv, n_modules=layers))
+    with torch.no_grad():
+        for linear, w in zip(surrogate_model.layers, weights):
+            linear.weight.copy_(w[:, :-1])
+            linear.bias.copy_(w[:, -1])
+
+    class Given(kvpress.KVzapPress):
+        def post_init_from_model(self, model):
+            self.kvzap_model = surrogate_model
+
+    return Given(compression_ratio=ratio, model_type="linear")
+
+
 def duo_attention_press(model, path: Path, calibration: dict, ratio: float):
     """DuoAttentionPress with kvpress's own on-the-fly head scores, computed on the benchmark's
     calibration texts (it reads BookSum from the hub and the tokenizer from the model's name:
@@ -319,6 +340,8 @@ def main(inp: Path, out: Path) -> None:
             results["duo_attention_head_scores"] = np.asarray(head_scores).tolist()
         elif name == "qfilter":
             press = kvpress.QFilterPress(compression_ratio=job["ratio"])
+        elif name == "kvzap":
+            press = kvzap_press(calibration["kvzap"], job["ratio"])
         elif name == "finch":
             press = None  # one per prompt: its ratio and delimiter depend on the question's place
         elif name in PER_PROMPT:

@@ -106,9 +106,10 @@ def _run(method, scorer):
         rng = np.random.default_rng(0)
         keys, values, queries = rng.normal(size=(2, 12, 4)), rng.normal(size=(2, 12, 4)), rng.normal(size=(4, 12, 4))
         # what a policy reads of the layer besides its cache: a rotation, the output projection, the budget,
-        # the layer, the question's length (finch)
+        # the layer, the question's length (finch), the attention's input (kvzap)
         context = {"rotary": lambda positions: (np.ones((len(positions), 4)), np.zeros((len(positions), 4))),
-                   "output_weight": rng.normal(size=(6, 16)), "keep": 6, "layer": 0, "question": 3}
+                   "output_weight": rng.normal(size=(6, 16)), "keep": 6, "layer": 0, "question": 3,
+                   "hidden": rng.normal(size=(12, 5))}
         extra = {name: context[name] for name in scorer.reads}
         return ([scorer.score(keys, values, queries=queries, **extra)],
                 scorer.score_batch([(keys, values, queries)], **extra), None)
@@ -262,6 +263,8 @@ _OPTIONS = {
     **{("kv", name): {"press": "key_norm"} for name in ("adakv", "criticalkv", "chunkkv", "entropy_chunkkv", "block", "layer_budget",
                                                                "rerotate", "merging")},
     ("kv", "qfilter"): {"filters": np.linspace(-1, 1, 16).reshape(1, 2, 8)[..., :4]},
+    ("kv", "kvzap"): {"surrogate": np.linspace(-1, 1, 12).reshape(1, 2, 6)},
+    ("kv", "dms"): {"threshold": 0.0},
     ("kv", "duo_attention"): {"head_scores": [[0.1, 0.2]], "sink_size": 1, "recent_size": 2},
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},

@@ -23,7 +23,8 @@ from salience.compress.kv_wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV
 from salience.compress.kv_zip import KVgrad, KVzip
 from salience.compress.kv_compose import KVCompose
 from salience.compress.kv_decoding import CaM, Decoding
-from salience.compress.kv_calibrated import DuoAttention, QFilter, duo_attention_head_scores, query_filters
+from salience.compress.kv_calibrated import (DuoAttention, KVzap, QFilter, duo_attention_head_scores, query_filters,
+                                             ridge_surrogate)
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
@@ -41,7 +42,7 @@ __all__ = ["WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "NonCausalAttention", "LeverageScore", "Compactor", "CapKV", "Finch", "SimLayerKV", "AdaKV",
-           "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "CurDKV", "LayerBudget", "KeyRerotation", "KVzip", "KVgrad", "KVCompose", "Decoding", "CaM", "QFilter", "DuoAttention",
+           "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "CurDKV", "LayerBudget", "KeyRerotation", "KVzip", "KVgrad", "KVCompose", "Decoding", "CaM", "QFilter", "DuoAttention", "KVzap", "ridge_surrogate",
            "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from", "prefill_and_continue",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",

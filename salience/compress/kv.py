@@ -211,7 +211,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
                                     scorer.rotated_queries) if count else None)
                 scores = scorer.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
                                              rotary=rotary, output_weight=_output_weight(module, scorer), keep=keep,
-                                             layer=module.layer_idx, question=keep_last)
+                                             layer=module.layer_idx, question=keep_last, hidden=hidden)
             scores = scores.double().numpy().copy()
             if keep_last:
                 scores[..., n - keep_last:] = np.inf

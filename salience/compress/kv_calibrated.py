@@ -17,6 +17,15 @@
   cumulative attention curve, averaged over its group); the lowest-scoring heads of the whole
   model become streaming heads, as many as the budget needs (the cache then keeps at most the
   uniform budget's tokens in total; kvpress's ``head_compression_ratio`` is their share).
+* ``kvzap`` (KVzap, Jegou and Jeblick, 2026; kvpress's ``KVzapPress``): KVzip's scores without
+  its replay: a linear surrogate per layer reads each token's attention input and predicts its
+  KVzip+ score for every key-value head (the log of the largest reconstruction attention x
+  ``||W_O v||`` / ``||x_q||``). Calibration: KVzip+ on each calibration window
+  (:func:`~salience.compress.kv_zip.kvzip_plus_scores`, which needs the ``tokenizer`` for the
+  reconstruction prompt), then ridge regression (alpha ``ridge``, as scikit-learn's Ridge) per
+  layer. kvpress downloads surrogates trained per model (none for SmolLM2, and no hub here);
+  given salience's it scores the same. Budgeted like any scorer, or with a threshold through
+  ``dms`` (kvpress pairs KVzap with its threshold press).
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["QFilter", "DuoAttention", "query_filters", "duo_attention_head_scores"]
+__all__ = ["QFilter", "DuoAttention", "KVzap", "query_filters", "duo_attention_head_scores", "ridge_surrogate"]
 
 
 def _model_shape(model) -> tuple[int, int, int]:
@@ -260,3 +269,66 @@ class DuoAttention(_Calibrated):
     def evicted(self, scores, count: int) -> np.ndarray:
         """The streaming heads' middle tokens (score 0), whatever ``count``."""
         return scores <= 0
+
+
+def ridge_surrogate(inputs, targets, alpha: float = 1.0) -> np.ndarray:
+    """Per layer, the ridge regression of the targets (tokens, kv_heads) on the inputs (tokens,
+    hidden) with an unpenalised intercept (scikit-learn's ``Ridge(alpha)``): an array (layers,
+    kv_heads, hidden + 1), the intercept last."""
+    out = []
+    for x, y in zip(inputs, targets):
+        x_mean, y_mean = x.mean(axis=0), y.mean(axis=0)
+        xc, yc = x - x_mean, y - y_mean
+        weights = np.linalg.solve(xc.T @ xc + alpha * np.eye(x.shape[1]), xc.T @ yc)  # (hidden, kv)
+        out.append(np.concatenate([weights.T, (y_mean - x_mean @ weights)[:, None]], axis=1))
+    return np.stack(out)
+
+
+@register_method("kv", "kvzap", "KV cache: KVzip+ scores predicted from each token's attention input by a linear "
+                                "surrogate per layer, learned from a calibration text (KVzap, Jegou and Jeblick, "
+                                "2026; kvpress's KVzapPress)")
+class KVzap(_Calibrated):
+    """See the module docstring. ``surrogate`` (layers, kv_heads, hidden + 1): each head's
+    weights over the attention input, the intercept last; the scores are the predicted log
+    KVzip+ (kvpress's threshold scale: its examples use -4)."""
+
+    learned, learned_ndim = "surrogate", 3
+    reads = ("layer", "hidden")
+    _parameter_constraints = {"ridge": [Interval("real", 0, None, closed="neither")],
+                              "chunk_size": [Interval("int", 9)]}
+
+    def __init__(self, *, surrogate=None, tokenizer=None, ridge: float = 1.0, chunk_size: int = 2048):
+        self.surrogate, self.tokenizer, self.ridge, self.chunk_size = surrogate, tokenizer, ridge, chunk_size
+        super().__init__()
+
+    def _learn(self, model, windows):
+        from salience.compress.kv_zip import kvzip_plus_scores
+
+        if self.tokenizer is None:
+            raise InvalidParameterError("kvzap learns from KVzip's reconstruction, which prompts the model: give "
+                                        "tokenizer= before calibrate().")
+        inputs, targets = [], []
+        for window in _checked_windows(windows):
+            x, y = kvzip_plus_scores(model, self.tokenizer, window, chunk_size=self.chunk_size)
+            inputs.append(x)
+            targets.append([layer.T for layer in y])  # (tokens, kv_heads) per layer
+        by_layer = zip(zip(*inputs), zip(*targets))
+        x, y = zip(*[(np.concatenate(xs), np.concatenate(ys)) for xs, ys in by_layer])
+        return ridge_surrogate(x, y, self.ridge)
+
+    def check_model(self, model) -> None:
+        layers, n_kv, _ = _model_shape(model)
+        expected = (layers, n_kv, int(model.config.hidden_size) + 1)
+        if self._array().shape != expected:
+            raise InvalidParameterError(f"policy 'kvzap': a surrogate of shape {self._array().shape} was learned for "
+                                        f"another model; this one needs (layers, kv heads, hidden + 1) {expected}.")
+
+    def _scores(self, torch, keys, values, queries, scaling, n, layer=None, hidden=None):
+        weights = self._layer(layer, keys.shape[1])
+        if hidden.shape[1] != n or weights.shape[-1] != hidden.shape[-1] + 1:
+            raise InvalidParameterError(f"policy 'kvzap': hidden states {tuple(hidden.shape)} for {n} tokens and a "
+                                        f"surrogate over {weights.shape[-1] - 1} inputs.")
+        dtype = torch.promote_types(hidden.dtype, torch.float32)
+        w = torch.as_tensor(weights, dtype=dtype)
+        # a linear layer's own kernel (as kvpress's surrogate runs): near-equal predictions order alike
+        return torch.nn.functional.linear(hidden.to(dtype), w[:, :-1], w[:, -1]).transpose(1, 2)

@@ -108,7 +108,7 @@ class KVCompose(KVPolicy):
         n = ids.shape[1]
         scores = [None] * len(modules)
 
-        def score_layer(module, layer, queries):
+        def score_layer(module, layer, queries, hidden):
             task = self._task_scores(torch, layer.keys, queries, module.scaling)
             scores[module.layer_idx] = self._enhanced(torch, task, layer.values[:, :, :n])[0]
 

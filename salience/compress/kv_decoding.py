@@ -67,9 +67,10 @@ class Decoding(_OnAnotherPolicy):
         self._inner = method_of("kv", press, KVPolicy)
         self._prefill = None if prefill is None else method_of("kv", prefill, KVPolicy)
         _refuse_unless_prefill_scorer("press", self._inner)
-        if self._inner.queries == "all":
-            raise InvalidParameterError(f"decoding's press {self._inner.name!r} reads every query of the prompt; "
-                                        "decoding buffers only the last steps' (use snapkv, tova, key_norm, ...).")
+        if self._inner.queries == "all" or "hidden" in self._inner.reads:
+            raise InvalidParameterError(f"decoding's press {self._inner.name!r} reads every token's query or hidden "
+                                        "state; decoding buffers only the last steps' (use snapkv, tova, key_norm, "
+                                        "...; kvzap with dms).")
         if self._prefill is not None:
             _refuse_unless_prefill_scorer("prefill", self._prefill)
         KVPolicy.__init__(self)
@@ -340,7 +341,7 @@ class _SlidingWindowRun:
             fresh = policy._inner.token_scores(cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :], queries,
                                                scaling=getattr(module, "scaling", None), rotary=rotary,
                                                output_weight=_output_weight(module, policy), keep=q, layer=layer,
-                                               question=0)
+                                               question=0, hidden=hidden)
         fresh = fresh.double().numpy()
         scores, rows = self.window[layer]
         scores = np.concatenate([scores, fresh], axis=-1)

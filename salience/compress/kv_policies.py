@@ -144,7 +144,8 @@ class KVPolicy(Scorer, abc.ABC):
     as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
     ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
     keeps per head), ``"layer"`` (the decoder layer's index: policies that learned something
-    per layer, :mod:`salience.compress.kv_calibrated`). :meth:`layer_keep` may give a layer another budget than the others
+    per layer, :mod:`salience.compress.kv_calibrated`), ``"hidden"`` (the attention's input
+    hidden states of the cached tokens: KVzap's surrogate reads them). :meth:`layer_keep` may give a layer another budget than the others
     (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
     A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
     whole prefill: eviction calls its ``evicted_layers`` instead. One with ``rerotates = True``
@@ -209,19 +210,21 @@ class KVPolicy(Scorer, abc.ABC):
 
     def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
                      output_weight=None, keep: int | None = None, layer: int | None = None,
-                     question: int | None = None):
+                     question: int | None = None, hidden=None):
         """Scores (b, kv_heads, n) of a layer's cached tokens: ``keys`` and ``values`` (b,
         kv_heads, n, d) as cached (rotary positions applied), ``queries`` (b, heads, q, d) the
         prompt's last :meth:`query_count` queries (with positions applied unless
         ``rotated_queries`` is False). What ``reads`` names: ``rotary`` the model's rotation,
         ``rotary(positions)`` -> (cos, sin) shaped (len(positions), d); ``output_weight`` the
         output projection (hidden, heads x d); ``keep`` the tokens kept per head; ``layer`` the
-        decoder layer's index; ``question`` the prompt's last tokens that are the question."""
+        decoder layer's index; ``question`` the prompt's last tokens that are the question;
+        ``hidden`` the attention's input hidden states of the same tokens (b, n, hidden size)."""
         torch = _torch()
         n, d = keys.shape[-2], keys.shape[-1]
         if self.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
-        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer, "question": question}
+        given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer, "question": question,
+                 "hidden": hidden}
         missing = [name for name in self.reads if given[name] is None]
         if missing:
             raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
@@ -240,7 +243,8 @@ class KVPolicy(Scorer, abc.ABC):
                                         f"{queries.shape[-2]}.")
 
     def score(self, keys, values, *, queries=None, scaling: float | None = None, rotary=None, output_weight=None,
-              keep: int | None = None, layer: int | None = None, question: int | None = None) -> Scores:
+              keep: int | None = None, layer: int | None = None, question: int | None = None,
+              hidden=None) -> Scores:
         """The policy's scores of one layer's cache: keys and values (kv_heads, n, d), queries
         (heads, q, d); :class:`~salience.Scores` over ``"head:position"``."""
         torch = _torch()
@@ -249,8 +253,10 @@ class KVPolicy(Scorer, abc.ABC):
         q = None if q is None else torch.as_tensor(q)[None]
         if output_weight is not None:
             output_weight = torch.as_tensor(np.asarray(output_weight, dtype=np.float64))
+        if hidden is not None:
+            hidden = torch.as_tensor(np.asarray(hidden, dtype=np.float64))[None]
         out = self.token_scores(k, v, q, scaling=scaling, rotary=rotary, output_weight=output_weight, keep=keep,
-                                layer=layer, question=question)[0]
+                                layer=layer, question=question, hidden=hidden)[0]
         heads, n = out.shape
         return Scores(out.double().numpy().ravel(), ids=[f"{h}:{i}" for h in range(heads) for i in range(n)])
 
@@ -403,7 +409,7 @@ class CAOTE(_WindowPolicy):
 
 def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scaling: float | None = None,
                     rotary=None, output_weight=None, keep: int | None = None, layer: int | None = None,
-                    question: int | None = None, **params):
+                    question: int | None = None, hidden=None, **params):
     """Scores (b, kv_heads, n) of a layer's cached tokens under ``policy`` (a registered name
     built with ``params``, or a :class:`KVPolicy`): see :meth:`KVPolicy.token_scores`."""
     from salience.core.base import method_of
@@ -411,4 +417,5 @@ def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scali
     _torch()
     return method_of("kv", policy, KVPolicy, **params).token_scores(keys, values, queries, scaling=scaling,
                                                                       rotary=rotary, output_weight=output_weight,
-                                                                      keep=keep, layer=layer, question=question)
+                                                                      keep=keep, layer=layer, question=question,
+                                                                      hidden=hidden)

@@ -31,7 +31,7 @@ from salience.core.masks import lowest_k_mask
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["KVzip", "KVgrad", "reconstruction_scores", "reconstruction_weights"]
+__all__ = ["KVzip", "KVgrad", "reconstruction_scores", "reconstruction_weights", "kvzip_plus_scores"]
 
 #: the reconstruction's prompts (KVzip's): the first chunk, and the later ones (followed by the
 #: previous chunk's last tokens)
@@ -62,6 +62,15 @@ def reconstruction_scores(torch, keys, queries, scaling: float, start: int, end:
     """Scores (b, kv_heads, end - start) of the cached tokens ``start .. end``: the largest
     :func:`reconstruction_weights` any query of a token's group gives it."""
     return reconstruction_weights(torch, keys, queries, scaling, start, end, sink).amax(dim=(2, 3))
+
+
+def written_norms(torch, module, values, dtype):
+    """||W_O,h v_j|| (b, kv_heads, groups, n): what each value (b, kv_heads, n, d) writes into
+    the residual stream through each query head h of its group (the output projection's
+    columns of that head)."""
+    b, n_kv, _, d = values.shape
+    w_o = module.o_proj.weight.view(-1, n_kv, module.o_proj.weight.shape[1] // (n_kv * d), d)
+    return torch.einsum("jhgi,bhti->bhgtj", w_o.to(dtype), values.to(dtype)).norm(dim=-1)
 
 
 @register_method("kv", "kvzip", "KV cache: attention each token receives while the model repeats its context "
@@ -108,13 +117,7 @@ class KVzip(KVPolicy):
         n = ids.shape[1]
         n_kv = cache.layers[0].keys.shape[1]
         scores = np.zeros((len(modules), 1, n_kv, n))
-        suffix = self._encode(self.suffix)
-        ids = ids.reshape(-1).tolist()
-        for start in range(0, n, self.chunk_size):
-            end = min(start + self.chunk_size, n)
-            prompt = (self._encode(FIRST_PROMPT) if start == 0
-                      else self._encode(LATER_PROMPT) + ids[max(0, start - OVERLAP) : start])
-            repeat = torch.tensor([prompt + suffix + ids[start:end]])
+        for start, end, repeat in self.reconstructions(torch, ids):
             self._score_chunk(torch, model, modules, cache, repeat, n, start, end, scores)
         scores[..., : self.n_sink] = scores.max() + 1  # the sinks stay
         if keep_last:
@@ -125,11 +128,22 @@ class KVzip(KVPolicy):
         flat = lowest_k_mask(scores.reshape(1, -1), len(modules) * n_kv * count)
         return list(flat.reshape(len(modules), 1, n_kv, n))
 
+    def reconstructions(self, torch, ids):
+        """(start, end, ids (1, r)) of each chunk's reconstruction prompt: the instruction (the
+        later chunks': with the previous chunk's last tokens), ``suffix``, the chunk."""
+        ids = ids.reshape(-1).tolist()
+        suffix = self._encode(self.suffix)
+        for start in range(0, len(ids), self.chunk_size):
+            end = min(start + self.chunk_size, len(ids))
+            prompt = (self._encode(FIRST_PROMPT) if start == 0
+                      else self._encode(LATER_PROMPT) + ids[max(0, start - OVERLAP) : start])
+            yield start, end, torch.tensor([prompt + suffix + ids[start:end]])
+
     def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
         """One reconstruction pass of ``repeat`` (1, r) on the cache of the ``n`` context
         tokens, scoring the chunk ``start .. end`` of every layer into ``scores``; each layer's
         cache is cut back to the context as the pass leaves it."""
-        def score_layer(module, layer, queries):
+        def score_layer(module, layer, queries, hidden):
             part = reconstruction_scores(torch, layer.keys, queries, module.scaling, start, end,
                                          min(self.n_sink, start))
             scores[module.layer_idx][..., start:end] = part.double().numpy()
@@ -149,9 +163,9 @@ def refuse_sliding_windows(policy, modules) -> None:
 def replay_on_cache(torch, model, modules, cache, ids, n: int, read_layer) -> None:
     """Read ``ids`` (1, r) after the ``n`` context tokens of a prefilled ``cache``, at positions
     n .., without gradients: each attention module's cache gets the pass's keys and values,
-    ``read_layer(module, cache_layer, queries)`` sees them with the pass's queries (rotary
-    positions applied), then the layer is cut back to the context (KVzip's reconstruction,
-    KVCompose's second reading)."""
+    ``read_layer(module, cache_layer, queries, hidden)`` sees them with the pass's queries
+    (rotary positions applied) and the attention's input hidden states, then the layer is cut
+    back to the context (KVzip's reconstruction, KVCompose's second reading)."""
     from salience.compress.kv import _queries
     from salience.models.kv import cache_argument
 
@@ -159,7 +173,8 @@ def replay_on_cache(torch, model, modules, cache, ids, n: int, read_layer) -> No
         layer = cache.layers[module.layer_idx]
         hidden = kwargs["hidden_states"]
         with torch.no_grad():
-            read_layer(module, layer, _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1]))
+            read_layer(module, layer, _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1]),
+                       hidden)
         layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
         return output
 
@@ -231,11 +246,51 @@ class KVgrad(KVzip):
             for module in modules:
                 index = module.layer_idx
                 attention = weights[index]  # (b, kv, g, q, chunk)
-                b, n_kv, groups, _, _ = attention.shape
-                values = cache.layers[index].values[:, :, start:end]
-                w_o = module.o_proj.weight.view(-1, n_kv, groups, values.shape[-1])
-                written = torch.einsum("jhgi,bhti->bhgtj", w_o.to(attention.dtype), values.to(attention.dtype))
-                written = written.norm(dim=-1)  # (b, kv, g, chunk)
+                written = written_norms(torch, module, cache.layers[index].values[:, :, start:end], attention.dtype)
                 gradient = outputs[index].grad.to(attention.dtype).norm(dim=-1)  # (b, q)
                 part = (attention * written[:, :, :, None, :] * gradient[:, None, None, :, None]).amax(dim=(2, 3))
                 scores[index][..., start:end] = part.double().numpy()
+
+
+def kvzip_plus_scores(model, tokenizer, ids, *, chunk_size: int = 2048, n_sink: int = 4, suffix: str = "\n"):
+    """KVzip+ scores of a context (KVzap's training targets): the prompt ``ids`` prefilled,
+    then KVzip's reconstruction replayed on its cache; a token's score is the log of the
+    largest, over the group's query heads h and the reconstruction's queries q, of the
+    attention weight times ``||W_O,h v_j|| / ||x_q||`` (``x_q``: the query token's attention
+    input). Returns (the prefill's attention inputs, one (n, hidden) array per layer; the
+    scores (layers, kv_heads, n))."""
+    from salience.compress.kv import _attention_modules
+    from salience.compress.kv_policies import _torch
+    from salience.models.kv import cache_argument
+    from transformers import DynamicCache
+
+    torch = _torch()
+    modules = _attention_modules(model)
+    refuse_sliding_windows(KVzip(), modules)
+    ids = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(1, -1)
+    n = ids.shape[1]
+    inputs = [None] * len(modules)
+
+    def keep_input(module, args, kwargs):
+        inputs[module.layer_idx] = kwargs.get("hidden_states", args[0] if args else None)[0].double().numpy()
+
+    cache = DynamicCache(config=model.config)
+    handles = [module.register_forward_pre_hook(keep_input, with_kwargs=True) for module in modules]
+    try:
+        with torch.no_grad():
+            model(input_ids=ids, **{cache_argument(model): cache}, use_cache=True)
+    finally:
+        for handle in handles:
+            handle.remove()
+    scores = np.zeros((len(modules), cache.layers[0].keys.shape[1], n))
+    replay = KVzip(tokenizer=tokenizer, chunk_size=chunk_size, n_sink=n_sink, suffix=suffix)
+    for start, end, repeat in replay.reconstructions(torch, ids):
+        def score_layer(module, layer, queries, hidden):
+            weights = reconstruction_weights(torch, layer.keys, queries, module.scaling, start, end, min(n_sink, start))
+            weights = weights / hidden.to(weights.dtype).norm(dim=-1)[:, None, None, :, None]
+            written = written_norms(torch, module, layer.values[:, :, start:end], weights.dtype)
+            best = (weights * written[:, :, :, None, :]).amax(dim=(2, 3))[0]
+            scores[module.layer_idx][:, start:end] = torch.log(best.clamp_min(1e-30)).double().numpy()
+
+        replay_on_cache(torch, model, modules, cache, repeat, n, score_layer)
+    return inputs, scores

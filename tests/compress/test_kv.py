@@ -34,6 +34,8 @@ def window_of(policy, window=8):
         return {"press": snap, "prefill": snap, "compression_interval": 4}
     if "press" in names:  # a wrapper: the policy it wraps sized the same way
         return {"press": create("kv", "snapkv", window=window)}
+    if "surrogate" in names:  # kvzap: a surrogate per layer and key-value head of tiny_llama over its 32 inputs
+        return {"surrogate": np.random.default_rng(0).normal(size=(2, 2, 33))}
     if "tokenizer" in names:  # kvzip: its reconstruction prompt tokenized; the budget per layer
         return {"tokenizer": CharTokenizer(), "layerwise": True}
     if "filters" in names:  # qfilter: one filter per layer and key-value head of tiny_llama
@@ -314,6 +316,11 @@ def test_kv_eval_command(model_folder, capsys):
     assert "not a budget" in capsys.readouterr().err
     assert main(base + ["--policy", "snapkv", "--threshold", "1"]) == 2
     assert "no parameter 'threshold'" in capsys.readouterr().err
+    # kvzap learns its surrogate from --calib (KVzip+ scores, which the model's tokenizer prompts for)
+    assert main(base + ["--policy", "kvzap", "--calib", str(text), "--seqlen", "32", "--calib-windows", "2"]) == 0
+    assert json.loads(capsys.readouterr().out)["kept"] == 20
+    assert main(base + ["--policy", "kvzap"]) == 2
+    assert "--calib" in capsys.readouterr().err
     # key channels (ThinK) alone, and refused out of range before the model loads
     assert main(base + ["--policy", "full", "--key-channels", "0.5"]) == 0
     thinned = json.loads(capsys.readouterr().out)

@@ -167,3 +167,86 @@ def test_kv_eval_command_calibrates_them_on_calib(model_folder, capsys):
                            (base + ["--policy", "key_norm", "--streaming", "2", "8"], "no parameter 'sink_size'")):
         assert main(wrong) == 2
         assert message in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------
+# KVzap: a linear surrogate of KVzip+ scores
+def test_ridge_surrogate_is_scikit_learns_ridge():
+    linear_model = pytest.importorskip("sklearn.linear_model")
+    from salience.compress import ridge_surrogate
+
+    rng = np.random.default_rng(0)
+    x = [rng.normal(size=(50, 6)) for _ in range(2)]
+    y = [rng.normal(size=(50, 3)) + 2.0 for _ in range(2)]
+    ours = ridge_surrogate(x, y, alpha=0.7)
+    assert ours.shape == (2, 3, 7)
+    for layer in range(2):
+        theirs = linear_model.Ridge(alpha=0.7).fit(x[layer], y[layer])
+        assert np.allclose(ours[layer, :, :-1], theirs.coef_) and np.allclose(ours[layer, :, -1], theirs.intercept_)
+
+
+def test_kvzip_plus_scores_are_the_reconstruction_attention_written_out():
+    """One chunk: KVzip's softmax over the context and the reconstruction's own keys is the
+    whole causal attention of context + reconstruction read at once, so KVzip+ is read off the
+    model's own attention weights: log max over the reconstruction's rows q and the group's
+    heads h of a[h, q, j] x ||W_O,h v_j|| / ||x_q||."""
+    from salience.compress.kv_zip import FIRST_PROMPT, kvzip_plus_scores
+    from tests.compress.models import tiny_llama as build
+    from tests.compress.test_kv import CharTokenizer
+
+    model = build(0, attn_implementation="eager", max_position_embeddings=256)
+    ids = tokens(30, seed=12).tolist()
+    tokenizer = CharTokenizer()
+    inputs, scores = kvzip_plus_scores(model, tokenizer, ids)
+    repeat = tokenizer.encode(FIRST_PROMPT) + tokenizer.encode("\n") + ids
+    whole = torch.as_tensor(ids + repeat)[None]
+    seen = _attention_inputs(model, whole[0].tolist())
+    with torch.no_grad():
+        out = model(input_ids=whole, output_attentions=True, use_cache=True)
+    n = len(ids)
+    for layer in range(2):
+        assert np.allclose(inputs[layer], seen[layer][:n].detach().numpy(), atol=1e-5)
+        attention = out.attentions[layer][0, :, n:, :n].double()  # (heads, reconstruction rows, context)
+        values = out.past_key_values.layers[layer].values[0, :, :n].double()  # (kv, n, d)
+        w_o = model.model.layers[layer].self_attn.o_proj.weight.double()  # (hidden, heads x d)
+        d, heads = values.shape[-1], attention.shape[0]
+        for head in range(2):  # key-value head: query heads 2 head, 2 head + 1
+            best = np.full(n, -np.inf)
+            for h in (2 * head, 2 * head + 1):
+                written = (values[head] @ w_o[:, h * d:(h + 1) * d].T).norm(dim=-1)  # (n,)
+                rows = seen[layer][n:].norm(dim=-1)  # ||x_q||
+                weighted = attention[h] / rows[:, None] * written[None, :]
+                best = np.maximum(best, weighted.amax(dim=0).detach().numpy())
+            assert np.allclose(scores[layer, head], np.log(best), atol=1e-4), (layer, head)
+        assert heads == 4
+
+
+def test_kvzap_learns_a_surrogate_and_evicts_by_its_predictions():
+    from tests.compress.test_kv import CharTokenizer
+
+    model = tiny_llama()
+    windows = [tokens(40, seed=s).tolist() for s in (1, 2, 3)]
+    policy = create("kv", "kvzap", tokenizer=CharTokenizer()).calibrate(model, windows)
+    surrogate = np.asarray(policy.surrogate)
+    assert surrogate.shape == (2, 2, 33) and np.isfinite(surrogate).all()
+    ids = tokens(60, seed=4)
+    seen = _attention_inputs(model, ids.tolist())
+    read = prefill(model, ids, policy=policy, budget=0.25)
+    for layer in range(2):
+        predicted = seen[layer].detach().numpy() @ surrogate[layer, :, :-1].T + surrogate[layer, :, -1]  # (n, kv)
+        whole = prefill(model, ids).cache.layers[layer]
+        for head in range(2):
+            # the best 15 predictions; among equal ones (a token repeated: layer 0) the later stays
+            kept = sorted(sorted(range(60), key=lambda j: (-round(predicted[j, head], 5), -j))[:15])
+            assert torch.allclose(read.cache.layers[layer].keys[0, head], whole.keys[0, head, kept], atol=1e-6)
+    # with a threshold instead of a budget (kvpress pairs KVzap with its threshold press)
+    cut = prefill(model, ids, policy="dms", press=policy, threshold=float(np.median(predicted)), sliding_window_size=8)
+    assert 8 < cut.kept < 60
+    with pytest.raises(InvalidParameterError, match="hidden state"):
+        create("kv", "decoding", press=policy)
+    with pytest.raises(InvalidParameterError, match="give tokenizer="):
+        create("kv", "kvzap").calibrate(model, windows)
+    with pytest.raises(InvalidParameterError, match="learned for another model"):
+        prefill(tiny_llama(layers=3), ids, policy=policy, budget=0.25)
+    with pytest.raises(InvalidParameterError, match="no surrogate= yet"):
+        prefill(model, ids, policy="kvzap", budget=0.25)

@@ -115,7 +115,7 @@ def test_kv_eval_and_decode_speed_run_decoding():
 
 
 def test_decoding_refuses_what_it_cannot_run():
-    for press, why in (("h2o", "every query of the prompt"), ("rerotate", "moves the kept keys"),
+    for press, why in (("h2o", "every token's query or hidden state"), ("rerotate", "moves the kept keys"),
                        ("finch", "moves the kept keys"), ("kvzip", "passes of the model after the prefill")):
         with pytest.raises(InvalidParameterError, match=why):
             create("kv", "decoding", press=press)
