@@ -180,6 +180,11 @@ def run(args) -> dict:
                 calibration["duo_attention"]["head_ratio"] = float(
                     built["duo_attention"].streaming_heads(keep, args.context).mean())
             theirs[budget] = run_kvpress(args.kvpress_python, job)
+            for name, row in rows.items():  # each window's difference, for a press that differs in one window
+                other = theirs[budget]["policies"].get(name, {}).get("nll")
+                if other:
+                    print(f"  |d nll| by window, {name} {budget}: "
+                          + " ".join(f"{abs(a - b):.1e}" for a, b in zip(row["nll"], other)), file=sys.stderr, flush=True)
     speed_ids = evaluation[: args.speed_context]
     speed = [decode_speed(model, speed_ids, policy=None, new_tokens=args.new_tokens)] if args.new_tokens else []
     for budget in (0.25, 0.1) if args.new_tokens else ():
