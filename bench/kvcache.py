@@ -131,6 +131,15 @@ def run(args) -> dict:
     built, calibration = calibrated_policies(args, model, tokenizer, ids, policies)
     if {"leverage", "compactor"} & set(policies):  # kvpress's sketch is drawn from torch's global generator:
         calibration["leverage"] = leverage_normals(model)  # it is handed salience's draws, layer by layer
+    noisy = None
+    if args.noise:  # a copy whose every weight is multiplied by 1 + noise x N(0, 1): how much float noise moves a row
+        import copy
+
+        noisy = copy.deepcopy(model)
+        generator = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for parameter in noisy.parameters():
+                parameter.mul_(1 + args.noise * torch.randn(parameter.shape, generator=generator))
     by_budget, theirs = {}, {}
     for budget in args.budgets:
         rows = by_budget[budget] = {}
@@ -159,11 +168,17 @@ def run(args) -> dict:
             start = time.perf_counter()
             key = passkey(model, tokenizer, policy=chosen, budget=given, needles=args.needles,
                           context=args.context, seed=0, key_channels=args.key_channels, query_aware=bool(question))
+            if noisy is not None:  # the same windows on the model with its weights x (1 + noise)
+                again = kv_eval(noisy, evaluation, policy=chosen, budget=given, context=args.context,
+                                continuation=args.continuation, max_windows=args.windows,
+                                key_channels=args.key_channels, keep_last=question)
+                sensitivity = float(np.max(np.abs(np.array(again.nll) - np.array(ppl.nll))))
             rows[policy or "full"] = {"perplexity": ppl.perplexity, "nll": ppl.nll, "ppl_seconds": ppl_seconds,
                                       "scoring_seconds": ppl.scoring_seconds, "kept": ppl.kept,
                                       "passkey_nll": key.nll, "passkey_rank": key.rank,
                                       "passkey_accuracy": key.accuracy, "per_needle_nll": key.per_needle_nll,
-                                      "passkey_seconds": time.perf_counter() - start}
+                                      "passkey_seconds": time.perf_counter() - start,
+                                      **({"sensitivity": sensitivity} if noisy is not None else {})}
             print(f"  salience {policy or 'full'} {budget}: ppl {ppl.perplexity:.3f}, passkey nll {key.nll:.3f}",
                   file=sys.stderr, flush=True)
         if args.kvpress_python:
@@ -221,14 +236,18 @@ def render(result: dict, command: str, seconds: float) -> str:
              f"{a['needles']} needles (seed 0, 5-digit keys, {result['needle_tokens']} key tokens) at depths 0..1 in "
              f"{a['context']} tokens; NLL of the key's tokens summed, their mean rank, exact = every key token the top "
              "choice. |d nll|: the largest difference between salience and kvpress in a window's mean token NLL or a "
-             "needle's key NLL (target: 1e-4)."]
+             "needle's key NLL (target: 1e-4)."
+             + (f" Noise: the largest window difference of salience's own row when every weight of the model is "
+                f"multiplied by 1 + {a['noise']:g} x N(0, 1) (seed 1): how far float noise alone moves a press, as the "
+                "two environments' transformers differ by that much (the full row)." if a.get("noise") else "")]
     for budget in a["budgets"]:
         rows = result["by_budget"][str(budget)]
         theirs = (result["kvpress"].get(str(budget)) or {}).get("policies", {})
         lines += ["", f"Budget {budget:.0%}:", "",
                   "| policy | perplexity | kvpress | max \\|d nll\\| windows | passkey NLL | kvpress | "
-                  "max \\|d nll\\| needles | rank | exact | salience s | kvpress s |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "max \\|d nll\\| needles | rank | exact | salience s | kvpress s |"
+                  + (" noise \\|d nll\\| |" if a.get("noise") else ""),
+                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|" + ("---:|" if a.get("noise") else "")]
         for name, r in rows.items():
             t = theirs.get(name) if name != "full" else (theirs.get("full") or next(
                 (x.get("policies", {}).get("full") for x in result["kvpress"].values() if x), None))
@@ -244,7 +263,8 @@ def render(result: dict, command: str, seconds: float) -> str:
                 their_s = ""
             lines.append(f"| {label} | {r['perplexity']:.3f} | {cells[0]} | {cells[1]} | {cells[2]} | {cells[3]} | "
                          f"{cells[4]} | {r['passkey_rank']:.2f} | {r['passkey_accuracy']:.0%} | "
-                         f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |")
+                         f"{r['ppl_seconds'] + r['passkey_seconds']:.1f} | {their_s} |"
+                         + (f" {r['sensitivity']:.1e} |" if "sensitivity" in r else ""))
     measured = result["by_budget"][str(a["budgets"][0])]
     norm_based = [name for name in ("key_norm", "curdkv") if name in measured]
     if norm_based:
@@ -338,6 +358,9 @@ def main(argv=None) -> int:
                         help="dms's threshold on KnormPress's scale (minus the key's norm; default -16.9: the median "
                              "key norm of a window of the calibration half, not tuned)")
     parser.add_argument("--dms-decoding", action="store_true", help="dms evicts while decoding too")
+    parser.add_argument("--noise", type=float, default=None,
+                        help="also run salience's rows on the model with its weights x (1 + NOISE x N(0, 1)) and report "
+                             "how far that moves each row (a press's sensitivity to float noise), e.g. 1e-6")
     parser.add_argument("--section", default=None,
                         help="write a section of its own under this name (a press added later, beside the main table)")
     args, _ = parser.parse_known_args(argv)
