@@ -128,8 +128,8 @@ class CaM(Decoding):
     (clamped to [0, 1]; ``A``: the attention a token received from every query decoded since
     the prompt, ``w`` its window), its value divided equally among them. A layer is cut when
     its interval is up and it holds more than the budget (its count of steps then restarts).
-    The Bernoulli draws come from a generator seeded with ``seed`` at each prefill (kvpress
-    draws from torch's global one)."""
+    The Bernoulli draws come from a generator seeded with ``seed`` when the ``evict`` block
+    opens (kvpress draws from torch's global one)."""
 
     _parameter_constraints = {"merge_budget": [Interval("int", 1)], "seed": [Interval("int", 0)]}
 
