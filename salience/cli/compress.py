@@ -387,9 +387,10 @@ def add_commands(domains) -> None:
     p.add_argument("--streaming", type=nonnegative_int, nargs=2, default=None, metavar=("SINK", "RECENT"),
                    help="duo_attention: the sinks and recent tokens a streaming head keeps (default 128 256)")
     p.add_argument("--press", choices=choices_of("kv"), default=None,
-                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate, merging: the "
-                        "policy whose scores they use (default snapkv; block: keydiff; rerotate: streaming_llm); "
-                        "--sinks and --observation-window then go to it")
+                   help="adakv, criticalkv, chunkkv, entropy_chunkkv, block, layer_budget, rerotate, merging, "
+                        "decoding, cam, dms: the policy whose scores they use (default snapkv; block: keydiff; "
+                        "rerotate: streaming_llm; decoding, cam, dms: key_norm); --sinks and --observation-window "
+                        "then go to it")
     p.add_argument("--compression-interval", type=positive_int, default=None,
                    help="decoding, cam: cut the cache back every N decoded tokens (default 512)")
     p.add_argument("--prefill-policy", choices=choices_of("kv"), default=None,
