@@ -205,14 +205,9 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         kept = None  # every token kept
         if keep < n or (scorer is not None and not scorer.budgeted):  # unbudgeted (dms): evicts by its threshold
-            count = scorer.query_count(n, question=keep_last)
-            with torch.no_grad():
-                queries = (_queries(torch, module, hidden, kwargs["position_embeddings"], count,
-                                    scorer.rotated_queries) if count else None)
-                scores = scorer.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
-                                             rotary=rotary, output_weight=_output_weight(module, scorer), keep=keep,
-                                             layer=module.layer_idx, question=keep_last, hidden=hidden)
-            scores = scores.double().numpy().copy()
+            scores = layer_scores(torch, scorer, module, keys, values, hidden, kwargs["position_embeddings"],
+                                  scorer.query_count(n, question=keep_last), rotary=rotary, keep=keep,
+                                  question=keep_last)
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
             kept = ~torch.as_tensor(scorer.evicted(scores, n - keep))
@@ -277,6 +272,20 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     finally:
         for handle in handles:
             handle.remove()
+
+
+def layer_scores(torch, policy, module, keys, values, hidden, position_embeddings, count: int, *, rotary, keep: int,
+                 question: int = 0) -> np.ndarray:
+    """``policy``'s scores (float64, (b, kv_heads, n)) of one attention layer's cached ``keys``
+    and ``values``, read with the queries of the last ``count`` rows of ``hidden`` (the
+    attention's input, at ``position_embeddings``) and whatever else the policy reads."""
+    with torch.no_grad():
+        queries = (_queries(torch, module, hidden, position_embeddings, count, policy.rotated_queries)
+                   if count else None)
+        scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None), rotary=rotary,
+                                     output_weight=_output_weight(module, policy), keep=keep, layer=module.layer_idx,
+                                     question=question, hidden=hidden)
+    return scores.double().numpy().copy()
 
 
 def _output_weight(module, policy):

@@ -216,12 +216,10 @@ class _DecodingRun:
         """One decoding step read into ``cache_layer`` (already holding its keys): buffered,
         and the layer cut to the budget when its interval is up. Returns the tokens a head
         keeps after a cut (None: no cut)."""
-        from salience.compress.kv import _PADDING, _compact, _output_weight, _queries, check_budget
+        from salience.compress.kv import _PADDING, _compact, check_budget, layer_scores
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
-        if layer not in self.seen:
-            raise InvalidParameterError("decoding steps read onto a cache that was not prefilled inside evict(): "
-                                        "read the prompt within the same block.")
+        _refuse_unprefilled(layer, self.seen)
         cos, sin = position_embeddings
         self.buffers[layer].append((hidden.detach(), cos, sin))
         self.steps[layer] += 1
@@ -235,14 +233,9 @@ class _DecodingRun:
             if n > target:
                 check_budget(target, n, policy._inner)
                 buffered = [torch.cat(part, dim=1) for part in zip(*self.buffers[layer])]
-                count = min(policy.query_count(n), buffered[0].shape[1])
-                with torch.no_grad():
-                    queries = (_queries(torch, module, buffered[0], (buffered[1], buffered[2]), count,
-                                        policy.rotated_queries) if count else None)
-                    scores = policy._inner.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None),
-                                                        rotary=rotary, output_weight=_output_weight(module, policy),
-                                                        keep=target, layer=layer, question=0)
-                scores = scores.double().numpy().copy()
+                scores = layer_scores(torch, policy._inner, module, keys, values, buffered[0],
+                                      (buffered[1], buffered[2]), min(policy.query_count(n), buffered[0].shape[1]),
+                                      rotary=rotary, keep=target)
                 padding = _padding_slots(getattr(cache_layer, _PADDING, None), n)
                 if padding is not None:  # slots a head of a prefill cut did not keep: never kept again
                     scores[padding] = -np.inf
@@ -327,22 +320,13 @@ class _SlidingWindowRun:
         self.window[layer] = (scores[..., n - w:], rows)
 
     def step(self, module, cache_layer, hidden, position_embeddings, rotary) -> None:
-        from salience.compress.kv import _PADDING, _output_weight, _queries
+        from salience.compress.kv import _PADDING, layer_scores
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
-        if layer not in self.window:
-            raise InvalidParameterError("decoding steps read onto a cache that was not prefilled inside evict(): "
-                                        "read the prompt within the same block.")
+        _refuse_unprefilled(layer, self.window)
         q, length = hidden.shape[1], cache_layer.keys.shape[-2]
-        count = min(policy.query_count(q), q)
-        with torch.no_grad():
-            queries = (_queries(torch, module, hidden, position_embeddings, count, policy.rotated_queries)
-                       if count else None)
-            fresh = policy._inner.token_scores(cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :], queries,
-                                               scaling=getattr(module, "scaling", None), rotary=rotary,
-                                               output_weight=_output_weight(module, policy), keep=q, layer=layer,
-                                               question=0, hidden=hidden)
-        fresh = fresh.double().numpy()
+        fresh = layer_scores(torch, policy._inner, module, cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :],
+                             hidden, position_embeddings, min(policy.query_count(q), q), rotary=rotary, keep=q)
         scores, rows = self.window[layer]
         scores = np.concatenate([scores, fresh], axis=-1)
         rows = np.concatenate([rows, np.broadcast_to(np.arange(length - q, length), fresh.shape)], axis=-1)
@@ -356,6 +340,12 @@ class _SlidingWindowRun:
             setattr(cache_layer, _PADDING, torch.as_tensor(masked) if masked.any() else None)
         self.window[layer] = (scores[..., leaving:], rows[..., leaving:])
         return None
+
+
+def _refuse_unprefilled(layer: int, prefilled) -> None:
+    if layer not in prefilled:
+        raise InvalidParameterError("decoding steps read onto a cache that was not prefilled inside evict(): "
+                                    "read the prompt within the same block.")
 
 
 def _padding_slots(padding, n: int):
