@@ -354,18 +354,31 @@ def _cmd_prune(args) -> int:
     from salience.core.scores import Scores
     from salience.data.scorers import text_statistics
     from salience.search.index import Index
+    from salience.search.passage_pruning import prune_index_passages
 
     engine = load_index(args.index)
     if not isinstance(engine, Index) or not engine.store_documents:
         raise InvalidParameterError(f"{args.index} keeps no document text to score (a sharded index, or one built "
                                     "without stored documents): prune the corpus before indexing it.")
     ids = engine.ids
+    if args.unit == "passage":
+        if args.field not in engine.fields:
+            raise InvalidParameterError(f"--field {args.field}: {args.index} indexes the fields "
+                                        f"{', '.join(engine.fields)}; name the one to cut into passages.")
+        result = prune_index_passages(engine, lambda texts: text_statistics(list(texts))[args.by], fraction=args.fraction,
+                                      passage_field=args.field, max_words=args.max_words)
+        engine.commit()
+        emit(args, {"unit": "passage", "documents": len(ids), **result.report(), "remaining": engine.n_docs,
+                    "by": args.by},
+             f"pruned {result.pruned} of {result.passages} passages from {args.index} (lowest {args.by}): "
+             f"{len(result.changed)} documents shortened, {len(result.removed)} removed; {engine.n_docs} remain")
+        return 0
     texts = [" ".join(str(engine.document(i).get(field) or "") for field in engine.fields) for i in ids]
     scores = Scores(text_statistics(texts)[args.by].astype(float), ids=ids)
     pruned = engine.prune(scores, fraction=args.fraction)
     engine.commit()
-    emit(args, {"documents": len(ids), "pruned": len(pruned), "remaining": engine.n_docs, "by": args.by,
-                "threshold": float(np.sort(scores.values)[len(pruned) - 1]) if pruned else None},
+    emit(args, {"unit": "document", "documents": len(ids), "pruned": len(pruned), "remaining": engine.n_docs,
+                "by": args.by, "threshold": float(np.sort(scores.values)[len(pruned) - 1]) if pruned else None},
          f"pruned {len(pruned)} of {len(ids)} documents from {args.index} (lowest {args.by}); {engine.n_docs} remain")
     return 0
 
@@ -457,12 +470,21 @@ def add_commands(domains) -> None:
 
     from salience.data.scorers import STATISTICS
 
-    p = commands.add_parser("prune", help="static pruning: delete the lowest-quality share of an index's documents")
+    p = commands.add_parser("prune", help="static pruning: delete the lowest-quality share of an index's passages "
+                                          "(or whole documents)")
     p.add_argument("index", help="index folder (salience search index) that stores its documents")
-    p.add_argument("--fraction", type=float, required=True, help="share of the documents to delete, in [0, 1)")
+    p.add_argument("--fraction", type=float, required=True, help="share of the passages (documents) to delete, in [0, 1)")
     p.add_argument("--by", default="words", choices=STATISTICS,
-                   help="the query-agnostic score whose lowest go (default words: the shortest passages; chosen on "
-                        "the dev splits of SciFact and NPL, BENCHMARKS.md)")
+                   help="the query-agnostic score whose lowest go (default words: the shortest passages; chosen with "
+                        "the unit on the dev splits of SciFact and NPL, BENCHMARKS.md)")
+    p.add_argument("--unit", default="passage", choices=("passage", "document"),
+                   help="passage (default): cut each document's --field into passages and delete the lowest-scored "
+                        "share of all passages, a document keeping the rest of its text; document: delete whole "
+                        "documents")
+    p.add_argument("--field", default="text", help="the field cut into passages (default text); the others (a title) "
+                                                   "stay while any passage of the document is left")
+    p.add_argument("--max-words", type=int, default=0,
+                   help="pack whole sentences into passages of up to this many words (default 0: a passage a sentence)")
     add_output_options(p)
     p.set_defaults(func=_cmd_prune)
 

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import numpy as np
@@ -148,7 +149,9 @@ class NgramPerplexity(Scorer):
         return per_document_sums(logp, tokens[None, :]) / np.maximum(tokens, 1)
 
 
-STATISTICS = ("words", "mean_word_length", "alpha_ratio", "symbol_ratio", "uppercase_ratio", "line_count")
+STATISTICS = ("words", "distinct_words", "mean_word_length", "alpha_ratio", "symbol_ratio", "uppercase_ratio",
+              "line_count")
+_CONTENT_WORD = re.compile(r"\w\w+")
 
 _SPACE = np.zeros(256, dtype=bool)
 _SPACE[[9, 10, 11, 12, 13, 32]] = True
@@ -163,13 +166,18 @@ def text_statistics(texts: list[str]) -> dict[str, np.ndarray]:
     """Per text: ``words`` (whitespace-separated), ``mean_word_length`` (non-space bytes per
     word), ``alpha_ratio`` (letters among non-space bytes; bytes of non-ASCII characters count as
     letters), ``symbol_ratio`` ('#' and '...' per word), ``uppercase_ratio`` (A-Z among letters)
-    and ``line_count`` — the usual inputs of Gopher-style quality rules. Vectorised over the
-    UTF-8 bytes of all texts.
+    and ``line_count`` — the usual inputs of Gopher-style quality rules, vectorised over the
+    UTF-8 bytes of all texts — and ``distinct_words``: the text's vocabulary, distinct lower-cased
+    words of two or more word characters that are not function words (``en_full``), what a
+    passage can match a query on.
 
-    >>> stats = text_statistics(["Hello world ...", "", "## A B"])
-    >>> stats["words"].tolist(), stats["symbol_ratio"].round(2).tolist()
-    ([3, 0, 3], [0.33, 0.0, 0.67])
+    >>> stats = text_statistics(["Hello world ...", "", "## A B", "The cells and the cells divide."])
+    >>> stats["words"].tolist(), stats["symbol_ratio"].round(2).tolist(), stats["distinct_words"].tolist()
+    ([3, 0, 3, 6], [0.33, 0.0, 0.67, 0.0], [2, 0, 0, 2])
     """
+    from salience.text.stopwords import get_stopwords
+
+    function_words = get_stopwords("en_full")
     encoded = [t.encode("utf-8", errors="surrogatepass") for t in texts]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     data = np.frombuffer(b"".join(encoded), dtype=np.uint8)
@@ -198,7 +206,9 @@ def text_statistics(texts: list[str]) -> dict[str, np.ndarray]:
     safe_words = np.maximum(words, 1)
     return {"words": words, "mean_word_length": visible / safe_words, "alpha_ratio": letters / np.maximum(visible, 1),
             "symbol_ratio": symbols / safe_words, "uppercase_ratio": per_text(_UPPER[data]) / np.maximum(letters, 1),
-            "line_count": lines}
+            "line_count": lines,
+            "distinct_words": np.fromiter((len(set(_CONTENT_WORD.findall(t.lower())) - function_words) for t in texts),
+                                          dtype=np.int64, count=len(texts))}
 
 
 def parse_filter(spec: str) -> tuple[str, str, float]:

@@ -8,10 +8,12 @@ from salience.search.hybrid import Hybrid
 from salience.search.lm_judges import EncoderJudge, Judge, LMJudge
 from salience.search.cross_judge import CrossJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
+from salience.search.passage_pruning import PassagePruning, prune_passages
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.search.scoring import VARIANTS
 from salience.search.shards import PartialResults, ShardedIndex
 from salience.search.sources import iter_documents, read_queries
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
-           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults"]
+           "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults",
+           "prune_passages", "PassagePruning"]

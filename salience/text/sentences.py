@@ -103,3 +103,27 @@ def split_sentences(text: str) -> list[Sentence]:
             clean = " ".join(stripped.split()) if _INNER_SPACE.search(stripped) else stripped
             sentences.append(Sentence(clean, offset, offset + len(stripped)))
     return sentences
+
+
+def split_passages(text: str, *, max_words: int = 0) -> list[str]:
+    """Passages of ``text``: its sentences (``max_words=0``), or runs of whole sentences packed up
+    to ``max_words`` whitespace-separated words (a longer sentence is a passage of its own).
+
+    >>> split_passages("One two. Three four five. Six.")
+    ['One two.', 'Three four five.', 'Six.']
+    >>> split_passages("One two. Three four five. Six.", max_words=4)
+    ['One two.', 'Three four five. Six.']
+    """
+    if isinstance(max_words, bool) or not isinstance(max_words, int) or max_words < 0:
+        raise InvalidParameterError(f"max_words={max_words!r} must be a whole number >= 0 (0: one passage a sentence).")
+    passages: list[list[str]] = []
+    room = 0
+    for sentence in split_sentences(text):
+        words = len(sentence.text.split())
+        if passages and max_words and words <= room:
+            passages[-1].append(sentence.text)
+            room -= words
+        else:
+            passages.append([sentence.text])
+            room = max_words - words
+    return [" ".join(parts) for parts in passages]
