@@ -79,7 +79,7 @@ def run(args) -> dict:
             report = kv_eval(dense, evaluation_ids, policy=policy, budget=args.budget if policy else None,
                              context=args.context, continuation=args.continuation, max_windows=args.kv_windows)
             kv_rows.append({"policy": policy or "full", "perplexity": report.perplexity,
-                            "seconds": report.prefill_seconds})
+                            "seconds": report.seconds})
             print(f"  {name} kv {policy} {report.perplexity:.3f}", file=sys.stderr, flush=True)
         results["models"][name] = {"rows": rows, "kv": kv_rows, "layers": n_layers,
                                    "architecture": type(dense).__name__,

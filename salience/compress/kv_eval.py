@@ -37,8 +37,8 @@ class KVEvalReport:
     context: int
     continuation: int
     kept: int | None
-    prefill_seconds: float
-    scoring_seconds: float
+    seconds: float  # reading the windows: prefill, eviction and the continuation, summed
+    scoring_seconds: float  # of which the policy's scoring
     nll: list = field(default_factory=list)
     key_channels: float | None = None
 
@@ -77,20 +77,20 @@ def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=
                                         f"{keep_last!r}.")
         check_budget(budget, context - keep_last, policy)
     batch = cut(ids, context + continuation, max_windows)
-    nll, total_prefill, total_scoring, kept = [], 0.0, 0.0, None
+    nll, total_seconds, total_scoring, kept = [], 0.0, 0.0, None
     for window in batch:
         start = time.perf_counter()
         read, logits = prefill_and_continue(model, window[:context], window[context:], policy=policy, budget=budget,
                                             key_channels=key_channels, channel_policy=channel_policy,
                                             keep_last=keep_last if policy is not None else 0)
-        total_prefill += time.perf_counter() - start
+        total_seconds += time.perf_counter() - start
         total_scoring += read.scoring_seconds
         kept = read.kept
         predicting = torch.cat([read.logits[:, None], logits[:, :-1]], dim=1)
         value, _ = _token_nll(torch, predicting, window[context:])
         nll.append(value / continuation)
     value = float(np.exp(np.mean(nll)))
-    return KVEvalReport(_name(policy), budget, value, len(batch), context, continuation, kept, total_prefill, total_scoring,
+    return KVEvalReport(_name(policy), budget, value, len(batch), context, continuation, kept, total_seconds, total_scoring,
                         [float(x) for x in nll], key_channels)
 
 

@@ -49,6 +49,12 @@ LAYOUTS = {
 }
 
 
+#: Each calibration batch's X^T X multiplied in float32 (summed over batches in float64): on
+#: Gemma-3-270M's dev windows GPTQ W4 g128 gave the same perplexity as float64 products (99.813
+#: both) in 51 s instead of 71 s. SparseGPT keeps float64 products (float32 moved its 2:4 results).
+GRAM_DTYPE = "float32"
+
+
 def block_layout(model):
     """(attention norm, MLP norm, offset norm) of the model's family, or an error naming it."""
     family = getattr(model.config, "model_type", type(model).__name__)
@@ -186,11 +192,12 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
             mask = None if keep is None else outlier_mask(weight, *keep)
             _apply(module, name, _for_scheme(quantizer, schemes[name]).quantize(weight, keep=mask), None, report)
     elif sequential:
-        blockwise(model, layers, calibration, batch_size, hessian=True,
+        blockwise(model, layers, calibration, batch_size, hessian=True, gram_dtype=GRAM_DTYPE,
                   work=lambda in_block, stats: _quantize_block(model, in_block, stats, quantizer, schemes, report,
                                                                keep))
     else:
-        stats = collect_statistics(model, layers, calibration, batch_size=batch_size, hessian=True, gradients=False)
+        stats = collect_statistics(model, layers, calibration, batch_size=batch_size, hessian=True, gradients=False,
+                                   gram_dtype=GRAM_DTYPE)
         for index in sorted({_block_index(name) for name in names}):
             in_block = [(n, m) for n, m in layers if _block_index(n) == index]
             _quantize_block(model, in_block, stats, quantizer, schemes, report, keep)

@@ -22,6 +22,7 @@ import abc
 
 import numpy as np
 
+from salience.compress.weights import upper_cholesky_of_inverse
 from salience.compress.quant_grid import QuantizedWeight, QuantScheme, group_params, quantize_rtn, round_to_grid
 from salience.core.base import Scorer, method_of, register_method
 from salience.core.params import Interval
@@ -173,27 +174,29 @@ class GPTQ(Quantizer):
             col_scale = col_scale[:, perm]
             col_zero = None if col_zero is None else col_zero[:, perm]
         H += self.damp * torch.mean(torch.diagonal(H)) * torch.eye(cols, dtype=H.dtype)
-        Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True).to(torch.float32)
-        Q = torch.zeros_like(W)
-        losses = torch.zeros_like(W)
+        Hinv = upper_cholesky_of_inverse(H).to(torch.float32)
+        # the loop runs over columns: held transposed, each column is a contiguous row (the same
+        # arithmetic as column-major, in half the time)
+        WT, scale_of = W.T.contiguous(), col_scale.T.contiguous()
+        zero_of = None if col_zero is None else col_zero.T.contiguous()
+        keptT = None if kept is None else kept.T.contiguous()
+        QT, ErrT = torch.empty_like(WT), torch.empty_like(WT)
         for i1 in range(0, cols, self.blocksize):
             i2 = min(i1 + self.blocksize, cols)
-            W1 = W[:, i1:i2].clone()
-            Err1 = torch.zeros_like(W1)
-            Hinv1 = Hinv[i1:i2, i1:i2]
+            W1, Hinv1 = WT[i1:i2], Hinv[i1:i2, i1:i2]
             for i in range(i2 - i1):
-                column = W1[:, i]
-                _, q = round_to_grid(column, col_scale[:, i1 + i], None if col_zero is None else col_zero[:, i1 + i],
-                                     scheme)
-                if kept is not None:
-                    q = torch.where(kept[:, i1 + i], column, q)
-                d = Hinv1[i, i]
-                err = (column - q) / d
-                Q[:, i1 + i] = q
-                losses[:, i1 + i] = err * err
-                W1[:, i:].addr_(err, Hinv1[i, i:], alpha=-1.0)
-                Err1[:, i] = err
-            W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+                column = W1[i]
+                _, q = round_to_grid(column, scale_of[i1 + i], None if zero_of is None else zero_of[i1 + i], scheme)
+                if keptT is not None:
+                    q = torch.where(keptT[i1 + i], column, q)
+                QT[i1 + i] = q
+                err = ErrT[i1 + i]
+                torch.sub(column, q, out=err).div_(Hinv1[i, i])
+                if i + 1 < i2 - i1:
+                    W1[i + 1:].addr_(Hinv1[i, i + 1:], err, alpha=-1.0)
+            if i2 < cols:
+                WT[i2:].addmm_(Hinv[i1:i2, i2:].T, ErrT[i1:i2], alpha=-1.0)
+        Q, losses = QT.T, ErrT.T * ErrT.T
         if perm is not None:
             inverse = torch.argsort(perm)
             Q, losses = Q[:, inverse], losses[:, inverse]

@@ -76,6 +76,31 @@ def test_gptq_equals_rtn_on_a_diagonal_hessian_and_beats_it_on_a_correlated_one(
     assert torch.equal(q1.codes, q2.codes[:4])
 
 
+def test_gptq_equals_the_column_by_column_algorithm_written_out():
+    """GPTQ's lazy blocks, its transposed loop and its one-factor inverse give what the plain
+    algorithm gives: each column rounded, its error divided by U_ii and spread over the later
+    columns by row i of U (U upper, U^T U = H^-1), in float64 with numpy."""
+    from salience.compress.weights import upper_cholesky_of_inverse
+
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(6, 12))
+    x = rng.normal(size=(40, 12)) @ rng.normal(size=(12, 12))
+    h = x.T @ x
+    damped = h + 0.01 * np.mean(np.diag(h)) * np.eye(12)
+    u = np.linalg.cholesky(np.linalg.inv(damped)).T
+    assert np.allclose(upper_cholesky_of_inverse(torch.as_tensor(damped)).numpy(), u, atol=1e-10)
+    scale = np.abs(w).max(axis=1, keepdims=True) / 3.5  # 3 bits, symmetric, one group per row
+    work, codes = w.copy(), np.zeros_like(w)
+    for i in range(12):
+        codes[:, i] = np.clip(np.round(work[:, i] / scale[:, 0]), -4, 3)
+        err = (work[:, i] - codes[:, i] * scale[:, 0]) / u[i, i]
+        work[:, i:] -= np.outer(err, u[i, i:])
+    for blocksize in (5, 128):
+        got = GPTQ(bits=3, group_size=None, actorder=False, blocksize=blocksize).quantize(
+            torch.as_tensor(w, dtype=torch.float32), hessian=torch.as_tensor(h))
+        assert np.array_equal(got.codes.numpy(), codes)
+
+
 def test_awq_never_loses_to_rtn_on_its_objective():
     w = torch.randn(16, 32, generator=torch.Generator().manual_seed(2))
     x = torch.randn(300, 32, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
@@ -434,3 +459,18 @@ def test_outlier_aware_model_keeps_its_share_saves_and_runs(tmp_path, model_fold
     assert main(["compress", "quantize", str(folder), "--method", "rtn", "--group", "16", "--outliers", "0.01",
                  "--out", str(tmp_path / "d")]) != 0
     assert "needs calibration windows" in capsys.readouterr().err and not (tmp_path / "d").exists()
+
+
+def test_float32_gram_products_stay_within_float32_rounding_of_float64():
+    from salience.compress.weights import collect_statistics, prunable_linears
+
+    model = tiny_llama()
+    layers = prunable_linears(model)[:2]
+    exact = collect_statistics(model, layers, calib(), batch_size=4, hessian=True, gradients=False)
+    fast = collect_statistics(model, layers, calib(), batch_size=4, hessian=True, gradients=False, gram_dtype="float32")
+    for name, _ in layers:
+        assert fast[name].hessian.dtype == torch.float64 and fast[name].tokens == exact[name].tokens
+        # entries off by float32 rounding of sums as large as the diagonal's
+        scale = float(exact[name].hessian.diagonal().max())
+        assert torch.allclose(fast[name].hessian, exact[name].hessian, rtol=0, atol=1e-6 * scale)
+        assert not torch.equal(fast[name].hessian, exact[name].hessian)  # the products were float32
