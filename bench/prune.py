@@ -55,6 +55,7 @@ def _random(seed):
 def _pruned(docs, unit, score, fraction):
     """A BM25 index of ``docs`` with the lowest-``score``d share of the unit deleted, and the
     share of the words that went."""
+    from salience.core.scores import Scores
     from salience.search import BM25
     from salience.search.passage_pruning import prune_passages
 
@@ -62,8 +63,6 @@ def _pruned(docs, unit, score, fraction):
         return BM25().fit(docs), 0.0
     if UNITS[unit] is None:
         index = BM25().fit(docs)
-        from salience.core.scores import Scores
-
         ids = index.ids
         texts = [" ".join(index.document(i).get(f) or "" for f in index.fields) for i in ids]
         gone = set(index.prune(Scores(np.asarray(score(texts), dtype=float), ids=ids), fraction=fraction))

@@ -35,6 +35,13 @@ from salience.search.sources import Document, read_documents
 __all__ = ["Index"]
 
 
+
+def check_prune_fraction(fraction, unit: str) -> float:
+    """A share to prune, in [0, 1) (``unit``: what is pruned, for the error)."""
+    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
+        raise InvalidParameterError(f"fraction={fraction!r} must lie in [0, 1): the share of {unit} pruned.")
+    return float(fraction)
+
 class Index(Scorer, abc.ABC):
     """Base of the searchable indexes (see the module docstring)."""
 
@@ -222,8 +229,7 @@ class Index(Scorer, abc.ABC):
         from salience.core.select import select_fraction
 
         self._require_index()
-        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
-            raise InvalidParameterError(f"fraction={fraction!r} must lie in [0, 1): the share of documents pruned.")
+        check_prune_fraction(fraction, "documents")
         if not isinstance(scores, Scores):
             raise InvalidParameterError(f"scores must be Scores over the documents' ids; got {type(scores).__name__}.")
         live = [doc_id for doc_id, alive in zip(self._ids, self._live) if alive]

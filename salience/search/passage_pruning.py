@@ -19,7 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from salience.core.scores import Scores
+from salience.core.select import select_fraction
 from salience.exceptions import InvalidParameterError, ShapeError
+from salience.search.index import check_prune_fraction
 from salience.search.sources import Document, read_documents
 
 __all__ = ["PassagePruning", "prune_passages", "prune_index_passages"]
@@ -43,12 +46,6 @@ class PassagePruning:
         return {"passages": self.passages, "pruned": self.pruned, "documents_changed": len(self.changed),
                 "documents_removed": len(self.removed), "documents_kept": len(self.documents),
                 "threshold": self.threshold}
-
-
-def _check_fraction(fraction) -> float:
-    if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
-        raise InvalidParameterError(f"fraction={fraction!r} must lie in [0, 1): the share of passages pruned.")
-    return float(fraction)
 
 
 def _passage_scores(score: Callable[[list[str]], Any], passages: list[str]) -> np.ndarray:
@@ -77,7 +74,7 @@ def prune_passages(documents: Any, score: Callable[[Sequence[str]], Any], *, fra
     """
     from salience.text.sentences import split_passages
 
-    fraction = _check_fraction(fraction)
+    fraction = check_prune_fraction(fraction, "passages")
     if passage_field not in fields:
         raise InvalidParameterError(f"passage_field={passage_field!r} is not one of the fields {', '.join(fields)}.")
     docs = read_documents(documents, fields, on_error)
@@ -88,14 +85,15 @@ def prune_passages(documents: Any, score: Callable[[Sequence[str]], Any], *, fra
         for passage in split_passages(doc.fields.get(passage_field) or "", max_words=max_words):
             texts.append(passage)
             owners.append(position)
-    n_pruned = int(np.floor(fraction * len(texts) + 1e-12))
-    if n_pruned == 0:
+    if fraction == 0 or not texts:
         return PassagePruning(list(docs), len(texts), 0)
     values = _passage_scores(score, texts)
-    # lowest first; among equal scores the later passage goes first (the earlier stays)
-    order = np.lexsort((-np.arange(len(values)), values))
-    gone = np.zeros(len(texts), dtype=bool)
-    gone[order[:n_pruned]] = True
+    # the core's selector keeps the best share (ties: the earlier passage stays), as Index.prune
+    gone = np.ones(len(texts), dtype=bool)
+    gone[select_fraction(Scores(values), fraction=1.0 - fraction).ids] = False
+    n_pruned = int(gone.sum())
+    if n_pruned == 0:
+        return PassagePruning(list(docs), len(texts), 0)
     kept: dict[int, list[str]] = {}
     touched = set()
     for passage, owner, pruned in zip(texts, owners, gone):
@@ -113,7 +111,7 @@ def prune_passages(documents: Any, score: Callable[[Sequence[str]], Any], *, fra
             changed.append(doc.id)
             out.append(Document(doc.id, {**doc.fields, passage_field: " ".join(kept[position])}, dict(doc.metadata),
                                 doc.origin))
-    return PassagePruning(out, len(texts), n_pruned, changed, removed, float(values[order[n_pruned - 1]]))
+    return PassagePruning(out, len(texts), n_pruned, changed, removed, float(values[gone].max()))
 
 
 def prune_index_passages(index, score: Callable[[Sequence[str]], Any], *, fraction: float,
