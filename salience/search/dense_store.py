@@ -42,7 +42,8 @@ def _write_segment(index, folder: Path, start: int, stop: int) -> dict:
 def _manifest(index, deleted: dict) -> str:
     from salience.search.store import _manifest_digest
 
-    params = {k: v for k, v in index.get_params().items() if k != "encoder"}
+    # where the encoder ran (device, dtype) is not the index's: it loads on a machine without a GPU too
+    params = {k: v for k, v in index.get_params().items() if k not in ("encoder", "device", "dtype")}
     body = {"format": FORMAT, "format_version": FORMAT_VERSION, "encoder": index.encoder_name,
             "encoder_model": index.encoder if isinstance(index.encoder, str) else None, "dimension": index._dimension,
             "params": params, "n_docs": index.n_docs, "segments": index._segments, "deleted": deleted}

