@@ -65,6 +65,10 @@ def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None
                                 "of every vector; built at the first search and saved with the index")
     group.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
                        help="run the encoder with torch (auto: measured the faster) or ONNX Runtime (onnx)")
+    group.add_argument("--device", default="cpu",
+                       help="where the transformer encoder runs: cpu (default), cuda or cuda:N")
+    group.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
+                       help="the encoder's weights (float16 or bfloat16 on a GPU)")
 
 
 def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +132,8 @@ def _make_engine(args):
 
     if getattr(args, "dense", False):
         return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend,
-                     long_documents=args.long_documents, approximate=args.approximate)
+                     long_documents=args.long_documents, approximate=args.approximate, device=args.device,
+                     dtype=args.dtype)
 
     tokenizer = Tokenizer(
         stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
@@ -289,7 +294,7 @@ def _cmd_evaluate(args) -> int:
         from salience.search import Dense
 
         dense = Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend,
-                      long_documents=args.long_documents)
+                      long_documents=args.long_documents, device=args.device, dtype=args.dtype)
         dense.fit(dataset, show_progress=show_progress(args), on_error=args.on_error)
         searcher = _hybrid(engine, dense, args)
     index_seconds = time.perf_counter() - start  # both indexes of a hybrid, the encoding included

@@ -296,3 +296,11 @@ def test_encoder_chunks_devices_and_dtypes(monkeypatch, tmp_path):
     loaded = Dense.load(tmp_path / "bf16")
     assert loaded.device == "cpu" and loaded.dtype == "float32"
     assert loaded.search("protein binding", k=1).ids == ["b"]
+    import json as _json
+
+    from salience.cli import main
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(_json.dumps({"_id": d["id"], "text": d["text"]}) for d in DOCS) + "\n")
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "gpu"), "--dense", "--device", "gpu"]) == 2
+    assert not (tmp_path / "gpu").exists()
