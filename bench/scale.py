@@ -485,7 +485,7 @@ def compare(row: dict) -> None:
     row["rss_mb"] = max(e["rss_mb"] for e in row.values() if isinstance(e, dict))
 
 
-def render(rows: list[dict], command: str, seconds: float) -> str:
+def render(rows: list[dict], command: str, seconds: float, gather_ms: float | None = None) -> str:
     import bm25s
 
     lines = ["## Scale: BM25 and dense indexes on a growing synthetic corpus (`bench/scale.py`)", "",
@@ -541,7 +541,7 @@ def render(rows: list[dict], command: str, seconds: float) -> str:
             lines.append(f"| {n:,} | {'HNSW' if kind == 'hnsw' else 'IVF-PQ'} | {e['build_s']:.1f} | {e['qps']:,.0f} | "
                          f"{e['p50_ms']:.2f} | {e['p99_ms']:.2f} | {e['recall']:.3f} | {e['bytes_per_vector']:,.0f} |")
     lines += ["", f"Each engine runs in a process of its own over a corpus file. Whole run: {seconds:.0f} s.", ""]
-    lines += cost_model(rows)
+    lines += cost_model(rows, gather_ms=gather_ms)
     return "\n".join(lines)
 
 
@@ -556,7 +556,8 @@ def _page_cache_note(n: int, size: int) -> str:
             "for shards whose index stays in memory, as the model's do.")
 
 
-def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9)) -> list[str]:
+def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9),
+               gather_ms: float | None = None) -> list[str]:
     """What 10^8 and 10^9 documents would need, from the bounded-memory build's curves: bytes
     per document and build rate at the largest size, p99 latency linear in the collection's
     size (fitted through the two largest sizes), the scatter-gather overhead measured with 4
@@ -571,6 +572,8 @@ def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9)) -> 
     p50_intercept = e1["p50_ms"] - p50_slope * n1
     sharded = [r for r in rows if "sharded_4" in r and "salience" in r and "p99_ms" in r["sharded_4"]]
     overhead = max(0.0, sharded[-1]["sharded_4"]["p99_ms"] - sharded[-1]["salience"]["p99_ms"]) if sharded else 0.0
+    if gather_ms is not None:  # measured by an earlier run (--gather-ms) when this one built no shards
+        overhead = gather_ms
     bytes_per_doc = e2["bytes"] / n2
     build_rate = n2 / e2["index_s"]
     search_rss_per_doc = e2.get("search_rss_mb", e2["rss_mb"]) * 2**20 / n2
@@ -645,6 +648,8 @@ def main(argv=None) -> int:
     parser.add_argument("--static-encoder", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--static-max", type=int, default=0, help="largest size indexed densely with the static encoder")
     parser.add_argument("--hnsw-max", type=int, default=10**12, help="largest size an HNSW graph is built over")
+    parser.add_argument("--gather-ms", type=float, default=None,
+                        help="the cost model's scatter-gather overhead at p99, from an earlier run with shards")
     parser.add_argument("--save-source-stats", type=Path, default=None,
                         help="write the corpus's source statistics (words, frequencies, lengths) to this .npz and stop")
     parser.add_argument("--source-stats", type=Path, default=None,
@@ -686,7 +691,7 @@ def main(argv=None) -> int:
                   "dense_2": args.dense_parallel_max, "dense_static": args.static_max}
         rows = run([int(s) for s in args.sizes.split(",")], limits, args.memory_mb, args.rows_file, args.hnsw_max)
     command = "python bench/scale.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    section = render(rows, command.strip(), time.perf_counter() - started)
+    section = render(rows, command.strip(), time.perf_counter() - started, args.gather_ms)
     print(section)
     if args.write:
         sys.path.insert(0, str(ROOT / "bench"))
