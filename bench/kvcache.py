@@ -155,6 +155,8 @@ def run(args) -> dict:
                 params["blending"] = 1 - budget
             if policy in ("decoding", "cam"):  # cut while the continuation is read
                 params |= {"compression_interval": args.decoding_interval, "prefill": args.decoding_prefill}
+            if policy == "finch" and args.finch_chunk:  # FINCH's chunked selection
+                params["chunk_length"] = args.finch_chunk
             if policy == "dms":  # no budget: a threshold on KnormPress's scale
                 params |= {"threshold": args.dms_threshold, "sliding_window_size": 128, "decoding": args.dms_decoding}
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
@@ -189,7 +191,8 @@ def run(args) -> dict:
                    "policies": [p for p in policies if p in KVPRESS_NAMES], "full": budget == args.budgets[0],
                    "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration,
                    "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256},
-                   "dms": {"threshold": args.dms_threshold, "window": 128, "decoding": args.dms_decoding}}
+                   "dms": {"threshold": args.dms_threshold, "window": 128, "decoding": args.dms_decoding},
+                   "finch_chunk": args.finch_chunk}
             if "duo_attention" in built:  # the streaming heads' share salience's budget gives
                 keep = check_budget(budget, args.context, built["duo_attention"])
                 calibration["duo_attention"]["head_ratio"] = float(
@@ -358,6 +361,8 @@ def main(argv=None) -> int:
                         help="dms's threshold on KnormPress's scale (minus the key's norm; default -16.9: the median "
                              "key norm of a window of the calibration half, not tuned)")
     parser.add_argument("--dms-decoding", action="store_true", help="dms evicts while decoding too")
+    parser.add_argument("--finch-chunk", type=int, default=None,
+                        help="finch selects per chunk of this many tokens (FinchPress's chunk_length) on both sides")
     parser.add_argument("--noise", type=float, default=None,
                         help="also run salience's rows on the model with its weights x (1 + NOISE x N(0, 1)) and report "
                              "how far that moves each row (a press's sensitivity to float noise), e.g. 1e-6")

@@ -215,17 +215,20 @@ def use_given_sketches(normals: list) -> None:
     leverage_press.torch = GivenDraws()
 
 
-def finch_press(model, ids_to_read: list, budget: float, question: int):
+def finch_press(model, ids_to_read: list, budget: float, question: int, chunk_length: int | None = None):
     """FinchPress for one prompt whose last ``question`` tokens are the question: its delimiter
     (the vocabulary's last id, found in no prompt here) goes before them, and its compression
     ratio keeps what salience's budget keeps (a share of the tokens before the question, plus
-    the question; kvpress counts the question in its ratio)."""
+    the question; kvpress counts the question in its ratio). Chunked (``chunk_length``), each
+    chunk keeps int(its length x that share), as salience's: the ratio is the share exactly."""
     delimiter = model.config.vocab_size - 1
     if delimiter in ids_to_read:
         raise ValueError(f"the delimiter id {delimiter} occurs in a prompt")
     n = len(ids_to_read)
     keep = max(1, int((n - question) * budget)) + question
-    press = kvpress.FinchPress(compression_ratio=1 - (keep + 0.5) / n, normalize_scores=True, rerotate_keys=True)
+    ratio = 1 - keep / n if chunk_length else 1 - (keep + 0.5) / n
+    press = kvpress.FinchPress(compression_ratio=ratio, normalize_scores=True, rerotate_keys=True,
+                               chunk_length=chunk_length)
     press.delimiter_token_id = delimiter
     return press, ids_to_read[: n - question] + [delimiter] + ids_to_read[n - question:]
 
@@ -363,7 +366,8 @@ def main(inp: Path, out: Path) -> None:
                 cache, first, logits = read_decoding(model, window[:context], window[context:], press)
             else:
                 if name == "finch":
-                    press, prompt = finch_press(model, window[:context], job["budget"], job["question_tokens"])
+                    press, prompt = finch_press(model, window[:context], job["budget"], job["question_tokens"],
+                                                job.get("finch_chunk"))
                     cache, first = read(model, prompt, press)
                 else:
                     cache, first = read(model, window[:context], press)
@@ -377,7 +381,7 @@ def main(inp: Path, out: Path) -> None:
         for item in job["passkey"]:
             if name == "finch":  # query-aware: the question read with the haystack, then the key
                 press, prompt = finch_press(model, item["prompt"] + item["question"], job["budget"],
-                                            len(item["question"]))
+                                            len(item["question"]), job.get("finch_chunk"))
                 cache, first = read(model, prompt, press)
                 logits = after(model, cache, item["key"], cache.get_seq_length())
                 value, token_ranks = token_nll(torch.cat([first[:, None], logits[:, :-1]], dim=1), item["key"])

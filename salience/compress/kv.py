@@ -223,6 +223,8 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
                 queries = _queries(torch, module, hidden, kwargs["position_embeddings"], channels.query_count(n))
                 layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
         state.kept, state.prompt_tokens = (n if scorer is None else base + keep_last), n
+        if kept is not None and getattr(scorer, "chunk_length", None):  # chunked: each chunk's share, rounded down
+            state.kept = int(kept[0, 0].sum())
         if scorer is not None and not scorer.budgeted:  # as many as its threshold left: the mean over heads and layers
             state.held.append(n if kept is None else float(kept.float().sum(dim=-1).mean()))
             state.kept = int(round(float(np.mean(state.held))))

@@ -406,16 +406,41 @@ class Finch(KVPolicy):
     are averaged over the question and over the heads of a group, unpooled. The question's
     own tokens are kept. ``rerotate_keys``: the kept keys are turned to consecutive positions
     and the continuation follows them (:class:`~salience.compress.kv_wrappers.KeyRerotation`),
-    as FINCH does. kvpress's optional chunked selection (``chunk_length``) is not built."""
+    as FINCH does. ``chunk_length``: the prompt (the question included) is cut into chunks of
+    that many tokens and each keeps the budget's share of its own tokens, the best of them
+    (FINCH's chunked selection, kvpress's ``chunk_length``): the kept tokens are spread over
+    the whole prompt; the chunk holding the question must keep at least the question."""
 
     queries = "question"
     reads = ("question",)
     needs_question = True
-    _parameter_constraints = {"normalize_scores": [bool], "rerotate_keys": [bool]}
+    _parameter_constraints = {"normalize_scores": [bool], "rerotate_keys": [bool],
+                              "chunk_length": [None, Interval("int", 1)]}
 
-    def __init__(self, *, normalize_scores: bool = True, rerotate_keys: bool = True):
-        self.normalize_scores, self.rerotate_keys = normalize_scores, rerotate_keys
+    def __init__(self, *, normalize_scores: bool = True, rerotate_keys: bool = True, chunk_length: int | None = None):
+        self.normalize_scores, self.rerotate_keys, self.chunk_length = normalize_scores, rerotate_keys, chunk_length
         super().__init__()
+
+    def evicted(self, scores, count: int) -> np.ndarray:
+        """Without ``chunk_length``, the lowest ``count`` per head of the whole prompt; with it,
+        each chunk keeps ``int(its length x kept share)`` (the share ``1 - count / n``; at least
+        one), the rest of it evicted lowest first, ties the earlier."""
+        if self.chunk_length is None:
+            return super().evicted(scores, count)
+        values = np.asarray(scores)
+        b, n_kv, n = values.shape
+        share = (n - count) / n
+        out = np.zeros(values.shape, dtype=bool)
+        for lo in range(0, n, self.chunk_length):
+            chunk = values[..., lo : lo + self.chunk_length]
+            width, kept = chunk.shape[-1], max(1, int(chunk.shape[-1] * share))  # at least one, as kvpress
+            question = int(np.isposinf(chunk).sum(axis=-1).max())  # the question's tokens are scored +inf
+            if question > kept:
+                raise InvalidParameterError(
+                    f"chunk_length={self.chunk_length}: the chunk of tokens {lo}-{lo + width - 1} keeps {kept} at this "
+                    f"budget, fewer than the {question} question tokens in it: raise chunk_length.")
+            out[..., lo : lo + width] = super().evicted(chunk, width - kept)
+        return out
 
     @property
     def rerotates(self):

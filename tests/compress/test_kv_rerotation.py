@@ -126,6 +126,32 @@ def test_finch_evicts_with_the_question_and_rerotates():
     assert report.kept == 25 + 10 and np.isfinite(report.perplexity)
 
 
+def test_finch_chunked_selection_keeps_each_chunks_share():
+    policy = create("kv", "finch", chunk_length=8)
+    rng = np.random.default_rng(3)
+    scores = rng.random((1, 2, 20))
+    scores[..., -2:] = np.inf  # the question
+    evicted = policy.evicted(scores, 10)  # keep half: chunks of 8, 8 and 4 keep 4, 4 and 2
+    for lo, width in ((0, 8), (8, 8), (16, 4)):
+        chunk = scores[..., lo : lo + width]
+        for head in range(2):
+            lowest = set(np.argsort(chunk[0, head], kind="stable")[: width - width // 2])
+            assert {j for j in range(width) if evicted[0, head, lo + j]} == lowest
+    assert not evicted[..., -2:].any() and (~evicted).sum(axis=-1).tolist() == [[10, 10]]
+    assert (policy.evicted(scores, 10) == create("kv", "finch").evicted(scores, 10)).sum() < 40  # not the global top
+    with pytest.raises(InvalidParameterError, match="tokens 16-19 keeps 1 at this budget, fewer than the 2"):
+        policy.evicted(scores, 15)  # a quarter of the last chunk (4) cannot hold the question (2)
+    model = tiny_llama()
+    ids = tokens(60, seed=8)
+    read = prefill(model, ids, policy="finch", budget=0.25, keep_last=6, chunk_length=20)
+    whole = prefill(model, ids, policy="finch", budget=0.25, keep_last=6)
+    assert whole.kept == 13 + 6 and read.kept == 3 * int(20 * 19 / 60) == 18 and read.length == 18
+    with pytest.raises(InvalidParameterError, match="chunk_length=10"):
+        prefill(model, ids, policy="finch", budget=0.25, keep_last=6, chunk_length=10)
+    with pytest.raises(InvalidParameterError, match="chunk_length"):
+        create("kv", "finch", chunk_length=0)
+
+
 def test_refusals():
     model = tiny_llama()
     ids = tokens(40)
