@@ -289,6 +289,11 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "tokens are the question (kept, outside the budget: salience's `keep_last`; kvpress: its delimiter "
                   "token placed before them, its compression ratio set to keep the same count, question included); "
                   "passkey: the question is read with the haystack, then the key. Kept keys rerotated on both sides."]
+        if a.get("finch_chunk"):
+            lines[-1] += (f" Chunked selection (`chunk_length={a['finch_chunk']}`, FinchPress's `chunk_length`): each "
+                          f"chunk of {a['finch_chunk']} tokens of the prompt, the question included, keeps int(its "
+                          "length x the kept share) of its tokens, so fewer in all than the budget (kvpress: its ratio "
+                          "set to that share exactly).")
     if {"vatp", "caote"} & set(measured):
         lines += ["", "vatp and caote have no kvpress counterpart."]
     if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
