@@ -69,6 +69,28 @@ def smollm2_gguf() -> Path:
     return next(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
 
 
+def break_ties(eps: float) -> None:
+    """A diagnosis (``--tie-break``): the scores of the policies whose tokens tie exactly (key_norm
+    and kvzap: a repeated token's key norm, and its layer-0 input, are the same wherever it
+    stands; lagkv: its sinks and last partition all score 1) plus ``eps`` x position, on both
+    sides (kvpress_anchor.break_ties): kvpress's topk orders equal scores in no fixed order where
+    salience evicts the earlier, so with distinct scores a difference left is the algorithms'."""
+    import torch
+
+    from salience.compress.kv_calibrated import KVzap
+    from salience.compress.kv_policies import KeyNorm
+    from salience.compress.kv_presses import LagKV
+
+    for cls in (KeyNorm, KVzap, LagKV):
+        plain = cls.token_scores
+
+        def token_scores(self, keys, *args, plain=plain, **kwargs):
+            scores = plain(self, keys, *args, **kwargs)
+            return scores + eps * torch.arange(scores.shape[-1], dtype=scores.dtype)
+
+        cls.token_scores = token_scores
+
+
 def run_kvpress(python: str, job: dict) -> dict:
     with tempfile.TemporaryDirectory() as folder:
         inp, out = Path(folder) / "job.json", Path(folder) / "out.json"
@@ -128,6 +150,8 @@ def run(args) -> dict:
     batch = windows(evaluation, span, args.windows)
     needles = passkey_prompts(tokenizer, needles=args.needles, context=args.context, seed=0)
     policies = args.policies or list(method_names("kv"))
+    if args.tie_break:
+        break_ties(args.tie_break)
     built, calibration = calibrated_policies(args, model, tokenizer, ids, policies)
     if {"leverage", "compactor"} & set(policies):  # kvpress's sketch is drawn from torch's global generator:
         calibration["leverage"] = leverage_normals(model)  # it is handed salience's draws, layer by layer
@@ -192,7 +216,7 @@ def run(args) -> dict:
                    "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration,
                    "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256},
                    "dms": {"threshold": args.dms_threshold, "window": 128, "decoding": args.dms_decoding},
-                   "finch_chunk": args.finch_chunk}
+                   "finch_chunk": args.finch_chunk, "tie_break": args.tie_break}
             if "duo_attention" in built:  # the streaming heads' share salience's budget gives
                 keep = check_budget(budget, args.context, built["duo_attention"])
                 calibration["duo_attention"]["head_ratio"] = float(
@@ -368,6 +392,9 @@ def main(argv=None) -> int:
     parser.add_argument("--dms-decoding", action="store_true", help="dms evicts while decoding too")
     parser.add_argument("--finch-chunk", type=int, default=None,
                         help="finch selects per chunk of this many tokens (FinchPress's chunk_length) on both sides")
+    parser.add_argument("--tie-break", type=float, default=None,
+                        help="a diagnosis: key_norm's, kvzap's and lagkv's scores plus TIE_BREAK x position on both "
+                             "sides (their tokens tie exactly; kvpress's topk orders ties arbitrarily)")
     parser.add_argument("--noise", type=float, default=None,
                         help="also run salience's rows on the model with its weights x (1 + NOISE x N(0, 1)) and report "
                              "how far that moves each row (a press's sensitivity to float noise), e.g. 1e-6")

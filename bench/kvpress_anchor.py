@@ -315,8 +315,23 @@ def token_nll(predicting, ids):
     return float(-picked.sum()), ((log_probs > picked[:, None]).sum(dim=1) + 1).tolist()
 
 
+def break_ties(eps: float) -> None:
+    """KnormPress's, KVzapPress's and LagKVPress's scores plus ``eps`` x position, as salience's
+    under ``bench/kvcache.py --tie-break`` (see its ``break_ties``)."""
+    for cls in (kvpress.KnormPress, kvpress.KVzapPress, kvpress.LagKVPress):
+        plain = cls.score
+
+        def score(self, module, hidden_states, keys, values, attentions, kwargs, plain=plain):
+            scores = plain(self, module, hidden_states, keys, values, attentions, kwargs)
+            return scores + eps * torch.arange(scores.shape[-1], dtype=scores.dtype)
+
+        cls.score = score
+
+
 def main(inp: Path, out: Path) -> None:
     job = json.loads(inp.read_text())
+    if job.get("tie_break"):
+        break_ties(job["tie_break"])
     torch.set_num_threads(job.get("threads", 2))
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
