@@ -603,17 +603,16 @@ def cost_model(rows: list[dict], targets_ms=(20, 100), sizes=(10**8, 10**9),
             lines.append(f"| {n:.0e} | {target} ms | {per_shard:,} | {shards:,} | {n * bytes_per_doc / 1e12:,.2f} TB | "
                          f"{shard_memory / 2**30:,.1f} GiB | {shards * shard_memory / 2**40:,.2f} TiB | {shards:,} | "
                          f"{1000 / p50:,.0f} | {build_h:.1f} h |")
-    postings_per_doc = max(1.0, (bytes_per_doc - 20) / 12)
-    lines += ["", "What breaks first, in order of size: (1) one index segment addresses its postings with int32 "
-              f"offsets up to 2^31 postings, about {2**31 / postings_per_doc / 1e6:,.0f} million documents of this "
-              "length: past that, shard (the cost model's shards stay below it); (2) the search process's "
-              "document store (ids, positions and metadata as Python objects) grows at the resident bytes per "
-              "document above, which is what limits a shard's size in memory before its postings do; (3) the "
-              "postings a query reads: with packed postings (format 3) shards stay memory-mapped and score with "
-              "the collection's statistics per query, so a shard's memory is its page cache, and a query's terms' "
-              "postings must be read from it (p99 grows with the collection, as fitted above); (4) the build's "
+    lines += ["", "What breaks first, in order of size: (1) the search process's document store (ids, positions "
+              "and metadata as Python objects) grows at the resident bytes per document above, which is what limits "
+              "a shard's size in memory before its postings do; (2) the postings a query reads: packed postings "
+              "(format 3) stay memory-mapped and score with the collection's statistics per query, so a shard's "
+              "memory is its page cache, and a query's terms' postings must be read from it (p99 grows with the "
+              "collection, as fitted above; an index larger than the page cache reads from disk); (3) the build's "
               "per-document arrays (a float32 length and a 64-bit id hash: 12 bytes a document, 12 GB at 10^9) "
-              "stay in memory during a build, so 10^9 documents are built as shards, not as one index.", ""]
+              "stay in memory during a build, so 10^9 documents are built as shards, not as one index; (4) a "
+              "build numbers documents with int32 (2^31 documents per index); posting offsets switch to int64 past "
+              "2^31 postings (about 11 million documents of this length), so that is no longer a limit.", ""]
     return lines
 
 
