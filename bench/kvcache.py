@@ -216,7 +216,7 @@ def run(args) -> dict:
                    "threads": args.threads, "key_channels": args.key_channels, "calibration": calibration,
                    "decoding": {"interval": args.decoding_interval, "prefill": args.decoding_prefill, "buffer": 256},
                    "dms": {"threshold": args.dms_threshold, "window": 128, "decoding": args.dms_decoding},
-                   "finch_chunk": args.finch_chunk, "tie_break": args.tie_break}
+                   "finch_chunk": args.finch_chunk, "tie_break": args.tie_break, "sorted_cache": args.sorted_cache}
             if "duo_attention" in built:  # the streaming heads' share salience's budget gives
                 keep = check_budget(budget, args.context, built["duo_attention"])
                 calibration["duo_attention"]["head_ratio"] = float(
@@ -318,6 +318,17 @@ def render(result: dict, command: str, seconds: float) -> str:
                           f"chunk of {a['finch_chunk']} tokens of the prompt, the question included, keeps int(its "
                           "length x the kept share) of its tokens, so fewer in all than the budget (kvpress: its ratio "
                           "set to that share exactly).")
+    if a.get("tie_break"):
+        lines += ["", f"A diagnosis (`--tie-break {a['tie_break']:g}`): key_norm's, kvzap's and lagkv's scores plus "
+                  f"{a['tie_break']:g} x the token's index in the cache, on both sides. Their scores tie exactly (a "
+                  "repeated token's key norm, and its layer-0 attention input, are the same wherever it stands; "
+                  "lagkv scores its sinks and last partition 1), and kvpress's topk orders equal scores in no "
+                  "fixed order where salience evicts the earlier: given the same distinct scores, a difference "
+                  "left is the algorithms'."]
+    if a.get("sorted_cache"):
+        lines += ["", "`--sorted-cache`: kvpress's scorer presses keep their kept tokens in position order, as "
+                  "salience compacts a cache (kvpress gathers them in top-k order, so a later cut breaks ties, or "
+                  "the index-based tie-break above, by another order; attention does not depend on the order)."]
     if {"vatp", "caote"} & set(measured):
         lines += ["", "vatp and caote have no kvpress counterpart."]
     if "qfilter" in result["by_budget"][str(a["budgets"][0])]:
@@ -395,6 +406,9 @@ def main(argv=None) -> int:
     parser.add_argument("--tie-break", type=float, default=None,
                         help="a diagnosis: key_norm's, kvzap's and lagkv's scores plus TIE_BREAK x position on both "
                              "sides (their tokens tie exactly; kvpress's topk orders ties arbitrarily)")
+    parser.add_argument("--sorted-cache", action="store_true",
+                        help="a diagnosis: kvpress's scorer presses keep their kept tokens in position order, as "
+                             "salience does (kvpress gathers them in top-k order; a later cut breaks ties by it)")
     parser.add_argument("--noise", type=float, default=None,
                         help="also run salience's rows on the model with its weights x (1 + NOISE x N(0, 1)) and report "
                              "how far that moves each row (a press's sensitivity to float noise), e.g. 1e-6")

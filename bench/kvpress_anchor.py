@@ -328,10 +328,31 @@ def break_ties(eps: float) -> None:
         cls.score = score
 
 
+def keep_cache_in_position_order() -> None:
+    """ScorerPress.compress with its kept indices sorted, as salience compacts a cache (in
+    position order): kvpress gathers the kept tokens in top-k order, and a later cut (a decoding
+    press) then breaks exact ties by that order. Attention itself does not depend on the order."""
+    from kvpress.presses.scorer_press import ScorerPress
+    from kvpress.utils import compute_n_kept
+
+    def compress(self, module, hidden_states, keys, values, attentions, kwargs):
+        if self.compression_ratio == 0:
+            return keys, values
+        scores = self.score(module, hidden_states, keys, values, attentions, kwargs)
+        n_kept = compute_n_kept(keys.shape[2], self.compression_ratio)
+        indices = scores.topk(n_kept, dim=-1).indices.sort(dim=-1).values
+        indices = indices.unsqueeze(-1).expand(-1, -1, -1, module.head_dim)
+        return keys.gather(2, indices).contiguous(), values.gather(2, indices).contiguous()
+
+    ScorerPress.compress = compress
+
+
 def main(inp: Path, out: Path) -> None:
     job = json.loads(inp.read_text())
     if job.get("tie_break"):
         break_ties(job["tie_break"])
+    if job.get("sorted_cache"):
+        keep_cache_in_position_order()
     torch.set_num_threads(job.get("threads", 2))
     path = Path(job["gguf"])
     # eager attention: ObservedAttentionPress (H2O) reads the attention weights
