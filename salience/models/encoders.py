@@ -20,8 +20,8 @@ against 18.1 SciFact documents a second; BENCHMARKS.md, "Neural search"). ONNX R
 faster with earlier versions, so it stays one argument away. Texts longer
 than the model's window are truncated to it, as sentence-transformers does; how many were
 is counted in ``truncated``. ``device="cuda"`` runs the model on a GPU (``dtype="float16"`` or
-``"bfloat16"`` halves its memory and doubles its speed there); texts are tokenized a chunk at a
-time, so a million of them never sit in memory as token lists at once.
+``"bfloat16"`` halves its weights there); texts are tokenized a chunk at a time, so a million
+of them never sit in memory as token lists at once.
 """
 
 from __future__ import annotations
@@ -108,6 +108,8 @@ class TransformerEncoder:
             raise unknown_choice("dtype", dtype, DTYPES)
         if not isinstance(device, str) or not (device == "cpu" or device == "cuda" or device.startswith("cuda:")):
             raise InvalidParameterError(f"device must be 'cpu', 'cuda' or 'cuda:N'; got {device!r}.")
+        if quantize and dtype != "float32":
+            raise InvalidParameterError(f"quantize='int8' quantizes float32 weights; got dtype={dtype!r}.")
         if device != "cpu" and (quantize or backend == "onnx"):
             raise InvalidParameterError(f"device={device!r} runs the torch backend in float16/bfloat16/float32: "
                                         "quantize='int8' and backend='onnx' are CPU options.")

@@ -209,12 +209,17 @@ class Dense(Index):
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms > 0, norms, 1.0)
 
+    def _encode_spec(self) -> tuple:
+        """What a worker process needs to load this index's encoder as it is configured."""
+        return (self.encoder, self.quantize, self.batch_tokens, self.backend, self.long_documents, self.device,
+                self.dtype)
+
     def _encode_in_parallel(self, texts: list[str], progress, n_jobs: int, executor) -> tuple[np.ndarray, int]:
         """Shards of ``texts`` encoded by worker processes or Ray tasks, each loading the encoder
         once (a callable encoder must be picklable); the vectors in order, and the truncations."""
         from salience.parallel import map_shards, shard_size
 
-        spec = (self.encoder, self.quantize, self.batch_tokens, self.backend, self.long_documents)
+        spec = self._encode_spec()
         size = shard_size(len(texts), n_jobs)
         shards = [(spec, texts[lo : lo + size]) for lo in range(0, len(texts), size)]
         parts, truncated = [], 0
@@ -431,14 +436,15 @@ _WORKER_ENCODERS: dict = {}
 def _encode_shard(args) -> tuple[np.ndarray, int]:
     """A worker's job: one shard of texts encoded (the encoder loaded once per worker, one torch
     thread: the workers share the cores)."""
-    (encoder, quantize, batch_tokens, backend, long_texts), texts = args
+    (encoder, quantize, batch_tokens, backend, long_texts, device, dtype), texts = args
     if isinstance(encoder, str):
-        key = (encoder, quantize, batch_tokens, backend, long_texts)
+        key = (encoder, quantize, batch_tokens, backend, long_texts, device, dtype)
         if key not in _WORKER_ENCODERS:
             from salience.models.encoders import encoder_for
 
             _WORKER_ENCODERS[key] = encoder_for(encoder, quantize=quantize, batch_tokens=batch_tokens,
-                                                backend=backend, threads=1, long_texts=long_texts)
+                                                backend=backend, threads=1, long_texts=long_texts, device=device,
+                                                dtype=dtype)
         encoder = _WORKER_ENCODERS[key]
     before = getattr(encoder, "truncated", 0)
     vectors = np.asarray(_run_encoder(encoder, texts), dtype=np.float32)

