@@ -396,8 +396,7 @@ def run_gpu_dense(sizes: list[int], dtype: str, rows_file: Path | None, model: s
             del docs
             print(f"  {n:>10,} dense on the GPU: index {result['index_s']:.1f} s, {result['qps']:.0f} q/s, "
                   f"p50 {result['p50_ms']:.1f} ms, RSS {result['rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
-            if rows_file is not None:
-                rows_file.write_text(json.dumps([{k: _without_results(v) for k, v in r.items()} for r in rows]))
+            keep_rows(rows_file, rows)
     return rows
 
 
@@ -457,9 +456,14 @@ def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None
                       f"RSS {e['rss_mb']:,.0f} MB", file=sys.stderr, flush=True)
             compare(row)
             rows.append(row)
-            if rows_file is not None:
-                rows_file.write_text(json.dumps([{k: _without_results(v) for k, v in r.items()} for r in rows]))
+            keep_rows(rows_file, rows)
     return rows
+
+
+def keep_rows(rows_file: Path | None, rows: list[dict]) -> None:
+    """The rows measured so far, without their results, to ``rows_file`` (``--rows-file``)."""
+    if rows_file is not None:
+        rows_file.write_text(json.dumps([{k: _without_results(v) for k, v in r.items()} for r in rows]))
 
 
 def _without_results(entry):

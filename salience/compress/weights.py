@@ -132,7 +132,8 @@ def _recording(layers, *, hessian: bool, gram_dtype: str = "float64"):
             gram = None
             if hessian:
                 # in float32 one whole product beats the upper blocks' (a BLAS call on whole rows)
-                gram = _gram(wide) if gram_dtype == "float64" else (flat.float().T @ flat.float()).double()
+                single = flat.float()
+                gram = _gram(wide) if gram_dtype == "float64" else (single.T @ single).double()
             last.update(input=x, version=x._version, tokens=flat.shape[0], sq=(wide * wide).sum(0), hessian=gram)
         return last
 

@@ -35,12 +35,12 @@ from salience.search.sources import Document, read_documents
 __all__ = ["Index"]
 
 
-
 def check_prune_fraction(fraction, unit: str) -> float:
     """A share to prune, in [0, 1) (``unit``: what is pruned, for the error)."""
     if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 <= fraction < 1:
         raise InvalidParameterError(f"fraction={fraction!r} must lie in [0, 1): the share of {unit} pruned.")
     return float(fraction)
+
 
 class Index(Scorer, abc.ABC):
     """Base of the searchable indexes (see the module docstring)."""
