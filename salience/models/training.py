@@ -17,7 +17,8 @@ import numpy as np
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.extras import install_hint
 
-__all__ = ["MIN_GROUPS", "Groups", "check_training", "negatives_of", "require_torch", "train_groups", "write_report"]
+__all__ = ["MIN_GROUPS", "Groups", "check_training", "copy_model_files", "negatives_of", "require_torch",
+           "train_groups", "write_report"]
 
 MIN_GROUPS = 16  # fewer training groups than this teach a model nothing
 Groups = Sequence[tuple[str, str, Sequence[str]]]
@@ -73,17 +74,21 @@ def negatives_of(groups: list, index: int, negatives: int, positives: list[str])
 def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save: Callable[[Path, dict], None],
                  settings: dict, minutes: float, epochs: int, batch_size: int, learning_rate: float,
                  warmup_steps: int, precision: str, seed: int, checkpoint_every: int, show_progress: bool,
-                 report: dict) -> dict:
+                 report: dict, parameter_groups: list[dict] | None = None) -> dict:
     """Train ``model`` on ``groups``: each step ``loss(indices)`` (a scalar tensor, computed
     under autocast when ``precision`` is bf16) is minimised with AdamW; stops after ``epochs``
     passes or ``minutes``; then ``save(folder, report)`` writes the result into a folder that
     replaces ``out`` whole. Returns the report (steps, seconds, first and last losses,
-    ``settings`` and the caller's ``report``)."""
+    ``settings`` and the caller's ``report``). ``parameter_groups``: the optimizer's groups
+    (``params`` and their own ``lr``) where some parameters learn at another rate than
+    ``learning_rate``; the warm-up scales each group's rate alike."""
     from salience.io.files import atomic_directory
     from salience.parallel import progress_bar
 
     work = out.parent / f".{out.name}.training"
-    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
+    optimizer = torch.optim.AdamW(parameter_groups or [p for p in model.parameters() if p.requires_grad],
+                                  lr=learning_rate)
+    rates = [group["lr"] for group in optimizer.param_groups]
     order = np.concatenate([np.random.default_rng(seed + e).permutation(len(groups)) for e in range(epochs)])
     steps = len(order) // batch_size
     step, spent, losses = 0, 0.0, []
@@ -103,8 +108,8 @@ def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save:
     with progress_bar(steps, "training", show_progress, unit="step") as bar:
         bar.update(step)
         while step < steps and time.perf_counter() - started < minutes * 60:
-            for group in optimizer.param_groups:
-                group["lr"] = learning_rate * min(1.0, (step + 1) / (warmup_steps + 1))
+            for group, rate in zip(optimizer.param_groups, rates):
+                group["lr"] = rate * min(1.0, (step + 1) / (warmup_steps + 1))
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 value = loss([int(i) for i in order[step * batch_size : (step + 1) * batch_size]])
             optimizer.zero_grad()
@@ -125,6 +130,13 @@ def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save:
         save(tmp, done)
     shutil.rmtree(work, ignore_errors=True)  # finished: the checkpoint is not needed
     return done
+
+
+def copy_model_files(base: Path, out: Path) -> None:
+    """``base``'s files but its weights and any trainer's report (tokenizer, sentence-transformers
+    modules and pooling), so that the trained weights saved beside them make a whole folder."""
+    weights = ("*.safetensors", "*.bin", "*.h5", "*.msgpack", "*.ot", "onnx", "openvino")
+    shutil.copytree(base, out, dirs_exist_ok=True, ignore=shutil.ignore_patterns(*weights, "bi.json", "cross.json"))
 
 
 def write_report(folder: Path, name: str, report: dict) -> None:

@@ -22,9 +22,10 @@ __all__ = ["CrossJudge"]
                                    "(salience search train-reranker makes one)")
 class CrossJudge(Judge):
     """``model``: a cross-encoder folder; ``max_length``: the pair's tokens (the longer of the
-    two cut first); ``batch_tokens``: padded tokens per batch; ``precision``: ``fp32``,
-    ``bf16`` (autocast; 2-3x faster on CPUs with bfloat16 instructions) or ``int8`` (linear
-    layers dynamically quantized); ``backend``: ``torch`` or ``onnx`` (ONNX Runtime, fp32); their
+    two cut first; for one that starts from its bi-encoder, each text's); ``batch_tokens``:
+    padded tokens per batch; ``precision``: ``fp32``, ``bf16`` (autocast; 2-3x faster on CPUs
+    with bfloat16 instructions) or ``int8`` (linear layers dynamically quantized); ``backend``:
+    ``torch`` or ``onnx`` (ONNX Runtime, fp32, for a cross-encoder with a scoring head); their
     speed and quality loss are in BENCHMARKS.md."""
 
     model_parameter = "model"  # what the command line's --model sets

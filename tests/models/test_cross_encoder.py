@@ -1,6 +1,8 @@
-"""A cross-encoder trained here from an encoder's weights: the listwise loss falls, the model
-ranks its training positives first, the same seed gives the same model, a killed run resumes
-from its checkpoint to the same model, and the output folder is whole or absent."""
+"""A cross-encoder trained here from an encoder's weights, starting as its bi-encoder (gated
+pairs) or with a new head: the listwise loss falls, the model ranks its training positives
+first, the same seed gives the same model, a killed run resumes from its checkpoint to the same
+model, and the output folder is whole or absent. Gated pairs with the gate shut are the
+bi-encoder exactly."""
 
 import numpy as np
 import pytest
@@ -29,8 +31,10 @@ def base(tmp_path_factory):
     return str(tiny_encoder_folder(tmp_path_factory.mktemp("tiny") / "encoder"))
 
 
-def test_training_lowers_the_loss_and_ranks_positives_first_deterministically(base, tmp_path):
-    options = dict(base=base, epochs=12, batch_size=4, negatives=3, learning_rate=2e-3, max_length=32, minutes=5)
+@pytest.mark.parametrize("start", ["bi-encoder", "head"])
+def test_training_lowers_the_loss_and_ranks_positives_first_deterministically(base, tmp_path, start):
+    options = dict(base=base, start=start, epochs=12, batch_size=4, negatives=3, learning_rate=2e-3, max_length=32,
+                   minutes=5)
     report = train_cross_encoder(_groups(), tmp_path / "cross", **options)
     assert report["stopped_by"] == "epochs" and report["steps"] == report["planned_steps"] == 72
     assert report["loss_last"] < 0.5 * report["loss_first"]
@@ -147,11 +151,20 @@ def test_train_reranker_and_rerank_with_it_from_the_command_line(base, tmp_path,
                  str(queries), "--judge", "cross", "--out", str(tmp_path / "x.trec")]) == 2
     assert "--judge cross needs --model" in capsys.readouterr().err
     assert main(["search", "train-reranker", str(corpus), "--out", str(corpus), "--base", base]) == 2
+    capsys.readouterr()
+    assert main(["search", "train-reranker", str(corpus), "--out", str(tmp_path / "bi"), "--base", base, "--kind", "bi",
+                 "--gate", "-3"]) == 2
+    assert "--start and --gate say how a cross-encoder starts: they need --kind cross" in capsys.readouterr().err
+    assert main(["search", "train-reranker", str(corpus), "--out", str(tmp_path / "head"), "--base", base, "--start",
+                 "head", "--epochs", "1", "--max-length", "32", "--minutes", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["start"] == "head"
+    assert json.loads((tmp_path / "head" / "cross.json").read_text())["start"] == "head"
 
 
 def test_onnx_gives_the_same_scores_and_bf16_and_int8_the_same_rankings(base, tmp_path):
     folder = tmp_path / "cross"
-    train_cross_encoder(_groups(), folder, base=base, epochs=12, batch_size=4, learning_rate=2e-3, max_length=32)
+    train_cross_encoder(_groups(), folder, base=base, start="head", epochs=12, batch_size=4, learning_rate=2e-3,
+                        max_length=32)
     groups = _groups()
     exact = [CrossEncoder(folder, max_length=32).scores(q, [p] + n) for q, p, n in groups]
     pytest.importorskip("onnxruntime")
@@ -166,3 +179,59 @@ def test_onnx_gives_the_same_scores_and_bf16_and_int8_the_same_rankings(base, tm
         CrossEncoder(folder, precision="int8", backend="onnx")
     with pytest.raises(InvalidParameterError, match="precision must be one of fp32, bf16, int8; got 'fp16'"):
         CrossEncoder(folder, precision="fp16")
+
+
+def test_gated_pairs_with_the_gate_shut_are_the_bi_encoder_and_open_as_they_train(base, tmp_path):
+    """The joint pass, each segment positioned from 0 and attention between them shut, gives the
+    bi-encoder's scaled cosine of separately mean-pooled texts; the trained gate moves and is
+    saved; the folder is also the encoder (a sentence-transformers-style folder)."""
+    import json
+
+    import torch
+    import transformers
+
+    from salience.models.gated_pairs import gated_pairs, pair_batch
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(base)
+    encoder = transformers.AutoModel.from_pretrained(base).eval()
+    queries, passages = ["heat flow", "a shock wave of the wing"], ["the heat flow of a heat flow", "stock price"]
+
+    def alone(texts):
+        batch = tokenizer(texts, padding=True, truncation=True, max_length=32, return_tensors="pt")
+        hidden = encoder(**batch).last_hidden_state
+        weights = batch["attention_mask"].unsqueeze(-1).float()
+        return torch.nn.functional.normalize((hidden * weights).sum(1) / weights.sum(1), dim=-1)
+
+    with torch.inference_mode():
+        expected = (20.0 * (alone(queries) * alone(passages)).sum(-1)).numpy()
+        shut = gated_pairs(torch, encoder, gate=-1e9)(*pair_batch(torch, tokenizer, queries, passages, 32)).numpy()
+        ajar = gated_pairs(torch, encoder, gate=0.0)(*pair_batch(torch, tokenizer, queries, passages, 32)).numpy()
+    np.testing.assert_allclose(shut, expected, atol=1e-5)
+    assert np.abs(ajar - expected).max() > 1e-3  # open, the segments read each other
+    train_cross_encoder(_groups(), tmp_path / "cross", base=base, epochs=4, batch_size=4, learning_rate=2e-3,
+                        max_length=32)
+    saved = json.loads((tmp_path / "cross" / "cross.json").read_text())
+    assert saved["start"] == "bi-encoder" and saved["pooling"] == "mean" and saved["gate"] != -4.0
+    assert transformers.AutoModel.from_pretrained(tmp_path / "cross").config.model_type == "bert"
+    with pytest.raises(InvalidParameterError, match="runs on the torch backend; ONNX Runtime runs cross-encoders "
+                                                    "with a scoring head"):
+        CrossEncoder(tmp_path / "cross", backend="onnx").scores("heat", ["flow"])
+
+
+def test_bad_starts_and_gates_are_refused(base, tmp_path):
+    import json
+
+    from salience.exceptions import CorruptIndexError
+
+    with pytest.raises(InvalidParameterError, match="start must be one of bi-encoder, head; got 'tower'"):
+        train_cross_encoder(_groups(), tmp_path / "x", base=base, start="tower")
+    with pytest.raises(InvalidParameterError, match="gate is a finite number and only for start='bi-encoder'"):
+        train_cross_encoder(_groups(), tmp_path / "x", base=base, start="head", gate=-3.0)
+    with pytest.raises(InvalidParameterError, match="gate is a finite number"):
+        train_cross_encoder(_groups(), tmp_path / "x", base=base, gate=float("nan"))
+    assert not (tmp_path / "x").exists()
+    train_cross_encoder(_groups(), tmp_path / "cross", base=base, epochs=1, batch_size=8, max_length=16)
+    config = tmp_path / "cross" / "cross.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "gate": "open"}))
+    with pytest.raises(CorruptIndexError, match="gate, scale and pooling are missing or not numbers"):
+        CrossEncoder(tmp_path / "cross").scores("heat", ["flow"])
