@@ -314,8 +314,8 @@ def add_commands(commands) -> None:
                    help="--kind bi: a cross-encoder folder whose margins the bi-encoder learns (GPL's distillation; "
                         "default the contrastive loss)")
     p.add_argument("--start", choices=STARTS, default=None,
-                   help="--kind cross: start as the base bi-encoder, attention between query and passage gated and "
-                        "opened by training (bi-encoder, the default), or with a new scoring head (head, monoBERT)")
+                   help="--kind cross: start as the base bi-encoder, attention between query and passage behind a "
+                        "gate that training sets (bi-encoder, the default), or with a new scoring head (head, monoBERT)")
     p.add_argument("--gate", type=float, default=None,
                    help="--start bi-encoder: the gate's first value, a logit added to attention between query and "
                         "passage (default -4; minus infinity is the bi-encoder)")
