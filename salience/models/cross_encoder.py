@@ -144,10 +144,8 @@ class CrossEncoder:
         return onnx_session(torch, Logits(model), ("ids", "mask", "types"), "logits", output_by_length=False)
 
     def _logits(self, torch, model, session, batch) -> np.ndarray:
-        if isinstance(batch, tuple):  # gated pairs: ids, positions, segments
-            return model(*batch).float().numpy()
         if session is None:
-            return model(**batch).logits[:, 0].float().numpy()
+            return _forward(model, batch).float().numpy()
         types = batch.get("token_type_ids", torch.zeros_like(batch["input_ids"]))
         feed = {"ids": batch["input_ids"].numpy(), "mask": batch["attention_mask"].numpy(), "types": types.numpy()}
         return session.run(["logits"], feed)[0][:, 0]
@@ -187,6 +185,12 @@ def _batch(model, tokenizer, queries: list[str], passages: list[str], max_length
 
         return pair_batch(torch, tokenizer, queries, passages, max_length)
     return _pairs(tokenizer, queries, passages, max_length)
+
+
+def _forward(model, batch):
+    """One score per pair: gated pairs take :func:`_batch`'s three tensors, a model with a
+    scoring head the tokenized pairs (its one output)."""
+    return model(*batch) if isinstance(batch, tuple) else model(**batch).logits[:, 0]
 
 
 def _gated_config(folder: Path) -> dict | None:
@@ -258,7 +262,7 @@ def train_cross_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "
             queries += [groups[i][0]] * (1 + negatives)
             passages += [groups[i][1]] + negatives_of(groups, i, negatives, positives)
         batch = _batch(model, tokenizer, queries, passages, max_length)
-        logits = (model(*batch) if gated else model(**batch).logits).float().view(len(indices), -1)
+        logits = _forward(model, batch).float().view(len(indices), -1)
         return torch.nn.functional.cross_entropy(logits, torch.zeros(len(indices), dtype=torch.long))
 
     def save(folder_out: Path, report: dict) -> None:

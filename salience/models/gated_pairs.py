@@ -8,9 +8,9 @@ query and the passage are read in one sequence, each segment tokenized and posit
 bi-encoder reads it alone, each pooled as the bi-encoder pools, and the score is the scaled
 cosine of the two pooled vectors. Attention between the segments carries a learned bias
 (``gate``, a logit added to every query-passage pair of tokens): at minus infinity the model
-is the bi-encoder exactly; it starts slightly open (:data:`GATE_START`) and training decides how
-far to open it, so the query's tokens come to read the passage's and back, as a
-cross-encoder's do. (PreTTR, MacAvaney et al. 2020, splits a cross-encoder into separate
+is the bi-encoder exactly; it starts slightly open (:data:`GATE_START`), so the query's tokens
+read the passage's and back, as a cross-encoder's do, and training sets how far (on SciFact's
+pseudo-queries it closed a little: BENCHMARKS.md). (PreTTR, MacAvaney et al. 2020, splits a cross-encoder into separate
 lower layers and joint upper ones; here every layer is joint and the split is learned.)
 
 Everything here needs torch; the module that holds the gate is made by :func:`gated_pairs`.
