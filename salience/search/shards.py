@@ -236,6 +236,15 @@ class ShardedIndex:
                 answers.append(None)
         return answers
 
+    def unreachable_shards(self) -> str | None:
+        """None when every shard answers; else a sentence naming those that do not (a health check)."""
+        answers = self._gather("get_params", (), {}, allow_partial=True)
+        missing = [s for s, answer in enumerate(answers) if answer is None]
+        if not missing:
+            return None
+        return (f"shard{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))} of {self.n_shards} "
+                "did not answer: searches fail unless allow_partial is set.")
+
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      allow_partial: bool = False) -> list[Scores]:
         """The ``k`` best documents of each query over all shards (see the module docstring)."""

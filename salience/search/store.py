@@ -98,7 +98,8 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
 
 def write_document_rows(index, folder: Path, start: int, stop: int) -> None:
     """A segment's rows of the document store (every index kind's): ids, metadata and the
-    stored fields of documents ``start`` to ``stop``."""
+    stored fields of documents ``start`` to ``stop`` (read back by :func:`read_back_rows`
+    before the segment is committed)."""
     (folder / "ids.json").write_text(json.dumps(index._ids[start:stop], ensure_ascii=False), encoding="utf-8")
     with open(folder / "metadata.jsonl", "w", encoding="utf-8") as fh:
         for row in index._metadata[start:stop]:
@@ -118,6 +119,20 @@ def file_table(folder: Path) -> dict:
             os.fsync(f.fileno())
         files[path.name] = {"bytes": path.stat().st_size, "crc32": _crc32(path)}
     return files
+
+
+def read_back_rows(folder: Path, n_docs: int) -> None:
+    """Read a just-written segment's document rows with the loader's own readers (ids,
+    metadata, stored fields): a segment that would not load is never committed."""
+    try:
+        ids = _read_json(folder / "ids.json")
+        if len(ids) != n_docs:
+            raise CorruptIndexError(f"{folder / 'ids.json'}: {len(ids)} ids for {n_docs} documents.")
+        for name in ("metadata.jsonl", "documents.jsonl"):
+            if name == "metadata.jsonl" or (folder / name).is_file():
+                _read_jsonl(folder / name, n_docs)
+    except CorruptIndexError as err:
+        raise CorruptIndexError(f"the segment just written did not read back, so nothing was committed: {err}") from None
 
 
 def verify_files(folder: Path, files: dict) -> None:
@@ -182,6 +197,7 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
             try:
                 os.chmod(tmp, usual_mode(tmp, directory=True))
                 files = write(tmp, start, stop)
+                read_back_rows(tmp, stop - start)
                 fsync_dir(tmp)
                 os.replace(tmp, path / name)
             except BaseException:
@@ -247,6 +263,7 @@ def save_whole(path: Path, n_docs: int, write, manifest, is_own) -> tuple[Path, 
         return path, segments
     with atomic_directory(path) as tmp:
         segments = [{"name": "seg-000000", "n_docs": n_docs, "files": write(tmp / "seg-000000")}]
+        read_back_rows(tmp / "seg-000000", n_docs)
         (tmp / MANIFEST).write_text(manifest(segments), encoding="utf-8")
     return path, segments
 
@@ -281,8 +298,10 @@ def _read_json(path: Path):
 
 def _read_jsonl(path: Path, n: int) -> list[dict]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        rows = [json.loads(line) for line in lines]
+        # split on "\n" alone: JSON written with ensure_ascii=False keeps U+0085, U+2028 and
+        # U+2029 unescaped inside strings, where str.splitlines() would cut a row in two
+        lines = path.read_text(encoding="utf-8").split("\n")
+        rows = [json.loads(line) for line in (lines[:-1] if lines[-1] == "" else lines)]
     except FileNotFoundError:
         raise CorruptIndexError(f"{path}: file is missing from the index.") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as err:

@@ -103,6 +103,7 @@ class ServedIndex:
         self.remote = self.kind == "sharded" and shard_executor != "local"  # answers cross the network
         self.lock = threading.Lock()
         self._writer = None  # a copy with changes not yet committed (add/delete with commit=false)
+        self.reopen_error: str | None = None  # why the last reopen of another process's commit failed
         self._sync = FolderSync(self.path, "shards.json" if self.kind == "sharded" else "manifest.json")
         with self._sync.writing():  # sweeping must not race another process's commit
             sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
@@ -143,8 +144,13 @@ class ServedIndex:
                 try:
                     with self.lock:
                         self._catch_up(locked=False)
-                except Exception:  # noqa: BLE001 - a damaged commit: keep serving the last good state
+                    self.reopen_error = None
+                except Exception as err:  # noqa: BLE001 - a damaged commit: keep serving the last good state
                     log.exception("reopening %s after another process's commit failed", self.path)
+                    # said on /health: this process answers from an older generation than the folder's
+                    self.reopen_error = (f"serving generation {self.generation}; the folder is at generation "
+                                         f"{self._sync.generation()}, which could not be opened: "
+                                         f"{type(err).__name__}: {err}")
 
     def _catch_up(self, *, locked: bool) -> None:
         """Reopen the folder if another process committed since this one last read it (holding
@@ -161,8 +167,20 @@ class ServedIndex:
         self.snapshot, self._seen, self._writer = (index, generation), stamp, None
 
     def describe(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "documents": self.reader.n_docs, "generation": self.generation,
-                "pending": self._writer is not None}
+        row = {"name": self.name, "kind": self.kind, "documents": self.reader.n_docs, "generation": self.generation,
+               "pending": self._writer is not None}
+        problem = self.problem()
+        if problem is not None:
+            row["error"] = problem
+        return row
+
+    def problem(self) -> str | None:
+        """Why this index is not served as the folder holds it (a failed reopen, a dead shard), or None."""
+        if self.reopen_error is not None:
+            return self.reopen_error
+        if self.kind == "sharded":
+            return self.reader.unreachable_shards()
+        return None
 
     def write(self, change: Callable[[Any], Any], *, commit: bool = True) -> dict:
         """Apply ``change`` to the writer's copy; with ``commit``, commit it and publish it to

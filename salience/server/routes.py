@@ -22,9 +22,15 @@ def read_router(service):
     router = APIRouter()
 
     @router.get("/health")
-    async def health():
-        return {"status": "ok", "version": _version(), "process": os.getpid(),
-                "indexes": [h.describe() for h in service.served.values()]}
+    def health():
+        # 503 while an index is not served as its folder holds it (a failed reopen, a dead shard):
+        # a load balancer then stops sending this process work
+        from fastapi.responses import JSONResponse
+
+        rows = [h.describe() for h in service.served.values()]
+        healthy = all("error" not in row for row in rows)
+        body = {"status": "ok" if healthy else "stale", "version": _version(), "process": os.getpid(), "indexes": rows}
+        return body if healthy else JSONResponse(body, status_code=503)
 
     @router.get("/methods")
     async def methods(domain: str | None = None):

@@ -139,6 +139,9 @@ def test_a_dead_shard_is_an_error_or_a_flagged_partial_answer(sharded):
         raise ActorDiedError("the actor died")
 
     engine._shards[1].submit = dead
+    health = client.get("/health")  # not "ok" while a shard is dead
+    assert health.status_code == 503 and health.json()["status"] == "stale"
+    assert "shard 1 of 3 did not answer" in health.json()["indexes"][0]["error"]
     failed = client.post("/indexes/pets/search", json={"query": "owls mice", "k": 20})
     assert failed.status_code == 503
     error = failed.json()["error"]
@@ -156,6 +159,7 @@ def test_a_dead_shard_is_an_error_or_a_flagged_partial_answer(sharded):
     del engine._shards[1].submit  # the shard back: a whole answer, flagged as such
     whole = client.post("/indexes/pets/search", json={"query": "owls", "allow_partial": True}).json()
     assert whole["partial"] is False and whole["missing_shards"] == []
+    assert client.get("/health").json()["status"] == "ok"
 
 
 def test_allow_partial_is_for_sharded_indexes(pets):

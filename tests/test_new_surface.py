@@ -1,0 +1,179 @@
+"""Nothing lost on the newer surface (issue 50): line separators inside documents, output folders
+that hold the user's files, bounds, tracebacks, silent wrong results and misleading messages.
+Each test failed before its fix."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from salience.cli import main
+from salience.search import BM25
+from salience.search.dense import Dense
+
+# characters str.splitlines() splits on but JSON leaves unescaped (with ensure_ascii=False)
+SEPARATORS = ["\u0085", "\u2028", "\u2029"]
+TRICKY = [{"id": f"sep{i}", "title": f"line{c}break", "text": f"one{c}two sensor{c}routing", "tag": f"t{c}"}
+          for i, c in enumerate(SEPARATORS)]
+PLAIN = [{"id": "a", "text": "boundary layer heat transfer"}, {"id": "b", "text": "lift of slender wings"}]
+
+
+def _jsonl(path: Path, rows) -> Path:
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def _bag(texts, dim=16):
+    import zlib
+
+    out = np.ones((len(texts), dim))
+    for row, text in enumerate(texts):
+        for word in text.lower().split():
+            out[row, zlib.crc32(word.encode()) % dim] += 1.0
+    return out
+
+
+# --- 1. line separators inside documents -----------------------------------------------------
+def test_separators_round_trip_through_save_add_commit_and_load(tmp_path):
+    index = BM25().index(PLAIN + TRICKY[:1]).save(tmp_path / "ix")
+    loaded = BM25.load(tmp_path / "ix")
+    assert loaded.document("sep0") == {k: v for k, v in TRICKY[0].items() if k != "id"} | loaded.document("sep0")
+    assert loaded.document("sep0")["text"] == TRICKY[0]["text"]
+    index.add(TRICKY[1:]).commit()
+    again = BM25.load(tmp_path / "ix")
+    assert [again.document(d["id"])["text"] for d in TRICKY] == [d["text"] for d in TRICKY]
+    assert again.search("routing", k=5).ids[:3] == index.search("routing", k=5).ids[:3]
+    again.merge()
+    assert BM25.load(tmp_path / "ix").document("sep2")["title"] == TRICKY[2]["title"]
+
+
+def test_separators_round_trip_through_a_dense_index(tmp_path):
+    index = Dense(encoder=_bag, encoder_name="bag16").index(PLAIN + TRICKY).save(tmp_path / "dense")
+    loaded = Dense.load(tmp_path / "dense", encoder=_bag)
+    assert [loaded.document(d["id"])["text"] for d in TRICKY] == [d["text"] for d in TRICKY]
+    index.add([{"id": "z", "text": "z\u2028y"}]).commit()
+    assert Dense.load(tmp_path / "dense", encoder=_bag).document("z")["text"] == "z\u2028y"
+
+
+def test_separators_through_the_cli_index_add_and_bulk_build(tmp_path, capsys):
+    corpus = _jsonl(tmp_path / "corpus.jsonl", PLAIN + TRICKY)
+    out = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet"]) == 0
+    assert BM25.load(out).document("sep1")["text"] == TRICKY[1]["text"]
+    more = _jsonl(tmp_path / "more.jsonl", [{"id": "m", "text": "more\u0085text routing"}])
+    assert main(["search", "add", str(out), str(more), "--quiet"]) == 0
+    assert BM25.load(out).document("m")["text"] == "more\u0085text routing"
+    bulk = tmp_path / "bulk"
+    assert main(["search", "index", str(corpus), "--out", str(bulk), "--memory-mb", "16", "--quiet"]) == 0
+    assert BM25.load(bulk).document("sep2")["text"] == TRICKY[2]["text"]
+    assert main(["search", "query", str(out), "routing", "-k", "5", "--json", "--quiet"]) == 0
+    capsys.readouterr()
+
+
+def test_a_written_segment_is_read_back_before_the_commit(tmp_path, monkeypatch):
+    """A segment whose rows cannot be read back is never committed: the old index stays."""
+    from salience.exceptions import CorruptIndexError
+    from salience.search import store
+
+    index = BM25().index(PLAIN).save(tmp_path / "ix")
+    before = (tmp_path / "ix" / "manifest.json").read_bytes()
+    real = store.write_document_rows
+
+    def broken(index, folder, start, stop):
+        real(index, folder, start, stop)
+        with open(folder / "metadata.jsonl", "a", encoding="utf-8") as fh:
+            fh.write("{}\n")  # one row too many: what a reader splitting on more than newlines saw
+
+    monkeypatch.setattr(store, "write_document_rows", broken)
+    with pytest.raises(CorruptIndexError, match="read back"):
+        index.add([{"id": "c", "text": "c"}]).commit()
+    assert (tmp_path / "ix" / "manifest.json").read_bytes() == before
+    assert BM25.load(tmp_path / "ix").ids == ["a", "b"]
+    with pytest.raises(CorruptIndexError, match="read back"):
+        BM25().index(PLAIN).save(tmp_path / "new")
+    assert not (tmp_path / "new").exists()
+
+
+def test_separators_through_the_service_a_restart_and_a_second_process(tmp_path):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+    from fastapi.testclient import TestClient
+
+    from salience.server.app import create_app
+    from salience.server.indexes import ServedIndex
+
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    other = ServedIndex(tmp_path / "pets", shared=True, watch_s=0.05)  # a second worker on the folder
+    try:
+        client = TestClient(create_app([tmp_path / "pets"], api_key="k" * 20, shared=True), raise_server_exceptions=False)
+        answer = client.post("/indexes/pets/documents", json={"documents": TRICKY}, headers={"X-API-Key": "k" * 20})
+        assert answer.status_code == 200, answer.text
+        restarted = TestClient(create_app([tmp_path / "pets"]), raise_server_exceptions=False)
+        body = restarted.post("/indexes/pets/search", json={"query": "routing", "k": 5}).json()
+        assert {r["id"] for r in body["results"]} == {"sep0", "sep1", "sep2"}
+        assert body["results"][0]["document"]["text"] in {d["text"] for d in TRICKY}
+        import time
+
+        deadline = time.monotonic() + 5
+        while other.generation != 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert other.generation == 1 and other.reader.n_docs == 5  # the other worker reopened it
+    finally:
+        other.close()
+
+
+def test_health_says_when_a_worker_could_not_reopen_a_commit(tmp_path, monkeypatch):
+    """No split brain: a process that keeps answering an older generation says so on /health."""
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from salience.server.app import create_app
+
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    client = TestClient(create_app([tmp_path / "pets"], shared=True, watch_s=0.05), raise_server_exceptions=False)
+    assert client.get("/health").status_code == 200
+    handle = client.app.state.indexes["pets"]
+    monkeypatch.setattr(type(handle.reader), "reopen", lambda self: (_ for _ in ()).throw(OSError("disk said no")))
+    BM25.load(tmp_path / "pets").add([{"id": "c", "text": "c"}]).commit()  # another process commits
+    handle._sync.set_generation(1)
+    deadline = time.monotonic() + 5
+    while "error" not in handle.describe() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    health = client.get("/health")
+    assert health.status_code == 503 and health.json()["status"] == "stale"
+    row = health.json()["indexes"][0]
+    assert row["generation"] == 0 and "disk said no" in row["error"] and "generation 1" in row["error"]
+    monkeypatch.undo()
+    deadline = time.monotonic() + 5
+    while "error" in handle.describe() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert client.get("/health").json()["status"] == "ok" and handle.generation == 1
+
+
+def test_separators_written_over_http_reach_both_workers(tmp_path):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    import time
+
+    from salience.server.live import LiveServer
+
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    (tmp_path / "key").write_text("k" * 20)
+    with LiveServer([tmp_path / "pets"], api_key_file=tmp_path / "key", options=["--workers", "2"]) as server:
+        status, body = server.request("POST", "/indexes/pets/documents", {"documents": TRICKY},
+                                      headers={"X-API-Key": "k" * 20})
+        assert status == 200 and body["generation"] == 1, body
+        deadline = time.monotonic() + 20
+        seen: dict[int, int] = {}
+        while len(seen) < 2 and time.monotonic() < deadline:  # both workers, each at generation 1
+            status, health = server.request("GET", "/health")
+            assert status == 200, health  # never a worker stuck on the old generation
+            if health["indexes"][0]["generation"] == 1:
+                seen[health["process"]] = 1
+        assert len(seen) == 2
+        status, found = server.request("POST", "/indexes/pets/search", {"query": "routing", "k": 5})
+        assert {r["id"] for r in found["results"]} == {"sep0", "sep1", "sep2"}
+    assert [BM25.load(tmp_path / "pets").document(d["id"])["text"] for d in TRICKY] == [d["text"] for d in TRICKY]
