@@ -177,3 +177,154 @@ def test_separators_written_over_http_reach_both_workers(tmp_path):
         status, found = server.request("POST", "/indexes/pets/search", {"query": "routing", "k": 5})
         assert {r["id"] for r in found["results"]} == {"sep0", "sep1", "sep2"}
     assert [BM25.load(tmp_path / "pets").document(d["id"])["text"] for d in TRICKY] == [d["text"] for d in TRICKY]
+
+
+# --- 2. writing over a command's own earlier output keeps the user's files ---------------------
+def _user_files(folder: Path) -> dict:
+    """Put the user's files in an output folder (top level, a folder of their own, inside a
+    folder the command owns); return them to compare after."""
+    placed = {"notes.txt": "mine", "photos/cat.jpg": "\xff cat", "config.json.bak": "a backup"}
+    for name, text in placed.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text, encoding="utf-8")
+    return placed
+
+
+def _still_there(folder: Path, placed: dict) -> None:
+    assert {name: (folder / name).read_text(encoding="utf-8") for name in placed} == placed
+
+
+def test_search_index_with_shards_keeps_the_users_files(tmp_path):
+    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": f"d{i}", "text": f"heat layer {i} wing"} for i in range(40)])
+    out = tmp_path / "ix"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet"]) == 0
+    placed = _user_files(out)
+    assert main(["search", "index", str(corpus), "--out", str(out), "--shards", "2", "--quiet"]) == 0
+    _still_there(out, placed)
+    assert not (out / "seg-000000").exists() and not (out / "manifest.json").exists()  # the plain index's files went
+    (out / "shard-000" / "mine.txt").write_text("inside a shard")
+    placed["shard-000/mine.txt"] = "inside a shard"
+    assert main(["search", "index", str(corpus), "--out", str(out), "--shards", "3", "--quiet"]) == 0
+    _still_there(out, placed)
+    from salience.search.shards import ShardedIndex
+
+    assert ShardedIndex.load(out).n_docs == 40
+    assert main(["search", "index", str(corpus), "--out", str(out), "--quiet"]) == 0  # back to one index
+    _still_there(out, placed)
+    assert not (out / "shards.json").exists() and not (out / "shard-001").exists()
+    assert BM25.load(out).n_docs == 40
+    ShardedIndex.build(corpus, n_shards=2, out=out)  # the Python API follows the same rule
+    _still_there(out, placed)
+    from salience.exceptions import InvalidParameterError
+
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "a.txt").write_text("x")
+    with pytest.raises(InvalidParameterError, match="did not write"):
+        ShardedIndex.build(corpus, n_shards=2, out=stranger)
+    with pytest.raises(InvalidParameterError, match="did not write"):
+        ShardedIndex.load(out).save(stranger)
+    assert (stranger / "a.txt").read_text() == "x"
+
+
+def test_model_writing_commands_keep_the_users_files(tmp_path, capsys):
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_encoder_folder
+
+    encoder = tiny_encoder_folder(tmp_path / "encoder")
+    out = tmp_path / "static"
+    assert main(["search", "distill", str(encoder), "--out", str(out), "--dims", "8", "--quiet"]) == 0
+    placed = _user_files(out)
+    assert main(["search", "distill", str(encoder), "--out", str(out), "--dims", "4", "--quiet"]) == 0
+    _still_there(out, placed)
+    from salience.models.static import StaticEncoder
+
+    assert StaticEncoder(out).encode(["heat flow"]).shape == (1, 4)
+
+    docs = [{"_id": f"d{i}", "title": f"{a} {b}", "text": f"the {a} of a {b} . a {b} in the {a} ."}
+            for i, (a, b) in enumerate((a, b) for a in ("heat", "wing", "cell", "shock", "price", "membrane") for b in ("flow", "wave", "market"))]
+    corpus = _jsonl(tmp_path / "corpus.jsonl", docs)
+    trained = tmp_path / "bi"
+    options = ["--kind", "bi", "--base", str(encoder), "--epochs", "1", "--batch-size", "4", "--max-length", "16",
+               "--quiet"]
+    assert main(["search", "train-reranker", str(corpus), "--out", str(trained), *options]) == 0
+    placed = _user_files(trained)
+    (trained / "onnx").mkdir()
+    (trained / "onnx" / "model.onnx").write_bytes(b"a stale export of the earlier model")
+    assert main(["search", "train-reranker", str(corpus), "--out", str(trained), *options]) == 0
+    _still_there(trained, placed)
+    assert not (trained / "onnx").exists()  # the earlier model's export is the command's: gone with it
+    capsys.readouterr()
+
+
+def test_compress_commands_keep_the_users_files(tmp_path, capsys):
+    pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from tests.compress.models import tiny_llama
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    model = tmp_path / "model"
+    tiny_llama(max_position_embeddings=256).save_pretrained(model)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(model)
+    calib = tmp_path / "calib.txt"
+    calib.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 400)))
+    out = tmp_path / "out"
+    common = ["--calib", str(calib), "--seqlen", "16", "--calib-windows", "4", "--out", str(out), "--quiet"]
+    assert main(["compress", "prune", str(model), "--method", "magnitude", "--sparsity", "0.5", "--out", str(out),
+                 "--quiet"]) == 0
+    placed = _user_files(out)
+    for command in (["compress", "prune", str(model), "--method", "wanda", "--sparsity", "0.5", *common],
+                    ["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out", str(out),
+                     "--quiet"],
+                    ["compress", "layers", str(model), "--remove", "1", *common],
+                    ["compress", "structured", str(model), "--unit", "ffn_channels", "--fraction", "0.25",
+                     "--criterion", "output", *common]):
+        assert main(command) == 0, command
+        _still_there(out, placed)
+    assert not (out / "salience-quantize.json").exists()  # the earlier run's report went with its model
+    assert transformers.AutoModelForCausalLM.from_pretrained(out).config.intermediate_size == 48
+    capsys.readouterr()
+
+
+# --- 3. a killed supervisor takes its workers with it ------------------------------------------
+def test_workers_exit_when_serve_is_killed(tmp_path):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    import os
+    import signal
+    import socket
+    import time
+
+    from salience.server.live import LiveServer
+
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    server = LiveServer([tmp_path / "pets"], options=["--workers", "2"]).start()
+    try:
+        deadline = time.monotonic() + 30
+        while len(server.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        workers = server.workers()
+        assert len(workers) == 2
+        os.kill(server.process.pid, signal.SIGKILL)
+        server.process.wait(10)
+        deadline = time.monotonic() + 20
+        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not any(_alive(pid) for pid in workers)
+        with socket.socket() as sock:  # the port is free for a restart
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", server.port))
+    finally:
+        for pid in server.workers():
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

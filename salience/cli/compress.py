@@ -9,6 +9,7 @@ from salience.cli._common import (add_on_error, add_output_options, choices_of, 
                                   nonnegative_int, positive_int, read_text)
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_directory, check_output_path
+from salience.models.folders import owns_model_file
 
 
 def _text_of(path: str, on_error: str) -> str:
@@ -61,7 +62,7 @@ def _model_and_calibration(args, check_options):
 def _write_model(args, model, tokenizer, result: dict) -> None:
     """The changed model, its tokenizer and the command's report, written atomically to --out
     (``--compressed``: the pruned layers' zeros left out of the files)."""
-    with atomic_directory(args.out) as folder:
+    with atomic_directory(args.out, owned=owns_model_file) as folder:  # the user's files there stay
         if getattr(args, "compressed", False):
             from salience.models.sparse_files import save_sparse
 
@@ -113,7 +114,7 @@ def _cmd_quantize(args) -> int:
                       high_bits=args.high_bits, ragged=args.ragged_groups, embeddings=args.embeddings == "int8",
                       outliers=args.outliers, outlier_criterion=args.outlier_criterion, **params)
     result = {**report.as_dict(), "out": args.out}
-    with atomic_directory(args.out) as folder:
+    with atomic_directory(args.out, owned=owns_model_file) as folder:
         save_quantized(model, folder, tokenizer=tokenizer)
         (folder / "salience-quantize.json").write_text(json.dumps(result, indent=1), encoding="utf-8")
     size = sum(p.stat().st_size for p in Path(args.out).glob("*.safetensors"))

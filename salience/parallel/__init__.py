@@ -19,6 +19,7 @@ from salience.exceptions import ClusterUnreachableError, InvalidParameterError, 
 from salience.extras import require
 
 __all__ = ["Executor", "EXECUTORS", "LocalExecutor", "RayExecutor", "make_executor", "progress_bar", "map_shards",
+           "exit_with_parent",
            "shard_size"]
 
 EXECUTORS = ("local", "ray")
@@ -34,16 +35,21 @@ class Executor(Protocol):
     def close(self) -> None: ...
 
 
-def _exit_with_parent(parent: int) -> None:
-    """Pool worker initializer: a daemon thread ends the worker soon after its parent dies (a
-    killed run must not leave workers writing into its work folder)."""
+def exit_with_parent(parent: int, grace_s: float = 0.0) -> None:
+    """A daemon thread ends this process soon after its parent dies (a killed run must not leave
+    workers writing into its work folder, nor a killed service its workers answering). With
+    ``grace_s`` it is first asked to stop (SIGTERM: a service finishes the requests in flight) and
+    ended that many seconds later if it has not."""
+    import signal
     import threading
 
     def watch() -> None:
-        while True:
+        while os.getppid() == parent:
             time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(1)
+        if grace_s > 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(grace_s)
+        os._exit(1)
 
     threading.Thread(target=watch, name="salience-parent-watch", daemon=True).start()
 
@@ -58,7 +64,7 @@ class LocalExecutor:
 
         n_jobs = check_n_jobs(n_jobs)
         context = multiprocessing.get_context(start_method) if start_method else None
-        self.pool = (ProcessPoolExecutor(n_jobs, mp_context=context, initializer=_exit_with_parent,
+        self.pool = (ProcessPoolExecutor(n_jobs, mp_context=context, initializer=exit_with_parent,
                                          initargs=(os.getpid(),)) if n_jobs > 1 else None)
         self.limit = 2 * n_jobs
         self.pending: list = []

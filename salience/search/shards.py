@@ -36,9 +36,10 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.exceptions import CorruptIndexError, InvalidParameterError, ShardUnavailableError
-from salience.io.files import atomic_directory
+from salience.io.files import atomic_directory, check_output_path
 from salience.parallel import map_shards, progress_bar
 from salience.search import scoring
+from salience.search.store import is_own_output, owns_index_file
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
                                       is_sharded_folder, is_unavailable, jsonable_params, read_manifest,
                                       route_documents, shard_of, write_manifest)
@@ -117,8 +118,9 @@ class ShardedIndex:
             if empty:
                 raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
             return cls(shards, params)
-        out = Path(out)
-        with atomic_directory(out) as tmp:
+        out = check_output_path(out, [documents] if isinstance(documents, (str, os.PathLike)) else [],
+                                what="index", option="out", is_own=is_own_output)
+        with atomic_directory(out, owned=owns_index_file) as tmp:
             files = [open(tmp / f".part-{s:03d}.pickle", "wb") for s in range(n_shards)]
             try:
                 counts = route_documents(docs, n_shards, files, show_progress)
@@ -359,13 +361,14 @@ class ShardedIndex:
         """Write every shard and the manifest to ``path`` (shards held in this process only)."""
         if not all(isinstance(s, LocalShard) for s in self._shards):
             raise InvalidParameterError("shards held by Ray actors are saved where they were loaded from.")
-        with atomic_directory(Path(path)) as tmp:
+        path = check_output_path(path, what="index", option="path", is_own=is_own_output)
+        with atomic_directory(path, owned=owns_index_file) as tmp:
             counts = []
             for s, shard in enumerate(self._shards):
                 shard.index.save(tmp / f"shard-{s:03d}")
                 counts.append(shard.index.n_docs)
             write_manifest(tmp, self.n_shards, self.params, counts)
-        self.path = Path(path)
+        self.path = path
         return self
 
 

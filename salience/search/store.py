@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from salience.exceptions import CorruptIndexError
-from salience.io.files import atomic_directory, atomic_write_text, folder_format, fsync_dir
+from salience.io.files import atomic_directory, atomic_write_text, folder_format, fsync_dir, owned_files
 from salience.search.packed import write_packed
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -66,9 +66,20 @@ def is_index_folder(path: Path) -> bool:
     return folder_format(path, MANIFEST) == FORMAT
 
 
+#: the files an index folder of any kind (BM25, dense, sharded) owns; anything else there is the
+#: user's and stays when the folder is written over (:func:`salience.io.files.owned_files`)
+INDEX_FILES = ("manifest.json", "shards.json", ".part-*", "seg-[0-9]*/*", "shard-[0-9]*/", "shard-[0-9]*/manifest.json",
+               "shard-[0-9]*/seg-[0-9]*/*")
+owns_index_file = owned_files(INDEX_FILES)
+
+
 def is_own_output(path: Path) -> bool:
-    """Whether a save may replace ``path``: an index folder, or an empty folder."""
-    return path.is_dir() and (is_index_folder(path) or not any(path.iterdir()))
+    """Whether a save may replace ``path``: an index folder of any kind, or an empty folder."""
+    from salience.search.dense_store import is_dense_folder
+    from salience.search.shard_io import is_sharded_folder
+
+    return path.is_dir() and (is_index_folder(path) or is_dense_folder(path) or is_sharded_folder(path)
+                              or not any(path.iterdir()))
 
 
 def _crc32(path: Path) -> int:
@@ -259,6 +270,7 @@ def save_whole(path: Path, n_docs: int, write, manifest, is_own) -> tuple[Path, 
         atomic_write_text(path / MANIFEST, manifest(segments))
         for name in previous:
             shutil.rmtree(path / name, ignore_errors=True)
+        _remove_sharded_files(path)
         fsync_dir(path)
         return path, segments
     with atomic_directory(path) as tmp:
@@ -266,6 +278,21 @@ def save_whole(path: Path, n_docs: int, write, manifest, is_own) -> tuple[Path, 
         read_back_rows(tmp / "seg-000000", n_docs)
         (tmp / MANIFEST).write_text(manifest(segments), encoding="utf-8")
     return path, segments
+
+
+def _remove_sharded_files(path: Path) -> None:
+    """What a sharded index owned in ``path`` (its manifest first: from then on the folder reads as
+    the single index just committed), keeping the user's files, in shard folders too."""
+    if (path / "shards.json").is_file():
+        os.remove(path / "shards.json")
+        fsync_dir(path)
+    for shard in path.glob("shard-[0-9]*"):
+        if shard.is_dir() and not shard.is_symlink():
+            (shard / MANIFEST).unlink(missing_ok=True)
+            for segment in shard.glob("seg-[0-9]*"):
+                shutil.rmtree(segment, ignore_errors=True)
+            if not any(shard.iterdir()):
+                shard.rmdir()
 
 
 def save_index(index: "BM25", path: Path) -> None:

@@ -155,6 +155,11 @@ def worker_app():
     ``SALIENCE_SERVE_CONFIG`` (uvicorn's factory: it starts the workers and restarts one that dies)."""
     import json
 
+    from salience.parallel import exit_with_parent
+
+    # a supervisor killed -9 cannot stop its workers: each stops itself, or it would go on
+    # answering on the port with no one to restart or stop it
+    exit_with_parent(os.getppid(), grace_s=5.0)
     config = json.loads(os.environ[WORKER_CONFIG])
     api_key = read_api_key(config.pop("api_key_file")) if config.get("api_key_file") else None
     config.pop("api_key_file", None)

@@ -114,11 +114,14 @@ class TextClassifier(Scorer):
 
     def save(self, folder: str | Path) -> None:
         """Write the classifier to ``folder`` atomically (a manifest and ``coef.npy``)."""
-        from salience.io.files import atomic_directory
+        from salience.io.files import atomic_directory, check_output_path, folder_format, owned_files
 
         if self.coef_ is None:
             raise NotFittedError("the classifier is not fitted: there is nothing to save.")
-        with atomic_directory(folder) as tmp:
+        folder = check_output_path(folder, what="classifier", option="folder", is_own=lambda p: p.is_dir() and (
+            folder_format(p, "manifest.json") == FORMAT or not any(p.iterdir())))
+        # the user's files in an earlier classifier's folder stay
+        with atomic_directory(folder, owned=owned_files(("manifest.json", "coef.npy"))) as tmp:
             manifest = {"format": FORMAT, "version": VERSION, "features": self.features, "l2": self.l2,
                         "buckets": self.buckets, "encoder": self.encoder, "window_words": self.window_words,
                         "intercept": self.intercept_, "n_weights": len(self.coef_)}
