@@ -328,3 +328,85 @@ def _alive(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+# --- 4. bounds ---------------------------------------------------------------------------------
+def test_sharded_builds_and_loads_stay_bounded_with_one_long_term(tmp_path):
+    """One 2,000-character token among 20,000 terms: numbering the shards' vocabularies through a
+    fixed-width string array asked for 160 MB; the build of the folder itself keeps no document."""
+    import tracemalloc
+
+    from salience.search.shards import ShardedIndex
+
+    rng = np.random.default_rng(0)
+    docs = [{"id": f"d{i}", "text": " ".join(f"t{w}" for w in rng.integers(0, 20000, 12))} for i in range(3000)]
+    docs.append({"id": "long", "text": "x" * 2000 + " t1"})
+    corpus = _jsonl(tmp_path / "corpus.jsonl", docs)
+    tracemalloc.start()
+    try:
+        counts = ShardedIndex.write(corpus, tmp_path / "sh", n_shards=2, memory_mb=4)
+        written_peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.reset_peak()
+        index = ShardedIndex.load(tmp_path / "sh")
+        loaded_peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(counts) == 3001 and index.n_docs == 3001
+    assert written_peak < 30e6 and loaded_peak < 60e6, (written_peak, loaded_peak)
+    assert index.search("t1", k=3).ids == BM25().fit(docs).search("t1", k=3).ids
+
+
+def test_centroid_summaries_are_linear_in_the_text():
+    import tracemalloc
+
+    from salience.summarize import Centroid
+
+    sentences = ["heat flows in the wing", "the wing bends", "markets fell", "heat and the wing"]
+    # by hand: tf-idf rows against their column sum, both scaled to unit length
+    counts = np.array([[1, 1, 1, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1], [1, 0, 1, 0, 0, 0]], float)
+    idf = np.log(5 / (1 + counts.astype(bool).sum(axis=0))) + 1
+    weights = counts * idf
+    centroid = weights.sum(axis=0)
+    expected = weights @ centroid / np.linalg.norm(weights, axis=1) / np.linalg.norm(centroid)
+    got = Centroid(language="en").score_sentences(sentences)
+    assert np.allclose(got.values, expected)
+    many = [f"the wing number w{i} and heat" for i in range(6000)]  # one shared term: a dense graph
+    tracemalloc.start()
+    try:
+        Centroid(language="en").score_sentences(many)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40e6, peak  # the cosine matrix alone was 6000^2 entries
+
+
+def test_training_checkpoints_by_time_too(tmp_path, monkeypatch):
+    """Steps of a minute each: a kill before the 100th step kept nothing; now a checkpoint is
+    written every CHECKPOINT_SECONDS as well, and the run resumes from it to the same model."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from salience.models import training
+    from salience.models.cross_encoder import train_cross_encoder
+    from tests.models.tiny import tiny_encoder_folder
+
+    base = str(tiny_encoder_folder(tmp_path / "encoder"))
+    words = ["heat", "flow", "wing", "shock", "wave", "cell"]
+    groups = [(f"{a} {b}", f"the {a} and the {b}", [f"the {b}"]) for a in words for b in words if a != b]
+    options = dict(base=base, epochs=1, batch_size=4, negatives=1, max_length=16)  # checkpoint_every: 100
+    whole = train_cross_encoder(groups, tmp_path / "whole", **options)
+    monkeypatch.setattr(training, "CHECKPOINT_SECONDS", 0.0)
+    real, saved = training._save_checkpoint, []
+
+    def save_then_die(*args, **kwargs):
+        real(*args, **kwargs)
+        saved.append(args[5])  # the step
+        if len(saved) == 3:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(training, "_save_checkpoint", save_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        train_cross_encoder(groups, tmp_path / "killed", **options)
+    assert saved == [1, 2, 3] and (tmp_path / ".killed.training" / "checkpoint.pt").is_file()
+    monkeypatch.setattr(training, "_save_checkpoint", real)
+    resumed = train_cross_encoder(groups, tmp_path / "killed", **options)
+    assert resumed["steps"] == whole["steps"] and resumed["loss_last"] == pytest.approx(whole["loss_last"], abs=1e-6)

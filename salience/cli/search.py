@@ -156,12 +156,13 @@ def _cmd_index(args) -> int:
     if args.shards:
         if args.dense:
             raise InvalidParameterError("--shards splits a BM25 index: a dense index is one folder.")
-        sharded = ShardedIndex.build(args.source, n_shards=args.shards, out=args.out, executor=_executor(args),
-                                     n_jobs=args.n_jobs, show_progress=show_progress(args), on_error=args.on_error,
-                                     memory_mb=args.memory_mb, **engine.get_params())
+        # written, not opened: the command holds one document at a time (--memory-mb bounds the shards' builds)
+        counts = ShardedIndex.write(args.source, args.out, n_shards=args.shards, executor=_executor(args),
+                                    n_jobs=args.n_jobs, show_progress=show_progress(args), on_error=args.on_error,
+                                    memory_mb=args.memory_mb, **engine.get_params())
         seconds = time.perf_counter() - start
-        result = {"documents": sharded.n_docs, "shards": sharded.n_shards, "seconds": round(seconds, 3), "out": args.out}
-        emit(args, result, f"indexed {sharded.n_docs} documents in {sharded.n_shards} shards in {seconds:.2f}s -> {args.out}")
+        result = {"documents": sum(counts), "shards": len(counts), "seconds": round(seconds, 3), "out": args.out}
+        emit(args, result, f"indexed {sum(counts)} documents in {len(counts)} shards in {seconds:.2f}s -> {args.out}")
         return 0
     if not args.dense:
         engine.build(args.source, args.out, memory_mb=args.memory_mb, on_error=args.on_error, n_jobs=args.n_jobs,

@@ -227,7 +227,7 @@ def train_cross_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "
     linearly over ``warmup_steps``, then stays (a time budget leaves the number of steps
     unknown); ``precision`` ``bf16`` computes in bfloat16 autocast (weights and optimizer kept in
     float32). Stops after ``epochs`` passes or ``minutes``, whichever comes first; a checkpoint
-    beside ``out`` (``.OUT.training``) every ``checkpoint_every`` steps lets a killed run resume
+    beside ``out`` (``.OUT.training``) every ``checkpoint_every`` steps (and every two minutes) lets a killed run resume
     where it stopped with the same settings. (:mod:`salience.models.training` holds the loop.)"""
     if start not in STARTS:
         raise InvalidParameterError(f"start must be one of {', '.join(STARTS)}; got {start!r}.")

@@ -103,10 +103,14 @@ def build_shard(job: tuple) -> Any:
         docs = part if isinstance(part, list) else list(read_part(Path(part)))
         index = BM25(**params)
         return index.fit(docs) if docs else index
+    from salience.search import bulk, store
+
     docs = part if isinstance(part, list) else read_part(Path(part))
     memory_mb = rest[0] if rest else 1024
     try:
-        return BM25(**params).build(docs, out, memory_mb=memory_mb).n_docs
+        # written, not opened: opening would read the shard's stored documents, past the budget
+        folder = bulk.build(BM25(**params), docs, out, memory_mb=memory_mb)
+        return int(store.read_manifest(folder)[1]["n_docs"])
     except InvalidParameterError as err:
         if "empty corpus" in str(err):
             raise InvalidParameterError(f"shard {Path(out).name} got no documents: use fewer shards.") from None

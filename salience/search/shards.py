@@ -86,38 +86,39 @@ class ShardedIndex:
         """Route ``documents`` (records, a jsonl(.gz) file or a BEIR folder) to ``n_shards``
         shards by id hash and index each as ``BM25(**params)``, ``n_jobs`` shards at a time
         on ``executor`` (``"local"`` processes or ``"ray"``, or an executor object). With
-        ``out`` the routed documents go to files and every job writes its shard folder (a
-        Ray cluster's nodes need ``out`` on a shared filesystem), so the coordinator holds
-        one document at a time and each job builds its shard within ``memory_mb / n_jobs``
-        megabytes (:meth:`BM25.build`); without, the shards are built in memory and returned."""
+        ``out`` the folder is written as :meth:`write` writes it and then opened; without, the
+        shards are built in memory and returned."""
+        if out is not None:
+            cls.write(documents, out, n_shards=n_shards, executor=executor, n_jobs=n_jobs,
+                      show_progress=show_progress, on_error=on_error, memory_mb=memory_mb, **params)
+            return cls.load(out)
+        docs, params = _documents_and_params(documents, n_shards, params, on_error, memory_mb, stream=False)
+        parts: list = [[] for _ in range(n_shards)]
+        route_documents(docs, n_shards, parts, show_progress)
+        jobs = [(part, None, params) for part in parts]
+        shards = []
+        with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
+            for index in map_shards(build_shard, jobs, n_jobs, executor):
+                shards.append(LocalShard(index))
+                bar.update(1)
+        empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
+        if empty:
+            raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
+        return cls(shards, params)
+
+    @staticmethod
+    def write(documents: Any, out: str | os.PathLike, *, n_shards: int, executor: Any = "local", n_jobs: int = 1,
+              show_progress: bool = False, on_error: str = "raise", memory_mb: float = 1024,
+              **params: Any) -> list[int]:
+        """Write a sharded index folder to ``out`` without opening it; return each shard's
+        document count. The routed documents go to files and every job writes its shard folder
+        (a Ray cluster's nodes need ``out`` on a shared filesystem), so the coordinator holds one
+        document at a time and each job builds its shard within ``memory_mb / n_jobs`` megabytes
+        (:meth:`BM25.build`). ``out`` must be new, empty or an earlier index: the user's files
+        there stay."""
         from salience.core.checks import check_n_jobs
-        from salience.search.bm25 import BM25
-        from salience.search.bulk import check_memory_mb
-        from salience.search.sources import iter_documents
 
-        n_shards = check_k(n_shards, "n_shards")
-        params = BM25(**params).get_params()  # bad parameters are refused before any document is read
-        check_memory_mb(memory_mb)
-        fields = tuple(params.get("fields", ("title", "text")))
-        if isinstance(documents, (str, os.PathLike)) or (out is not None and not isinstance(documents, (list, tuple))):
-            docs = iter_documents(documents, fields, on_error=on_error)  # a file or a stream: one at a time
-        else:
-            from salience.search.sources import read_documents
-
-            docs = read_documents(documents, fields, on_error=on_error)
-        if out is None:
-            parts: list = [[] for _ in range(n_shards)]
-            route_documents(docs, n_shards, parts, show_progress)
-            jobs = [(part, None, params) for part in parts]
-            shards = []
-            with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
-                for index in map_shards(build_shard, jobs, n_jobs, executor):
-                    shards.append(LocalShard(index))
-                    bar.update(1)
-            empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
-            if empty:
-                raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
-            return cls(shards, params)
+        docs, params = _documents_and_params(documents, n_shards, params, on_error, memory_mb, stream=True)
         out = check_output_path(out, [documents] if isinstance(documents, (str, os.PathLike)) else [],
                                 what="index", option="out", is_own=is_own_output)
         with atomic_directory(out, owned=owns_index_file) as tmp:
@@ -139,7 +140,7 @@ class ShardedIndex:
             for s in range(n_shards):
                 os.remove(tmp / f".part-{s:03d}.pickle")
             write_manifest(tmp, n_shards, params, counts)
-        return cls.load(out)
+        return counts
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, executor: str = "local", address: str | None = None,
@@ -182,16 +183,15 @@ class ShardedIndex:
         """Sum the shards' statistics and give each shard the sums over its own vocabulary."""
         stats = self._gather("collection_statistics", (), {}, allow_partial=False)
         vocabularies = [terms for terms, _, _, _ in stats]
-        all_terms = np.array([t for terms in vocabularies for t in terms], dtype=object)
         all_df = np.concatenate([df for _, df, _, _ in stats]).astype(np.int64)
         self.n_docs = int(sum(n for _, _, n, _ in stats))
         self.total_length = float(sum(length for _, _, _, length in stats))
-        if len(all_terms):
-            unique, inverse = np.unique(all_terms.astype(str), return_inverse=True)
-        else:
-            unique, inverse = np.zeros(0, dtype=str), np.zeros(0, dtype=np.int64)
-        global_df = np.bincount(inverse, weights=all_df, minlength=len(unique)).astype(np.int64)
-        self._terms = {t: i for i, t in enumerate(unique.tolist())}
+        # numbered through a dict: a fixed-width string array would be as wide as the longest
+        # term for every term (gigabytes for one long token in a large vocabulary)
+        self._terms: dict[str, int] = {}
+        inverse = np.fromiter((self._terms.setdefault(t, len(self._terms)) for terms in vocabularies for t in terms),
+                              dtype=np.int64, count=len(all_df))
+        global_df = np.bincount(inverse, weights=all_df, minlength=len(self._terms)).astype(np.int64)
         variant = self.params.get("variant", "lucene")
         k1, delta = float(self.params.get("k1", 1.5)), float(self.params.get("delta", 0.5))
         self._nonocc = scoring.idf(global_df, self.n_docs, variant) * scoring.nonoccurrence_component(variant, k1, delta)
@@ -370,6 +370,23 @@ class ShardedIndex:
             write_manifest(tmp, self.n_shards, self.params, counts)
         self.path = path
         return self
+
+
+def _documents_and_params(documents: Any, n_shards: int, params: dict, on_error: str, memory_mb: float,
+                          stream: bool) -> tuple[Any, dict]:
+    """The documents as records (read one at a time when ``stream`` or from a file) and the
+    shards' BM25 parameters, every option checked before a document is read."""
+    from salience.search.bm25 import BM25
+    from salience.search.bulk import check_memory_mb
+    from salience.search.sources import iter_documents, read_documents
+
+    check_k(n_shards, "n_shards")
+    params = BM25(**params).get_params()
+    check_memory_mb(memory_mb)
+    fields = tuple(params.get("fields", ("title", "text")))
+    if isinstance(documents, (str, os.PathLike)) or (stream and not isinstance(documents, (list, tuple))):
+        return iter_documents(documents, fields, on_error=on_error), params  # one at a time
+    return read_documents(documents, fields, on_error=on_error), params
 
 
 def _check_alike(path: Path, manifest: dict, shard_params: list[dict]) -> None:

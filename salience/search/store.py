@@ -139,9 +139,10 @@ def read_back_rows(folder: Path, n_docs: int) -> None:
         ids = _read_json(folder / "ids.json")
         if len(ids) != n_docs:
             raise CorruptIndexError(f"{folder / 'ids.json'}: {len(ids)} ids for {n_docs} documents.")
+        del ids
         for name in ("metadata.jsonl", "documents.jsonl"):
             if name == "metadata.jsonl" or (folder / name).is_file():
-                _read_jsonl(folder / name, n_docs)
+                _check_jsonl(folder / name, n_docs)
     except CorruptIndexError as err:
         raise CorruptIndexError(f"the segment just written did not read back, so nothing was committed: {err}") from None
 
@@ -336,6 +337,22 @@ def _read_jsonl(path: Path, n: int) -> list[dict]:
     if len(rows) != n:
         raise CorruptIndexError(f"{path}: holds {len(rows)} rows, the manifest says {n}.")
     return rows
+
+
+def _check_jsonl(path: Path, n: int) -> None:
+    """:func:`_read_jsonl`'s checks a row at a time, keeping none (a bulk build's stored
+    documents may be larger than its memory budget)."""
+    rows = 0
+    try:
+        with open(path, "rb") as fh:
+            for rows, line in enumerate(fh, start=1):  # binary lines end at b"\n" alone
+                json.loads(line)
+    except FileNotFoundError:
+        raise CorruptIndexError(f"{path}: file is missing from the index.") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise CorruptIndexError(f"{path}: row {rows} cannot be read ({err}); the index is damaged.") from None
+    if rows != n:
+        raise CorruptIndexError(f"{path}: holds {rows} rows, the manifest says {n}.")
 
 
 def _load_array(path: Path) -> np.ndarray:

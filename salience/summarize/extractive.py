@@ -227,10 +227,13 @@ class Centroid(_TermScorer):
         if affinity is not None:
             return Scores(affinity)
         weights = tfidf(counts)
-        if isinstance(weights, np.ndarray):
-            return Scores(cosine(np.vstack([weights, weights.sum(axis=0, keepdims=True)]))[-1, :-1])
-        stacked = sparse.vstack([weights, sparse.csr_matrix(weights.sum(axis=0))]).tocsr()
-        return Scores(np.asarray(cosine(stacked)[-1, :-1].todense()).ravel())
+        # one matrix-vector product: the sentences' unit rows against the unit centroid (never
+        # the sentences x sentences cosine matrix, quadratic in a long text)
+        centroid = np.asarray(weights.sum(axis=0), dtype=float).ravel()
+        norm = np.linalg.norm(centroid)
+        if norm == 0:
+            return Scores(np.zeros(n))
+        return Scores(np.asarray(unit_rows(weights) @ (centroid / norm), dtype=float).ravel())
 
 
 @register_method("summarize", "lead", "earlier sentences first (the news baseline)")
