@@ -410,3 +410,75 @@ def test_training_checkpoints_by_time_too(tmp_path, monkeypatch):
     monkeypatch.setattr(training, "_save_checkpoint", real)
     resumed = train_cross_encoder(groups, tmp_path / "killed", **options)
     assert resumed["steps"] == whole["steps"] and resumed["loss_last"] == pytest.approx(whole["loss_last"], abs=1e-6)
+
+
+# --- 5 and 10. training pairs read through the shared readers; --on-error where it is offered ---
+def _corpus_rows(n=40):
+    return [{"_id": f"d{i}", "title": f"heat wing {i} flow", "text": f"the heat flow of a wing number {i} . "
+             f"a shock wave in the wing {i} ."} for i in range(n)]
+
+
+def test_train_reranker_pairs_files_are_read_by_the_shared_readers(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_encoder_folder
+
+    base = str(tiny_encoder_folder(tmp_path / "encoder"))
+    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
+    bad_utf8 = tmp_path / "latin1.jsonl"
+    bad_utf8.write_bytes(b'{"query": "caf\xe9", "passage": "x"}\n')
+    binary = tmp_path / "binary.jsonl"
+    binary.write_bytes(bytes(range(256)) * 4)
+    malformed = tmp_path / "malformed.jsonl"
+    malformed.write_text('{"query": "heat", "passage": "x"}\n{"query": \n')
+    cases = {tmp_path / "missing.jsonl": "missing.jsonl: file not found", bad_utf8: "latin1.jsonl:1: invalid UTF-8",
+             binary: "binary.jsonl:1:", malformed: "malformed.jsonl:2: invalid JSON",
+             corpus: "corpus.jsonl:1: record has no query"}
+    for pairs, expected in cases.items():
+        code = main(["search", "train-reranker", str(corpus), "--pairs", str(pairs), "--out", str(tmp_path / "m"),
+                     "--base", base, "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and expected in err and "Traceback" not in err, (pairs, err)
+    assert not (tmp_path / "m").exists()
+    # a base that is no encoder is refused before any pair is made
+    assert main(["search", "train-reranker", str(corpus), "--out", str(tmp_path / "m"), "--base", str(tmp_path),
+                 "--quiet"]) == 2
+    assert "not a model folder" in capsys.readouterr().err
+
+
+def test_commands_that_suggest_on_error_have_it(tmp_path, capsys):
+    """Every command that reads a jsonl the user gives offers the --on-error its errors suggest."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_encoder_folder
+
+    rows = _corpus_rows()
+    corpus = _jsonl(tmp_path / "good.jsonl", rows)
+    lines = corpus.read_bytes().split(b"\n")
+    lines[3] = lines[3].replace(b"heat", b"he\xffat")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\n".join(lines))
+    encoder = str(tiny_encoder_folder(tmp_path / "encoder"))
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5 t\n")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_bytes(b'{"_id": "q1", "text": "he\\u0061t wing"}\n{"_id": "q2", "text": "fl\xffow"}\n')
+    labelled = tmp_path / "labelled.jsonl"
+    labelled.write_bytes(b"".join(b'{"id": "r%d", "x": [%d, %d], "label": %d}\n' % (i, i, i % 3, i % 2)
+                                  for i in range(30)) + b'{"id": "bad\xff", "x": [1, 1], "label": 0}\n')
+    commands = [
+        ["search", "queries", str(bad), "--out", str(tmp_path / "pairs.jsonl")],
+        ["search", "train-reranker", str(bad), "--kind", "bi", "--base", encoder, "--epochs", "1", "--max-length",
+         "16", "--out", str(tmp_path / "bi")],
+        ["search", "distill", encoder, "--corpus", str(bad), "--dims", "4", "--out", str(tmp_path / "static")],
+        ["search", "rerank", str(tmp_path / "run.trec"), "--index", str(tmp_path / "ix"), "--queries", str(queries),
+         "--judge", "encoder", "--model", encoder, "--out", str(tmp_path / "reranked.trec")],
+        ["data", "value", str(labelled), "--test", str(labelled), "--features", "x", "--out",
+         str(tmp_path / "values.jsonl")],
+    ]
+    for command in commands:
+        assert main(command + ["--quiet"]) == 2, command
+        err = capsys.readouterr().err
+        assert "--on-error replace" in err and "Traceback" not in err, (command, err)
+        assert main(command + ["--quiet", "--on-error", "skip"]) == 0, (command, capsys.readouterr().err)
+    capsys.readouterr()

