@@ -482,3 +482,129 @@ def test_commands_that_suggest_on_error_have_it(tmp_path, capsys):
         assert "--on-error replace" in err and "Traceback" not in err, (command, err)
         assert main(command + ["--quiet", "--on-error", "skip"]) == 0, (command, capsys.readouterr().err)
     capsys.readouterr()
+
+
+# --- 6. a model of the wrong kind, a NaN grade ---------------------------------------------------
+def test_an_encoder_folder_is_refused_where_a_causal_lm_is_needed(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from salience.exceptions import InvalidParameterError
+    from salience.models.lm import load_causal_lm
+    from tests.models.tiny import tiny_cross_folder, tiny_encoder_folder
+
+    bert = tiny_encoder_folder(tmp_path / "bert")
+    cross = tiny_cross_folder(tmp_path / "cross")
+    for folder in (bert, cross):
+        with pytest.raises(InvalidParameterError, match="not a causal language model"):
+            load_causal_lm(folder)
+    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5 t\n")
+    queries = _jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "heat wing"}])
+    for command in (["search", "rerank", str(tmp_path / "run.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                     str(queries), "--judge", "pointwise", "--model", str(bert), "--out", str(tmp_path / "r.trec")],
+                    ["search", "queries", str(corpus), "--lm", str(cross), "--out", str(tmp_path / "pairs.jsonl")]):
+        assert main(command + ["--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert "not a causal language model" in err and "Traceback" not in err
+    assert not (tmp_path / "r.trec").exists() and not (tmp_path / "pairs.jsonl").exists()
+
+
+def test_a_qrels_grade_that_is_not_a_whole_number_is_named():
+    from salience import Qrels
+    from salience.exceptions import InvalidParameterError
+
+    assert Qrels({"q1": {"d1": 2.0, "d2": "1", "d3": np.int64(0)}})["q1"] == {"d1": 2, "d2": 1, "d3": 0}
+    for grade in (float("nan"), 1.5, "high", None, float("inf")):
+        with pytest.raises(InvalidParameterError, match="grade of 'd1' for 'q1'"):
+            Qrels({"q1": {"d1": grade}})
+
+
+# --- 7. search run: every query searched once, every line of the run readable --------------------
+def test_search_run_refuses_queries_it_would_drop_or_write_unreadably(tmp_path, capsys):
+    from salience.core.run import Run
+    from salience.exceptions import InvalidParameterError
+
+    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+    out = tmp_path / "run.trec"
+    cases = {
+        "twice.jsonl": ([{"_id": "q1", "text": "heat"}, {"_id": "q1", "text": "wing"}], "given twice (first on line 1)"),
+        "no_id.jsonl": ([{"_id": "q1", "text": "heat"}, {"text": "wing"}], "no_id.jsonl:2: the record has no id"),
+        "no_text.jsonl": ([{"_id": "q1", "text": "heat"}, {"_id": "q2"}], "no_text.jsonl:2: query 'q2' has no text"),
+        "spaced.jsonl": ([{"_id": "q 1", "text": "heat"}], "query id (in"),
+    }
+    for name, (rows, expected) in cases.items():
+        queries = _jsonl(tmp_path / name, rows)
+        assert main(["search", "run", str(tmp_path / "ix"), "--queries", str(queries), "--out", str(out),
+                     "--quiet"]) == 2, name
+        err = capsys.readouterr().err
+        assert expected in err and "Traceback" not in err, (name, err)
+        assert not out.exists()
+    good = _jsonl(tmp_path / "good.jsonl", [{"_id": "q1", "text": "heat"}, {"_id": "q2", "text": "wing shock"}])
+    assert main(["search", "run", str(tmp_path / "ix"), "--queries", str(good), "--out", str(out), "--tag",
+                 "my tag", "--quiet"]) == 2
+    assert "--tag 'my tag' cannot be written" in capsys.readouterr().err and not out.exists()
+    assert main(["search", "run", str(tmp_path / "ix"), "--queries", str(good), "--out", str(out), "--quiet"]) == 0
+    assert set(Run.read_trec(out)) == {"q1", "q2"}
+    with pytest.raises(InvalidParameterError, match=r"item id \(of subject 'q1'\) 'd 1'"):
+        Run({"q1": {"d 1": 1.0}}).write_trec(tmp_path / "x.trec")
+    with pytest.raises(InvalidParameterError, match="tag"):
+        Run({"q1": {"d1": 1.0}}).write_trec(tmp_path / "x.trec", tag="a\tb")
+    assert not (tmp_path / "x.trec").exists()
+
+
+# --- 8. data value: labels that cannot match, a damaged journal ---------------------------------
+def test_data_value_refuses_test_labels_that_share_no_class(tmp_path, capsys):
+    pytest.importorskip("sklearn")
+    rng = np.random.default_rng(0)
+    train = [{"id": f"r{i}", "x": rng.normal(size=2).tolist(), "label": i % 2} for i in range(30)]
+    test = [{"id": f"t{i}", "x": rng.normal(size=2).tolist(), "label": f"c{i % 2}"} for i in range(10)]
+    out = tmp_path / "values.jsonl"
+    code = main(["data", "value", str(_jsonl(tmp_path / "train.jsonl", train)), "--test",
+                 str(_jsonl(tmp_path / "test.jsonl", test)), "--features", "x", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and "the test labels ('c0', 'c1') share no class with the training labels (0, 1)" in err
+    assert not out.exists()
+
+
+def test_a_bit_flipped_journal_resumes_to_the_same_values(tmp_path):
+    pytest.importorskip("sklearn")
+    import warnings
+
+    from salience.core.base import create
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(24, 2))
+    y = (X[:, 0] + 0.3 * rng.normal(size=24) > 0).astype(int)
+    train, test = (X[:16], y[:16]), (X[16:], y[16:])
+    method = create("data", "data_banzhaf", budget=200, seed=0)
+    expected = method.score(train, test).values
+    journal = tmp_path / "coalitions.journal"
+    from salience.data import utility
+
+    real, calls = utility.ModelUtility.__call__, []
+
+    def die_after_two_batches(self, masks):
+        calls.append(1)
+        if len(calls) > 2:
+            raise KeyboardInterrupt
+        return real(self, masks)
+
+    utility.ModelUtility.__call__ = die_after_two_batches
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            create("data", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal)
+    finally:
+        utility.ModelUtility.__call__ = real
+    data = bytearray(journal.read_bytes())
+    lines = data.split(b"\n")
+    assert len(lines) > 3
+    spot = len(lines[0]) + 1 + lines[1].index(b" ") + 3  # a digit of the first recorded value
+    data[spot] ^= 0x01
+    journal.write_bytes(bytes(data))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        resumed = create("data", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal).values
+    assert any("damaged line" in str(w.message) for w in caught)
+    assert np.array_equal(resumed, expected)

@@ -242,7 +242,7 @@ def _cmd_query(args) -> int:
 def _cmd_run(args) -> int:
     """Every query of a file searched, written as a TREC run (Pyserini's ``search``)."""
     from salience.cli.rank import is_own_run
-    from salience.core.run import Run
+    from salience.core.run import Run, check_trec_token
     from salience.search.sources import read_queries
 
     check_output_path(args.out, [args.index, args.queries] + ([args.hybrid] if args.hybrid else []), what="run",
@@ -251,12 +251,15 @@ def _cmd_run(args) -> int:
     if not queries:
         raise InvalidParameterError(f"--queries {args.queries}: no queries in it.")
     engine = load_index(args.index)
+    tag = args.tag or ("run-hybrid" if args.hybrid else f"run-{type(engine).__name__.lower()}")
+    check_trec_token(tag, "--tag")  # the run's columns, checked before the search
+    for query_id in queries:
+        check_trec_token(query_id, f"query id (in {args.queries})")
     searcher = _searcher(engine, args)
     searcher.search_batch([next(iter(queries.values()))], k=1)  # the query kernel or encoder loaded before timing
     start = time.perf_counter()
     run = Run(dict(zip(queries, searcher.search_batch(list(queries.values()), k=args.k))))
     seconds = time.perf_counter() - start
-    tag = args.tag or ("run-hybrid" if args.hybrid else f"run-{type(engine).__name__.lower()}")
     run.write_trec(args.out, tag=tag)
     result = {"queries": len(queries), "k": args.k, "seconds": round(seconds, 4),
               "queries_per_second": round(len(queries) / seconds, 1) if seconds > 0 else None, "out": args.out}

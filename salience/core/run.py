@@ -99,15 +99,19 @@ class Run:
         return cls(per_subject, name=name or path.stem)
 
     def write_trec(self, path: str | Path, tag: str | None = None) -> None:
-        """Write a TREC run file atomically, each subject's items in rank order."""
+        """Write a TREC run file atomically, each subject's items in rank order. Ids and the tag
+        are whitespace-separated columns there: one that is empty or holds whitespace is refused
+        before anything is written."""
         from salience.io.files import atomic_write_text
 
-        tag = tag or self.name
+        tag = check_trec_token(tag or self.name, "the run's tag")
         lines = []
         for subject, scores in self._results.items():
+            check_trec_token(subject, "subject id")
             ordered = scores.sorted()
             for rank, (item, value) in enumerate(ordered, start=1):
-                lines.append(f"{subject} Q0 {item} {rank} {value!r} {tag}\n")
+                lines.append(f"{subject} Q0 {check_trec_token(item, f'item id (of subject {subject!r})')} {rank} "
+                             f"{value!r} {tag}\n")
         atomic_write_text(path, "".join(lines))
 
 
@@ -123,7 +127,19 @@ class Qrels:
         self.name = name
         self._judgments: dict[Any, dict[Any, int]] = {}
         for subject, docs in (judgments or {}).items():
-            self._judgments[subject] = {d: int(g) for d, g in docs.items()}
+            self._judgments[subject] = {d: self._grade(subject, d, g) for d, g in docs.items()}
+
+    def _grade(self, subject: Any, item: Any, grade: Any) -> int:
+        """A judgment's grade as an int: a whole number (NaN, fractions and text are refused)."""
+        import math
+        import numbers
+
+        if isinstance(grade, str) and grade.strip().lstrip("+-").isdigit():
+            return int(grade)
+        if isinstance(grade, numbers.Real) and math.isfinite(grade) and float(grade).is_integer():
+            return int(grade)
+        raise InvalidParameterError(f"qrels {self.name!r}: the grade of {item!r} for {subject!r} is {grade!r}; grades "
+                                    "are whole numbers (0 not relevant, 1 or more relevant).")
 
     def __getitem__(self, subject: Any) -> dict[Any, int]:
         try:
@@ -187,6 +203,16 @@ class Qrels:
 
         lines = [f"{q} 0 {d} {g}\n" for q, docs in self._judgments.items() for d, g in docs.items()]
         atomic_write_text(path, "".join(lines))
+
+
+def check_trec_token(value: Any, what: str) -> str:
+    """``value`` as one column of a TREC file: non-empty text without whitespace (a tag or an id
+    with a space would add columns that every reader, salience's too, refuses)."""
+    text = str(value)
+    if not text or any(c.isspace() for c in text):
+        raise InvalidParameterError(f"{what} {text!r} cannot be written to a TREC file, whose columns are separated "
+                                    "by whitespace: use ids and tags without spaces.")
+    return text
 
 
 def as_run(run: Run | Mapping, name: str = "run") -> Run:

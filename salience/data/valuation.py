@@ -83,6 +83,8 @@ class Valuation(Scorer, abc.ABC):
             raise InvalidParameterError(f"{type(self).__name__} values rows by a test score: pass test=(X_test, "
                                         "y_test).")
         test = labelled(test, "test", classes=False) if test is not None else train
+        if not self.uses_model or _classifies(self.model):
+            check_shared_labels(train.y, test.y)
         if train.X.shape[1] != test.X.shape[1]:
             raise ShapeError(f"train has {train.X.shape[1]} features, test {test.X.shape[1]}.")
         ids = check_ids(ids, len(train))
@@ -118,6 +120,32 @@ class Valuation(Scorer, abc.ABC):
     @abc.abstractmethod
     def _values(self, utility: ModelUtility) -> np.ndarray:
         """The training rows' values, from ``utility`` (each method's own estimator)."""
+
+
+def _classifies(model: Any) -> bool:
+    """Whether ``model`` predicts classes (the default, a logistic regression, does); a
+    regressor's test targets need not repeat its training targets."""
+    if model is None:
+        return True
+    try:
+        from sklearn.base import is_classifier
+    except ImportError:
+        return getattr(model, "_estimator_type", None) == "classifier"
+    return bool(is_classifier(model))
+
+
+def check_shared_labels(train_labels, test_labels) -> None:
+    """Refuse test labels that share no class with the training labels (``"c0"`` against ``0``):
+    no model trained on the rows could score a point on them, so every value would be 0."""
+    train_classes, test_classes = set(np.asarray(train_labels).tolist()), set(np.asarray(test_labels).tolist())
+    if test_classes and not train_classes & test_classes:
+        def shown(classes: set) -> str:
+            listed = sorted(map(repr, classes))
+            return ", ".join(listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+
+        raise InvalidParameterError(f"the test labels ({shown(test_classes)}) share no class with the training labels "
+                                    f"({shown(train_classes)}): every value would be 0. Give both the same label "
+                                    "values (both numbers or both strings).")
 
 
 @register_method("data", "loo", "leave-one-out: the test score lost when an example is left out (n + 1 fits)")

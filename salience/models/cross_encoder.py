@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.exceptions import CorruptIndexError, InvalidParameterError
+from salience.models.encoders import ENCODER_TYPES
 from salience.models.training import (MIN_GROUPS, Groups, check_training, copy_model_files, negatives_of,
                                       require_torch, train_groups, write_report)
 
@@ -37,8 +38,6 @@ STARTS = ("bi-encoder", "head")  # what a trained cross-encoder starts as: the d
 # the bi-encoder start its gain in the dev pilot (BENCHMARKS.md, "Rerankers trained here ... gated pairs")
 LEARNING_RATES = {"bi-encoder": 2e-5, "head": 1e-4}
 BACKENDS = ("torch", "onnx")
-_ENCODER_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "deberta", "deberta-v2",
-                  "albert", "camembert"}
 
 
 def is_cross_folder(path) -> bool:
@@ -59,9 +58,9 @@ def encoder_folder(base: str) -> Path:
     except (OSError, ValueError) as err:
         raise InvalidParameterError(f"{base}: config.json cannot be read ({err}).") from None
     kind = config.get("model_type")
-    if kind not in _ENCODER_TYPES or config.get("is_decoder"):
+    if kind not in ENCODER_TYPES or config.get("is_decoder"):
         raise InvalidParameterError(f"{base} is a {kind or 'unknown'} model, not a transformer encoder (BERT-like: "
-                                    f"{', '.join(sorted(_ENCODER_TYPES))}): a cross-encoder starts from one.")
+                                    f"{', '.join(sorted(ENCODER_TYPES))}): a cross-encoder starts from one.")
     return folder
 
 

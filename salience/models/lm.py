@@ -74,6 +74,37 @@ def _bound_cache(keep: Path) -> None:
             total -= entry["bytes"]
 
 
+#: the heads of causal language models in transformers' class names; an encoder's folder (BERT,
+#: a cross-encoder, a sentence-transformers model) names none of them
+_CAUSAL_HEADS = ("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")
+
+
+def check_causal_folder(path: Path) -> None:
+    """Refuse a transformers folder whose config is not a causal language model's (transformers
+    would load a BERT as a decoder it never was, and generation fail deep inside)."""
+    import json
+
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # unreadable: transformers' own loading names the problem
+    if not isinstance(config, dict):
+        return
+    from salience.models.encoders import ENCODER_TYPES
+
+    architectures = [str(a) for a in config.get("architectures") or []]
+    if architectures:
+        causal = any(a.endswith(_CAUSAL_HEADS) for a in architectures)
+    else:
+        causal = config.get("model_type") not in ENCODER_TYPES or bool(config.get("is_decoder"))
+    if not causal and not config.get("is_encoder_decoder"):
+        kind = config.get("model_type", "unknown")
+        named = f" ({', '.join(architectures)})" if architectures else ""
+        raise InvalidParameterError(
+            f"{path} is a {kind} model{named}, not a causal language model: this needs a decoder that writes text "
+            "(smollm2, gemma3, a .gguf file, or a transformers folder of a ...ForCausalLM model).")
+
+
 def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: bool = True):
     """(model, tokenizer) of a causal LM from disk, never the network: a Hugging Face folder
     (``config.json``), a folder holding one ``.gguf`` file, a ``.gguf`` file (dequantized to
@@ -114,6 +145,8 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
         gguf_file = found[0]
     if gguf_file is None:
         from salience.models.quantized_files import is_quantized_folder, load_quantized
+
+        check_causal_folder(path)
 
         if is_quantized_folder(path):  # integer weights: read into integer modules, never dequantized
             return load_quantized(path)

@@ -159,7 +159,9 @@ def read_documents(source: Any, fields: tuple[str, ...] = ("title", "text"), on_
 
 def read_queries(source: Any, on_error: str = "raise") -> dict[str, str]:
     """Queries as ``{id: text}`` from a jsonl file / BEIR folder (``queries.jsonl``), a mapping,
-    or a list of strings (ids are positions)."""
+    or a list of strings (ids are positions). In a file every query needs an id of its own and a
+    text: a record without one, or an id given twice, is refused naming its line (``on_error=
+    "skip"`` drops a record without text or id instead)."""
     if isinstance(source, Mapping):
         return {str(k): v for k, v in source.items()}
     if isinstance(source, (str, os.PathLike)):
@@ -167,8 +169,22 @@ def read_queries(source: Any, on_error: str = "raise") -> dict[str, str]:
         if path.is_dir():
             path = path / "queries.jsonl"
         out: dict[str, str] = {}
+        lines: dict[str, int] = {}
         for lineno, record in iter_jsonl(path, on_error):
-            doc = _record_to_document(record, ("text",), f"{path}:{lineno}", len(out))
+            where = f"{path}:{lineno}"
+            try:
+                doc = _record_to_document(record, ("text",), where, None)
+                if not doc.fields["text"].strip():
+                    raise InputFormatError(f"{where}: query {doc.id!r} has no text (a 'text' field); a query without "
+                                           "one would be left out of every run.")
+            except InputFormatError:
+                if on_error == "skip":
+                    continue
+                raise
+            if doc.id in lines:
+                raise InputFormatError(f"{where}: query id {doc.id!r} is given twice (first on line {lines[doc.id]}); "
+                                       "every query needs an id of its own.")
+            lines[doc.id] = lineno
             out[doc.id] = doc.fields["text"]
         return out
     return {str(i): q for i, q in enumerate(source)}
