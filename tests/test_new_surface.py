@@ -608,3 +608,148 @@ def test_a_bit_flipped_journal_resumes_to_the_same_values(tmp_path):
         resumed = create("data", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal).values
     assert any("damaged line" in str(w.message) for w in caught)
     assert np.array_equal(resumed, expected)
+
+
+# --- 9. a bit flipped inside a gzip member: its records are suspect, the range reported -----------
+def test_a_failed_gzip_members_records_are_not_kept_and_its_range_is_reported(tmp_path, capsys):
+    import gzip
+    import random
+
+    from salience.data.dedup import dedup_files
+
+    rng = random.Random(0)
+    words = [f"w{i}" for i in range(3000)]
+    members = []
+    for m in range(4):  # four members of 500 records each (as bgzip or a chunked writer makes)
+        rows = [{"id": f"m{m}r{i}", "text": " ".join(rng.choice(words) for _ in range(30))} for i in range(500)]
+        members.append(gzip.compress("".join(json.dumps(r) + "\n" for r in rows).encode(), mtime=0))
+    damaged = bytearray(members[2])
+    damaged[len(damaged) // 3] ^= 0x10  # one bit, a third into the third member
+    path = tmp_path / "pool.jsonl.gz"
+    path.write_bytes(members[0] + members[1] + bytes(damaged) + members[3])
+    out = tmp_path / "kept.jsonl"
+    assert main(["data", "dedup", str(path), "--out", str(out), "--on-error", "skip", "--n-jobs", "1", "--json"]) == 0
+    captured = capsys.readouterr()
+    report = json.loads(captured.out)
+    (loss,) = report["truncated_files"]
+    assert report["documents"] == 1000 and loss["after_line"] == 1000  # the two members that checked out
+    first, last = loss["suspect_lines"]
+    assert first == 1001 and 1001 <= last <= 1500  # where the damage lies, honestly: within member three
+    assert loss["estimated_records"] >= 500
+    kept = [json.loads(line) for line in out.read_text().splitlines()]
+    assert {r["id"][:2] for r in kept} == {"m0", "m1"}  # nothing of the damaged member or after it
+    assert "1001" in captured.err
+    # the strict default stops, naming the file
+    assert main(["data", "dedup", str(path), "--out", str(tmp_path / "strict.jsonl"), "--n-jobs", "1",
+                 "--quiet"]) == 2
+
+
+# --- 11. messages that say what is wrong ----------------------------------------------------------
+def test_serve_refuses_ports_out_of_range(tmp_path, capsys):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    for port in ("70000", "-1", "0"):
+        assert main(["serve", str(tmp_path / "pets"), "--port", port, "--quiet"]) == 2
+        assert f"port must be a TCP port, 1 to 65535; got {int(port)}" in capsys.readouterr().err
+
+
+def test_a_write_without_the_key_is_told_so_before_its_body_is_read(tmp_path):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+    from fastapi.testclient import TestClient
+
+    from salience.server.app import create_app
+
+    BM25().index(PLAIN).save(tmp_path / "pets")
+    client = TestClient(create_app([tmp_path / "pets"], api_key="k" * 20), raise_server_exceptions=False)
+    for path in ("/indexes/pets/documents", "/indexes/pets/delete", "/indexes/pets/commit", "/indexes/pets/merge"):
+        answer = client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
+        assert answer.status_code == 401 and answer.json()["error"]["code"] == "missing_api_key", (path, answer.text)
+        wrong = client.post(path, content=b"\xff\xfe", headers={"X-API-Key": "nope"})
+        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "wrong_api_key"
+    with_key = client.post("/indexes/pets/documents", content=b"{not json", headers={"X-API-Key": "k" * 20,
+                                                                                    "Content-Type": "application/json"})
+    assert with_key.status_code == 400 and with_key.json()["error"]["code"] == "invalid_json"
+    off = TestClient(create_app([tmp_path / "pets"]), raise_server_exceptions=False)
+    assert off.post("/indexes/pets/documents", content=b"{not json").status_code == 403
+    assert client.post("/indexes/pets/search", json={"query": "heat"}).status_code == 200  # reads need no key
+
+
+def test_a_sharded_index_refuses_writes_naming_commands_that_exist(tmp_path):
+    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
+    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
+    from fastapi.testclient import TestClient
+
+    from salience.cli import build_parser
+    from salience.search.shards import ShardedIndex
+    from salience.server.app import create_app
+
+    ShardedIndex.build([{"id": f"d{i}", "text": f"heat {i}"} for i in range(20)], n_shards=2, out=tmp_path / "sh")
+    client = TestClient(create_app([tmp_path / "sh"], api_key="k" * 20), raise_server_exceptions=False)
+    answer = client.post("/indexes/sh/documents", json={"documents": [{"id": "x", "text": "y"}]},
+                         headers={"X-API-Key": "k" * 20})
+    assert answer.status_code == 409
+    message = answer.json()["error"]["message"]
+    search_commands = next(a for a in build_parser()._subparsers._group_actions[0].choices["search"]._actions
+                           if hasattr(a, "choices") and isinstance(a.choices, dict)).choices
+    named = [word for word in message.replace(",", " ").split() if word in ("add", "delete", "commit", "merge")]
+    assert named and all(word in search_commands for word in named), message
+
+
+def test_a_shard_folder_is_named_as_a_shard_and_its_manifest_counts_follow_changes(tmp_path, capsys):
+    from salience.search.shards import ShardedIndex
+
+    corpus = _jsonl(tmp_path / "corpus.jsonl", [{"id": f"d{i}", "text": f"heat wing {i}"} for i in range(40)])
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "sh"), "--shards", "2", "--quiet"]) == 0
+    more = _jsonl(tmp_path / "more.jsonl", [{"id": f"m{i}", "text": f"wing {i}"} for i in range(6)])
+    assert main(["search", "add", str(tmp_path / "sh" / "shard-000"), str(more), "--quiet"]) == 2
+    assert "is shard 0 of the 2 of the sharded index" in capsys.readouterr().err
+    assert main(["search", "query", str(tmp_path / "sh" / "shard-001"), "wing", "-k", "1", "--quiet"]) == 0
+    assert "its documents and statistics are that shard's" in capsys.readouterr().err
+    assert main(["search", "add", str(tmp_path / "sh"), str(more), "--quiet"]) == 0
+    assert main(["search", "delete", str(tmp_path / "sh"), "d1", "d2", "d3", "--quiet"]) == 0
+    manifest = json.loads((tmp_path / "sh" / "shards.json").read_text())
+    index = ShardedIndex.load(tmp_path / "sh")
+    assert sum(manifest["documents"]) == index.n_docs == 43
+    assert manifest["documents"] == [shard.call("get_params") and shard.index.n_docs for shard in index._shards]
+
+
+def _tiny_llama_folder(tmp_path):
+    transformers = pytest.importorskip("transformers")
+    tokenizers = pytest.importorskip("tokenizers")
+    from tests.compress.models import tiny_llama
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    model = tmp_path / "model"
+    tiny_llama(max_position_embeddings=256).save_pretrained(model)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(model)
+    return model
+
+
+def test_models_of_the_wrong_kind_are_named_with_what_to_do(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_encoder_folder
+
+    bert = tiny_encoder_folder(tmp_path / "bert")
+    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
+    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
+    queries = _jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "heat wing"}])
+    assert main(["search", "rerank", str(tmp_path / "run.trec"), "--index", str(tmp_path / "ix"), "--queries",
+                 str(queries), "--judge", "cross", "--model", str(bert), "--out", str(tmp_path / "r.trec"),
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "not a cross-encoder: rank with it as --judge encoder" in err and "train-reranker --kind cross" in err
+    assert main(["compress", "quantize", str(bert), "--method", "rtn", "--group", "16", "--out",
+                 str(tmp_path / "q"), "--quiet"]) == 2
+    assert "not a causal language model" in capsys.readouterr().err
+    model = _tiny_llama_folder(tmp_path)
+    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out",
+                 str(tmp_path / "q"), "--quiet"]) == 0
+    assert main(["compress", "quantize", str(tmp_path / "q"), "--method", "rtn", "--group", "16", "--out",
+                 str(tmp_path / "qq"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "already quantized" in err and "Traceback" not in err and not (tmp_path / "qq").exists()

@@ -47,8 +47,14 @@ def _model_and_calibration(args, check_options):
     cut into windows."""
     from salience.compress import calibration_windows
 
+    from salience.models.quantized_files import is_quantized_folder
+
     check_output_path(args.out, [args.model, args.calib] if args.calib else [args.model], what="model",
                       is_own=_is_pruned_model)
+    if is_quantized_folder(args.model):
+        raise InvalidParameterError(f"{args.model} is already quantized (integer weights in the compressed-tensors "
+                                    f"format): compress {args.command} changes float weights; give it the model that "
+                                    "one was made from.")
     check_options()
     text = _text_of(args.calib, args.on_error) if args.calib else None
     model, tokenizer = _load(args)

@@ -115,14 +115,28 @@ def _hybrid(bm25, dense, args):
     return Hybrid(bm25, dense, method="wsum", normalize=args.fusion, weight=args.weight)
 
 
-def load_index(path: str):
-    """A saved BM25, dense or sharded index, told apart by its manifest."""
+def load_index(path: str, *, change: bool = False):
+    """A saved BM25, dense or sharded index, told apart by its manifest. One shard of a sharded
+    index is refused for a ``change`` (its documents are routed there by id) and named as a
+    shard when read (its documents and statistics are not the collection's)."""
+    import sys
+
     from salience.search import BM25, Dense
     from salience.search.dense_store import is_dense_folder
+    from salience.search.shard_io import parent_of_shard
     from salience.search.shards import ShardedIndex, is_sharded_folder
 
     if is_sharded_folder(path):
         return ShardedIndex.load(path)
+    shard = parent_of_shard(path)
+    if shard is not None:
+        parent, number, n_shards = shard
+        if change:
+            raise InvalidParameterError(f"{path} is shard {number} of the {n_shards} of the sharded index {parent}: "
+                                        f"change {parent} itself, which routes each document to its shard.")
+        print(f"salience: warning: {path} is shard {number} of the {n_shards} of {parent}: its documents and "
+              f"statistics are that shard's, not the collection's; open {parent} for the whole index.",
+              file=sys.stderr)
     return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
 
 
@@ -337,7 +351,7 @@ def _cmd_evaluate(args) -> int:
 
 
 def _cmd_add(args) -> int:
-    engine = load_index(args.index)
+    engine = load_index(args.index, change=True)
     before = engine.n_docs
     engine.add(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
                executor=args.executor)
@@ -349,7 +363,7 @@ def _cmd_add(args) -> int:
 
 
 def _cmd_delete(args) -> int:
-    engine = load_index(args.index)
+    engine = load_index(args.index, change=True)
     engine.delete(args.ids)
     engine.commit()
     emit(args, {"deleted": len(args.ids), "documents": engine.n_docs},
@@ -393,7 +407,7 @@ def _cmd_prune(args) -> int:
 
 
 def _cmd_merge(args) -> int:
-    engine = load_index(args.index)
+    engine = load_index(args.index, change=True)
     engine.merge()
     emit(args, {"segments": 1, "documents": engine.n_docs}, f"merged {args.index}: 1 segment, {engine.n_docs} documents")
     return 0

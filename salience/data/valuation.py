@@ -123,15 +123,16 @@ class Valuation(Scorer, abc.ABC):
 
 
 def _classifies(model: Any) -> bool:
-    """Whether ``model`` predicts classes (the default, a logistic regression, does); a
-    regressor's test targets need not repeat its training targets."""
+    """Whether ``model`` predicts classes: every model but one that says it is a regressor
+    (scikit-learn's tags), whose test targets need not repeat its training targets."""
     if model is None:
         return True
     try:
-        from sklearn.base import is_classifier
-    except ImportError:
-        return getattr(model, "_estimator_type", None) == "classifier"
-    return bool(is_classifier(model))
+        from sklearn.base import is_regressor
+
+        return not is_regressor(model)
+    except Exception:  # noqa: BLE001 - not scikit-learn, or a duck-typed model without tags
+        return getattr(model, "_estimator_type", None) != "regressor"
 
 
 def check_shared_labels(train_labels, test_labels) -> None:

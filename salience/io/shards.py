@@ -45,13 +45,17 @@ class Shard:
 @dataclass
 class Loss:
     """Records lost from one file by ``on_error="skip"``: a damaged compressed stream ends the
-    file early, so what follows the last good line is counted from the bytes left unread."""
+    file early, so what follows the last good line is counted from the bytes left unread.
+    ``suspect_lines``: the lines (first, last) that a gzip member whose check failed decoded to:
+    the damage lies somewhere among them (a flipped bit is found only at the member's end), so
+    none of them is kept."""
 
     path: str
     after_line: int
     unread_bytes: int
     estimated_records: int | None  # None: unknown (the file ends early)
     reason: str
+    suspect_lines: list[int] | None = None  # [first, last]
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -92,11 +96,15 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                 yield Shard(index, str(path), rows_first, rows=rows)
                 index += 1
             continue
+        # with "skip", a gzip file's members are checked first: one whose checksum fails is found
+        # only at its end, after it decoded to lines that may be wrong anywhere, so the file is
+        # read up to the last member that checked out and the rest reported as lost
+        damage = _check_gzip_members(path) if path.suffix == ".gz" and on_error == "skip" else None
         line = 1
         pending: list[bytes] = []  # decompressed bytes not yet in a shard
         pending_bytes = 0
         good_position = produced = 0
-        raw = open_raw(path)
+        raw = open_raw(path) if damage is None else _Prefix(open_raw(path), damage.verified_bytes)
         try:
             fh = gzip_reader(raw) if path.suffix == ".gz" else raw
             with fh:
@@ -122,6 +130,8 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                             line += blob.count(b"\n")
                     if not block:
                         break
+            if damage is not None and losses is not None:
+                losses.append(damage.loss(path, line - 1))
         except GZIP_ERRORS as err:
             if on_error != "skip":
                 raise InputFormatError(f"{path}: unreadable after line {line - 1} ({err}); finished shards are kept.") from None
@@ -142,6 +152,109 @@ def iter_shards(paths: Sequence[str | Path], shard_bytes: int = 8 << 20, on_erro
                 losses.append(_loss(path, good_position, produced, line - 1, err))
         finally:
             raw.close()
+
+
+class _Prefix(io.RawIOBase):
+    """The first ``limit`` bytes of an open binary file (the members of a gzip file that checked out)."""
+
+    def __init__(self, raw, limit: int):
+        self._raw, self._left = raw, limit
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        view = memoryview(buffer)[: self._left]
+        n = self._raw.readinto(view) or 0
+        self._left -= n
+        return n
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+@dataclass
+class _MemberDamage:
+    """Where a gzip file's first failed member starts (compressed bytes, lines before it), what it
+    decoded to before the failure showed (lines), and the compressed bytes read by then."""
+
+    verified_bytes: int
+    verified_lines: int
+    decoded_lines: int
+    failed_at: int
+    size: int
+    error: BaseException
+
+    def loss(self, path: Path, lines_kept: int) -> Loss:
+        # the line being decoded when the failure showed is suspect too
+        suspect = [self.verified_lines + 1, self.verified_lines + max(self.decoded_lines, 1)]
+        lines_seen = self.verified_lines + self.decoded_lines
+        # the suspect lines, and the bytes after the failure at the file's compressed bytes per line
+        after = self.size - self.failed_at
+        estimate = self.decoded_lines + (round(after / (self.failed_at / lines_seen)) if lines_seen and after > 0 else 0)
+        where = (f"; lines {suspect[0]}-{suspect[1]} came from a gzip member that failed its check, the damage "
+                 "somewhere among them, so none was kept")
+        return Loss(str(path), lines_kept, self.size - self.verified_bytes, estimate,
+                    f"{type(self.error).__name__}: {self.error}{where}", suspect)
+
+
+def _check_gzip_members(path: Path, piece: int = 1 << 16) -> _MemberDamage | None:
+    """Decode ``path`` member by member, counting lines, keeping nothing; None when no member
+    fails its CRC, length or coding (a file cut short is left to the reader, whose lines before
+    the cut are whole), else where the first failed member starts."""
+    size = path.stat().st_size
+    verified_bytes = verified_lines = member_lines = consumed = 0
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    with open(path, "rb") as fh:
+        chunk = fh.read(piece)
+        while chunk:
+            try:
+                block = decoder.decompress(chunk)
+            except zlib.error as err:
+                # decoded again in small pieces: the lines the member gave before the failure showed
+                lines, failed_at = _lines_until_failure(path, verified_bytes)
+                return _MemberDamage(verified_bytes, verified_lines, lines, failed_at, size, err)
+            member_lines += block.count(b"\n")
+            consumed += len(chunk)
+            if not decoder.eof:
+                chunk = fh.read(piece)
+                continue
+            # the member checked out; the next one (concatenated gzip) starts on the unused bytes
+            unused = decoder.unused_data
+            consumed -= len(unused)
+            verified_bytes, verified_lines, member_lines = consumed, verified_lines + member_lines, 0
+            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            if unused.strip(b"\0"):
+                chunk = unused
+            else:  # zero padding after a member, as gzip allows, or the chunk's end
+                chunk = fh.read(piece)
+                if not unused and not chunk:
+                    return None
+                if unused and not chunk.strip(b"\0"):
+                    return None
+    return None
+
+
+def _lines_until_failure(path: Path, start: int, piece: int = 256) -> tuple[int, int]:
+    """Lines the gzip member starting at byte ``start`` decodes to before its failure, fed to
+    zlib ``piece`` bytes at a time; and the compressed bytes read by then."""
+    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    lines, position = 0, start
+    with open(path, "rb") as fh:
+        fh.seek(start)
+        chunk = fh.read(piece)
+        while chunk:
+            position += len(chunk)
+            try:
+                lines += decoder.decompress(chunk).count(b"\n")
+            except zlib.error:
+                break
+            chunk = fh.read(piece)
+    return lines, position
 
 
 def _salvage_gzip(path: Path, skip: int, piece: int = 256) -> tuple[bytes, int]:

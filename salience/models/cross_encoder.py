@@ -73,6 +73,23 @@ def _check_runtime(precision: str, backend: str) -> None:
         raise InvalidParameterError(f"precision {precision!r} runs on the torch backend; ONNX Runtime runs fp32.")
 
 
+def _check_scoring_head(path: Path) -> None:
+    """Refuse a folder that holds an encoder without a scoring head (a bi-encoder, a base model):
+    transformers would put a random head on it and the scores would mean nothing."""
+    if _gated_config(path):
+        return  # gated pairs score with the encoder's own pooled cosine
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return  # loading names the problem
+    architectures = [str(a) for a in (config.get("architectures") or [])] if isinstance(config, dict) else []
+    if architectures and not any(a.endswith("ForSequenceClassification") for a in architectures):
+        raise InvalidParameterError(
+            f"{path} is a {', '.join(architectures)} model, an encoder without a scoring head (a bi-encoder or a "
+            f"base model), not a cross-encoder: rank with it as --judge encoder --model {path}, or train a "
+            f"cross-encoder from it with salience search train-reranker --kind cross --base {path}.")
+
+
 class CrossEncoder:
     """Scores of (query, passage) pairs from a cross-encoder folder (:func:`train_cross_encoder`,
     or any transformers sequence-classification folder with one output). ``max_length``: the
@@ -88,6 +105,7 @@ class CrossEncoder:
             raise InvalidParameterError(f"{model} is not a model folder (no config.json): give a cross-encoder "
                                         "folder (salience search train-reranker).")
         _check_runtime(precision, backend)
+        _check_scoring_head(self.path)
         self.max_length, self.batch_tokens, self.precision, self.backend = (int(max_length), int(batch_tokens),
                                                                             precision, backend)
         self._loaded = None

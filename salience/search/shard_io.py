@@ -18,7 +18,7 @@ from salience.io.files import atomic_write_text, folder_format
 from salience.parallel import progress_bar
 
 __all__ = ["shard_of", "is_sharded_folder", "LocalShard", "ShardServer", "RayShard", "is_unavailable", "build_shard",
-           "route_documents", "read_manifest", "write_manifest", "FORMAT", "MANIFEST"]
+           "route_documents", "read_manifest", "write_manifest", "parent_of_shard", "FORMAT", "MANIFEST"]
 
 FORMAT = "salience.shards"
 FORMAT_VERSION = 1
@@ -157,6 +157,18 @@ def write_manifest(folder: Path, n_shards: int, params: dict, counts: list[int])
             "shards": [f"shard-{s:03d}" for s in range(n_shards)], "documents": counts,
             "params": jsonable_params(params), "created": time.time()}
     atomic_write_text(folder / MANIFEST, json.dumps(body, indent=1, ensure_ascii=False) + "\n")
+
+
+def parent_of_shard(path: str | os.PathLike) -> tuple[Path, int, int] | None:
+    """(sharded index folder, shard number, number of shards) when ``path`` is one shard of a
+    sharded index (its parent's manifest lists it), else None."""
+    path = Path(path).resolve()
+    try:
+        body = json.loads((path.parent / MANIFEST).read_text(encoding="utf-8"))
+        names = list(body["shards"]) if body.get("format") == FORMAT else []
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return (path.parent, names.index(path.name), len(names)) if path.name in names else None
 
 
 def read_manifest(path: Path) -> dict:

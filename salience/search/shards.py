@@ -342,14 +342,20 @@ class ShardedIndex:
             from salience.exceptions import NotFittedError
 
             raise NotFittedError("this sharded index has no folder yet; call save(path) first.")
-        for index in self._local_indexes("commit"):
+        indexes = self._local_indexes("commit")
+        for index in indexes:
             index.commit()
+        # the manifest's per-shard counts follow the change (read by whoever lists the folder)
+        write_manifest(self.path, self.n_shards, self.params, [index.n_docs for index in indexes])
         return self
 
     def merge(self) -> "ShardedIndex":
         """Merge every shard's segments into one and drop deleted documents."""
-        for index in self._local_indexes("merge"):
+        indexes = self._local_indexes("merge")
+        for index in indexes:
             index.merge()
+        if self.path is not None:
+            write_manifest(self.path, self.n_shards, self.params, [index.n_docs for index in indexes])
         self._share_statistics()
         return self
 

@@ -121,6 +121,11 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
 
     app.add_middleware(FastSearch, service=service)  # inside the body limit: a middleware added later wraps it
     app.add_middleware(BodyLimit, limit=limits.max_body_bytes)
+    writes = write_router(service)
+    from salience.server.service import KeyFirst
+
+    # outside the body limit and every parser: the key is checked first
+    app.add_middleware(KeyFirst, service=service, writes=[route.path_regex for route in writes.routes])
     if cors_origins:
         from fastapi.middleware.cors import CORSMiddleware
 
@@ -132,7 +137,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         return FileResponse(STATIC / "index.html", media_type="text/html")
 
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    for router in (read_router(service), text_router(service), write_router(service)):
+    for router in (read_router(service), text_router(service), writes):
         app.include_router(router)
     return app
 
@@ -181,6 +186,9 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
         raise MissingDependencyError(f"the HTTP service needs uvicorn: {INSTALL}") from None
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise InvalidParameterError(f"workers must be a whole number >= 1; got {workers!r}.")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        # the socket layer would take a larger number modulo 65536 and listen elsewhere
+        raise InvalidParameterError(f"port must be a TCP port, 1 to 65535; got {port!r}.")
     api_key = read_api_key(api_key_file) if api_key_file else None
     started = time.perf_counter()
     # built here even with workers: a bad folder or option fails now, in the command, not in N workers

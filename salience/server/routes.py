@@ -244,7 +244,7 @@ def write_router(service):
         handle = service.index_named(name)
         if handle.kind == "sharded":
             raise APIError(409, "read_only", f"{name} is a sharded index, served read-only: change it with salience "
-                           "search add / delete / commit and restart the service.", "name")
+                           "search add or salience search delete (each commits) and restart the service.", "name")
         if not commit and handle.shared:
             raise APIError(409, "pending_needs_one_worker", "this service runs several worker processes: a change "
                            "left uncommitted would live in one of them only; send commit: true.", "commit")

@@ -61,16 +61,47 @@ class Service:
                            field)
 
     def check_key(self, request: Request) -> None:
-        """Route dependency of the writes: FastAPI runs it before it validates the body, so a
-        request without the key is told so (401) whatever its body."""
+        """Route dependency of the writes (and :class:`KeyFirst` before any body is read)."""
+        problem = self.key_problem(request.headers)
+        if problem is not None:
+            raise problem
+
+    def key_problem(self, headers) -> APIError | None:
+        """Why a write with these headers (lower-case names) is refused, or None."""
         if self.api_key is None:
-            raise APIError(403, "writes_disabled", "this service was started without --api-key-file: writes are off.")
-        given = request.headers.get("x-api-key")
-        authorization = request.headers.get("authorization", "")
+            return APIError(403, "writes_disabled", "this service was started without --api-key-file: writes are off.")
+        given = headers.get("x-api-key")
+        authorization = headers.get("authorization", "")
         if given is None and authorization.lower().startswith("bearer "):
             given = authorization[7:].strip()
         if not given:
-            raise APIError(401, "missing_api_key", "writes need the API key: send 'Authorization: Bearer KEY' or "
-                           "'X-API-Key: KEY'.", "authorization")
+            return APIError(401, "missing_api_key", "writes need the API key: send 'Authorization: Bearer KEY' or "
+                            "'X-API-Key: KEY'.", "authorization")
         if not hmac.compare_digest(given.encode("utf-8", "surrogatepass"), self.api_key.encode("utf-8")):
-            raise APIError(401, "wrong_api_key", "the API key is wrong.", "authorization")
+            return APIError(401, "wrong_api_key", "the API key is wrong.", "authorization")
+        return None
+
+
+class KeyFirst:
+    """ASGI middleware: a write without the right API key is answered 401 (or 403 where writes
+    are off) before its body is read or parsed, whatever the body holds. ``writes``: the write
+    routes' path patterns (read off the write router, not listed by hand)."""
+
+    def __init__(self, app, service: Service, writes):
+        self.app, self.service, self.writes = app, service, list(writes)
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http" and scope.get("method") == "POST" and any(p.match(scope["path"]) for p in self.writes):
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            problem = self.service.key_problem(headers)
+            if problem is not None:
+                import json
+
+                body = json.dumps({"error": {"code": problem.code, "message": problem.message,
+                                             "field": problem.field}}).encode("utf-8")
+                await send({"type": "http.response.start", "status": problem.status,
+                            "headers": [(b"content-type", b"application/json"),
+                                        (b"content-length", str(len(body)).encode())]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)

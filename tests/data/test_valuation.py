@@ -54,8 +54,11 @@ def test_knn_shapley_closed_form_equals_enumeration(k):
 def test_knn_shapley_of_labels_test_lacks_and_strings():
     strings = KnnShapley(k=2).score((X_TRAIN, [str(v) for v in Y_TRAIN]), (X_TEST, [str(v) for v in Y_TEST]))
     assert np.allclose(strings.values, KnnShapley(k=2).score(TRAIN, TEST).values)
-    unseen = KnnShapley(k=2).score(TRAIN, (X_TEST, [7] * len(X_TEST)))
-    assert np.all(unseen.values == 0)  # no training row can vote for a label it lacks
+    # no training row can vote for a label it lacks: every value would be 0, so it is refused (issue 50)
+    with pytest.raises(InvalidParameterError, match=r"the test labels \(7\) share no class"):
+        KnnShapley(k=2).score(TRAIN, (X_TEST, [7] * len(X_TEST)))
+    partly = KnnShapley(k=2).score(TRAIN, (X_TEST, [7] + list(Y_TEST[1:])))  # some labels shared: valued
+    assert np.isfinite(partly.values).all()
 
 
 class NearestMean:
