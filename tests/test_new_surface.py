@@ -753,3 +753,67 @@ def test_models_of_the_wrong_kind_are_named_with_what_to_do(tmp_path, capsys):
                  str(tmp_path / "qq"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "already quantized" in err and "Traceback" not in err and not (tmp_path / "qq").exists()
+
+
+# --- 12. defaults that run, options that do something ---------------------------------------------
+def test_quantize_defaults_to_a_group_that_divides_the_model_and_refuses_groups_that_do_not_pay(tmp_path, capsys):
+    pytest.importorskip("torch")
+    model = _tiny_llama_folder(tmp_path)  # widths 32 and 64: the preset's groups of 128 divide neither
+    assert main(["compress", "quantize", str(model), "--method", "rtn", "--out", str(tmp_path / "q"), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["scheme"]["group_size"] == 32
+    config = json.loads((tmp_path / "q" / "config.json").read_text())["quantization_config"]
+    assert json.dumps(config).count('"group_size": 32') >= 1
+    for group, bits_word in (("4", "12.00 bits"), ("8", "8.00 bits")):
+        assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", group, "--out",
+                     str(tmp_path / f"g{group}"), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert bits_word in err and "larger file than 8-bit weights" in err and not (tmp_path / f"g{group}").exists()
+    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out",
+                 str(tmp_path / "g16"), "--quiet"]) == 0
+    # an explicit group that does not divide is still refused, naming the dividing ones
+    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "128", "--out",
+                 str(tmp_path / "g128"), "--quiet"]) == 2
+    assert "does not divide" in capsys.readouterr().err
+
+
+def test_model_files_follow_the_umask_like_every_other_output(tmp_path):
+    pytest.importorskip("torch")
+    import os
+    import stat
+
+    model = _tiny_llama_folder(tmp_path)
+    old = os.umask(0o022)
+    try:
+        for command in (["compress", "quantize", str(model), "--method", "rtn", "--out", str(tmp_path / "q")],
+                        ["compress", "prune", str(model), "--method", "magnitude", "--sparsity", "0.5", "--out",
+                         str(tmp_path / "p")]):
+            assert main(command + ["--quiet"]) == 0
+    finally:
+        os.umask(old)
+    for folder in (tmp_path / "q", tmp_path / "p"):
+        modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()}
+        assert set(modes.values()) == {0o644}, modes
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o755
+
+
+def test_options_that_would_do_nothing_are_refused_naming_what_enables_them(tmp_path, capsys):
+    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
+    cases = [
+        (["data", "dedup", str(corpus), "--out", str(tmp_path / "d.jsonl"), "--similarity", "0.9"],
+         "--similarity does nothing here: it applies to --semantic"),
+        (["data", "dedup", str(corpus), "--out", str(tmp_path / "d.jsonl"), "--threshold", "0.5"],
+         "--threshold does nothing here: it applies to --near"),
+        (["data", "select", "--raw", str(corpus), "--method", "el2n", "--fraction", "0.5", "--buckets", "100",
+          "--out", str(tmp_path / "s.jsonl")], "--buckets does nothing here: it applies to selection toward a target"),
+        (["search", "index", str(corpus), "--dense", "--memory-mb", "64", "--out", str(tmp_path / "ix")],
+         "--memory-mb does nothing here: it applies to BM25 builds"),
+    ]
+    for command, expected in cases:
+        assert main(command + ["--quiet"]) == 2, command
+        assert expected in capsys.readouterr().err
+    assert not any((tmp_path / name).exists() for name in ("d.jsonl", "s.jsonl", "ix"))
+    # the same options where they apply still work
+    assert main(["data", "dedup", str(corpus), "--near", "--threshold", "0.5", "--out", str(tmp_path / "d.jsonl"),
+                 "--n-jobs", "1", "--quiet"]) == 0
+    assert main(["search", "index", str(corpus), "--memory-mb", "64", "--out", str(tmp_path / "ix"), "--quiet"]) == 0

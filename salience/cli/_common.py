@@ -13,7 +13,7 @@ from salience.exceptions import InvalidParameterError
 from salience.io.files import ON_ERROR
 
 __all__ = ["add_output_options", "add_on_error", "add_n_jobs", "add_seed", "show_progress", "read_text", "emit",
-           "positive_int", "nonnegative_int", "positive_float", "ks_list", "choices_of", "method_option", "given"]
+           "positive_int", "nonnegative_int", "refuse_unused", "positive_float", "ks_list", "choices_of", "method_option", "given"]
 
 
 def add_output_options(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +95,17 @@ def given(args, *names: str) -> dict:
     """The options among ``names`` that the user set (not None): the library refuses options that
     do not apply to the chosen method, so only what was asked for is passed on."""
     return {name: getattr(args, name) for name in names if getattr(args, name) is not None}
+
+
+def refuse_unused(args, applies: bool, names, needs: str) -> None:
+    """Refuse the options among ``names`` that the user set (not None, not False) when they do
+    nothing here (``applies`` false): ``needs`` says what they apply to. Such options default to
+    None on the command line, so that setting one can be told from the default."""
+    used = [name for name in names if getattr(args, name) not in (None, False)]
+    if used and not applies:
+        flags = ", ".join("--" + name.replace("_", "-") for name in used)
+        raise InvalidParameterError(f"{flags} {'does' if len(used) == 1 else 'do'} nothing here: "
+                                    f"{'it applies' if len(used) == 1 else 'they apply'} {needs}.")
 
 
 def choices_of(family: str) -> tuple[str, ...]:

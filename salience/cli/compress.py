@@ -318,7 +318,8 @@ def add_commands(domains) -> None:
     p.add_argument("--scheme", choices=tuple(SCHEMES), default="w4a16",
                    help="weights (and activations) scheme; w4a16: 4-bit groups of 128 (default)")
     p.add_argument("--group", type=nonnegative_int, default=None,
-                   help="columns sharing a scale (0: one scale per row; default: the scheme's)")
+                   help="columns sharing a scale (0: one scale per row; default: the scheme's, halved until it "
+                        "divides every layer's width, e.g. 64 for SmolLM2's 576)")
     p.add_argument("--asym", dest="symmetric", action="store_const", const=False, default=None,
                    help="asymmetric grid (a zero point per group)")
     p.add_argument("--ragged-groups", action="store_true",

@@ -6,8 +6,8 @@ import contextlib
 import sys
 from pathlib import Path
 
-from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, method_option, positive_float,
-                                  positive_int, show_progress)
+from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, given, method_option,
+                                  positive_float, positive_int, refuse_unused, show_progress)
 from salience.exceptions import InvalidParameterError
 
 
@@ -27,8 +27,7 @@ def _warn_losses(args, report) -> None:
         else:
             lost = "an unknown number of records lost" + (": the file ends early" if "EOFError" in loss["reason"] else "")
         print(f"salience: warning: {loss['path']} is damaged after line {loss['after_line']}: "
-              f"{loss['unread_bytes']} compressed bytes were not read ({lost}; {loss['reason']}); "
-              "lines decoded from the damaged part are counted in skipped_errors.", file=sys.stderr)
+              f"{loss['unread_bytes']} compressed bytes were not kept ({lost}; {loss['reason']}).", file=sys.stderr)
 
 
 @contextlib.contextmanager
@@ -55,6 +54,10 @@ def _cmd_select(args) -> int:
     if isinstance(factory, type) and issubclass(factory, Valuation):
         from salience.cli.valuation import prune
 
+        refuse_unused(args, False, ("sampling", "buckets", "orders", "length_normalize", "min_tokens", "filters",
+                                    "quota_field"),
+                      f"to selection toward a target (--method dsir and the other text methods), not to --method "
+                      f"{args.method}, which prunes labelled records by value")
         emit(args, prune(args))
         return 0
     if args.k is None or args.fraction is not None or args.by_class:
@@ -72,10 +75,11 @@ def _cmd_select(args) -> int:
 def _select(args):
     from salience.data import HashedNgrams, select_documents
 
-    return select_documents(args.target, args.raw, args.out, k=args.k, method=args.method, sampling=args.sampling,
+    return select_documents(args.target, args.raw, args.out, k=args.k, method=args.method,
+                              sampling=args.sampling or "gumbel",
                               seed=args.seed, text_field=args.text_field, label_field=args.label_field,
-                              quota_field=args.quota_field, min_tokens=args.min_tokens, filters=args.filters,
-                              features=HashedNgrams(_orders(args.orders), buckets=args.buckets),
+                              quota_field=args.quota_field, min_tokens=args.min_tokens or 0, filters=args.filters or [],
+                              features=HashedNgrams(_orders(args.orders or "1,2"), buckets=args.buckets or 10_000),
                               length_normalize=args.length_normalize, n_jobs=args.n_jobs, executor=args.executor,
                               shard_bytes=max(1, round(args.shard_mb * (1 << 20))), work_dir=args.work_dir,
                               keep_work=args.keep_work, strict=args.strict, on_error=args.on_error,
@@ -85,10 +89,12 @@ def _select(args):
 def _cmd_dedup(args) -> int:
     from salience.data.dedup import dedup_files
 
+    refuse_unused(args, args.near, ("threshold", "num_perm"), "to --near (MinHash near duplicates)")
+    refuse_unused(args, args.semantic, ("encoder", "similarity", "clusters", "keep_order", "no_center"),
+                  "to --semantic (SemDeDup)")
     with _work_folder_of_failed_runs_removed(Path(args.out + ".work")):
-        report = dedup_files(args.inputs, args.out, near=args.near, threshold=args.threshold, num_perm=args.num_perm,
-                             semantic=args.semantic, encoder=args.encoder, similarity=args.similarity,
-                             clusters=args.clusters, keep_order=args.keep_order, center=not args.no_center,
+        report = dedup_files(args.inputs, args.out, near=args.near, semantic=args.semantic, center=not args.no_center,
+                             **given(args, "threshold", "num_perm", "encoder", "similarity", "clusters", "keep_order"),
                              text_field=args.text_field, n_jobs=args.n_jobs, executor=args.executor,
                              strict=args.strict, on_error=args.on_error, show_progress=show_progress(args))
     _warn_losses(args, report)
@@ -138,19 +144,19 @@ def add_commands(domains) -> None:
                         "beside it (DSIR). Refused when it exists and is not an earlier selection, or is an input")
     method_option(p, "--method", "data", "dsir", "data method", subclass_of=(DocumentScorer, Valuation))
     add_method_options(p)
-    p.add_argument("--sampling", default="gumbel", choices=SAMPLING,
+    p.add_argument("--sampling", default=None, choices=SAMPLING,
                    help="gumbel: sample without replacement by importance weight (default, as DSIR); topk: the k "
                         "highest weights; replacement: k draws with replacement")
     p.add_argument("--text-field", default="text", help="the records' text field (default text)")
     p.add_argument("--label-field", default=None,
                    help="count the selection by this field in the report (for a valuation method: the label)")
-    p.add_argument("--min-tokens", type=int, default=0, help="ignore raw documents with fewer tokens")
-    p.add_argument("--filter", action="append", default=[], dest="filters", metavar="STAT>=X",
+    p.add_argument("--min-tokens", type=int, default=None, help="ignore raw documents with fewer tokens")
+    p.add_argument("--filter", action="append", default=None, dest="filters", metavar="STAT>=X",
                    help="eligibility rule on words, mean_word_length, alpha_ratio, symbol_ratio, uppercase_ratio or "
                         "line_count, e.g. 'alpha_ratio>=0.7' (repeatable)")
-    p.add_argument("--buckets", type=positive_int, default=10_000,
+    p.add_argument("--buckets", type=positive_int, default=None,
                    help="hashed n-gram features (default 10,000, as DSIR)")
-    p.add_argument("--orders", default="1,2", help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
+    p.add_argument("--orders", default=None, help="n-gram orders to hash (default 1,2: unigrams and bigrams)")
     p.add_argument("--length-normalize", action="store_true", help="divide DSIR's log weight by the n-gram count")
     add_n_jobs(p, default=2)
     p.add_argument("--shard-mb", type=positive_float, default=8.0, help="shard size in MB of text (default 8)")
@@ -170,22 +176,23 @@ def add_commands(domains) -> None:
     p.add_argument("inputs", nargs="+", help="jsonl, jsonl.gz or parquet files")
     p.add_argument("--out", required=True, help="kept documents (.jsonl or .jsonl.gz); OUT.report.json beside it")
     p.add_argument("--near", action="store_true", help="also drop near duplicates (MinHash LSH)")
-    p.add_argument("--threshold", type=float, default=0.8, help="Jaccard similarity of word 5-grams (default 0.8)")
-    p.add_argument("--num-perm", type=int, default=128, help="MinHash functions (default 128)")
+    p.add_argument("--threshold", type=float, default=None,
+                   help="--near: Jaccard similarity of word 5-grams (default 0.8)")
+    p.add_argument("--num-perm", type=int, default=None, help="--near: MinHash functions (default 128)")
     p.add_argument("--semantic", action="store_true",
                    help="also drop semantic duplicates (SemDeDup: embeddings clustered, cosine similarity within "
                         "clusters)")
     p.add_argument("--encoder", default=None,
                    help="the embedding model of --semantic: a static encoder folder (salience search distill) or a "
                         "sentence-transformers folder (default: the bundled all-MiniLM-L6-v2)")
-    p.add_argument("--similarity", type=float, default=0.95,
+    p.add_argument("--similarity", type=float, default=None,
                    help="cosine similarity at which --semantic counts two documents as duplicates (default 0.95)")
     p.add_argument("--clusters", type=positive_int, default=None,
                    help="k-means clusters --semantic compares within (default: about the square root of the documents)")
     p.add_argument("--no-center", action="store_true",
                    help="compare --semantic's vectors as the encoder gives them (default: their mean subtracted, "
                         "which a static encoder needs)")
-    p.add_argument("--keep-order", default="hard", choices=KEEP_ORDERS,
+    p.add_argument("--keep-order", default=None, choices=KEEP_ORDERS,
                    help="which of a semantic group is kept: hard (farthest from its cluster's centroid, SemDeDup's "
                         "default), easy (nearest) or first")
     p.add_argument("--text-field", default="text", help="the records' text field (default text)")

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, emit, method_option,
-                                  positive_int, show_progress)
+                                  positive_int, refuse_unused, show_progress)
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 
@@ -165,6 +165,10 @@ def _cmd_index(args) -> int:
 
     check_output_path(args.out, [args.source], what="index",
                       is_own=lambda p: is_own_output(p) or (p.is_dir() and (is_dense_folder(p) or is_sharded_folder(p))))
+    from salience.search.bulk import DEFAULT_MEMORY_MB
+
+    refuse_unused(args, not args.dense, ("memory_mb",), "to BM25 builds: a dense index holds its vectors in memory")
+    memory_mb = DEFAULT_MEMORY_MB if args.memory_mb is None else args.memory_mb
     engine = _make_engine(args)
     start = time.perf_counter()
     if args.shards:
@@ -173,13 +177,13 @@ def _cmd_index(args) -> int:
         # written, not opened: the command holds one document at a time (--memory-mb bounds the shards' builds)
         counts = ShardedIndex.write(args.source, args.out, n_shards=args.shards, executor=_executor(args),
                                     n_jobs=args.n_jobs, show_progress=show_progress(args), on_error=args.on_error,
-                                    memory_mb=args.memory_mb, **engine.get_params())
+                                    memory_mb=memory_mb, **engine.get_params())
         seconds = time.perf_counter() - start
         result = {"documents": sum(counts), "shards": len(counts), "seconds": round(seconds, 3), "out": args.out}
         emit(args, result, f"indexed {sum(counts)} documents in {len(counts)} shards in {seconds:.2f}s -> {args.out}")
         return 0
     if not args.dense:
-        engine.build(args.source, args.out, memory_mb=args.memory_mb, on_error=args.on_error, n_jobs=args.n_jobs,
+        engine.build(args.source, args.out, memory_mb=memory_mb, on_error=args.on_error, n_jobs=args.n_jobs,
                      executor=args.executor, show_progress=show_progress(args))
         seconds = time.perf_counter() - start
         result = {"documents": engine.n_docs, "terms": len(engine.vocabulary), "seconds": round(seconds, 3),
@@ -427,7 +431,7 @@ def add_commands(domains) -> None:
     _add_dense_options(p, hybrid=False)
     _add_parallel_options(p)
     _add_shard_options(p)
-    p.add_argument("--memory-mb", type=float, default=1024,
+    p.add_argument("--memory-mb", type=float, default=None,
                    help="BM25: postings held in memory before they are flushed to disk as a run and merged "
                         "(default 1024; any corpus size builds within about this much; an interrupted build "
                         "resumes from its last run when started again)")

@@ -125,7 +125,39 @@ def check_quantize_options(method, scheme, *, group_size=..., symmetric=None, bi
                                     "ids (calibration_windows; CLI: --calib FILE).")
     if scheme.activation_bits is not None and bits and any(b != 8 for b in bits.values()):
         raise InvalidParameterError("w8a8 keeps every layer at 8 bits: it does not combine with bits per layer.")
+    check_group_size_pays(scheme)
     return quantizer, scheme
+
+
+def check_group_size_pays(scheme: QuantScheme) -> None:
+    """Refuse groups so small that their float32 scales (and 8-bit zero points) make the file
+    larger than 8-bit weights with one scale per row."""
+    g = scheme.group_size
+    if g is None or scheme.bits >= 8:
+        return
+    overhead = 32 + (0 if scheme.symmetric else 8)  # bits stored per group
+    stored = scheme.bits + overhead / g
+    if stored >= 8:
+        smallest = overhead // (8 - scheme.bits) + 1
+        raise InvalidParameterError(
+            f"groups of {g} store {stored:.2f} bits a weight at {scheme.bits} bits (a float32 scale"
+            f"{'' if scheme.symmetric else ' and a zero point'} per group): a larger file than 8-bit weights with a "
+            f"scale per row. Use groups of more than {smallest - 1} (typically 32 to 128), or the w8a16_channel scheme.")
+
+
+def default_group_size(layers, scheme: QuantScheme) -> QuantScheme:
+    """The scheme with its group size halved, if need be, until it divides every layer's width
+    (SmolLM2's 576 inputs take groups of 64, not the preset's 128): a default that always runs.
+    Unchanged when no such size of 16 or more is found (the error then names the widths)."""
+    g = scheme.group_size
+    if g is None:
+        return scheme
+    widths = {module.weight.shape[1] for _, module in layers}
+    while g >= 16:
+        if all(w % g == 0 for w in widths):
+            return scheme if g == scheme.group_size else QuantScheme(**{**scheme.as_dict(), "group_size": g})
+        g //= 2
+    return scheme
 
 
 def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantScheme = "w4a16", group_size=...,
@@ -155,6 +187,9 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
                                                outlier_criterion=outlier_criterion, **params)
     keep = (outliers, outlier_criterion) if outliers else None
     layers = prunable_linears(model)
+    if group_size is ... and not ragged:  # the preset's group size, halved where the model needs it
+        scheme = default_group_size(layers, scheme)
+        quantizer = _for_scheme(quantizer, scheme)
     for name, module in layers:  # every scheme here shares the group size: checked before any work
         check_groups(name, module.weight.shape[1], scheme, ragged)
     if bit_budget is not None:

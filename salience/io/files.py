@@ -260,6 +260,11 @@ def atomic_directory(path: str | Path, owned: Callable[[str], bool] | None = Non
     try:
         os.chmod(tmp, usual_mode(tmp, directory=True))
         yield tmp
+        # what was written follows the umask, whatever a library chose (safetensors writes 0600)
+        umask = _umask()
+        for child in tmp.rglob("*"):
+            if not child.is_symlink():
+                os.chmod(child, (0o777 if child.is_dir() else 0o666) & ~umask)
         if owned is not None and path.is_dir():
             carry_user_files(path, tmp, owned)
         for child in tmp.rglob("*"):
