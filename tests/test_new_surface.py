@@ -261,15 +261,7 @@ def test_model_writing_commands_keep_the_users_files(tmp_path, capsys):
 def test_compress_commands_keep_the_users_files(tmp_path, capsys):
     pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
-    from tests.compress.models import tiny_llama
-
-    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    model = tmp_path / "model"
-    tiny_llama(max_position_embeddings=256).save_pretrained(model)
-    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(model)
+    model = _tiny_llama_folder(tmp_path)
     calib = tmp_path / "calib.txt"
     calib.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 400)))
     out = tmp_path / "out"
@@ -817,3 +809,19 @@ def test_options_that_would_do_nothing_are_refused_naming_what_enables_them(tmp_
     assert main(["data", "dedup", str(corpus), "--near", "--threshold", "0.5", "--out", str(tmp_path / "d.jsonl"),
                  "--n-jobs", "1", "--quiet"]) == 0
     assert main(["search", "index", str(corpus), "--memory-mb", "64", "--out", str(tmp_path / "ix"), "--quiet"]) == 0
+
+
+def test_separators_through_a_dense_build_from_the_command_line(tmp_path, capsys):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from tests.models.tiny import tiny_encoder_folder
+
+    encoder = tiny_encoder_folder(tmp_path / "encoder")
+    corpus = _jsonl(tmp_path / "corpus.jsonl", PLAIN + TRICKY)
+    out = tmp_path / "dense"
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(encoder), "--out", str(out),
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "query", str(out), "routing", "-k", "5", "--json"]) == 0
+    texts = {r["id"]: r["text"] for r in json.loads(capsys.readouterr().out)["results"]}
+    assert all(texts[d["id"]] == d["text"] for d in TRICKY if d["id"] in texts) and len(texts) == 5

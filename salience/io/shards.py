@@ -239,46 +239,53 @@ def _check_gzip_members(path: Path, piece: int = 1 << 16) -> _MemberDamage | Non
     return None
 
 
-def _lines_until_failure(path: Path, start: int, piece: int = 256) -> tuple[int, int]:
-    """Lines the gzip member starting at byte ``start`` decodes to before its failure, fed to
-    zlib ``piece`` bytes at a time; and the compressed bytes read by then."""
+def _decode_in_pieces(path: Path, start: int = 0, piece: int = 256) -> Iterator[tuple[bytes, int, bool]]:
+    """What the gzip stream from byte ``start`` decodes to, fed to zlib ``piece`` bytes at a time
+    (concatenated members followed): ``(block, compressed bytes consumed, failed)``; the last
+    item is the failure, if any (its piece counted as consumed). Memory: one piece's output."""
+    position = start
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    lines, position = 0, start
     with open(path, "rb") as fh:
         fh.seek(start)
-        chunk = fh.read(piece)
-        while chunk:
-            position += len(chunk)
-            try:
-                lines += decoder.decompress(chunk).count(b"\n")
-            except zlib.error:
-                break
-            chunk = fh.read(piece)
-    return lines, position
-
-
-def _salvage_gzip(path: Path, skip: int, piece: int = 256) -> tuple[bytes, int]:
-    """What a damaged gzip file decodes to before the damage, past its first ``skip``
-    decompressed bytes (already read), fed to zlib ``piece`` bytes at a time from a streamed
-    read (memory stays that of the salvaged tail); and the compressed bytes consumed by then."""
-    out: list[bytes] = []
-    decoded = position = 0
-    decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    with open(path, "rb") as fh:
         chunk = fh.read(piece)
         while chunk:
             try:
                 block = decoder.decompress(chunk)
             except zlib.error:
-                break
-            if decoded + len(block) > skip:
-                out.append(block[max(skip - decoded, 0):])
-            decoded += len(block)
+                yield b"", position + len(chunk), True
+                return
             position += len(chunk)
             chunk = fh.read(piece)
             if decoder.eof:  # a member ends: the next one (concatenated gzip) starts on the unused bytes
                 chunk, position = decoder.unused_data + chunk, position - len(decoder.unused_data)
                 decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            yield block, position, False
+
+
+def _lines_until_failure(path: Path, start: int) -> tuple[int, int]:
+    """Lines the gzip member starting at byte ``start`` decodes to before its failure; and the
+    compressed bytes read by then."""
+    lines = position = 0
+    for block, position, failed in _decode_in_pieces(path, start):
+        if failed:
+            break
+        lines += block.count(b"\n")
+    return lines, position
+
+
+def _salvage_gzip(path: Path, skip: int) -> tuple[bytes, int]:
+    """What a damaged gzip file decodes to before the damage, past its first ``skip``
+    decompressed bytes (already read), from a streamed read (memory stays that of the salvaged
+    tail); and the compressed bytes consumed by then."""
+    out: list[bytes] = []
+    decoded = position = 0
+    for block, consumed, failed in _decode_in_pieces(path):
+        if failed:
+            break
+        if decoded + len(block) > skip:
+            out.append(block[max(skip - decoded, 0):])
+        decoded += len(block)
+        position = consumed
     return b"".join(out), position
 
 
