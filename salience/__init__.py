@@ -31,6 +31,8 @@ from salience.core import (
     select_threshold,
     select_top_k,
     spearman_rho,
+    verify,
+    verify_subjects,
 )
 from salience.exceptions import (
     CorruptIndexError,
@@ -58,6 +60,8 @@ __all__ = [
     "Report",
     "evaluate",
     "paired_test",
+    "verify",
+    "verify_subjects",
     "fuse",
     "aggregate",
     "kendall_tau",

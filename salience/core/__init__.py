@@ -6,6 +6,7 @@ from salience.core.fusion import FUSION_NORMS, fuse
 from salience.core.judges import ListwiseJudge, PairwiseJudge, ScorerJudge
 from salience.core.metrics import Report, evaluate, parse_metric
 from salience.core.significance import Significance, paired_test
+from salience.core.verify import SubjectsVerification, Verification, verify, verify_subjects
 from salience.core.run import Qrels, Run
 from salience.core.scores import Scores, rank_order
 from salience.core.checks import check_k, check_n_jobs
@@ -65,6 +66,10 @@ __all__ = [
     "Qrels",
     "evaluate",
     "paired_test",
+    "verify",
+    "verify_subjects",
+    "Verification",
+    "SubjectsVerification",
     "Significance",
     "parse_metric",
     "Report",
