@@ -278,7 +278,9 @@ _OPTIONS = {
     **{("explain", name): {"model": _attention_model} for name in ATTENTION_METHODS},
 }
 
-METHODS = registered()
+#: verifiers return a Verification, not Scores: their contract is test_verifier_contract's
+METHODS = [m for m in registered() if m.family != "verify"]
+VERIFIERS = registered("verify")
 #: the LM judges hold a loaded transformers model, which transformers does not pickle (its
 #: output-capturing hooks are local functions): they run in the process that loaded it
 HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")} | {("prompt", "lm")}
@@ -331,7 +333,7 @@ def family_of(method) -> str:
 def test_every_family_has_methods():
     from salience.core.base import FAMILIES
 
-    assert {m.family for m in METHODS} == set(FAMILIES)
+    assert {m.family for m in METHODS + VERIFIERS} == set(FAMILIES)
     assert len(METHODS) >= 45
 
 
@@ -362,6 +364,38 @@ def test_contract(method):
     # the fitted scorer still pickles
     if (method.family, method.name) not in HOLDS_A_LOADED_MODEL:
         pickle.loads(pickle.dumps(scorer))
+
+
+def _verifier_inputs(name: str) -> tuple:
+    """(scores, the verb's inputs) that each verifier checks: a probe per unit kind."""
+    if name == "features":
+        x = np.array([1.0, 2.0, -1.0, 0.5, 3.0])
+        return 2.0 * x, {"model": lambda rows: np.asarray(rows) @ np.full(5, 2.0), "x": x}
+    if name == "examples":
+        pytest.importorskip("sklearn")
+        train, test = VALUATION_GAME
+        return np.arange(10.0), {"train": train, "test": test}
+    raise AssertionError(f"no contract probe for verifier {name!r}")
+
+
+@pytest.mark.parametrize("method", VERIFIERS, ids=lambda m: f"verify-{m.name}")
+def test_verifier_contract(method):
+    from salience.core.verify import VERDICTS, Verification
+
+    verifier = method.create(n_random=4, steps=3)
+    assert _same_params(verifier.clone().get_params(), verifier.get_params()) and repr(verifier.clone()) == repr(verifier)
+    assert repr(pickle.loads(pickle.dumps(verifier))) == repr(verifier)
+    scores, inputs = _verifier_inputs(method.name)
+    first = verifier.verify(scores, **inputs)
+    again = method.create(n_random=4, steps=3).verify(scores, **inputs)
+    (batched,) = verifier.verify_batch([(scores, inputs)])
+    assert isinstance(first, Verification) and first.verdict in VERDICTS and first.unit == method.name
+    for other in (again, batched):  # same seed, same curves and verdict
+        assert other.verdict == first.verdict and np.allclose(other.curves["scores"], first.curves["scores"])
+        assert np.allclose(other.areas["random"], first.areas["random"])
+    assert first.evaluations <= (4 + 2) * 3 + 1
+    with pytest.raises(SalienceError, match="nan"):
+        verifier.verify(np.full(len(scores), np.nan), **inputs)
 
 
 #: what each family's bad-input error must name (the input, or the parameter, that was wrong)
@@ -480,7 +514,7 @@ def test_methods_command_lists_the_registry(capsys):
 
     assert main(["methods", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["methods"]
-    assert {(r["family"], r["name"]) for r in rows} == {(m.family, m.name) for m in METHODS}
+    assert {(r["family"], r["name"]) for r in rows} == {(m.family, m.name) for m in METHODS + VERIFIERS}
     assert main(["methods", "--domain", "summarize"]) == 0
     text = capsys.readouterr().out
     assert "lexrank" in text and "textrank" in text and "bm25" not in text.split("summarize:")[0]

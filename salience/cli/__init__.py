@@ -28,7 +28,8 @@ __all__ = ["main", "build_parser"]
 #: the module that registers each top-level command; ``main`` imports only the one a command
 #: line names, so ``salience data select`` does not pay for the search and model imports
 COMMAND_MODULES = {"search": "search", "rank": "rank", "keywords": "text", "summarize": "text", "data": "data",
-                   "explain": "explain", "compress": "compress", "methods": "methods", "cache": "cache", "serve": "serve"}
+                   "explain": "explain", "compress": "compress", "methods": "methods", "cache": "cache", "serve": "serve",
+                   "verify": "verify"}
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -56,6 +56,8 @@ FAMILIES = {
     "kv_channels": "salience.compress",
     "quantizers": "salience.compress",
     "precision": "salience.compress",
+    # the verifiers live with the units they verify: each domain registers its own
+    "verify": ("salience.explain", "salience.data"),
 }
 
 
@@ -269,9 +271,10 @@ def register_method(family: str, name: str, description: str, **fixed: Any):
 
 
 def _load(family: str | None = None) -> None:
-    for fam, module in FAMILIES.items():
+    for fam, modules in FAMILIES.items():
         if family is None or fam == family:
-            importlib.import_module(module)
+            for module in (modules,) if isinstance(modules, str) else modules:
+                importlib.import_module(module)
 
 
 def registered(family: str | None = None) -> list[Method]:

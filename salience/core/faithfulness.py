@@ -59,7 +59,8 @@ def _order(scores, n_features: int) -> np.ndarray:
     return np.argsort(-values, kind="stable")
 
 
-def _prepare(model: Callable, x, baseline) -> tuple[np.ndarray, np.ndarray]:
+def prepare_row(model: Callable, x, baseline) -> tuple[np.ndarray, np.ndarray]:
+    """(the row, its baseline) of one input and the value each removed feature takes, checked."""
     if not callable(model):
         raise InvalidParameterError(f"model must be a callable from a 2-D array of rows to outputs; got {type(model).__name__}.")
     row = check_inputs(x, "x")
@@ -79,7 +80,7 @@ def _steps(n_features: int, steps: int | None) -> np.ndarray:
 
 
 def _curve(model, x, scores, baseline, steps, insert: bool, batch_size) -> Curve:
-    row, base = _prepare(model, x, baseline)
+    row, base = prepare_row(model, x, baseline)
     m = len(row)
     order = _order(scores, m)
     counts = _steps(m, steps)
@@ -152,7 +153,7 @@ def comprehensiveness(model: Callable, x, scores, *, baseline=None, fractions: S
     >>> comprehensiveness(f, [3.0, 1.0], [0.9, 0.1], fractions=[0.5, 1.0])
     3.5
     """
-    row, base = _prepare(model, x, baseline)
+    row, base = prepare_row(model, x, baseline)
     calls = ModelCalls(model)
     rows = _top_fraction_rows(row, base, _order(scores, len(row)), _check_fractions(fractions), keep=False)
     outputs = calls(np.vstack([row[None, :], rows]))
@@ -167,7 +168,7 @@ def sufficiency(model: Callable, x, scores, *, baseline=None, fractions: Sequenc
     >>> sufficiency(f, [3.0, 1.0], [0.9, 0.1], fractions=[0.5, 1.0])
     0.5
     """
-    row, base = _prepare(model, x, baseline)
+    row, base = prepare_row(model, x, baseline)
     calls = ModelCalls(model)
     rows = _top_fraction_rows(row, base, _order(scores, len(row)), _check_fractions(fractions), keep=True)
     outputs = calls(np.vstack([row[None, :], rows]))

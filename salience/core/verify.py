@@ -55,10 +55,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer
 from salience.core.checks import check_seed
+from salience.core.params import SEED, Interval
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError
 
-__all__ = ["Verification", "SubjectsVerification", "verify", "verify_subjects", "VERDICTS", "check_unit_scores"]
+__all__ = ["Verification", "SubjectsVerification", "Verifier", "verify", "verify_subjects", "VERDICTS",
+           "check_unit_scores"]
 
 VERDICTS = ("faithful", "no better than random", "inverted", "undetermined")
 
@@ -218,8 +221,8 @@ def check_unit_scores(scores, units: Sequence | None = None, what: str = "scores
 
 def verify(scores, outcome: Callable[[np.ndarray], Any], *, units: Sequence | None = None, steps: int = 10,
            n_random: int = 20, seed: int | None = 0, insertion: bool = False, worse: str = "lower",
-           alpha: float = 0.01, keep_at_least: int = 1, unit: str | None = None, method: str | None = None,
-           costs: Callable[[], dict] | None = None) -> Verification:
+           alpha: float = 0.01, keep_at_least: int = 1, max_fraction: float = 1.0, unit: str | None = None,
+           method: str | None = None, costs: Callable[[], dict] | None = None) -> Verification:
     """Verify ``scores`` over units against random orders (see the module docstring).
 
     ``outcome(kept)``: ``kept`` a boolean array over the units (1-D for one set, or 2-D, a row
@@ -230,7 +233,10 @@ def verify(scores, outcome: Callable[[np.ndarray], Any], *, units: Sequence | No
     removing the important units should move the outcome (``lower``: a probability, an accuracy,
     a log-probability; ``higher``: a perplexity, a loss); ``keep_at_least``: a removal stops
     with this many units left (0: it may empty the input; the stop is stated in ``notes``);
-    ``costs``: a callable giving the verifier's counts (fits, forward passes) at the end.
+    ``max_fraction``: the largest share of units a curve removes (or inserts); ``costs``: a
+    callable giving the verifier's counts (fits, forward passes) at the end. An outcome that
+    cannot be had for a set (a model that fails to refit on a tiny coalition) is NaN: that step is
+    left out of every curve, so that the areas still compare, and counted in ``notes``.
     """
     from scipy import stats
 
@@ -247,14 +253,18 @@ def verify(scores, outcome: Callable[[np.ndarray], Any], *, units: Sequence | No
         raise InvalidParameterError(f"alpha must lie in (0, 1); got {alpha!r}.")
     if isinstance(keep_at_least, bool) or not isinstance(keep_at_least, (int, np.integer)) or keep_at_least < 0:
         raise InvalidParameterError(f"keep_at_least must be a whole number >= 0; got {keep_at_least!r}.")
+    if not (isinstance(max_fraction, (int, float)) and not isinstance(max_fraction, bool) and 0 < max_fraction <= 1):
+        raise InvalidParameterError(f"max_fraction must lie in (0, 1]; got {max_fraction!r}.")
     if not callable(outcome):
         raise InvalidParameterError(f"outcome must be a callable of the kept units; got {type(outcome).__name__}.")
     check_seed(seed)
     if n <= keep_at_least:
         raise InvalidParameterError(f"{n} unit(s) with keep_at_least={keep_at_least}: nothing can be removed.")
     notes = []
-    last = n - keep_at_least  # the most units a curve removes (or, inserting, leaves out)
-    if keep_at_least:
+    last = min(n - keep_at_least, int(np.floor(max_fraction * n + 1e-9)))  # the most units a curve removes
+    if last < 1:
+        raise InvalidParameterError(f"max_fraction={max_fraction} of {n} units removes none: raise it.")
+    if keep_at_least and last == n - keep_at_least:
         notes.append(f"the {'removal' if not insertion else 'insertion'} stops with {keep_at_least} unit(s) "
                      f"{'left' if not insertion else 'in'}: an empty input is not evaluated")
     counts = np.unique(np.round(np.linspace(0, last, min(steps, last) + 1)).astype(int))
@@ -275,6 +285,17 @@ def verify(scores, outcome: Callable[[np.ndarray], Any], *, units: Sequence | No
         masks = taken if insertion else ~taken
         curves[name] = evaluator(masks)
     random_curves = [curves.pop(f"random{i}") for i in range(n_random)]
+    missing = np.zeros(len(fractions), dtype=bool)
+    for c in list(curves.values()) + random_curves:
+        missing |= np.isnan(c)
+    if missing.any():  # steps the outcome could not be had at, left out of every curve alike
+        notes.append(f"{int(missing.sum())} of {len(fractions)} steps left out: the outcome could not be had for "
+                     "some set of kept units there")
+        if (~missing).sum() < 2:
+            raise InvalidParameterError("the outcome could be had at fewer than 2 steps: nothing to compare.")
+        fractions = fractions[~missing]
+        curves = {name: c[~missing] for name, c in curves.items()}
+        random_curves = [c[~missing] for c in random_curves]
     area = {name: _area(fractions, c) for name, c in curves.items()}
     random_areas = np.array([_area(fractions, c) for c in random_curves])
     # the faithful side: removing the best lowers a "lower"-is-worse outcome fastest (low area);
@@ -333,6 +354,35 @@ def verify_subjects(verifications: Sequence[Verification], *, alpha: float = 0.0
                                 verifications, evaluations)
 
 
+class Verifier(Scorer):
+    """Base of the registered verifiers (family ``verify``), one per kind of unit: each knows the
+    outcome its domain is about and how units are removed, and runs :func:`verify` with its
+    parameters. ``steps``, ``n_random``, ``seed`` and ``alpha`` are the protocol's; a subclass
+    adds its own and implements :meth:`verify` (scores and the inputs the outcome needs, keyword
+    arguments after the scores) returning a :class:`Verification`."""
+
+    _parameter_constraints = {"steps": [Interval("int", 1)], "n_random": [Interval("int", 2)], "seed": SEED,
+                              "alpha": [Interval("real", 0, 1, closed="neither")]}
+    #: what the units are (the report's ``unit``)
+    unit = "units"
+
+    def __init__(self, *, steps: int = 10, n_random: int = 20, seed: int | None = 0, alpha: float = 0.01):
+        self.steps, self.n_random, self.seed, self.alpha = steps, n_random, seed, alpha
+        self._validate_params()
+
+    def verify(self, scores, **inputs) -> Verification:  # pragma: no cover - every verifier has its own
+        raise NotImplementedError
+
+    def verify_batch(self, items: Sequence[tuple], **options) -> list[Verification]:
+        """``verify`` of each ``(scores, inputs)`` pair (``inputs`` a dict of the verb's keywords)."""
+        return [self.verify(scores, **{**inputs, **options}) for scores, inputs in items]
+
+    def _run(self, scores, outcome: Callable, **options) -> Verification:
+        """The protocol with this verifier's parameters."""
+        return verify(scores, outcome, steps=self.steps, n_random=self.n_random, seed=self.seed, alpha=self.alpha,
+                      unit=self.unit, **options)
+
+
 class _CachedOutcome:
     """The outcome of each distinct set of kept units, evaluated once, many sets per call."""
 
@@ -365,9 +415,9 @@ class _CachedOutcome:
             batched = False
         if not batched:
             values = np.array([float(np.asarray(self.outcome(row), dtype=np.float64).reshape(())) for row in rows])
-        if not np.isfinite(values).all():
-            raise InvalidParameterError("the outcome gave NaN or infinity for a set of kept units; an outcome must be "
-                                        "a finite number for every set the protocol tries.")
+        if np.isinf(values).any():
+            raise InvalidParameterError("the outcome gave infinity for a set of kept units; an outcome is a finite "
+                                        "number, or NaN where it cannot be had (that step is then left out).")
         return values
 
 

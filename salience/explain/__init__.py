@@ -13,8 +13,9 @@ from salience.explain.rise import Rise
 from salience.explain.shapley import (Banzhaf, ExactShapley, Explainer, KernelShap, Lime, Occlusion, PermutationShapley,
                                       ShapleyInteraction)
 from salience.explain.text import attribute_text, attribution_html, text_units
+from salience.explain.verify_features import FeatureVerifier
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
            "DeepLift", "AttentionRollout", "AttentionFlow", "load_transformer", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
-           "attribution_html", "text_units"]
+           "attribution_html", "text_units", "FeatureVerifier"]

@@ -110,7 +110,9 @@ def test_ids_are_matched_to_units_and_bad_input_is_named():
         verify([0.1, 0.2, 0.3], outcome, n_random=1)
     with pytest.raises(InvalidParameterError, match="nothing can be removed"):
         verify([0.5], outcome)
-    with pytest.raises(InvalidParameterError, match="NaN or infinity"):
+    with pytest.raises(InvalidParameterError, match="infinity"):
+        verify([0.1, 0.2, 0.3], lambda kept: float("inf"))
+    with pytest.raises(InvalidParameterError, match="fewer than 2 steps"):
         verify([0.1, 0.2, 0.3], lambda kept: float("nan"))
     with pytest.raises(InvalidParameterError, match="worse must be"):
         verify([0.1, 0.2, 0.3], outcome, worse="down")
@@ -136,3 +138,18 @@ def test_many_subjects_are_paired_across_subjects():
     assert random.verdict == "no better than random"
     with pytest.raises(InvalidParameterError, match="at least 2"):
         verify_subjects(good.subjects[:1])
+
+
+def test_steps_the_outcome_cannot_be_had_at_are_left_out_of_every_curve():
+    worth = 0.8 ** np.arange(20)
+
+    def outcome(kept):  # fails (NaN) once fewer than 5 units are kept, as a refit on a tiny coalition
+        kept = np.atleast_2d(kept)
+        return np.where(kept.sum(axis=1) < 5, np.nan, kept.astype(float) @ worth)
+
+    result = verify(worth, outcome, steps=19, seed=0)
+    assert result.fractions[-1] == pytest.approx(15 / 20) and len(result.fractions) == 16
+    assert all(len(c) == 16 for c in result.curves["random"]) and result.verdict == "faithful"
+    assert any("4 of 20 steps left out" in note for note in result.notes)
+    half = verify(worth, outcome, steps=10, max_fraction=0.5, seed=0)
+    assert half.fractions[-1] == pytest.approx(0.5) and not any("left out" in n for n in half.notes)
