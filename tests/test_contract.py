@@ -375,6 +375,9 @@ def _verifier_inputs(name: str) -> tuple:
         pytest.importorskip("sklearn")
         train, test = VALUATION_GAME
         return np.arange(10.0), {"train": train, "test": test}
+    if name == "sentences":
+        sentences = [s for text in TEXTS for s in text.split(". ")]
+        return np.arange(len(sentences), dtype=float), {"sentences": sentences}
     raise AssertionError(f"no contract probe for verifier {name!r}")
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from salience.cli._common import add_n_jobs, add_on_error, add_output_options, add_seed, emit, positive_int
+from salience.cli._common import add_n_jobs, add_on_error, add_output_options, add_seed, choices_of, emit, positive_int
 from salience.exceptions import InputFormatError, InvalidParameterError
 
 #: written in every report the command writes, so that a rerun may replace it
@@ -95,6 +95,30 @@ def _cmd_examples(args) -> int:
     return 0
 
 
+def _cmd_sentences(args) -> int:
+    from salience.cli._common import read_text
+    from salience.core.base import create
+    from salience.io.files import check_output_path
+    from salience.summarize import score_sentences, split_sentences
+
+    if args.n_random < 2:
+        raise InvalidParameterError(f"--random must be at least 2 (the spread of random orders needs two); got "
+                                    f"{args.n_random}.")
+    inputs = [args.file] if args.file != "-" else []
+    if args.out is not None:
+        check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
+    text = read_text(args.file, args.on_error)
+    sentences = [s.text for s in split_sentences(text)]
+    scores = score_sentences(sentences, method=args.method, language=args.language)
+    verifier = create("verify", "sentences", language=args.language, steps=args.steps, n_random=args.n_random,
+                      seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, sentences=sentences)
+    result.method = args.method
+    _write(args, result, inputs)
+    emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
 def add_commands(domains) -> None:
     from salience.cli.valuation import MODELS
 
@@ -122,3 +146,14 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_examples)
+
+    p = commands.add_parser("sentences", help="summary sentences: the document's content left as the top-scored "
+                                              "sentences go, against random orders")
+    p.add_argument("file", help="a text file, or - for standard input")
+    p.add_argument("--method", default="lexrank", choices=choices_of("summarize"),
+                   help="the summarizer whose sentence scores are verified (default lexrank)")
+    p.add_argument("--language", default="auto", help="the text's language (default auto: detected)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_sentences)

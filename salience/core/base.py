@@ -57,7 +57,7 @@ FAMILIES = {
     "quantizers": "salience.compress",
     "precision": "salience.compress",
     # the verifiers live with the units they verify: each domain registers its own
-    "verify": ("salience.explain", "salience.data"),
+    "verify": ("salience.explain", "salience.data", "salience.summarize"),
 }
 
 
