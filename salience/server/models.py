@@ -63,6 +63,17 @@ class TextRequest(_Strict):
     language: StrictStr = "auto"
 
 
+class VerifyRequest(_Strict):
+    unit: StrictStr = Field("sentences", description="the kind of unit verified (sentences: a summary's)")
+    text: StrictStr = Field(min_length=1)
+    method: StrictStr | None = Field(None, description="the scorer verified (sentences: a summarize method)")
+    language: StrictStr = "auto"
+    steps: StrictInt = Field(10, ge=1, le=100)
+    random: StrictInt = Field(20, ge=2, le=200, description="random orders the scores are compared with")
+    seed: StrictInt = Field(0, ge=0)
+    alpha: float = Field(0.01, gt=0, lt=1)
+
+
 class FuseRequest(_Strict):
     runs: list[dict[StrictStr, dict[StrictStr, StrictFloat | StrictInt]]] = Field(min_length=2)
     method: StrictStr = "rrf"

@@ -135,7 +135,7 @@ def prepared_search(service, name: str, body):
 def text_router(service):
     from fastapi import APIRouter
 
-    from salience.server.models import FuseRequest, RerankRequest, TextRequest
+    from salience.server.models import FuseRequest, RerankRequest, TextRequest, VerifyRequest
 
     router = APIRouter()
 
@@ -209,6 +209,33 @@ def text_router(service):
                     "sentences": [{"index": i, "text": s.text, "start": s.start, "end": s.end,
                                    "score": float(weight.get(i, 0.0)), "selected": i in chosen}
                                   for i, s in enumerate(sentences)]}
+
+        return await service.run(answer)
+
+    @router.post("/verify")
+    async def verify(body: VerifyRequest):
+        """Was the importance real? The removal protocol over the units this service scores from
+        a posted text: ``sentences`` (a summarizer's sentence scores)."""
+        service.within("text", body.text, service.limits.max_text_chars)
+        from salience.core.base import method_names
+
+        if body.unit != "sentences":
+            known = ", ".join(method_names("verify"))
+            raise APIError(422, "invalid_field", f"unit {body.unit!r} is not verified from a posted text here: this "
+                           f"service verifies sentences (the verifiers: {known}; the others run from salience "
+                           "verify).", "unit")
+        from salience.core.base import create
+        from salience.summarize import score_sentences
+        from salience.text.sentences import split_sentences
+
+        def answer():
+            sentences = [s.text for s in split_sentences(body.text)]
+            scores = score_sentences(sentences, method=body.method or "lexrank", language=body.language)
+            verifier = create("verify", "sentences", language=body.language, steps=body.steps, n_random=body.random,
+                              seed=body.seed, alpha=body.alpha)
+            result = verifier.verify(scores, sentences=sentences)
+            result.method = body.method or "lexrank"
+            return result.to_dict()
 
         return await service.run(answer)
 

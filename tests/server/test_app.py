@@ -368,3 +368,19 @@ def test_rerank_scores_posted_passages_with_a_cross_encoder(index_dir, tmp_path)
         create_app([index_dir], judge="pointwise")
     with pytest.raises(InvalidParameterError, match="judge_model needs a judge"):
         create_app([index_dir], judge_model=str(folder))
+
+
+def test_verify_a_summary_over_http(client):
+    text = ("Solar panels convert sunlight into electricity. Panels made of silicon cells convert light into "
+            "electric current. The weather was pleasant on Tuesday. Electricity from solar cells powers homes. "
+            "A cat slept on the warm roof. Solar electricity charges batteries at night.")
+    answer = client.post("/verify", json={"unit": "sentences", "text": text, "method": "centroid", "random": 5,
+                                          "language": "en"})
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["unit"] == "sentences" and body["method"] == "centroid" and body["n_units"] == 6
+    assert body["verdict"] in ("faithful", "no better than random", "inverted", "undetermined")
+    assert len(body["curves"]["random"]) == 5 and body["curves"]["scores"][0] == pytest.approx(1.0)
+    _error(client.post("/verify", json={"unit": "layers", "text": text}), 422, "invalid_field", "unit")
+    _error(client.post("/verify", json={"text": text, "random": 1}), 422, "invalid_field", "random")
+    _error(client.post("/verify", json={"text": text, "method": "nope"}), 400, "invalid_input")
