@@ -104,6 +104,7 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-yake048/bin/python 
 	$(BIN)/python bench/kvcache.py --kvpress-python .venv-kvpress/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
+	$(BIN)/python bench/verify.py --write BENCHMARKS.md
 
 clean:
 	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec build *.egg-info

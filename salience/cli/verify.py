@@ -25,6 +25,15 @@ def _add_protocol_options(p) -> None:
                         "exists and is not an earlier report, or is an input")
 
 
+def _check_protocol(args) -> None:
+    """The protocol's options, named as the command line spells them, before any work."""
+    if args.n_random < 2:
+        raise InvalidParameterError(f"--random must be at least 2 (the spread of random orders needs two); got "
+                                    f"{args.n_random}.")
+    if not 0 < args.alpha < 1:
+        raise InvalidParameterError(f"--alpha must lie between 0 and 1; got {args.alpha}.")
+
+
 def _read_values(path: str, field: str, on_error: str) -> tuple[list[str], list[float]]:
     """(ids, values) of a scoring command's jsonl output (``data value`` writes ``id`` and
     ``salience_value``)."""
@@ -74,9 +83,7 @@ def _cmd_examples(args) -> int:
 
     from salience.io.files import check_output_path
 
-    if args.n_random < 2:
-        raise InvalidParameterError(f"--random must be at least 2 (the spread of random orders needs two); got "
-                                    f"{args.n_random}.")
+    _check_protocol(args)
     if args.out is not None:  # refused before the refits
         check_output_path(args.out, [args.values, args.train, args.test], what="report", is_own=_is_own_report)
     ids, values = _read_values(args.values, args.value_field, args.on_error)
@@ -101,9 +108,7 @@ def _cmd_sentences(args) -> int:
     from salience.io.files import check_output_path
     from salience.summarize import score_sentences, split_sentences
 
-    if args.n_random < 2:
-        raise InvalidParameterError(f"--random must be at least 2 (the spread of random orders needs two); got "
-                                    f"{args.n_random}.")
+    _check_protocol(args)
     inputs = [args.file] if args.file != "-" else []
     if args.out is not None:
         check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
