@@ -375,6 +375,14 @@ def _verifier_inputs(name: str) -> tuple:
         pytest.importorskip("sklearn")
         train, test = VALUATION_GAME
         return np.arange(10.0), {"train": train, "test": test}
+    if name == "layers":
+        torch = pytest.importorskip("torch")
+        transformers = pytest.importorskip("transformers")
+        torch.manual_seed(0)
+        config = transformers.LlamaConfig(vocab_size=32, hidden_size=16, intermediate_size=32, num_hidden_layers=6,
+                                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=32)
+        model = transformers.LlamaForCausalLM(config).eval()
+        return np.arange(6.0), {"model": model, "windows": np.random.default_rng(0).integers(0, 32, (2, 8))}
     if name == "sentences":
         sentences = [s for text in TEXTS for s in text.split(". ")]
         return np.arange(len(sentences), dtype=float), {"sentences": sentences}

@@ -124,6 +124,40 @@ def _cmd_sentences(args) -> int:
     return 0
 
 
+def _cmd_layers(args) -> int:
+    import numpy as np
+
+    from salience.cli.compress import _load, _text_of, _token_ids
+    from salience.compress.evaluate import windows as consecutive_windows
+    from salience.compress.weights import calibration_windows
+    from salience.core.base import create
+    from salience.io.files import check_output_path
+
+    _check_protocol(args)
+    if args.out is not None:
+        check_output_path(args.out, [args.calib], what="report", is_own=_is_own_report)
+    text = _text_of(args.calib, args.on_error)  # read, and refused when empty, before the model loads
+    model, tokenizer = _load(args)
+    ids = np.asarray(_token_ids(tokenizer, text), dtype=np.int64)
+    half = len(ids) // 2
+    if half <= args.seqlen:
+        raise InvalidParameterError(f"{args.calib} holds {len(ids)} tokens: its two halves (one scores the layers, "
+                                    f"the other is held out to verify them) need more than {args.seqlen} each; give "
+                                    "more text or a smaller --seqlen.")
+    scoring = calibration_windows(ids[:half], seqlen=args.seqlen, n_samples=args.calib_windows, seed=args.seed)
+    held_out = consecutive_windows(ids[half:], args.seqlen, args.calib_windows)
+    scores = create("layers", args.method).score(model, scoring)
+    verifier = create("verify", "layers", max_fraction=args.max_fraction, steps=args.steps, n_random=args.n_random,
+                      seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, model=model, windows=held_out)
+    result.method = args.method
+    _write(args, result, [args.calib])
+    rho = result.extras.get("one_removed", {}).get("spearman")
+    emit(args, result.to_dict(), str(result) + (f"; Spearman with each layer's one-removed change {rho:+.3f}"
+                                                if rho is not None else "") + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
 def add_commands(domains) -> None:
     from salience.cli.valuation import MODELS
 
@@ -162,3 +196,18 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_sentences)
+
+    p = commands.add_parser("layers", help="decoder layer importance: held-out perplexity as the top-scored layers "
+                                           "are removed, against random orders")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--method", default="block_influence", choices=choices_of("layers"),
+                   help="the layer importance verified (default block_influence)")
+    p.add_argument("--calib", required=True,
+                   help="a text: its first half scores the layers, its second half is held out to verify them")
+    p.add_argument("--calib-windows", type=positive_int, default=8, help="windows of each half (default 8)")
+    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+    p.add_argument("--max-fraction", type=float, default=0.5, help="the largest share of layers removed (default 0.5)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_layers)

@@ -57,7 +57,7 @@ FAMILIES = {
     "quantizers": "salience.compress",
     "precision": "salience.compress",
     # the verifiers live with the units they verify: each domain registers its own
-    "verify": ("salience.explain", "salience.data", "salience.summarize"),
+    "verify": ("salience.explain", "salience.data", "salience.summarize", "salience.compress"),
 }
 
 
@@ -282,7 +282,13 @@ def registered(family: str | None = None) -> list[Method]:
     if family is not None and family not in _REGISTRY:
         raise unknown_choice("method family", family, _REGISTRY)
     _load(family)
-    return [m for fam, methods in _REGISTRY.items() if family in (None, fam) for m in methods.values()]
+    out = []
+    for fam, methods in _REGISTRY.items():
+        if family in (None, fam):
+            # a family several modules register into lists by name: import order must not reorder it
+            out += sorted(methods.values(), key=lambda m: m.name) if not isinstance(FAMILIES[fam], str) else \
+                list(methods.values())
+    return out
 
 
 def method_rows(family: str | None = None) -> list[dict]:

@@ -98,6 +98,9 @@ class Verification:
     notes: list = field(default_factory=list)
     unit: str | None = None
     method: str | None = None
+    #: what a verifier measures besides the curves (layers: the rank correlation of the scores
+    #: with each unit's measured one-removed change)
+    extras: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """A JSON-ready dict: the verdict, the p-values, the areas and every curve."""
@@ -107,7 +110,7 @@ class Verification:
                 "worse": self.worse, "n_units": self.n_units, "n_random": len(self.curves["random"]),
                 "areas": _jsonable(self.areas), "fractions": self.fractions.tolist(),
                 "curves": _jsonable(self.curves), "evaluations": self.evaluations, "costs": dict(self.costs),
-                "notes": list(self.notes)}
+                "notes": list(self.notes), **({"extras": _jsonable(self.extras)} if self.extras else {})}
 
     def __str__(self) -> str:
         lo, hi = self.ci95
