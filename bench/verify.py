@@ -16,7 +16,14 @@ far, each on data that ships or the shared sets' test split, with random scores 
    samples) and at random; the deletion curve written out as Quantus computes it (the model on
    the row with its top-k features replaced) beside the protocol's, the largest difference.
 
-Costs are outcome evaluations (refits, model calls); the verdict is at alpha = 0.01.
+4. **layers**: SmolLM2-135M's 30 decoder layers scored on windows of the first half of the
+   standard library's docstrings (block influence, the default, and perplexity change) and at
+   random; verified on 4 windows of 128 tokens of the second half, removal up to half the layers
+   in 5 steps; beside it, the scores' Spearman correlation with each layer's measured
+   one-removed perplexity change (``--no-layers`` leaves it out).
+
+Costs are outcome evaluations (refits, model calls, forward passes); the verdict is at
+alpha = 0.01.
 
     python bench/verify.py --write BENCHMARKS.md
 """
@@ -153,9 +160,44 @@ def _features(args) -> dict:
     return {"rows": out, "largest_difference": largest}
 
 
+def _layers(args) -> list[dict]:
+    import torch
+
+    from salience.compress import calibration_windows, stdlib_docstrings
+    from salience.compress.evaluate import windows as consecutive_windows
+    from salience.core.base import create
+    from salience.models.lm import load_causal_lm
+
+    torch.set_num_threads(2)
+    model, tokenizer = load_causal_lm("smollm2")
+    ids = tokenizer.encode(stdlib_docstrings(max_chars=400_000), add_special_tokens=False)
+    half = len(ids) // 2
+    scoring = calibration_windows(ids[:half], seqlen=128, n_samples=8, seed=0)
+    held_out = consecutive_windows(ids[half:], 128, 4)
+    verifier = create("verify", "layers", steps=5, n_random=args.random)
+    rows = []
+    measured = None
+    for method in ("block_influence", "perplexity_change", "random"):
+        started = time.perf_counter()
+        scores = (np.random.default_rng(3).random(30) if method == "random"
+                  else create("layers", method).score(model, scoring).values)
+        scored = time.perf_counter() - started
+        started = time.perf_counter()
+        check = verifier.set_params(one_removed=measured is None).verify(scores, model=model, windows=held_out)
+        if measured is None:
+            measured = np.array(check.extras["one_removed"]["perplexity_change"])
+        from salience.core.correlation import spearman_rho
+
+        rows.append({"method": method, "verdict": check.verdict, "p": check.p_value, "gap": check.gap,
+                     "ci": check.ci95, "rho": float(spearman_rho(scores, measured)),
+                     "passes": check.costs["forward_passes"], "scoring_seconds": scored,
+                     "seconds": time.perf_counter() - started})
+    return rows
+
+
 def run(args) -> dict:
     return {"sentences": _sentences(args), "examples": _examples(args), "features": _features(args),
-            "random": args.random}
+            "layers": [] if args.no_layers else _layers(args), "random": args.random}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
@@ -191,17 +233,28 @@ def render(result: dict, command: str, seconds: float) -> str:
         lines.append(f"| {r['method']} | {r['rows']} | {r['faithful']} | {r['verdict']} | {p(r['p'])} | "
                      f"{r['gap']:+.4f} ({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['calls']:.0f} | "
                      f"{r['seconds']:.1f} |")
+    if result["layers"]:
+        lines += ["", "**Decoder layers** (SmolLM2-135M, 30 layers; held-out log perplexity on 4 windows of 128 tokens "
+                  "of the docstrings' second half as up to half the layers go; rho: Spearman with each layer's measured "
+                  "one-removed perplexity change)", "",
+                  "| layer scores | verdict | p | gap (95% CI) | rho | forward passes | seconds |",
+                  "|---|---|---:|---|---:|---:|---:|"]
+        for r in result["layers"]:
+            lines.append(f"| {r['method']}{' (default)' if r['method'] == 'block_influence' else ''} | {r['verdict']} | "
+                         f"{p(r['p'])} | {r['gap']:+.4f} ({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['rho']:+.3f} | "
+                         f"{r['passes']} | {r['seconds']:.0f} |")
     lines += ["", f"Parity: the protocol's deletion curve against Quantus' formula written out (the model on the row "
               f"with its top-k features replaced), largest difference over every row and step: "
               f"{features['largest_difference']:.1e}. Not run here yet: OpenDataVal / pyDVL's point-removal "
-              "experiment in its own environment, context-cite's top-k drop, and the keyphrases, passages and "
-              "compression verifiers (issue 51 continues).", ""]
+              "experiment in its own environment, context-cite's top-k drop, and the keyphrases, passages, weights, "
+              "structures and KV-cache verifiers (issue 51 continues).", ""]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--random", type=int, default=20, help="random orders per subject (default 20)")
+    parser.add_argument("--no-layers", action="store_true", help="leave out the SmolLM2 layers part (minutes)")
     return run_benchmark("verify.py", parser, run, render, argv)
 
 
