@@ -1,6 +1,7 @@
 """Nothing lost on the newer surface (issue 50): line separators inside documents, output folders
 that hold the user's files, bounds, tracebacks, silent wrong results and misleading messages.
-Each test failed before its fix."""
+Each test failed before its fix (the service's cases: tests/server/test_new_surface_service.py; the
+model-writing commands': tests/models/test_new_surface_models.py)."""
 
 import json
 from pathlib import Path
@@ -95,90 +96,6 @@ def test_a_written_segment_is_read_back_before_the_commit(tmp_path, monkeypatch)
     assert not (tmp_path / "new").exists()
 
 
-def test_separators_through_the_service_a_restart_and_a_second_process(tmp_path):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
-    from fastapi.testclient import TestClient
-
-    from salience.server.app import create_app
-    from salience.server.indexes import ServedIndex
-
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    other = ServedIndex(tmp_path / "pets", shared=True, watch_s=0.05)  # a second worker on the folder
-    try:
-        client = TestClient(create_app([tmp_path / "pets"], api_key="k" * 20, shared=True), raise_server_exceptions=False)
-        answer = client.post("/indexes/pets/documents", json={"documents": TRICKY}, headers={"X-API-Key": "k" * 20})
-        assert answer.status_code == 200, answer.text
-        restarted = TestClient(create_app([tmp_path / "pets"]), raise_server_exceptions=False)
-        body = restarted.post("/indexes/pets/search", json={"query": "routing", "k": 5}).json()
-        assert {r["id"] for r in body["results"]} == {"sep0", "sep1", "sep2"}
-        assert body["results"][0]["document"]["text"] in {d["text"] for d in TRICKY}
-        import time
-
-        deadline = time.monotonic() + 5
-        while other.generation != 1 and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert other.generation == 1 and other.reader.n_docs == 5  # the other worker reopened it
-    finally:
-        other.close()
-
-
-def test_health_says_when_a_worker_could_not_reopen_a_commit(tmp_path, monkeypatch):
-    """No split brain: a process that keeps answering an older generation says so on /health."""
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
-    import time
-
-    from fastapi.testclient import TestClient
-
-    from salience.server.app import create_app
-
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    client = TestClient(create_app([tmp_path / "pets"], shared=True, watch_s=0.05), raise_server_exceptions=False)
-    assert client.get("/health").status_code == 200
-    handle = client.app.state.indexes["pets"]
-    monkeypatch.setattr(type(handle.reader), "reopen", lambda self: (_ for _ in ()).throw(OSError("disk said no")))
-    BM25.load(tmp_path / "pets").add([{"id": "c", "text": "c"}]).commit()  # another process commits
-    handle._sync.set_generation(1)
-    deadline = time.monotonic() + 5
-    while "error" not in handle.describe() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    health = client.get("/health")
-    assert health.status_code == 503 and health.json()["status"] == "stale"
-    row = health.json()["indexes"][0]
-    assert row["generation"] == 0 and "disk said no" in row["error"] and "generation 1" in row["error"]
-    monkeypatch.undo()
-    deadline = time.monotonic() + 5
-    while "error" in handle.describe() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert client.get("/health").json()["status"] == "ok" and handle.generation == 1
-
-
-def test_separators_written_over_http_reach_both_workers(tmp_path):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    import time
-
-    from salience.server.live import LiveServer
-
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    (tmp_path / "key").write_text("k" * 20)
-    with LiveServer([tmp_path / "pets"], api_key_file=tmp_path / "key", options=["--workers", "2"]) as server:
-        status, body = server.request("POST", "/indexes/pets/documents", {"documents": TRICKY},
-                                      headers={"X-API-Key": "k" * 20})
-        assert status == 200 and body["generation"] == 1, body
-        deadline = time.monotonic() + 20
-        seen: dict[int, int] = {}
-        while len(seen) < 2 and time.monotonic() < deadline:  # both workers, each at generation 1
-            status, health = server.request("GET", "/health")
-            assert status == 200, health  # never a worker stuck on the old generation
-            if health["indexes"][0]["generation"] == 1:
-                seen[health["process"]] = 1
-        assert len(seen) == 2
-        status, found = server.request("POST", "/indexes/pets/search", {"query": "routing", "k": 5})
-        assert {r["id"] for r in found["results"]} == {"sep0", "sep1", "sep2"}
-    assert [BM25.load(tmp_path / "pets").document(d["id"])["text"] for d in TRICKY] == [d["text"] for d in TRICKY]
-
-
 # --- 2. writing over a command's own earlier output keeps the user's files ---------------------
 def _user_files(folder: Path) -> dict:
     """Put the user's files in an output folder (top level, a folder of their own, inside a
@@ -227,101 +144,7 @@ def test_search_index_with_shards_keeps_the_users_files(tmp_path):
     assert (stranger / "a.txt").read_text() == "x"
 
 
-def test_model_writing_commands_keep_the_users_files(tmp_path, capsys):
-    pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from tests.models.tiny import tiny_encoder_folder
-
-    encoder = tiny_encoder_folder(tmp_path / "encoder")
-    out = tmp_path / "static"
-    assert main(["search", "distill", str(encoder), "--out", str(out), "--dims", "8", "--quiet"]) == 0
-    placed = _user_files(out)
-    assert main(["search", "distill", str(encoder), "--out", str(out), "--dims", "4", "--quiet"]) == 0
-    _still_there(out, placed)
-    from salience.models.static import StaticEncoder
-
-    assert StaticEncoder(out).encode(["heat flow"]).shape == (1, 4)
-
-    docs = [{"_id": f"d{i}", "title": f"{a} {b}", "text": f"the {a} of a {b} . a {b} in the {a} ."}
-            for i, (a, b) in enumerate((a, b) for a in ("heat", "wing", "cell", "shock", "price", "membrane") for b in ("flow", "wave", "market"))]
-    corpus = _jsonl(tmp_path / "corpus.jsonl", docs)
-    trained = tmp_path / "bi"
-    options = ["--kind", "bi", "--base", str(encoder), "--epochs", "1", "--batch-size", "4", "--max-length", "16",
-               "--quiet"]
-    assert main(["search", "train-reranker", str(corpus), "--out", str(trained), *options]) == 0
-    placed = _user_files(trained)
-    (trained / "onnx").mkdir()
-    (trained / "onnx" / "model.onnx").write_bytes(b"a stale export of the earlier model")
-    assert main(["search", "train-reranker", str(corpus), "--out", str(trained), *options]) == 0
-    _still_there(trained, placed)
-    assert not (trained / "onnx").exists()  # the earlier model's export is the command's: gone with it
-    capsys.readouterr()
-
-
-def test_compress_commands_keep_the_users_files(tmp_path, capsys):
-    pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    model = _tiny_llama_folder(tmp_path)
-    calib = tmp_path / "calib.txt"
-    calib.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 400)))
-    out = tmp_path / "out"
-    common = ["--calib", str(calib), "--seqlen", "16", "--calib-windows", "4", "--out", str(out), "--quiet"]
-    assert main(["compress", "prune", str(model), "--method", "magnitude", "--sparsity", "0.5", "--out", str(out),
-                 "--quiet"]) == 0
-    placed = _user_files(out)
-    for command in (["compress", "prune", str(model), "--method", "wanda", "--sparsity", "0.5", *common],
-                    ["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out", str(out),
-                     "--quiet"],
-                    ["compress", "layers", str(model), "--remove", "1", *common],
-                    ["compress", "structured", str(model), "--unit", "ffn_channels", "--fraction", "0.25",
-                     "--criterion", "output", *common]):
-        assert main(command) == 0, command
-        _still_there(out, placed)
-    assert not (out / "salience-quantize.json").exists()  # the earlier run's report went with its model
-    assert transformers.AutoModelForCausalLM.from_pretrained(out).config.intermediate_size == 48
-    capsys.readouterr()
-
-
 # --- 3. a killed supervisor takes its workers with it ------------------------------------------
-def test_workers_exit_when_serve_is_killed(tmp_path):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    import os
-    import signal
-    import socket
-    import time
-
-    from salience.server.live import LiveServer
-
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    server = LiveServer([tmp_path / "pets"], options=["--workers", "2"]).start()
-    try:
-        deadline = time.monotonic() + 30
-        while len(server.workers()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        workers = server.workers()
-        assert len(workers) == 2
-        os.kill(server.process.pid, signal.SIGKILL)
-        server.process.wait(10)
-        deadline = time.monotonic() + 20
-        while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert not any(_alive(pid) for pid in workers)
-        with socket.socket() as sock:  # the port is free for a restart
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind(("127.0.0.1", server.port))
-    finally:
-        for pid in server.workers():
-            os.kill(pid, signal.SIGKILL)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 # --- 4. bounds ---------------------------------------------------------------------------------
 def test_sharded_builds_and_loads_stay_bounded_with_one_long_term(tmp_path):
     """One 2,000-character token among 20,000 terms: numbering the shards' vocabularies through a
@@ -370,38 +193,6 @@ def test_centroid_summaries_are_linear_in_the_text():
     finally:
         tracemalloc.stop()
     assert peak < 40e6, peak  # the cosine matrix alone was 6000^2 entries
-
-
-def test_training_checkpoints_by_time_too(tmp_path, monkeypatch):
-    """Steps of a minute each: a kill before the 100th step kept nothing; now a checkpoint is
-    written every CHECKPOINT_SECONDS as well, and the run resumes from it to the same model."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from salience.models import training
-    from salience.models.cross_encoder import train_cross_encoder
-    from tests.models.tiny import tiny_encoder_folder
-
-    base = str(tiny_encoder_folder(tmp_path / "encoder"))
-    words = ["heat", "flow", "wing", "shock", "wave", "cell"]
-    groups = [(f"{a} {b}", f"the {a} and the {b}", [f"the {b}"]) for a in words for b in words if a != b]
-    options = dict(base=base, epochs=1, batch_size=4, negatives=1, max_length=16)  # checkpoint_every: 100
-    whole = train_cross_encoder(groups, tmp_path / "whole", **options)
-    monkeypatch.setattr(training, "CHECKPOINT_SECONDS", 0.0)
-    real, saved = training._save_checkpoint, []
-
-    def save_then_die(*args, **kwargs):
-        real(*args, **kwargs)
-        saved.append(args[5])  # the step
-        if len(saved) == 3:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(training, "_save_checkpoint", save_then_die)
-    with pytest.raises(KeyboardInterrupt):
-        train_cross_encoder(groups, tmp_path / "killed", **options)
-    assert saved == [1, 2, 3] and (tmp_path / ".killed.training" / "checkpoint.pt").is_file()
-    monkeypatch.setattr(training, "_save_checkpoint", real)
-    resumed = train_cross_encoder(groups, tmp_path / "killed", **options)
-    assert resumed["steps"] == whole["steps"] and resumed["loss_last"] == pytest.approx(whole["loss_last"], abs=1e-6)
 
 
 # --- 5 and 10. training pairs read through the shared readers; --on-error where it is offered ---
@@ -477,31 +268,6 @@ def test_commands_that_suggest_on_error_have_it(tmp_path, capsys):
 
 
 # --- 6. a model of the wrong kind, a NaN grade ---------------------------------------------------
-def test_an_encoder_folder_is_refused_where_a_causal_lm_is_needed(tmp_path, capsys):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from salience.exceptions import InvalidParameterError
-    from salience.models.lm import load_causal_lm
-    from tests.models.tiny import tiny_cross_folder, tiny_encoder_folder
-
-    bert = tiny_encoder_folder(tmp_path / "bert")
-    cross = tiny_cross_folder(tmp_path / "cross")
-    for folder in (bert, cross):
-        with pytest.raises(InvalidParameterError, match="not a causal language model"):
-            load_causal_lm(folder)
-    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
-    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\nq1 Q0 d2 2 0.5 t\n")
-    queries = _jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "heat wing"}])
-    for command in (["search", "rerank", str(tmp_path / "run.trec"), "--index", str(tmp_path / "ix"), "--queries",
-                     str(queries), "--judge", "pointwise", "--model", str(bert), "--out", str(tmp_path / "r.trec")],
-                    ["search", "queries", str(corpus), "--lm", str(cross), "--out", str(tmp_path / "pairs.jsonl")]):
-        assert main(command + ["--quiet"]) == 2
-        err = capsys.readouterr().err
-        assert "not a causal language model" in err and "Traceback" not in err
-    assert not (tmp_path / "r.trec").exists() and not (tmp_path / "pairs.jsonl").exists()
-
-
 def test_a_qrels_grade_that_is_not_a_whole_number_is_named():
     from salience import Qrels
     from salience.exceptions import InvalidParameterError
@@ -607,8 +373,6 @@ def test_a_failed_gzip_members_records_are_not_kept_and_its_range_is_reported(tm
     import gzip
     import random
 
-    from salience.data.dedup import dedup_files
-
     rng = random.Random(0)
     words = [f"w{i}" for i in range(3000)]
     members = []
@@ -637,57 +401,6 @@ def test_a_failed_gzip_members_records_are_not_kept_and_its_range_is_reported(tm
 
 
 # --- 11. messages that say what is wrong ----------------------------------------------------------
-def test_serve_refuses_ports_out_of_range(tmp_path, capsys):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    for port in ("70000", "-1", "0"):
-        assert main(["serve", str(tmp_path / "pets"), "--port", port, "--quiet"]) == 2
-        assert f"port must be a TCP port, 1 to 65535; got {int(port)}" in capsys.readouterr().err
-
-
-def test_a_write_without_the_key_is_told_so_before_its_body_is_read(tmp_path):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
-    from fastapi.testclient import TestClient
-
-    from salience.server.app import create_app
-
-    BM25().index(PLAIN).save(tmp_path / "pets")
-    client = TestClient(create_app([tmp_path / "pets"], api_key="k" * 20), raise_server_exceptions=False)
-    for path in ("/indexes/pets/documents", "/indexes/pets/delete", "/indexes/pets/commit", "/indexes/pets/merge"):
-        answer = client.post(path, content=b"{not json", headers={"Content-Type": "application/json"})
-        assert answer.status_code == 401 and answer.json()["error"]["code"] == "missing_api_key", (path, answer.text)
-        wrong = client.post(path, content=b"\xff\xfe", headers={"X-API-Key": "nope"})
-        assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "wrong_api_key"
-    with_key = client.post("/indexes/pets/documents", content=b"{not json", headers={"X-API-Key": "k" * 20,
-                                                                                    "Content-Type": "application/json"})
-    assert with_key.status_code == 400 and with_key.json()["error"]["code"] == "invalid_json"
-    off = TestClient(create_app([tmp_path / "pets"]), raise_server_exceptions=False)
-    assert off.post("/indexes/pets/documents", content=b"{not json").status_code == 403
-    assert client.post("/indexes/pets/search", json={"query": "heat"}).status_code == 200  # reads need no key
-
-
-def test_a_sharded_index_refuses_writes_naming_commands_that_exist(tmp_path):
-    pytest.importorskip("fastapi", reason="the HTTP service needs salience[server] (FastAPI)")
-    pytest.importorskip("httpx", reason="FastAPI's test client needs httpx")
-    from fastapi.testclient import TestClient
-
-    from salience.cli import build_parser
-    from salience.search.shards import ShardedIndex
-    from salience.server.app import create_app
-
-    ShardedIndex.build([{"id": f"d{i}", "text": f"heat {i}"} for i in range(20)], n_shards=2, out=tmp_path / "sh")
-    client = TestClient(create_app([tmp_path / "sh"], api_key="k" * 20), raise_server_exceptions=False)
-    answer = client.post("/indexes/sh/documents", json={"documents": [{"id": "x", "text": "y"}]},
-                         headers={"X-API-Key": "k" * 20})
-    assert answer.status_code == 409
-    message = answer.json()["error"]["message"]
-    search_commands = next(a for a in build_parser()._subparsers._group_actions[0].choices["search"]._actions
-                           if hasattr(a, "choices") and isinstance(a.choices, dict)).choices
-    named = [word for word in message.replace(",", " ").split() if word in ("add", "delete", "commit", "merge")]
-    assert named and all(word in search_commands for word in named), message
-
-
 def test_a_shard_folder_is_named_as_a_shard_and_its_manifest_counts_follow_changes(tmp_path, capsys):
     from salience.search.shards import ShardedIndex
 
@@ -706,89 +419,7 @@ def test_a_shard_folder_is_named_as_a_shard_and_its_manifest_counts_follow_chang
     assert manifest["documents"] == [shard.call("get_params") and shard.index.n_docs for shard in index._shards]
 
 
-def _tiny_llama_folder(tmp_path):
-    transformers = pytest.importorskip("transformers")
-    tokenizers = pytest.importorskip("tokenizers")
-    from tests.compress.models import tiny_llama
-
-    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
-    core = tokenizers.Tokenizer(tokenizers.models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-    core.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
-    model = tmp_path / "model"
-    tiny_llama(max_position_embeddings=256).save_pretrained(model)
-    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(model)
-    return model
-
-
-def test_models_of_the_wrong_kind_are_named_with_what_to_do(tmp_path, capsys):
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from tests.models.tiny import tiny_encoder_folder
-
-    bert = tiny_encoder_folder(tmp_path / "bert")
-    corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
-    assert main(["search", "index", str(corpus), "--out", str(tmp_path / "ix"), "--quiet"]) == 0
-    (tmp_path / "run.trec").write_text("q1 Q0 d1 1 1.0 t\n")
-    queries = _jsonl(tmp_path / "queries.jsonl", [{"_id": "q1", "text": "heat wing"}])
-    assert main(["search", "rerank", str(tmp_path / "run.trec"), "--index", str(tmp_path / "ix"), "--queries",
-                 str(queries), "--judge", "cross", "--model", str(bert), "--out", str(tmp_path / "r.trec"),
-                 "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert "not a cross-encoder: rank with it as --judge encoder" in err and "train-reranker --kind cross" in err
-    assert main(["compress", "quantize", str(bert), "--method", "rtn", "--group", "16", "--out",
-                 str(tmp_path / "q"), "--quiet"]) == 2
-    assert "not a causal language model" in capsys.readouterr().err
-    model = _tiny_llama_folder(tmp_path)
-    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out",
-                 str(tmp_path / "q"), "--quiet"]) == 0
-    assert main(["compress", "quantize", str(tmp_path / "q"), "--method", "rtn", "--group", "16", "--out",
-                 str(tmp_path / "qq"), "--quiet"]) == 2
-    err = capsys.readouterr().err
-    assert "already quantized" in err and "Traceback" not in err and not (tmp_path / "qq").exists()
-
-
 # --- 12. defaults that run, options that do something ---------------------------------------------
-def test_quantize_defaults_to_a_group_that_divides_the_model_and_refuses_groups_that_do_not_pay(tmp_path, capsys):
-    pytest.importorskip("torch")
-    model = _tiny_llama_folder(tmp_path)  # widths 32 and 64: the preset's groups of 128 divide neither
-    assert main(["compress", "quantize", str(model), "--method", "rtn", "--out", str(tmp_path / "q"), "--json"]) == 0
-    result = json.loads(capsys.readouterr().out)
-    assert result["scheme"]["group_size"] == 32
-    config = json.loads((tmp_path / "q" / "config.json").read_text())["quantization_config"]
-    assert json.dumps(config).count('"group_size": 32') >= 1
-    for group, bits_word in (("4", "12.00 bits"), ("8", "8.00 bits")):
-        assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", group, "--out",
-                     str(tmp_path / f"g{group}"), "--quiet"]) == 2
-        err = capsys.readouterr().err
-        assert bits_word in err and "larger file than 8-bit weights" in err and not (tmp_path / f"g{group}").exists()
-    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "16", "--out",
-                 str(tmp_path / "g16"), "--quiet"]) == 0
-    # an explicit group that does not divide is still refused, naming the dividing ones
-    assert main(["compress", "quantize", str(model), "--method", "rtn", "--group", "128", "--out",
-                 str(tmp_path / "g128"), "--quiet"]) == 2
-    assert "does not divide" in capsys.readouterr().err
-
-
-def test_model_files_follow_the_umask_like_every_other_output(tmp_path):
-    pytest.importorskip("torch")
-    import os
-    import stat
-
-    model = _tiny_llama_folder(tmp_path)
-    old = os.umask(0o022)
-    try:
-        for command in (["compress", "quantize", str(model), "--method", "rtn", "--out", str(tmp_path / "q")],
-                        ["compress", "prune", str(model), "--method", "magnitude", "--sparsity", "0.5", "--out",
-                         str(tmp_path / "p")]):
-            assert main(command + ["--quiet"]) == 0
-    finally:
-        os.umask(old)
-    for folder in (tmp_path / "q", tmp_path / "p"):
-        modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in folder.iterdir()}
-        assert set(modes.values()) == {0o644}, modes
-        assert stat.S_IMODE(folder.stat().st_mode) == 0o755
-
-
 def test_options_that_would_do_nothing_are_refused_naming_what_enables_them(tmp_path, capsys):
     corpus = _jsonl(tmp_path / "corpus.jsonl", _corpus_rows())
     cases = [
