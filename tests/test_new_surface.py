@@ -456,3 +456,22 @@ def test_separators_through_a_dense_build_from_the_command_line(tmp_path, capsys
     assert main(["search", "query", str(out), "routing", "-k", "5", "--json"]) == 0
     texts = {r["id"]: r["text"] for r in json.loads(capsys.readouterr().out)["results"]}
     assert all(texts[d["id"]] == d["text"] for d in TRICKY if d["id"] in texts) and len(texts) == 5
+
+
+def test_zero_padding_between_gzip_members_is_no_damage_and_moves_no_range(tmp_path):
+    import gzip
+
+    from salience.io.shards import iter_shards
+
+    first = gzip.compress(b"".join(b'{"t": %d}\n' % i for i in range(100)))
+    second = bytearray(gzip.compress(b"".join(b'{"t": %d}\n' % i for i in range(100, 200))))
+    path = tmp_path / "padded.jsonl.gz"
+    path.write_bytes(first + b"\0" * 10 + bytes(second) + b"\0" * 7)  # gzip allows zeros between members
+    losses: list = []
+    assert sum(s.blob.count(b"\n") for s in iter_shards([path], on_error="skip", losses=losses)) == 200 and not losses
+    second[len(second) // 2] ^= 1
+    path.write_bytes(first + b"\0" * 10 + bytes(second))
+    kept = sum(s.blob.count(b"\n") for s in iter_shards([path], on_error="skip", losses=losses))
+    (loss,) = losses
+    assert kept == 100 and loss.after_line == 100 and loss.suspect_lines[0] == 101 and "data check" in loss.reason
+    assert 150 <= loss.suspect_lines[1] <= 200 and loss.estimated_records >= 50  # the member decoded, then failed

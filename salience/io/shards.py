@@ -207,16 +207,24 @@ def _check_gzip_members(path: Path, piece: int = 1 << 16) -> _MemberDamage | Non
     fails its CRC, length or coding (a file cut short is left to the reader, whose lines before
     the cut are whole), else where the first failed member starts."""
     size = path.stat().st_size
-    verified_bytes = verified_lines = member_lines = consumed = 0
+    verified_bytes = verified_lines = member_lines = consumed = member_start = 0
     decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    between = False  # after a member: zero padding may come before the next, as gzip allows
     with open(path, "rb") as fh:
         chunk = fh.read(piece)
         while chunk:
+            if between:
+                rest = chunk.lstrip(b"\0")
+                consumed += len(chunk) - len(rest)
+                if not rest:
+                    chunk = fh.read(piece)
+                    continue
+                chunk, between, member_start = rest, False, consumed
             try:
                 block = decoder.decompress(chunk)
             except zlib.error as err:
                 # decoded again in small pieces: the lines the member gave before the failure showed
-                lines, failed_at = _lines_until_failure(path, verified_bytes)
+                lines, failed_at = _lines_until_failure(path, member_start)
                 return _MemberDamage(verified_bytes, verified_lines, lines, failed_at, size, err)
             member_lines += block.count(b"\n")
             consumed += len(chunk)
@@ -227,15 +235,8 @@ def _check_gzip_members(path: Path, piece: int = 1 << 16) -> _MemberDamage | Non
             unused = decoder.unused_data
             consumed -= len(unused)
             verified_bytes, verified_lines, member_lines = consumed, verified_lines + member_lines, 0
-            decoder = zlib.decompressobj(16 + zlib.MAX_WBITS)
-            if unused.strip(b"\0"):
-                chunk = unused
-            else:  # zero padding after a member, as gzip allows, or the chunk's end
-                chunk = fh.read(piece)
-                if not unused and not chunk:
-                    return None
-                if unused and not chunk.strip(b"\0"):
-                    return None
+            decoder, between = zlib.decompressobj(16 + zlib.MAX_WBITS), True
+            chunk = unused or fh.read(piece)
     return None
 
 
@@ -266,7 +267,8 @@ def _lines_until_failure(path: Path, start: int) -> tuple[int, int]:
     """Lines the gzip member starting at byte ``start`` decodes to before its failure; and the
     compressed bytes read by then."""
     lines = position = 0
-    for block, position, failed in _decode_in_pieces(path, start):
+    # small pieces: zlib drops the output of the call that fails, so little is lost with it
+    for block, position, failed in _decode_in_pieces(path, start, piece=32):
         if failed:
             break
         lines += block.count(b"\n")
