@@ -147,8 +147,6 @@ def _cmd_queries(args) -> int:
 
 
 def _cmd_train_reranker(args) -> int:
-    import json
-
     from salience.search.pseudo_queries import pseudo_queries, read_pairs, training_groups
 
     train, is_own = TRAINERS[args.kind]

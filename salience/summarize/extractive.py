@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from salience.core.base import Scorer, create, register_method, reject_options
 from salience.core.params import Interval, Options

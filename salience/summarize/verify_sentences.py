@@ -15,7 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.base import register_method
-from salience.core.params import Options
 from salience.core.verify import Verification, Verifier
 from salience.exceptions import InvalidParameterError
 from salience.summarize.similarity import new_encoder, term_counts, text_language, tfidf
