@@ -134,8 +134,8 @@ class Verification:
         rows = "".join(f"<tr><th>{html.escape(str(k))}</th><td>{html.escape(_short(v))}</td></tr>"
                        for k, v in self.to_dict().items() if k not in ("curves", "fractions", "areas"))
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
-                f"<body><h1>{html.escape(title)}</h1><p><b>{html.escape(self.verdict)}</b> &mdash; "
-                f"{html.escape(str(self))}</p>{_svg(self)}<table>{rows}</table></body></html>\n")
+                f"<body><h1>{html.escape(title)}</h1><p><b>{html.escape(self.verdict)}</b>: "
+                f"{html.escape(str(self).split(': ', 1)[1])}</p>{_svg(self)}<table>{rows}</table></body></html>\n")
 
     def plot(self, ax=None):
         """The curves on a matplotlib axis (``pip install 'salience[plot]'``)."""
