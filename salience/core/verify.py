@@ -47,6 +47,7 @@ et al., ContextCite (2024): top-k log-probability drop.
 
 from __future__ import annotations
 
+import abc
 import html
 import json
 from dataclasses import dataclass, field
@@ -357,7 +358,7 @@ def verify_subjects(verifications: Sequence[Verification], *, alpha: float = 0.0
                                 verifications, evaluations)
 
 
-class Verifier(Scorer):
+class Verifier(Scorer, abc.ABC):
     """Base of the registered verifiers (family ``verify``), one per kind of unit: each knows the
     outcome its domain is about and how units are removed, and runs :func:`verify` with its
     parameters. ``steps``, ``n_random``, ``seed`` and ``alpha`` are the protocol's; a subclass
@@ -373,8 +374,9 @@ class Verifier(Scorer):
         self.steps, self.n_random, self.seed, self.alpha = steps, n_random, seed, alpha
         self._validate_params()
 
-    def verify(self, scores, **inputs) -> Verification:  # pragma: no cover - every verifier has its own
-        raise NotImplementedError
+    @abc.abstractmethod
+    def verify(self, scores, **inputs) -> Verification:
+        """Verify ``scores`` with the inputs the verifier's outcome needs (each verifier's own)."""
 
     def verify_batch(self, items: Sequence[tuple], **options) -> list[Verification]:
         """``verify`` of each ``(scores, inputs)`` pair (``inputs`` a dict of the verb's keywords)."""
