@@ -15,6 +15,7 @@ smaller and faster.
 from __future__ import annotations
 
 import abc
+import contextlib
 from typing import Sequence
 
 import numpy as np
@@ -81,22 +82,31 @@ def perplexity_change(model, calibration, *, batch_size: int = 4) -> Scores:
     """For every layer, the calibration perplexity without it less the full model's."""
     from salience.compress.evaluate import perplexity
 
-    layers = list(decoder_layers(model))
+    decoder_layers(model)  # not a decoder: named before any work
     calibration = check_calibration(calibration)
     ids, seqlen = calibration.ravel(), calibration.shape[1]
     full = perplexity(model, ids, seqlen=seqlen, batch_size=batch_size)
-    out = np.zeros(len(layers))
-    saved = (getattr(model.config, "num_hidden_layers", None), getattr(model.config, "layer_types", None))
-    try:
+    with restored_layers(model) as layers:
+        out = np.zeros(len(layers))
         for i in range(len(layers)):
             _set_layers(model, layers, [j for j in range(len(layers)) if j != i])
             out[i] = perplexity(model, ids, seqlen=seqlen, batch_size=batch_size) - full
+    return Scores(out)
+
+
+@contextlib.contextmanager
+def restored_layers(model):
+    """The model's decoder layers (a list), its stack and config put back as they were on exit,
+    whatever was removed meanwhile (with :func:`_set_layers`)."""
+    layers = list(decoder_layers(model))
+    saved = (getattr(model.config, "num_hidden_layers", None), getattr(model.config, "layer_types", None))
+    try:
+        yield layers
     finally:
         _set_layers(model, layers, list(range(len(layers))))
         model.config.num_hidden_layers, layer_types = saved
         if layer_types is not None:
             model.config.layer_types = layer_types
-    return Scores(out)
 
 
 def _set_layers(model, layers: list, kept: list[int]) -> None:

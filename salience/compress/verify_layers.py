@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from salience.compress.evaluate import perplexity
-from salience.compress.layers import _set_layers, decoder_layers, perplexity_change
+from salience.compress.layers import _set_layers, decoder_layers, perplexity_change, restored_layers
 from salience.compress.weights import check_calibration
 from salience.core.base import register_method
 from salience.core.params import Interval
@@ -42,31 +42,25 @@ class LayerVerifier(Verifier):
     def verify(self, scores, *, model, windows) -> Verification:
         """Verify ``scores`` (one per decoder layer of ``model``) on ``windows`` of token ids
         (samples x seqlen, held out from whatever the scores were computed on)."""
-        layers = list(decoder_layers(model))
         windows = check_calibration(windows)
         ids, seqlen = windows.ravel(), windows.shape[1]
-        saved = (model.config.num_hidden_layers, getattr(model.config, "layer_types", None))
+        n_layers = len(decoder_layers(model))
         passes = [0]
 
-        def outcome(kept: np.ndarray) -> float:
-            _set_layers(model, layers, np.flatnonzero(kept).tolist())
-            passes[0] += -(-len(windows) // self.batch_size)
-            return float(np.log(perplexity(model, ids, seqlen=seqlen, batch_size=self.batch_size)))
+        with restored_layers(model) as layers:
+            def outcome(kept: np.ndarray) -> float:
+                _set_layers(model, layers, np.flatnonzero(kept).tolist())
+                passes[0] += -(-len(windows) // self.batch_size)
+                return float(np.log(perplexity(model, ids, seqlen=seqlen, batch_size=self.batch_size)))
 
-        try:
-            result = self._run(scores, outcome, units=[str(i) for i in range(len(layers))], worse="higher",
+            result = self._run(scores, outcome, units=[str(i) for i in range(n_layers)], worse="higher",
                                max_fraction=self.max_fraction, costs=lambda: {"forward_passes": passes[0]})
-        finally:
-            _set_layers(model, layers, list(range(len(layers))))
-            model.config.num_hidden_layers, layer_types = saved
-            if layer_types is not None:
-                model.config.layer_types = layer_types
         if self.one_removed:
             from salience.core.correlation import spearman_rho
 
             measured = perplexity_change(model, windows, batch_size=self.batch_size).values
-            values = check_unit_scores(scores, [str(i) for i in range(len(layers))])
+            values = check_unit_scores(scores, [str(i) for i in range(n_layers)])
             result.extras["one_removed"] = {"perplexity_change": measured.tolist(),
                                             "spearman": float(spearman_rho(values, measured))}
-            result.costs["forward_passes"] += (len(layers) + 1) * -(-len(windows) // self.batch_size)
+            result.costs["forward_passes"] += (n_layers + 1) * -(-len(windows) // self.batch_size)
         return result
