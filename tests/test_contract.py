@@ -386,6 +386,20 @@ def _verifier_inputs(name: str) -> tuple:
     if name == "sentences":
         sentences = [s for text in TEXTS for s in text.split(". ")]
         return np.arange(len(sentences), dtype=float), {"sentences": sentences}
+    if name == "passages":
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+        from tests.models.tiny import tiny_lm
+
+        model, tokenizer = tiny_lm()
+        return np.array([2.0, 0.5, 1.0]), {"passages": ["cats sleep", "dogs bark", "fish swim"], "question": "Which cats ?",
+                                           "response": "cats sleep", "model": model, "tokenizer": tokenizer}
+    if name == "keyphrases":
+        document = ("Wireless sensor networks need sensor placement. Sensor placement in wireless sensor networks is "
+                    "costly, and the network lifetime depends on it.")
+        return Scores([3.0, 2.0, 1.0], ids=["sensor placement", "wireless sensor networks", "network lifetime"]), \
+            {"document": document, "title": "Sensor placement in wireless networks",
+             "collection": ["Graph kernels compare graphs.", "Protein folding in the cell membrane."]}
     raise AssertionError(f"no contract probe for verifier {name!r}")
 
 
@@ -405,8 +419,9 @@ def test_verifier_contract(method):
         assert other.verdict == first.verdict and np.allclose(other.curves["scores"], first.curves["scores"])
         assert np.allclose(other.areas["random"], first.areas["random"])
     assert first.evaluations <= (4 + 2) * 3 + 1
+    nan = np.full(len(scores), np.nan)
     with pytest.raises(SalienceError, match="nan"):
-        verifier.verify(np.full(len(scores), np.nan), **inputs)
+        verifier.verify(dict(zip(scores.ids, nan)) if isinstance(scores, Scores) else nan, **inputs)
 
 
 #: what each family's bad-input error must name (the input, or the parameter, that was wrong)

@@ -57,7 +57,8 @@ FAMILIES = {
     "quantizers": "salience.compress",
     "precision": "salience.compress",
     # the verifiers live with the units they verify: each domain registers its own
-    "verify": ("salience.explain", "salience.data", "salience.summarize", "salience.compress"),
+    "verify": ("salience.explain", "salience.data", "salience.summarize", "salience.compress", "salience.search",
+               "salience.keywords"),
 }
 
 

@@ -31,6 +31,7 @@ from salience.core.params import Check, Interval, Options
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import RULES, _rule, _torch
+from salience.models.answering import continuation_logits, target_log_probs
 
 __all__ = ["LMAttribution", "lm_methods"]
 
@@ -88,7 +89,6 @@ class LMAttribution(Scorer):
         if method != "integrated_gradients":
             # the perturbation method refuses an unknown or bad parameter now, not after the model ran
             create("explain", method, model=len, **(method_params or {}))
-        self._keeps_logits: bool | None = None  # whether the model takes logits_to_keep (found on first call)
 
     def score(self, prompt: str, *, target: str, **options):
         """The attribution of ``prompt`` as :class:`~salience.Scores` over its tokens (a repeated
@@ -169,26 +169,11 @@ class LMAttribution(Scorer):
         return self._target_log_probs(torch, logits, target_ids)
 
     def _logits(self, *, n_keep: int, **inputs):
-        """Logits of the last n_keep positions: with ``logits_to_keep`` the vocabulary
-        projection (and log-softmax) of the others is skipped."""
-        if self._keeps_logits is not False:
-            try:
-                logits = self.model(**inputs, logits_to_keep=n_keep).logits
-                self._keeps_logits = True
-                return logits
-            except TypeError:
-                self._keeps_logits = False  # an older or custom model: compute all positions
-        return self.model(**inputs).logits[:, -n_keep:]
+        return continuation_logits(self.model, n_keep=n_keep, **inputs)
 
     @staticmethod
     def _target_log_probs(torch, logits, target_ids):
-        # logits at position i predict token i + 1; log-softmax in the model's precision, as
-        # captum does (half precision is widened to float32)
-        if logits.dtype in (torch.float16, torch.bfloat16):
-            logits = logits.float()
-        log_probs = torch.log_softmax(logits, dim=-1)
-        picked = log_probs.gather(2, target_ids[None, :, None].expand(len(logits), -1, 1))[:, :, 0]
-        return picked.sum(dim=1).double()
+        return target_log_probs(torch, logits, target_ids)
 
     def _integrated_gradients(self, torch, prompt_ids, target_ids, batch_size):
         """(values, base, calls, log_prob): the quadrature's points in batches of forward and

@@ -1,6 +1,7 @@
 """Keyphrase extraction: statistical, graph-based and topic-based scorers over shared candidates."""
 
 from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase
+from salience.keywords.verify_keyphrases import KeyphraseVerifier
 from salience.keywords.extract import (
     CorpusFrequency,
     DocumentFrequency,
@@ -22,4 +23,4 @@ from salience.keywords.extract import (
 
 __all__ = ["CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "Yake", "Rake", "TfIdf", "TextRank", "SingleRank",
            "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank", "extract_keyphrases", "extract_keyphrases_batch",
-           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase"]
+           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase", "KeyphraseVerifier"]

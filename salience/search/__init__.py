@@ -10,10 +10,11 @@ from salience.search.cross_judge import CrossJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
 from salience.search.passage_pruning import PassagePruning, prune_passages
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
-from salience.search.scoring import VARIANTS
+from salience.core.bm25_formulas import VARIANTS
 from salience.search.shards import PartialResults, ShardedIndex
 from salience.search.sources import iter_documents, read_queries
+from salience.search.verify_passages import PassageVerifier
 
 __all__ = ["BM25", "Dense", "Hybrid", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
            "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults",
-           "prune_passages", "PassagePruning"]
+           "prune_passages", "PassagePruning", "PassageVerifier"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from salience.search.scoring import tf_formula as _tf_formula
+from salience.core.bm25_formulas import tf_formula as _tf_formula
 
 tf_formula = njit(inline="always")(_tf_formula)
 

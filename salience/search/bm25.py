@@ -28,7 +28,7 @@ from salience.core.scores import Scores
 from salience.core.checks import check_k, check_n_jobs
 from salience.exceptions import InvalidParameterError, MissingDependencyError, unknown_choice
 from salience.extras import install_hint
-from salience.search import scoring
+from salience.core import bm25_formulas as scoring
 from salience.search.explanation import Explanation, explain_score, explain_scores, score_unindexed
 from salience.core.params import Interval, Options
 from salience.search.index import Index

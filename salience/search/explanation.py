@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.exceptions import InvalidParameterError
-from salience.search import scoring
+from salience.core import bm25_formulas as scoring
 
 __all__ = ["TermContribution", "Explanation", "explain_score", "score_unindexed"]
 

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from salience.exceptions import InvalidParameterError
-from salience.search import scoring
+from salience.core import bm25_formulas as scoring
 from salience.search.packed import PackedPostings
 
 __all__ = ["PostingScores"]

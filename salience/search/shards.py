@@ -38,7 +38,7 @@ from salience.core.scores import Scores
 from salience.exceptions import CorruptIndexError, InvalidParameterError, ShardUnavailableError
 from salience.io.files import atomic_directory, check_output_path
 from salience.parallel import map_shards, progress_bar
-from salience.search import scoring
+from salience.core import bm25_formulas as scoring
 from salience.search.store import is_own_output, owns_index_file
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
                                       is_sharded_folder, is_unavailable, jsonable_params, read_manifest,

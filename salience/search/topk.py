@@ -110,7 +110,7 @@ def top_k_packed_numba(packed, doc_len: np.ndarray, idf: np.ndarray, avg_len: fl
                        delta: float, encoded: list[list[int]], k: int, mask: np.ndarray | None):
     """The compiled kernel's top ``k`` per query over packed postings (:mod:`salience.search.packed`),
     each posting scored as it is read, as :func:`~salience.search.scoring.posting_scores` does."""
-    from salience.search import scoring
+    from salience.core import bm25_formulas as scoring
     from salience.search._numba_kernels import top_k_packed
 
     arrays = _kernel_arrays(encoded, k, len(doc_len), mask)

@@ -1,4 +1,5 @@
-"""BM25 variants as vectorised formulas (Kamphuis et al., ECIR 2020, "Which BM25 do you mean?").
+"""BM25 variants as vectorised formulas (Kamphuis et al., ECIR 2020, "Which BM25 do you mean?"): the
+search indexes score with them, and so does any domain that ranks a text against a collection.
 
 Each variant is an IDF formula and a term-frequency component. ``score(t, d) = idf(t) * tfc(tf, |d|)``,
 and a query's score is the sum over its terms (repeated query terms count again).

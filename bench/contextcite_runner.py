@@ -1,0 +1,75 @@
+"""ContextCite 0.0.4's side of bench/verify.py's passage parity, run in its own environment
+(``make .venv-contextcite/bin/python``): for each job, ContextCite's ``ContextCiter`` over the
+job's passages (a partitioner whose sources are the passages, joined by the separator) answers
+the query with its own generation, and the response's log-probability under each given mask of
+kept passages is computed by ContextCite's own code (its ablation dataset, forward passes and
+``aggregate_logit_probs(..., "log_prob")``).
+
+    .venv-contextcite/bin/python bench/contextcite_runner.py MODEL_FOLDER JOBS.json OUT.json
+
+A job: {"sources": [...], "query": ..., "separator": "\\n\\n", "max_new_tokens": N,
+"masks": [[true, false, ...], ...]}. Out: per job {"response_ids", "log_probs", "seconds"}.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+
+
+def main(model_folder: str, jobs_path: str, out_path: str) -> None:
+    from context_cite import ContextCiter
+    from context_cite.context_partitioner import BaseContextPartitioner
+    from context_cite.utils import _get_response_logit_probs, aggregate_logit_probs
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    class Passages(BaseContextPartitioner):
+        """The passages as ContextCite's sources."""
+
+        def __init__(self, sources, separator):
+            super().__init__(separator.join(sources))
+            self.parts, self.separator = list(sources), separator
+
+        @property
+        def num_sources(self):
+            return len(self.parts)
+
+        def split_context(self):
+            pass
+
+        def get_source(self, index):
+            return self.parts[index]
+
+        def get_context(self, mask=None):
+            mask = np.ones(len(self.parts), dtype=bool) if mask is None else mask
+            return self.separator.join(p for p, keep in zip(self.parts, mask) if keep)
+
+    model = AutoModelForCausalLM.from_pretrained(model_folder).eval()
+    tokenizer = AutoTokenizer.from_pretrained(model_folder)
+    results = []
+    for job in json.load(open(jobs_path, encoding="utf-8")):
+        start = time.perf_counter()
+        partitioner = Passages(job["sources"], job["separator"])
+        citer = ContextCiter(model, tokenizer, partitioner.context, job["query"], partitioner=partitioner,
+                             generate_kwargs={"max_new_tokens": job["max_new_tokens"], "do_sample": False})
+        response_ids = list(citer._response_ids)
+        rows = {"input_ids": [], "attention_mask": [], "labels": []}
+        for mask in job["masks"]:
+            prompt_ids = citer._get_prompt_ids(mask=np.asarray(mask, dtype=bool))
+            rows["input_ids"].append(prompt_ids + response_ids)
+            rows["attention_mask"].append([1] * (len(prompt_ids) + len(response_ids)))
+            rows["labels"].append([-100] * len(prompt_ids) + response_ids)
+        logit_probs = _get_response_logit_probs(Dataset.from_dict(rows), model, tokenizer, len(response_ids), 1)
+        log_probs = aggregate_logit_probs(logit_probs, output_type="log_prob")
+        results.append({"response_ids": response_ids, "log_probs": [float(v) for v in log_probs],
+                        "seconds": time.perf_counter() - start})
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(results, f)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

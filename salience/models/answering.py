@@ -1,0 +1,155 @@
+"""A question answered by a causal language model from sources (passages, sentences), any of
+which may be left out: the prompt of each set of kept sources, the response's log-probability
+under it, and a greedy answer (``pip install 'salience[lm]'``).
+
+The prompt is ContextCite's (Cohen-Wang et al., 2024; ``context-cite`` 0.0.4): the kept
+sources joined by ``separator`` fill ``template`` (default ``"Context: {context}\\n\\nQuery:
+{query}"``), sent as one user turn of the tokenizer's chat template (``chat="auto"``: when it
+has one), the reply about to start. The response's log-probability is the sum of its tokens'
+log-probabilities after the prompt (log-softmax in float64), one forward pass per set of kept sources (the verifiers and
+context attributions count them). A prompt and response longer than the model's window are
+refused, naming both lengths.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from salience.exceptions import InvalidParameterError
+from salience.extras import require_torch
+
+__all__ = ["SourcedQuestion", "CONTEXT_TEMPLATE", "continuation_logits", "target_log_probs"]
+
+#: ContextCite's prompt (context-cite 0.0.4's DEFAULT_PROMPT_TEMPLATE)
+CONTEXT_TEMPLATE = "Context: {context}\n\nQuery: {query}"
+
+
+def continuation_logits(model, *, n_keep: int, **inputs):
+    """Logits of the last ``n_keep`` positions; with ``logits_to_keep`` the vocabulary projection
+    of the others is skipped (a model that does not take it computes them all)."""
+    try:
+        return model(**inputs, logits_to_keep=n_keep).logits
+    except TypeError:  # an older or custom model
+        return model(**inputs).logits[:, -n_keep:]
+
+
+def target_log_probs(torch, logits, target_ids, *, wide: bool = False):
+    """Per row, the summed log-probability of ``target_ids`` read from ``logits`` (position i
+    predicting target token i): log-softmax in the model's precision as captum computes it (half
+    precision widened to float32), summed in that precision; with ``wide``, in float64 (a
+    float32 log-softmax over a large vocabulary is off by about 1e-5 per answer, float64 agrees
+    with ContextCite's logit-difference form to about 1e-7)."""
+    if wide:
+        logits = logits.double()
+    elif logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    log_probs = torch.log_softmax(logits, dim=-1)
+    picked = log_probs.gather(2, target_ids[None, :, None].expand(len(logits), -1, 1))[:, :, 0]
+    return picked.sum(dim=1).double()
+
+
+class SourcedQuestion:
+    """``question`` answered by ``model`` from ``sources`` (texts, in the order the context
+    shows them). ``response``: the answer whose log-probability is measured (a text, or token
+    ids); None: generated greedily from every source (``max_new_tokens``, the end-of-sequence
+    token dropped). ``forward_passes`` counts the model's forward passes (a generated answer's
+    among them: one per token)."""
+
+    def __init__(self, model, tokenizer, sources: Sequence[str], question: str, *, response=None,
+                 template: str = CONTEXT_TEMPLATE, separator: str = "\n\n", chat: "bool | str" = "auto",
+                 max_new_tokens: int = 64):
+        if isinstance(sources, str) or not all(isinstance(s, str) for s in sources):
+            raise InvalidParameterError("sources must be a list of texts (the passages or sentences of the context).")
+        if not sources:
+            raise InvalidParameterError("sources: no passages to answer from.")
+        if not isinstance(question, str) or not question.strip():
+            raise InvalidParameterError("question must be a non-empty text.")
+        if "{context}" not in template or "{query}" not in template:
+            raise InvalidParameterError(f"template must hold {{context}} and {{query}}; got {template!r}.")
+        if chat not in (True, False, "auto"):
+            raise InvalidParameterError(f"chat must be True, False or 'auto'; got {chat!r}.")
+        self.model, self.tokenizer, self.sources, self.question = model, tokenizer, list(sources), question
+        self.template, self.separator = template, separator
+        has_template = bool(getattr(tokenizer, "chat_template", None))
+        if chat is True and not has_template:
+            raise InvalidParameterError("chat=True needs a tokenizer with a chat template; this one has none.")
+        self.chat = has_template if chat == "auto" else chat
+        self.forward_passes = 0
+        self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
+        whole = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
+        if response is None:
+            self.response_ids = self._generate(whole, max_new_tokens)
+        elif isinstance(response, str):
+            if not response.strip():
+                raise InvalidParameterError("response must be a non-empty text (or None: generated).")
+            self.response_ids = list(tokenizer.encode(response, add_special_tokens=False))
+        else:
+            self.response_ids = [int(t) for t in response]
+        if not self.response_ids:
+            raise InvalidParameterError("the response holds no token: nothing to measure.")
+        self._check_window(len(whole), len(self.response_ids))
+
+    @property
+    def response(self) -> str:
+        return self.tokenizer.decode(self.response_ids)
+
+    def context(self, kept: np.ndarray) -> str:
+        return self.separator.join(s for s, keep in zip(self.sources, kept) if keep)
+
+    def prompt_ids(self, kept: np.ndarray) -> list[int]:
+        """The prompt's token ids with the ``kept`` sources (a boolean per source)."""
+        text = self.template.format(context=self.context(kept), query=self.question)
+        if self.chat:
+            text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                      add_generation_prompt=True)
+            return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return list(self.tokenizer.encode(text))
+
+    def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
+        if self.window is not None and prompt_length + response_length > self.window:
+            raise InvalidParameterError(
+                f"the prompt ({prompt_length} tokens with every source) and {what} ({response_length} "
+                f"tokens) exceed the model's window of {self.window} tokens: give fewer or shorter sources.")
+
+    def _generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
+        torch = require_torch("Generating an answer")
+        self._check_window(len(prompt), max_new_tokens, "max_new_tokens")
+        with torch.no_grad():
+            out = self.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
+                                      max_new_tokens=max_new_tokens, do_sample=False)
+        ids = out[0, len(prompt):].tolist()
+        self.forward_passes += len(ids)  # the prompt's pass and one per token after the first
+        stops = _end_tokens(self.model, self.tokenizer)
+        while ids and ids[-1] in stops:
+            ids.pop()
+        if not ids:
+            raise InvalidParameterError("the model answered nothing (its first token ends the sequence): give the "
+                                        "response to measure.")
+        return ids
+
+    def log_probs(self, masks: np.ndarray) -> np.ndarray:
+        """log P(response | prompt of the kept sources), one row of ``masks`` (a boolean per
+        source) at a time: one forward pass each."""
+        torch = require_torch("Scoring an answer")
+        masks = np.atleast_2d(np.asarray(masks, dtype=bool))
+        if masks.shape[1] != len(self.sources):
+            raise InvalidParameterError(f"masks hold {masks.shape[1]} columns for {len(self.sources)} sources.")
+        target = torch.tensor(self.response_ids)
+        out = np.empty(len(masks))
+        with torch.no_grad():
+            for row, kept in enumerate(masks):
+                prompt = self.prompt_ids(kept)
+                ids = torch.tensor([prompt + self.response_ids])
+                logits = continuation_logits(self.model, input_ids=ids, n_keep=len(self.response_ids) + 1)[:, :-1]
+                out[row] = float(target_log_probs(torch, logits, target, wide=True)[0])
+                self.forward_passes += 1
+        return out
+
+
+def _end_tokens(model, tokenizer) -> set:
+    """The ids that end a generated answer: the tokenizer's and the generation config's."""
+    ends = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    ends = set(ends) if isinstance(ends, (list, tuple, set)) else {ends}
+    return {t for t in ends | {getattr(tokenizer, "eos_token_id", None)} if t is not None}
