@@ -82,7 +82,13 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-pydvl
 	.venv-pydvl/bin/python -m pip install -q "pydvl==0.10.0" "cleanlab==2.9.0" "scikit-learn==1.6.1"
 
-bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
+# ContextCite 0.0.4 (and its datasets, nltk, spacy) for bench/verify.py's passage parity, driven
+# through bench/contextcite_runner.py; the same torch and transformers as the main environment.
+.venv-contextcite/bin/python:
+	$(PYTHON) -m venv .venv-contextcite
+	.venv-contextcite/bin/python -m pip install -q '$(TORCH)' "transformers==5.25.0" "context-cite==0.0.4"
+
+bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/python .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks choose --write BENCHMARKS.md
@@ -104,7 +110,7 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-yake048/bin/python 
 	$(BIN)/python bench/kvcache.py --kvpress-python .venv-kvpress/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --write BENCHMARKS.md
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
-	$(BIN)/python bench/verify.py --write BENCHMARKS.md
+	$(BIN)/python bench/verify.py --contextcite-python .venv-contextcite/bin/python --pydvl-python .venv-pydvl/bin/python --write BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec .venv-pydvl .venv-contextcite build *.egg-info

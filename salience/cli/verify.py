@@ -54,6 +54,12 @@ def _read_values(path: str, field: str, on_error: str) -> tuple[list[str], list[
     return ids, values
 
 
+def _keyphrase_outcomes() -> tuple:
+    from salience.keywords.verify_keyphrases import OUTCOMES
+
+    return OUTCOMES
+
+
 def _is_own_report(path: Path) -> bool:
     try:
         text = path.read_text(encoding="utf-8", errors="replace")[:4096] if path.is_file() else ""
@@ -158,6 +164,149 @@ def _cmd_layers(args) -> int:
     return 0
 
 
+def _read_keyphrases(path: str, on_error: str) -> dict:
+    """id -> Scores of ``salience keywords extract DOCS.jsonl``'s output (``{"id", "keyphrases":
+    [{"phrase", "score"}, ...]}`` per line)."""
+    from salience.core.scores import Scores
+    from salience.io.files import iter_jsonl
+
+    out = {}
+    for lineno, record in iter_jsonl(path, on_error):
+        phrases = record.get("keyphrases")
+        if "id" not in record or not isinstance(phrases, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("phrase"), str) and isinstance(p.get("score"), (int, float))
+                and not isinstance(p.get("score"), bool) for p in phrases):
+            raise InputFormatError(f"{path}:{lineno}: not a line of salience keywords extract's output (an id and "
+                                   "keyphrases: a list of {phrase, score}).")
+        if phrases:
+            out[str(record["id"])] = Scores([p["score"] for p in phrases], ids=[p["phrase"] for p in phrases])
+    if not out:
+        raise InputFormatError(f"{path}: no keyphrases.")
+    return out
+
+
+def _cmd_keyphrases(args) -> int:
+    from salience.core.base import create
+    from salience.core.verify import verify_subjects
+    from salience.io.files import check_output_path, iter_jsonl
+    from salience.keywords import extract_keyphrases_batch
+
+    _check_protocol(args)
+    inputs = [args.docs] + ([args.keyphrases] if args.keyphrases else [])
+    if args.out is not None:
+        check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
+    ids, texts, titles = [], [], []
+    for lineno, record in iter_jsonl(args.docs, args.on_error):
+        text = record.get(args.field)
+        if not isinstance(text, str) or not text.strip():
+            raise InputFormatError(f"{args.docs}:{lineno}: record has no text in field {args.field!r}.")
+        title = record.get(args.title_field) if args.title_field else None
+        if args.title_field and (not isinstance(title, str) or not title.strip()):
+            raise InputFormatError(f"{args.docs}:{lineno}: record has no title in field {args.title_field!r}.")
+        if title is None and "\n" in text.strip():
+            title = text.strip().split("\n", 1)[0]  # a first line of its own: the title (Inspec's layout)
+        ids.append(str(record.get("id", lineno)))
+        texts.append(text)
+        titles.append(title)
+    if len(set(ids)) != len(ids):
+        raise InputFormatError(f"{args.docs}: an id is given twice: every document needs its own.")
+    if args.keyphrases:
+        given = _read_keyphrases(args.keyphrases, args.on_error)
+        unknown = sorted(set(given) - set(ids))
+        if unknown:
+            raise InputFormatError(f"{args.keyphrases}: {len(unknown)} ids are no document of {args.docs} "
+                                   f"(e.g. {unknown[0]!r}).")
+        subjects = [i for i, doc_id in enumerate(ids) if doc_id in given]
+        scores = [given[ids[i]] for i in subjects]
+        method = "given"
+    else:
+        scores_all = extract_keyphrases_batch(texts, k=args.k, method=args.method, language=args.language)
+        subjects = [i for i, s in enumerate(scores_all) if len(s)]
+        scores = [scores_all[i] for i in subjects]
+        method = args.method
+    verifier = create("verify", "keyphrases", outcome=args.outcome, language=args.language, steps=args.steps,
+                      n_random=args.n_random, seed=args.seed, alpha=args.alpha,
+                      max_fraction=args.max_fraction)
+    each = verifier.verify_collection(scores, texts, titles=[titles[i] for i in subjects], subjects=subjects)
+    for result in each:
+        result.method = method
+    pooled = each[0] if len(each) == 1 else verify_subjects(each, alpha=args.alpha, seed=args.seed)
+    body = {"unit": "keyphrases", "method": method, "outcome": args.outcome, **pooled.to_dict()}
+    if len(each) > 1:
+        body["subjects"] = [{"id": ids[i], **r.to_dict()} for i, r in zip(subjects, each)]
+    if args.out is not None:
+        if str(args.out).lower().endswith((".html", ".htm")) and len(each) > 1:
+            raise InvalidParameterError("an HTML report draws one document's curves: write JSON for many documents.")
+        out = check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
+        from salience.io.files import atomic_write_text
+
+        atomic_write_text(out, each[0].html().replace("<body>", f"<body><!-- {MARK} -->", 1)
+                          if out.suffix.lower() in (".html", ".htm") else
+                          json.dumps({"format": MARK, **body}, indent=1) + "\n")
+    text = (f"{len(each)} documents, keyphrases by {method}, outcome {args.outcome}: {pooled.verdict} "
+            f"(gap {pooled.gap:+.4f}, 95% CI {pooled.ci95[0]:+.4f} to {pooled.ci95[1]:+.4f}, p = {pooled.p_value:.3g})"
+            if len(each) > 1 else str(pooled))
+    emit(args, body, text + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
+def _read_passages(path: str, on_error: str) -> tuple[str | None, dict, dict]:
+    """(query, id -> text, id -> score) of ``salience search query INDEX Q --json``'s output (one
+    object with ``query`` and ``results``), or of a jsonl of ``{id, text, score}`` lines."""
+    from salience.io.files import iter_jsonl
+
+    text = Path(path).read_text(encoding="utf-8", errors="strict") if path.endswith(".json") else None
+    if text is not None:
+        try:
+            data = json.loads(text)
+        except ValueError as err:
+            raise InputFormatError(f"{path}: not JSON ({err}).") from None
+        if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+            raise InputFormatError(f"{path}: not salience search query --json's output (an object with results).")
+        query, rows = data.get("query"), list(enumerate(data["results"], start=1))
+    else:
+        query, rows = None, list(iter_jsonl(path, on_error))
+    passages, scores = {}, {}
+    for lineno, row in rows:
+        if not isinstance(row, dict) or "id" not in row or not isinstance(row.get("score"), (int, float)):
+            raise InputFormatError(f"{path}: result {lineno} has no id or no numeric score.")
+        body = " ".join(part for part in (row.get("title") or "", row.get("text") or "") if part).strip()
+        if not body:
+            raise InputFormatError(f"{path}: result {lineno} (id {row['id']!r}) has no text: index with stored "
+                                   "documents, or give {id, text, score} lines.")
+        passages[str(row["id"])] = body
+        scores[str(row["id"])] = float(row["score"])
+    if not passages:
+        raise InputFormatError(f"{path}: no passages.")
+    return query, passages, scores
+
+
+def _cmd_passages(args) -> int:
+    from salience.core.base import create
+    from salience.io.files import check_output_path
+
+    _check_protocol(args)
+    if args.out is not None:
+        check_output_path(args.out, [args.results], what="report", is_own=_is_own_report)
+    query, passages, scores = _read_passages(args.results, args.on_error)
+    question = args.question or query
+    if not question:
+        raise InvalidParameterError(f"{args.results} names no query: pass --question.")
+    from salience.cli.compress import _load
+
+    model, tokenizer = _load(args)
+    verifier = create("verify", "passages", max_new_tokens=args.max_new_tokens, steps=args.steps,
+                      n_random=args.n_random, seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, passages=passages, question=question, model=model, tokenizer=tokenizer,
+                             response=args.response)
+    result.method = args.results
+    _write(args, result, [args.results])
+    drops = ", ".join(f"top-{k} {v:+.3f}" for k, v in result.extras["top_k_drop"].items())
+    emit(args, result.to_dict(), f"answer: {result.extras['response']}\n{result}\nlog-probability drop: {drops}"
+         + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
 def add_commands(domains) -> None:
     from salience.cli.valuation import MODELS
 
@@ -196,6 +345,43 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_sentences)
+
+    p = commands.add_parser("keyphrases", help="keyphrases: each document searched by its title in the collection "
+                                               "(or embedded) as its top keyphrases are deleted, against random orders")
+    p.add_argument("docs", help="the documents: jsonl with id and text (the collection each is searched in)")
+    p.add_argument("--keyphrases", default=None,
+                   help="the keyphrases verified: salience keywords extract DOCS.jsonl's output (default: extracted "
+                        "here by --method)")
+    p.add_argument("--method", default="yake", choices=choices_of("keywords"),
+                   help="the extractor whose keyphrases are verified, without --keyphrases (default yake)")
+    p.add_argument("-k", type=positive_int, default=20, help="keyphrases per document, without --keyphrases "
+                                                             "(default 20)")
+    p.add_argument("--outcome", default="search", choices=_keyphrase_outcomes(),
+                   help="search: the document's BM25 margin for its title; embedding: its similarity to the whole "
+                        "(default search)")
+    p.add_argument("--field", default="text", help="the text field (default text)")
+    p.add_argument("--title-field", default=None,
+                   help="the field holding each title (default: the text's first line when it has several, else its "
+                        "first sentence)")
+    p.add_argument("--language", default="en", help="the texts' language (default en)")
+    p.add_argument("--max-fraction", type=float, default=1.0, help="the largest share of keyphrases removed (default 1)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_keyphrases)
+
+    p = commands.add_parser("passages", help="passages: an LM's answer's log-probability as the top-scored passages "
+                                             "leave its context (ContextCite's top-k drop), against random orders")
+    p.add_argument("results", help="salience search query INDEX Q --json's output (.json), or jsonl of {id, text, "
+                                   "score}")
+    p.add_argument("--model", required=True, help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--question", default=None, help="the question (default: the results' query)")
+    p.add_argument("--response", default=None, help="the answer measured (default: the model's greedy answer)")
+    p.add_argument("--max-new-tokens", type=positive_int, default=64, help="of a generated answer (default 64)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_passages)
 
     p = commands.add_parser("layers", help="decoder layer importance: held-out perplexity as the top-scored layers "
                                            "are removed, against random orders")

@@ -64,10 +64,17 @@ class TextRequest(_Strict):
 
 
 class VerifyRequest(_Strict):
-    unit: StrictStr = Field("sentences", description="the kind of unit verified (sentences: a summary's)")
+    unit: StrictStr = Field("sentences", description="the kind of unit verified: sentences (a summary's) or "
+                                                     "keyphrases")
     text: StrictStr = Field(min_length=1)
-    method: StrictStr | None = Field(None, description="the scorer verified (sentences: a summarize method)")
+    method: StrictStr | None = Field(None, description="the scorer verified (a summarize or a keywords method)")
     language: StrictStr = "auto"
+    k: StrictInt = Field(20, ge=1, description="keyphrases: how many are extracted and verified")
+    outcome: StrictStr = Field("search", description="keyphrases: search (the text searched by its title among "
+                                                     "collection) or embedding")
+    title: StrictStr | None = Field(None, description="keyphrases: the title searched (default: the first sentence)")
+    collection: list[StrictStr] | None = Field(None, description="keyphrases: the other documents the text is "
+                                                                 "searched among")
     steps: StrictInt = Field(10, ge=1, le=100)
     random: StrictInt = Field(20, ge=2, le=200, description="random orders the scores are compared with")
     seed: StrictInt = Field(0, ge=0)

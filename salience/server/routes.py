@@ -215,29 +215,47 @@ def text_router(service):
     @router.post("/verify")
     async def verify(body: VerifyRequest):
         """Was the importance real? The removal protocol over the units this service scores from
-        a posted text: ``sentences`` (a summarizer's sentence scores)."""
+        a posted text: ``sentences`` (a summarizer's sentence scores) and ``keyphrases`` (an
+        extractor's, the text searched by its title among ``collection``, or embedded)."""
         service.within("text", body.text, service.limits.max_text_chars)
-        from salience.core.base import method_names
+        from salience.core.base import create, method_names
 
-        if body.unit != "sentences":
-            known = ", ".join(method_names("verify"))
+        served = ("sentences", "keyphrases")
+        if body.unit not in served:
             raise APIError(422, "invalid_field", f"unit {body.unit!r} is not verified from a posted text here: this "
-                           f"service verifies sentences (the verifiers: {known}; the others run from salience "
-                           "verify).", "unit")
-        from salience.core.base import create
-        from salience.summarize import score_sentences
-        from salience.text.sentences import split_sentences
+                           f"service verifies {' and '.join(served)} (the verifiers: {', '.join(method_names('verify'))}; "
+                           "the others run from salience verify).", "unit")
+        if body.collection is not None:
+            service.within("collection", body.collection, service.limits.max_batch)
+            for i, other in enumerate(body.collection):
+                service.within(f"collection.{i}", other, service.limits.max_text_chars)
+        service.within("k", body.k, service.limits.max_k)
+        options = {"steps": body.steps, "n_random": body.random, "seed": body.seed, "alpha": body.alpha}
 
-        def answer():
-            sentences = [s.text for s in split_sentences(body.text)]
-            scores = score_sentences(sentences, method=body.method or "lexrank", language=body.language)
-            verifier = create("verify", "sentences", language=body.language, steps=body.steps, n_random=body.random,
-                              seed=body.seed, alpha=body.alpha)
-            result = verifier.verify(scores, sentences=sentences)
+        def sentences():
+            from salience.summarize import score_sentences
+            from salience.text.sentences import split_sentences
+
+            units = [s.text for s in split_sentences(body.text)]
+            scores = score_sentences(units, method=body.method or "lexrank", language=body.language)
+            result = create("verify", "sentences", language=body.language, **options).verify(scores, sentences=units)
             result.method = body.method or "lexrank"
             return result.to_dict()
 
-        return await service.run(answer)
+        def keyphrases():
+            from salience.keywords import extract_keyphrases
+            from salience.text.languages import detect_language
+
+            language = detect_language(body.text) if body.language == "auto" else body.language
+            scores = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=language)
+            if not len(scores):
+                raise APIError(422, "invalid_field", "the text has no keyphrase candidate to verify.", "text")
+            verifier = create("verify", "keyphrases", outcome=body.outcome, language=language, **options)
+            result = verifier.verify(scores, document=body.text, title=body.title, collection=body.collection)
+            result.method = body.method or "yake"
+            return result.to_dict()
+
+        return await service.run(sentences if body.unit == "sentences" else keyphrases)
 
     @router.post("/fuse")
     async def fuse(body: FuseRequest):

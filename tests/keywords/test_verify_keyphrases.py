@@ -97,3 +97,36 @@ def test_on_inspec_dev_the_extractors_top_keyphrases_carry_their_documents():
         reversed_scores = [Scores(-s.values, ids=s.ids) for s in scores]
         pooled = verify_subjects(verifier.verify_collection(reversed_scores, texts, titles=titles, subjects=subjects))
         assert pooled.verdict == "inverted", method
+
+
+def test_verify_keyphrases_from_the_command_line_and_after_keywords_extract(tmp_path, capsys):
+    from salience.cli import main
+
+    docs = tmp_path / "docs.jsonl"
+    records = [{"id": "a", "text": "Wireless sensor placement\n" + DOCS[0] * 2},
+               {"id": "b", "text": "Graph kernels\n" + DOCS[1]}, {"id": "c", "text": "Packets\n" + DOCS[2]}]
+    docs.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    report = tmp_path / "check.json"
+    assert main(["verify", "keyphrases", str(docs), "--random", "4", "--steps", "3", "--out", str(report),
+                 "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads(report.read_text())
+    assert printed["verdict"] == saved["verdict"] and saved["method"] == "yake" and saved["n_subjects"] == 3
+    assert [s["id"] for s in saved["subjects"]] == ["a", "b", "c"] and saved["format"] == "salience.verification"
+    # the scoring command's output file, verified as it is
+    assert main(["keywords", "extract", str(docs), "-k", "5", "--language", "en"]) == 0
+    extracted = tmp_path / "kp.jsonl"
+    extracted.write_text(capsys.readouterr().out, encoding="utf-8")
+    assert main(["verify", "keyphrases", str(docs), "--keyphrases", str(extracted), "--random", "4", "--out",
+                 str(report), "--json"]) == 0  # over its own earlier report
+    again = json.loads(capsys.readouterr().out)
+    assert again["method"] == "given" and again["n_subjects"] == 3
+    # bad input named
+    assert main(["verify", "keyphrases", str(docs), "--out", str(docs), "--quiet"]) == 2
+    assert "is the input" in capsys.readouterr().err
+    stranger = tmp_path / "stranger.jsonl"
+    stranger.write_text(json.dumps({"id": "zz", "keyphrases": [{"phrase": "x", "score": 1.0}]}) + "\n")
+    assert main(["verify", "keyphrases", str(docs), "--keyphrases", str(stranger)]) == 2
+    assert "'zz'" in capsys.readouterr().err
+    assert main(["verify", "keyphrases", str(docs), "--random", "1"]) == 2
+    assert "--random must be at least 2" in capsys.readouterr().err

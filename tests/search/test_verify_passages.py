@@ -110,3 +110,39 @@ def test_on_smollm2_the_passage_holding_the_answer_matters_most():
     assert "purple" in good.extras["response"]
     assert good.extras["top_k_drop"]["1"] > 4.0 > 1.0 > abs(bad.extras["top_k_drop"]["1"])
     assert good.gap > 0 > bad.gap and bad.verdict != "faithful"
+
+
+def test_verify_passages_from_the_command_line_after_a_search(tiny, tmp_path, capsys):
+    import json
+
+    from salience.cli import main
+
+    model, tokenizer = tiny
+    folder = tmp_path / "tiny-lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"id": k, "text": v}) + "\n" for k, v in PASSAGES.items()))
+    index = tmp_path / "index"
+    assert main(["search", "index", str(corpus), "--out", str(index), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["search", "query", str(index), "cats", "-k", "3", "--json"]) == 0
+    results = tmp_path / "results.json"
+    results.write_text(capsys.readouterr().out)
+    report = tmp_path / "check.html"
+    assert main(["verify", "passages", str(results), "--model", str(folder), "--response", "cats sleep", "--random",
+                 "3", "--steps", "3", "--out", str(report), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    ranked = json.loads(results.read_text())["results"]  # the two passages that hold "cats"
+    assert printed["unit"] == "passages" and printed["n_units"] == len(ranked) == 2
+    assert printed["extras"]["response"] == "cats sleep"
+    # the question is the search's query: the first curve point is the answer's log-probability with the results
+    whole = _log_prob_by_hand(model, tokenizer, "\n\n".join(r["text"] for r in ranked), "cats", "cats sleep")
+    assert printed["curves"]["scores"][0] == pytest.approx(whole, abs=1e-6)
+    assert "salience.verification" in report.read_text() and "<svg" in report.read_text()
+    assert main(["verify", "passages", str(results), "--model", str(folder), "--out", str(results)]) == 2
+    assert "is the input" in capsys.readouterr().err
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"query": "cats", "results": [{"id": "p1", "score": 1.0}]}))
+    assert main(["verify", "passages", str(bad), "--model", str(folder)]) == 2
+    assert "has no text" in capsys.readouterr().err

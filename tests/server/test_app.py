@@ -384,3 +384,23 @@ def test_verify_a_summary_over_http(client):
     _error(client.post("/verify", json={"unit": "layers", "text": text}), 422, "invalid_field", "unit")
     _error(client.post("/verify", json={"text": text, "random": 1}), 422, "invalid_field", "random")
     _error(client.post("/verify", json={"text": text, "method": "nope"}), 400, "invalid_input")
+
+
+def test_verify_keyphrases_over_http_match_the_library(client):
+    from salience.core.base import create
+    from salience.keywords import extract_keyphrases
+
+    text = ("Sensor placement in wireless sensor networks. Sensor placement decides the network lifetime, and "
+            "wireless sensor networks need careful sensor placement.")
+    collection = ["Graph kernels compare graphs by their walks.", "Wireless networks carry packets."]
+    request = {"unit": "keyphrases", "text": text, "title": "Sensor placement in wireless networks",
+               "collection": collection, "k": 5, "random": 5, "language": "en"}
+    answer = client.post("/verify", json=request)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    expected = create("verify", "keyphrases", language="en", n_random=5).verify(
+        extract_keyphrases(text, k=5, language="en"), document=text, title=request["title"], collection=collection)
+    assert body["unit"] == "keyphrases" and body["method"] == "yake" and body["verdict"] == expected.verdict
+    assert body["curves"]["scores"] == pytest.approx(expected.curves["scores"].tolist())
+    _error(client.post("/verify", json={**request, "collection": None}), 400, "invalid_input")  # search needs one
+    _error(client.post("/verify", json={**request, "outcome": "rouge"}), 400, "invalid_input")
