@@ -386,6 +386,18 @@ def _verifier_inputs(name: str) -> tuple:
     if name == "sentences":
         sentences = [s for text in TEXTS for s in text.split(". ")]
         return np.arange(len(sentences), dtype=float), {"sentences": sentences}
+    if name in ("structures", "weights", "kv"):
+        pytest.importorskip("torch")
+        pytest.importorskip("transformers")
+        from tests.compress.models import tiny_llama
+
+        model, windows = tiny_llama(), np.random.default_rng(0).integers(0, 64, (2, 8))
+        if name == "structures":
+            return np.arange(4.0), {"model": model, "windows": windows}  # 2 layers x 2 key/value groups, by position
+        if name == "weights":
+            weight = model.model.layers[0].mlp.down_proj.weight.detach().numpy()
+            return {"model.layers.0.mlp.down_proj": np.abs(weight)}, {"model": model, "windows": windows}
+        return np.arange(10.0), {"model": model, "context_ids": np.arange(10), "continuation_ids": np.arange(10, 14)}
     if name == "passages":
         pytest.importorskip("torch")
         pytest.importorskip("transformers")
@@ -419,9 +431,14 @@ def test_verifier_contract(method):
         assert other.verdict == first.verdict and np.allclose(other.curves["scores"], first.curves["scores"])
         assert np.allclose(other.areas["random"], first.areas["random"])
     assert first.evaluations <= (4 + 2) * 3 + 1
-    nan = np.full(len(scores), np.nan)
+    if isinstance(scores, Scores):
+        nan = dict(zip(scores.ids, np.full(len(scores), np.nan)))
+    elif isinstance(scores, dict):
+        nan = {name: np.full_like(value, np.nan) for name, value in scores.items()}
+    else:
+        nan = np.full(len(scores), np.nan)
     with pytest.raises(SalienceError, match="nan"):
-        verifier.verify(dict(zip(scores.ids, nan)) if isinstance(scores, Scores) else nan, **inputs)
+        verifier.verify(nan, **inputs)
 
 
 #: what each family's bad-input error must name (the input, or the parameter, that was wrong)

@@ -37,8 +37,11 @@ from salience.compress.quantizers import AWQ, GPTQ, RTN, Quantizer, quantizer_of
 from salience.compress.quantize import QuantReport, outlier_mask, quantize
 from salience.compress.precision import PrecisionCriterion, allot_bits, precision_criterion
 from salience.compress.verify_layers import LayerVerifier
+from salience.compress.verify_structures import StructureVerifier
+from salience.compress.verify_kv import KVVerifier
+from salience.compress.verify_weights import WeightVerifier
 
-__all__ = ["LayerVerifier", "WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
+__all__ = ["LayerVerifier", "StructureVerifier", "KVVerifier", "WeightVerifier", "WeightCriterion", "Magnitude", "Wanda", "LAMP", "Taylor", "SparseGPT", "weight_criterion", "prune",
            "PruneReport", "prunable_linears", "calibration_windows", "weight_scores", "sparsity_of", "perplexity",
            "stdlib_docstrings", "windows", "LayerImportance", "BlockInfluence", "PerplexityChange", "block_influence",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",

@@ -13,7 +13,7 @@ import numpy as np
 from salience.extras import require_torch
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["perplexity", "stdlib_docstrings", "windows"]
+__all__ = ["perplexity", "stdlib_docstrings", "windows", "held_out_log_perplexity", "restored_weights"]
 
 
 def windows(ids: Sequence[int], seqlen: int, max_windows: int | None = None) -> np.ndarray:
@@ -49,6 +49,33 @@ def perplexity(model, ids: Sequence[int], *, seqlen: int = 256, batch_size: int 
     if not np.isfinite(value):
         raise InvalidParameterError("the model's perplexity is not finite: its outputs hold NaN or inf.")
     return value
+
+
+def held_out_log_perplexity(model, windows_: np.ndarray, *, batch_size: int) -> tuple[float, int]:
+    """(log perplexity of the token ``windows_`` (samples x seqlen), forward passes run): the
+    outcome the compression verifiers measure as units are removed."""
+    windows_ = np.asarray(windows_)
+    value = perplexity(model, windows_.ravel(), seqlen=windows_.shape[1], batch_size=batch_size)
+    return float(np.log(value)), -(-len(windows_) // batch_size)
+
+
+class restored_weights:
+    """The weights of ``modules`` (linear layers) put back as they were on exit, whatever was
+    written into them meanwhile: ``with restored_weights(modules) as originals:`` gives a copy
+    of each weight to build the changed ones from."""
+
+    def __init__(self, modules):
+        self.modules = list(modules)
+
+    def __enter__(self) -> list:
+        self.originals = [m.weight.detach().clone() for m in self.modules]
+        return self.originals
+
+    def __exit__(self, *exc) -> None:
+        torch = require_torch("Restoring weights")
+        with torch.no_grad():
+            for module, original in zip(self.modules, self.originals):
+                module.weight.copy_(original)
 
 
 def stdlib_docstrings(max_chars: int | None = None) -> str:

@@ -48,7 +48,9 @@ class LayerVerifier(Verifier):
         passes = [0]
 
         with restored_layers(model) as layers:
-            def outcome(kept: np.ndarray) -> float:
+            def outcome(kept: np.ndarray):
+                if kept.ndim == 2:  # a batch of sets: one after another
+                    return np.array([outcome(row) for row in kept])
                 _set_layers(model, layers, np.flatnonzero(kept).tolist())
                 passes[0] += -(-len(windows) // self.batch_size)
                 return float(np.log(perplexity(model, ids, seqlen=seqlen, batch_size=self.batch_size)))
