@@ -54,6 +54,12 @@ def _read_values(path: str, field: str, on_error: str) -> tuple[list[str], list[
     return ids, values
 
 
+def _structure_criteria() -> tuple:
+    from salience.compress.structured import STRUCTURE_CRITERIA
+
+    return STRUCTURE_CRITERIA
+
+
 def _keyphrase_outcomes() -> tuple:
     from salience.keywords.verify_keyphrases import OUTCOMES
 
@@ -130,38 +136,72 @@ def _cmd_sentences(args) -> int:
     return 0
 
 
-def _cmd_layers(args) -> int:
+def _model_and_halves(args):
+    """(model, scoring windows, held-out windows): ``--calib``'s first half scores the units,
+    its second half is held out to verify them; the text is read (and refused when empty) and
+    the output path checked before the model loads."""
     import numpy as np
 
     from salience.cli.compress import _load, _text_of, _token_ids
     from salience.compress.evaluate import windows as consecutive_windows
     from salience.compress.weights import calibration_windows
-    from salience.core.base import create
     from salience.io.files import check_output_path
 
     _check_protocol(args)
     if args.out is not None:
         check_output_path(args.out, [args.calib], what="report", is_own=_is_own_report)
-    text = _text_of(args.calib, args.on_error)  # read, and refused when empty, before the model loads
+    text = _text_of(args.calib, args.on_error)
     model, tokenizer = _load(args)
     ids = np.asarray(_token_ids(tokenizer, text), dtype=np.int64)
     half = len(ids) // 2
     if half <= args.seqlen:
-        raise InvalidParameterError(f"{args.calib} holds {len(ids)} tokens: its two halves (one scores the layers, "
+        raise InvalidParameterError(f"{args.calib} holds {len(ids)} tokens: its two halves (one scores the units, "
                                     f"the other is held out to verify them) need more than {args.seqlen} each; give "
                                     "more text or a smaller --seqlen.")
     scoring = calibration_windows(ids[:half], seqlen=args.seqlen, n_samples=args.calib_windows, seed=args.seed)
-    held_out = consecutive_windows(ids[half:], args.seqlen, args.calib_windows)
-    scores = create("layers", args.method).score(model, scoring)
-    verifier = create("verify", "layers", max_fraction=args.max_fraction, steps=args.steps, n_random=args.n_random,
-                      seed=args.seed, alpha=args.alpha)
-    result = verifier.verify(scores, model=model, windows=held_out)
-    result.method = args.method
+    return model, scoring, consecutive_windows(ids[half:], args.seqlen, args.calib_windows)
+
+
+def _protocol(args) -> dict:
+    return {"steps": args.steps, "n_random": args.n_random, "seed": args.seed, "alpha": args.alpha}
+
+
+def _finish(args, result, method: str) -> int:
+    result.method = method
     _write(args, result, [args.calib])
     rho = result.extras.get("one_removed", {}).get("spearman")
-    emit(args, result.to_dict(), str(result) + (f"; Spearman with each layer's one-removed change {rho:+.3f}"
+    emit(args, result.to_dict(), str(result) + (f"; Spearman with each unit's one-removed change {rho:+.3f}"
                                                 if rho is not None else "") + (f" -> {args.out}" if args.out else ""))
     return 0
+
+
+def _cmd_layers(args) -> int:
+    from salience.core.base import create
+
+    model, scoring, held_out = _model_and_halves(args)
+    scores = create("layers", args.method).score(model, scoring)
+    verifier = create("verify", "layers", max_fraction=args.max_fraction, **_protocol(args))
+    return _finish(args, verifier.verify(scores, model=model, windows=held_out), args.method)
+
+
+def _cmd_structures(args) -> int:
+    from salience.core.base import create
+
+    model, scoring, held_out = _model_and_halves(args)
+    scores = create("structure", args.structure, criterion=args.method).score(model, scoring)
+    verifier = create("verify", "structures", structure=args.structure, max_fraction=args.max_fraction,
+                      **_protocol(args))
+    return _finish(args, verifier.verify(scores, model=model, windows=held_out), f"{args.structure}/{args.method}")
+
+
+def _cmd_weights(args) -> int:
+    from salience.compress.weights import weight_scores
+    from salience.core.base import create
+
+    model, scoring, held_out = _model_and_halves(args)
+    scores = weight_scores(model, args.module, method=args.method, calibration=scoring)
+    verifier = create("verify", "weights", max_fraction=args.max_fraction, **_protocol(args))
+    return _finish(args, verifier.verify(scores, model=model, windows=held_out), args.method)
 
 
 def _read_keyphrases(path: str, on_error: str) -> dict:
@@ -383,17 +423,40 @@ def add_commands(domains) -> None:
     add_output_options(p)
     p.set_defaults(func=_cmd_passages)
 
+    def add_model_options(p, what: str) -> None:
+        p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+        p.add_argument("--calib", required=True,
+                       help=f"a text: its first half scores the {what}, its second half is held out to verify them")
+        p.add_argument("--calib-windows", type=positive_int, default=8, help="windows of each half (default 8)")
+        p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
+        p.add_argument("--max-fraction", type=float, default=0.5,
+                       help=f"the largest share of {what} removed (default 0.5)")
+        _add_protocol_options(p)
+        add_on_error(p)
+        add_output_options(p)
+
     p = commands.add_parser("layers", help="decoder layer importance: held-out perplexity as the top-scored layers "
                                            "are removed, against random orders")
-    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
     p.add_argument("--method", default="block_influence", choices=choices_of("layers"),
                    help="the layer importance verified (default block_influence)")
-    p.add_argument("--calib", required=True,
-                   help="a text: its first half scores the layers, its second half is held out to verify them")
-    p.add_argument("--calib-windows", type=positive_int, default=8, help="windows of each half (default 8)")
-    p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
-    p.add_argument("--max-fraction", type=float, default=0.5, help="the largest share of layers removed (default 0.5)")
-    _add_protocol_options(p)
-    add_on_error(p)
-    add_output_options(p)
+    add_model_options(p, "layers")
     p.set_defaults(func=_cmd_layers)
+
+    p = commands.add_parser("structures", help="FFN channel or attention head importance: held-out perplexity as the "
+                                               "top-scored units stop writing, against random orders")
+    p.add_argument("--structure", default="attention_heads", choices=choices_of("structure"),
+                   help="the units (default attention_heads)")
+    p.add_argument("--method", default="magnitude", choices=_structure_criteria(),
+                   help="the criterion verified (default magnitude)")
+    add_model_options(p, "units")
+    p.set_defaults(func=_cmd_structures)
+
+    p = commands.add_parser("weights", help="weight importance: held-out perplexity as the top-scored weights of some "
+                                            "linear layers are zeroed, against random orders")
+    p.add_argument("--method", default="wanda", choices=choices_of("weights"),
+                   help="the weights criterion verified (default wanda)")
+    p.add_argument("--module", action="append", required=True,
+                   help="a decoder linear layer whose weights are verified (e.g. model.layers.3.mlp.down_proj); "
+                        "repeat for more")
+    add_model_options(p, "weights")
+    p.set_defaults(func=_cmd_weights)

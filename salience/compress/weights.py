@@ -39,7 +39,7 @@ from salience.core.base import registered_name
 from salience.core.masks import check_sparsity, lowest_k_across, parse_pattern, prune_mask
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["prune", "PruneReport", "prunable_linears", "calibration_windows", "sparsity_of"]
+__all__ = ["prune", "PruneReport", "prunable_linears", "calibration_windows", "sparsity_of", "weight_scores"]
 
 GROUPS = ("row", "layer", "global")
 
@@ -288,13 +288,7 @@ def _prune_layers(layers, criterion: WeightCriterion, sparsity, nm, group, stats
             _record(report, name, module)
         report.seconds["pruning"] = time.perf_counter() - start
         return
-    scores = {}
-    for name, module in layers:
-        w = module.weight.detach().numpy()  # a view: no copy
-        s = stats.get(name)
-        scores[name] = criterion.importance(
-            w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
-            gradient=None if module.weight.grad is None else module.weight.grad.numpy())
+    scores = _importances(layers, criterion, stats)
     if group == "global":
         total = sum(scores[name].size for name, _ in layers)
         chosen = lowest_k_across([scores[name] for name, _ in layers], int(np.floor(sparsity * total + 1e-9)))
@@ -307,6 +301,48 @@ def _prune_layers(layers, criterion: WeightCriterion, sparsity, nm, group, stats
         for name, module in layers:
             np.putmask(module.weight.detach().numpy(), masks[name], 0.0)  # in place, through a view of the storage
             _record(report, name, module)
+
+
+def _importances(layers, criterion: WeightCriterion, stats) -> dict:
+    """Each layer's weights' importance under ``criterion`` from the gathered statistics."""
+    scores = {}
+    for name, module in layers:
+        w = module.weight.detach().numpy()  # a view: no copy
+        s = stats.get(name)
+        scores[name] = criterion.importance(
+            w, input_norms=None if s is None else np.sqrt(s.sq_norms.numpy()),
+            gradient=None if module.weight.grad is None else module.weight.grad.numpy())
+    return scores
+
+
+def weight_scores(model, modules, *, method: str | WeightCriterion = "wanda", calibration=None, batch_size: int = 4,
+                  **params) -> dict:
+    """module name -> the importance of each of its weights (shaped like it) under a ``weights``
+    criterion, for the decoder linear layers named in ``modules``, with the statistics it needs
+    gathered over ``calibration`` windows (what :func:`prune` ranks, without pruning). A
+    criterion that reconstructs the weights it keeps (sparsegpt) has no standalone scores."""
+    from salience.core.base import method_of
+
+    _torch()
+    criterion = method_of("weights", method, WeightCriterion, **params)
+    if criterion.reconstructs:
+        raise InvalidParameterError(f"{registered_name(criterion, 'weights')} updates the weights it keeps as it "
+                                    "prunes: its scores do not stand alone; score with another criterion.")
+    linears = dict(prunable_linears(model))
+    unknown = [name for name in modules if name not in linears]
+    if unknown or not modules:
+        raise InvalidParameterError(f"{unknown[0] if unknown else 'no module'!r} is not a linear layer of the "
+                                    f"model's decoder blocks (e.g. {next(iter(linears))!r}).")
+    layers = [(name, linears[name]) for name in modules]
+    stats = {}
+    if criterion.needs is not None:
+        stats = collect_statistics(model, layers, check_calibration(calibration), batch_size=batch_size, hessian=False,
+                                   gradients=criterion.needs == "gradient")
+    try:
+        return {name: np.array(value) for name, value in _importances(layers, criterion, stats).items()}
+    finally:
+        if criterion.needs == "gradient":
+            model.zero_grad(set_to_none=True)
 
 
 def _record(report: PruneReport, name: str, module) -> None:

@@ -137,3 +137,50 @@ def test_on_smollm2_the_attention_a_cached_token_receives_is_faithful():
     noise = verifier.verify(np.random.default_rng(0).random(256), model=model, context_ids=context,
                             continuation_ids=continuation)
     assert noise.verdict != "faithful"
+
+
+def test_verify_structures_and_weights_from_the_command_line(tmp_path, capsys):
+    import json
+
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from salience.cli import main
+    from salience.compress.weights import weight_scores
+
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder = tmp_path / "model"
+    tiny_llama().save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(folder)
+    calib = tmp_path / "calib.txt"
+    calib.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 400)))
+    common = [str(folder), "--calib", str(calib), "--seqlen", "16", "--calib-windows", "3", "--random", "4",
+              "--steps", "2", "--json"]
+    report = tmp_path / "heads.json"
+    assert main(["verify", "structures", *common, "--method", "output", "--out", str(report)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads(report.read_text())
+    assert saved["unit"] == "structures" and saved["method"] == "attention_heads/output" and saved["n_units"] == 4
+    assert printed["verdict"] == saved["verdict"] and len(saved["extras"]["one_removed"]["log_perplexity_change"]) == 4
+    name = "model.layers.0.mlp.down_proj"
+    assert main(["verify", "weights", *common, "--module", name, "--method", "magnitude"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["unit"] == "weights" and printed["n_units"] == 32 * 64
+    assert main(["verify", "weights", *common, "--module", "lm_head", "--quiet"]) == 2
+    assert "'lm_head' is not a linear layer" in capsys.readouterr().err
+    assert main(["verify", "weights", *common, "--module", name, "--method", "sparsegpt", "--quiet"]) == 2
+    assert "do not stand alone" in capsys.readouterr().err
+    # the scores are prune's: wanda's by hand from the input norms
+    model = tiny_llama()
+    windows = np.random.default_rng(0).integers(0, 64, (2, 8))
+    scores = weight_scores(model, [name], method="wanda", calibration=windows)[name]
+    inputs = []
+    handle = model.get_submodule(name).register_forward_hook(lambda m, args, out: inputs.append(args[0].detach()))
+    with torch.no_grad():
+        model(input_ids=torch.as_tensor(windows))
+    handle.remove()
+    norms = torch.cat(inputs).reshape(-1, 64).double().pow(2).sum(0).sqrt().numpy()
+    weight = model.get_submodule(name).weight.detach().double().numpy()
+    assert scores == pytest.approx(np.abs(weight) * norms[None, :], rel=1e-5)
