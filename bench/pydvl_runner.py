@@ -5,7 +5,8 @@ arrays (npz), runs each job, writes values, seconds and model fits (JSON).
     .venv-pydvl/bin/python bench/pydvl_runner.py JOBS.json OUT.json
 
 A job: {"game": NAME, "library": "pydvl"|"cleanlab", "method": ..., "samples": N, "seed": S,
-"model": "logistic"|"knn", ...}; NAME_X_train, NAME_y_train, NAME_X_test, NAME_y_test in the npz.
+"model": "logistic"|"knn", ...}, or {"game", "library": "pydvl-removal", "model", "values": [...],
+"percentages": [...]} for pyDVL's point-removal experiment (its scores come back as "values"); NAME_X_train, NAME_y_train, NAME_X_test, NAME_y_test in the npz.
 """
 
 from __future__ import annotations
@@ -72,6 +73,22 @@ def run_pydvl(job, train, test):
     return valuation.result.values
 
 
+def run_removal(job, train, test):
+    """pyDVL's point-removal experiment (``compute_removal_score``, best first) for the job's
+    values at its percentages: the model refitted on what is left, scored (accuracy) on test."""
+    from pydvl.reporting.scores import compute_removal_score
+    from pydvl.valuation import Dataset, ModelUtility, SupervisedScorer
+    from pydvl.valuation.result import ValuationResult
+
+    data_train, data_test = Dataset(*train), Dataset(*test)
+    scorer = SupervisedScorer("accuracy", data_test, default=0.0, range=(0.0, 1.0))
+    utility = ModelUtility(_model(job), scorer, catch_errors=False, show_warnings=False)
+    values = np.asarray(job["values"], dtype=float)
+    result = ValuationResult(values=values, indices=np.arange(len(values)))
+    scores = compute_removal_score(utility, result, data_train, job["percentages"], remove_best=True)
+    return [scores[p] for p in job["percentages"]]
+
+
 def run_cleanlab(job, train, test):
     from cleanlab.filter import find_label_issues
     from cleanlab.rank import get_label_quality_scores
@@ -95,7 +112,9 @@ def main(jobs_path: str, out_path: str) -> int:
         FITS[0] = 0
         start = time.perf_counter()
         issues = None
-        if job["library"] == "pydvl":
+        if job["library"] == "pydvl-removal":
+            values = run_removal(job, train, test)
+        elif job["library"] == "pydvl":
             values = run_pydvl(job, train, test)
         else:
             values, issues = run_cleanlab(job, train, test)

@@ -42,6 +42,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import SHARED_DATA, document_set, run_benchmark, split_heading  # noqa: E402
+from verify_parts import compress, game, keyphrases, passages, point_removal_parity  # noqa: E402
+
+from salience.core.verify import subject_seed  # noqa: E402
 
 BBC = SHARED_DATA / "summarize" / "bbc_news_summary_100"
 
@@ -58,31 +61,14 @@ def _sentences(args) -> list[dict]:
     rows = []
     for method in ("lexrank", "textrank", "centroid", "lead", "random"):
         started = time.perf_counter()
-        checks = [verifier.verify(rng.random(len(t)) if method == "random" else score_sentences(t, method=method),
-                                  sentences=t) for t in texts]
+        checks = verifier.verify_batch([(rng.random(len(t)) if method == "random" else score_sentences(t, method=method),
+                                         {"sentences": t}) for t in texts])
         together = verify_subjects(checks)
         rows.append({"method": method, "documents": len(checks), "faithful": sum(c.verdict == "faithful" for c in checks),
                      "inverted": sum(c.verdict == "inverted" for c in checks), "verdict": together.verdict,
                      "p": together.p_value, "gap": together.gap, "ci": together.ci95,
                      "evaluations": together.evaluations / len(checks), "seconds": time.perf_counter() - started})
     return rows
-
-
-def _game(name: str, seed: int = 0):
-    from sklearn import datasets
-
-    X, y = {"breast_cancer": datasets.load_breast_cancer, "wine": datasets.load_wine,
-            "digits": datasets.load_digits}[name](return_X_y=True)
-    rng = np.random.default_rng(seed)
-    order = rng.permutation(len(y))
-    X = (X - X.mean(axis=0)) / np.where(X.std(axis=0) > 0, X.std(axis=0), 1.0)
-    half = min(len(y), 400) // 2
-    train_rows, test_rows = order[:half], order[half : 2 * half]
-    y_train = y[train_rows].copy()
-    flipped = rng.choice(half, half // 10, replace=False)
-    classes = np.unique(y)
-    y_train[flipped] = [rng.choice(classes[classes != label]) for label in y_train[flipped]]
-    return (X[train_rows], y_train), (X[test_rows], y[test_rows])
 
 
 def _examples(args) -> list[dict]:
@@ -92,7 +78,7 @@ def _examples(args) -> list[dict]:
 
     rows = []
     for name in ("breast_cancer", "wine", "digits"):
-        train, test = _game(name)
+        train, test = game(name)
         methods = {"knn_shapley": (create("data", "knn_shapley", k=10), KNeighborsClassifier(10)),
                    "loo": (create("data", "loo"), None),
                    "data_banzhaf": (create("data", "data_banzhaf", budget=500, seed=0), None)}
@@ -142,7 +128,8 @@ def _features(args) -> dict:
                                                                              seed=0).values
             else:
                 scores = rng.normal(size=len(x))
-            check = verifier.verify(scores, model=prob, x=x, baseline=mean)
+            check = verifier.set_params(seed=subject_seed(0, len(checks))).verify(scores, model=prob, x=x,
+                                                                                  baseline=mean)
             checks.append(check)
             # Quantus' deletion written out: the model on the row with its k best features replaced
             ranked = np.argsort(-np.asarray(scores), kind="stable")
@@ -196,65 +183,187 @@ def _layers(args) -> list[dict]:
 
 
 def run(args) -> dict:
-    return {"sentences": _sentences(args), "examples": _examples(args), "features": _features(args),
-            "layers": [] if args.no_layers else _layers(args), "random": args.random}
+    parts = set(args.parts.split(","))
+    return {"sentences": _sentences(args) if "sentences" in parts else [],
+            "examples": _examples(args) if "examples" in parts else [],
+            "point_removal": point_removal_parity(args) if "examples" in parts else None,
+            "features": _features(args) if "features" in parts else None,
+            "keyphrases": keyphrases(args) if "keyphrases" in parts else None,
+            "passages": passages(args) if "passages" in parts else None,
+            "layers": _layers(args) if "layers" in parts else [],
+            "compress": compress(args) if "compress" in parts else None, "random": args.random}
+
+
+def _p(value: float) -> str:
+    return f"{value:.2g}" if value >= 1e-4 else "< 1e-4"
+
+
+def _ci(r: dict) -> str:
+    return f"{r['gap']:+.4f} ({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f})"
 
 
 def render(result: dict, command: str, seconds: float) -> str:
-    def p(value: float) -> str:
-        return f"{value:.2g}" if value >= 1e-4 else "< 1e-4"
-
+    p = _p
     lines = ["## Was the importance real? The removal protocol (`bench/verify.py`)", "",
              f"Command: `{command}` ({seconds:.0f} s). Verdicts at alpha = 0.01 against {result['random']} random "
              "orders per subject; across subjects, each subject's area against its random orders' mean, paired "
-             "(Fisher's randomization test). Nothing here was tuned: every verifier and scorer at its defaults.", "",
-             f"**Summary sentences, BBC {split_heading('test')}** (content left: tf-idf cosine of the remaining "
-             "sentences with the whole; gap: area above the random orders' mean, in cosine)", "",
-             "| summarizer | documents | faithful alone | inverted alone | across documents | p | gap (95% CI) | "
-             "evaluations / document | seconds |", "|---|---:|---:|---:|---|---:|---|---:|---:|"]
-    for r in result["sentences"]:
-        lines.append(f"| {r['method']}{' (default)' if r['method'] == 'lexrank' else ''} | {r['documents']} | "
-                     f"{r['faithful']} | {r['inverted']} | {r['verdict']} | {p(r['p'])} | {r['gap']:+.4f} "
-                     f"({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['evaluations']:.0f} | {r['seconds']:.1f} |")
-    lines += ["", "**Training examples** (point removal up to half the rows, the model the values are for refitted "
-              "at every step; gap in test accuracy area; reversed: the low-valued-first curve above random's)", "",
-              "| set | values | model | verdict | p | gap (95% CI) | reversed - random | refits | seconds |",
-              "|---|---|---|---|---:|---|---:|---:|---:|"]
-    for r in result["examples"]:
-        lines.append(f"| {r['set']} | {r['method']} | {r['model']} | {r['verdict']} | {p(r['p'])} | {r['gap']:+.4f} "
-                     f"({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['reversed_gain']:+.4f} | {r['fits']} | "
-                     f"{r['seconds']:.1f} |")
+             "(Fisher's randomization test). Nothing here was tuned: every verifier and scorer at its defaults.", ""]
+    lines += _summary(result)
+    if result["sentences"]:
+        lines += [f"**Summary sentences, BBC {split_heading('test')}** (content left: tf-idf cosine of the remaining "
+                  "sentences with the whole; gap: area above the random orders' mean, in cosine)", "",
+                  "| summarizer | documents | faithful alone | inverted alone | across documents | p | gap (95% CI) | "
+                  "evaluations / document | seconds |", "|---|---:|---:|---:|---|---:|---|---:|---:|"]
+        for r in result["sentences"]:
+            lines.append(f"| {r['method']}{' (default)' if r['method'] == 'lexrank' else ''} | {r['documents']} | "
+                         f"{r['faithful']} | {r['inverted']} | {r['verdict']} | {p(r['p'])} | {_ci(r)} | "
+                         f"{r['evaluations']:.0f} | {r['seconds']:.1f} |")
+        lines.append("")
+    if result["examples"]:
+        lines += ["**Training examples** (point removal up to half the rows, the model the values are for refitted "
+                  "at every step; gap in test accuracy area; reversed: the low-valued-first curve above random's)", "",
+                  "| set | values | model | verdict | p | gap (95% CI) | reversed - random | refits | seconds |",
+                  "|---|---|---|---|---:|---|---:|---:|---:|"]
+        for r in result["examples"]:
+            lines.append(f"| {r['set']} | {r['method']} | {r['model']} | {r['verdict']} | {p(r['p'])} | {_ci(r)} | "
+                         f"{r['reversed_gain']:+.4f} | {r['fits']} | {r['seconds']:.1f} |")
+        removal = result["point_removal"]
+        lines += ["", "Parity with pyDVL 0.10's point-removal experiment (`compute_removal_score`, best first, its own "
+                  "refits and accuracy, run in `.venv-pydvl`): " + (
+                      f"{removal['curves']} curves ({removal['points']} points; KNN-Shapley with the 10-NN model and "
+                      f"leave-one-out with logistic regression on the three sets), largest difference "
+                      f"{removal['largest']:.1e}." if removal else "not run (pass --pydvl-python)."), ""]
     features = result["features"]
-    lines += ["", "**Input features** (breast_cancer, logistic regression, 30 test rows; the predicted class's "
-              "probability as features take their training mean)", "",
-              "| attribution | rows | faithful alone | across rows | p | gap (95% CI) | model calls / row | seconds |",
-              "|---|---:|---:|---|---:|---|---:|---:|"]
-    for r in features["rows"]:
-        lines.append(f"| {r['method']} | {r['rows']} | {r['faithful']} | {r['verdict']} | {p(r['p'])} | "
-                     f"{r['gap']:+.4f} ({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['calls']:.0f} | "
-                     f"{r['seconds']:.1f} |")
+    if features:
+        lines += ["**Input features** (breast_cancer, logistic regression, 30 test rows; the predicted class's "
+                  "probability as features take their training mean)", "",
+                  "| attribution | rows | faithful alone | across rows | p | gap (95% CI) | model calls / row | seconds |",
+                  "|---|---:|---:|---|---:|---|---:|---:|"]
+        for r in features["rows"]:
+            lines.append(f"| {r['method']} | {r['rows']} | {r['faithful']} | {r['verdict']} | {p(r['p'])} | {_ci(r)} | "
+                         f"{r['calls']:.0f} | {r['seconds']:.1f} |")
+        lines += ["", "Parity: the protocol's deletion curve against Quantus' formula written out (the model on the "
+                  "row with its top-k features replaced), largest difference over every row and step: "
+                  f"{features['largest_difference']:.1e}.", ""]
+    lines += _keyphrase_lines(result.get("keyphrases"))
+    lines += _passage_lines(result.get("passages"))
     if result["layers"]:
-        lines += ["", "**Decoder layers** (SmolLM2-135M, 30 layers; held-out log perplexity on 4 windows of 128 tokens "
+        lines += ["**Decoder layers** (SmolLM2-135M, 30 layers; held-out log perplexity on 4 windows of 128 tokens "
                   "of the docstrings' second half as up to half the layers go; rho: Spearman with each layer's measured "
                   "one-removed perplexity change)", "",
                   "| layer scores | verdict | p | gap (95% CI) | rho | forward passes | seconds |",
                   "|---|---|---:|---|---:|---:|---:|"]
         for r in result["layers"]:
             lines.append(f"| {r['method']}{' (default)' if r['method'] == 'block_influence' else ''} | {r['verdict']} | "
-                         f"{p(r['p'])} | {r['gap']:+.4f} ({r['ci'][0]:+.4f} to {r['ci'][1]:+.4f}) | {r['rho']:+.3f} | "
-                         f"{r['passes']} | {r['seconds']:.0f} |")
-    lines += ["", f"Parity: the protocol's deletion curve against Quantus' formula written out (the model on the row "
-              f"with its top-k features replaced), largest difference over every row and step: "
-              f"{features['largest_difference']:.1e}. Not run here yet: OpenDataVal / pyDVL's point-removal "
-              "experiment in its own environment, context-cite's top-k drop, and the keyphrases, passages, weights, "
-              "structures and KV-cache verifiers (issue 51 continues).", ""]
+                         f"{p(r['p'])} | {_ci(r)} | {r['rho']:+.3f} | {r['passes']} | {r['seconds']:.0f} |")
+        lines.append("")
+    lines += _compress_lines(result.get("compress"))
     return "\n".join(lines) + "\n"
+
+
+def _summary(result: dict) -> list[str]:
+    """Each unit kind's default: faithful on test or not, in one line each."""
+    out = []
+    defaults = [("sentences", "lexrank", result["sentences"]), ("examples (KNN-Shapley, breast_cancer)", "knn_shapley",
+                [r for r in result["examples"] if r["set"] == "breast_cancer"])]
+    if result.get("features"):
+        defaults.append(("features (exact, breast_cancer)", "exact", result["features"]["rows"]))
+    if result.get("keyphrases"):
+        defaults += [(f"keyphrases ({r['set']})", "yake", [r]) for r in result["keyphrases"]["rows"]
+                     if r["method"] == "yake"]
+    if result.get("passages"):
+        defaults.append(("passages (SciFact)", "bm25", result["passages"]["rows"]))
+    if result["layers"]:
+        defaults.append(("layers (SmolLM2)", "block_influence", result["layers"]))
+    if result.get("compress"):
+        for unit, method in (("attention heads", "magnitude (default)"), (f"weights ({result['compress']['module']})",
+                                                                          "wanda (default)")):
+            defaults.append((unit, method, [r for r in result["compress"]["rows"] if r["unit"] == unit]))
+    for unit, method, rows in defaults:
+        row = next((r for r in rows if r["method"] in (method, f"{method} (default)")), None)
+        if row is not None:
+            out.append(f"- {unit}: the default ({method.replace(' (default)', '')}) is **{row['verdict']}** "
+                       f"(p {_p(row['p'])}).")
+    return (["Summary, each unit kind's default on test:", ""] + out + [""]) if out else []
+
+
+def _keyphrase_lines(part) -> list[str]:
+    if not part:
+        return []
+    lines = [f"**Keyphrases, {split_heading('test')}s** (each document searched by its title among the split's "
+             "documents as its top 20 keyphrases are deleted from it; gap: BM25 margin area above random's; F1@10 "
+             "against the gold keyphrases)", "",
+             "| set | extractor | documents | faithful alone | across documents | p | gap (95% CI) | F1@10 | seconds |",
+             "|---|---|---:|---:|---|---:|---|---:|---:|"]
+    for r in part["rows"]:
+        lines.append(f"| {r['set']} | {r['method']}{' (default)' if r['method'] == 'yake' else ''} | {r['documents']} | "
+                     f"{r['faithful']} | {r['verdict']} | {_p(r['p'])} | {_ci(r)} | {r['f1']:.3f} | "
+                     f"{r['seconds']:.1f} |")
+    lines += ["", "Agreement of the label-free check with the gold labels (Spearman of each document's gap with its "
+              "F1@10, the three extractors pooled): " + "; ".join(
+                  f"{a['set']} {a['rho']:+.3f} over {a['pairs']} documents" for a in part["agreement"]) + ".", "",
+              f"Embedding outcome (cosine of the rest with the whole, all-MiniLM-L6-v2), first "
+              f"{part['embedding'][0]['documents'] if part['embedding'] else 0} Inspec test documents:", "",
+              "| extractor | documents | across documents | p | gap (95% CI) | seconds |", "|---|---:|---|---:|---|---:|"]
+    for r in part["embedding"]:
+        lines.append(f"| {r['method']} | {r['documents']} | {r['verdict']} | {_p(r['p'])} | {_ci(r)} | "
+                     f"{r['seconds']:.1f} |")
+    return lines + [""]
+
+
+def _passage_lines(part) -> list[str]:
+    if not part:
+        return []
+    lines = [f"**Passages, SciFact {split_heading('test')}** (the first {part['rows'][0]['questions']} claims; BM25's "
+             "top 5 abstracts cut to 60 words, the context of SmolLM2-135M's greedy answer (32 tokens); outcome: the "
+             "answer's log-probability as the top-scored passages leave the context; top-k: ContextCite's drop)", "",
+             "| passage scores | questions | faithful alone | across questions | p | gap (95% CI) | top-1 drop | "
+             "top-3 drop | forward passes / question | seconds |", "|---|---:|---:|---|---:|---|---:|---:|---:|---:|"]
+    for r in part["rows"]:
+        lines.append(f"| {r['method']}{' (default)' if r['method'] == 'bm25' else ''} | {r['questions']} | "
+                     f"{r['faithful']} | {r['verdict']} | {_p(r['p'])} | {_ci(r)} | {r['top1']:+.3f} | "
+                     f"{r['top3']:+.3f} | {r['passes']:.0f} | {r['seconds']:.0f} |")
+    parity = part["parity"]
+    lines += ["", "Parity with context-cite 0.0.4 (its own generation, prompt, ablated contexts and "
+              "`aggregate_logit_probs(..., 'log_prob')`, run in `.venv-contextcite`): " + (
+                  f"{parity['masks']} masks over {parity['questions']} questions (0 to 5 of BM25's top passages "
+                  f"removed), largest difference {parity['largest']:.1e} (relative {parity['relative']:.1e}: "
+                  f"context-cite returns float32, whose resolution at these magnitudes is about 1e-6); the same greedy "
+                  f"answer in {parity['same_answer']} of {parity['questions']} questions; seconds: context-cite "
+                  f"{parity['peer_seconds']:.0f} (with its model load), salience {parity['ours_seconds']:.0f}."
+                  if parity else "not run (pass --contextcite-python)."), ""]
+    return lines
+
+
+def _compress_lines(part) -> list[str]:
+    if not part:
+        return []
+    lines = ["**Compression** (SmolLM2-135M; scores from 8 windows of 128 tokens of the docstrings' first half, "
+             "verified on 4 held-out windows of the second half: log perplexity as up to half the heads or weights "
+             "are removed, in 5 steps; KV-cache: the NLL of the 64 tokens after a 256-token context of the second "
+             "half as up to 90% of the context is evicted, in 8 steps; rho: Spearman with each head group's "
+             "one-removed change)", "",
+             "| units | scores | verdict | p | gap (95% CI) | rho | forward passes | scoring seconds | seconds |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|"]
+    for r in part["rows"]:
+        rho = "" if r["rho"] is None else f"{r['rho']:+.3f}"
+        lines.append(f"| {r['unit']} | {r['method']} | {r['verdict']} | {_p(r['p'])} | {_ci(r)} | {rho} | "
+                     f"{r['passes']} | {r['scoring_seconds']:.0f} | {r['seconds']:.0f} |")
+    return lines + [""]
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--random", type=int, default=20, help="random orders per subject (default 20)")
-    parser.add_argument("--no-layers", action="store_true", help="leave out the SmolLM2 layers part (minutes)")
+    parser.add_argument("--parts", default="sentences,examples,features,keyphrases,passages,layers,compress",
+                        help="which parts to run, comma-separated (default all; the LM parts take minutes)")
+    parser.add_argument("--questions", type=int, default=15, help="SciFact test claims for the passages (default 15)")
+    parser.add_argument("--embedding-docs", type=int, default=15,
+                        help="Inspec test documents for the keyphrases' embedding outcome (default 15)")
+    parser.add_argument("--contextcite-python", default=None,
+                        help="python of an environment with context-cite 0.0.4 (make .venv-contextcite/bin/python)")
+    parser.add_argument("--pydvl-python", default=None,
+                        help="python of an environment with pyDVL 0.10 (make .venv-pydvl/bin/python)")
     return run_benchmark("verify.py", parser, run, render, argv)
 
 

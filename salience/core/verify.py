@@ -62,7 +62,7 @@ from salience.core.params import SEED, Interval
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError
 
 __all__ = ["Verification", "SubjectsVerification", "Verifier", "verify", "verify_subjects", "VERDICTS",
-           "check_unit_scores"]
+           "check_unit_scores", "subject_seed"]
 
 VERDICTS = ("faithful", "no better than random", "inverted", "undetermined")
 
@@ -159,7 +159,9 @@ class Verification:
 @dataclass
 class SubjectsVerification:
     """A verification over many subjects (documents, questions, inputs): each subject's area
-    against the mean of its random orders', paired across subjects (the core's paired test)."""
+    against the mean of its random orders', paired across subjects (the core's paired test).
+    Each subject needs random orders of its own (:func:`subject_seed`; a verifier's
+    ``verify_batch`` draws them so)."""
 
     verdict: str
     p_value: float
@@ -328,6 +330,18 @@ def verify(scores, outcome: Callable[[np.ndarray], Any], *, units: Sequence | No
                         float(alpha), evaluator.evaluations, dict(costs() if costs else {}), notes, unit, method)
 
 
+def subject_seed(seed: int | None, subject: int) -> int | None:
+    """The seed of subject ``subject``'s random orders in a verification over many subjects:
+    ``seed`` itself for the first, then one drawn from ``(seed, subject)``. Subjects must not share
+    their random orders: units are often listed in an order that means something (sentences by
+    position, keyphrases by an extractor's rank), and one fixed set of permutations of those
+    positions is a biased baseline for every subject at once (random scores would be judged
+    faithful across subjects)."""
+    if seed is None or subject == 0:
+        return seed
+    return int(np.random.SeedSequence([int(seed), int(subject)]).generate_state(1)[0])
+
+
 def verify_subjects(verifications: Sequence[Verification], *, alpha: float = 0.01, seed: int | None = 0,
                     n_resamples: int = 10_000) -> SubjectsVerification:
     """Many subjects' verifications as one: each subject's scores area against the mean of its
@@ -379,13 +393,17 @@ class Verifier(Scorer, abc.ABC):
         """Verify ``scores`` with the inputs the verifier's outcome needs (each verifier's own)."""
 
     def verify_batch(self, items: Sequence[tuple], **options) -> list[Verification]:
-        """``verify`` of each ``(scores, inputs)`` pair (``inputs`` a dict of the verb's keywords)."""
-        return [self.verify(scores, **{**inputs, **options}) for scores, inputs in items]
+        """``verify`` of each ``(scores, inputs)`` pair (``inputs`` a dict of the verb's keywords),
+        each subject with random orders of its own (:func:`subject_seed`), ready for
+        :func:`verify_subjects`."""
+        return [self.clone().set_params(seed=subject_seed(self.seed, i)).verify(scores, **{**inputs, **options})
+                for i, (scores, inputs) in enumerate(items)]
 
-    def _run(self, scores, outcome: Callable, **options) -> Verification:
-        """The protocol with this verifier's parameters."""
-        return verify(scores, outcome, steps=self.steps, n_random=self.n_random, seed=self.seed, alpha=self.alpha,
-                      unit=self.unit, **options)
+    def _run(self, scores, outcome: Callable, *, seed: int | None = None, **options) -> Verification:
+        """The protocol with this verifier's parameters (``seed``: a subject's own, else the
+        verifier's)."""
+        return verify(scores, outcome, steps=self.steps, n_random=self.n_random,
+                      seed=self.seed if seed is None else seed, alpha=self.alpha, unit=self.unit, **options)
 
 
 class _CachedOutcome:

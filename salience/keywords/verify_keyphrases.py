@@ -30,7 +30,7 @@ from salience.core.base import register_method
 from salience.core.bm25_formulas import idf, tf_component
 from salience.core.params import Interval, Options
 from salience.core.scores import Scores
-from salience.core.verify import Verification, Verifier, check_unit_scores
+from salience.core.verify import Verification, Verifier, check_unit_scores, subject_seed
 from salience.exceptions import InvalidParameterError
 from salience.text.tokenize import Tokenizer
 
@@ -76,7 +76,8 @@ class KeyphraseVerifier(Verifier):
                           subjects: Sequence[int] | None = None) -> list[Verification]:
         """Verify the keyphrase scores of each document in ``subjects`` (positions in
         ``documents``; default every document, ``scores`` one per subject), each searched by its
-        title among all the other documents."""
+        title among all the other documents, each with random orders of its own
+        (:func:`~salience.core.verify.subject_seed`)."""
         documents = list(documents)
         for i, text in enumerate(documents):
             if not isinstance(text, str) or not text.strip():
@@ -98,10 +99,10 @@ class KeyphraseVerifier(Verifier):
 
             encoder = get_encoder(self.encoder)
             encode = lambda texts: encode_normalized(encoder, texts)  # noqa: E731
-        return [self._verify_one(s, documents[d], d, title, collection, encode)
-                for s, d, title in zip(scores, subjects, titles)]
+        return [self._verify_one(s, documents[d], d, title, collection, encode, subject_seed(self.seed, i))
+                for i, (s, d, title) in enumerate(zip(scores, subjects, titles))]
 
-    def _verify_one(self, scores, text: str, position: int, title, collection, encode) -> Verification:
+    def _verify_one(self, scores, text: str, position: int, title, collection, encode, seed) -> Verification:
         if isinstance(scores, Scores):
             phrases = [str(p) for p in scores.ids]
         elif isinstance(scores, dict):
@@ -142,7 +143,7 @@ class KeyphraseVerifier(Verifier):
                 rests = [r if r.strip() else " " for r in rests]
                 return encode(rests) @ whole
 
-        return self._run(scores, outcome, units=phrases, keep_at_least=0, max_fraction=self.max_fraction)
+        return self._run(scores, outcome, units=phrases, keep_at_least=0, max_fraction=self.max_fraction, seed=seed)
 
 
 def _first_sentence(text: str) -> str:

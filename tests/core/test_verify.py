@@ -153,3 +153,24 @@ def test_steps_the_outcome_cannot_be_had_at_are_left_out_of_every_curve():
     assert any("4 of 20 steps left out" in note for note in result.notes)
     half = verify(worth, outcome, steps=10, max_fraction=0.5, seed=0)
     assert half.fractions[-1] == pytest.approx(0.5) and not any("left out" in n for n in half.notes)
+
+
+def test_subjects_get_random_orders_of_their_own_so_random_scores_stay_random():
+    """Units listed in an order that means something (here: by worth) and one fixed set of
+    random permutations shared by every subject make a biased baseline; verify_batch gives each
+    subject its own, and random scores are then no better than random across subjects."""
+    from salience.core.verify import Verifier, subject_seed
+
+    class Worth(Verifier):
+        def verify(self, scores, *, weights):
+            return self._run(scores, lambda kept: np.atleast_2d(kept).astype(float) @ weights)
+
+    weights = 0.7 ** np.arange(12)  # unit i is worth less than unit i - 1
+    rng = np.random.default_rng(11)
+    items = [(rng.random(12), {"weights": weights}) for _ in range(150)]
+    verifier = Worth(n_random=3, seed=0)
+    own = verifier.verify_batch(items)
+    assert len({tuple(np.round(v.areas["random"], 12)) for v in own}) > 100  # each its own orders
+    assert own[0].areas["random"] == verifier.verify(*items[0][:1], **items[0][1]).areas["random"]
+    assert verify_subjects(own).verdict == "no better than random"
+    assert subject_seed(None, 3) is None and subject_seed(7, 0) == 7 and subject_seed(7, 1) != subject_seed(7, 2)
