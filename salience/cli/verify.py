@@ -54,6 +54,18 @@ def _read_values(path: str, field: str, on_error: str) -> tuple[list[str], list[
     return ids, values
 
 
+def _text_units() -> tuple:
+    from salience.explain.text import UNITS
+
+    return UNITS
+
+
+def _text_methods() -> tuple:
+    from salience.explain.shapley import model_agnostic_methods
+
+    return model_agnostic_methods()
+
+
 def _structure_criteria() -> tuple:
     from salience.compress.structured import STRUCTURE_CRITERIA
 
@@ -86,6 +98,61 @@ def _write(args, result, inputs) -> None:
     else:
         text = json.dumps({"format": MARK, **body}, indent=1) + "\n"
     atomic_write_text(out, text)
+
+
+def _read_attributions(path: str, spans: list, text: str) -> list[float]:
+    """The attributions of ``salience explain text MODEL TEXT --json``'s output, one per unit of
+    the text (their spans must be the text's)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise InputFormatError(f"{path}: not salience explain text --json's output ({err}).") from None
+    units = data.get("units") if isinstance(data, dict) else None
+    if not isinstance(units, list) or not all(isinstance(u, dict) and isinstance(u.get("attribution"), (int, float))
+                                              for u in units):
+        raise InputFormatError(f"{path}: not salience explain text --json's output (units with attributions).")
+    given = [(u.get("start"), u.get("end")) for u in units]
+    if given != [tuple(span) for span in spans]:
+        raise InputFormatError(f"{path}: its {len(units)} units are not the {len(spans)} units of this text (explain "
+                               "the same text with the same --unit).")
+    return [float(u["attribution"]) for u in units]
+
+
+def _cmd_features(args) -> int:
+    from salience.cli.explain import _text_argument
+    from salience.core.base import create
+    from salience.explain import attribute_text
+    from salience.explain.text import masked_texts, text_units
+    from salience.io.files import check_output_path
+    from salience.text.classifier import TextClassifier
+
+    import numpy as np
+
+    _check_protocol(args)
+    inputs = [args.model] + ([args.attributions] if args.attributions else [])
+    if args.out is not None:
+        check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
+    text = _text_argument(args.text)
+    spans = text_units(text, args.unit)
+    if not spans:
+        raise InvalidParameterError(f"the text has no {args.unit}s to verify (it is empty or all spaces).")
+    model = TextClassifier.load(args.model)
+    if args.attributions:
+        scores, method = _read_attributions(args.attributions, spans, text), "given"
+    else:
+        attribution = attribute_text(model, text, unit=args.unit, method=args.method, n_samples=args.samples,
+                                     seed=args.seed)
+        scores, method = attribution.values[0], args.method
+
+    def score_of(rows) -> np.ndarray:  # the classifier's score of the text with the absent units deleted
+        return np.asarray(model(masked_texts(text, spans, np.atleast_2d(rows) > 0.5, "")), dtype=np.float64)
+
+    verifier = create("verify", "features", steps=args.steps, n_random=args.n_random, seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, model=score_of, x=np.ones(len(spans)), baseline=np.zeros(len(spans)))
+    result.unit, result.method = f"features ({args.unit}s)", method
+    _write(args, result, inputs)
+    emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
+    return 0
 
 
 def _cmd_examples(args) -> int:
@@ -374,6 +441,21 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_examples)
+
+    p = commands.add_parser("features", help="a text's words (or tokens, sentences): a saved text classifier's score "
+                                             "as the top-attributed units are deleted, against random orders")
+    p.add_argument("model", help="a saved TextClassifier folder")
+    p.add_argument("text", help="the text, or - for standard input")
+    p.add_argument("--unit", default="word", choices=_text_units(), help="unit (default word)")
+    p.add_argument("--attributions", default=None,
+                   help="the attributions verified: salience explain text MODEL TEXT --json's output (default: "
+                        "attributed here by --method)")
+    p.add_argument("--method", default="kernel_shap", choices=_text_methods(),
+                   help="the attribution method, without --attributions (default kernel_shap)")
+    p.add_argument("--samples", type=positive_int, default=None, help="model evaluations of the attribution")
+    _add_protocol_options(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_features)
 
     p = commands.add_parser("sentences", help="summary sentences: the document's content left as the top-scored "
                                               "sentences go, against random orders")

@@ -94,3 +94,35 @@ def test_explain_lm_cli(tmp_path, capsys):
                  "integrated_gradients", "--html", str(tmp_path / "lm.html")]) == 0
     assert "cat" in (tmp_path / "lm.html").read_text()
     assert main(["explain", "lm", str(tmp_path / "nowhere"), "--prompt", "x", "--target", "y"]) == 2
+
+
+def test_verify_features_after_explain_text(tmp_path, sentiment_classifier, capsys):
+    sentiment_classifier.save(tmp_path / "model")
+    text = "A wonderful, moving film with a terrible ending. The acting is superb and the music wonderful."
+    assert main(["explain", "text", str(tmp_path / "model"), text, "--method", "exact_shapley", "--unit", "sentence",
+                 "--json"]) == 0
+    explained = tmp_path / "explained.json"
+    explained.write_text(capsys.readouterr().out)
+    assert main(["explain", "text", str(tmp_path / "model"), text, "--json"]) == 0
+    words = tmp_path / "words.json"
+    words.write_text(capsys.readouterr().out)
+    report = tmp_path / "check.json"
+    assert main(["verify", "features", str(tmp_path / "model"), text, "--attributions", str(words), "--random", "5",
+                 "--out", str(report), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads(report.read_text())
+    assert printed["verdict"] == saved["verdict"] and saved["method"] == "given" and saved["unit"] == "features (words)"
+    # the first point is the classifier's score of the whole text; the last, of its punctuation alone
+    from salience.explain.text import masked_texts, text_units
+
+    model = sentiment_classifier
+    assert saved["curves"]["scores"][0] == pytest.approx(float(model([text])[0]))
+    rest = masked_texts(text, text_units(text), np.zeros((1, len(text_units(text))), dtype=bool), "")[0]
+    assert rest.strip(" ,.") == "" and saved["curves"]["scores"][-1] == pytest.approx(float(model([rest])[0]))
+    # attributed here, by sentence
+    assert main(["verify", "features", str(tmp_path / "model"), text, "--unit", "sentence", "--method",
+                 "exact_shapley", "--random", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["n_units"] == 2
+    # attributions of other units are refused, naming the file
+    assert main(["verify", "features", str(tmp_path / "model"), text, "--attributions", str(explained)]) == 2
+    assert "explained.json" in capsys.readouterr().err
