@@ -398,6 +398,8 @@ def _verifier_inputs(name: str) -> tuple:
             weight = model.model.layers[0].mlp.down_proj.weight.detach().numpy()
             return {"model.layers.0.mlp.down_proj": np.abs(weight)}, {"model": model, "windows": windows}
         return np.arange(10.0), {"model": model, "context_ids": np.arange(10), "continuation_ids": np.arange(10, 14)}
+    if name == "selection":
+        return np.arange(len(TEXTS), dtype=float), {"texts": TEXTS, "target": TEXTS[:1]}
     if name == "passages":
         pytest.importorskip("torch")
         pytest.importorskip("transformers")

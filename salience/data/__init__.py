@@ -12,8 +12,9 @@ from salience.data.label_errors import ConfidentLearning
 from salience.data.valuation import (BetaShapley, DataBanzhaf, KnnShapley, LeaveOneOut, TmcShapley, Valuation,
                                     knn_shapley_values)
 from salience.data.verify_examples import ExampleVerifier
+from salience.data.verify_selection import SelectionVerifier
 
 __all__ = ["HashedNgrams", "DocumentScorer", "DSIR", "QualityFilter", "TargetPerplexity", "ImportanceResampler", "kl_reduction", "resample", "select_documents", "SelectionReport",
            "QualityClassifier", "NgramPerplexity", "text_statistics", "Valuation", "LeaveOneOut", "KnnShapley", "DataBanzhaf",
            "TmcShapley", "BetaShapley", "knn_shapley_values", "ConfidentLearning", "Influence",
-           "El2n", "Grand", "Forgetting", "Aum", "TracIn", "TracInSelf", "ExampleVerifier"]
+           "El2n", "Grand", "Forgetting", "Aum", "TracIn", "TracInSelf", "ExampleVerifier", "SelectionVerifier"]
