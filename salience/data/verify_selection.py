@@ -33,7 +33,7 @@ class SelectionVerifier(Verifier):
     """``buckets``: hashed unigram and bigram buckets (DSIR's features); ``smoothing``: added to
     every bucket count; ``max_fraction``: the largest share of the pool removed."""
 
-    unit = "documents"
+    unit = "selection"
     _parameter_constraints = {"buckets": [Interval("int", 2)], "smoothing": [Interval("real", 0, closed="neither")],
                               "max_fraction": [Interval("real", 0, 1, closed="right")]}
 
