@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from salience.cli._common import add_n_jobs, add_on_error, add_output_options, choices_of, emit, positive_int
+from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, choices_of, emit, method_option,
+                                  positive_int)
 from salience.cli.verify_common import MARK, _add_protocol_options, _check_protocol, _is_own_report, _write
 from salience.cli.verify_models import add_model_commands
 from salience.exceptions import InputFormatError, InvalidParameterError
@@ -31,6 +32,12 @@ def _read_values(path: str, field: str, on_error: str) -> tuple[list[str], list[
     if not ids:
         raise InputFormatError(f"{path}: no scores.")
     return ids, values
+
+
+def _document_scorer() -> type:
+    from salience.data.methods import DocumentScorer
+
+    return DocumentScorer
 
 
 def _text_units() -> tuple:
@@ -128,6 +135,49 @@ def _cmd_examples(args) -> int:
     result = verifier.verify(Scores(values, ids=ids), train=(X, y), test=(X_test, y_test), ids=train_ids)
     result.method = args.model or "logistic"
     _write(args, result, [args.values, args.train, args.test])
+    emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
+def _texts_of(path: str, field: str, on_error: str) -> tuple[list[str], list[str]]:
+    """(ids, texts) of a jsonl file's records (``id``, else the line number)."""
+    from salience.io.files import iter_jsonl
+
+    ids, texts = [], []
+    for lineno, record in iter_jsonl(path, on_error):
+        text = record.get(field)
+        if not isinstance(text, str):
+            raise InputFormatError(f"{path}:{lineno}: record has no text in field {field!r}.")
+        ids.append(str(record.get("id", lineno)))
+        texts.append(text)
+    if not texts:
+        raise InputFormatError(f"{path}: no records.")
+    return ids, texts
+
+
+def _cmd_selection(args) -> int:
+    from salience.core.base import create
+    from salience.core.scores import Scores
+    from salience.io.files import check_output_path
+
+    _check_protocol(args)
+    inputs = [args.pool, *args.target] + ([args.scores] if args.scores else [])
+    if args.out is not None:
+        check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
+    ids, texts = _texts_of(args.pool, args.field, args.on_error)
+    if len(set(ids)) != len(ids):
+        raise InputFormatError(f"{args.pool}: an id is given twice: every document needs its own.")
+    target = [t for path in args.target for t in _texts_of(path, args.field, args.on_error)[1]]
+    if args.scores:
+        given, values = _read_values(args.scores, args.value_field, args.on_error)
+        scores, method = Scores(values, ids=given), "given"
+    else:
+        scores, method = create("data", args.method).fit(target, texts).score(texts, ids=ids), args.method
+    verifier = create("verify", "selection", max_fraction=args.max_fraction, steps=args.steps, n_random=args.n_random,
+                      seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, texts=texts, target=target, ids=ids)
+    result.method = method
+    _write(args, result, inputs)
     emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
     return 0
 
@@ -267,6 +317,24 @@ def add_commands(domains) -> None:
     add_on_error(p)
     add_output_options(p)
     p.set_defaults(func=_cmd_examples)
+
+    p = commands.add_parser("selection", help="a data selection's pool scores: the KL of the target from the kept pool "
+                                              "as the top-scored documents are removed, against random orders")
+    p.add_argument("pool", help="the raw pool: jsonl with id and text")
+    p.add_argument("--target", nargs="+", required=True, help="target sample(s): jsonl with text")
+    p.add_argument("--scores", default=None,
+                   help="the pool's scores verified: jsonl with id and the value field, one line per pool document "
+                        "(default: scored here by --method)")
+    p.add_argument("--value-field", default="salience_score", help="the field holding each score (default "
+                                                                   "salience_score)")
+    method_option(p, "--method", "data", "dsir", "the pool scorer, without --scores", subclass_of=_document_scorer())
+    p.add_argument("--field", default="text", help="the text field (default text)")
+    p.add_argument("--max-fraction", type=float, default=0.5, help="the largest share of the pool removed (default "
+                                                                   "0.5)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_selection)
 
     p = commands.add_parser("features", help="a text's words (or tokens, sentences): a saved text classifier's score "
                                              "as the top-attributed units are deleted, against random orders")

@@ -80,3 +80,27 @@ def test_on_the_shared_pool_dsir_weights_for_the_biomedical_target_are_faithful(
     verifier = create("verify", "selection", n_random=10, steps=5)
     assert verifier.verify(weights.values, texts=pool, target=target).verdict == "faithful"
     assert verifier.verify(np.random.default_rng(0).random(len(pool)), texts=pool, target=target).verdict != "faithful"
+
+
+def test_verify_selection_from_the_command_line(tmp_path, capsys):
+    from salience.cli import main
+
+    texts, target = _pool(60)
+    pool = tmp_path / "pool.jsonl"
+    pool.write_text("".join(json.dumps({"id": f"d{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    wanted = tmp_path / "target.jsonl"
+    wanted.write_text("".join(json.dumps({"text": t}) + "\n" for t in target * 200))
+    report = tmp_path / "check.json"
+    assert main(["verify", "selection", str(pool), "--target", str(wanted), "--random", "5", "--out", str(report),
+                 "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["unit"] == "selection" and printed["method"] == "dsir" and printed["n_units"] == 60
+    assert printed["verdict"] == "faithful" == json.loads(report.read_text())["verdict"]
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text("".join(json.dumps({"id": f"d{i}", "salience_score": float(i % 3 == 0)}) + "\n"
+                              for i in range(60)))
+    assert main(["verify", "selection", str(pool), "--target", str(wanted), "--scores", str(scores), "--random", "5",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "given"
+    assert main(["verify", "selection", str(pool), "--target", str(wanted), "--method", "knn_shapley"]) == 2
+    assert "knn_shapley" in capsys.readouterr().err
