@@ -189,15 +189,16 @@ def _cmd_sentences(args) -> int:
     from salience.summarize import score_sentences, split_sentences
 
     _check_protocol(args)
-    inputs = [args.file] if args.file != "-" else []
+    inputs = ([args.file] if args.file != "-" else []) + ([args.reference] if args.reference else [])
     if args.out is not None:
         check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
     text = read_text(args.file, args.on_error)
+    reference = read_text(args.reference, args.on_error) if args.reference else None
     sentences = [s.text for s in split_sentences(text)]
     scores = score_sentences(sentences, method=args.method, language=args.language)
     verifier = create("verify", "sentences", language=args.language, steps=args.steps, n_random=args.n_random,
                       seed=args.seed, alpha=args.alpha)
-    result = verifier.verify(scores, sentences=sentences)
+    result = verifier.verify(scores, sentences=sentences, reference=reference)
     result.method = args.method
     _write(args, result, inputs)
     emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
@@ -357,6 +358,9 @@ def add_commands(domains) -> None:
     p.add_argument("--method", default="lexrank", choices=choices_of("summarize"),
                    help="the summarizer whose sentence scores are verified (default lexrank)")
     p.add_argument("--language", default="auto", help="the text's language (default auto: detected)")
+    p.add_argument("--reference", default=None,
+                   help="a file holding a reference summary: the outcome is its ROUGE-1 recall by the kept sentences "
+                        "(default: the content left, label-free)")
     _add_protocol_options(p)
     add_on_error(p)
     add_output_options(p)

@@ -4,8 +4,9 @@ The outcome is how much of the document's content the sentences left still hold:
 their tf-idf vector (summed over the kept sentences; idf over the document's sentences, as
 LexRank weighs them) with the whole document's. Removing the sentences that carry the document
 should lower it faster than removing random sentences: :func:`salience.core.verify.verify`.
-Label-free; against a reference summary, ROUGE of the kept sentences is the other outcome a user
-may pass to :func:`~salience.core.verify.verify` directly.
+Label-free; where a reference summary exists (``reference=``), the outcome is instead the ROUGE-1
+recall of the reference by the kept sentences (stemmed, ``pip install 'salience[text]'``): how
+much of the reference they still hold.
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ class SentenceVerifier(Verifier):
         self.language = language
         super().__init__(steps=steps, n_random=n_random, seed=seed, alpha=alpha)
 
-    def verify(self, scores, *, sentences: Sequence[str]) -> Verification:
+    def verify(self, scores, *, sentences: Sequence[str], reference: str | None = None) -> Verification:
         """Verify ``scores`` (one per sentence, as :func:`~salience.summarize.score_sentences`
-        gives them) over ``sentences``, the document's sentences in order."""
+        gives them) over ``sentences``, the document's sentences in order; with ``reference``
+        (a reference summary), by its ROUGE-1 recall."""
         if isinstance(sentences, str) or not all(isinstance(s, str) for s in sentences):
             raise InvalidParameterError("sentences must be a list of texts (the document split into sentences).")
         sentences = list(sentences)
@@ -50,11 +52,25 @@ class SentenceVerifier(Verifier):
             raise InvalidParameterError("the sentences hold no content word: there is nothing to lose.")
         whole /= norm
 
-        def outcome(kept: np.ndarray) -> np.ndarray:
+        def content_left(kept: np.ndarray) -> np.ndarray:
             kept = np.atleast_2d(kept).astype(np.float64)
             rest = np.asarray(kept @ weights, dtype=np.float64)  # each set's summed tf-idf vector
             lengths = np.linalg.norm(rest, axis=1)
             return np.where(lengths > 0, rest @ whole / np.where(lengths > 0, lengths, 1.0), 0.0)
 
+        outcome = content_left
+        if reference is not None:
+            if not isinstance(reference, str) or not reference.strip():
+                raise InvalidParameterError("reference must be a non-empty text (a reference summary).")
+            from salience.extras import require
+
+            rouge = require("rouge_score.rouge_scorer", "text", "ROUGE against a reference").RougeScorer(
+                ["rouge1"], use_stemmer=True)
+
+            def reference_left(kept: np.ndarray) -> np.ndarray:
+                return np.array([rouge.score(reference, " ".join(s for s, k in zip(sentences, row) if k))["rouge1"].recall
+                                 for row in np.atleast_2d(kept)])
+
+            outcome = reference_left
         # a sentence's id is its position, as score_sentences gives it
         return self._run(scores, outcome, units=[str(i) for i in range(len(sentences))])

@@ -73,3 +73,34 @@ def test_verify_sentences_from_the_command_line(tmp_path, capsys):
     assert printed["verdict"] == saved["verdict"] and saved["method"] == "textrank" and saved["n_units"] == 12
     assert main(["verify", "sentences", str(text), "--out", str(text), "--quiet"]) == 2
     assert "is the input" in capsys.readouterr().err
+
+
+def test_against_a_reference_the_outcome_is_rouge1_recall():
+    pytest.importorskip("rouge_score")
+    from rouge_score import rouge_scorer
+
+    reference = "The wings lift the plane in the air."
+    verifier = create("verify", "sentences", language="en", steps=2, n_random=3)
+    result = verifier.verify([0.9, 0.8, 0.0, 0.5], sentences=SENTENCES, reference=reference)
+    rouge = rouge_scorer.RougeScorer(["rouge1"], use_stemmer=True)
+    assert result.curves["scores"][0] == pytest.approx(rouge.score(reference, " ".join(SENTENCES))["rouge1"].recall)
+    rest = " ".join([SENTENCES[2], SENTENCES[3]])  # the two best gone
+    assert result.curves["scores"][1] == pytest.approx(rouge.score(reference, rest)["rouge1"].recall)
+    with pytest.raises(InvalidParameterError, match="reference must be"):
+        verifier.verify([0.9, 0.8, 0.0, 0.5], sentences=SENTENCES, reference="  ")
+
+
+def test_verify_sentences_against_a_reference_from_the_command_line(tmp_path, capsys):
+    pytest.importorskip("rouge_score")
+    from salience.cli import main
+
+    text = tmp_path / "article.txt"
+    text.write_text(" ".join(SENTENCES), encoding="utf-8")
+    reference = tmp_path / "reference.txt"
+    reference.write_text("The wings lift the plane in the air.", encoding="utf-8")
+    assert main(["verify", "sentences", str(text), "--reference", str(reference), "--language", "en", "--random", "3",
+                 "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["curves"]["scores"][0] == pytest.approx(1.0)  # every word of the reference is in the article
+    assert main(["verify", "sentences", str(text), "--reference", str(reference), "--out", str(reference)]) == 2
+    assert "is the input" in capsys.readouterr().err
