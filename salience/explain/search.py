@@ -24,7 +24,7 @@ from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.text import attribute_text
 
-__all__ = ["SearchExplanation", "explain_search", "attribute_document"]
+__all__ = ["SearchExplanation", "explain_search", "attribute_document", "verify_search_explanation"]
 
 #: joins a document's fields into one text to attribute (not a word: never masked)
 FIELD_SEPARATOR = "\n\u2029\n"
@@ -65,12 +65,9 @@ class SearchExplanation:
                                                  self.attribution.values[0])]}
 
 
-def explain_search(index, query: str, doc_id: str, *, field: str | None = None, method: str = "kernel_shap",
-                   n_samples: int | None = None, seed: int | None = 0, **options) -> SearchExplanation:
-    """Explain ``doc_id``'s BM25 score for ``query`` both ways (see the module docstring). The
-    words of the document's stored fields (or of ``field`` alone, the others kept as they
-    are) are attributed. Needs an index built with ``store_documents=True``."""
-    exact = index.explain(query, doc_id)
+def _document_scorer(index, doc_id: str, field: str | None):
+    """(score_texts(query, texts), the document's explained text, the fields explained): the
+    explained fields travel as one text, joined by U+2029, scored with the others as stored."""
     stored = index.document(doc_id)
     if field is not None and field not in index.fields:
         raise InvalidParameterError(f"field {field!r} is not one of the index's fields ({', '.join(index.fields)}).")
@@ -84,11 +81,42 @@ def explain_search(index, query: str, doc_id: str, *, field: str | None = None, 
     others = {name: value for name, value in texts.items() if name not in explained}
 
     def score_texts(q, joined_texts):
-        # the explained fields travel as one text, split back at the separator for scoring
         return index.score_texts(q, [{**others, **dict(zip(explained, t.split(FIELD_SEPARATOR)))} for t in joined_texts])
 
-    attribution = attribute_document(score_texts, query, FIELD_SEPARATOR.join(texts[name] for name in explained),
-                                     method=method, n_samples=n_samples, seed=seed, **options)
+    return score_texts, FIELD_SEPARATOR.join(texts[name] for name in explained), explained
+
+
+def verify_search_explanation(index, query: str, doc_id: str, *, field: str | None = None, method: str = "kernel_shap",
+                              n_samples: int | None = None, seed: int | None = 0, verifier=None):
+    """Was the words' attribution real? :func:`explain_search`'s attribution of ``doc_id``'s
+    words verified by the document's own BM25 score for ``query`` as its top-attributed words
+    are deleted, against random orders (the ``features`` verifier; ``verifier``: one built with
+    other protocol parameters). Returns the :class:`~salience.core.verify.Verification`."""
+    from salience.core.base import create
+    from salience.explain.text import masked_texts
+
+    explanation = explain_search(index, query, doc_id, field=field, method=method, n_samples=n_samples, seed=seed)
+    score_texts, text, _ = _document_scorer(index, doc_id, field)
+    spans = explanation.attribution.info["spans"]
+
+    def score_of(rows) -> np.ndarray:
+        return np.asarray(score_texts(query, masked_texts(text, spans, np.atleast_2d(rows) > 0.5, "")), dtype=float)
+
+    verifier = verifier or create("verify", "features", seed=seed)
+    result = verifier.verify(explanation.attribution.values[0], model=score_of, x=np.ones(len(spans)),
+                             baseline=np.zeros(len(spans)))
+    result.unit, result.method = "features (words)", method
+    return result
+
+
+def explain_search(index, query: str, doc_id: str, *, field: str | None = None, method: str = "kernel_shap",
+                   n_samples: int | None = None, seed: int | None = 0, **options) -> SearchExplanation:
+    """Explain ``doc_id``'s BM25 score for ``query`` both ways (see the module docstring). The
+    words of the document's stored fields (or of ``field`` alone, the others kept as they
+    are) are attributed. Needs an index built with ``store_documents=True``."""
+    exact = index.explain(query, doc_id)
+    score_texts, text, explained = _document_scorer(index, doc_id, field)
+    attribution = attribute_document(score_texts, query, text, method=method, n_samples=n_samples, seed=seed, **options)
     # each word's index term (none for a stop word); the words of a query term add up
     query_terms = {t.term for t in exact.terms}
     per_term: dict[str, float] = {term: 0.0 for term in query_terms}

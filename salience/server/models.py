@@ -64,9 +64,12 @@ class TextRequest(_Strict):
 
 
 class VerifyRequest(_Strict):
-    unit: StrictStr = Field("sentences", description="the kind of unit verified: sentences (a summary's) or "
-                                                     "keyphrases")
-    text: StrictStr = Field(min_length=1)
+    unit: StrictStr = Field("sentences", description="the kind of unit verified: sentences (a summary's), "
+                                                     "keyphrases, or features (a served BM25 index's document words)")
+    text: StrictStr | None = Field(None, min_length=1, description="sentences, keyphrases: the text")
+    index: StrictStr | None = Field(None, description="features: the served index")
+    query: StrictStr | None = Field(None, min_length=1, description="features: the query")
+    id: StrictStr | None = Field(None, min_length=1, description="features: the document whose words are verified")
     method: StrictStr | None = Field(None, description="the scorer verified (a summarize or a keywords method)")
     language: StrictStr = "auto"
     k: StrictInt = Field(20, ge=1, description="keyphrases: how many are extracted and verified")

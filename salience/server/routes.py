@@ -216,15 +216,22 @@ def text_router(service):
     async def verify(body: VerifyRequest):
         """Was the importance real? The removal protocol over the units this service scores from
         a posted text: ``sentences`` (a summarizer's sentence scores) and ``keyphrases`` (an
-        extractor's, the text searched by its title among ``collection``, or embedded)."""
-        service.within("text", body.text, service.limits.max_text_chars)
+        extractor's, the text searched by its title among ``collection``, or embedded); and
+        ``features``: the words of a served BM25 index's document, attributed to its score for
+        ``query`` (``method``: an explain method, default kernel_shap) and deleted best first."""
         from salience.core.base import create, method_names
 
-        served = ("sentences", "keyphrases")
+        served = ("sentences", "keyphrases", "features")
         if body.unit not in served:
-            raise APIError(422, "invalid_field", f"unit {body.unit!r} is not verified from a posted text here: this "
-                           f"service verifies {' and '.join(served)} (the verifiers: {', '.join(method_names('verify'))}; "
-                           "the others run from salience verify).", "unit")
+            raise APIError(422, "invalid_field", f"unit {body.unit!r} is not verified here: this service verifies "
+                           f"{', '.join(served)} (the verifiers: {', '.join(method_names('verify'))}; the others run "
+                           "from salience verify).", "unit")
+        needed = ("index", "query", "id") if body.unit == "features" else ("text",)
+        for name in needed:
+            if getattr(body, name) is None:
+                raise APIError(422, "invalid_field", f"unit {body.unit!r} needs {name}.", name)
+        if body.text is not None:
+            service.within("text", body.text, service.limits.max_text_chars)
         if body.collection is not None:
             service.within("collection", body.collection, service.limits.max_batch)
             for i, other in enumerate(body.collection):
@@ -255,7 +262,20 @@ def text_router(service):
             result.method = body.method or "yake"
             return result.to_dict()
 
-        return await service.run(sentences if body.unit == "sentences" else keyphrases)
+        if body.unit == "features":
+            handle = service.index_named(body.index)
+            service.within("query", body.query, service.limits.max_query_chars)
+            if handle.kind != "bm25":
+                raise APIError(422, "invalid_field", "features are verified on a BM25 index's documents.", "index")
+
+        def features():
+            from salience.explain.search import verify_search_explanation
+
+            verifier = create("verify", "features", **options)
+            return verify_search_explanation(handle.reader, body.query, body.id, method=body.method or "kernel_shap",
+                                             seed=body.seed, verifier=verifier).to_dict()
+
+        return await service.run({"sentences": sentences, "keyphrases": keyphrases, "features": features}[body.unit])
 
     @router.post("/fuse")
     async def fuse(body: FuseRequest):

@@ -386,6 +386,26 @@ def test_verify_a_summary_over_http(client):
     _error(client.post("/verify", json={"text": text, "method": "nope"}), 400, "invalid_input")
 
 
+def test_verify_a_documents_words_over_http_match_the_library(client, index_dir):
+    from salience.core.base import create
+    from salience.explain.search import verify_search_explanation
+    from salience.search import BM25
+
+    request = {"unit": "features", "index": "pets", "query": "cats chase mice", "id": "cats", "method": "occlusion",
+               "random": 5}
+    answer = client.post("/verify", json=request)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    expected = verify_search_explanation(BM25.load(index_dir), "cats chase mice", "cats", method="occlusion",
+                                         verifier=create("verify", "features", n_random=5))
+    assert body["unit"] == "features (words)" and body["method"] == "occlusion" and body["verdict"] == expected.verdict
+    assert body["curves"]["scores"] == pytest.approx(expected.curves["scores"].tolist())
+    assert body["curves"]["scores"][0] > body["curves"]["scores"][-1]  # the document's score falls as words go
+    _error(client.post("/verify", json={**request, "id": None}), 422, "invalid_field", "id")
+    _error(client.post("/verify", json={**request, "index": "zoo"}), 404, "unknown_index", "name")
+    _error(client.post("/verify", json={"unit": "sentences"}), 422, "invalid_field", "text")
+
+
 def test_verify_keyphrases_over_http_match_the_library(client):
     from salience.core.base import create
     from salience.keywords import extract_keyphrases
