@@ -20,7 +20,7 @@ import numpy as np
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
 
-__all__ = ["SourcedQuestion", "CONTEXT_TEMPLATE", "continuation_logits", "target_log_probs"]
+__all__ = ["SourcedQuestion", "CONTEXT_TEMPLATE", "continuation_logits", "target_log_probs", "source_texts"]
 
 #: ContextCite's prompt (context-cite 0.0.4's DEFAULT_PROMPT_TEMPLATE)
 CONTEXT_TEMPLATE = "Context: {context}\n\nQuery: {query}"
@@ -48,6 +48,25 @@ def target_log_probs(torch, logits, target_ids, *, wide: bool = False):
     log_probs = torch.log_softmax(logits, dim=-1)
     picked = log_probs.gather(2, target_ids[None, :, None].expand(len(logits), -1, 1))[:, :, 0]
     return picked.sum(dim=1).double()
+
+
+def source_texts(sources, what: str = "passages") -> tuple[list[str], list[str]]:
+    """(ids, texts) of sources given as a dict of id -> text or a list of texts (ids: their
+    positions); an empty source is refused by its id."""
+    from collections.abc import Mapping
+
+    if isinstance(sources, Mapping):
+        ids, texts = [str(k) for k in sources], list(sources.values())
+    elif isinstance(sources, (list, tuple)):
+        ids, texts = [str(i) for i in range(len(sources))], list(sources)
+    else:
+        raise InvalidParameterError(f"{what} must be a dict of id -> text or a list of texts; got "
+                                    f"{type(sources).__name__}.")
+    for source_id, text in zip(ids, texts):
+        if not isinstance(text, str) or not text.strip():
+            raise InvalidParameterError(f"{what[:-1] if what.endswith('s') else what} {source_id!r} is empty or not a "
+                                        "text.")
+    return ids, texts
 
 
 class SourcedQuestion:

@@ -22,8 +22,7 @@ import numpy as np
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.core.verify import Verification, Verifier, check_unit_scores
-from salience.exceptions import InvalidParameterError
-from salience.models.answering import CONTEXT_TEMPLATE, SourcedQuestion
+from salience.models.answering import CONTEXT_TEMPLATE, SourcedQuestion, source_texts
 
 __all__ = ["PassageVerifier"]
 
@@ -51,16 +50,7 @@ class PassageVerifier(Verifier):
         """Verify ``scores`` over ``passages`` (id -> text, or texts whose ids are their
         positions; the context shows them in this order) for ``question`` answered by ``model``:
         ``response`` (a text or token ids) or, when None, its greedy answer."""
-        if isinstance(passages, Mapping):
-            ids, texts = [str(k) for k in passages], list(passages.values())
-        elif isinstance(passages, (list, tuple)):
-            ids, texts = [str(i) for i in range(len(passages))], list(passages)
-        else:
-            raise InvalidParameterError(f"passages must be a dict of id -> text or a list of texts; got "
-                                        f"{type(passages).__name__}.")
-        if any(not isinstance(t, str) or not t.strip() for t in texts):
-            bad = next(i for i, t in zip(ids, texts) if not isinstance(t, str) or not t.strip())
-            raise InvalidParameterError(f"passage {bad!r} is empty or not a text.")
+        ids, texts = source_texts(passages)
         asked = SourcedQuestion(model, tokenizer, texts, question, response=response, template=self.template,
                                 separator=self.separator, chat=self.chat, max_new_tokens=self.max_new_tokens)
         known: dict[bytes, float] = {}
