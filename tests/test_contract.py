@@ -141,6 +141,10 @@ def _run(method, scorer):
         passages = ["cats sleep", "dogs bark . fish swim", "fish"] if method.name != "encoder" else TEXTS
         return ([scorer.score(q, passages) for q in queries], scorer.score_batch([(q, passages) for q in queries]),
                 None)
+    if family == "context":
+        items = [({"a": "cats sleep", "b": "dogs bark", "c": "fish swim"}, "Which cats ?", "cats sleep"),
+                 (["dogs bark", "cats sleep"], "Which dogs ?", "dogs bark")]
+        return [scorer.score(*item) for item in items], scorer.score_batch(items), None
     if family == "prompt":
         prompts = ["the cat sat", "a dog ran far"]
         return [scorer.score(p, target=" on") for p in prompts], scorer.score_batch(prompts, target=" on"), None
@@ -240,6 +244,7 @@ _OPTIONS = {
     **{("pack", name): {"tokens": 25} for name in ("knapsack", "mmr", "topk")},
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
     ("prompt", "lm"): _tiny_lm,
+    **{("context", name): _tiny_lm for name in ("contextcite", "loo", "attention", "kernel_shap")},
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("judge", "cross"): lambda: {"model": str(_tiny_cross())},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
@@ -283,7 +288,8 @@ METHODS = [m for m in registered() if m.family != "verify"]
 VERIFIERS = registered("verify")
 #: the LM judges hold a loaded transformers model, which transformers does not pickle (its
 #: output-capturing hooks are local functions): they run in the process that loaded it
-HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")} | {("prompt", "lm")}
+HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")} | {("prompt", "lm")} | \
+    {("context", name) for name in ("contextcite", "loo", "attention", "kernel_shap")}
 FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 
 
@@ -449,7 +455,7 @@ NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sen
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
          "layers": "decoder blocks", "kv": "keys must be", "kv_channels": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
          "pack": "lengths has 1 entries for 2 passages", "global": "inputs holds nan", "classify": "texts",
-         "prompt": "prompt must be a non-empty text", "quantizers": "weight matrix",
+         "prompt": "prompt must be a non-empty text", "quantizers": "weight matrix", "context": "source 'a' is empty",
          "precision": "decoder blocks"}
 SELECT_BAD = {"top_k": ({"k": 0}, "k must be"), "threshold": ({"threshold": float("nan")}, "threshold must be"),
               "fraction": ({"fraction": 0.0}, "fraction must be"), "sample": ({"k": 0}, "k must be"),
@@ -462,7 +468,7 @@ def test_bad_input_is_refused_by_name(method):
     scorer = method.create(**options)
     family = method.family
     named = NAMED.get(family)
-    if family in ("layers", "structure", "kv", "kv_channels", "prompt", "quantizers", "precision"):
+    if family in ("layers", "structure", "kv", "kv_channels", "prompt", "quantizers", "precision", "context"):
         pytest.importorskip("torch")  # without it, the error names the extra to install
     with pytest.raises(SalienceError) as caught:
         if family == "search":
@@ -504,6 +510,8 @@ def test_bad_input_is_refused_by_name(method):
             scorer.fit(TEXTS * 2, [True, False, True] * 2).score("one text, not a list")
         elif family == "prompt":
             scorer.score("  ", target=" on")
+        elif family == "context":
+            scorer.score({"a": " ", "b": "cats"}, "Which cats ?", "cats sleep")
         elif family == "rerank":
             scorer.score("q", Scores([1.0, 2.0], ids=["a", "b"]), _LengthJudge(), {"a": "a"})  # no text for 'b'
     assert re.search(named, str(caught.value)), f"{caught.value} does not name the bad input ({named})"

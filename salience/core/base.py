@@ -48,6 +48,7 @@ FAMILIES = {
     "explain": "salience.explain",
     "global": "salience.explain",
     "prompt": "salience.explain",
+    "context": "salience.explain",
     "classify": "salience.text.classifier",
     "weights": "salience.compress",
     "structure": "salience.compress",

@@ -14,8 +14,13 @@ from salience.explain.shapley import (Banzhaf, ExactShapley, Explainer, KernelSh
                                       ShapleyInteraction)
 from salience.explain.text import attribute_text, attribution_html, text_units
 from salience.explain.verify_features import FeatureVerifier
+from salience.explain.context_base import ContextAttribution
+from salience.explain.context_cite import ContextCite
+from salience.explain.context_loo import LeaveOneOut
+from salience.explain.context_attention import AttentionAttribution
+from salience.explain.context_shap import ContextShap
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
            "DeepLift", "AttentionRollout", "AttentionFlow", "load_transformer", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
-           "attribution_html", "text_units", "FeatureVerifier"]
+           "attribution_html", "text_units", "FeatureVerifier", "ContextAttribution", "ContextCite", "LeaveOneOut", "AttentionAttribution", "ContextShap"]

@@ -117,14 +117,37 @@ class SourcedQuestion:
     def context(self, kept: np.ndarray) -> str:
         return self.separator.join(s for s, keep in zip(self.sources, kept) if keep)
 
-    def prompt_ids(self, kept: np.ndarray) -> list[int]:
-        """The prompt's token ids with the ``kept`` sources (a boolean per source)."""
+    def prompt_text(self, kept: np.ndarray) -> str:
+        """The prompt with the ``kept`` sources (a boolean per source), as the model reads it."""
         text = self.template.format(context=self.context(kept), query=self.question)
         if self.chat:
             text = self.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
                                                       add_generation_prompt=True)
-            return list(self.tokenizer.encode(text, add_special_tokens=False))
-        return list(self.tokenizer.encode(text))
+        return text
+
+    def prompt_ids(self, kept: np.ndarray) -> list[int]:
+        """The prompt's token ids with the ``kept`` sources (a boolean per source)."""
+        return list(self.tokenizer.encode(self.prompt_text(kept), add_special_tokens=not self.chat))
+
+    def source_spans(self) -> list[tuple[int, int]]:
+        """Each source's token positions ``[start, end)`` in the prompt with every source (the
+        tokens whose characters overlap it; a fast tokenizer's offsets are needed)."""
+        kept = np.ones(len(self.sources), dtype=bool)
+        text = self.prompt_text(kept)
+        try:
+            encoded = self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=True)
+        except (NotImplementedError, TypeError, ValueError):
+            raise InvalidParameterError("locating the sources' tokens needs a fast tokenizer (with offsets): this one "
+                                        "has none.") from None
+        offsets = encoded["offset_mapping"]
+        spans, cursor = [], text.find(self.context(kept))
+        for source in self.sources:
+            start = text.find(source, cursor)
+            end = start + len(source)
+            cursor = end
+            tokens = [t for t, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+            spans.append((tokens[0], tokens[-1] + 1) if tokens else (0, 0))
+        return spans
 
     def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
         if self.window is not None and prompt_length + response_length > self.window:

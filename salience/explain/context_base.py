@@ -1,0 +1,73 @@
+"""Which sources of a language model's context made its answer: the base of the ``context``
+family (``create("context", "contextcite", model=model, tokenizer=tokenizer)``).
+
+Every method's ``score(sources, question, response=None)`` returns :class:`~salience.Scores`
+over the sources (passages or sentences: a dict of id -> text, or a list whose ids are the
+positions): how much each one raises the response's log-probability. The prompt is ContextCite's
+(:class:`~salience.models.answering.SourcedQuestion`); the response is given (scored as given,
+even one the model would not write) or generated greedily (``max_new_tokens``). After a call,
+``info_`` holds the response, its log-probability with every source and the forward passes
+run. A single source's score is the whole drop (the response's log-probability with it, less
+without it), as ``info_["note"]`` states.
+"""
+
+from __future__ import annotations
+
+import abc
+
+import numpy as np
+
+from salience.core.base import Scorer
+from salience.core.params import Check, Interval, Options
+from salience.core.scores import Scores
+from salience.models.answering import CONTEXT_TEMPLATE, SourcedQuestion, source_texts
+
+__all__ = ["ContextAttribution"]
+
+
+def _is_tokenizer(value) -> bool:
+    return callable(getattr(value, "encode", None)) and callable(getattr(value, "decode", None))
+
+
+class ContextAttribution(Scorer, abc.ABC):
+    """``model``, ``tokenizer``: a causal LM (:func:`~salience.models.load_causal_lm`);
+    ``template``, ``separator``, ``chat``: the prompt (ContextCite's); ``max_new_tokens``: of a
+    generated response."""
+
+    _parameter_constraints = {"model": [callable], "tokenizer": [Check(_is_tokenizer, "a tokenizer (with encode and "
+                                                                                      "decode)")],
+                              "template": [str], "separator": [str], "chat": [bool, Options(("auto",))],
+                              "max_new_tokens": [Interval("int", 1)]}
+
+    def __init__(self, model, *, tokenizer, template: str = CONTEXT_TEMPLATE, separator: str = "\n\n",
+                 chat: "bool | str" = "auto", max_new_tokens: int = 64):
+        self.model, self.tokenizer, self.template, self.separator = model, tokenizer, template, separator
+        self.chat, self.max_new_tokens = chat, max_new_tokens
+        self._validate_params()
+
+    def question(self, sources, question: str, response=None) -> tuple[list[str], SourcedQuestion]:
+        """(the sources' ids, the question asked of them with the response fixed)."""
+        ids, texts = source_texts(sources, "sources")
+        return ids, SourcedQuestion(self.model, self.tokenizer, texts, question, response=response,
+                                    template=self.template, separator=self.separator, chat=self.chat,
+                                    max_new_tokens=self.max_new_tokens)
+
+    def score(self, sources, question: str, response=None) -> Scores:
+        ids, asked = self.question(sources, question, response)
+        whole = float(asked.log_probs(np.ones(len(ids), dtype=bool))[0])
+        self.info_ = {"response": asked.response, "response_ids": list(asked.response_ids), "log_prob": whole}
+        if len(ids) == 1:
+            values = np.array([whole - float(asked.log_probs(np.zeros(1, dtype=bool))[0])])
+            self.info_["note"] = "one source: its score is the whole drop of the response's log-probability"
+        else:
+            values = np.asarray(self._attribute(asked), dtype=np.float64)
+        self.info_["forward_passes"] = asked.forward_passes
+        return Scores(values, ids=ids)
+
+    def score_batch(self, items) -> list[Scores]:
+        """``score`` of each ``(sources, question)`` or ``(sources, question, response)``."""
+        return [self.score(*item) for item in items]
+
+    @abc.abstractmethod
+    def _attribute(self, asked: SourcedQuestion) -> np.ndarray:
+        """One value per source (two or more) for the question asked."""

@@ -1,0 +1,112 @@
+"""The context family on a tiny LLaMA: ContextCite's masks and Lasso by hand, leave-one-out with
+and without the cached prefix equal to the drops computed apart, attention mass read from the
+model's own attention weights, Kernel SHAP's values adding up; bad input named."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from salience.core.base import create  # noqa: E402
+from salience.exceptions import InvalidParameterError  # noqa: E402
+from salience.models.answering import SourcedQuestion  # noqa: E402
+
+SOURCES = {"a": "cats sleep", "b": "dogs bark", "c": "fish swim", "d": "cats swim"}
+QUESTION, RESPONSE = "Which cats ?", "cats sleep"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from tests.models.tiny import tiny_lm
+
+    return tiny_lm()
+
+
+def _asked(tiny) -> SourcedQuestion:
+    model, tokenizer = tiny
+    return SourcedQuestion(model, tokenizer, list(SOURCES.values()), QUESTION, response=RESPONSE)
+
+
+def test_contextcite_is_a_lasso_on_context_cites_masks(tiny):
+    from sklearn.linear_model import Lasso
+    from sklearn.preprocessing import StandardScaler
+
+    model, tokenizer = tiny
+    method = create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=16, lasso_alpha=0.001)
+    scores = method.score(SOURCES, QUESTION, RESPONSE)
+    masks = np.stack([np.random.RandomState(i).choice([False, True], size=4, p=[0.5, 0.5]) for i in range(16)])
+    assert (method.surrogate_["masks"] == masks).all()
+    log_p = _asked(tiny).log_probs(masks)
+    y = (log_p - np.log1p(-np.exp(log_p))) / 2  # the logit-probability per response token (2 tokens)
+    scaler = StandardScaler().fit(masks.astype(np.float32))
+    lasso = Lasso(alpha=0.001, random_state=0).fit(scaler.transform(masks.astype(np.float32)), y)
+    assert scores.ids == list(SOURCES) and scores.values == pytest.approx(lasso.coef_ / scaler.scale_ * 2)
+    assert method.info_["forward_passes"] == 16 + 1 and method.info_["response"] == RESPONSE
+    with pytest.raises(InvalidParameterError, match="n_ablations=3 is below the 4 sources: the surrogate needs at "
+                                                    "least 4"):
+        create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=3).score(SOURCES, QUESTION,
+                                                                                                RESPONSE)
+
+
+def test_leave_one_out_with_the_cached_prefix_equals_recomputing(tiny):
+    model, tokenizer = tiny
+    asked = _asked(tiny)
+    whole = asked.log_probs(np.ones(4, dtype=bool))[0]
+    by_hand = [whole - asked.log_probs(np.arange(4) != i)[0] for i in range(4)]
+    cached = create("context", "loo", model=model, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
+    plain = create("context", "loo", model=model, tokenizer=tokenizer, prefix_cache=False).score(SOURCES, QUESTION,
+                                                                                                 RESPONSE)
+    assert plain.values == pytest.approx(by_hand, abs=1e-9)
+    assert cached.values == pytest.approx(by_hand, abs=1e-5)
+
+
+def test_attention_is_the_mass_the_response_pays_each_source(tiny):
+    model, tokenizer = tiny
+    asked = _asked(tiny)
+    prompt = asked.prompt_ids(np.ones(4, dtype=bool))
+    spans = asked.source_spans()
+    assert [tokenizer.decode(prompt[a:b]) for a, b in spans] == list(SOURCES.values())
+    scores = create("context", "attention", model=model, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
+    model.set_attn_implementation("eager")
+    try:
+        with torch.no_grad():
+            attentions = model(input_ids=torch.tensor([prompt + asked.response_ids]), output_attentions=True).attentions
+    finally:
+        model.set_attn_implementation("sdpa")
+    rows = torch.stack([a[0, :, len(prompt):, :] for a in attentions]).double()  # layers, heads, response, keys
+    expected = [float(rows[:, :, :, a:b].sum(dim=(2, 3)).mean()) for a, b in spans]
+    assert scores.values == pytest.approx(expected)
+    assert model.config._attn_implementation == "sdpa"  # put back
+    with pytest.raises(InvalidParameterError, match="layers"):
+        create("context", "attention", model=model, tokenizer=tokenizer, layers=[7]).score(SOURCES, QUESTION, RESPONSE)
+
+
+def test_kernel_shap_values_add_up_to_the_whole_drop(tiny):
+    model, tokenizer = tiny
+    asked = _asked(tiny)
+    scores = create("context", "kernel_shap", model=model, tokenizer=tokenizer, n_samples=None).score(
+        SOURCES, QUESTION, RESPONSE)
+    whole, empty = asked.log_probs(np.ones(4, dtype=bool))[0], asked.log_probs(np.zeros(4, dtype=bool))[0]
+    assert scores.values.sum() == pytest.approx(whole - empty, abs=1e-6)
+
+
+def test_bad_input_is_named(tiny):
+    model, tokenizer = tiny
+    method = create("context", "loo", model=model, tokenizer=tokenizer)
+    one = method.score({"a": "cats sleep"}, QUESTION, RESPONSE)  # one source: the whole drop
+    asked = SourcedQuestion(model, tokenizer, ["cats sleep"], QUESTION, response=RESPONSE)
+    assert one.values[0] == pytest.approx(asked.log_probs([[True]])[0] - asked.log_probs([[False]])[0])
+    assert "whole drop" in method.info_["note"]
+    with pytest.raises(InvalidParameterError, match="source 'b' is empty"):
+        method.score({"a": "cats", "b": " "}, QUESTION, RESPONSE)
+    with pytest.raises(InvalidParameterError, match="question must be"):
+        method.score(SOURCES, "", RESPONSE)
+    long = {f"s{i}": "cats sleep . " * 10 for i in range(5)}
+    with pytest.raises(InvalidParameterError, match=r"prompt \(\d+ tokens with every source\) and the response \(2 "
+                                                    r"tokens\) exceed the model's window of 128"):
+        method.score(long, QUESTION, RESPONSE)
+    generated = method.score(SOURCES, QUESTION)  # no response: the model's own, greedy
+    assert method.info_["response"] and len(generated) == 4
+    with pytest.raises(InvalidParameterError, match="n_ablations"):
+        create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=0)
