@@ -15,7 +15,6 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy import sparse
 
 from salience.core.base import register_method
 from salience.core.params import Interval
@@ -51,6 +50,8 @@ class SelectionVerifier(Verifier):
         texts, target = list(texts), list(target)
         if not target or not any(t.strip() for t in target):
             raise InvalidParameterError("target holds no text: nothing to compare the pool with.")
+        from scipy import sparse
+
         features = HashedNgrams(buckets=self.buckets)
         batch = features.transform(texts)
         counts = sparse.csr_matrix((np.ones(len(batch.bucket)), (batch.doc, batch.bucket)),
