@@ -8,7 +8,8 @@ kept passages is computed by ContextCite's own code (its ablation dataset, forwa
     .venv-contextcite/bin/python bench/contextcite_runner.py MODEL_FOLDER JOBS.json OUT.json
 
 A job: {"sources": [...], "query": ..., "separator": "\\n\\n", "max_new_tokens": N,
-"masks": [[true, false, ...], ...]}. Out: per job {"response_ids", "log_probs", "seconds"}.
+"masks": [[true, false, ...], ...], "ablations": N (optional: ContextCite's attributions with N
+ablation masks)}. Out: per job {"response_ids", "log_probs", "attributions", "seconds"}.
 """
 
 from __future__ import annotations
@@ -55,8 +56,12 @@ def main(model_folder: str, jobs_path: str, out_path: str) -> None:
         start = time.perf_counter()
         partitioner = Passages(job["sources"], job["separator"])
         citer = ContextCiter(model, tokenizer, partitioner.context, job["query"], partitioner=partitioner,
-                             generate_kwargs={"max_new_tokens": job["max_new_tokens"], "do_sample": False})
+                             generate_kwargs={"max_new_tokens": job["max_new_tokens"], "do_sample": False},
+                             num_ablations=job.get("ablations", 64))
         response_ids = list(citer._response_ids)
+        attributions = None
+        if job.get("ablations"):  # ContextCite's own surrogate weights over the sources
+            attributions = [float(v) for v in citer.get_attributions(verbose=False)]
         rows = {"input_ids": [], "attention_mask": [], "labels": []}
         for mask in job["masks"]:
             prompt_ids = citer._get_prompt_ids(mask=np.asarray(mask, dtype=bool))
@@ -66,7 +71,7 @@ def main(model_folder: str, jobs_path: str, out_path: str) -> None:
         logit_probs = _get_response_logit_probs(Dataset.from_dict(rows), model, tokenizer, len(response_ids), 1)
         log_probs = aggregate_logit_probs(logit_probs, output_type="log_prob")
         results.append({"response_ids": response_ids, "log_probs": [float(v) for v in log_probs],
-                        "seconds": time.perf_counter() - start})
+                        "attributions": attributions, "seconds": time.perf_counter() - start})
     with open(out_path, "w", encoding="utf-8") as f:
         json.dump(results, f)
 
