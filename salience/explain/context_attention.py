@@ -11,9 +11,7 @@ import numpy as np
 
 from salience.core.base import register_method
 from salience.core.params import Check
-from salience.exceptions import InvalidParameterError
 from salience.explain.context_base import ContextAttribution
-from salience.extras import require_torch
 from salience.models.answering import CONTEXT_TEMPLATE
 
 __all__ = ["AttentionAttribution"]
@@ -38,28 +36,4 @@ class AttentionAttribution(ContextAttribution):
                          max_new_tokens=max_new_tokens)
 
     def _attribute(self, asked) -> np.ndarray:
-        torch = require_torch("Attention context attribution")
-        prompt = asked.prompt_ids(np.ones(len(asked.sources), dtype=bool))
-        spans = asked.source_spans()
-        ids = torch.tensor([prompt + list(asked.response_ids)])
-        setter = getattr(self.model, "set_attn_implementation", None)
-        before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
-        try:
-            if setter is not None and before != "eager":
-                setter("eager")
-            with torch.no_grad():
-                attentions = self.model(input_ids=ids, output_attentions=True).attentions
-        finally:
-            if setter is not None and before not in (None, "eager"):
-                setter(before)
-        asked.forward_passes += 1
-        if not attentions or any(a is None for a in attentions):
-            raise InvalidParameterError("this model returns no attention weights: use the context methods that need "
-                                        "none (contextcite, loo, kernel_shap).")
-        chosen = range(len(attentions)) if self.layers is None else self.layers
-        if any(not -len(attentions) <= i < len(attentions) for i in chosen):
-            raise InvalidParameterError(f"layers {list(chosen)} are not all among the model's {len(attentions)} layers.")
-        # rows: the response's tokens; columns: the prompt's
-        stacked = torch.stack([attentions[i][0, :, len(prompt):, :len(prompt)] for i in chosen]).double()
-        per_token = stacked.sum(dim=2).mean(dim=(0, 1)).numpy()  # attention each prompt token receives
-        return np.array([per_token[a:b].sum() for a, b in spans])
+        return asked.source_attention(reader="response", layers=self.layers)

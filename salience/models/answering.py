@@ -73,12 +73,13 @@ class SourcedQuestion:
     """``question`` answered by ``model`` from ``sources`` (texts, in the order the context
     shows them). ``response``: the answer whose log-probability is measured (a text, or token
     ids); None: generated greedily from every source (``max_new_tokens``, the end-of-sequence
-    token dropped). ``forward_passes`` counts the model's forward passes (a generated answer's
-    among them: one per token)."""
+    token dropped); ``answered=False``: no response at all, only the prompt is read.
+    ``forward_passes`` counts the model's forward passes (a generated answer's among them: one
+    per token)."""
 
     def __init__(self, model, tokenizer, sources: Sequence[str], question: str, *, response=None,
                  template: str = CONTEXT_TEMPLATE, separator: str = "\n\n", chat: "bool | str" = "auto",
-                 max_new_tokens: int = 64):
+                 max_new_tokens: int = 64, answered: bool = True):
         if isinstance(sources, str) or not all(isinstance(s, str) for s in sources):
             raise InvalidParameterError("sources must be a list of texts (the passages or sentences of the context).")
         if not sources:
@@ -98,6 +99,10 @@ class SourcedQuestion:
         self.forward_passes = 0
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         whole = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
+        if not answered:  # the prompt alone is read (the question's attention over the sources)
+            self.response_ids = []
+            self._check_window(len(whole), 0)
+            return
         if response is None:
             self.response_ids = self._generate(whole, max_new_tokens)
         elif isinstance(response, str):
@@ -132,6 +137,13 @@ class SourcedQuestion:
     def source_spans(self) -> list[tuple[int, int]]:
         """Each source's token positions ``[start, end)`` in the prompt with every source (the
         tokens whose characters overlap it; a fast tokenizer's offsets are needed)."""
+        return self._spans()[0]
+
+    def question_span(self) -> tuple[int, int]:
+        """The question's token positions ``[start, end)`` in the prompt with every source."""
+        return self._spans()[1]
+
+    def _spans(self):
         kept = np.ones(len(self.sources), dtype=bool)
         text = self.prompt_text(kept)
         try:
@@ -140,14 +152,49 @@ class SourcedQuestion:
             raise InvalidParameterError("locating the sources' tokens needs a fast tokenizer (with offsets): this one "
                                         "has none.") from None
         offsets = encoded["offset_mapping"]
+
+        def tokens_of(start: int, end: int) -> tuple[int, int]:
+            tokens = [t for t, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
+            return (tokens[0], tokens[-1] + 1) if tokens else (0, 0)
+
         spans, cursor = [], text.find(self.context(kept))
         for source in self.sources:
             start = text.find(source, cursor)
-            end = start + len(source)
-            cursor = end
-            tokens = [t for t, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
-            spans.append((tokens[0], tokens[-1] + 1) if tokens else (0, 0))
-        return spans
+            cursor = start + len(source)
+            spans.append(tokens_of(start, cursor))
+        start = text.find(self.question, cursor)
+        return spans, tokens_of(start, start + len(self.question))
+
+    def source_attention(self, *, reader: str = "response", layers=None) -> np.ndarray:
+        """The attention each source's tokens receive from the ``reader``'s tokens (the
+        ``response``'s or the ``question``'s), summed over both sets of tokens and averaged over
+        ``layers`` (None: all) and heads, in one forward pass with eager attention (the model's
+        attention implementation put back after)."""
+        torch = require_torch("Attention over the sources")
+        prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
+        spans, question = self._spans()
+        ids = prompt + list(self.response_ids) if reader == "response" else prompt
+        setter = getattr(self.model, "set_attn_implementation", None)
+        before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
+        try:
+            if setter is not None and before != "eager":
+                setter("eager")
+            with torch.no_grad():
+                attentions = self.model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
+        finally:
+            if setter is not None and before not in (None, "eager"):
+                setter(before)
+        self.forward_passes += 1
+        if not attentions or any(a is None for a in attentions):
+            raise InvalidParameterError("this model returns no attention weights: use the context methods that need "
+                                        "none (contextcite, loo, kernel_shap).")
+        chosen = range(len(attentions)) if layers is None else layers
+        if any(not -len(attentions) <= i < len(attentions) for i in chosen):
+            raise InvalidParameterError(f"layers {list(chosen)} are not all among the model's {len(attentions)} layers.")
+        rows = slice(len(prompt), None) if reader == "response" else slice(*question)
+        stacked = torch.stack([attentions[i][0, :, rows, : len(prompt)] for i in chosen]).double()
+        received = stacked.sum(dim=2).mean(dim=(0, 1)).numpy()  # the attention each prompt token receives
+        return np.array([received[a:b].sum() for a, b in spans])
 
     def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
         if self.window is not None and prompt_length + response_length > self.window:
