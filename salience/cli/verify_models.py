@@ -143,6 +143,34 @@ def _cmd_passages(args) -> int:
     return 0
 
 
+def _cmd_kv(args) -> int:
+    import numpy as np
+
+    from salience.cli.compress import _load, _text_of, _token_ids
+    from salience.compress import policy_token_scores
+    from salience.core.base import create
+    from salience.io.files import check_output_path
+
+    _check_protocol(args)
+    if args.out is not None:
+        check_output_path(args.out, [args.text], what="report", is_own=_is_own_report)
+    text = _text_of(args.text, args.on_error)
+    model, tokenizer = _load(args)
+    ids = np.asarray(_token_ids(tokenizer, text), dtype=np.int64)
+    if len(ids) < args.context + args.continuation:
+        raise InvalidParameterError(f"{args.text} holds {len(ids)} tokens: --context {args.context} and --continuation "
+                                    f"{args.continuation} need {args.context + args.continuation}.")
+    context, continuation = ids[: args.context], ids[args.context : args.context + args.continuation]
+    scores = policy_token_scores(model, args.policy, context)
+    verifier = create("verify", "kv", max_fraction=args.max_fraction, steps=args.steps, n_random=args.n_random,
+                      seed=args.seed, alpha=args.alpha)
+    result = verifier.verify(scores, model=model, context_ids=context, continuation_ids=continuation)
+    result.method = args.policy
+    _write(args, result, [args.text])
+    emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
+    return 0
+
+
 def add_model_commands(commands) -> None:
     p = commands.add_parser("passages", help="passages: an LM's answer's log-probability as the top-scored passages "
                                              "leave its context (ContextCite's top-k drop), against random orders")
@@ -194,3 +222,20 @@ def add_model_commands(commands) -> None:
                         "repeat for more")
     add_model_options(p, "weights")
     p.set_defaults(func=_cmd_weights)
+
+    p = commands.add_parser("kv", help="KV-cache token importance: a continuation's NLL as a policy's top-scored "
+                                       "context tokens are evicted, against random orders")
+    p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--text", required=True, help="a text: its first --context tokens are cached, the next "
+                                                 "--continuation read after them")
+    p.add_argument("--policy", default="snapkv", choices=choices_of("kv"),
+                   help="the kv policy whose token scores (ranks within each head, averaged) are verified "
+                        "(default snapkv)")
+    p.add_argument("--context", type=positive_int, default=256, help="context tokens (default 256)")
+    p.add_argument("--continuation", type=positive_int, default=64, help="continuation tokens (default 64)")
+    p.add_argument("--max-fraction", type=float, default=0.9, help="the largest share of the context evicted "
+                                                                   "(default 0.9)")
+    _add_protocol_options(p)
+    add_on_error(p)
+    add_output_options(p)
+    p.set_defaults(func=_cmd_kv)

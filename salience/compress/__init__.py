@@ -12,7 +12,8 @@ Seven method families, one verb each (``score``, returning :class:`~salience.Sco
 """
 
 from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
-from salience.compress.kv import check_budget, continue_from, evict, kv_policy, prefill, prefill_and_continue
+from salience.compress.kv import (check_budget, continue_from, evict, kv_policy, policy_token_scores, prefill,
+                                  prefill_and_continue)
 from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts
 from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
 from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
@@ -47,7 +48,7 @@ __all__ = ["LayerVerifier", "StructureVerifier", "KVVerifier", "WeightVerifier",
            "perplexity_change", "remove_layers", "drop_least_important", "KVPolicy", "StreamingLLM", "H2O", "SnapKV",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "NonCausalAttention", "LeverageScore", "Compactor", "CapKV", "Finch", "SimLayerKV", "AdaKV",
            "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "CurDKV", "LayerBudget", "KeyRerotation", "KVzip", "KVgrad", "KVCompose", "Decoding", "CaM", "QFilter", "DuoAttention", "KVzap", "ridge_surrogate",
-           "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "evict", "prefill", "continue_from", "prefill_and_continue",
+           "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "policy_token_scores", "evict", "prefill", "continue_from", "prefill_and_continue",
            "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
            "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
            "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",

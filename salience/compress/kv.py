@@ -30,7 +30,8 @@ from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
 
-__all__ = ["evict", "prefill", "continue_from", "prefill_and_continue", "attend_kept", "Prefill", "check_budget", "kv_policy"]
+__all__ = ["evict", "prefill", "continue_from", "prefill_and_continue", "attend_kept", "Prefill", "check_budget", "kv_policy",
+           "policy_token_scores"]
 
 
 def kv_policy(policy: str | KVPolicy, **params) -> KVPolicy:
@@ -274,6 +275,44 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     finally:
         for handle in handles:
             handle.remove()
+
+
+def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> np.ndarray:
+    """One score per prompt token under a ``kv`` policy that scores the prefill's cache: each
+    layer's per-head scores turned into ranks within the head (0 the least, 1 the most kept),
+    averaged over every head and layer; the cache is not evicted. A policy that scores after the
+    prefill or while decoding has no such scores and is refused."""
+    torch = _torch()
+    policy = kv_policy(policy, **params)
+    if policy.decodes or getattr(policy, "reconstructs", False) or not policy.budgeted:
+        raise InvalidParameterError(f"policy {policy.name!r} does not score the prefill's tokens once (it evicts while "
+                                    "decoding, after the prefill, or by a threshold): its token scores do not stand "
+                                    "alone.")
+    policy.check_model(model)
+    rotary = _rotary_of(torch, model) if "rotary" in policy.reads or policy.rerotates else None
+    ranks = []
+
+    def hook(module, args, kwargs, output):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        if cache is None or hidden is None or getattr(module, "is_sliding", False):
+            return output
+        layer = cache.layers[module.layer_idx]
+        n = layer.keys.shape[-2]
+        scores = layer_scores(torch, policy, module, layer.keys, layer.values, hidden, kwargs["position_embeddings"],
+                              policy.query_count(n), rotary=rotary, keep=n // 2)
+        order = np.argsort(np.argsort(scores[0], axis=-1, kind="stable"), axis=-1, kind="stable")
+        ranks.append(order / max(n - 1, 1))
+        return output
+
+    handles = [module.register_forward_hook(hook, with_kwargs=True) for module in _attention_modules(model)]
+    try:
+        with torch.no_grad():
+            _read_prompt(model, _prompt(torch, prompt_ids))
+    finally:
+        for handle in handles:
+            handle.remove()
+    return np.mean(np.concatenate(ranks, axis=0), axis=0)
 
 
 def layer_scores(torch, policy, module, keys, values, hidden, position_embeddings, count: int, *, rotary, keep: int,

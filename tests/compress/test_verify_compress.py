@@ -184,3 +184,40 @@ def test_verify_structures_and_weights_from_the_command_line(tmp_path, capsys):
     norms = torch.cat(inputs).reshape(-1, 64).double().pow(2).sum(0).sqrt().numpy()
     weight = model.get_submodule(name).weight.detach().double().numpy()
     assert scores == pytest.approx(np.abs(weight) * norms[None, :], rel=1e-5)
+
+
+def test_a_policys_token_scores_are_its_ranks_averaged_and_verified_from_the_command_line(tmp_path, capsys):
+    import json
+
+    import transformers
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from salience.cli import main
+    from salience.compress import policy_token_scores, prefill
+
+    model = tiny_llama()
+    context = np.random.default_rng(3).integers(0, 64, 20)
+    scores = policy_token_scores(model, "key_norm", context)
+    # key_norm keeps the smallest key norms: each head's ranks of -||k||, averaged over heads and layers
+    cache = prefill(model, context).cache
+    ranks = [np.argsort(np.argsort(-layer.keys[0].norm(dim=-1).double().numpy(), axis=-1, kind="stable"), axis=-1,
+                        kind="stable") / 19 for layer in cache.layers]
+    assert scores == pytest.approx(np.mean(np.concatenate(ranks), axis=0))
+    with pytest.raises(InvalidParameterError, match="'decoding' does not score the prefill's tokens once"):
+        policy_token_scores(model, "decoding", context)
+    words = ["[UNK]"] + [f"w{i}" for i in range(63)]
+    core = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    core.pre_tokenizer = pre_tokenizers.Whitespace()
+    folder = tmp_path / "model"
+    model.save_pretrained(folder)
+    transformers.PreTrainedTokenizerFast(tokenizer_object=core, unk_token="[UNK]").save_pretrained(folder)
+    text = tmp_path / "text.txt"
+    text.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 60)))
+    report = tmp_path / "kv.json"
+    assert main(["verify", "kv", str(folder), "--text", str(text), "--policy", "snapkv", "--context", "40",
+                 "--continuation", "8", "--random", "4", "--steps", "3", "--out", str(report), "--json"]) == 0
+    saved = json.loads(report.read_text())
+    assert saved["unit"] == "kv" and saved["method"] == "snapkv" and saved["n_units"] == 40
+    assert json.loads(capsys.readouterr().out)["verdict"] == saved["verdict"]
+    assert main(["verify", "kv", str(folder), "--text", str(text), "--context", "60", "--quiet"]) == 2
+    assert "need 124" in capsys.readouterr().err
