@@ -214,10 +214,10 @@ def test_a_policys_token_scores_are_its_ranks_averaged_and_verified_from_the_com
     text = tmp_path / "text.txt"
     text.write_text(" ".join(f"w{i}" for i in np.random.default_rng(0).integers(0, 63, 60)))
     report = tmp_path / "kv.json"
-    assert main(["verify", "kv", str(folder), "--text", str(text), "--policy", "snapkv", "--context", "40",
+    assert main(["verify", "kv", str(folder), "--text", str(text), "--policy", "h2o", "--context", "40",
                  "--continuation", "8", "--random", "4", "--steps", "3", "--out", str(report), "--json"]) == 0
     saved = json.loads(report.read_text())
-    assert saved["unit"] == "kv" and saved["method"] == "snapkv" and saved["n_units"] == 40
+    assert saved["unit"] == "kv" and saved["method"] == "h2o" and saved["n_units"] == 40
     assert json.loads(capsys.readouterr().out)["verdict"] == saved["verdict"]
     assert main(["verify", "kv", str(folder), "--text", str(text), "--context", "60", "--quiet"]) == 2
     assert "need 124" in capsys.readouterr().err
