@@ -12,7 +12,7 @@ def _cmd_serve(args) -> int:
                     max_text_chars=args.max_text_chars, max_batch=args.max_batch, timeout_s=args.timeout)
     serve(args.indexes, host=args.host, port=args.port, api_key_file=args.api_key_file, limits=limits,
           cors_origins=args.cors_origin, judge=args.judge, judge_model=args.judge_model, log_level="warning" if args.quiet else "info",
-          workers=args.workers, shard_executor=args.shard_executor, address=args.address)
+          workers=args.workers, shard_executor=args.shard_executor, address=args.address, lm=args.lm)
     return 0
 
 
@@ -30,6 +30,9 @@ def add_commands(domains) -> None:
                         "(all-MiniLM-L6-v2 or --judge-model) or cross (a cross-encoder: --judge-model)")
     p.add_argument("--judge-model", default=None,
                    help="the judge's model folder (a cross-encoder made by salience search train-reranker)")
+    p.add_argument("--lm", default=None,
+                   help="a causal language model (a folder, a .gguf file, smollm2) that answers from served passages: "
+                        "/verify's passages")
     p.add_argument("--max-body-bytes", type=int, default=1 << 20, help="largest request body (default 1 MiB)")
     p.add_argument("--max-k", type=int, default=1000, help="largest k a search may ask (default 1000)")
     p.add_argument("--max-query-chars", type=int, default=1000, help="longest query (default 1000 characters)")

@@ -65,11 +65,14 @@ class TextRequest(_Strict):
 
 class VerifyRequest(_Strict):
     unit: StrictStr = Field("sentences", description="the kind of unit verified: sentences (a summary's), "
-                                                     "keyphrases, or features (a served BM25 index's document words)")
+                                                     "keyphrases, features (a served BM25 index's document words) or "
+                                                     "passages (a served index's results, answered by --lm)")
     text: StrictStr | None = Field(None, min_length=1, description="sentences, keyphrases: the text")
     index: StrictStr | None = Field(None, description="features: the served index")
-    query: StrictStr | None = Field(None, min_length=1, description="features: the query")
+    query: StrictStr | None = Field(None, min_length=1, description="features: the query; passages: the question")
     id: StrictStr | None = Field(None, min_length=1, description="features: the document whose words are verified")
+    response: StrictStr | None = Field(None, min_length=1, description="passages: the answer measured (default: the "
+                                                                      "served language model's own)")
     method: StrictStr | None = Field(None, description="the scorer verified (a summarize or a keywords method)")
     language: StrictStr = "auto"
     k: StrictInt = Field(20, ge=1, description="keyphrases: how many are extracted and verified")

@@ -221,12 +221,12 @@ def text_router(service):
         ``query`` (``method``: an explain method, default kernel_shap) and deleted best first."""
         from salience.core.base import create, method_names
 
-        served = ("sentences", "keyphrases", "features")
+        served = ("sentences", "keyphrases", "features", "passages")
         if body.unit not in served:
             raise APIError(422, "invalid_field", f"unit {body.unit!r} is not verified here: this service verifies "
                            f"{', '.join(served)} (the verifiers: {', '.join(method_names('verify'))}; the others run "
                            "from salience verify).", "unit")
-        needed = ("index", "query", "id") if body.unit == "features" else ("text",)
+        needed = {"features": ("index", "query", "id"), "passages": ("index", "query")}.get(body.unit, ("text",))
         for name in needed:
             if getattr(body, name) is None:
                 raise APIError(422, "invalid_field", f"unit {body.unit!r} needs {name}.", name)
@@ -262,11 +262,31 @@ def text_router(service):
             result.method = body.method or "yake"
             return result.to_dict()
 
-        if body.unit == "features":
+        if body.unit in ("features", "passages"):
             handle = service.index_named(body.index)
             service.within("query", body.query, service.limits.max_query_chars)
-            if handle.kind != "bm25":
-                raise APIError(422, "invalid_field", "features are verified on a BM25 index's documents.", "index")
+            if handle.kind != "bm25" or not handle.reader.store_documents:
+                raise APIError(422, "invalid_field", f"{body.unit} are verified on a BM25 index that stores its "
+                               "documents.", "index")
+        if body.unit == "passages" and service.language_model is None:
+            raise APIError(422, "invalid_field", "this service holds no language model to answer from passages: start "
+                           "it with --lm MODEL (salience verify passages runs without it).", "unit")
+
+        def passages():
+            model, tokenizer = service.language_model
+            engine = handle.reader
+            hits = engine.search(body.query, k=min(body.k, 10))
+            if not len(hits):
+                raise APIError(422, "invalid_field", "the query matches no document: nothing to verify.", "query")
+            texts = {}
+            for doc_id in hits.ids:
+                document = engine.document(doc_id)
+                texts[doc_id] = " ".join(str(document.get(f) or "") for f in engine.fields).strip() or str(doc_id)
+            verifier = create("verify", "passages", **options)
+            result = verifier.verify(hits, passages=texts, question=body.query, model=model, tokenizer=tokenizer,
+                                     response=body.response)
+            result.method = f"{body.index} (bm25), answered by {service.language_model_name}"
+            return result.to_dict()
 
         def features():
             from salience.explain.search import verify_search_explanation
@@ -275,7 +295,8 @@ def text_router(service):
             return verify_search_explanation(handle.reader, body.query, body.id, method=body.method or "kernel_shap",
                                              seed=body.seed, verifier=verifier).to_dict()
 
-        return await service.run({"sentences": sentences, "keyphrases": keyphrases, "features": features}[body.unit])
+        return await service.run({"sentences": sentences, "keyphrases": keyphrases, "features": features,
+                                  "passages": passages}[body.unit])
 
     @router.post("/fuse")
     async def fuse(body: FuseRequest):

@@ -24,6 +24,8 @@ class Service:
     api_key: str | None = None
     passage_judge: Any = None  # what /rerank scores posted passages with (None: the index's scorer)
     passage_judge_name: str | None = None
+    language_model: Any = None  # (model, tokenizer) of --lm: what /verify's passages are answered by
+    language_model_name: str | None = None
 
     def reply(self, result):
         """Serialised by orjson straight into the response: FastAPI's own encoder walks every

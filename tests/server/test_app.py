@@ -406,6 +406,33 @@ def test_verify_a_documents_words_over_http_match_the_library(client, index_dir)
     _error(client.post("/verify", json={"unit": "sentences"}), 422, "invalid_field", "text")
 
 
+def test_verify_passages_over_http_with_a_served_language_model(index_dir, tmp_path):
+    pytest.importorskip("torch")
+    from salience.core.base import create
+    from salience.search import BM25
+    from tests.models.tiny import tiny_lm
+
+    model, tokenizer = tiny_lm()
+    folder = tmp_path / "tiny-lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    served = TestClient(create_app([index_dir], lm=str(folder)))
+    request = {"unit": "passages", "index": "pets", "query": "cats", "response": "cats sleep", "random": 4, "steps": 2}
+    answer = served.post("/verify", json=request)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    engine = BM25.load(index_dir)
+    hits = engine.search("cats", k=10)
+    texts = {i: " ".join(str(engine.document(i).get(f) or "") for f in engine.fields).strip() for i in hits.ids}
+    expected = create("verify", "passages", n_random=4, steps=2).verify(
+        hits, passages=texts, question="cats", model=model, tokenizer=tokenizer, response="cats sleep")
+    assert body["unit"] == "passages" and body["n_units"] == len(hits) == 2
+    assert body["curves"]["scores"] == pytest.approx(expected.curves["scores"].tolist(), abs=1e-6)
+    _error(served.post("/verify", json={**request, "query": None}), 422, "invalid_field", "query")
+    plain = TestClient(create_app([index_dir]))
+    _error(plain.post("/verify", json=request), 422, "invalid_field", "unit")  # no --lm: named
+
+
 def test_verify_keyphrases_over_http_match_the_library(client):
     from salience.core.base import create
     from salience.keywords import extract_keyphrases
