@@ -290,7 +290,7 @@ def _summary(result: dict) -> list[str]:
 def _keyphrase_lines(part) -> list[str]:
     if not part:
         return []
-    lines = [f"**Keyphrases, {split_heading('test')}s** (each document searched by its title among the split's "
+    lines = [f"**Keyphrases, {part['split']}s** (each document searched by its title among the split's "
              "documents as its top 20 keyphrases are deleted from it; gap: BM25 margin area above random's; F1@10 "
              "against the gold keyphrases)", "",
              "| set | extractor | documents | faithful alone | across documents | p | gap (95% CI) | F1@10 | seconds |",
@@ -314,7 +314,7 @@ def _keyphrase_lines(part) -> list[str]:
 def _passage_lines(part) -> list[str]:
     if not part:
         return []
-    lines = [f"**Passages, SciFact {split_heading('test')}** (the first {part['rows'][0]['questions']} claims; BM25's "
+    lines = [f"**Passages, SciFact {part['split']}** (the first {part['rows'][0]['questions']} claims; BM25's "
              "top 5 abstracts cut to 60 words, the context of SmolLM2-135M's greedy answer (32 tokens); outcome: the "
              "answer's log-probability as the top-scored passages leave the context; top-k: ContextCite's drop)", "",
              "| passage scores | questions | faithful alone | across questions | p | gap (95% CI) | top-1 drop | "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import SHARED_DATA, document_set, search_set
+from common import SHARED_DATA, document_set, search_set, split_heading
 
 from salience.core.verify import subject_seed
 
@@ -90,7 +90,7 @@ def keyphrases(args) -> dict:
         embedding.append({"method": method, "documents": len(checks), "verdict": together.verdict,
                           "p": together.p_value, "gap": together.gap, "ci": together.ci95,
                           "seconds": time.perf_counter() - started})
-    return {"rows": rows, "agreement": agreement, "embedding": embedding}
+    return {"rows": rows, "agreement": agreement, "embedding": embedding, "split": split_heading("test")}
 
 
 def _scifact_questions(n: int):
@@ -152,7 +152,7 @@ def passages(args) -> dict:
                      "passes": float(np.mean([c.costs["forward_passes"] for c in checks])),
                      "seconds": time.perf_counter() - started})
     parity = _contextcite_parity(args, model, tokenizer, questions) if args.contextcite_python else None
-    return {"rows": rows, "parity": parity}
+    return {"rows": rows, "parity": parity, "split": split_heading("test")}
 
 
 def _contextcite_parity(args, model, tokenizer, questions) -> dict:
