@@ -328,7 +328,8 @@ def _passage_lines(part) -> list[str]:
               "`aggregate_logit_probs(..., 'log_prob')`, run in `.venv-contextcite`): " + (
                   f"{parity['masks']} masks over {parity['questions']} questions (0 to 5 of BM25's top passages "
                   f"removed), largest difference {parity['largest']:.1e} (relative {parity['relative']:.1e}: "
-                  f"context-cite returns float32, whose resolution at these magnitudes is about 1e-6); the same greedy "
+                  f"context-cite computes each token's logit difference and their sum in float32, salience its "
+                  f"log-softmax in float64; the difference is the former's rounding); the same greedy "
                   f"answer in {parity['same_answer']} of {parity['questions']} questions; seconds: context-cite "
                   f"{parity['peer_seconds']:.0f} (with its model load), salience {parity['ours_seconds']:.0f}."
                   if parity else "not run (pass --contextcite-python)."), ""]
