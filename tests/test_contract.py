@@ -244,7 +244,7 @@ _OPTIONS = {
     **{("pack", name): {"tokens": 25} for name in ("knapsack", "mmr", "topk")},
     **{("judge", name): _tiny_lm for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")},
     ("prompt", "lm"): _tiny_lm,
-    **{("context", name): _tiny_lm for name in ("contextcite", "loo", "attention", "kernel_shap")},
+    **{("context", name): _tiny_lm for name in ("contextcite", "loo", "attention", "kernel_shap", "gradient")},
     ("judge", "encoder"): {"encoder": _hash_encoder, "encoder_name": "hash32"},
     ("judge", "cross"): lambda: {"model": str(_tiny_cross())},
     ("fusion", "wsum"): {"weights": [0.6, 0.4]},
@@ -289,7 +289,7 @@ VERIFIERS = registered("verify")
 #: the LM judges hold a loaded transformers model, which transformers does not pickle (its
 #: output-capturing hooks are local functions): they run in the process that loaded it
 HOLDS_A_LOADED_MODEL = {("judge", name) for name in ("pointwise", "qlm", "pairwise", "listwise", "icr")} | {("prompt", "lm")} | \
-    {("context", name) for name in ("contextcite", "loo", "attention", "kernel_shap")}
+    {("context", name) for name in ("contextcite", "loo", "attention", "kernel_shap", "gradient")}
 FLOAT32_METHODS = {("search", "dense"): 1e-6, ("search", "hybrid"): 1e-6}
 
 

@@ -19,8 +19,9 @@ from salience.explain.context_cite import ContextCite
 from salience.explain.context_loo import LeaveOneOut
 from salience.explain.context_attention import AttentionAttribution
 from salience.explain.context_shap import ContextShap
+from salience.explain.context_gradient import GradientAttribution
 
 __all__ = ["Attribution", "ModelCalls", "Explainer", "ExactShapley", "KernelShap", "PermutationShapley", "Banzhaf",
            "ShapleyInteraction", "Occlusion", "Lime", "Rise", "Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad",
            "DeepLift", "AttentionRollout", "AttentionFlow", "load_transformer", "LMAttribution", "load_causal_lm", "GlobalImportance", "permutation_importance", "mean_abs_attribution", "attribute_text",
-           "attribution_html", "text_units", "FeatureVerifier", "ContextAttribution", "ContextCite", "LeaveOneOut", "AttentionAttribution", "ContextShap"]
+           "attribution_html", "text_units", "FeatureVerifier", "ContextAttribution", "ContextCite", "LeaveOneOut", "AttentionAttribution", "ContextShap", "GradientAttribution"]

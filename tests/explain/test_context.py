@@ -110,3 +110,18 @@ def test_bad_input_is_named(tiny):
     assert method.info_["response"] and len(generated) == 4
     with pytest.raises(InvalidParameterError, match="n_ablations"):
         create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=0)
+
+
+def test_gradient_is_gradient_times_input_summed_over_each_sources_tokens(tiny):
+    model, tokenizer = tiny
+    asked = _asked(tiny)
+    prompt = asked.prompt_ids(np.ones(4, dtype=bool))
+    response = tokenizer.encode(RESPONSE, add_special_tokens=False)
+    embeddings = model.get_input_embeddings()(torch.tensor([prompt + response])).detach().requires_grad_(True)
+    log_probs = torch.log_softmax(model(inputs_embeds=embeddings).logits[0], dim=-1)
+    total = sum(log_probs[len(prompt) - 1 + i, t] for i, t in enumerate(response))
+    (gradient,) = torch.autograd.grad(total, embeddings)
+    per_token = (gradient * embeddings.detach())[0].sum(dim=-1).double().numpy()
+    expected = [per_token[a:b].sum() for a, b in asked.source_spans()]
+    scores = create("context", "gradient", model=model, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
+    assert scores.values == pytest.approx(expected, rel=1e-4, abs=1e-6)
