@@ -18,7 +18,8 @@ from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_pr
 from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
 from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
 from salience.compress.kv_presses import (CapKV, Compactor, CurDKV, ExpectedAttention, Finch, KeyDiff, LagKV,
-                                         LeverageScore, NonCausalAttention, PyramidKV, SimLayerKV)
+                                         LeverageScore, NonCausalAttention, PyramidKV)
+from salience.compress.kv_simlayer import SimLayerKV
 from salience.compress.kv_wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV, EntropyGatedChunkKV, KeyRerotation,
                                           LayerBudget)
 from salience.compress.kv_zip import KVgrad, KVzip

