@@ -138,7 +138,9 @@ def _cmd_summarize_extract(args) -> int:
         text = _nonempty_text(args)
         summary = summarize(text, query=args.query, **_summary_options(args))
         _note_empty_summary(args, text, summary)
-        emit(args, {"method": args.method, "indices": summary.indices, "sentences": summary.sentences}, summary.text)
+        # every sentence's score, in document order: what ``salience verify sentences --scores`` reads
+        emit(args, {"method": args.method, "indices": summary.indices, "sentences": summary.sentences,
+                    "scores": [float(v) for v in summary.scores.values]}, summary.text)
         return 0
     # a jsonl file of records: one JSON line out per record, as keywords extract
     ids, texts = _records(args)
@@ -148,7 +150,8 @@ def _cmd_summarize_extract(args) -> int:
     for doc_id, text in zip(ids, texts):
         summary = summarize(text, query=args.query, scorer=scorer, **length)
         print(json.dumps({"id": doc_id, "summary": summary.text, "indices": summary.indices,
-                          "sentences": summary.sentences}, ensure_ascii=False))
+                          "sentences": summary.sentences, "scores": [float(v) for v in summary.scores.values]},
+                         ensure_ascii=False))
     return 0
 
 

@@ -189,20 +189,43 @@ def _cmd_sentences(args) -> int:
     from salience.summarize import score_sentences, split_sentences
 
     _check_protocol(args)
-    inputs = ([args.file] if args.file != "-" else []) + ([args.reference] if args.reference else [])
+    inputs = [p for p in (args.file, args.reference, args.scores) if p is not None and p != "-"]
     if args.out is not None:
         check_output_path(args.out, inputs, what="report", is_own=_is_own_report)
     text = read_text(args.file, args.on_error)
     reference = read_text(args.reference, args.on_error) if args.reference else None
     sentences = [s.text for s in split_sentences(text)]
-    scores = score_sentences(sentences, method=args.method, language=args.language)
+    if args.scores is not None:
+        scores, method = _read_sentence_scores(args.scores, len(sentences), args.file)
+    else:
+        scores, method = score_sentences(sentences, method=args.method, language=args.language), args.method
     verifier = create("verify", "sentences", language=args.language, steps=args.steps, n_random=args.n_random,
                       seed=args.seed, alpha=args.alpha)
     result = verifier.verify(scores, sentences=sentences, reference=reference)
-    result.method = args.method
+    result.method = method
     _write(args, result, inputs)
     emit(args, result.to_dict(), str(result) + (f" -> {args.out}" if args.out else ""))
     return 0
+
+
+def _read_sentence_scores(path: str, n_sentences: int, text_path: str) -> tuple[list[float], str]:
+    """(scores, method) of ``salience summarize extract FILE --json``'s output: one score per
+    sentence of the text, in document order."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise InputFormatError(f"{path}: not UTF-8 text.") from None
+    except ValueError as err:
+        raise InputFormatError(f"{path}: not JSON ({err}).") from None
+    values = data.get("scores") if isinstance(data, dict) else None
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in values):
+        raise InputFormatError(f"{path}: not salience summarize extract --json's output (an object with a list of "
+                               "numeric scores, one per sentence).")
+    if len(values) != n_sentences:
+        raise InputFormatError(f"{path} scores {len(values)} sentences but {text_path} splits into {n_sentences}: "
+                               "the scores are of another text (or another sentence splitter).")
+    return [float(v) for v in values], str(data.get("method") or path)
 
 
 def _read_keyphrases(path: str, on_error: str) -> dict:
@@ -357,6 +380,8 @@ def add_commands(domains) -> None:
     p.add_argument("file", help="a text file, or - for standard input")
     p.add_argument("--method", default="lexrank", choices=choices_of("summarize"),
                    help="the summarizer whose sentence scores are verified (default lexrank)")
+    p.add_argument("--scores", default=None,
+                   help="the scores verified instead of --method's: salience summarize extract FILE --json's output")
     p.add_argument("--language", default="auto", help="the text's language (default auto: detected)")
     p.add_argument("--reference", default=None,
                    help="a file holding a reference summary: the outcome is its ROUGE-1 recall by the kept sentences "

@@ -18,6 +18,10 @@ def _structure_criteria() -> tuple:
     return STRUCTURE_CRITERIA
 
 
+def _inputs(args) -> list[str]:
+    return [p for p in (args.calib, getattr(args, "scores", None)) if p is not None]
+
+
 def _model_and_halves(args):
     """(model, scoring windows, held-out windows): ``--calib``'s first half scores the units,
     its second half is held out to verify them; the text is read (and refused when empty) and
@@ -31,7 +35,7 @@ def _model_and_halves(args):
 
     _check_protocol(args)
     if args.out is not None:
-        check_output_path(args.out, [args.calib], what="report", is_own=_is_own_report)
+        check_output_path(args.out, _inputs(args), what="report", is_own=_is_own_report)
     text = _text_of(args.calib, args.on_error)
     model, tokenizer = _load(args)
     ids = np.asarray(_token_ids(tokenizer, text), dtype=np.int64)
@@ -50,20 +54,46 @@ def _protocol(args) -> dict:
 
 def _finish(args, result, method: str) -> int:
     result.method = method
-    _write(args, result, [args.calib])
+    _write(args, result, _inputs(args))
     rho = result.extras.get("one_removed", {}).get("spearman")
     emit(args, result.to_dict(), str(result) + (f"; Spearman with each unit's one-removed change {rho:+.3f}"
                                                 if rho is not None else "") + (f" -> {args.out}" if args.out else ""))
     return 0
 
 
+def _read_layer_scores(path: str) -> tuple[list[float], str]:
+    """(scores, method) of ``salience compress layers``'s report: its ``--json`` output or the
+    ``salience-prune.json`` it writes beside the model (one score per layer of the model it
+    was given)."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise InputFormatError(f"{path}: not UTF-8 text.") from None
+    except ValueError as err:
+        raise InputFormatError(f"{path}: not JSON ({err}).") from None
+    values = data.get("scores") if isinstance(data, dict) else None
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in values):
+        raise InputFormatError(f"{path}: not salience compress layers' report (an object with a list of numeric "
+                               "scores, one per layer).")
+    return [float(v) for v in values], str(data.get("method") or path)
+
+
 def _cmd_layers(args) -> int:
     from salience.core.base import create
 
+    given_scores = _read_layer_scores(args.scores) if args.scores is not None else None
     model, scoring, held_out = _model_and_halves(args)
-    scores = create("layers", args.method).score(model, scoring)
+    if given_scores is None:
+        scores, method = create("layers", args.method).score(model, scoring), args.method
+    else:
+        scores, method = given_scores
+        if len(scores) != model.config.num_hidden_layers:
+            raise InputFormatError(f"{args.scores} scores {len(scores)} layers but {args.model} has "
+                                   f"{model.config.num_hidden_layers}: give the model the scores were computed on "
+                                   "(compress layers' input, not its output).")
     verifier = create("verify", "layers", max_fraction=args.max_fraction, **_protocol(args))
-    return _finish(args, verifier.verify(scores, model=model, windows=held_out), args.method)
+    return _finish(args, verifier.verify(scores, model=model, windows=held_out), method)
 
 
 def _cmd_structures(args) -> int:
@@ -201,6 +231,10 @@ def add_model_commands(commands) -> None:
                                            "are removed, against random orders")
     p.add_argument("--method", default="block_influence", choices=choices_of("layers"),
                    help="the layer importance verified (default block_influence)")
+    p.add_argument("--scores", default=None,
+                   help="the scores verified instead of --method's: salience compress layers' report (its --json "
+                        "output, or salience-prune.json in its --out folder); its --calib should not be this one's "
+                        "held-out half")
     add_model_options(p, "layers")
     p.set_defaults(func=_cmd_layers)
 

@@ -96,3 +96,24 @@ def test_verify_layers_from_the_command_line(tmp_path, capsys):
     assert printed["verdict"] == saved["verdict"] and len(saved["extras"]["one_removed"]["perplexity_change"]) == 4
     assert main(["verify", "layers", str(folder), "--calib", str(calib), "--seqlen", "300", "--quiet"]) == 2
     assert "its two halves" in capsys.readouterr().err
+
+    # compress layers' report is verified as written: its scores, the model it was given
+    pruned = tmp_path / "pruned"
+    assert main(["compress", "layers", str(folder), "--remove", "1", "--calib", str(calib), "--seqlen", "16",
+                 "--calib-windows", "3", "--out", str(pruned), "--json"]) == 0
+    written = json.loads(capsys.readouterr().out)
+    protocol = ["--calib", str(calib), "--seqlen", "16", "--calib-windows", "3", "--random", "4", "--steps", "2",
+                "--json"]
+    assert main(["verify", "layers", str(folder), "--scores", str(pruned / "salience-prune.json"), *protocol]) == 0
+    checked = json.loads(capsys.readouterr().out)
+    assert checked["method"] == "block_influence" and checked["n_units"] == 4
+    negated = tmp_path / "negated.json"  # the written scores are the ones read: negated, their order reverses
+    negated.write_text(json.dumps({"method": "negated", "scores": [-v for v in written["scores"]]}))
+    assert main(["verify", "layers", str(folder), "--scores", str(negated), *protocol]) == 0
+    flipped = json.loads(capsys.readouterr().out)
+    assert len(set(written["scores"])) == 4 and flipped["method"] == "negated"
+    assert flipped["curves"]["scores"] == pytest.approx(checked["curves"]["reversed"])
+    assert main(["verify", "layers", str(pruned), "--scores", str(pruned / "salience-prune.json"), *protocol]) == 2
+    assert "scores 4 layers but" in capsys.readouterr().err
+    assert main(["verify", "layers", str(folder), "--scores", str(calib), *protocol]) == 2
+    assert "not JSON" in capsys.readouterr().err

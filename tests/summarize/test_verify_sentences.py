@@ -104,3 +104,36 @@ def test_verify_sentences_against_a_reference_from_the_command_line(tmp_path, ca
     assert printed["curves"]["scores"][0] == pytest.approx(1.0)  # every word of the reference is in the article
     assert main(["verify", "sentences", str(text), "--reference", str(reference), "--out", str(reference)]) == 2
     assert "is the input" in capsys.readouterr().err
+
+
+def test_summarize_extract_json_is_verified_as_written(tmp_path, capsys):
+    """``summarize extract --json`` writes every sentence's score; ``verify sentences --scores``
+    verifies exactly those (the same result as scoring by the method inline)."""
+    from salience.cli import main
+
+    text = tmp_path / "article.txt"
+    text.write_text(" ".join(SENTENCES * 3), encoding="utf-8")
+    assert main(["summarize", "extract", str(text), "--method", "textrank", "--language", "en", "--json"]) == 0
+    extracted = json.loads(capsys.readouterr().out)
+    assert len(extracted["scores"]) == 12 and extracted["method"] == "textrank"
+    scores = tmp_path / "summary.json"
+    scores.write_text(json.dumps(extracted), encoding="utf-8")
+    common = ["--language", "en", "--random", "5", "--json"]
+    assert main(["verify", "sentences", str(text), "--scores", str(scores), *common]) == 0
+    from_file = json.loads(capsys.readouterr().out)
+    assert main(["verify", "sentences", str(text), "--method", "textrank", *common]) == 0
+    inline = json.loads(capsys.readouterr().out)
+    assert from_file["method"] == "textrank" and from_file["curves"] == inline["curves"]
+    assert from_file["p_value"] == inline["p_value"]
+    # the scores of another text, a file that is not extract's output, and the scores file as --out
+    other = tmp_path / "other.txt"
+    other.write_text(" ".join(SENTENCES), encoding="utf-8")
+    assert main(["verify", "sentences", str(other), "--scores", str(scores), "--quiet"]) == 2
+    assert "scores 12 sentences but" in capsys.readouterr().err
+    scores_text = scores.read_text()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"scores": ["high"]}', encoding="utf-8")
+    assert main(["verify", "sentences", str(text), "--scores", str(bad), "--quiet"]) == 2
+    assert "summarize extract --json" in capsys.readouterr().err
+    assert main(["verify", "sentences", str(text), "--scores", str(scores), "--out", str(scores), "--quiet"]) == 2
+    assert "is the input" in capsys.readouterr().err and scores.read_text() == scores_text
