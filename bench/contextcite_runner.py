@@ -5,7 +5,11 @@ the query with its own generation, and the response's log-probability under each
 kept passages is computed by ContextCite's own code (its ablation dataset, forward passes and
 ``aggregate_logit_probs(..., "log_prob")``).
 
-    .venv-contextcite/bin/python bench/contextcite_runner.py MODEL_FOLDER JOBS.json OUT.json
+    .venv-contextcite/bin/python bench/contextcite_runner.py MODEL_FOLDER JOBS.json OUT.json [float64]
+
+``float64``: the model and torch's default dtype in double precision, so ContextCite's own
+arithmetic (its float32 buffer of per-token logit differences, their logsigmoid and sum) runs
+in float64 too: parity then measures the formula, not float32 rounding.
 
 A job: {"sources": [...], "query": ..., "separator": "\\n\\n", "max_new_tokens": N,
 "masks": [[true, false, ...], ...], "ablations": N (optional: ContextCite's attributions with N
@@ -21,7 +25,8 @@ import time
 import numpy as np
 
 
-def main(model_folder: str, jobs_path: str, out_path: str) -> None:
+def main(model_folder: str, jobs_path: str, out_path: str, dtype: str = "float32") -> None:
+    import torch
     from context_cite import ContextCiter
     from context_cite.context_partitioner import BaseContextPartitioner
     from context_cite.utils import _get_response_logit_probs, aggregate_logit_probs
@@ -50,6 +55,9 @@ def main(model_folder: str, jobs_path: str, out_path: str) -> None:
             return self.separator.join(p for p, keep in zip(self.parts, mask) if keep)
 
     model = AutoModelForCausalLM.from_pretrained(model_folder).eval()
+    if dtype == "float64":
+        torch.set_default_dtype(torch.float64)
+        model = model.double()
     tokenizer = AutoTokenizer.from_pretrained(model_folder)
     results = []
     for job in json.load(open(jobs_path, encoding="utf-8")):
@@ -77,4 +85,4 @@ def main(model_folder: str, jobs_path: str, out_path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:5])

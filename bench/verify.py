@@ -324,15 +324,20 @@ def _passage_lines(part) -> list[str]:
                      f"{r['faithful']} | {r['verdict']} | {_p(r['p'])} | {_ci(r)} | {r['top1']:+.3f} | "
                      f"{r['top3']:+.3f} | {r['passes']:.0f} | {r['seconds']:.0f} |")
     parity = part["parity"]
+    if parity:
+        low, high = parity["float32"], parity["float64"]
+        text = (f"{parity['masks']} masks over {parity['questions']} questions (0 to 5 of BM25's top passages "
+                f"removed). As context-cite ships (float32: each token's logit difference and their sum in "
+                f"float32, salience's log-softmax in float64) the largest difference is {low['largest']:.1e} "
+                f"(relative {low['relative']:.1e}), float32's rounding; with both in float64 (context-cite's own "
+                f"code under torch's float64 default dtype, the model in double) it is {high['largest']:.1e} "
+                f"(relative {high['relative']:.1e}): the formula is the same. The same greedy answer in "
+                f"{parity['same_answer']} of {parity['questions']} questions; seconds (float32): context-cite "
+                f"{low['peer_seconds']:.0f} (with its model load), salience {low['ours_seconds']:.0f}.")
+    else:
+        text = "not run (pass --contextcite-python)."
     lines += ["", "Parity with context-cite 0.0.4 (its own generation, prompt, ablated contexts and "
-              "`aggregate_logit_probs(..., 'log_prob')`, run in `.venv-contextcite`): " + (
-                  f"{parity['masks']} masks over {parity['questions']} questions (0 to 5 of BM25's top passages "
-                  f"removed), largest difference {parity['largest']:.1e} (relative {parity['relative']:.1e}: "
-                  f"context-cite computes each token's logit difference and their sum in float32, salience its "
-                  f"log-softmax in float64; the difference is the former's rounding); the same greedy "
-                  f"answer in {parity['same_answer']} of {parity['questions']} questions; seconds: context-cite "
-                  f"{parity['peer_seconds']:.0f} (with its model load), salience {parity['ours_seconds']:.0f}."
-                  if parity else "not run (pass --contextcite-python)."), ""]
+              "`aggregate_logit_probs(..., 'log_prob')`, run in `.venv-contextcite`): " + text, ""]
     return lines
 
 

@@ -157,7 +157,11 @@ def passages(args) -> dict:
 
 def _contextcite_parity(args, model, tokenizer, questions) -> dict:
     """context-cite's log-probabilities of its own answer with 0, 1, ..., 5 of BM25's top
-    passages removed, against salience's on the same masks and answer tokens."""
+    passages removed, against salience's on the same masks and answer tokens: as context-cite
+    ships (float32) and with both in float64 (context-cite's own code under torch's float64
+    default dtype: the formula compared without float32's rounding)."""
+    import copy
+
     from salience.models.answering import SourcedQuestion
 
     jobs, masks_of = [], []
@@ -171,6 +175,34 @@ def _contextcite_parity(args, model, tokenizer, questions) -> dict:
         masks_of.append(masks)
         jobs.append({"sources": list(texts.values()), "query": question, "separator": "\n\n", "max_new_tokens": 32,
                      "masks": masks})
+    result = {"questions": len(questions), "masks": sum(len(m) for m in masks_of)}
+    for dtype in ("float32", "float64"):
+        ours_model = model if dtype == "float32" else copy.deepcopy(model).double()
+        peer, seconds = _run_contextcite(args, ours_model, tokenizer, jobs, dtype)
+        largest, relative, same_answer, ours_seconds = 0.0, 0.0, 0, 0.0
+        for (question, texts, _), masks, theirs in zip(questions, masks_of, peer):
+            started = time.perf_counter()
+            asked = SourcedQuestion(ours_model, tokenizer, list(texts.values()), question,
+                                    response=theirs["response_ids"])
+            ours = asked.log_probs(np.array(masks))
+            ours_seconds += time.perf_counter() - started
+            if dtype == "float32":
+                generated = SourcedQuestion(model, tokenizer, list(texts.values()), question,
+                                            max_new_tokens=32).response_ids
+                same_answer += generated == [t for t in theirs["response_ids"] if t != tokenizer.eos_token_id]
+            difference = np.abs(ours - np.array(theirs["log_probs"]))
+            largest = max(largest, float(difference.max()))
+            relative = max(relative, float((difference / np.abs(np.array(theirs["log_probs"]))).max()))
+        result[dtype] = {"largest": largest, "relative": relative, "peer_seconds": seconds,
+                         "ours_seconds": ours_seconds}
+        if dtype == "float32":
+            result["same_answer"] = same_answer
+    return result
+
+
+def _run_contextcite(args, model, tokenizer, jobs: list, dtype: str) -> tuple[list, float]:
+    """context-cite's answers to ``jobs`` in its own environment (bench/contextcite_runner.py)
+    and the seconds it took, model load included."""
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "model"
         model.save_pretrained(folder)
@@ -178,24 +210,9 @@ def _contextcite_parity(args, model, tokenizer, questions) -> dict:
         (Path(tmp) / "jobs.json").write_text(json.dumps(jobs))
         started = time.perf_counter()
         subprocess.run([args.contextcite_python, str(Path(__file__).with_name("contextcite_runner.py")), str(folder),
-                        str(Path(tmp) / "jobs.json"), str(Path(tmp) / "out.json")], check=True,
+                        str(Path(tmp) / "jobs.json"), str(Path(tmp) / "out.json"), dtype], check=True,
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seconds = time.perf_counter() - started
-        peer = json.loads((Path(tmp) / "out.json").read_text())
-    largest, relative, same_answer = 0.0, 0.0, 0
-    ours_seconds = 0.0
-    for (question, texts, _), masks, theirs in zip(questions, masks_of, peer):
-        started = time.perf_counter()
-        asked = SourcedQuestion(model, tokenizer, list(texts.values()), question, response=theirs["response_ids"])
-        ours = asked.log_probs(np.array(masks))
-        ours_seconds += time.perf_counter() - started
-        generated = SourcedQuestion(model, tokenizer, list(texts.values()), question, max_new_tokens=32).response_ids
-        same_answer += generated == [t for t in theirs["response_ids"] if t != tokenizer.eos_token_id]
-        difference = np.abs(ours - np.array(theirs["log_probs"]))
-        largest = max(largest, float(difference.max()))
-        relative = max(relative, float((difference / np.abs(np.array(theirs["log_probs"]))).max()))
-    return {"questions": len(questions), "masks": sum(len(m) for m in masks_of), "largest": largest,
-            "relative": relative, "same_answer": same_answer, "peer_seconds": seconds, "ours_seconds": ours_seconds}
+        return json.loads((Path(tmp) / "out.json").read_text()), time.perf_counter() - started
 
 
 def compress(args) -> dict:
