@@ -276,7 +276,7 @@ def _cmd_merge(args) -> int:
 
 
 def add_commands(domains) -> None:
-    from salience.cli import search_neural
+    from salience.cli import answer, search_neural
 
     search = domains.add_parser("search", help="lexical and dense search: BM25, sentence embeddings, both fused")
     commands = search.add_subparsers(dest="command", required=True)
@@ -374,6 +374,7 @@ def add_commands(domains) -> None:
     p.set_defaults(func=_cmd_prune)
 
     search_neural.add_commands(commands)
+    answer.add_commands(commands)
 
     p = commands.add_parser("merge", help="merge segments and drop deleted documents")
     p.add_argument("index", help="index folder (salience search index)")

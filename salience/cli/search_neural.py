@@ -17,6 +17,7 @@ from salience.models.cross_encoder import (BACKENDS as CROSS_BACKENDS, PRECISION
 from salience.models.encoders import BACKENDS as ENCODER_BACKENDS
 from salience.models.static import SAMPLE
 from salience.search.rerank import DEV_CHOSEN, default_algorithm
+from salience.search.sources import document_text
 
 # what train-reranker's --kind trains: the function, and how an earlier output of it is recognised
 TRAINERS = {"cross": (train_cross_encoder, is_cross_folder), "bi": (train_bi_encoder, is_bi_folder)}
@@ -56,11 +57,6 @@ def _cmd_pack(args) -> int:
     lines += [f"  {p['id']:<12} {p['tokens']:>5} tokens  {p['text'][:80]}" for p in result["passages"]]
     emit(args, result, "\n".join(lines))
     return 0
-
-
-def document_text(engine, doc_id: str) -> str:
-    """A stored document's indexed fields as one text."""
-    return " ".join(str(engine.document(doc_id).get(f, "")) for f in engine.fields)
 
 
 def _cmd_rerank(args) -> int:

@@ -137,42 +137,54 @@ class SourcedQuestion:
     def source_spans(self) -> list[tuple[int, int]]:
         """Each source's token positions ``[start, end)`` in the prompt with every source (the
         tokens whose characters overlap it; a fast tokenizer's offsets are needed)."""
-        return self._spans()[0]
+        return [self.token_span(a, b) for a, b in self.source_offsets()]
 
     def question_span(self) -> tuple[int, int]:
         """The question's token positions ``[start, end)`` in the prompt with every source."""
-        return self._spans()[1]
+        text = self.prompt_text(np.ones(len(self.sources), dtype=bool))
+        start = text.find(self.question, self.source_offsets()[-1][1])
+        return self.token_span(start, start + len(self.question))
 
-    def _spans(self):
+    def source_offsets(self) -> list[tuple[int, int]]:
+        """Each source's character offsets ``[start, end)`` in the prompt text with every source."""
         kept = np.ones(len(self.sources), dtype=bool)
         text = self.prompt_text(kept)
-        try:
-            encoded = self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=True)
-        except (NotImplementedError, TypeError, ValueError):
-            raise InvalidParameterError("locating the sources' tokens needs a fast tokenizer (with offsets): this one "
-                                        "has none.") from None
-        offsets = encoded["offset_mapping"]
-
-        def tokens_of(start: int, end: int) -> tuple[int, int]:
-            tokens = [t for t, (a, b) in enumerate(offsets) if b > a and a < end and b > start]
-            return (tokens[0], tokens[-1] + 1) if tokens else (0, 0)
-
-        spans, cursor = [], text.find(self.context(kept))
+        offsets, cursor = [], text.find(self.context(kept))
         for source in self.sources:
             start = text.find(source, cursor)
             cursor = start + len(source)
-            spans.append(tokens_of(start, cursor))
-        start = text.find(self.question, cursor)
-        return spans, tokens_of(start, start + len(self.question))
+            offsets.append((start, cursor))
+        return offsets
+
+    def token_span(self, start: int, end: int) -> tuple[int, int]:
+        """The token positions ``[start, end)`` of the prompt (with every source) whose
+        characters overlap its characters ``[start, end)``; ``(0, 0)`` when none do."""
+        if not hasattr(self, "_offsets"):
+            text = self.prompt_text(np.ones(len(self.sources), dtype=bool))
+            try:
+                encoded = self.tokenizer(text, add_special_tokens=not self.chat, return_offsets_mapping=True)
+            except (NotImplementedError, TypeError, ValueError):
+                raise InvalidParameterError("locating the sources' tokens needs a fast tokenizer (with offsets): this "
+                                            "one has none.") from None
+            self._offsets = encoded["offset_mapping"]
+        tokens = [t for t, (a, b) in enumerate(self._offsets) if b > a and a < end and b > start]
+        return (tokens[0], tokens[-1] + 1) if tokens else (0, 0)
 
     def source_attention(self, *, reader: str = "response", layers=None) -> np.ndarray:
         """The attention each source's tokens receive from the ``reader``'s tokens (the
         ``response``'s or the ``question``'s), summed over both sets of tokens and averaged over
         ``layers`` (None: all) and heads, in one forward pass with eager attention (the model's
         attention implementation put back after)."""
+        received = self.token_attention(reader=reader, layers=layers)
+        return np.array([received[a:b].sum() for a, b in self.source_spans()])
+
+    def token_attention(self, *, reader: str = "response", layers=None) -> np.ndarray:
+        """The attention each token of the prompt (with every source) receives from the
+        ``reader``'s tokens, as :meth:`source_attention` sums it over a source's tokens."""
         torch = require_torch("Attention over the sources")
+        if reader not in ("response", "question"):
+            raise InvalidParameterError(f"reader must be 'response' or 'question'; got {reader!r}.")
         prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
-        spans, question = self._spans()
         ids = prompt + list(self.response_ids) if reader == "response" else prompt
         setter = getattr(self.model, "set_attn_implementation", None)
         before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
@@ -191,10 +203,9 @@ class SourcedQuestion:
         chosen = range(len(attentions)) if layers is None else layers
         if any(not -len(attentions) <= i < len(attentions) for i in chosen):
             raise InvalidParameterError(f"layers {list(chosen)} are not all among the model's {len(attentions)} layers.")
-        rows = slice(len(prompt), None) if reader == "response" else slice(*question)
+        rows = slice(len(prompt), None) if reader == "response" else slice(*self.question_span())
         stacked = torch.stack([attentions[i][0, :, rows, : len(prompt)] for i in chosen]).double()
-        received = stacked.sum(dim=2).mean(dim=(0, 1)).numpy()  # the attention each prompt token receives
-        return np.array([received[a:b].sum() for a, b in spans])
+        return stacked.sum(dim=2).mean(dim=(0, 1)).numpy()
 
     def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
         if self.window is not None and prompt_length + response_length > self.window:

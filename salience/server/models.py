@@ -14,7 +14,7 @@ try:
 except ImportError:  # the service's own extra
     raise MissingDependencyError(f"the HTTP service needs FastAPI and pydantic: {INSTALL}") from None
 
-__all__ = ["SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
+__all__ = ["AnswerRequest", "SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
            "DeleteRequest"]
 
 
@@ -85,6 +85,34 @@ class VerifyRequest(_Strict):
     random: StrictInt = Field(20, ge=2, le=200, description="random orders the scores are compared with")
     seed: StrictInt = Field(0, ge=0)
     alpha: float = Field(0.01, gt=0, lt=1)
+
+
+def _answer_default(name: str):
+    from salience.answer import ANSWER_OPTIONS
+
+    return ANSWER_OPTIONS[name]
+
+
+class AnswerRequest(_Strict):
+    """The answer path's options (:func:`salience.answer.answer`; defaults from its table)."""
+
+    index: StrictStr = Field(description="the served index (BM25, with stored documents) the passages come from")
+    question: StrictStr = Field(min_length=1)
+    k: StrictInt = Field(_answer_default("k"), ge=1, description="passages retrieved")
+    rerank: StrictStr | None = Field(None, description="a judge that reorders them (an LM judge asks the served --lm)")
+    budget: StrictInt | None = Field(None, ge=1, description="the passages' tokens packed into this many")
+    pack_method: StrictStr = _answer_default("pack_method")
+    sort: StrictStr | None = Field(None, description="attention: the passage the question reads most next to it")
+    sort_rounds: StrictInt = Field(_answer_default("sort_rounds"), ge=1, le=5)
+    kv_policy: StrictStr | None = Field(None, description="a kv policy evicting the prompt's cache before answering")
+    kv_budget: StrictFloat | StrictInt | None = Field(None, gt=0, description="a fraction in (0, 1] or a token count")
+    cite: StrictStr | None = Field(_answer_default("cite"), description="the context method of the citations "
+                                                                       "(null: none)")
+    citations: StrictInt = Field(_answer_default("citations"), ge=1, le=20)
+    sentences: StrictInt = Field(_answer_default("sentences"), ge=1, le=20)
+    max_new_tokens: StrictInt = Field(_answer_default("max_new_tokens"), ge=1, le=512)
+    random_draws: StrictInt = Field(_answer_default("random_draws"), ge=0, le=20)
+    seed: StrictInt = Field(_answer_default("seed"), ge=0)
 
 
 class FuseRequest(_Strict):

@@ -29,7 +29,8 @@ def read_router(service):
 
         rows = [h.describe() for h in service.served.values()]
         healthy = all("error" not in row for row in rows)
-        body = {"status": "ok" if healthy else "stale", "version": _version(), "process": os.getpid(), "indexes": rows}
+        body = {"status": "ok" if healthy else "stale", "version": _version(), "process": os.getpid(), "indexes": rows,
+                "language_model": service.language_model_name}
         return body if healthy else JSONResponse(body, status_code=503)
 
     @router.get("/methods")
@@ -135,7 +136,7 @@ def prepared_search(service, name: str, body):
 def text_router(service):
     from fastapi import APIRouter
 
-    from salience.server.models import FuseRequest, RerankRequest, TextRequest, VerifyRequest
+    from salience.server.models import AnswerRequest, FuseRequest, RerankRequest, TextRequest, VerifyRequest
 
     router = APIRouter()
 
@@ -212,6 +213,31 @@ def text_router(service):
 
         return await service.run(answer)
 
+    @router.post("/answer")
+    async def answer(body: AnswerRequest):
+        """The answer path: ``question`` answered by the service's language model (``--lm``)
+        from a served index's passages, with its citations and their verification
+        (:func:`salience.answer.answer`)."""
+        if service.language_model is None:
+            raise APIError(422, "invalid_field", "this service holds no language model to answer with: start it with "
+                           "--lm MODEL (salience search answer runs without it).", "question")
+        handle = service.index_named(body.index)
+        service.within("question", body.question, service.limits.max_query_chars)
+        service.within("k", body.k, service.limits.max_k)
+        if not getattr(handle.reader, "store_documents", False):
+            raise APIError(422, "invalid_field", f"index {body.index!r} stores no documents: the model reads their "
+                           "texts.", "index")
+
+        def run():
+            from salience.answer import answer as answer_path
+
+            model, tokenizer = service.language_model
+            options = body.model_dump(exclude={"index", "question"})
+            result = answer_path(handle.reader, body.question, model=model, tokenizer=tokenizer, **options)
+            return {**result.to_dict(), "model": service.language_model_name}
+
+        return await service.run(run)
+
     @router.post("/verify")
     async def verify(body: VerifyRequest):
         """Was the importance real? The removal protocol over the units this service scores from
@@ -278,10 +304,9 @@ def text_router(service):
             hits = engine.search(body.query, k=min(body.k, 10))
             if not len(hits):
                 raise APIError(422, "invalid_field", "the query matches no document: nothing to verify.", "query")
-            texts = {}
-            for doc_id in hits.ids:
-                document = engine.document(doc_id)
-                texts[doc_id] = " ".join(str(document.get(f) or "") for f in engine.fields).strip() or str(doc_id)
+            from salience.search.sources import document_text
+
+            texts = {doc_id: document_text(engine, doc_id) or str(doc_id) for doc_id in hits.ids}
             verifier = create("verify", "passages", **options)
             result = verifier.verify(hits, passages=texts, question=body.query, model=model, tokenizer=tokenizer,
                                      response=body.response)

@@ -144,8 +144,59 @@ async function analyse(event) {
   }
 }
 
+// A cited passage with the sentences the answer read most marked, best citation first.
+function renderCitation(citation) {
+  const li = document.createElement("li");
+  const meta = document.createElement("div");
+  meta.className = "meta";
+  meta.textContent = `${citation.id} · attribution ${citation.score.toFixed(3)}`;
+  const text = document.createElement("p");
+  text.className = "snippet";
+  text.append(highlighted(citation.text, citation.sentences.map((s) => [s.start, s.end])));
+  li.append(meta, text);
+  return li;
+}
+
+async function ask(event) {
+  event.preventDefault();
+  status("answer-status", "Answering…");
+  const started = performance.now();
+  try {
+    const body = { index: $("index").value, question: $("question").value, k: Number($("answer-k").value) || 10,
+                   sort: $("answer-sort").checked ? "attention" : null };
+    const budget = Number($("answer-budget").value);
+    if (budget > 0) body.budget = budget;
+    const data = await call("/answer", body);
+    $("answer-text").textContent = data.answer;
+    $("citations").replaceChildren(...data.citations.map(renderCitation));
+    const v = data.verification || {};
+    const drops = Object.entries(v.top_k_drop || {}).map(([k, d]) => {
+      const random = (v.random_k_drop || {})[k];
+      return `top-${k} ${d.toFixed(3)}` + (random === undefined ? "" : ` (random ${random.toFixed(3)})`);
+    });
+    $("answer-verification").textContent = drops.length ? "Log-probability drop without the cited passages: " + drops.join(", ") : (data.notes || []).join(" ");
+    $("answer-output").hidden = false;
+    const seconds = ((performance.now() - started) / 1000).toFixed(1);
+    status("answer-status", `${data.citations.length} cited of ${data.passages.length} passages read, in ${seconds} s (${data.model}).`);
+  } catch (err) {
+    $("answer-output").hidden = true;
+    status("answer-status", err.message, true);
+  }
+}
+
+async function showAnswerIfServed() {
+  try {
+    const health = await call("/health");
+    const served = Boolean(health.language_model);
+    $("answer-section").hidden = !served;
+    $("answer-link").hidden = !served;
+  } catch (err) { /* the page works without the answer section */ }
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   $("search-form").addEventListener("submit", search);
+  $("answer-form").addEventListener("submit", ask);
+  showAnswerIfServed();
   $("text-form").addEventListener("submit", analyse);
   loadIndexes();
 });
