@@ -247,8 +247,14 @@ def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, k
     """Greedy answer ids and forward passes: the model's own generate, or (``kv_policy``) the
     prompt prefilled into an evicted cache and decoded one token at a time on it."""
     if kv_policy is None:
-        asked = SourcedQuestion(reading.model, tokenizer, reading.sources, reading.question,
-                                max_new_tokens=max_new_tokens, template=reading.template, chat=reading.chat)
+        try:
+            asked = SourcedQuestion(reading.model, tokenizer, reading.sources, reading.question,
+                                    max_new_tokens=max_new_tokens, template=reading.template, chat=reading.chat)
+        except InvalidParameterError as err:
+            if "answered nothing" in str(err):
+                raise InvalidParameterError("the model answered nothing to this question from these passages (its "
+                                            "first token ends the sequence).") from None
+            raise
         return asked.response_ids, asked.forward_passes
     from salience.compress.kv import check_budget, continue_from, prefill
     from salience.models.answering import _end_tokens

@@ -118,6 +118,8 @@ def test_one_passage_and_bad_input_are_named(tiny, index):
     bare = BM25(store_documents=False).index(DOCS)
     with pytest.raises(InvalidParameterError, match="stores no documents"):
         answer(bare, QUESTION, **common)
+    with pytest.raises(InvalidParameterError, match="answered nothing to this question"):
+        answer(index, "Which fish swim ?", **common)  # the tiny model's first token ends the sequence
     # a question in a language the model does not read: runs
     assert answer(index, "cats ¿dónde duermen los gatos? 猫", **common).passages
 

@@ -433,6 +433,37 @@ def test_verify_passages_over_http_with_a_served_language_model(index_dir, tmp_p
     _error(plain.post("/verify", json=request), 422, "invalid_field", "unit")  # no --lm: named
 
 
+def test_answer_over_http_is_the_librarys_answer(index_dir, tmp_path):
+    pytest.importorskip("torch")
+    from salience.answer import answer
+    from salience.search import BM25
+    from tests.models.tiny import tiny_lm
+
+    model, tokenizer = tiny_lm()
+    folder = tmp_path / "tiny-lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    served = TestClient(create_app([index_dir], lm=str(folder)))
+    assert served.get("/health").json()["language_model"] == str(folder)
+    request = {"index": "pets", "question": "cats mice", "max_new_tokens": 4, "cite": "loo", "budget": 60}
+    reply = served.post("/answer", json=request)
+    assert reply.status_code == 200, reply.text
+    body = reply.json()
+    expected = answer(BM25.load(index_dir), "cats mice", model=model, tokenizer=tokenizer, max_new_tokens=4,
+                      cite="loo", budget=60)
+    assert body["answer"] == expected.answer and body["model"] == str(folder)
+    assert [c["id"] for c in body["citations"]] == [c.id for c in expected.citations]
+    assert [p["id"] for p in body["passages"]] == [p["id"] for p in expected.passages]
+    assert body["verification"]["top_k_drop"] == pytest.approx(expected.verification["top_k_drop"])
+    assert "cite must be a context method" in _error(served.post("/answer", json={**request, "cite": "magic"}), 400,
+                                                     "invalid_input")["message"]
+    _error(served.post("/answer", json={**request, "index": "zoo"}), 404, "unknown_index", "name")
+    _error(served.post("/answer", json={**request, "k": "5"}), 422, "invalid_field", "k")
+    plain = TestClient(create_app([index_dir]))
+    assert plain.get("/health").json()["language_model"] is None
+    _error(plain.post("/answer", json=request), 422, "invalid_field", "question")  # no --lm: named
+
+
 def test_verify_keyphrases_over_http_match_the_library(client):
     from salience.core.base import create
     from salience.keywords import extract_keyphrases

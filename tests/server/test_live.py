@@ -127,6 +127,55 @@ def test_the_page_in_headless_chromium(server, tmp_path):
     assert all((tmp_path / name).stat().st_size > 5000 for name in ("search.png", "text.png", "narrow.png"))
 
 
+@pytest.mark.skipif(_chromium() is None, reason="no Chromium here (CI installs Debian's chromium: apt-get install -y chromium)")
+def test_the_answer_with_its_cited_passages_in_headless_chromium(index_dir, tmp_path):
+    """A service with --lm shows the answer section; the answer comes with its cited passages, the
+    sentences the answer read most marked; a service without a model does not offer it."""
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright")
+    pytest.importorskip("torch")
+    from tests.models.tiny import tiny_lm
+
+    model, tokenizer = tiny_lm()
+    folder = tmp_path / "tiny-lm"
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    with LiveServer([index_dir], options=["--lm", str(folder)]) as live, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1100, "height": 900})
+            page.goto(live.url + "/")
+            page.wait_for_selector("#answer-section", state="visible")
+            page.fill("#question", "cats hunting")
+            page.fill("#answer-budget", "200")
+            page.press("#question", "Enter")
+            page.wait_for_selector("#citations li")
+            status = page.inner_text("#answer-status")
+            assert "cited of" in status and str(folder) in status
+            assert page.inner_text("#answer-verification").startswith("Log-probability drop without the cited passages")
+            first = page.locator("#citations li").first
+            assert first.locator(".snippet mark").count() >= 1  # the cited sentences are marked
+            cited = first.locator(".meta").inner_text().split(" ·")[0]
+            assert cited in {"cats", "mice", "dogs", "fish", "birds"}
+            page.screenshot(path=str(tmp_path / "answer.png"), full_page=True)
+            page.fill("#answer-budget", "1")
+            page.press("#question", "Enter")
+            page.wait_for_selector("#answer-status.error")
+            assert "holds no passage" in page.inner_text("#answer-status")
+        finally:
+            browser.close()
+    with LiveServer([index_dir]) as plain, sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto(plain.url + "/")
+            page.wait_for_selector("#index option", state="attached")
+            page.wait_for_timeout(300)
+            assert not page.locator("#answer-section").is_visible()
+        finally:
+            browser.close()
+    assert (tmp_path / "answer.png").stat().st_size > 5000
+
+
 def _pets(index_dir):
     documents = {d["id"]: {k: v for k, v in d.items() if k != "year"} for d in DOCS}
     return index_dir, documents, ["cats", "mice hunt", "clean water", "dogs bark", "kill cells"]
