@@ -1,17 +1,23 @@
-"""Which passages made the answer? The ``context`` family on planted facts, beside context-cite
-0.0.4 on the same model, sources and questions, and attention sorting's answer accuracy.
+"""Which passages made the answer? The ``context`` family on planted facts and on SciFact's gold
+evidence, beside context-cite 0.0.4 on the same model, sources and answers; attention sorting's
+answer accuracy; the answer path's seconds per question.
 
-Data, built offline here: for each question a fact is planted ("The access code of project
-Quillon is 4817.") in the middle of one of N real passages (SciFact **test**-split claims' BM25
-candidates, abstracts cut to 60 words; the other N - 1 are the distractors), and SmolLM2-135M
-answers "What is the access code of project Quillon?" from them greedily (24 tokens). Each method
-scores the passages for that answer; reported: the top-1 and top-3 log-probability drops
-(ContextCite's metric: the answer's log-probability with every passage less without the k
-best-scored), how often the planted passage ranks first, forward passes and seconds. context-cite
-0.0.4 (``--contextcite-python``) attributes the same answers with the same number of ablations;
-its weights are compared with ``contextcite``'s. Attention sorting: the share of answers that
-hold the planted code with the passages in retrieval order (the planted one at a random place),
-attention-sorted (one round), and in reverse of the sorted order.
+Data, built offline here (``--split``: test reports, dev chooses):
+(a) planted facts: for each question a fact ("The access code of project Quillon is 4817.") is
+    planted in the middle of one of N real passages (a SciFact claim's BM25 candidates, abstracts
+    cut to 60 words; the other N - 1 are distractors), and SmolLM2-135M answers "What is the
+    access code of project Quillon?" from them greedily (24 tokens);
+(b) SciFact evidence: a claim's N BM25 candidates with its gold evidence abstracts put in (in
+    place of the lowest-ranked others), the model's greedy answer to "Is this claim true?".
+Each method scores the passages for that answer; reported: the top-1 and top-3 log-probability
+drops (ContextCite's metric: the answer's log-probability with every passage less without the k
+best-scored), how often a gold passage ranks first, forward passes and seconds. context-cite
+0.0.4 (``--contextcite-python``) attributes the same answers (its cached output set to them) with
+32, 64 and 256 ablations; its weights are compared with ``contextcite``'s and its rankings get
+the same drops. Attention sorting: the share of answers that hold the planted code with the
+passages in retrieval order (the planted one at a random place), attention-sorted (one round),
+and in reverse of the sorted order. The answer path (:func:`salience.answer.answer`): SciFact
+claims over the whole corpus's BM25 index, k = 20, a budget of 1,024 tokens, its defaults.
 
     python bench/context.py --contextcite-python .venv-contextcite/bin/python --write BENCHMARKS.md
 """
@@ -19,10 +25,7 @@ attention-sorted (one round), and in reverse of the sorted order.
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,18 +36,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import SHARED_DATA, run_benchmark, search_set, split_heading  # noqa: E402
+from contextcite_runner import run_contextcite  # noqa: E402
 
 NAMES = ["Quillon", "Marbeck", "Tessaly", "Orvane", "Kestrel", "Dunmore", "Fenwick", "Halvard", "Ilsworth", "Jarrow",
          "Lorcan", "Maelis", "Norrow", "Pellam", "Rydal", "Sorrel", "Tamsin", "Ulvik", "Varden", "Wexley"]
+BUDGETS = (32, 64, 256)
 
 
-def questions(n_passages: int, count: int, seed: int = 0) -> list[dict]:
-    """Planted-fact questions over SciFact test claims' BM25 candidates."""
+def _scifact(split: str):
     from salience.search import BM25
 
-    corpus, claims, _ = search_set(SHARED_DATA / "search" / "scifact", "test")
+    corpus, claims, qrels = search_set(SHARED_DATA / "search" / "scifact", split)
     index = BM25().index([{"id": d["_id"], "text": f"{d.get('title', '')} {d['text']}"} for d in corpus])
     text = {d["_id"]: " ".join(f"{d.get('title', '')}. {d['text']}".split()[:60]) for d in corpus}
+    return corpus, claims, qrels, index, text
+
+
+def planted_questions(data, n_passages: int, count: int, seed: int = 0) -> list[dict]:
+    """Planted-fact questions over SciFact claims' BM25 candidates."""
+    _, claims, _, index, text = data
     rng = np.random.default_rng(seed)
     out = []
     for i, claim in enumerate(list(claims.values())[:count]):
@@ -55,85 +65,132 @@ def questions(n_passages: int, count: int, seed: int = 0) -> list[dict]:
         middle = len(words) // 2
         planted = " ".join(words[:middle] + [f"The access code of project {name} is {code}."] + words[middle:])
         passages = {h: (planted if h == gold else text[h]) for h in hits}
-        out.append({"passages": passages, "gold": gold, "code": str(code),
+        out.append({"passages": passages, "gold": {gold}, "code": str(code),
                     "question": f"What is the access code of project {name}?"})
     return out
+
+
+def evidence_questions(data, n_passages: int, count: int) -> list[dict]:
+    """SciFact claims with their gold evidence among their BM25 candidates (in retrieval order)."""
+    _, claims, qrels, index, text = data
+    out = []
+    for claim_id, claim in list(claims.items())[:count]:
+        gold = [d for d, grade in qrels[claim_id].items() if grade > 0 and d in text]
+        if not gold:
+            continue
+        ranked = index.search(claim, k=len(text)).ids  # the whole ranking: a gold abstract may rank low
+        others = [d for d in ranked if d not in gold][: n_passages - len(gold)]
+        position = {d: r for r, d in enumerate(ranked)}
+        ids = sorted(others + gold, key=lambda d: position.get(d, len(ranked)))
+        out.append({"passages": {d: text[d] for d in ids}, "gold": set(gold), "question": f"{claim} Is this claim "
+                                                                                          "true?"})
+    return out
+
+
+def _attribute(model, tokenizer, items, answers, methods: dict, what: str, n: int) -> tuple[list, dict]:
+    """Each method's rows (drops, gold first, passes, seconds) and its scores per item."""
+    from salience.core.base import create
+    from salience.models.answering import SourcedQuestion
+
+    rows, kept_scores = [], {}
+    for label, (name, params) in methods.items():
+        method = create("context", name, model=model, tokenizer=tokenizer, **params)
+        passes, seconds, scores_of = 0, 0.0, []
+        for item, response in zip(items, answers):
+            started = time.perf_counter()
+            scores = method.score(item["passages"], item["question"], response)
+            seconds += time.perf_counter() - started
+            passes += method.info_["forward_passes"]
+            scores_of.append(scores.ranked_ids())
+        kept_scores[label] = scores_of
+        rows.append({"set": what, "passages": n, "method": label, "passes": passes / len(items),
+                     "seconds": seconds / len(items),
+                     **_drops(model, tokenizer, items, answers, scores_of, SourcedQuestion)})
+    return rows, kept_scores
+
+
+def _drops(model, tokenizer, items, answers, rankings, SourcedQuestion) -> dict:
+    """Mean top-1 / top-3 drops of the answers' log-probabilities and the gold-first rate."""
+    top1, top3, gold_first = [], [], 0
+    for item, response, ranked in zip(items, answers, rankings):
+        ids = list(item["passages"])
+        asked = SourcedQuestion(model, tokenizer, list(item["passages"].values()), item["question"], response=response)
+        masks = np.ones((3, len(ids)), dtype=bool)
+        masks[1, ids.index(ranked[0])] = False
+        for r in ranked[:3]:
+            masks[2, ids.index(r)] = False
+        lp = asked.log_probs(masks)
+        top1.append(lp[0] - lp[1])
+        top3.append(lp[0] - lp[2])
+        gold_first += ranked[0] in item["gold"]
+    return {"top1": float(np.mean(top1)), "top3": float(np.mean(top3)), "gold_first": gold_first / len(items)}
+
+
+def _methods(args, full: bool) -> dict:
+    methods = {f"contextcite, {b} ablations" + (" (default)" if b == 64 else ""): ("contextcite", {"n_ablations": b})
+               for b in (BUDGETS if full else (64,))}
+    methods |= {"loo": ("loo", {}), "attention": ("attention", {}), "gradient": ("gradient", {})}
+    if full:
+        methods |= {"loo, no prefix cache": ("loo", {"prefix_cache": False}),
+                    "kernel_shap, 64 samples": ("kernel_shap", {"n_samples": 64})}
+    return methods
 
 
 def run(args) -> dict:
     import torch
 
-    from salience.core.base import create
     from salience.models import load_causal_lm
     from salience.models.answering import SourcedQuestion
     from salience.search import attention_sort
 
     torch.set_num_threads(2)
     model, tokenizer = load_causal_lm("smollm2")
+    data = _scifact(args.split)
     rows, parity, sorting = [], [], []
     for n in args.passages:
-        asked_all = questions(n, args.questions)
-        answers = []
-        for item in asked_all:
-            asked = SourcedQuestion(model, tokenizer, list(item["passages"].values()), item["question"],
-                                    max_new_tokens=24)
-            answers.append(asked.response_ids)
-        methods = {"contextcite (default)": ("contextcite", {"n_ablations": args.ablations}),
-                   "contextcite, 32 ablations": ("contextcite", {"n_ablations": 32}),
-                   "loo": ("loo", {}), "loo, no prefix cache": ("loo", {"prefix_cache": False}),
-                   "attention": ("attention", {}), "kernel_shap": ("kernel_shap", {"n_samples": args.ablations})}
-        for label, (name, params) in methods.items():
-            method = create("context", name, model=model, tokenizer=tokenizer, **params)
-            top1, top3, gold_first, passes, started = [], [], 0, 0, time.perf_counter()
-            for item, response in zip(asked_all, answers):
-                scores = method.score(item["passages"], item["question"], response)
-                passes += method.info_["forward_passes"]
-                ranked = scores.ranked_ids()
-                gold_first += ranked[0] == item["gold"]
-                ids = list(item["passages"])
-                asked = SourcedQuestion(model, tokenizer, list(item["passages"].values()), item["question"],
-                                        response=response)
-                masks = np.ones((3, len(ids)), dtype=bool)
-                masks[1, ids.index(ranked[0])] = False
-                for r in ranked[:3]:
-                    masks[2, ids.index(r)] = False
-                lp = asked.log_probs(masks)
-                top1.append(lp[0] - lp[1])
-                top3.append(lp[0] - lp[2])
-            rows.append({"passages": n, "method": label, "top1": float(np.mean(top1)), "top3": float(np.mean(top3)),
-                         "gold_first": gold_first / len(asked_all), "passes": passes / len(asked_all),
-                         "seconds": (time.perf_counter() - started) / len(asked_all)})
-        if args.contextcite_python:
-            parity.append(_contextcite(args, model, tokenizer, asked_all, n))
+        items = planted_questions(data, n, args.questions)
+        answers = [SourcedQuestion(model, tokenizer, list(i["passages"].values()), i["question"],
+                                   max_new_tokens=24).response_ids for i in items]
+        full = n == args.sweep_passages
+        found, scores = _attribute(model, tokenizer, items, answers, _methods(args, full), "planted facts", n)
+        rows += found
+        if full and args.contextcite_python:
+            parity = _contextcite(args, model, tokenizer, items, answers, scores, n)
         if n == args.sort_passages:
-            sorting = _sorting(model, tokenizer, asked_all, attention_sort)
+            sorting = _sorting(model, tokenizer, items, attention_sort)
+    evidence = evidence_questions(data, args.evidence_passages, args.questions)
+    answers = [SourcedQuestion(model, tokenizer, list(i["passages"].values()), i["question"],
+                               max_new_tokens=24).response_ids for i in evidence]
+    rows += _attribute(model, tokenizer, evidence, answers, _methods(args, False), "SciFact evidence",
+                       args.evidence_passages)[0]
     return {"rows": rows, "parity": parity, "sorting": sorting, "questions": args.questions,
-            "ablations": args.ablations, "split": split_heading("test")}
+            "answer_path": _answer_path(args, model, tokenizer, data), "split": split_heading(args.split)}
 
 
-def _contextcite(args, model, tokenizer, items, n) -> dict:
+def _contextcite(args, model, tokenizer, items, answers, scores, n) -> list[dict]:
+    """context-cite 0.0.4 on the same answers at each ablation budget: its weights against
+    ``contextcite``'s on the same masks, and the drops of its rankings."""
     from salience.core.base import create
+    from salience.models.answering import SourcedQuestion
 
-    jobs = [{"sources": list(item["passages"].values()), "query": item["question"], "separator": "\n\n",
-             "max_new_tokens": 24, "masks": [[True] * n], "ablations": args.ablations} for item in items]
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "model"
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        (Path(tmp) / "jobs.json").write_text(json.dumps(jobs))
-        started = time.perf_counter()
-        subprocess.run([args.contextcite_python, str(Path(__file__).with_name("contextcite_runner.py")), str(folder),
-                        str(Path(tmp) / "jobs.json"), str(Path(tmp) / "out.json")], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        seconds = time.perf_counter() - started
-        peer = json.loads((Path(tmp) / "out.json").read_text())
-    method = create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=args.ablations)
-    largest, gold_first = 0.0, 0
-    for item, theirs in zip(items, peer):
-        ours = method.score(list(item["passages"].values()), item["question"], theirs["response_ids"]).values
-        largest = max(largest, float(np.abs(ours - np.array(theirs["attributions"])).max()))
-        gold_first += list(item["passages"])[int(np.argmax(theirs["attributions"]))] == item["gold"]
-    return {"passages": n, "largest": largest, "gold_first": gold_first / len(items), "seconds": seconds / len(items)}
+    out = []
+    for budget in BUDGETS:
+        jobs = [{"sources": list(item["passages"].values()), "query": item["question"], "separator": "\n\n",
+                 "max_new_tokens": 24, "masks": [[True] * n], "ablations": budget,
+                 "response": tokenizer.decode(response)} for item, response in zip(items, answers)]
+        peer, seconds = run_contextcite(args.contextcite_python, model, tokenizer, jobs)
+        method = create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=budget)
+        largest, same_tokens, rankings = 0.0, 0, []
+        for item, response, theirs in zip(items, answers, peer):
+            ids = list(item["passages"])
+            rankings.append([ids[i] for i in np.argsort(-np.array(theirs["attributions"]), kind="stable")])
+            if list(theirs["response_ids"]) == list(response):  # the same tokens: the weights must agree
+                same_tokens += 1
+                ours = method.score(item["passages"], item["question"], response)
+                largest = max(largest, float(np.abs(ours.values - np.array(theirs["attributions"])).max()))
+        out.append({"ablations": budget, "largest": largest, "compared": same_tokens, "seconds": seconds / len(items),
+                    **_drops(model, tokenizer, items, answers, rankings, SourcedQuestion)})
+    return out
 
 
 def _sorting(model, tokenizer, items, attention_sort) -> list[dict]:
@@ -154,35 +211,70 @@ def _sorting(model, tokenizer, items, attention_sort) -> list[dict]:
     return out
 
 
+def _answer_path(args, model, tokenizer, data) -> dict:
+    """Seconds per question of the answer path at its defaults over SciFact's whole corpus."""
+    from salience.answer import answer
+    from salience.search import BM25
+
+    corpus, claims, _, _, _ = data
+    index = BM25().index([{"id": d["_id"], "title": d.get("title", ""), "text": d["text"]}
+                          for d in corpus])
+    seconds, stages, cited = [], {}, 0
+    for claim in list(claims.values())[: args.questions]:
+        started = time.perf_counter()
+        result = answer(index, claim, model=model, tokenizer=tokenizer, k=20, budget=1024)
+        seconds.append(time.perf_counter() - started)
+        cited += bool(result.citations)
+        for stage, value in result.seconds.items():
+            stages.setdefault(stage, []).append(value)
+    return {"questions": len(seconds), "mean": float(np.mean(seconds)), "median": float(np.median(seconds)),
+            "max": float(np.max(seconds)), "stages": {k: float(np.mean(v)) for k, v in stages.items()},
+            "cited": cited}
+
+
 def render(result: dict, command: str, seconds: float) -> str:
-    lines = ["## Which passages made the answer: context attribution on planted facts (`bench/context.py`)", "",
-             f"Command: `{command}` ({seconds:.0f} s). SmolLM2-135M; {result['questions']} questions per context "
-             f"size, each a fact planted in one of N BM25 candidates of a SciFact claim ({result['split']}); the "
-             "model's own greedy answer attributed. Drops: the answer's log-probability with every passage less "
-             "without the top-k scored (ContextCite's metric; larger is better). Nothing was tuned.", "",
-             "| N | method | top-1 drop | top-3 drop | planted passage first | forward passes / question | "
-             "seconds / question |", "|---:|---|---:|---:|---:|---:|---:|"]
+    lines = ["## Which passages made the answer: context attribution, attention sorting, the answer path "
+             "(`bench/context.py`)", "",
+             f"Command: `{command}` ({seconds:.0f} s). SmolLM2-135M on 2 cores; {result['questions']} questions per "
+             f"row ({result['split']} claims of SciFact); the model's own greedy answer attributed. Drops: the "
+             "answer's log-probability with every passage less without the top-k scored (ContextCite's metric; "
+             "larger is better). Gold first: the planted passage (or a gold evidence abstract) ranked first. Nothing "
+             "was tuned on this split.", "",
+             "| set | N | method | top-1 drop | top-3 drop | gold first | forward passes / question | "
+             "seconds / question |", "|---|---:|---|---:|---:|---:|---:|---:|"]
     for r in result["rows"]:
-        lines.append(f"| {r['passages']} | {r['method']} | {r['top1']:+.3f} | {r['top3']:+.3f} | "
+        lines.append(f"| {r['set']} | {r['passages']} | {r['method']} | {r['top1']:+.3f} | {r['top3']:+.3f} | "
                      f"{r['gold_first']:.0%} | {r['passes']:.0f} | {r['seconds']:.2f} |")
     if result["parity"]:
-        lines += ["", f"context-cite 0.0.4 on the same answers with {result['ablations']} ablations (its own masks, "
-                  "forward passes and Lasso, run in `.venv-contextcite`): " + "; ".join(
-                      f"N = {p['passages']}: largest weight difference {p['largest']:.1e}, planted passage first "
-                      f"{p['gold_first']:.0%}, {p['seconds']:.1f} s / question (with its model load)"
-                      for p in result["parity"]) + "."]
+        lines += ["", "context-cite 0.0.4 on the same planted-fact answers (its cached output set to them; its own "
+                  "masks, forward passes and Lasso, in `.venv-contextcite`):", "",
+                  "| ablations | largest weight difference from `contextcite` | answers compared | top-1 drop | "
+                  "top-3 drop | gold first | seconds / question (with its model load) |",
+                  "|---:|---:|---:|---:|---:|---:|---:|"]
+        for p in result["parity"]:
+            lines.append(f"| {p['ablations']} | {p['largest']:.1e} | {p['compared']} | {p['top1']:+.3f} | "
+                         f"{p['top3']:+.3f} | {p['gold_first']:.0%} | {p['seconds']:.1f} |")
     if result["sorting"]:
         lines += ["", "Attention sorting (one round), answers holding the planted code: " + "; ".join(
             f"{s['order']} {s['accuracy']:.0%}" for s in result["sorting"]) + "."]
+    a = result["answer_path"]
+    lines += ["", f"The answer path (`salience search answer`, its defaults: cite by attention, 64 new tokens, "
+              f"verification with 2 random draws) over SciFact's {a['questions']} first claims, k = 20, budget 1,024 "
+              f"tokens: {a['mean']:.2f} s per question (median {a['median']:.2f}, max {a['max']:.2f}); by stage "
+              + ", ".join(f"{k} {v:.2f} s" for k, v in a["stages"].items())
+              + f"; answers with a citation: {a['cited']} of {a['questions']}."]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--questions", type=int, default=10, help="questions per context size (default 10)")
-    parser.add_argument("--passages", type=int, nargs="+", default=[5, 10], help="context sizes N (default 5 10)")
-    parser.add_argument("--ablations", type=int, default=64, help="contextcite's ablations (default 64, its default)")
-    parser.add_argument("--sort-passages", type=int, default=10, help="N for attention sorting (default 10)")
+    parser.add_argument("--split", default="test", choices=("dev", "test"), help="SciFact split (default test)")
+    parser.add_argument("--questions", type=int, default=8, help="questions per row (default 8)")
+    parser.add_argument("--passages", type=int, nargs="+", default=[5, 10, 20], help="context sizes N (default 5 10 20)")
+    parser.add_argument("--sweep-passages", type=int, default=10,
+                        help="the N at which every method and ablation budget runs (default 10)")
+    parser.add_argument("--evidence-passages", type=int, default=10, help="N of the SciFact evidence set (default 10)")
+    parser.add_argument("--sort-passages", type=int, default=20, help="N for attention sorting (default 20)")
     parser.add_argument("--contextcite-python", default=None,
                         help="python of an environment with context-cite 0.0.4 (make .venv-contextcite/bin/python)")
     return run_benchmark("context.py", parser, run, render, argv)

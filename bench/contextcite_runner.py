@@ -13,7 +13,8 @@ in float64 too: parity then measures the formula, not float32 rounding.
 
 A job: {"sources": [...], "query": ..., "separator": "\\n\\n", "max_new_tokens": N,
 "masks": [[true, false, ...], ...], "ablations": N (optional: ContextCite's attributions with N
-ablation masks)}. Out: per job {"response_ids", "log_probs", "attributions", "seconds"}.
+ablation masks), "response": text (optional: the answer attributed, instead of its own
+generation)}. Out: per job {"response_ids", "log_probs", "attributions", "seconds"}.
 """
 
 from __future__ import annotations
@@ -23,6 +24,25 @@ import sys
 import time
 
 import numpy as np
+
+
+def run_contextcite(python: str, model, tokenizer, jobs: list, dtype: str = "float32") -> tuple[list, float]:
+    """From salience's side: ``jobs`` run by this script in context-cite's environment
+    (``python``) on ``model`` saved to a temporary folder; (its results, seconds with its model
+    load)."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "model"
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (Path(tmp) / "jobs.json").write_text(json.dumps(jobs))
+        started = time.perf_counter()
+        subprocess.run([python, __file__, str(folder), str(Path(tmp) / "jobs.json"), str(Path(tmp) / "out.json"), dtype],
+                       check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return json.loads((Path(tmp) / "out.json").read_text()), time.perf_counter() - started
 
 
 def main(model_folder: str, jobs_path: str, out_path: str, dtype: str = "float32") -> None:
@@ -66,6 +86,8 @@ def main(model_folder: str, jobs_path: str, out_path: str, dtype: str = "float32
         citer = ContextCiter(model, tokenizer, partitioner.context, job["query"], partitioner=partitioner,
                              generate_kwargs={"max_new_tokens": job["max_new_tokens"], "do_sample": False},
                              num_ablations=job.get("ablations", 64))
+        if job.get("response") is not None:  # the answer given: ContextCite's cached output, prompt + response
+            citer._cache["output"] = citer._get_prompt_ids(return_prompt=True)[1] + job["response"]
         response_ids = list(citer._response_ids)
         attributions = None
         if job.get("ablations"):  # ContextCite's own surrogate weights over the sources

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from common import SHARED_DATA, document_set, search_set, split_heading
+from contextcite_runner import run_contextcite
 
 from salience.core.verify import subject_seed
 
@@ -178,7 +179,7 @@ def _contextcite_parity(args, model, tokenizer, questions) -> dict:
     result = {"questions": len(questions), "masks": sum(len(m) for m in masks_of)}
     for dtype in ("float32", "float64"):
         ours_model = model if dtype == "float32" else copy.deepcopy(model).double()
-        peer, seconds = _run_contextcite(args, ours_model, tokenizer, jobs, dtype)
+        peer, seconds = run_contextcite(args.contextcite_python, ours_model, tokenizer, jobs, dtype)
         largest, relative, same_answer, ours_seconds = 0.0, 0.0, 0, 0.0
         for (question, texts, _), masks, theirs in zip(questions, masks_of, peer):
             started = time.perf_counter()
@@ -198,21 +199,6 @@ def _contextcite_parity(args, model, tokenizer, questions) -> dict:
         if dtype == "float32":
             result["same_answer"] = same_answer
     return result
-
-
-def _run_contextcite(args, model, tokenizer, jobs: list, dtype: str) -> tuple[list, float]:
-    """context-cite's answers to ``jobs`` in its own environment (bench/contextcite_runner.py)
-    and the seconds it took, model load included."""
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / "model"
-        model.save_pretrained(folder)
-        tokenizer.save_pretrained(folder)
-        (Path(tmp) / "jobs.json").write_text(json.dumps(jobs))
-        started = time.perf_counter()
-        subprocess.run([args.contextcite_python, str(Path(__file__).with_name("contextcite_runner.py")), str(folder),
-                        str(Path(tmp) / "jobs.json"), str(Path(tmp) / "out.json"), dtype], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return json.loads((Path(tmp) / "out.json").read_text()), time.perf_counter() - started
 
 
 def compress(args) -> dict:

@@ -126,11 +126,10 @@ def test_one_passage_and_bad_input_are_named(tiny, index):
 
 def test_the_command_line_prints_what_the_library_returns(tiny, index, tmp_path, capsys):
     from salience.cli import main
+    from tests.models.tiny import save_tiny_lm
 
     model, tokenizer = tiny
-    folder = tmp_path / "tiny-lm"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_tiny_lm(tmp_path / "tiny-lm")
     saved = tmp_path / "pets"
     index.save(saved)
     assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4",

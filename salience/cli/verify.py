@@ -9,7 +9,8 @@ from pathlib import Path
 
 from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, choices_of, emit, method_option,
                                   positive_int)
-from salience.cli.verify_common import MARK, _add_protocol_options, _check_protocol, _is_own_report, _write
+from salience.cli.verify_common import (MARK, _add_protocol_options, _check_protocol, _is_own_report, _write,
+                                       read_score_list)
 from salience.cli.verify_models import add_model_commands
 from salience.exceptions import InputFormatError, InvalidParameterError
 
@@ -211,21 +212,11 @@ def _cmd_sentences(args) -> int:
 def _read_sentence_scores(path: str, n_sentences: int, text_path: str) -> tuple[list[float], str]:
     """(scores, method) of ``salience summarize extract FILE --json``'s output: one score per
     sentence of the text, in document order."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8", errors="strict"))
-    except UnicodeDecodeError:
-        raise InputFormatError(f"{path}: not UTF-8 text.") from None
-    except ValueError as err:
-        raise InputFormatError(f"{path}: not JSON ({err}).") from None
-    values = data.get("scores") if isinstance(data, dict) else None
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in values):
-        raise InputFormatError(f"{path}: not salience summarize extract --json's output (an object with a list of "
-                               "numeric scores, one per sentence).")
+    values, method = read_score_list(path, "salience summarize extract --json", "sentence")
     if len(values) != n_sentences:
         raise InputFormatError(f"{path} scores {len(values)} sentences but {text_path} splits into {n_sentences}: "
                                "the scores are of another text (or another sentence splitter).")
-    return [float(v) for v in values], str(data.get("method") or path)
+    return values, method
 
 
 def _read_keyphrases(path: str, on_error: str) -> dict:

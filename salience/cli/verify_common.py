@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from salience.cli._common import add_seed, positive_int
-from salience.exceptions import InvalidParameterError
+from salience.exceptions import InputFormatError, InvalidParameterError
 
 #: written in every report the command writes, so that a rerun may replace it
 MARK = "salience.verification"
@@ -53,3 +53,20 @@ def _write(args, result, inputs) -> None:
     else:
         text = json.dumps({"format": MARK, **body}, indent=1) + "\n"
     atomic_write_text(out, text)
+
+
+def read_score_list(path: str, command: str, unit: str) -> tuple[list[float], str]:
+    """(scores, method) of a command's JSON report holding ``scores``, a list of numbers (one per
+    ``unit``) and the ``method`` that gave them; anything else is refused naming ``command``."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8", errors="strict"))
+    except UnicodeDecodeError:
+        raise InputFormatError(f"{path}: not UTF-8 text.") from None
+    except ValueError as err:
+        raise InputFormatError(f"{path}: not JSON ({err}).") from None
+    values = data.get("scores") if isinstance(data, dict) else None
+    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                               for v in values):
+        raise InputFormatError(f"{path}: not {command}'s output (an object with a list of numeric scores, one per "
+                               f"{unit}).")
+    return [float(v) for v in values], str(data.get("method") or path)

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 
 from salience.cli._common import add_on_error, add_output_options, choices_of, emit, positive_int
-from salience.cli.verify_common import _add_protocol_options, _check_protocol, _is_own_report, _write
+from salience.cli.verify_common import (_add_protocol_options, _check_protocol, _is_own_report, _write,
+                                       read_score_list)
 from salience.exceptions import InputFormatError, InvalidParameterError
 
 
@@ -61,28 +62,11 @@ def _finish(args, result, method: str) -> int:
     return 0
 
 
-def _read_layer_scores(path: str) -> tuple[list[float], str]:
-    """(scores, method) of ``salience compress layers``'s report: its ``--json`` output or the
-    ``salience-prune.json`` it writes beside the model (one score per layer of the model it
-    was given)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8", errors="strict"))
-    except UnicodeDecodeError:
-        raise InputFormatError(f"{path}: not UTF-8 text.") from None
-    except ValueError as err:
-        raise InputFormatError(f"{path}: not JSON ({err}).") from None
-    values = data.get("scores") if isinstance(data, dict) else None
-    if not isinstance(values, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
-                                               for v in values):
-        raise InputFormatError(f"{path}: not salience compress layers' report (an object with a list of numeric "
-                               "scores, one per layer).")
-    return [float(v) for v in values], str(data.get("method") or path)
-
-
 def _cmd_layers(args) -> int:
     from salience.core.base import create
 
-    given_scores = _read_layer_scores(args.scores) if args.scores is not None else None
+    given_scores = (read_score_list(args.scores, "salience compress layers", "layer") if args.scores is not None
+                    else None)
     model, scoring, held_out = _model_and_halves(args)
     if given_scores is None:
         scores, method = create("layers", args.method).score(model, scoring), args.method

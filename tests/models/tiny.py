@@ -25,6 +25,14 @@ def tiny_lm():
     return transformers.LlamaForCausalLM(config).eval(), tok
 
 
+def save_tiny_lm(folder):
+    """The tiny LM and its tokenizer saved as a transformers folder (what --model and --lm load)."""
+    model, tokenizer = tiny_lm()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 ENCODER_WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[unused0]", "heat", "flow", "wing", "shock", "wave", "cell",
                  "protein", "membrane", "stock", "price", "market", "the", "of", "a", "in"]
 

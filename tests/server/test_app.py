@@ -410,12 +410,10 @@ def test_verify_passages_over_http_with_a_served_language_model(index_dir, tmp_p
     pytest.importorskip("torch")
     from salience.core.base import create
     from salience.search import BM25
-    from tests.models.tiny import tiny_lm
+    from tests.models.tiny import save_tiny_lm, tiny_lm
 
     model, tokenizer = tiny_lm()
-    folder = tmp_path / "tiny-lm"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_tiny_lm(tmp_path / "tiny-lm")
     served = TestClient(create_app([index_dir], lm=str(folder)))
     request = {"unit": "passages", "index": "pets", "query": "cats", "response": "cats sleep", "random": 4, "steps": 2}
     answer = served.post("/verify", json=request)
@@ -437,12 +435,10 @@ def test_answer_over_http_is_the_librarys_answer(index_dir, tmp_path):
     pytest.importorskip("torch")
     from salience.answer import answer
     from salience.search import BM25
-    from tests.models.tiny import tiny_lm
+    from tests.models.tiny import save_tiny_lm, tiny_lm
 
     model, tokenizer = tiny_lm()
-    folder = tmp_path / "tiny-lm"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_tiny_lm(tmp_path / "tiny-lm")
     served = TestClient(create_app([index_dir], lm=str(folder)))
     assert served.get("/health").json()["language_model"] == str(folder)
     request = {"index": "pets", "question": "cats mice", "max_new_tokens": 4, "cite": "loo", "budget": 60}

@@ -133,12 +133,9 @@ def test_the_answer_with_its_cited_passages_in_headless_chromium(index_dir, tmp_
     sentences the answer read most marked; a service without a model does not offer it."""
     sync_api = pytest.importorskip("playwright.sync_api", reason="the browser tests drive Chromium with playwright")
     pytest.importorskip("torch")
-    from tests.models.tiny import tiny_lm
+    from tests.models.tiny import save_tiny_lm
 
-    model, tokenizer = tiny_lm()
-    folder = tmp_path / "tiny-lm"
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
+    folder = save_tiny_lm(tmp_path / "tiny-lm")
     with LiveServer([index_dir], options=["--lm", str(folder)]) as live, sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=_chromium(), headless=True, args=["--no-sandbox"])
         try:
