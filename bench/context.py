@@ -13,7 +13,8 @@ Each method scores the passages for that answer; reported: the top-1 and top-3 l
 drops (ContextCite's metric: the answer's log-probability with every passage less without the k
 best-scored), how often a gold passage ranks first, forward passes and seconds. context-cite
 0.0.4 (``--contextcite-python``) attributes the same answers (its cached output set to them) with
-32, 64 and 256 ablations; its weights are compared with ``contextcite``'s and its rankings get
+32 and 64 ablations (``--peer-ablations``; ``contextcite`` runs 32, 64 and 256); its weights are
+compared with ``contextcite``'s and its rankings get
 the same drops. Attention sorting: the share of answers that hold the planted code with the
 passages in retrieval order (the planted one at a random place), attention-sorted (one round),
 and in reverse of the sorted order. The answer path (:func:`salience.answer.answer`): SciFact
@@ -40,7 +41,6 @@ from contextcite_runner import run_contextcite  # noqa: E402
 
 NAMES = ["Quillon", "Marbeck", "Tessaly", "Orvane", "Kestrel", "Dunmore", "Fenwick", "Halvard", "Ilsworth", "Jarrow",
          "Lorcan", "Maelis", "Norrow", "Pellam", "Rydal", "Sorrel", "Tamsin", "Ulvik", "Varden", "Wexley"]
-BUDGETS = (32, 64, 256)
 
 
 def _scifact(split: str):
@@ -128,7 +128,7 @@ def _drops(model, tokenizer, items, answers, rankings, SourcedQuestion) -> dict:
 
 def _methods(args, full: bool) -> dict:
     methods = {f"contextcite, {b} ablations" + (" (default)" if b == 64 else ""): ("contextcite", {"n_ablations": b})
-               for b in (BUDGETS if full else (64,))}
+               for b in (args.ablations if full else (64,))}
     methods |= {"loo": ("loo", {}), "attention": ("attention", {}), "gradient": ("gradient", {})}
     if full:
         methods |= {"loo, no prefix cache": ("loo", {"prefix_cache": False}),
@@ -174,7 +174,7 @@ def _contextcite(args, model, tokenizer, items, answers, scores, n) -> list[dict
     from salience.models.answering import SourcedQuestion
 
     out = []
-    for budget in BUDGETS:
+    for budget in args.peer_ablations:
         jobs = [{"sources": list(item["passages"].values()), "query": item["question"], "separator": "\n\n",
                  "max_new_tokens": 24, "masks": [[True] * n], "ablations": budget,
                  "response": tokenizer.decode(response)} for item, response in zip(items, answers)]
@@ -269,7 +269,7 @@ def render(result: dict, command: str, seconds: float) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--split", default="test", choices=("dev", "test"), help="SciFact split (default test)")
-    parser.add_argument("--questions", type=int, default=8, help="questions per row (default 8)")
+    parser.add_argument("--questions", type=int, default=6, help="questions per row (default 6)")
     parser.add_argument("--passages", type=int, nargs="+", default=[5, 10, 20], help="context sizes N (default 5 10 20)")
     parser.add_argument("--sweep-passages", type=int, default=10,
                         help="the N at which every method and ablation budget runs (default 10)")
@@ -277,6 +277,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sort-passages", type=int, default=20, help="N for attention sorting (default 20)")
     parser.add_argument("--contextcite-python", default=None,
                         help="python of an environment with context-cite 0.0.4 (make .venv-contextcite/bin/python)")
+    parser.add_argument("--ablations", type=int, nargs="+", default=[32, 64, 256],
+                        help="contextcite's ablation budgets at --sweep-passages (default 32 64 256)")
+    parser.add_argument("--peer-ablations", type=int, nargs="+", default=[32, 64],
+                        help="context-cite's ablation budgets (default 32 64; 256 takes as long again)")
     return run_benchmark("context.py", parser, run, render, argv)
 
 

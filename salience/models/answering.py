@@ -180,32 +180,50 @@ class SourcedQuestion:
 
     def token_attention(self, *, reader: str = "response", layers=None) -> np.ndarray:
         """The attention each token of the prompt (with every source) receives from the
-        ``reader``'s tokens, as :meth:`source_attention` sums it over a source's tokens."""
+        ``reader``'s tokens, as :meth:`source_attention` sums it over a source's tokens. The
+        tokens before the reader's are read first into a key/value cache (the model's fast
+        attention, no weights kept), then the rest with eager attention and its weights: only
+        the reader's rows are ever materialised, the same numbers as one eager pass."""
         torch = require_torch("Attention over the sources")
         if reader not in ("response", "question"):
             raise InvalidParameterError(f"reader must be 'response' or 'question'; got {reader!r}.")
         prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
         ids = prompt + list(self.response_ids) if reader == "response" else prompt
-        setter = getattr(self.model, "set_attn_implementation", None)
-        before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
-        try:
-            if setter is not None and before != "eager":
-                setter("eager")
-            with torch.no_grad():
-                attentions = self.model(input_ids=torch.tensor([ids]), output_attentions=True).attentions
-        finally:
-            if setter is not None and before not in (None, "eager"):
-                setter(before)
+        first, last = (len(prompt), len(ids)) if reader == "response" else self.question_span()
+        attentions = self._attention_after(torch, ids, first)
         self.forward_passes += 1
-        if not attentions or any(a is None for a in attentions):
-            raise InvalidParameterError("this model returns no attention weights: use the context methods that need "
-                                        "none (contextcite, loo, kernel_shap).")
         chosen = range(len(attentions)) if layers is None else layers
         if any(not -len(attentions) <= i < len(attentions) for i in chosen):
             raise InvalidParameterError(f"layers {list(chosen)} are not all among the model's {len(attentions)} layers.")
-        rows = slice(len(prompt), None) if reader == "response" else slice(*self.question_span())
-        stacked = torch.stack([attentions[i][0, :, rows, : len(prompt)] for i in chosen]).double()
+        stacked = torch.stack([attentions[i][0, :, : last - first, : len(prompt)] for i in chosen]).double()
         return stacked.sum(dim=2).mean(dim=(0, 1)).numpy()
+
+    def _attention_after(self, torch, ids: list[int], first: int):
+        """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
+        from ``first`` on, the ones before read into a cache first."""
+        from salience.models.kv import cache_argument, returned_cache
+
+        setter = getattr(self.model, "set_attn_implementation", None)
+        before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
+        with torch.no_grad():
+            cache = None
+            if first > 0:
+                out = self.model(input_ids=torch.tensor([ids[:first]]), use_cache=True, logits_to_keep=1)
+                cache = returned_cache(out)
+            try:
+                if setter is not None and before != "eager":
+                    setter("eager")
+                extra = {} if cache is None else {cache_argument(self.model): cache}
+                attentions = self.model(input_ids=torch.tensor([ids[first:]]), output_attentions=True,
+                                        position_ids=torch.arange(first, len(ids))[None], use_cache=cache is not None,
+                                        logits_to_keep=1, **extra).attentions
+            finally:
+                if setter is not None and before not in (None, "eager"):
+                    setter(before)
+        if not attentions or any(a is None for a in attentions):
+            raise InvalidParameterError("this model returns no attention weights: use the context methods that need "
+                                        "none (contextcite, loo, kernel_shap).")
+        return attentions
 
     def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
         if self.window is not None and prompt_length + response_length > self.window:
