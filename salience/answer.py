@@ -172,9 +172,10 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
         raise
 
     started = time.perf_counter()
-    response_ids, passes = _generate(model, tokenizer, reading, max_new_tokens, kv_policy, kv_budget)
+    response_ids, passes, prompt_cache = _generate(model, tokenizer, reading, max_new_tokens, kv_policy, kv_budget)
     seconds["generate"] = time.perf_counter() - started
     asked = SourcedQuestion(model, tokenizer, sources, question, response=response_ids, **options)
+    asked.prompt_cache = prompt_cache
     if kv_policy is not None:
         notes.append(f"the answer was generated from a KV cache evicted by {settings['kv_policy']} to {kv_budget}; "
                      "citations and their check "
@@ -188,8 +189,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
 
     started = time.perf_counter()
     method = create("context", cite, model=model, tokenizer=tokenizer, max_new_tokens=max_new_tokens, **options)
-    scores = method.score(dict(zip(order, sources)), question, response=response_ids)
-    result.forward_passes += method.info_["forward_passes"]
+    scores = method.attribute(asked, order)
     if "note" in method.info_:
         notes.append(method.info_["note"])
     cited = [(i, float(v)) for i, v in zip(scores.sorted().ids, scores.sorted().values) if v > 0][:citations]
@@ -244,23 +244,15 @@ def _packed(ranked, lengths: dict, budget: int, method: str) -> list:
 
 
 def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, kv_policy, kv_budget):
-    """Greedy answer ids and forward passes: the model's own generate, or (``kv_policy``) the
-    prompt prefilled into an evicted cache and decoded one token at a time on it."""
-    if kv_policy is None:
-        try:
-            asked = SourcedQuestion(reading.model, tokenizer, reading.sources, reading.question,
-                                    max_new_tokens=max_new_tokens, template=reading.template, chat=reading.chat)
-        except InvalidParameterError as err:
-            if "answered nothing" in str(err):
-                raise InvalidParameterError("the model answered nothing to this question from these passages (its "
-                                            "first token ends the sequence).") from None
-            raise
-        return asked.response_ids, asked.forward_passes
+    """(greedy answer ids, forward passes, the prompt's cache or None): the prompt prefilled
+    into a cache (evicted by ``kv_policy``, if any) and decoded one token at a time on it. The
+    full cache (no policy) is handed on: the answer's attention over the prompt reuses it."""
     from salience.compress.kv import check_budget, continue_from, prefill
     from salience.models.answering import _end_tokens
 
     prompt = reading.prompt_ids(np.ones(len(reading.sources), dtype=bool))
-    check_budget(kv_budget, len(prompt), kv_policy)
+    if kv_policy is not None:
+        check_budget(kv_budget, len(prompt), kv_policy)
     state = prefill(model, prompt, policy=kv_policy, budget=kv_budget)
     stops, ids, logits = _end_tokens(model, tokenizer), [], state.logits
     for step in range(max_new_tokens):
@@ -271,9 +263,9 @@ def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, k
         if step + 1 < max_new_tokens:
             logits = continue_from(model, state.cache, [token], state.length + step)[:, -1]
     if not ids:
-        raise InvalidParameterError("the model answered nothing (its first token ends the sequence) from the evicted "
-                                    "cache: raise kv_budget.")
-    return ids, 1 + max(len(ids) - 1, 0)
+        raise InvalidParameterError("the model answered nothing to this question from these passages (its first "
+                                    "token ends the sequence)" + (": raise kv_budget." if kv_policy else "."))
+    return ids, len(ids), (state.cache, len(prompt)) if kv_policy is None else None
 
 
 def _highlight(asked: SourcedQuestion, order: list, cited: list, sentences: int) -> None:

@@ -20,6 +20,7 @@ import numpy as np
 from salience.core.base import Scorer
 from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
+from salience.exceptions import InvalidParameterError
 from salience.models.answering import CONTEXT_TEMPLATE, SourcedQuestion, source_texts
 
 __all__ = ["ContextAttribution"]
@@ -54,6 +55,16 @@ class ContextAttribution(Scorer, abc.ABC):
 
     def score(self, sources, question: str, response=None) -> Scores:
         ids, asked = self.question(sources, question, response)
+        return self.attribute(asked, ids)
+
+    def attribute(self, asked: SourcedQuestion, ids=None) -> Scores:
+        """Scores over the sources of a question already asked (``ids``: the sources' ids, their
+        positions by default): what :meth:`score` runs once the prompt is built, for a caller
+        that holds the :class:`~salience.models.answering.SourcedQuestion` (and may have set its
+        prompt's cache)."""
+        ids = [str(i) for i in range(len(asked.sources))] if ids is None else list(ids)
+        if len(ids) != len(asked.sources):
+            raise InvalidParameterError(f"ids name {len(ids)} sources; the question holds {len(asked.sources)}.")
         whole = float(asked.log_probs(np.ones(len(ids), dtype=bool))[0])
         self.info_ = {"response": asked.response, "response_ids": list(asked.response_ids), "log_prob": whole}
         if len(ids) == 1:

@@ -97,6 +97,10 @@ class SourcedQuestion:
             raise InvalidParameterError("chat=True needs a tokenizer with a chat template; this one has none.")
         self.chat = has_template if chat == "auto" else chat
         self.forward_passes = 0
+        # (a key/value cache holding the prompt with every source, its length), set by a caller that
+        # read it already (the answer path, from generating): the response's attention reuses it
+        self.prompt_cache = None
+        self._attention, self._log_probs = {}, {}
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         whole = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
         if not answered:  # the prompt alone is read (the question's attention over the sources)
@@ -187,6 +191,9 @@ class SourcedQuestion:
         torch = require_torch("Attention over the sources")
         if reader not in ("response", "question"):
             raise InvalidParameterError(f"reader must be 'response' or 'question'; got {reader!r}.")
+        key = (reader, None if layers is None else tuple(layers))
+        if key in self._attention:  # read once per instance (citations and their sentences share it)
+            return self._attention[key]
         prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
         ids = prompt + list(self.response_ids) if reader == "response" else prompt
         first, last = (len(prompt), len(ids)) if reader == "response" else self.question_span()
@@ -196,18 +203,25 @@ class SourcedQuestion:
         if any(not -len(attentions) <= i < len(attentions) for i in chosen):
             raise InvalidParameterError(f"layers {list(chosen)} are not all among the model's {len(attentions)} layers.")
         stacked = torch.stack([attentions[i][0, :, : last - first, : len(prompt)] for i in chosen]).double()
-        return stacked.sum(dim=2).mean(dim=(0, 1)).numpy()
+        self._attention[key] = stacked.sum(dim=2).mean(dim=(0, 1)).numpy()
+        return self._attention[key]
 
     def _attention_after(self, torch, ids: list[int], first: int):
         """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
-        from ``first`` on, the ones before read into a cache first."""
+        from ``first`` on, the ones before read into a cache first (or the prompt's cache a
+        caller set, cut back to the prompt)."""
         from salience.models.kv import cache_argument, returned_cache
 
         setter = getattr(self.model, "set_attn_implementation", None)
         before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
         with torch.no_grad():
             cache = None
-            if first > 0:
+            if self.prompt_cache is not None and self.prompt_cache[1] == first:
+                cache = self.prompt_cache[0]
+                extra = cache.get_seq_length() - first  # the answer's tokens read while generating
+                if extra > 0:
+                    cache.crop(-extra)  # a negative count removes that many, in old and new transformers
+            elif first > 0:
                 out = self.model(input_ids=torch.tensor([ids[:first]]), use_cache=True, logits_to_keep=1)
                 cache = returned_cache(out)
             try:
@@ -258,10 +272,14 @@ class SourcedQuestion:
         out = np.empty(len(masks))
         with torch.no_grad():
             for row, kept in enumerate(masks):
+                if kept.tobytes() in self._log_probs:  # a context read before (every source: cite, then verify)
+                    out[row] = self._log_probs[kept.tobytes()]
+                    continue
                 prompt = self.prompt_ids(kept)
                 ids = torch.tensor([prompt + self.response_ids])
                 logits = continuation_logits(self.model, input_ids=ids, n_keep=len(self.response_ids) + 1)[:, :-1]
                 out[row] = float(target_log_probs(torch, logits, target, wide=True)[0])
+                self._log_probs[kept.tobytes()] = out[row]
                 self.forward_passes += 1
         return out
 

@@ -42,7 +42,9 @@ def test_contextcite_is_a_lasso_on_context_cites_masks(tiny):
     scaler = StandardScaler().fit(masks.astype(np.float32))
     lasso = Lasso(alpha=0.001, random_state=0).fit(scaler.transform(masks.astype(np.float32)), y)
     assert scores.ids == list(SOURCES) and scores.values == pytest.approx(lasso.coef_ / scaler.scale_ * 2)
-    assert method.info_["forward_passes"] == 16 + 1 and method.info_["response"] == RESPONSE
+    # one forward pass per distinct context: 4 sources have 16 masks at most, and random ones repeat
+    distinct = {m.tobytes() for m in masks} | {np.ones(4, dtype=bool).tobytes()}
+    assert method.info_["forward_passes"] == len(distinct) < 17 and method.info_["response"] == RESPONSE
     with pytest.raises(InvalidParameterError, match="n_ablations=3 is below the 4 sources: the surrogate needs at "
                                                     "least 4"):
         create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=3).score(SOURCES, QUESTION,
