@@ -175,7 +175,9 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     response_ids, passes, prompt_cache = _generate(model, tokenizer, reading, max_new_tokens, kv_policy, kv_budget)
     seconds["generate"] = time.perf_counter() - started
     asked = SourcedQuestion(model, tokenizer, sources, question, response=response_ids, **options)
-    asked.prompt_cache = prompt_cache
+    if prompt_cache is not None:  # the answer's log-probability and attention read on the prompt's cache
+        asked.prompt_cache = prompt_cache[:2]
+        asked.read_response_on_prompt_cache(prompt_cache[2])
     if kv_policy is not None:
         notes.append(f"the answer was generated from a KV cache evicted by {settings['kv_policy']} to {kv_budget}; "
                      "citations and their check "
@@ -244,7 +246,8 @@ def _packed(ranked, lengths: dict, budget: int, method: str) -> list:
 
 
 def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, kv_policy, kv_budget):
-    """(greedy answer ids, forward passes, the prompt's cache or None): the prompt prefilled
+    """(greedy answer ids, forward passes, (the prompt's cache, its length, its last logits) or
+    None): the prompt prefilled
     into a cache (evicted by ``kv_policy``, if any) and decoded one token at a time on it. The
     full cache (no policy) is handed on: the answer's attention over the prompt reuses it."""
     from salience.compress.kv import check_budget, continue_from, prefill
@@ -260,12 +263,26 @@ def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, k
         if token in stops:
             break
         ids.append(token)
-        if step + 1 < max_new_tokens:
+        if step + 1 == max_new_tokens:
+            break
+        if kv_policy is None:  # the full cache: a plain decoding step, only the next token's logits
+            logits = _next_logits(model, state.cache, token, state.length + step)
+        else:  # an evicted cache: its kept tokens' mask applies
             logits = continue_from(model, state.cache, [token], state.length + step)[:, -1]
     if not ids:
         raise InvalidParameterError("the model answered nothing to this question from these passages (its first "
                                     "token ends the sequence)" + (": raise kv_budget." if kv_policy else "."))
-    return ids, len(ids), (state.cache, len(prompt)) if kv_policy is None else None
+    return ids, len(ids), (state.cache, len(prompt), state.logits) if kv_policy is None else None
+
+
+def _next_logits(model, cache, token: int, position: int):
+    import torch
+
+    from salience.models.kv import cache_argument
+
+    with torch.no_grad():
+        return model(input_ids=torch.tensor([[token]]), position_ids=torch.tensor([[position]]), use_cache=True,
+                     logits_to_keep=1, **{cache_argument(model): cache}).logits[:, -1]
 
 
 def _highlight(asked: SourcedQuestion, order: list, cited: list, sentences: int) -> None:

@@ -206,6 +206,30 @@ class SourcedQuestion:
         self._attention[key] = stacked.sum(dim=2).mean(dim=(0, 1)).numpy()
         return self._attention[key]
 
+    def read_response_on_prompt_cache(self, last_logits) -> float:
+        """log P(response | every source) read from the prompt's cache (``prompt_cache``, set by
+        the caller that generated the response on it) and the prompt's last-token ``last_logits``
+        (1, vocab): the response's tokens alone are read, not the prompt again. Remembered for
+        :meth:`log_probs` of the mask that keeps every source."""
+        torch = require_torch("Scoring an answer")
+        from salience.models.kv import cache_argument
+
+        if self.prompt_cache is None:
+            raise InvalidParameterError("no prompt cache is set: read the prompt first (or call log_probs).")
+        cache, length = self.prompt_cache
+        extra = cache.get_seq_length() - length
+        if extra > 0:
+            cache.crop(-extra)
+        ids = self.response_ids
+        with torch.no_grad():
+            logits = self.model(input_ids=torch.tensor([ids]), position_ids=torch.arange(length, length + len(ids))[None],
+                                use_cache=True, **{cache_argument(self.model): cache}).logits
+        self.forward_passes += 1
+        predicting = torch.cat([last_logits[:, None, :].to(logits.dtype), logits[:, :-1]], dim=1)
+        value = float(target_log_probs(torch, predicting, torch.tensor(ids), wide=True)[0])
+        self._log_probs[np.ones(len(self.sources), dtype=bool).tobytes()] = value
+        return value
+
     def _attention_after(self, torch, ids: list[int], first: int):
         """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
         from ``first`` on, the ones before read into a cache first (or the prompt's cache a
