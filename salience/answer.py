@@ -175,6 +175,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     response_ids, passes, prompt_cache = _generate(model, tokenizer, reading, max_new_tokens, kv_policy, kv_budget)
     seconds["generate"] = time.perf_counter() - started
     asked = SourcedQuestion(model, tokenizer, sources, question, response=response_ids, **options)
+    asked.generated = True  # by the loop above
     if prompt_cache is not None:  # the answer's log-probability and attention read on the prompt's cache
         asked.prompt_cache = prompt_cache[:2]
         asked.read_response_on_prompt_cache(prompt_cache[2])

@@ -67,12 +67,16 @@ class ContextAttribution(Scorer, abc.ABC):
             raise InvalidParameterError(f"ids name {len(ids)} sources; the question holds {len(asked.sources)}.")
         whole = float(asked.log_probs(np.ones(len(ids), dtype=bool))[0])
         self.info_ = {"response": asked.response, "response_ids": list(asked.response_ids), "log_prob": whole}
+        notes = [] if asked.generated else ["the response was given, not generated: it is scored as given (the "
+                                            "model's own answer may differ)"]
         if len(ids) == 1:
             values = np.array([whole - float(asked.log_probs(np.zeros(1, dtype=bool))[0])])
-            self.info_["note"] = "one source: its score is the whole drop of the response's log-probability"
+            notes.append("one source: its score is the whole drop of the response's log-probability")
         else:
             values = np.asarray(self._attribute(asked), dtype=np.float64)
         self.info_["forward_passes"] = asked.forward_passes
+        if notes:
+            self.info_["note"] = "; ".join(notes)
         return Scores(values, ids=ids)
 
     def score_batch(self, items) -> list[Scores]:

@@ -103,6 +103,7 @@ class SourcedQuestion:
         self._attention, self._log_probs = {}, {}
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
         whole = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
+        self.generated = response is None  # else the response is scored as given, whoever wrote it
         if not answered:  # the prompt alone is read (the question's attention over the sources)
             self.response_ids = []
             self._check_window(len(whole), 0)

@@ -109,7 +109,11 @@ def test_bad_input_is_named(tiny):
                                                     r"tokens\) exceed the model's window of 128"):
         method.score(long, QUESTION, RESPONSE)
     generated = method.score(SOURCES, QUESTION)  # no response: the model's own, greedy
-    assert method.info_["response"] and len(generated) == 4
+    assert method.info_["response"] and len(generated) == 4 and "note" not in method.info_
+    method.score(SOURCES, QUESTION, "fish fish fish")  # a response the model would not write: scored as given
+    assert "scored as given" in method.info_["note"]
+    with pytest.raises(InvalidParameterError, match="response must be a non-empty text"):
+        method.score(SOURCES, QUESTION, "  ")
     with pytest.raises(InvalidParameterError, match="n_ablations"):
         create("context", "contextcite", model=model, tokenizer=tokenizer, n_ablations=0)
 
