@@ -146,7 +146,7 @@ def run(args) -> dict:
     torch.set_num_threads(2)
     model, tokenizer = load_causal_lm("smollm2")
     data = _scifact(args.split)
-    rows, parity, sorting = [], [], []
+    rows, parity, sorting, log_prob_parity = [], [], [], None
     for n in args.passages:
         items = planted_questions(data, n, args.questions)
         answers = [SourcedQuestion(model, tokenizer, list(i["passages"].values()), i["question"],
@@ -156,6 +156,7 @@ def run(args) -> dict:
         rows += found
         if full and args.contextcite_python:
             parity = _contextcite(args, model, tokenizer, items, answers, scores, n)
+            log_prob_parity = _log_prob_parity(args, model, tokenizer, items, answers)
         if n == args.sort_passages:
             sorting = _sorting(model, tokenizer, items, attention_sort)
     evidence = evidence_questions(data, args.evidence_passages, args.questions)
@@ -163,7 +164,8 @@ def run(args) -> dict:
                                max_new_tokens=24).response_ids for i in evidence]
     rows += _attribute(model, tokenizer, evidence, answers, _methods(args, False), "SciFact evidence",
                        args.evidence_passages)[0]
-    return {"rows": rows, "parity": parity, "sorting": sorting, "questions": args.questions,
+    return {"rows": rows, "parity": parity, "log_prob_parity": log_prob_parity, "sorting": sorting,
+            "questions": args.questions,
             "answer_path": _answer_path(args, model, tokenizer, data), "split": split_heading(args.split)}
 
 
@@ -191,6 +193,34 @@ def _contextcite(args, model, tokenizer, items, answers, scores, n) -> list[dict
         out.append({"ablations": budget, "largest": largest, "compared": same_tokens, "seconds": seconds / len(items),
                     **_drops(model, tokenizer, items, answers, rankings, SourcedQuestion)})
     return out
+
+
+def _log_prob_parity(args, model, tokenizer, items, answers) -> dict:
+    """The answers' log-probabilities with 0 to 3 passages removed (in retrieval order) by
+    context-cite's own code and by salience's, both in float64 (context-cite under torch's
+    float64 default dtype, the model in double): the formula compared without float32's
+    rounding."""
+    import copy
+
+    from salience.models.answering import SourcedQuestion
+
+    double = copy.deepcopy(model).double()
+    masks_of, jobs = [], []
+    for item, response in zip(items, answers):
+        masks = [[i >= k for i in range(len(item["passages"]))] for k in range(4)]
+        masks_of.append(masks)
+        jobs.append({"sources": list(item["passages"].values()), "query": item["question"], "separator": "\n\n",
+                     "max_new_tokens": 24, "masks": masks, "response": tokenizer.decode(response)})
+    peer, _ = run_contextcite(args.contextcite_python, double, tokenizer, jobs, "float64")
+    largest, relative, compared = 0.0, 0.0, 0
+    for item, masks, theirs in zip(items, masks_of, peer):
+        ours = SourcedQuestion(double, tokenizer, list(item["passages"].values()), item["question"],
+                               response=theirs["response_ids"]).log_probs(np.array(masks))
+        difference = np.abs(ours - np.array(theirs["log_probs"]))
+        largest = max(largest, float(difference.max()))
+        relative = max(relative, float((difference / np.abs(np.array(theirs["log_probs"]))).max()))
+        compared += len(masks)
+    return {"masks": compared, "largest": largest, "relative": relative}
 
 
 def _sorting(model, tokenizer, items, attention_sort) -> list[dict]:
@@ -227,7 +257,7 @@ def _answer_path(args, model, tokenizer, data) -> dict:
         cited += bool(result.citations)
         for stage, value in result.seconds.items():
             stages.setdefault(stage, []).append(value)
-    return {"questions": len(seconds), "mean": float(np.mean(seconds)), "median": float(np.median(seconds)),
+    return {"questions": len(seconds), "cite": result.settings["cite"], "mean": float(np.mean(seconds)), "median": float(np.median(seconds)),
             "max": float(np.max(seconds)), "stages": {k: float(np.mean(v)) for k, v in stages.items()},
             "cited": cited}
 
@@ -254,11 +284,18 @@ def render(result: dict, command: str, seconds: float) -> str:
         for p in result["parity"]:
             lines.append(f"| {p['ablations']} | {p['largest']:.1e} | {p['compared']} | {p['top1']:+.3f} | "
                          f"{p['top3']:+.3f} | {p['gold_first']:.0%} | {p['seconds']:.1f} |")
+    if result.get("log_prob_parity"):
+        p = result["log_prob_parity"]
+        lines += ["", f"The answers' log-probabilities (ContextCite's top-k drop is their difference) with 0 to 3 "
+                  f"passages removed, by context-cite 0.0.4's own code and by salience's, both in float64 "
+                  f"(context-cite under torch's float64 default dtype; as it ships it sums float32 per-token "
+                  f"logit differences, about 1e-5 off): {p['masks']} contexts, largest difference "
+                  f"{p['largest']:.1e} (relative {p['relative']:.1e})."]
     if result["sorting"]:
         lines += ["", "Attention sorting (one round), answers holding the planted code: " + "; ".join(
             f"{s['order']} {s['accuracy']:.0%}" for s in result["sorting"]) + "."]
     a = result["answer_path"]
-    lines += ["", f"The answer path (`salience search answer`, its defaults: cite by attention, 64 new tokens, "
+    lines += ["", f"The answer path (`salience search answer`, its defaults: cite by {a['cite']}, 64 new tokens, "
               f"verification with 2 random draws) over SciFact's {a['questions']} first claims, k = 20, budget 1,024 "
               f"tokens: {a['mean']:.2f} s per question (median {a['median']:.2f}, max {a['max']:.2f}); by stage "
               + ", ".join(f"{k} {v:.2f} s" for k, v in a["stages"].items())

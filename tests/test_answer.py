@@ -36,7 +36,8 @@ def index():
 
 def test_each_stage_equals_its_part_run_by_hand(tiny, index):
     model, tokenizer = tiny
-    result = answer(index, QUESTION, model=model, tokenizer=tokenizer, max_new_tokens=4, random_draws=2)
+    result = answer(index, QUESTION, model=model, tokenizer=tokenizer, max_new_tokens=4, random_draws=2,
+                    cite="attention")
     ranked = index.search(QUESTION, k=20)
     assert [p["id"] for p in result.passages] == ranked.ids  # all k read, in rank order (best first)
     texts = [p["text"] for p in result.passages]
@@ -139,6 +140,9 @@ def test_the_command_line_prints_what_the_library_returns(tiny, index, tmp_path,
     assert printed["answer"] == expected.answer
     assert [c["id"] for c in printed["citations"]] == [c.id for c in expected.citations]
     assert printed["verification"]["top_k_drop"] == pytest.approx(expected.verification["top_k_drop"])
+    assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4",
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["cite"] == "loo"  # the default, chosen on dev
     assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4"]) == 0
     text = capsys.readouterr().out
     assert "[1]" in text and "verified: log-probability drop" in text
