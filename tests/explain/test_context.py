@@ -131,3 +131,25 @@ def test_gradient_is_gradient_times_input_summed_over_each_sources_tokens(tiny):
     expected = [per_token[a:b].sum() for a, b in asked.source_spans()]
     scores = create("context", "gradient", model=model, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
     assert scores.values == pytest.approx(expected, rel=1e-4, abs=1e-6)
+
+
+def test_a_model_without_attention_weights_is_refused_naming_the_methods_that_work(tiny):
+    model, tokenizer = tiny
+
+    class NoAttention(torch.nn.Module):  # a model whose forward returns no attention weights
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config = inner, inner.config
+
+        def forward(self, **inputs):
+            out = self.inner(**inputs)
+            out.attentions = None
+            return out
+
+    blind = NoAttention(model)
+    with pytest.raises(InvalidParameterError, match=r"no attention weights: use the context methods that need none "
+                                                    r"\(contextcite, loo, kernel_shap\)"):
+        create("context", "attention", model=blind, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
+    works = create("context", "loo", model=blind, tokenizer=tokenizer).score(SOURCES, QUESTION, RESPONSE)
+    assert works.values == pytest.approx(create("context", "loo", model=model, tokenizer=tokenizer).score(
+        SOURCES, QUESTION, RESPONSE).values)
