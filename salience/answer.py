@@ -107,8 +107,8 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     ``kv_policy``, ``kv_budget``: the prompt's KV cache evicted before answering (a ``kv``
     policy, a fraction or a token count kept); ``cite``: the ``context`` method that attributes
     the answer (None: no citations; ``loo`` by default, chosen on SciFact dev's planted facts:
-    ContextCite's gold-first rate at a fifth of its forward passes; ``attention`` reads once), ``citations`` passages cited at most (those with a
-    positive score), ``sentences`` highlighted in each; ``random_draws``: random k-sets whose
+    ContextCite's gold-first rate at a fifth of its forward passes; ``attention`` reads once),
+    ``citations`` passages cited at most (those with a positive score), ``sentences`` highlighted in each; ``random_draws``: random k-sets whose
     drop is set beside the top-k's (``seed``). ``text_of``: a passage's text from its id
     (default: the index's stored fields, joined)."""
     from salience.core.base import create, method_names
@@ -165,7 +165,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     options = {"template": template, "chat": chat}
     try:
         reading = SourcedQuestion(model, tokenizer, sources, question, answered=False, **options)
-        reading._check_window(len(reading.prompt_ids(np.ones(len(sources), dtype=bool))), max_new_tokens,
+        reading.check_window(len(reading.prompt_ids(np.ones(len(sources), dtype=bool))), max_new_tokens,
                               "max_new_tokens")
     except InvalidParameterError as err:
         if budget is None and "window" in str(err):
@@ -182,8 +182,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
         asked.read_response_on_prompt_cache(prompt_cache[2])
     if kv_policy is not None:
         notes.append(f"the answer was generated from a KV cache evicted by {settings['kv_policy']} to {kv_budget}; "
-                     "citations and their check "
-                     "read the whole context")
+                     "citations and their check read the whole context")
     passages = [{"id": i, "rank": rank_of[i], "retrieval_score": float(ranked.values[rank_of[i] - 1]),
                  "tokens": lengths[i], "text": texts[i]} for i in order]
     result = Answer(question, asked.response, [], passages, {}, seconds, passes, settings, notes)
@@ -249,17 +248,17 @@ def _packed(ranked, lengths: dict, budget: int, method: str) -> list:
 
 def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, kv_policy, kv_budget):
     """(greedy answer ids, forward passes, (the prompt's cache, its length, its last logits) or
-    None): the prompt prefilled
-    into a cache (evicted by ``kv_policy``, if any) and decoded one token at a time on it. The
-    full cache (no policy) is handed on: the answer's attention over the prompt reuses it."""
+    None): the prompt prefilled into a cache (evicted by ``kv_policy``, if any) and decoded one
+    token at a time on it. The full cache (no policy) is handed on: the answer's log-probability
+    and attention over the prompt reuse it."""
     from salience.compress.kv import check_budget, continue_from, prefill
-    from salience.models.answering import _end_tokens
+    from salience.models.answering import end_tokens
 
     prompt = reading.prompt_ids(np.ones(len(reading.sources), dtype=bool))
     if kv_policy is not None:
         check_budget(kv_budget, len(prompt), kv_policy)
     state = prefill(model, prompt, policy=kv_policy, budget=kv_budget)
-    stops, ids, logits = _end_tokens(model, tokenizer), [], state.logits
+    stops, ids, logits = end_tokens(model, tokenizer), [], state.logits
     for step in range(max_new_tokens):
         token = int(logits[0].argmax())
         if token in stops:

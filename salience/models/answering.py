@@ -106,7 +106,7 @@ class SourcedQuestion:
         self.generated = response is None  # else the response is scored as given, whoever wrote it
         if not answered:  # the prompt alone is read (the question's attention over the sources)
             self.response_ids = []
-            self._check_window(len(whole), 0)
+            self.check_window(len(whole), 0)
             return
         if response is None:
             self.response_ids = self._generate(whole, max_new_tokens)
@@ -118,7 +118,7 @@ class SourcedQuestion:
             self.response_ids = [int(t) for t in response]
         if not self.response_ids:
             raise InvalidParameterError("the response holds no token: nothing to measure.")
-        self._check_window(len(whole), len(self.response_ids))
+        self.check_window(len(whole), len(self.response_ids))
 
     @property
     def response(self) -> str:
@@ -217,10 +217,7 @@ class SourcedQuestion:
 
         if self.prompt_cache is None:
             raise InvalidParameterError("no prompt cache is set: read the prompt first (or call log_probs).")
-        cache, length = self.prompt_cache
-        extra = cache.get_seq_length() - length
-        if extra > 0:
-            cache.crop(-extra)
+        cache, length = self._prompt_cache_alone()
         ids = self.response_ids
         with torch.no_grad():
             logits = self.model(input_ids=torch.tensor([ids]), position_ids=torch.arange(length, length + len(ids))[None],
@@ -230,6 +227,15 @@ class SourcedQuestion:
         value = float(target_log_probs(torch, predicting, torch.tensor(ids), wide=True)[0])
         self._log_probs[np.ones(len(self.sources), dtype=bool).tobytes()] = value
         return value
+
+    def _prompt_cache_alone(self):
+        """``prompt_cache`` cut back to the prompt (the answer's tokens read onto it while
+        generating, or by an earlier read, removed)."""
+        cache, length = self.prompt_cache
+        extra = cache.get_seq_length() - length
+        if extra > 0:
+            cache.crop(-extra)  # a negative count removes that many, in old and new transformers
+        return cache, length
 
     def _attention_after(self, torch, ids: list[int], first: int):
         """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
@@ -242,10 +248,7 @@ class SourcedQuestion:
         with torch.no_grad():
             cache = None
             if self.prompt_cache is not None and self.prompt_cache[1] == first:
-                cache = self.prompt_cache[0]
-                extra = cache.get_seq_length() - first  # the answer's tokens read while generating
-                if extra > 0:
-                    cache.crop(-extra)  # a negative count removes that many, in old and new transformers
+                cache = self._prompt_cache_alone()[0]
             elif first > 0:
                 out = self.model(input_ids=torch.tensor([ids[:first]]), use_cache=True, logits_to_keep=1)
                 cache = returned_cache(out)
@@ -264,7 +267,7 @@ class SourcedQuestion:
                                         "none (contextcite, loo, kernel_shap).")
         return attentions
 
-    def _check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
+    def check_window(self, prompt_length: int, response_length: int, what: str = "the response") -> None:
         if self.window is not None and prompt_length + response_length > self.window:
             raise InvalidParameterError(
                 f"the prompt ({prompt_length} tokens with every source) and {what} ({response_length} "
@@ -272,13 +275,13 @@ class SourcedQuestion:
 
     def _generate(self, prompt: list[int], max_new_tokens: int) -> list[int]:
         torch = require_torch("Generating an answer")
-        self._check_window(len(prompt), max_new_tokens, "max_new_tokens")
+        self.check_window(len(prompt), max_new_tokens, "max_new_tokens")
         with torch.no_grad():
             out = self.model.generate(torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long),
                                       max_new_tokens=max_new_tokens, do_sample=False)
         ids = out[0, len(prompt):].tolist()
         self.forward_passes += len(ids)  # the prompt's pass and one per token after the first
-        stops = _end_tokens(self.model, self.tokenizer)
+        stops = end_tokens(self.model, self.tokenizer)
         while ids and ids[-1] in stops:
             ids.pop()
         if not ids:
@@ -309,7 +312,7 @@ class SourcedQuestion:
         return out
 
 
-def _end_tokens(model, tokenizer) -> set:
+def end_tokens(model, tokenizer) -> set:
     """The ids that end a generated answer: the tokenizer's and the generation config's."""
     ends = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
     ends = set(ends) if isinstance(ends, (list, tuple, set)) else {ends}
