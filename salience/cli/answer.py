@@ -7,14 +7,6 @@ from salience.cli._common import add_output_options, choices_of, emit, positive_
 from salience.exceptions import InvalidParameterError
 
 
-def _fraction_or_count(text: str) -> float | int:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InvalidParameterError(f"--kv-budget must be a fraction in (0, 1] or a token count; got {text!r}.") from None
-    return int(value) if value > 1 and value.is_integer() else value
-
-
 def _cmd_answer(args) -> int:
     from salience.answer import answer
     from salience.cli.search_engines import load_index
@@ -29,7 +21,7 @@ def _cmd_answer(args) -> int:
     model, tokenizer = load_causal_lm(args.model)
     result = answer(index, args.question, model=model, tokenizer=tokenizer, k=args.k, rerank=args.rerank,
                     budget=args.budget, pack_method=args.pack_method, sort=args.sort, sort_rounds=args.sort_rounds,
-                    kv_policy=args.kv_policy, kv_budget=None if args.kv_budget is None else _fraction_or_count(args.kv_budget),
+                    kv_policy=args.kv_policy, kv_budget=args.kv_budget,
                     cite=None if args.cite == "none" else args.cite, citations=args.citations,
                     sentences=args.sentences, max_new_tokens=args.max_new_tokens, random_draws=args.random_draws,
                     seed=args.seed)
@@ -59,7 +51,8 @@ def add_commands(commands) -> None:
     p.add_argument("--sort-rounds", type=positive_int, default=d["sort_rounds"], help="rounds of --sort (default 1)")
     p.add_argument("--kv-policy", default=None, choices=choices_of("kv"),
                    help="evict the prompt's KV cache by this policy before answering")
-    p.add_argument("--kv-budget", default=None, help="what --kv-policy keeps: a fraction in (0, 1] or a token count")
+    p.add_argument("--kv-budget", type=float, default=None,
+                   help="what --kv-policy keeps: a fraction in (0, 1] or a token count (as compress kv-eval --budget)")
     p.add_argument("--cite", default=d["cite"], choices=(*choices_of("context"), "none"),
                    help=f"the context attribution the citations come from (default {d['cite']}; none: no citations)")
     p.add_argument("--citations", type=positive_int, default=d["citations"],
