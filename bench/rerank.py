@@ -259,14 +259,14 @@ def render(result: dict, command: str, seconds: float) -> str:
 
 def significance(n_test: int, model_name: str = "smollm2") -> dict:
     """The configurations the dev split chose (as the library records them in
-    ``salience.search.rerank.DEV_CHOSEN``: the judge, its depth and weight) on the test split
+    ``salience.search.rerank.JUDGE_DEFAULTS``: the judge, its depth and weight) on the test split
     again, with a paired test of each against BM25 on the same queries."""
-    from salience.search.rerank import DEV_CHOSEN
+    from salience.search.rerank import JUDGE_DEFAULTS
 
     bench = Bench(model_name)
     test = list(bench.test)[:n_test]
     rows = []
-    for method, choice in DEV_CHOSEN.items():
+    for method, choice in JUDGE_DEFAULTS.items():
         config = {"method": method, "algorithm": "score", "depth": choice["depth"],
                   "tokens": None if method == "encoder" else 64, "chat": method != "encoder"}
         row, cached = bench.run(config, test)
@@ -283,7 +283,7 @@ def significance(n_test: int, model_name: str = "smollm2") -> dict:
 def render_significance(result: dict, command: str, seconds: float) -> str:
     lines = ["## Reranking: is the chosen configurations' margin over BM25 real? (`bench/rerank.py --significance`)", "",
              f"Command: `{command}`", "",
-             f"The configurations the dev split chose (`salience.search.rerank.DEV_CHOSEN`: judge, depth, interpolation "
+             f"The configurations the dev split chose (`salience.search.rerank.JUDGE_DEFAULTS`: judge, depth, interpolation "
              f"weight) rerun on the {split_heading('test')} ({result['n_test']} queries), and compared with BM25 query "
              "by query: Fisher's randomization test (10,000 sign flips) and the paired t-test, with the 95% "
              "confidence interval of the mean difference in nDCG@10 (`salience.paired_test`).", "",

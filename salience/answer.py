@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from typing import Mapping
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
            pack_method: str = "knapsack", sort: str | None = None, sort_rounds: int = 1, kv_policy=None,
            kv_budget=None, cite: str | None = "loo", citations: int = 3, sentences: int = 2,
            max_new_tokens: int = 64, random_draws: int = 2, seed: int = 0, template: str = CONTEXT_TEMPLATE,
-           chat: "bool | str" = "auto", text_of=None) -> Answer:
+           chat: "bool | str" = "auto", text_of=None, params: Mapping[str, Mapping] | None = None) -> Answer:
     """Answer ``question`` from ``index`` (a BM25, dense or sharded index storing its documents)
     with ``model`` and ``tokenizer`` (:func:`~salience.models.load_causal_lm`).
 
@@ -110,8 +111,10 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     ContextCite's gold-first rate at a fifth of its forward passes; ``attention`` reads once),
     ``citations`` passages cited at most (those with a positive score), ``sentences`` highlighted in each; ``random_draws``: random k-sets whose
     drop is set beside the top-k's (``seed``). ``text_of``: a passage's text from its id
-    (default: the index's stored fields, joined)."""
+    (default: the index's stored fields, joined). ``params``: the named methods' own parameters,
+    by option: ``{"rerank": {...}, "kv_policy": {...}, "cite": {...}}``."""
     from salience.core.base import create, method_names
+    from salience.core.params import surface_params
 
     if not isinstance(question, str) or not question.strip():
         raise InvalidParameterError("question must be a non-empty text.")
@@ -130,6 +133,20 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
         raise InvalidParameterError(f"random_draws must be an int >= 0; got {random_draws!r}.")
     if kv_policy is None and kv_budget is not None:
         raise InvalidParameterError("kv_budget needs kv_policy (the policy that evicts down to it).")
+    params, named = dict(params or {}), {"rerank": rerank, "kv_policy": kv_policy, "cite": cite}
+    for option, given in params.items():
+        if option not in named:
+            raise InvalidParameterError(f"params are keyed by the options naming a method ({', '.join(named)}); got "
+                                        f"{option!r}.")
+        if given and named[option] is None:
+            raise InvalidParameterError(f"params.{option} set, but {option} is not: name the method first.")
+    rerank_params = surface_params(params.get("rerank"), where="params.rerank")
+    cite_params = surface_params(params.get("cite"), {"max_new_tokens": "max_new_tokens", "template": "template",
+                                                       "chat": "chat"}, where="params.cite")
+    if params.get("kv_policy"):
+        from salience.compress.kv import kv_policy as make_policy
+
+        kv_policy = make_policy(kv_policy, **surface_params(params["kv_policy"], where="params.kv_policy"))
     text_of = text_of or _stored_text(index)
     seconds, notes = {}, []
     settings = {"k": k, "rerank": getattr(rerank, "method", rerank), "budget": budget, "pack_method": pack_method,
@@ -144,7 +161,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     seconds["retrieve"] = time.perf_counter() - started
     if rerank is not None:
         started = time.perf_counter()
-        ranked = _reranked(question, ranked, rerank, texts, model, tokenizer)
+        ranked = _reranked(question, ranked, rerank, texts, model, tokenizer, rerank_params)
         seconds["rerank"] = time.perf_counter() - started
     order = list(ranked.ids)
     rank_of = {doc_id: rank for rank, doc_id in enumerate(order, start=1)}
@@ -191,7 +208,8 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
         return result
 
     started = time.perf_counter()
-    method = create("context", cite, model=model, tokenizer=tokenizer, max_new_tokens=max_new_tokens, **options)
+    method = create("context", cite, model=model, tokenizer=tokenizer, max_new_tokens=max_new_tokens, **options,
+                    **cite_params)
     scores = method.attribute(asked, order)
     if "note" in method.info_:
         notes.append(method.info_["note"])
@@ -223,7 +241,7 @@ def _stored_text(index):
     return lambda doc_id: document_text(index, doc_id)
 
 
-def _reranked(question, ranked, rerank, texts, model, tokenizer):
+def _reranked(question, ranked, rerank, texts, model, tokenizer, params: dict):
     from salience.core.base import create, method_factory
     from salience.search.lm_judges import LMJudge
     from salience.search.rerank import rerank as rerank_scores
@@ -231,7 +249,9 @@ def _reranked(question, ranked, rerank, texts, model, tokenizer):
     if isinstance(rerank, str):
         kind = method_factory("judge", rerank)
         rerank = create("judge", rerank, **({"model": model, "tokenizer": tokenizer} if issubclass(kind, LMJudge)
-                                            else {}))
+                                            else {}), **params)
+    elif params:
+        raise InvalidParameterError("params.rerank go to a judge named by rerank=, not to a judge object.")
     return rerank_scores(question, ranked, rerank, texts, depth=len(ranked))
 
 

@@ -149,3 +149,16 @@ def test_the_command_line_prints_what_the_library_returns(tiny, index, tmp_path,
     assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--kv-budget", "0.5",
                  "--quiet"]) == 2
     assert "--kv-budget needs --kv-policy" in capsys.readouterr().err
+    # the named methods' own parameters: --param, by the option's name where two share one
+    assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4",
+                 "--cite", "contextcite", "--param", "n_ablations=6", "--kv-policy", "snapkv", "--kv-budget", "0.9",
+                 "--param", "window=2", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    expected = answer(index, QUESTION, model=model, tokenizer=tokenizer, max_new_tokens=4, cite="contextcite",
+                      kv_policy="snapkv", kv_budget=0.9, params={"cite": {"n_ablations": 6}, "kv_policy": {"window": 2}})
+    assert printed["forward_passes"] == expected.forward_passes
+    assert [c["score"] for c in printed["citations"]] == pytest.approx([c.score for c in expected.citations])
+    assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--param", "max_new_tokens=3"]) == 2
+    assert "set max_new_tokens with --max-new-tokens" in capsys.readouterr().err
+    with pytest.raises(InvalidParameterError, match="params are keyed by the options naming a method"):
+        answer(index, QUESTION, model=model, tokenizer=tokenizer, params={"sort": {}})

@@ -584,3 +584,31 @@ def test_the_methods_page_is_the_registry():
     page = Path(__file__).resolve().parents[1] / "docs" / "methods.md"
     assert page.read_text(encoding="utf-8") == methods_markdown(rows), \
         "docs/methods.md is stale: run salience methods --markdown > docs/methods.md"
+
+
+def test_the_contributing_guides_family_table_is_the_registry():
+    """Every family is documented: docs/contributing.md's table is generated from FAMILIES,
+    and core/base.py's docstring lists none by hand (it points at the table)."""
+    import re
+    from pathlib import Path
+
+    from salience.cli.methods import families_markdown
+    from salience.core import base
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "contributing.md").read_text(encoding="utf-8")
+    table = re.search(r"<!-- families: generated -->\n(.*?)<!-- /families -->", guide, re.S).group(1)
+    assert table == families_markdown(), "docs/contributing.md's family table is stale: salience methods --families"
+    assert all(f"| `{family}` |" in table for family in base.FAMILIES)
+    assert "salience methods\n--families" in base.__doc__ or "salience methods --families" in base.__doc__
+
+
+def test_library_code_cites_no_benchmark():
+    """Benchmark history lives in BENCHMARKS.md and the benches; a default chosen on a dev split
+    says so in its docstring and guide, never by pointing at a bench or the report."""
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "salience"
+    citing = [f"{path.relative_to(package.parent)}:{n}" for path in sorted(package.rglob("*.py"))
+              for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+              if "BENCHMARKS" in line or "bench/" in line or "DEV_CHOSEN" in line]
+    assert not citing, citing

@@ -4,6 +4,7 @@ from the shell: retrieve, rerank, pack, sort, compress the KV cache, generate, c
 from __future__ import annotations
 
 from salience.cli._common import add_output_options, choices_of, emit, positive_int
+from salience.cli.params import add_param_option, role_params
 from salience.exceptions import InvalidParameterError
 
 
@@ -14,6 +15,9 @@ def _cmd_answer(args) -> int:
 
     if args.kv_budget is not None and args.kv_policy is None:
         raise InvalidParameterError("--kv-budget needs --kv-policy (the policy that evicts down to it).")
+    cite = None if args.cite == "none" else args.cite
+    params = role_params(args, {"rerank": ("judge", args.rerank), "kv_policy": ("kv", args.kv_policy),
+                                "cite": ("context", cite)}, {"max_new_tokens": "--max-new-tokens"})
     index = load_index(args.index)
     if not getattr(index, "store_documents", True):
         raise InvalidParameterError(f"{args.index} stores no documents: the model reads their texts (index with stored "
@@ -22,9 +26,9 @@ def _cmd_answer(args) -> int:
     result = answer(index, args.question, model=model, tokenizer=tokenizer, k=args.k, rerank=args.rerank,
                     budget=args.budget, pack_method=args.pack_method, sort=args.sort, sort_rounds=args.sort_rounds,
                     kv_policy=args.kv_policy, kv_budget=args.kv_budget,
-                    cite=None if args.cite == "none" else args.cite, citations=args.citations,
-                    sentences=args.sentences, max_new_tokens=args.max_new_tokens, random_draws=args.random_draws,
-                    seed=args.seed)
+                    cite=cite, citations=args.citations, sentences=args.sentences,
+                    max_new_tokens=args.max_new_tokens, random_draws=args.random_draws, seed=args.seed,
+                    params={role: values for role, values in params.items() if values})
     emit(args, result.to_dict(), str(result))
     return 0
 
@@ -64,5 +68,7 @@ def add_commands(commands) -> None:
     p.add_argument("--random-draws", type=int, default=d["random_draws"],
                    help=f"random passage sets whose drop is set beside the citations' (default {d['random_draws']})")
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of the random draws (default 0)")
+    add_param_option(p, "--rerank's judge, --kv-policy or --cite (rerank.NAME=VALUE, kv_policy.NAME=VALUE or "
+                        "cite.NAME=VALUE when two of them have NAME)")
     add_output_options(p)
     p.set_defaults(func=_cmd_answer)

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from salience.cli._common import (add_on_error, add_output_options, choices_of, emit, given, method_option,
                                   nonnegative_int, positive_int, read_text)
+from salience.cli.params import add_param_option, method_params, role_params
 from salience.exceptions import InvalidParameterError
 from salience.io.files import atomic_directory, check_output_path
 from salience.models.folders import owns_model_file
@@ -84,11 +85,11 @@ def _cmd_prune(args) -> int:
     from salience.compress import prune
     from salience.compress.weights import check_prune_options
 
+    params = given(args, "blocksize", "damp") | method_params(args, "weights", args.method)
     model, tokenizer, windows = _model_and_calibration(args, lambda: check_prune_options(
-        args.method, None if args.pattern else args.sparsity, args.pattern, args.group, bool(args.calib),
-        **given(args, "blocksize", "damp")))
+        args.method, None if args.pattern else args.sparsity, args.pattern, args.group, bool(args.calib), **params))
     report = prune(model, method=args.method, sparsity=None if args.pattern else args.sparsity, pattern=args.pattern,
-                   group=args.group, calibration=windows, sequential=args.sequential, **given(args, "blocksize", "damp"))
+                   group=args.group, calibration=windows, sequential=args.sequential, **params)
     result = {"method": report.method, "pattern": report.pattern, "group": report.group, "sparsity": report.sparsity,
               "seconds": report.seconds, "layers": report.layers, "out": args.out}
     _write_model(args, model, tokenizer, result)
@@ -103,7 +104,7 @@ def _cmd_quantize(args) -> int:
     from salience.models.quantized_files import save_quantized
 
     group = ... if args.group is None else (None if args.group == 0 else args.group)
-    params = given(args, "blocksize", "damp", "n_grid")
+    params = given(args, "blocksize", "damp", "n_grid") | method_params(args, "quantizers", args.method)
 
     def check_options() -> None:
         _, scheme = check_quantize_options(args.method, args.scheme, group_size=group, symmetric=args.symmetric,
@@ -131,13 +132,17 @@ def _cmd_quantize(args) -> int:
 
 def _cmd_layers(args) -> int:
     from salience.compress import drop_least_important
+    from salience.core.base import create
+
+    params = method_params(args, "layers", args.method)
 
     def check_options() -> None:
         if args.remove < 1:
             raise InvalidParameterError(f"--remove must be a positive number of layers; got {args.remove}.")
+        create("layers", args.method, **params)
 
     model, tokenizer, windows = _model_and_calibration(args, check_options)
-    removed, scores = drop_least_important(model, args.remove, windows, method=args.method)
+    removed, scores = drop_least_important(model, args.remove, windows, method=args.method, **params)
     result = {"method": args.method, "removed": removed, "layers_left": model.config.num_hidden_layers,
               "scores": scores.values.round(6).tolist(), "out": args.out}
     _write_model(args, model, tokenizer, result)
@@ -150,14 +155,14 @@ def _cmd_structured(args) -> int:
 
     from salience.compress.structured import check_structure_options
 
+    params = {"criterion": args.criterion} | method_params(args, "structure", args.unit)
     model, tokenizer, windows = _model_and_calibration(args, lambda: check_structure_options(
-        args.unit, args.criterion, args.fraction, None, bool(args.calib)))
-    report = remove_structures(model, args.unit, fraction=args.fraction, criterion=args.criterion,
-                               calibration=windows)
+        args.unit, params["criterion"], args.fraction, None, bool(args.calib)))
+    report = remove_structures(model, args.unit, fraction=args.fraction, calibration=windows, **params)
     result = {**report.as_dict(), "out": args.out}
     _write_model(args, model, tokenizer, result)
     emit(args, result, f"removed {report.units_before - report.units_after} of {report.units_before} {args.unit} per "
-                       f"layer by {args.criterion}: {report.parameters_before:,} -> {report.parameters_after:,} "
+                       f"layer by {params['criterion']}: {report.parameters_before:,} -> {report.parameters_after:,} "
                        f"parameters -> {args.out}")
     return 0
 
@@ -190,6 +195,10 @@ def _cmd_kv_eval(args) -> int:
 
     budget = None if args.policy == "full" else (0.25 if args.budget is None else args.budget)
     policy = None
+    by_role = role_params(args, {
+        "policy": ("kv", None if args.policy == "full" else args.policy), "press": ("kv", args.press),
+        "prefill": ("kv", args.prefill_policy), "layer_importance": ("layers", args.layer_importance),
+        "channel_policy": ("kv_channels", args.channel_policy if args.key_channels is not None else None)})
     if args.needles < 0:
         raise InvalidParameterError(f"--needles takes a count >= 0; got {args.needles}.")
     if args.query_aware and not args.needles:
@@ -209,10 +218,13 @@ def _cmd_kv_eval(args) -> int:
         params = {k: v for k, v in {"n_sink": args.sinks, "window": args.observation_window}.items() if v is not None}
         if args.streaming:
             params.update(sink_size=args.streaming[0], recent_size=args.streaming[1])
+        if by_role["prefill"]:
+            wrapper["prefill"] = kv_policy(args.prefill_policy, **by_role["prefill"])
         if args.press:  # the wrapping policies: the options go to the policy they wrap
-            policy = kv_policy(args.policy, press=kv_policy(args.press, **params), **wrapper)
+            policy = kv_policy(args.policy, press=kv_policy(args.press, **params | by_role["press"]),
+                               **wrapper | by_role["policy"])
         else:
-            policy = kv_policy(args.policy, **params, **wrapper)
+            policy = kv_policy(args.policy, **params | wrapper | by_role["policy"])
         if args.question_tokens >= args.context:
             raise InvalidParameterError(f"--question-tokens ({args.question_tokens}) must leave context tokens to "
                                         f"compress (--context {args.context}).")
@@ -234,6 +246,10 @@ def _cmd_kv_eval(args) -> int:
 
         check_key_channels(args.key_channels)
     channels = {"key_channels": args.key_channels, "channel_policy": args.channel_policy}
+    if by_role["channel_policy"]:
+        from salience.compress.kv_channels import key_channel_policy
+
+        channels["channel_policy"] = key_channel_policy(args.channel_policy, **by_role["channel_policy"])
     text = _text_of(args.data, args.on_error)
     calib = _text_of(args.calib, args.on_error) if args.calib else None
     model, tokenizer = _load(args)
@@ -246,7 +262,7 @@ def _cmd_kv_eval(args) -> int:
 
         windows = calibration_windows(_token_ids(tokenizer, calib), seqlen=args.seqlen, n_samples=args.calib_windows,
                                       seed=args.seed)
-        importance = create("layers", args.layer_importance).score(model, windows)
+        importance = create("layers", args.layer_importance, **by_role["layer_importance"]).score(model, windows)
         policy = policy.set_params(importance=importance.values)
     if policy is not None and _learner(policy) is not None:  # Q-Filters, DuoAttention: learned from --calib
         from salience.compress import calibration_windows
@@ -293,6 +309,7 @@ def add_commands(domains) -> None:
     method_option(p, "--method", "weights", "wanda", "weight importance")
     p.add_argument("--blocksize", type=positive_int, default=None, help="sparsegpt's column block (default 128)")
     p.add_argument("--damp", type=float, default=None, help="sparsegpt's Hessian dampening (default 0.01)")
+    add_param_option(p, "the weight criterion")
     p.add_argument("--sparsity", type=float, default=0.5, help="fraction of weights removed, in [0, 1) (default 0.5)")
     p.add_argument("--pattern", default=None, help="N:M semi-structured sparsity, e.g. 2:4 (instead of --sparsity)")
     p.add_argument("--group", choices=("row", "layer", "global"), default=None,
@@ -338,6 +355,7 @@ def add_commands(domains) -> None:
     p.add_argument("--blocksize", type=positive_int, default=None, help="gptq's column block (default 128)")
     p.add_argument("--damp", type=float, default=None, help="gptq's Hessian dampening (default 0.01)")
     p.add_argument("--n-grid", type=positive_int, default=None, help="awq's scale exponents searched (default 20)")
+    add_param_option(p, "the quantizer")
     p.add_argument("--calib", default=None, help="calibration text file (gptq, awq, --bits-budget)")
     p.add_argument("--calib-windows", type=positive_int, default=32, help="calibration windows cut from --calib (default 32)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
@@ -351,6 +369,7 @@ def add_commands(domains) -> None:
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
     p.add_argument("--remove", type=int, required=True, help="how many decoder layers to remove")
     method_option(p, "--method", "layers", "block_influence", "layer importance")
+    add_param_option(p, "the layer importance")
     p.add_argument("--calib", required=True, help="calibration text file")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
@@ -367,6 +386,7 @@ def add_commands(domains) -> None:
     p.add_argument("--fraction", type=float, required=True, help="fraction of each layer's units removed, in [0, 1)")
     p.add_argument("--criterion", choices=STRUCTURE_CRITERIA, default="magnitude",
                    help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
+    add_param_option(p, "the structure unit's scorer")
     p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")
@@ -427,6 +447,8 @@ def add_commands(domains) -> None:
                    help="each window's last N context tokens read as its question: scored with the rest, never "
                         "evicted, outside the budget (finch needs a question; default 0)")
     p.add_argument("--needles", type=int, default=0, help="also run passkey retrieval with this many needles")
+    add_param_option(p, "the policy, --press, --prefill-policy, --layer-importance or --channel-policy (ROLE.NAME=VALUE, "
+                        "e.g. press.window=32, when two of them have NAME)")
     p.add_argument("--query-aware", action="store_true",
                    help="passkey: compress the cache with the question known (prefilled with the haystack)")
     add_on_error(p)

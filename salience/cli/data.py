@@ -60,6 +60,10 @@ def _cmd_select(args) -> int:
                       f"{args.method}, which prunes labelled records by value")
         emit(args, prune(args))
         return 0
+    if args.params:
+        raise InvalidParameterError(f"--param sets a valuation method's parameters; the streaming selection by "
+                                    f"{args.method} takes its own options (--buckets, --orders, --length-normalize, "
+                                    "--sampling).")
     if args.k is None or args.fraction is not None or args.by_class:
         raise InvalidParameterError(f"--method {args.method} selects -k documents; --fraction and --by-class prune "
                                     "labelled records by a valuation method.")

@@ -6,6 +6,7 @@ import html
 from pathlib import Path
 
 from salience.cli._common import add_output_options, add_seed, emit, positive_int, read_text
+from salience.cli.params import add_param_option, method_params, role_params
 from salience.io.files import atomic_write_text, check_output_path
 from salience.exceptions import InvalidParameterError
 
@@ -36,13 +37,17 @@ def _write_html(args, attribution, title: str, inputs=()) -> None:
     atomic_write_text(target, page)
 
 
+#: explainer parameters these commands set from their own options
+_OWN = {"n_samples": "--samples", "seed": "--seed"}
+
+
 def _cmd_search(args) -> int:
     from salience.explain.search import explain_search
     from salience.search import BM25
 
     index = BM25.load(args.index)
     result = explain_search(index, args.query, args.doc, field=args.field, method=args.method, n_samples=args.samples,
-                            seed=args.seed)
+                            seed=args.seed, **method_params(args, "explain", args.method, _OWN))
     _write_html(args, result.attribution, f"{args.doc} for: {args.query}", [args.index])
     out = result.to_dict()
     if args.json:
@@ -65,7 +70,8 @@ def _cmd_text(args) -> int:
 
     model = TextClassifier.load(args.model)
     text = _text_argument(args.text)
-    attribution = attribute_text(model, text, unit=args.unit, method=args.method, n_samples=args.samples, seed=args.seed)
+    attribution = attribute_text(model, text, unit=args.unit, method=args.method, n_samples=args.samples, seed=args.seed,
+                                 **method_params(args, "explain", args.method, _OWN))
     _write_html(args, attribution, f"{args.unit}s of the text for {Path(args.model).name}", [args.model])
     score = float(model([text])[0])
     out = {"score": score, "base_value": float(attribution.base_value[0]), "method": attribution.method,
@@ -85,6 +91,8 @@ def _cmd_lm(args) -> int:
     from salience.models.lm import load_causal_lm
 
     # everything that needs no model first: the model loads for seconds
+    by_role = role_params(args, {"explainer": ("prompt", "lm"), "method": (
+        "explain", None if args.method == "integrated_gradients" else args.method)}, _OWN | {"truncate": "--truncate"})
     prompt = _text_argument(args.prompt)
     if not prompt.strip() or not args.target.strip():
         raise InvalidParameterError("--prompt and --target must be non-empty texts.")
@@ -92,7 +100,9 @@ def _cmd_lm(args) -> int:
         _html_target(args, ())
     require_torch("Language-model attribution")
     model, tokenizer = load_causal_lm(args.model)
-    explainer = create("prompt", "lm", model=model, tokenizer=tokenizer, method=args.method, truncate=args.truncate)
+    explainer = create("prompt", "lm", model=model, tokenizer=tokenizer, method=args.method,
+                       truncate=args.truncate, **by_role["explainer"],
+                       **({"method_params": by_role["method"]} if by_role["method"] else {}))
     attribution = explainer.attribute(prompt, target=args.target, n_samples=args.samples, seed=args.seed)
     _write_html(args, attribution, f"prompt tokens for: {args.target}")
     out = {"log_prob": attribution.info["log_prob"], "base_value": float(attribution.base_value[0]),
@@ -118,6 +128,7 @@ def add_commands(domains) -> None:
                        help="model evaluations per explanation for the sampling methods (default: the method's)")
         p.add_argument("--html", default=None, help="write an HTML page with the words highlighted (new file, or one "
                                                     "this command wrote before)")
+        add_param_option(p, "the attribution method")
         add_seed(p)
         add_output_options(p)
 

@@ -14,6 +14,9 @@ def _cmd_methods(args) -> int:
     if args.markdown:
         print(methods_markdown(rows), end="")
         return 0
+    if args.families:
+        print(families_markdown(), end="")
+        return 0
     lines, family = [], None
     for row in rows:
         if row["family"] != family:
@@ -57,6 +60,35 @@ def methods_markdown(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def family_base(family: str) -> type:
+    """The class every method of ``family`` derives from (the base a new method subclasses):
+    the most specific class all its registered classes share; for a family of one class, that
+    class's own base unless it is the contract's root."""
+    import inspect
+
+    from salience.core.base import FunctionMethod, Scorer, registered
+
+    classes = [m.factory for m in registered(family) if inspect.isclass(m.factory)]
+    common = next(c for c in classes[0].__mro__ if all(issubclass(k, c) for k in classes))
+    if len(set(classes)) == 1 and common.__bases__[0] not in (Scorer, FunctionMethod, object):
+        common = common.__bases__[0]
+    return common
+
+
+def families_markdown() -> str:
+    """The family table of docs/contributing.md, from the registry (``salience methods
+    --families``; a test keeps the guide's copy current)."""
+    from salience.core.base import FAMILIES, registered
+
+    lines = ["| family | base class | module | methods |", "|---|---|---|---|"]
+    for family in FAMILIES:
+        base = family_base(family)
+        names = [m.name for m in registered(family)]
+        shown = ", ".join(f"`{n}`" for n in names[:4]) + (f", ... ({len(names)})" if len(names) > 4 else "")
+        lines.append(f"| `{family}` | `{base.__name__}` | `{base.__module__}` | {shown} |")
+    return "\n".join(lines) + "\n"
+
+
 def add_commands(domains) -> None:
     from salience.core.base import FAMILIES
 
@@ -64,5 +96,7 @@ def add_commands(domains) -> None:
     p.add_argument("--domain", default=None, choices=tuple(FAMILIES), help="only this family")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--markdown", action="store_true", help="print the tables of docs/methods.md")
+    p.add_argument("--families", action="store_true",
+                   help="print the family table of docs/contributing.md (each family's base class)")
     p.add_argument("--quiet", action="store_true", help="accepted for symmetry; nothing is shown on standard error")
     p.set_defaults(func=_cmd_methods)

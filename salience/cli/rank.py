@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from salience.cli._common import add_on_error, add_output_options, add_seed, emit, given, method_option, positive_int
+from salience.cli.params import add_param_option, method_params
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
 
@@ -51,7 +52,8 @@ def _cmd_fuse(args) -> int:
             weights = [float(w) for w in args.weights.split(",")]
         except ValueError:
             raise InvalidParameterError(f"--weights must be comma-separated numbers; got {args.weights!r}.") from None
-    options = given(args, "normalize", "rrf_k") | ({"weights": weights} if weights is not None else {})
+    options = (given(args, "normalize", "rrf_k") | ({"weights": weights} if weights is not None else {})
+               | method_params(args, "fusion", args.method, {"missing_subjects": "--missing-subjects"}))
     fused = fuse(runs, method=args.method, missing_subjects=args.missing_subjects, **options)
     if args.depth:
         fused = type(fused)({s: fused[s].top_k(args.depth) for s in fused}, name=fused.name)
@@ -106,6 +108,7 @@ def add_commands(domains) -> None:
     p.add_argument("--weights", default=None, help="one weight per run, e.g. 0.7,0.3 (required by wsum)")
     p.add_argument("--rrf-k", type=float, default=None, help="RRF constant (rrf only; default 60)")
     p.add_argument("--depth", type=positive_int, default=None, help="keep the best N items per subject")
+    add_param_option(p, "the fusion method")
     p.add_argument("--missing-subjects", default="error", choices=("error", "empty"),
                    help="a subject absent from one of the runs: stop (default) or treat it as an empty ranking there")
     p.add_argument("--tag", default=None, help="run tag written in the last column")

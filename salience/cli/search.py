@@ -361,7 +361,7 @@ def add_commands(domains) -> None:
     p.add_argument("--fraction", type=float, required=True, help="share of the passages (documents) to delete, in [0, 1)")
     p.add_argument("--by", default="words", choices=STATISTICS,
                    help="the query-agnostic score whose lowest go (default words: the shortest passages; chosen with "
-                        "the unit on the dev splits of SciFact and NPL, BENCHMARKS.md)")
+                        "the unit on dev splits; docs/search.md)")
     p.add_argument("--unit", default="passage", choices=("passage", "document"),
                    help="passage (default): cut each document's --field into passages and delete the lowest-scored "
                         "share of all passages, a document keeping the rest of its text; document: delete whole "

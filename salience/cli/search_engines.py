@@ -7,6 +7,7 @@ import argparse
 from pathlib import Path
 
 from salience.cli._common import add_n_jobs, method_option, positive_int
+from salience.cli.params import add_param_option, method_params
 from salience.exceptions import InvalidParameterError
 
 
@@ -37,6 +38,7 @@ def _add_engine_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--field-weights", default=None, help="e.g. title=2,text=1 (default 1 each)")
     group.add_argument("--stopwords", default="en", help="stop-word list: en, or none (default en)")
     group.add_argument("--stemmer", default="english", help="Snowball language, or none (default english)")
+    add_param_option(group, "the BM25 variant or, with --dense, the dense index (hnsw_m, ef_search, nprobe, ...)")
 
 
 def _add_dense_options(parser: argparse.ArgumentParser, *, hybrid: bool) -> None:
@@ -141,13 +143,18 @@ def _make_engine(args):
     from salience.text import Tokenizer
 
     if getattr(args, "dense", False):
+        own = {name: "--" + name.replace("_", "-") for name in (
+            "encoder", "quantize", "fields", "backend", "long_documents", "approximate", "device", "dtype")}
         return Dense(encoder=args.encoder, quantize=args.quantize, fields=args.fields, backend=args.backend,
                      long_documents=args.long_documents, approximate=args.approximate, device=args.device,
-                     dtype=args.dtype)
+                     dtype=args.dtype, **method_params(args, "search", "dense", own))
 
     tokenizer = Tokenizer(
         stopwords=None if args.stopwords.lower() == "none" else args.stopwords,
         stemmer=None if args.stemmer.lower() == "none" else args.stemmer,
     )
+    own = {"k1": "--k1", "b": "--b", "delta": "--delta", "fields": "--fields", "field_weights": "--field-weights",
+           "tokenizer": "--stopwords and --stemmer"}
     return BM25(variant=args.variant, k1=args.k1, b=args.b, delta=args.delta, fields=args.fields,
-                field_weights=_field_weights(args.field_weights), tokenizer=tokenizer)
+                field_weights=_field_weights(args.field_weights), tokenizer=tokenizer,
+                **method_params(args, "search", args.variant, own))

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from salience.cli._common import (add_on_error, add_output_options, choices_of, emit, given, positive_int,
                                   show_progress)
+from salience.cli.params import add_param_option, role_params
 from salience.cli.search_engines import load_index
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
@@ -16,7 +17,7 @@ from salience.models.cross_encoder import (BACKENDS as CROSS_BACKENDS, PRECISION
                                            train_cross_encoder)
 from salience.models.encoders import BACKENDS as ENCODER_BACKENDS
 from salience.models.static import SAMPLE
-from salience.search.rerank import DEV_CHOSEN, default_algorithm
+from salience.search.rerank import JUDGE_DEFAULTS, default_algorithm
 from salience.search.sources import document_text
 
 # what train-reranker's --kind trains: the function, and how an earlier output of it is recognised
@@ -77,8 +78,10 @@ def _cmd_rerank(args) -> int:
         raise InvalidParameterError(f"{args.index} stores no documents: the judge reads their texts (index with "
                                     "stored documents).")
     kind = method_factory("judge", args.judge)
+    by_role = role_params(args, {"judge": ("judge", args.judge),
+                                 "algorithm": ("rerank", args.algorithm or default_algorithm(kind))})
     params = given(args, "max_passage_tokens", "precision", "backend") | ({} if args.layers is None else
-                                                   {"layers": [int(v) for v in args.layers.split(",")]})
+                                                   {"layers": [int(v) for v in args.layers.split(",")]}) | by_role["judge"]
     if issubclass(kind, LMJudge):
         if not args.model:
             raise InvalidParameterError(f"--judge {args.judge} needs --model: a causal LM folder, a .gguf file, or "
@@ -92,12 +95,14 @@ def _cmd_rerank(args) -> int:
         raise InvalidParameterError(f"--judge {args.judge} needs --model: its model folder (a cross-encoder: salience "
                                     "search train-reranker).")
     judge = create("judge", args.judge, **params)
-    chosen = DEV_CHOSEN.get(args.judge, {}) if (args.algorithm or default_algorithm(judge)) == "score" else {}
+    chosen = JUDGE_DEFAULTS.get(args.judge, {}) if (args.algorithm or default_algorithm(judge)) == "score" else {}
     depth = args.depth if args.depth is not None else chosen.get("depth", 20)
-    interpolate = args.interpolate if args.interpolate is not None else chosen.get("interpolate")
+    algorithm_params = given(args, "k", "window", "stride") | by_role["algorithm"]
+    interpolate = algorithm_params.pop("interpolate", args.interpolate)
+    interpolate = interpolate if interpolate is not None else chosen.get("interpolate")
     reranked, seconds = rerank_run(run, queries, judge, lambda doc_id: document_text(engine, doc_id),
                                    algorithm=args.algorithm, depth=depth, interpolate=interpolate,
-                                   show_progress=show_progress(args), **given(args, "k", "window", "stride"))
+                                   show_progress=show_progress(args), **algorithm_params)
     tag = args.tag or f"rerank-{args.judge}-{args.algorithm or 'default'}"
     reranked.write_trec(args.out, tag=tag)
     result = {"queries": len(reranked), "judge": args.judge, "algorithm": args.algorithm, "depth": depth,
@@ -272,6 +277,7 @@ def add_commands(commands) -> None:
                    help="encoder and cross: torch (default) or onnx (ONNX Runtime); encoder also auto")
     p.add_argument("--chat", nargs="?", choices=("auto", "yes", "no"), default="auto", const="yes",
                    help="send each prompt as a user turn of the model's chat template (default auto: when it has one)")
+    add_param_option(p, "the judge or the algorithm (judge.NAME=VALUE or algorithm.NAME=VALUE when both have NAME)")
     p.add_argument("--out", required=True, help="output TREC run file: new, or an earlier rerank output")
     p.add_argument("--tag", default=None, help="run tag (default rerank-JUDGE-ALGORITHM)")
     add_output_options(p)

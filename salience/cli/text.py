@@ -6,6 +6,7 @@ import time
 
 from salience.cli._common import (add_on_error, add_output_options, emit, given, ks_list, method_option, positive_int,
                                   read_text, show_progress)
+from salience.cli.params import add_param_option, method_params
 from salience.exceptions import InvalidParameterError
 
 
@@ -17,7 +18,7 @@ def _keyword_options(args) -> dict:
                **given(args, "tagger", "encoder", "diversity", "rerank")}
     if args.df_model:
         options["document_frequency"] = DocumentFrequency.load(args.df_model)
-    return options
+    return {**options, **method_params(args, "keywords", args.method, {"k": "-k"})}
 
 
 def _cmd_keywords_extract(args) -> int:
@@ -125,7 +126,7 @@ def _cmd_keywords_evaluate(args) -> int:
 
 def _summary_options(args) -> dict:
     return {"method": args.method, "diversity": args.diversity, "language": args.language,
-            **given(args, "similarity", "threshold", "sentences", "words")}
+            **given(args, "similarity", "threshold", "sentences", "words"), **method_params(args, "summarize", args.method)}
 
 
 def _cmd_summarize_extract(args) -> int:
@@ -171,10 +172,8 @@ def _note_empty_summary(args, text: str, summary) -> None:
 def _cmd_summarize_evaluate(args) -> int:
     from salience.summarize.evaluate import evaluate_summaries
 
-    if args.similarity is not None or args.threshold is not None:
-        raise InvalidParameterError("summarize evaluate takes --method, --sentences/--words and --diversity.")
-    report = evaluate_summaries(args.gold, method=args.method, sentences=args.sentences, words=args.words,
-                                diversity=args.diversity, on_error=args.on_error, language=args.language)
+    options = _summary_options(args)
+    report = evaluate_summaries(args.gold, on_error=args.on_error, **options)
     result = {**report.info, **report.means}
     several = result["references"] > result["docs"]
     line = (f"{result['docs']} documents, method {result['method']}: ROUGE-1 {result['rouge1']:.1f}  "
@@ -215,6 +214,7 @@ def _keyword_method_options(p) -> None:
                    help="candidate phrases: stop-word-bounded runs or n-grams (auto picks by length), or noun phrases "
                         "from part-of-speech tags (needs spaCy: pip install 'salience[pos]')")
     p.add_argument("--tagger", default=None, help="spaCy pipeline for --candidates noun_phrases (default en_core_web_sm)")
+    add_param_option(p, "the keyphrase method")
     add_language(p)
     add_on_error(p)
     add_output_options(p)
@@ -229,6 +229,7 @@ def _summary_method_options(p) -> None:
     p.add_argument("--diversity", type=float, default=0.0, help="MMR redundancy control in [0, 1] (default 0)")
     p.add_argument("--similarity", default=None, help="textrank only: bm25 (default) or overlap")
     p.add_argument("--threshold", type=float, default=None, help="lexrank only: cosine cut-off for thresholded LexRank")
+    add_param_option(p, "the summarisation method")
     add_language(p)
     add_on_error(p)
     add_output_options(p)

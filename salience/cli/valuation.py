@@ -11,6 +11,7 @@ import numpy as np
 
 from salience.cli._common import (add_n_jobs, add_on_error, add_output_options, add_seed, emit, given, method_option,
                                   positive_int)
+from salience.cli.params import add_param_option, method_params
 from salience.data.utility import require_sklearn
 from salience.exceptions import InputFormatError
 
@@ -138,6 +139,7 @@ def _valuation(args, method_name: str, X, y, ids, test, out: Path, option_names=
     # the defaults of --seed and --n-jobs go to the methods that have them; a method without them
     # (KNN-Shapley fits nothing) is not refused for the options' defaults
     options |= {name: getattr(args, name) for name in ("seed", "n_jobs") if name in accepted}
+    options |= method_params(args, "data", method_name)
     method = create("data", method_name, **options)
     journal = journal_path(out)
     if journal.exists() and not args.resume:
@@ -272,6 +274,7 @@ def _params(method: str) -> list[str]:
 
 def add_method_options(p) -> None:
     """The valuation methods' options shared by ``data value`` and ``data select``."""
+    add_param_option(p, "the valuation method")
     p.add_argument("--features", default=None,
                    help="one field holding a list of numbers, or comma-separated fields holding one number each")
     p.add_argument("--id-field", default="id", help="the records' id field (default id; else the line number)")

@@ -14,7 +14,7 @@ by ``press`` and cut to the budget: a fraction keeps that share of every token s
 The buffered queries keep their own rotary positions (kvpress rotates them all to the current
 step's), and a compaction keeps the cache in position order (kvpress keeps its top-k order);
 policies that read only keys and values (``key_norm``, ``keydiff``) are therefore equal to
-kvpress step for step, the query-reading ones are not (``bench/kvpress_anchor.py``).
+kvpress step for step, the query-reading ones are not.
 """
 
 from __future__ import annotations

@@ -141,14 +141,14 @@ def remove_layers(model, indices: Sequence[int]) -> list[int]:
 
 
 def drop_least_important(model, n_remove: int, calibration, *, method: str = "block_influence",
-                         batch_size: int = 4) -> tuple[list[int], Scores]:
+                         batch_size: int = 4, **params) -> tuple[list[int], Scores]:
     """Score the decoder layers, keep the ``L - n_remove`` most important (the core's top-k
     selector; ties: the earlier layer is kept) and remove the rest physically. Returns the
-    removed indices (of the original stack) and the scores."""
+    removed indices (of the original stack) and the scores. ``params``: the method's own."""
     from salience.core.base import create
     from salience.core.select import select_top_k
 
-    scorer = create("layers", method, batch_size=batch_size)
+    scorer = create("layers", method, batch_size=batch_size, **params)
     n_layers = len(decoder_layers(model))
     if isinstance(n_remove, bool) or not isinstance(n_remove, int) or not 0 <= n_remove < n_layers:
         raise InvalidParameterError(f"the number of layers to remove must be within 0..{n_layers - 1}; got "

@@ -12,10 +12,10 @@ A scorer (as in scikit-learn's estimators):
   the suffix ``_batch`` (``score`` / ``score_batch``, ``search`` / ``search_batch``);
 * pickles (process and Ray executors ship scorers to workers).
 
-Every method is registered under its family (``search``, ``keywords``, ``summarize``, ``data``,
-``fusion``, ``aggregate``, ``sort``, ``select``, ``explain``) and name; the CLI's choices, "did you mean"
-suggestions, the docs' method tables, ``salience methods`` and the contract test read the
-registry.
+Every method is registered under its family (a key of :data:`FAMILIES`; ``salience methods
+--families`` lists each with its base class) and name; the CLI's choices and ``--param``
+options, the service's ``params``, "did you mean" suggestions, the docs' method tables,
+``salience methods`` and the contract test read the registry.
 """
 
 from __future__ import annotations

@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable
 
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["Interval", "Options", "Check", "check_params", "describe", "validate_params", "SEED"]
+__all__ = ["Interval", "Options", "Check", "check_params", "describe", "validate_params", "SEED", "SET_BY_SURFACE",
+           "surface_params"]
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,10 @@ def _is_numpy_seed(value: Any) -> bool:
     return isinstance(value, (np.random.SeedSequence, np.random.Generator))
 
 
+#: parameters the command line and the service set from their own inputs (a loaded model, the
+#: method a wrapper wraps), never from a ``--param`` or a request's ``params``
+SET_BY_SURFACE = ("model", "tokenizer", "feature_names", "method", "method_params", "press", "prefill")
+
 #: a random seed: None, a non-negative integer, or what numpy's ``default_rng`` takes
 SEED = [None, Interval("int", 0), Check(_is_numpy_seed, "a numpy SeedSequence or Generator")]
 
@@ -171,3 +176,19 @@ def validate_params(constraints: dict[str, list]):
         return checked
 
     return decorate
+
+
+def surface_params(params: dict | None, own: dict[str, str] | None = None, where: str = "params",
+                   what: str = "request") -> dict:
+    """A method's parameters as a user sent them (a request's ``params``): a copy, with the
+    names the surface sets itself refused (:data:`SET_BY_SURFACE`, and ``own``: name -> the
+    option or field that sets it). Unknown names and bad values are the method's to refuse."""
+    from salience.exceptions import InvalidParameterError
+
+    params = dict(params or {})
+    for name in params:
+        if name in (own or {}):
+            raise InvalidParameterError(f"{where} {name}: set {name} with {own[name]}.")
+        if name in SET_BY_SURFACE:
+            raise InvalidParameterError(f"{where} {name}: {name} is set by the {what} itself, not in {where}.")
+    return params

@@ -16,7 +16,7 @@ the given label (cleanlab's defaults).
 filtering (Bahri, Jiang and Gupta, 2020), which costs no fit and catches errors a linear model's
 probabilities blur. ``k = 5`` was chosen on sets the benchmark does not report (iris, the DSIR
 pool's eight smaller domains, a synthetic four-class set): there the blend was at or above plain
-self-confidence on all three (bench/valuation.py).
+self-confidence on all three.
 """
 
 from __future__ import annotations

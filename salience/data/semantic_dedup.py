@@ -7,8 +7,8 @@ within each cluster the members are put in keep order and a member whose cosine 
 any member before it reaches ``similarity`` is a duplicate. The keep order (``keep_order``) is SemDeDup's:
 ``hard`` (default) keeps the member farthest from its cluster's centroid first (the least
 prototypical), ``easy`` the nearest, ``first`` the earliest document. Pairs that fall into
-different clusters are not compared: more clusters are faster and miss more (``bench/semdedup.py``
-measures the pairs found against comparing all pairs).
+different clusters are not compared: more clusters are faster and miss more of the pairs that
+comparing all pairs finds.
 
 The vectors are centred first (``center``, default on: the mean vector of the documents being
 deduplicated is subtracted before the cosine): a static encoder's vectors share a large common

@@ -181,7 +181,7 @@ class KnnShapley(Valuation):
     ``euclidean`` (pyDVL's and scikit-learn's default) or ``cosine``. Vectorised over blocks of
     test rows; the values equal pyDVL's ``KNNShapleyValuation`` to 1e-9 wherever no two training
     rows with different labels lie at the same distance from a test row (4.8e-18 on 10^4 distinct
-    rows, bench/valuation.py --knn-only; a row repeated with another label has no order of its
+    rows; a row repeated with another label has no order of its
     own, and scikit-learn's versions break that tie differently).
 
     >>> X, y = [[0.0], [1.0], [5.0]], ["a", "a", "b"]

@@ -27,7 +27,7 @@ class KernelShap(Explainer):
     (constrained to ``f(x)`` minus its rows' mean ``f(b)``) is solved and the results averaged,
     weighted by rows. For the same model evaluations (``n_samples`` coalitions times the
     background rows, as shap's), the designs' sampling errors average out instead of being
-    shared: about 3x more accurate than one design (BENCHMARKS.md). In each design whole coalition
+    shared: several times more accurate than one design. In each design whole coalition
     sizes are enumerated, smallest and largest first, while the budget covers them (their
     kernel weights exact), as shap does; the rest of the budget is stratified by size and
     paired with complements, and the designs take different coalitions of each size (see
@@ -42,7 +42,7 @@ class KernelShap(Explainer):
     neighbours differ in few features, each coalition over the design's background rows in
     turn: the same sequence of background rows over and over, which tree ensembles' branch
     predictions learn (scikit-learn's gradient boosting at 256 coalitions: about 1.1x the model's
-    own time on as many copies of one row, BENCHMARKS.md). Rows are evaluated many explained rows
+    own time on as many copies of one row). Rows are evaluated many explained rows
     per call, in blocks of at most ``_BLOCK_ELEMENTS`` values (chosen on a dev data set).
     """
 
@@ -120,7 +120,7 @@ class KernelShap(Explainer):
 #: fixed cost per call (scikit-learn's input checks) over more rows; smaller ones stay in cache
 #: (scikit-learn's trees walk the whole batch once per tree; an MLP's activations). Chosen among
 #: 2^17..2^21 on a dev data set the reported tables do not use (scikit-learn's diabetes
-#: regression, gradient boosting and an MLP: bench/explain.py --parts choose, BENCHMARKS.md)
+#: regression, gradient boosting and an MLP)
 _BLOCK_ELEMENTS = 1 << 17
 
 

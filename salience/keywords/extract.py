@@ -207,7 +207,7 @@ class Yake(KeyphraseExtractor):
     takes the texts given together as a corpus, and candidates common to many of them weigh
     less (S(kw) / sqrt(idf)); it helps where the gold keyphrases are the authors' own and costs
     where they are topics shared across a collection, and does not raise the mean F1@10 of the
-    eight keyphrase sets' dev splits, so it is off by default (BENCHMARKS.md). It has no effect
+    keyphrase sets' dev splits, so it is off by default. It has no effect
     on one text, and past ``batch_size`` texts the frequencies take a first pass over all of
     them (tokenising twice). A :class:`CorpusFrequency` applies frequencies fitted before, as
     ``fit(texts)`` does."""

@@ -14,8 +14,8 @@ removal protocol measures them against random orders of removal
   (``encoder``, the bundled all-MiniLM-L6-v2 by default).
 
 :meth:`KeyphraseVerifier.verify_collection` verifies every document of a collection against the
-others, the collection's statistics computed once. The keyphrase sets with gold labels give the
-outcome's agreement with F1@10 (``bench/verify.py``).
+others, the collection's statistics computed once. On a collection with gold keyphrases, the
+outcome's rank correlation with F1@10 says how far it can stand in for them.
 """
 
 from __future__ import annotations

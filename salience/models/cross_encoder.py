@@ -34,8 +34,8 @@ __all__ = ["CrossEncoder", "train_cross_encoder", "is_cross_folder", "MIN_GROUPS
 FORMAT, CONFIG = "salience.cross", "cross.json"
 PRECISIONS = ("fp32", "bf16", "int8")
 STARTS = ("bi-encoder", "head")  # what a trained cross-encoder starts as: the default first
-# a head's 1e-4 was chosen on SciFact's dev split; 2e-5 (sentence-transformers' fine-tuning rate) gave
-# the bi-encoder start its gain in the dev pilot (BENCHMARKS.md, "Rerankers trained here ... gated pairs")
+# a head's 1e-4 was chosen on a dev split; 2e-5 (sentence-transformers' fine-tuning rate) gave the
+# bi-encoder start its gain in the dev pilot
 LEARNING_RATES = {"bi-encoder": 2e-5, "head": 1e-4}
 BACKENDS = ("torch", "onnx")
 

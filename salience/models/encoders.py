@@ -12,12 +12,11 @@ Same vectors as sentence-transformers for the same model (the folder's pooling, 
 length and normalisation are read from it), with less work per batch: texts are tokenized
 once, sorted by token count and cut into batches of similar length (little padding), run
 under ``torch.inference_mode``; ``quantize="int8"`` applies dynamic int8 quantisation to
-the linear layers (faster on a CPU, a small, measured loss: BENCHMARKS.md). ``backend``:
+the linear layers (faster on a CPU, at a small loss). ``backend``:
 ``"onnx"`` exports the model to ONNX at load (half a second) and runs it with ONNX Runtime
 (``pip install onnxruntime onnx``; the same vectors to 1e-6), ``"torch"``, or ``"auto"``:
-torch, the faster of the two as measured here (onnxruntime 1.32.0, torch 2.13 on 2 cores: 25.5
-against 18.1 SciFact documents a second; BENCHMARKS.md, "Neural search"). ONNX Runtime was the
-faster with earlier versions, so it stays one argument away. Texts longer
+torch, the faster of the two with onnxruntime 1.32.0 and torch 2.13 on two CPU cores; ONNX
+Runtime was the faster with earlier versions, so it stays one argument away. Texts longer
 than the model's window are truncated to it, as sentence-transformers does; how many were
 is counted in ``truncated``. ``device="cuda"`` runs the model on a GPU (``dtype="float16"`` or
 ``"bfloat16"`` halves its weights there); texts are tokenized a chunk at a time, so a million

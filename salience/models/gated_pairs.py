@@ -2,15 +2,13 @@
 
 A cross-encoder made from a bi-encoder's weights plus a new scoring head (monoBERT) starts
 knowing nothing of relevance and, in the half hour of two CPU cores a reranker is trained here,
-does not learn as much as the bi-encoder already knew (BENCHMARKS.md, "Rerankers trained here
-without labels"). So this one keeps the bi-encoder's own judgement as its starting point: the
+does not learn as much as the bi-encoder already knew. So this one keeps the bi-encoder's own judgement as its starting point: the
 query and the passage are read in one sequence, each segment tokenized and positioned as the
 bi-encoder reads it alone, each pooled as the bi-encoder pools, and the score is the scaled
 cosine of the two pooled vectors. Attention between the segments carries a learned bias
 (``gate``, a logit added to every query-passage pair of tokens): at minus infinity the model
 is the bi-encoder exactly; it starts slightly open (:data:`GATE_START`), so the query's tokens
-read the passage's and back, as a cross-encoder's do, and training sets how far (on SciFact's
-pseudo-queries it closed a little: BENCHMARKS.md). (PreTTR, MacAvaney et al. 2020, splits a cross-encoder into separate
+read the passage's and back, as a cross-encoder's do, and training sets how far. (PreTTR, MacAvaney et al. 2020, splits a cross-encoder into separate
 lower layers and joint upper ones; here every layer is joint and the split is learned.)
 
 Everything here needs torch; the module that holds the gate is made by :func:`gated_pairs`.

@@ -13,10 +13,9 @@ and the token vectors are solved so that each text's mean token vector is as clo
 be to the teacher's vector of it, pulled towards the plain distillation by a ridge penalty
 (``fit_strength`` times the mean squared token share; conjugate gradients on the normal
 equations, never forming the vocabulary-by-vocabulary matrix). The teacher encodes only the
-sample: by default up to 20,000 texts, the whole of a collection of that size (SciFact's
-5,183 abstracts about 3-7 minutes on 2 cores), since on the shared sets' dev splits the whole
-collection fits clearly better than 2,000 of its texts (BENCHMARKS.md, "Static
-embeddings").
+sample: by default up to 20,000 texts, the whole of a collection of that size (5,000
+abstracts take about 3-7 minutes on 2 cores), since on dev splits the whole collection fits
+clearly better than 2,000 of its texts.
 
 :func:`distill` writes a folder (``static.json``, ``embeddings.npy``, the tokenizer's files);
 :class:`StaticEncoder` reads it, and every encoder argument that takes a model folder takes

@@ -25,8 +25,7 @@ class CrossJudge(Judge):
     two cut first; for one that starts from its bi-encoder, each text's); ``batch_tokens``:
     padded tokens per batch; ``precision``: ``fp32``, ``bf16`` (autocast; 2-3x faster on CPUs
     with bfloat16 instructions) or ``int8`` (linear layers dynamically quantized); ``backend``:
-    ``torch`` or ``onnx`` (ONNX Runtime, fp32, for a cross-encoder with a scoring head); their
-    speed and quality loss are in BENCHMARKS.md."""
+    ``torch`` or ``onnx`` (ONNX Runtime, fp32, for a cross-encoder with a scoring head)."""
 
     model_parameter = "model"  # what the command line's --model sets
     _parameter_constraints = {"max_length": [Interval("int", 16)], "batch_tokens": [Interval("int", 16)],

@@ -9,8 +9,8 @@ an iterable, ``search`` / ``search_batch`` / ``score`` / ``document``, ``add`` /
 Search is exact: blocked float32 matrix products of the queries against the documents, a
 partial sort per block. ``approximate="hnsw"`` searches an HNSW graph instead, and
 ``approximate="ivfpq"`` an inverted file of product-quantised codes (faiss, ``pip install
-'salience[ann]'``): faster on large collections, the second in a few bytes per vector, with
-recall against exact search measured in BENCHMARKS.md. The structure is built on the first
+'salience[ann]'``): faster on large collections, the second in a few bytes per vector, at some loss of
+recall against exact search. The structure is built on the first
 approximate search after indexing or adding, and saved with the index by ``save`` and
 ``merge`` (``hnsw.faiss`` / ``ivfpq.faiss``, checksummed like every file; an index with
 segments added since rebuilds it on its next search). Deleted and
@@ -64,8 +64,8 @@ class Dense(Index):
     fields : sequence of str
         Document fields joined into the encoded text.
     quantize : None or "int8"
-        Dynamic int8 quantisation of the encoder's linear layers (faster; quality loss
-        measured in BENCHMARKS.md).
+        Dynamic int8 quantisation of the encoder's linear layers (faster, at a small loss
+        of quality).
     backend : "auto", "torch" or "onnx"
         How a model is run: torch (``"auto"``, measured the faster here) or ONNX Runtime
         (``"onnx"``: ``pip install onnxruntime onnx``; the same vectors).

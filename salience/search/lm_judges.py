@@ -27,10 +27,9 @@ With ``chat=True`` each prompt is sent as a user turn of the tokenizer's chat te
 instruction-tuned models) and the answer read as the reply's first token; ``chat="auto"`` (the
 default) does so when the tokenizer has a template.
 
-Passages are cut to ``max_passage_tokens`` (default 64). The defaults are what SciFact's dev
-split chose among the configurations of ``bench/rerank.py`` for SmolLM2-135M-Instruct (the
-pointwise judge through the chat template, 64-token passages, the top 10 interpolated with
-BM25 at judge weight 0.3; BENCHMARKS.md); prompts are scored in batches (right-padded, one
+Passages are cut to ``max_passage_tokens`` (default 64). The defaults are what a dev split
+chose for SmolLM2-135M-Instruct (the pointwise judge through the chat template, 64-token
+passages, the top 10 interpolated with BM25 at judge weight 0.3; docs/neural-search.md); prompts are scored in batches (right-padded, one
 forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
 shares it: with ``prefix_cache=True`` (default) the shared prefix is run once per query and
 its key/value cache reused for the batch. ``calls`` counts prompts (forward passes over a
@@ -131,7 +130,7 @@ class LMJudge(Judge):
         self._validate_params()
         self.calls, self.seconds = 0, 0.0
         self._token_ids: dict[str, int] = {}
-        # "auto": through the chat template when the tokenizer has one (the dev split's choice, BENCHMARKS.md)
+        # "auto": through the chat template when the tokenizer has one (the dev split's choice)
         self._chat = bool(getattr(tokenizer, "chat_template", None)) if chat == "auto" else chat
         self._chat_parts: tuple[str, str] | None = _chat_parts(tokenizer) if self._chat else None
 

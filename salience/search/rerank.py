@@ -40,11 +40,12 @@ from salience.exceptions import IdMismatchError, InvalidParameterError
 __all__ = ["rerank", "rerank_run", "RerankAlgorithm", "ScoreSort", "SlidingWindow", "Setwise", "PRP", "AllPairs",
            "JointRankBlocks", "default_algorithm"]
 
-#: depth and interpolation weight per judge method where SciFact's dev split chose them
-#: (bench/rerank.py, BENCHMARKS.md): the LM pointwise judge over the top 10 at judge weight 0.3,
-#: the bi-encoder over the top 20 at 0.7. Other methods lost to BM25 there at every weight.
-DEV_CHOSEN = {"pointwise": {"depth": 10, "interpolate": 0.3}, "encoder": {"depth": 20, "interpolate": 0.7},
-              "cross": {"depth": 20, "interpolate": 0.3}}  # cross: bench/train_rerank.py, its SciFact model
+#: the default depth and interpolation weight of a judge whose scores are sorted, chosen on a
+#: dev split (the guide says which): the LM pointwise judge over the top 10 at judge weight 0.3,
+#: the bi-encoder over the top 20 at 0.7, a trained cross-encoder over the top 20 at 0.3; the
+#: other judges lost to the first stage at every weight, so they get none.
+JUDGE_DEFAULTS = {"pointwise": {"depth": 10, "interpolate": 0.3}, "encoder": {"depth": 20, "interpolate": 0.7},
+                  "cross": {"depth": 20, "interpolate": 0.3}}
 
 #: the kinds of judge: "scores" for any judge that scores passages one by one
 JUDGE_KINDS = ("scores", "pairwise", "listwise")

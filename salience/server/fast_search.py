@@ -1,7 +1,6 @@
 """The service's busiest request, ``POST /indexes/{name}/search`` on a BM25 (or local sharded)
 index, answered by a small ASGI middleware instead of FastAPI's routing, dependency solving and
-body parsing, which cost as much as the search itself (the 50-client campaign of
-``bench/service_scale.py``). The request is validated by the same pydantic model and answered
+body parsing, which cost as much as the search itself under many clients. The request is validated by the same pydantic model and answered
 by the same code as the route (:func:`salience.server.routes.prepared_search`); anything else
 (another endpoint, a hybrid or dense search, a body that is not valid, a refused request, an
 error) goes to the full application with the body handed on, which answers it, errors included,

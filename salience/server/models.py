@@ -48,11 +48,18 @@ class Passage(_Strict):
     text: StrictStr
 
 
+#: a method's own parameters, as the library takes them (salience methods lists each method's)
+_PARAMS = Field(None, description="the method's own parameters by name (GET /methods lists them)")
+
+
 class RerankRequest(_Strict):
     query: StrictStr = Field(min_length=1)
     passages: list[Passage] | None = Field(None, description="texts to score (or ids of the index)")
     ids: list[StrictStr] | None = Field(None, description="documents of the index to score")
     index: StrictStr | None = Field(None, description="the index whose scorer judges (default: the only one)")
+    algorithm: StrictStr | None = Field(None, description="a rerank algorithm the judge's scores drive (default: the "
+                                                          "scores sorted)")
+    params: dict[StrictStr, Any] | None = Field(None, description="the algorithm's own parameters by name")
 
 
 class TextRequest(_Strict):
@@ -61,6 +68,7 @@ class TextRequest(_Strict):
     sentences: StrictInt = Field(3, ge=1, description="summary sentences")
     method: StrictStr | None = None
     language: StrictStr = "auto"
+    params: dict[StrictStr, Any] | None = _PARAMS
 
 
 class VerifyRequest(_Strict):
@@ -113,6 +121,8 @@ class AnswerRequest(_Strict):
     max_new_tokens: StrictInt = Field(_answer_default("max_new_tokens"), ge=1, le=512)
     random_draws: StrictInt = Field(_answer_default("random_draws"), ge=0, le=20)
     seed: StrictInt = Field(_answer_default("seed"), ge=0)
+    params: dict[StrictStr, dict[StrictStr, Any]] | None = Field(
+        None, description="the named methods' own parameters, by option: rerank, kv_policy, cite")
 
 
 class FuseRequest(_Strict):
@@ -121,6 +131,7 @@ class FuseRequest(_Strict):
     normalize: StrictStr | None = None
     weights: list[StrictFloat | StrictInt] | None = None
     k: StrictInt | None = Field(None, ge=1, description="results kept per query (default: all)")
+    params: dict[StrictStr, Any] | None = _PARAMS
 
 
 class Document(BaseModel):

@@ -6,6 +6,7 @@ dependency, checked before the body is validated)."""
 import os
 from dataclasses import asdict
 
+from salience.core.params import surface_params
 from salience.exceptions import SalienceError
 from salience.server.errors import APIError
 from salience.server.indexes import explained
@@ -159,20 +160,32 @@ def text_router(service):
             raise APIError(422, "invalid_field", f"{handle.name} is a sharded index: rerank with a BM25 or dense "
                            "index, or --judge encoder or cross.", "index")
 
+        if body.params and body.algorithm is None:
+            raise APIError(422, "invalid_field", "params go to the rerank algorithm: name it (algorithm).", "params")
+
         def answer():
             if body.ids is not None:
-                scores = handle.reader.score(body.query, body.ids)
-                ids, values, judged_by = scores.ids, scores.values, handle.name
+                ids = list(body.ids)
+
+                def score(query, items):  # the index scores its own documents by id
+                    scores = handle.reader.score(query, list(items))
+                    value_of = dict(zip(scores.ids, scores.values))
+                    return [value_of[i] for i in items]
+                texts, judged_by = ids, handle.name
             else:
                 ids = [p.id for p in body.passages]
                 texts = [p.text for p in body.passages]
                 if service.passage_judge is not None:
-                    values, judged_by = service.passage_judge.scores(body.query, texts), service.passage_judge_name
+                    score, judged_by = service.passage_judge.scores, service.passage_judge_name
                 elif handle is not None and handle.kind == "bm25":
-                    values, judged_by = handle.reader.score_texts(body.query, texts), handle.name
+                    score, judged_by = handle.reader.score_texts, handle.name
                 else:
                     raise APIError(422, "invalid_field", "scoring posted texts needs a BM25 index or --judge encoder or cross.",
                                    "index")
+            if body.algorithm is not None:
+                return {"judge": judged_by, "algorithm": body.algorithm,
+                        "results": _reranked(body.query, ids, texts, score, judged_by, body.algorithm, body.params)}
+            values = score(body.query, texts)
             order = sorted(range(len(ids)), key=lambda i: (-float(values[i]), i))
             return {"judge": judged_by, "results": [{"rank": r, "id": ids[i], "score": float(values[i])}
                                                     for r, i in enumerate(order, start=1)]}
@@ -186,7 +199,9 @@ def text_router(service):
         from salience.keywords import extract_keyphrases
 
         def answer():
-            phrases = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=body.language)
+            phrases = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=body.language,
+                                         **surface_params(body.params, {"k": "the field k", "language": "the field "
+                                                                        "language"}))
             return {"method": body.method or "yake", "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}
 
         return await service.run(answer)
@@ -203,7 +218,8 @@ def text_router(service):
             if not sentences:
                 raise APIError(422, "invalid_field", "the text has no sentences.", "text")
             result = summarize([s.text for s in sentences], sentences=body.sentences, method=body.method or "lexrank",
-                               language=body.language)
+                               language=body.language, **surface_params(body.params, {
+                                   "sentences": "the field sentences", "language": "the field language"}))
             chosen = set(result.indices)
             weight = dict(zip(result.scores.ids, result.scores.values))
             return {"method": body.method or "lexrank", "summary": result.text,
@@ -336,12 +352,36 @@ def text_router(service):
 
         def answer():
             fused = fuse_runs(body.runs, method=body.method, normalize=body.normalize, weights=body.weights,
-                              missing_subjects="empty")
+                              missing_subjects="empty", **surface_params(body.params, {
+                                  "normalize": "the field normalize", "weights": "the field weights",
+                                  "missing_subjects": "nothing: the service fuses a subject a run lacks as empty"}))
             return {"method": body.method, "results": {q: dict(list(s.sorted())[: body.k]) for q, s in fused.items()}}
 
         return await service.run(answer)
 
     return router
+
+
+def _reranked(query: str, ids: list, texts: list, score, judged_by: str, algorithm: str, params) -> list[dict]:
+    """``ids`` reordered by a rerank ``algorithm`` (built with ``params``) that ``score``
+    (query, texts -> one number each) drives; each result's score is its place from the bottom."""
+    import numpy as np
+
+    from salience.core.scores import Scores
+    from salience.search.rerank import rerank
+
+    class Judge:  # a scoring judge, as rerank() takes one
+        method = judged_by
+
+        @staticmethod
+        def scores(query_, passages):
+            return np.asarray(score(query_, passages), dtype=np.float64)
+
+    text_of = dict(zip(ids, texts))
+    first = Scores(np.arange(len(ids), 0, -1, dtype=np.float64), ids)  # the order posted
+    ranked = rerank(query, first, Judge(), text_of, algorithm=algorithm, depth=len(ids),
+                    **surface_params(params, where="params", what="request"))
+    return [{"rank": r, "id": i, "score": float(v)} for r, (i, v) in enumerate(zip(ranked.ids, ranked.values), start=1)]
 
 
 def write_router(service):

@@ -52,6 +52,7 @@ def evaluate_summaries(
     diversity: float = 0.0,
     on_error: str = "raise",
     language: str = "auto",
+    **params,
 ) -> Report:
     """Mean ROUGE F1 (x100) of ``method`` on a jsonl of ``{text, summary}`` or ``{text,
     summaries}`` as a :class:`~salience.Report`; the method, document count and speed are in
@@ -60,7 +61,8 @@ def evaluate_summaries(
     With several references per text, each is scored: ``report["rouge2"]`` is the best of them
     per text (as rouge-score's ``score_multi``), ``report["rouge2_mean"]`` their mean (both
     equal with one reference). The summary length is the references' mean number of sentences
-    unless ``sentences`` or ``words`` is given. ``language``: as in :func:`summarize`."""
+    unless ``sentences`` or ``words`` is given. ``language``: as in :func:`summarize`; ``params``: the
+    method's own (``threshold`` of ``lexrank``, ...)."""
     from salience.summarize.extractive import summarize
 
     records = read_gold(path, on_error)
@@ -71,7 +73,8 @@ def evaluate_summaries(
         references = record["references"]
         gold_sentences = sum(sum(1 for line in r.splitlines() if line.strip()) for r in references) / len(references)
         length = {"words": words} if words is not None else {"sentences": sentences or max(round(gold_sentences), 1)}
-        outputs.append(summarize(record["text"], method=method, diversity=diversity, language=language, **length).text)
+        outputs.append(summarize(record["text"], method=method, diversity=diversity, language=language, **length,
+                                 **params).text)
     seconds = time.perf_counter() - start
     names = ("rouge1", "rouge2", "rougeL")
     per_doc = {}

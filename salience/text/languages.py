@@ -12,7 +12,7 @@ each language, each word weighted by one over the number of lists it is on (so "
 lists, decides little and "the" or "des" much), and takes the best of the languages whose stop
 words cover enough of the text (:data:`MIN_STOPWORD_SHARE`); with none, the text's script
 decides where one language writes it (Hangul, kana, Greek...), and otherwise the text is
-``"und"`` (undetermined) and gets the language-free fallback. Measured accuracy is in BENCHMARKS.md (``bench/languages.py``).
+``"und"`` (undetermined) and gets the language-free fallback.
 """
 
 from __future__ import annotations

@@ -184,3 +184,29 @@ def test_a_killed_valuation_resumes_from_its_journal(wine_files, tmp_path, capsy
     report = json.loads(capsys.readouterr().out)
     assert report["replayed_coalitions"] >= 32 and report["fits"] == 96
     assert out.read_text() == unbroken and not journal.exists()
+
+
+def test_a_valuation_methods_own_parameter_is_set_with_param(wine_files, tmp_path, capsys):
+    """``--param metric=cosine`` reaches KNN-Shapley (the values equal the library's with it, and
+    differ from the default metric's); a text method's streaming selection refuses --param."""
+    from salience.cli.valuation import read_labelled
+    from salience.core.base import create
+
+    train, test, _ = wine_files
+    out = tmp_path / "values.jsonl"
+    assert main(["data", "value", str(train), "--test", str(test), "--features", "x", "--method", "knn_shapley",
+                 "--param", "metric=cosine", "--out", str(out), "--quiet"]) == 0
+    values = {r["id"]: r["salience_value"] for r in map(json.loads, out.read_text().splitlines())}
+    X, y, ids = read_labelled(str(train), ["x"], "label", "id")
+    Xt, yt, _ = read_labelled(str(test), ["x"], "label", "id")
+    for metric in ("cosine", "euclidean"):
+        expected = create("data", "knn_shapley", metric=metric).score((X, y), (Xt, yt), ids=ids)
+        same = np.allclose([values[i] for i in expected.ids], expected.values, atol=1e-12)
+        assert same == (metric == "cosine")
+    capsys.readouterr()
+    assert main(["data", "value", str(train), "--test", str(test), "--features", "x", "--method", "knn_shapley",
+                 "--param", "metric=manhatan", "--out", str(out)]) == 2
+    assert "metric" in capsys.readouterr().err
+    assert main(["data", "select", "--target", str(test), "--raw", str(train), "--out", str(tmp_path / "s.jsonl"),
+                 "-k", "5", "--param", "buckets=8"]) == 2
+    assert "--param sets a valuation method's parameters" in capsys.readouterr().err

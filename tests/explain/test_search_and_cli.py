@@ -94,6 +94,23 @@ def test_explain_lm_cli(tmp_path, capsys):
                  "integrated_gradients", "--html", str(tmp_path / "lm.html")]) == 0
     assert "cat" in (tmp_path / "lm.html").read_text()
     assert main(["explain", "lm", str(tmp_path / "nowhere"), "--prompt", "x", "--target", "y"]) == 2
+    # --param: the explainer's own (n_steps) and its perturbation method's (n_designs), as the library's
+    from salience.core.base import create
+    from salience.models.lm import load_causal_lm
+
+    model, tokenizer = load_causal_lm(str(tmp_path / "lm"))
+    for method, param, built in (("integrated_gradients", "n_steps=4", {"n_steps": 4}),
+                                 ("kernel_shap", "n_designs=1", {"method_params": {"n_designs": 1}})):
+        capsys.readouterr()
+        assert main(["explain", "lm", str(tmp_path / "lm"), "--prompt", "the cat sat", "--target", " on", "--method",
+                     method, "--param", param, "--samples", "6", "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        expected = create("prompt", "lm", model=model, tokenizer=tokenizer, method=method, **built).attribute(
+            "the cat sat", target=" on", n_samples=6, seed=0)
+        assert [t["attribution"] for t in out["tokens"]] == pytest.approx(expected.values[0].tolist(), abs=1e-6)
+        assert out["model_calls"] == expected.model_calls
+    assert main(["explain", "lm", str(tmp_path / "lm"), "--prompt", "x", "--target", "y", "--param", "seed=3"]) == 2
+    assert "set seed with --seed" in capsys.readouterr().err
 
 
 def test_verify_features_after_explain_text(tmp_path, sentiment_classifier, capsys):

@@ -478,3 +478,36 @@ def test_verify_keyphrases_over_http_match_the_library(client):
     assert body["curves"]["scores"] == pytest.approx(expected.curves["scores"].tolist())
     _error(client.post("/verify", json={**request, "collection": None}), 400, "invalid_input")  # search needs one
     _error(client.post("/verify", json={**request, "outcome": "rouge"}), 400, "invalid_input")
+
+
+def test_a_methods_own_parameters_go_in_params(client):
+    """``params`` reach the method named by ``method`` (as ``--param`` does on the command
+    line): each answer equals the library's with the same parameters; a field the request has
+    is refused in params, and so are unknown names and bad values."""
+    from salience import fuse
+    from salience.keywords import extract_keyphrases
+
+    text = ("Sensor placement is hard in a wireless sensor network. Wireless sensor networks have many sensors, and "
+            "sensor placement is costly. Placement of sensors matters.")
+    reply = client.post("/keyphrases", json={"text": text, "k": 3, "params": {"long_text_words": 10}})
+    assert reply.status_code == 200, reply.text
+    expected = extract_keyphrases(text, k=3, long_text_words=10)
+    assert [p["phrase"] for p in reply.json()["keyphrases"]] == expected.ids
+    assert expected.ids != extract_keyphrases(text, k=3).ids
+    assert "set k with the field k" in _error(client.post("/keyphrases", json={"text": text, "params": {"k": 2}}), 400,
+                                              "invalid_input")["message"]
+    assert "'long_text_word'" in _error(client.post("/keyphrases", json={"text": text, "params": {
+        "long_text_word": 2}}), 400, "invalid_input")["message"]
+    reply = client.post("/summary", json={"text": text, "sentences": 1, "method": "textrank",
+                                          "params": {"similarity": "overlap"}})
+    assert reply.status_code == 200, reply.text
+    _error(client.post("/summary", json={"text": text, "params": {"damping": 2}}), 400, "invalid_input")
+    runs = [{"q": {"a": 3.0, "b": 2.0, "c": 1.0}}, {"q": {"c": 3.0, "a": 2.0, "b": 1.0}}]
+    reply = client.post("/fuse", json={"runs": runs, "weights": [1, 3], "params": {"rrf_k": 1}})
+    assert reply.status_code == 200, reply.text
+    assert list(reply.json()["results"]["q"]) == fuse(runs, rrf_k=1, weights=[1, 3])["q"].ranked_ids() == ["c", "a", "b"]
+    assert "set weights with the field weights" in _error(
+        client.post("/fuse", json={"runs": runs, "weights": [1, 1], "params": {"weights": [1, 3]}}), 400,
+        "invalid_input")["message"]
+    _error(client.post("/rerank", json={"query": "cats", "ids": ["cats"], "params": {"window": 3}}), 422,
+           "invalid_field", "params")
