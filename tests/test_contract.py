@@ -530,6 +530,37 @@ def test_a_bad_parameter_value_is_refused_by_its_name(method):
             method.create(**{**_options(method), name: object()})
 
 
+def _invalid_values(constraints: list) -> list:
+    """Values none of ``constraints`` accepts, made from each: past an interval's ends (and at
+    an open end), a fraction for an integer, NaN, an option that is not one, text for a bool."""
+    from salience.core.params import Interval, Options, _accepts
+
+    candidates: list = []
+    for c in constraints:
+        if isinstance(c, Interval):
+            for end, step, open_ends in ((c.low, -1, ("right", "neither")), (c.high, 1, ("left", "neither"))):
+                if end is not None:
+                    candidates += [end + step, end + step / 2] + ([end] if c.closed in open_ends else [])
+            candidates += [1.5, float("nan")] if c.kind == "int" else [float("nan"), float("inf")]
+        elif isinstance(c, Options):
+            candidates.append("no-such-option")
+        elif c is bool:
+            candidates.append("yes")
+    return [v for v in candidates if not any(_accepts(c, v) for c in constraints)]
+
+
+@pytest.mark.parametrize("method", [m for m in METHODS if _constrained(m)], ids=lambda m: f"{m.family}-{m.name}")
+def test_an_out_of_range_value_is_refused_by_its_name(method):
+    """Beyond the wrong type: each constraint's own bad values (out of range, a fraction for a
+    count, NaN, an unknown option), generated from the constraint, are refused naming the
+    parameter."""
+    constraints = method.factory._constraints()
+    for name in _constrained(method):
+        for value in _invalid_values(constraints[name]):
+            with pytest.raises(InvalidParameterError, match=re.escape(name)):
+                method.create(**{**_options(method), name: value})
+
+
 def test_unknown_names_and_options_are_refused_with_suggestions():
     with pytest.raises(InvalidParameterError, match="Did you mean 'lexrank'"):
         create("summarize", "lexrnk")
@@ -556,8 +587,10 @@ def test_set_params_validates_and_clone_is_unfitted():
     copy = bm25.clone()
     assert copy.get_params() == bm25.get_params() and len(copy) == 0
     with pytest.raises(InvalidParameterError):
-        bm25.set_params(b=2.0)
-    assert bm25.set_params(k1=0.9).k1 == 0.9
+        copy.set_params(b=2.0)
+    assert copy.set_params(k1=0.9).k1 == 0.9
+    with pytest.raises(InvalidParameterError, match="holds indexed documents"):  # it would empty the index
+        bm25.set_params(k1=0.9)
 
 
 def test_methods_command_lists_the_registry(capsys):
@@ -612,3 +645,26 @@ def test_library_code_cites_no_benchmark():
               for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
               if "BENCHMARKS" in line or "bench/" in line or "DEV_CHOSEN" in line]
     assert not citing, citing
+
+
+def test_set_params_never_empties_an_index_and_clone_copies_by_value():
+    import numpy as np
+
+    from salience.search import BM25
+
+    index = BM25().index(["red fox", "red dog", "blue"])
+    with pytest.raises(InvalidParameterError, match="holds indexed documents.*clone\\(\\).set_params\\(k1=...\\)"):
+        index.set_params(k1=1.2)
+    assert index.n_docs == 3 and index.search("red", k=3).ids  # untouched
+    fresh = index.clone().set_params(k1=1.2)
+    assert fresh.k1 == 1.2 and not fresh._has_data()
+    assert index.set_params() is index  # nothing asked: nothing dropped
+    # by value: the clone's containers are its own
+    policy = create("kv", "layer_budget", importance=np.array([1.0, 2.0]))
+    copy = policy.clone()
+    copy.importance[0] = 9.0
+    assert policy.importance[0] == 1.0
+    fused = create("fusion", "rrf", weights=[1.0, 2.0])
+    twin = fused.clone()
+    twin.weights.append(3.0)
+    assert fused.weights == [1.0, 2.0]

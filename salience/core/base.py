@@ -99,20 +99,35 @@ class Scorer:
     def set_params(self, **params: Any) -> "Scorer":
         """Change parameters (validated as the constructor validates them); returns ``self``.
 
-        Learned state is dropped: refit after changing parameters.
+        A scorer holding data it cannot rebuild (an index with documents) refuses, rather than
+        silently emptying it: ``clone().set_params(...)`` and index again. Other learned state
+        is dropped: refit after changing parameters.
         """
         valid = self._param_names()
         for name in params:
             if name not in valid:
                 raise unknown_choice(f"parameter of {type(self).__name__}", name, valid)
+        if params and self._holds_data():
+            raise InvalidParameterError(f"this {type(self).__name__} holds indexed documents, which set_params would "
+                                        f"drop: build a new one (clone().set_params({', '.join(params)}=...)) and "
+                                        "index again.")
         fresh = type(self)(**{**self.get_params(), **params})
         self.__dict__.clear()
         self.__dict__.update(fresh.__dict__)
         return self
 
+    def _holds_data(self) -> bool:
+        """Whether the scorer holds data given to it that its parameters cannot rebuild (an
+        index's documents: ``_has_data``)."""
+        has_data = getattr(self, "_has_data", None)
+        return bool(has_data()) if callable(has_data) else False
+
     def clone(self) -> "Scorer":
-        """A new, unfitted scorer with the same parameters."""
-        return type(self)(**self.get_params())
+        """A new, unfitted scorer with the same parameters, by value: a parameter that is a
+        scorer is cloned (an index holding documents is shared: it is an input), plain data
+        (lists, dicts, sets, arrays) copied deeply; models, tokenizers and functions are
+        shared, as fitting does not change them."""
+        return type(self)(**{name: _cloned(value) for name, value in self.get_params().items()})
 
     def __repr__(self) -> str:
         defaults = {p.name: p.default for p in self._init_parameters()}
@@ -127,6 +142,22 @@ class Scorer:
             if not same:
                 shown.append(f"{name}={value!r}")
         return f"{type(self).__name__}({', '.join(shown)})"
+
+
+def _cloned(value: Any) -> Any:
+    """A parameter's value for :meth:`Scorer.clone`."""
+    import copy
+
+    import numpy as np
+
+    if isinstance(value, Scorer):  # one holding data given to it (an index) is an input: shared
+        return value if value._holds_data() else value.clone()
+    if isinstance(value, (list, tuple, dict, set, frozenset, np.ndarray)):
+        try:
+            return copy.deepcopy(value)
+        except Exception:  # noqa: BLE001 - a container holding something that does not copy: shared
+            return value
+    return value
 
 
 class FunctionMethod(Scorer):
