@@ -518,8 +518,12 @@ def test_bad_input_is_refused_by_name(method):
 
 
 def _constrained(method) -> list[str]:
+    """The parameters a method checks itself (those exempt, with a reason, are checked where used)."""
+    from salience.core.params import Exempt
+
     constraints = method.factory._constraints() if hasattr(method.factory, "_constraints") else {}
-    return [name for name in constraints if name in method.params()]
+    return [name for name, allowed in constraints.items()
+            if name in method.params() and not any(isinstance(c, Exempt) for c in allowed)]
 
 
 @pytest.mark.parametrize("method", [m for m in METHODS if _constrained(m)], ids=lambda m: f"{m.family}-{m.name}")
@@ -668,3 +672,11 @@ def test_set_params_never_empties_an_index_and_clone_copies_by_value():
     twin = fused.clone()
     twin.weights.append(3.0)
     assert fused.weights == [1.0, 2.0]
+
+
+def test_every_parameter_is_constrained_or_exempt_with_a_reason():
+    """scikit-learn's rule: no parameter is skipped silently. Each registered method's parameter
+    has constraints, or an ``Exempt(reason)`` saying why it is checked elsewhere."""
+    unchecked = [f"{m.family}.{m.name}: {name}" for m in registered() for name in m.params()
+                 if name not in (m.factory._constraints() if hasattr(m.factory, "_constraints") else {})]
+    assert not unchecked, unchecked

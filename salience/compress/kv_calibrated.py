@@ -37,7 +37,7 @@ import numpy as np
 
 from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import register_method
-from salience.core.params import Interval
+from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["QFilter", "DuoAttention", "KVzap", "query_filters", "duo_attention_head_scores", "ridge_surrogate"]
@@ -205,6 +205,8 @@ class _Calibrated(KVPolicy):
 class QFilter(_Calibrated):
     learned, learned_ndim = "filters", 3
 
+    _parameter_constraints = {"filters": [Exempt("the filters calibrate() learns")]}
+
     def __init__(self, *, filters=None):
         self.filters = filters
         super().__init__()
@@ -231,7 +233,8 @@ class DuoAttention(_Calibrated):
 
     learned, learned_ndim = "head_scores", 2
     reads = ("layer", "keep")
-    _parameter_constraints = {"sink_size": [Interval("int", 0)], "recent_size": [Interval("int", 1)]}
+    _parameter_constraints = {"head_scores": [None, "array-like"], "sink_size": [Interval("int", 0)],
+                              "recent_size": [Interval("int", 1)]}
 
     def __init__(self, *, head_scores=None, sink_size: int = 128, recent_size: int = 256):
         self.head_scores, self.sink_size, self.recent_size = head_scores, sink_size, recent_size
@@ -294,7 +297,9 @@ class KVzap(_Calibrated):
 
     learned, learned_ndim = "surrogate", 3
     reads = ("layer", "hidden")
-    _parameter_constraints = {"ridge": [Interval("real", 0, None, closed="neither")],
+    _parameter_constraints = {"surrogate": [Exempt("the surrogate calibrate() fits")],
+                              "tokenizer": [Exempt("the model's tokenizer, given by the caller")],
+                              "ridge": [Interval("real", 0, None, closed="neither")],
                               "chunk_size": [Interval("int", 9)]}
 
     def __init__(self, *, surrogate=None, tokenizer=None, ridge: float = 1.0, chunk_size: int = 2048):

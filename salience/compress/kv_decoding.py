@@ -25,7 +25,7 @@ from salience.compress.kv_policies import KVPolicy, _group_mean, _torch, _window
 from salience.compress.kv_wrappers import _OnAnotherPolicy
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
-from salience.core.params import Interval
+from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["Decoding", "CaM", "DMS"]
@@ -57,7 +57,8 @@ class Decoding(_OnAnotherPolicy):
     prompt stays whole). Wrapping policies are accepted (kvpress's AdaKVPress is)."""
 
     decodes = True
-    _parameter_constraints = {"compression_interval": [Interval("int", 1)],
+    _parameter_constraints = {"prefill": [None, Exempt("a kv policy name or KVPolicy, checked when it is built")],
+                              "compression_interval": [Interval("int", 1)],
                               "hidden_states_buffer_size": [Interval("int", 0)]}
 
     def __init__(self, *, press="key_norm", compression_interval: int = 512, hidden_states_buffer_size: int = 256,
@@ -267,7 +268,8 @@ class DMS(_OnAnotherPolicy):
     prefill."""
 
     budgeted = False
-    _parameter_constraints = {"sliding_window_size": [Interval("int", 0)], "decoding": [bool]}
+    _parameter_constraints = {"threshold": [None, Interval("real")], "sliding_window_size": [Interval("int", 0)],
+                              "decoding": [bool]}
 
     def __init__(self, *, press="key_norm", threshold: float | None = None, sliding_window_size: int = 128,
                  decoding: bool = False):

@@ -29,7 +29,7 @@ import numpy as np
 from salience.compress.kv_policies import KVPolicy, _group_mean, _torch
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
-from salience.core.params import Interval
+from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget", "KeyRerotation", "Merging"]
@@ -41,6 +41,8 @@ class _OnAnotherPolicy(KVPolicy):
     :class:`KVPolicy`. It reads what that policy reads and always keeps what it keeps."""
 
     extra_reads: tuple = ()
+
+    _parameter_constraints = {"press": [Exempt("a kv policy name or KVPolicy, checked when it is built")]}
 
     def __init__(self, press):
         self.press = press
@@ -313,7 +315,7 @@ class LayerBudget(_OnAnotherPolicy):
     its excess goes to the others. ``importance=None``: the uniform budget (the press
     alone). The tokens within a layer: the wrapped policy's."""
 
-    _parameter_constraints = {"floor": [Interval("real", 0, 1)]}
+    _parameter_constraints = {"importance": [None, "array-like"], "floor": [Interval("real", 0, 1)]}
 
     def __init__(self, *, press="snapkv", importance=None, floor: float = 0.5):
         self.importance, self.floor = importance, floor

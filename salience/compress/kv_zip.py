@@ -28,7 +28,7 @@ import numpy as np
 from salience.compress.kv_policies import KVPolicy
 from salience.core.base import register_method
 from salience.core.masks import lowest_k_mask
-from salience.core.params import Interval
+from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["KVzip", "KVgrad", "reconstruction_scores", "reconstruction_weights", "kvzip_plus_scores"]
@@ -82,7 +82,9 @@ class KVzip(KVPolicy):
 
     reconstructs = True
     queries = "all"
-    _parameter_constraints = {"n_sink": [Interval("int", 0)], "chunk_size": [Interval("int", OVERLAP + 1)]}
+    _parameter_constraints = {"layerwise": [bool], "suffix": [str],
+                              "tokenizer": [None, Exempt("the model's tokenizer, given by the caller")],
+                              "n_sink": [Interval("int", 0)], "chunk_size": [Interval("int", OVERLAP + 1)]}
 
     def __init__(self, *, tokenizer=None, n_sink: int = 4, chunk_size: int = 2048, layerwise: bool = False,
                  suffix: str = "\n"):

@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable
 
 from salience.exceptions import InvalidParameterError, unknown_choice
 
-__all__ = ["Interval", "Options", "Check", "check_params", "describe", "validate_params", "SEED", "SET_BY_SURFACE",
+__all__ = ["Interval", "Options", "Check", "Exempt", "check_params", "describe", "validate_params", "SEED", "SET_BY_SURFACE",
            "surface_params"]
 
 
@@ -96,6 +96,22 @@ class Check:
 
     def describe(self) -> str:
         return self.description
+
+
+@dataclass(frozen=True)
+class Exempt:
+    """A parameter deliberately not validated here, with the reason (scikit-learn's
+    ``"no_validation"``): an object checked where it is used (a model, a tokenizer, a press).
+    Every parameter of a registered method is either constrained or exempt; the contract test
+    holds that."""
+
+    reason: str
+
+    def accepts(self, value: Any) -> bool:
+        return True
+
+    def describe(self) -> str:
+        return f"anything ({self.reason})"
 
 
 def _is_numpy_seed(value: Any) -> bool:

@@ -413,7 +413,8 @@ def _resample(w: np.ndarray, k: int, sampling: str, rng: np.random.Generator, wh
     return top[np.lexsort((top, -keys[top]))]
 
 
-@validate_params({"k": [None, Interval("int", 0)], "sampling": [Options(SAMPLING)], "seed": SEED})
+@validate_params({"k": [None, Interval("int", 0)], "sampling": [Options(SAMPLING)], "seed": SEED,
+                  "quotas": [None, dict]})
 def select_sample(scores: Scores, *, k: int | None = None, sampling: str = "gumbel", seed: int | None = 0,
                   groups=None, quotas=None) -> Scores:
     """Importance resampling as a selector: ``k`` items drawn in proportion to ``exp(score)``

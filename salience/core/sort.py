@@ -361,6 +361,7 @@ def _local_search_path(S: np.ndarray, order: list[int]) -> list[int]:
     return order
 
 
+@validate_params({"exact_max": [Interval("int", 0)]})
 def tsp_order(
     items: Sequence[Hashable], judge=None, *, preferences: np.ndarray | None = None, exact_max: int = 13, query: Any = None
 ) -> Scores:

@@ -40,7 +40,7 @@ import numpy as np
 from salience.core.base import Scorer, register_method
 from salience.core.games import (RunningMean, banzhaf_regression, msr_banzhaf, permutation_contributions, random_orders,
                                  position_weights, semivalue_weights)
-from salience.core.params import SEED, Check, Interval, Options
+from salience.core.params import SEED, Check, Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.data.utility import ModelUtility, check_ids, check_refittable, labelled, require_sklearn
 from salience.exceptions import InvalidParameterError, ShapeError
@@ -59,7 +59,8 @@ class Valuation(Scorer, abc.ABC):
     ``scoring``: the test metric (``None``: the model's ``score``); ``n_jobs`` and ``executor``
     (``local``, ``ray``) spread the fits; ``show_progress`` draws a bar."""
 
-    _parameter_constraints = {"scoring": [None, str, callable], "n_jobs": [Interval("int", 1)],
+    _parameter_constraints = {"model": [None, Exempt("a scikit-learn estimator, checked when it is fitted")],
+                              "scoring": [None, str, callable], "n_jobs": [Interval("int", 1)],
                               "executor": [_EXECUTOR], "show_progress": [bool]}
     #: whether the method refits ``model`` (KNN-Shapley does not); whether it needs the test set
     uses_model = True

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from salience.core.base import register_method
-from salience.core.params import Interval
+from salience.core.params import Exempt, Interval
 from salience.core.verify import Verification, Verifier
 from salience.data.utility import ModelUtility, check_refittable, labelled
 from salience.data.valuation import _EXECUTOR
@@ -33,7 +33,8 @@ class ExampleVerifier(Verifier):
     plots run); ``n_jobs`` and ``executor`` spread the refits."""
 
     unit = "examples"
-    _parameter_constraints = {"scoring": [None, str, callable],
+    _parameter_constraints = {"model": [None, Exempt("a scikit-learn estimator, checked when it is fitted")],
+                              "scoring": [None, str, callable],
                               "max_fraction": [Interval("real", 0, 1, closed="right")],
                               "n_jobs": [Interval("int", 1)], "executor": [_EXECUTOR]}
 

@@ -102,7 +102,8 @@ class PermutationImportance(Scorer):
     features (the mean over ``n_repeats``), ``importance(inputs, labels=None)`` the
     :class:`GlobalImportance` with every repeat (see :func:`permutation_importance`)."""
 
-    _parameter_constraints = {"model": [callable], "metric": [None, callable], "n_repeats": [Interval("int", 1)],
+    _parameter_constraints = {"feature_names": [None, "array-like"], "model": [callable], "metric": [None, callable],
+                              "n_repeats": [Interval("int", 1)],
                               "seed": [None, Interval("int", 0)], "target": [None, Interval("int", 0)],
                               "batch_size": [None, Interval("int", 1)]}
 

@@ -33,7 +33,7 @@ import abc
 from typing import Iterable, Sequence
 
 from salience.core.base import Scorer, create, register_method
-from salience.core.params import Check, Interval, Options
+from salience.core.params import Check, Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.candidates import Candidate, Document, analyze, candidates
@@ -81,7 +81,9 @@ class KeyphraseExtractor(Scorer, abc.ABC):
     ['graph kernels compare graphs quickly']
     """
 
-    _parameter_constraints = {"k": [Interval("int", 1)], "candidates_from": [Options(CANDIDATE_SOURCES)],
+    _parameter_constraints = {"encoder": [None, Exempt("a sentence-transformers name, folder or encoder, loaded when used")],
+                              "tagger": [None, Exempt("a spaCy pipeline name or object, loaded when used")],
+                              "k": [Interval("int", 1)], "candidates_from": [Options(CANDIDATE_SOURCES)],
                               "rerank": [None, Options(RERANKERS)], "batch_size": [Interval("int", 1)],
                               "language": [Check(_is_language, "'auto', an ISO 639-1 code or one code per text")],
                               "long_text_words": [Interval("int", 1)]}

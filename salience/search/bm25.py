@@ -31,7 +31,7 @@ from salience.extras import install_hint
 from salience.core import bm25_formulas as scoring
 from salience.search.explanation import Explanation, explain_score, explain_scores, score_unindexed
 from salience.core.params import Interval, Options
-from salience.search.index import Index
+from salience.search.index import Index, field_names
 from salience.search.packed import PackedPostings
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
@@ -82,7 +82,8 @@ class BM25(Index, PostingScores):
     """
 
     label = "BM25"
-    _parameter_constraints = {"variant": [Options(scoring.VARIANTS)], "k1": [Interval("real", 0)],
+    _parameter_constraints = {"fields": ["array-like"], "field_weights": [dict], "variant": [Options(scoring.VARIANTS)],
+                              "k1": [Interval("real", 0)],
                               "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],
                               "backend": [Options(_BACKENDS)], "tokenizer": [None, Tokenizer],
                               "store_documents": [bool]}
@@ -100,12 +101,11 @@ class BM25(Index, PostingScores):
         store_documents: bool = True,
         backend: str = "auto",
     ):
-        if isinstance(fields, str):
-            fields = [f.strip() for f in fields.split(",") if f.strip()]
-        fields = tuple(fields)
-        if not fields or not all(isinstance(f, str) and f for f in fields):
-            raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
+        fields = field_names(fields)
         weights = {f: 1.0 for f in fields}
+        if field_weights is not None and not isinstance(field_weights, Mapping):
+            raise InvalidParameterError(f"field_weights must be a dict of field: weight; got "
+                                        f"{type(field_weights).__name__}.")
         for name, w in (field_weights or {}).items():
             if name not in weights:
                 raise unknown_choice("field in field_weights", name, fields)

@@ -10,7 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.base import register_method
-from salience.core.params import Interval, Options
+from salience.core.params import Exempt, Interval, Options
 from salience.exceptions import InvalidParameterError
 from salience.models.cross_encoder import BACKENDS, PRECISIONS
 from salience.search.lm_judges import Judge
@@ -28,7 +28,8 @@ class CrossJudge(Judge):
     ``torch`` or ``onnx`` (ONNX Runtime, fp32, for a cross-encoder with a scoring head)."""
 
     model_parameter = "model"  # what the command line's --model sets
-    _parameter_constraints = {"max_length": [Interval("int", 16)], "batch_tokens": [Interval("int", 16)],
+    _parameter_constraints = {"model": [Exempt("a cross-encoder folder or model, loaded when used")],
+                              "max_length": [Interval("int", 16)], "batch_tokens": [Interval("int", 16)],
                               "precision": [Options(PRECISIONS)], "backend": [Options(BACKENDS)]}
 
     def __init__(self, *, model: str, max_length: int = 128, batch_tokens: int = 8192, precision: str = "fp32",

@@ -43,7 +43,7 @@ from salience.core.base import register
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, WorkerError
 from salience.core.params import Interval, Options
-from salience.search.index import Index
+from salience.search.index import Index, field_names
 from salience.search.sources import Document
 
 __all__ = ["Dense"]
@@ -96,7 +96,8 @@ class Dense(Index):
     """
 
     label = "Dense index"
-    _parameter_constraints = {"encoder": [str, callable], "quantize": [None, Options(("int8",))],
+    _parameter_constraints = {"encoder_name": [None, str], "fields": ["array-like"], "encoder": [str, callable],
+                              "quantize": [None, Options(("int8",))],
                               "store_documents": [bool], "block_size": [Interval("int", 1)],
                               "batch_tokens": [Interval("int", 1)], "backend": [Options(("auto", "torch", "onnx"))],
                               "approximate": [None, Options(APPROXIMATE)], "hnsw_m": [Interval("int", 2)],
@@ -111,11 +112,7 @@ class Dense(Index):
                  approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128,
                  ivf_lists: int | None = None, pq_bytes: int | None = None, nprobe: int = 16, refine: int = 4,
                  long_documents: str = "truncate", device: str = "cpu", dtype: str = "float32"):
-        if isinstance(fields, str):
-            fields = [f.strip() for f in fields.split(",") if f.strip()]
-        fields = tuple(fields)
-        if not fields or not all(isinstance(f, str) and f for f in fields):
-            raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
+        fields = field_names(fields)
         if callable(encoder) and not isinstance(encoder, str) and not encoder_name:
             encoder_name = getattr(encoder, "name", None) or getattr(encoder, "__name__", None)
             if not encoder_name or encoder_name == "<lambda>":

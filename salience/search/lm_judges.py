@@ -29,8 +29,8 @@ default) does so when the tokenizer has a template.
 
 Passages are cut to ``max_passage_tokens`` (default 64). The defaults are what a dev split
 chose for SmolLM2-135M-Instruct (the pointwise judge through the chat template, 64-token
-passages, the top 10 interpolated with BM25 at judge weight 0.3; docs/neural-search.md); prompts are scored in batches (right-padded, one
-forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
+passages, the top 10 interpolated with BM25 at judge weight 0.3; docs/neural-search.md);
+prompts are scored in batches (right-padded, one forward pass per batch). The pointwise prompt starts with the query, so every passage's prompt
 shares it: with ``prefix_cache=True`` (default) the shared prefix is run once per query and
 its key/value cache reused for the batch. ``calls`` counts prompts (forward passes over a
 prompt) run, ``seconds`` the time spent. :meth:`LMJudge.judge` plugs any method into the core's
@@ -49,7 +49,7 @@ from typing import Callable, Mapping, Sequence
 import numpy as np
 
 from salience.core.base import Scorer, register_method
-from salience.core.params import Interval, Options
+from salience.core.params import Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
@@ -122,7 +122,9 @@ class LMJudge(Judge):
     template, batching and the prefix cache they share. Build one by name:
     ``create("judge", "pointwise", model=model, tokenizer=tokenizer)``."""
 
-    _parameter_constraints = {"max_passage_tokens": [Interval("int", 1)], "chat": [bool, Options(("auto",))]}
+    _parameter_constraints = {"model": [Exempt("a causal LM (load_causal_lm), checked when it reads")],
+                              "tokenizer": [Exempt("the model's tokenizer")],
+                              "max_passage_tokens": [Interval("int", 1)], "chat": [bool, Options(("auto",))]}
 
     def __init__(self, model, *, tokenizer, max_passage_tokens: int = 64, chat: "bool | str" = "auto"):
         self.model, self.tokenizer = model, tokenizer

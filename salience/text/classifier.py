@@ -22,7 +22,7 @@ import numpy as np
 from scipy import sparse
 
 from salience.core.base import Scorer, register
-from salience.core.params import Interval, Options
+from salience.core.params import Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.core.linear import fit_logistic_regression
 from salience.exceptions import CorruptIndexError, InvalidParameterError, NotFittedError
@@ -44,7 +44,8 @@ class TextClassifier(Scorer):
     True
     """
 
-    _parameter_constraints = {"features": [Options(FEATURES)], "l2": [Interval("real", 0)],
+    _parameter_constraints = {"encoder": [Exempt("a sentence-transformers name, folder or encoder, loaded when used")],
+                              "features": [Options(FEATURES)], "l2": [Interval("real", 0)],
                               "buckets": [Interval("int", 2, 2**32)], "window_words": [Interval("int", 1)],
                               "max_iter": [Interval("int", 1)]}
 
