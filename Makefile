@@ -3,7 +3,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-core bench clean
+.PHONY: demo test test-core docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,6 +36,11 @@ demo: $(VENV)/.installed-base
 
 test: $(VENV)/.installed-test
 	SALIENCE_ALL_EXTRAS=1 $(BIN)/python -m pytest -q --durations=15
+
+# The documentation site (guides, the methods page, the API reference from the docstrings),
+# offline, every warning an error; written to site/.
+docs: $(VENV)/.installed-test
+	$(BIN)/python -m mkdocs build --strict -q
 
 # What a plain `pip install salience` user has: no optional extra. The same suite runs there;
 # tests that need an extra skip with its name, the rest must pass.
