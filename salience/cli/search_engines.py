@@ -119,13 +119,11 @@ def load_index(path: str, *, change: bool = False):
     shard when read (its documents and statistics are not the collection's)."""
     import sys
 
-    from salience.search import BM25, Dense
-    from salience.search.dense_store import is_dense_folder
+    from salience.search import index_kind, open_index
     from salience.search.shard_io import parent_of_shard
-    from salience.search.shards import ShardedIndex, is_sharded_folder
 
-    if is_sharded_folder(path):
-        return ShardedIndex.load(path)
+    if index_kind(path) == "sharded":
+        return open_index(path)
     shard = parent_of_shard(path)
     if shard is not None:
         parent, number, n_shards = shard
@@ -135,7 +133,7 @@ def load_index(path: str, *, change: bool = False):
         print(f"salience: warning: {path} is shard {number} of the {n_shards} of {parent}: its documents and "
               f"statistics are that shard's, not the collection's; open {parent} for the whole index.",
               file=sys.stderr)
-    return Dense.load(path) if is_dense_folder(Path(path)) else BM25.load(path)
+    return open_index(path)
 
 
 def _make_engine(args):

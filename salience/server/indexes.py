@@ -91,14 +91,12 @@ class ServedIndex:
     def __init__(self, path: str | os.PathLike, *, shared: bool = False, watch_s: float = 0.2,
                  shard_executor: str = "local", address: str | None = None):
         from salience.io.files import sweep_stale_temporaries
-        from salience.search.dense_store import is_dense_folder
-        from salience.search.shards import is_sharded_folder
+        from salience.search import index_kind
 
         self.path = Path(path).resolve()
         self.name = self.path.name
         self.shared = shared
-        self.kind = ("sharded" if is_sharded_folder(self.path) else
-                     "dense" if is_dense_folder(self.path) else "bm25")
+        self.kind = index_kind(self.path)
         self._shard_options = {"executor": shard_executor, "address": address}
         self.remote = self.kind == "sharded" and shard_executor != "local"  # answers cross the network
         self.lock = threading.Lock()
@@ -120,12 +118,9 @@ class ServedIndex:
             threading.Thread(target=self._watch, args=(watch_s,), daemon=True, name=f"watch-{self.name}").start()
 
     def _load(self, verify: bool = True):
-        from salience.search import BM25, Dense
-        from salience.search.shards import ShardedIndex
+        from salience.search import open_index
 
-        if self.kind == "sharded":
-            return ShardedIndex.load(self.path, **self._shard_options)
-        return (Dense if self.kind == "dense" else BM25).load(self.path, verify=verify)
+        return open_index(self.path, verify=verify, **self._shard_options)
 
     @property
     def reader(self):

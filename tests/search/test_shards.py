@@ -229,3 +229,21 @@ def test_a_ray_address_that_cannot_be_reached_is_an_error_within_the_timeout(tmp
     code = main(["search", "index", str(corpus), "--shards", "2", "--executor", "ray", "--address", "127.0.0.1:1",
                  "--out", str(tmp_path / "ix")])
     assert code != 0 and "cannot be reached" in capsys.readouterr().err and not (tmp_path / "ix").exists()
+
+
+def test_open_index_reads_each_kind_from_its_manifest(tmp_path):
+    """One way to open an index: the folder says what it holds."""
+    from salience.search import BM25, ShardedIndex, index_kind, open_index
+
+    docs = [{"id": f"d{i}", "text": t} for i, t in enumerate(["cats sleep", "dogs bark", "fish swim", "cats hunt",
+                                                              "birds sing", "mice hide", "cats purr", "owls hoot"])]
+    BM25().index(docs).save(tmp_path / "plain")
+    corpus = tmp_path / "docs.jsonl"
+    import json
+
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    ShardedIndex.write(corpus, tmp_path / "sharded", n_shards=2)
+    assert index_kind(tmp_path / "plain") == "bm25" and index_kind(tmp_path / "sharded") == "sharded"
+    plain, sharded = open_index(tmp_path / "plain"), open_index(tmp_path / "sharded")
+    assert isinstance(plain, BM25) and isinstance(sharded, ShardedIndex)
+    assert plain.search("cats", k=2).ids == sharded.search("cats", k=2).ids
