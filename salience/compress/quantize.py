@@ -27,7 +27,7 @@ import numpy as np
 from salience.compress.quant_grid import QuantScheme, check_groups, quantize_rtn, scheme_of
 from salience.compress.quantizers import AWQ, GPTQ, Quantizer, output_error, quantizer_of
 from salience.compress.weights import blockwise, check_calibration, collect_statistics, prunable_linears
-from salience.core.base import registered_name
+from salience.core.base import method_factory, registered_name
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
 
@@ -115,8 +115,11 @@ def check_quantize_options(method, scheme, *, group_size=..., symmetric=None, bi
         if judge.needs == "input_norms" and not has_calibration:
             raise InvalidParameterError(f"outlier_criterion {outlier_criterion!r} needs calibration windows (the "
                                         "inputs' norms); give them, or outlier_criterion='magnitude'.")
-        if method == "awq" or isinstance(method, AWQ):
-            raise InvalidParameterError("awq scales whole input columns; it does not keep outliers (use rtn or gptq).")
+        kind = method_factory("quantizers", method) if isinstance(method, str) else type(method)
+        if getattr(kind, "scales_inputs", False):
+            name = method if isinstance(method, str) else registered_name(method, "quantizers")
+            raise InvalidParameterError(f"{name} scales whole input columns; it does not keep outliers (use rtn or "
+                                        "gptq).")
     scheme = scheme_of(scheme, **({} if group_size is ... else {"group_size": group_size}), symmetric=symmetric)
     quantizer = quantizer_of(method, bits=scheme.bits, group_size=scheme.group_size, symmetric=scheme.symmetric,
                              **params)
@@ -213,7 +216,7 @@ def quantize(model, *, method: str | Quantizer = "gptq", scheme: str | QuantSche
         raise InvalidParameterError(f"bits given for layers the model does not have: {unknown[:5]}.")
     schemes = {name: scheme if not bits or name not in bits else
                QuantScheme(**{**scheme.as_dict(), "bits": int(bits[name])}) for name, _ in layers}
-    if isinstance(quantizer, AWQ):
+    if quantizer.scales_inputs:
         block_layout(model)
     reads_inputs = quantizer.needs_hessian or (keep is not None and calibration is not None)
     if reads_inputs:
@@ -322,7 +325,7 @@ def _quantize_block(model, in_block, stats, quantizer: Quantizer, schemes, repor
                     keep=None) -> None:
     torch = require_torch("Quantization")
     groups = _shared_inputs(in_block, stats)
-    if isinstance(quantizer, AWQ):
+    if quantizer.scales_inputs:
         _awq_block(model, in_block, groups, stats, quantizer, schemes, report)
         return
     for group in groups:

@@ -87,6 +87,9 @@ class Quantizer(Scorer, abc.ABC):
     ``bits``, ``group_size`` (None: one scale per output row), ``symmetric``."""
 
     needs_hessian = False
+    #: scales whole input columns of the layers sharing an input before rounding (AWQ): the model is
+    #: quantized block by block with those scales folded in, and no weight is kept as an outlier
+    scales_inputs = False
     _parameter_constraints = {"bits": [Interval("int", 2, 8)], "group_size": [None, Interval("int", 2)],
                               "symmetric": [bool]}
 
@@ -213,6 +216,7 @@ class AWQ(Quantizer):
     sharing an input and folds it into the operation before."""
 
     needs_hessian = True
+    scales_inputs = True
     _parameter_constraints = {"n_grid": [Interval("int", 1)]}
 
     def __init__(self, *, bits: int = 4, group_size: int | None = 128, symmetric: bool = True, n_grid: int = 20):
