@@ -274,10 +274,7 @@ class DMS(_OnAnotherPolicy):
     def __init__(self, *, press="key_norm", threshold: float | None = None, sliding_window_size: int = 128,
                  decoding: bool = False):
         self.threshold, self.sliding_window_size, self.decoding = threshold, sliding_window_size, decoding
-        super().__init__(press)
-        if threshold is not None and not (isinstance(threshold, (int, float, np.integer, np.floating))
-                                          and not isinstance(threshold, bool) and np.isfinite(threshold)):
-            raise InvalidParameterError(f"dms's threshold must be a finite number; got {threshold!r}.")
+        super().__init__(press)  # threshold: None or a finite number, checked by its constraint
         _refuse_unless_prefill_scorer("press", self._inner)
 
     @property

@@ -58,7 +58,7 @@ class Interval:
         if self.kind == "int" and self.high is None and self.closed in ("both", "left") and self.low in (0, 1):
             return "a positive integer" if self.low == 1 else "a non-negative integer"
         if self.low is None and self.high is None:
-            return what
+            return "a finite number" if self.kind == "real" else what
         if self.high is None:
             return f"{what} {'>=' if self.closed in ('both', 'left') else '>'} {self.low:g}"
         if self.low is None:
