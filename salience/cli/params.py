@@ -8,8 +8,7 @@ algorithm) gives each a role; ``--param band=3`` goes to the one method that has
 ``--param algorithm.band=3`` names the role when more than one has it.
 
 A value is read as the first of these its constraints accept: ``none`` / ``null``, ``true`` /
-``false``, an integer, a number, a JSON list or object, the text itself. A parameter without
-constraints takes the type of its default.
+``false``, an integer, a number, a JSON list or object, the text itself.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from salience.core.params import surface_params
+from salience.core.params import Exempt, surface_params
 from salience.exceptions import InvalidParameterError, unknown_choice
 
 __all__ = ["add_param_option", "method_params", "role_params", "parse_value"]
@@ -28,7 +27,8 @@ def add_param_option(parser, what: str = "the method") -> None:
     parser.add_argument("--param", action="append", default=None, metavar="NAME=VALUE", dest="params",
                         help=f"set any parameter of {what}, repeatable (salience methods lists each method's "
                              "parameters; typed by the method's constraints: none, true/false, numbers, JSON lists "
-                             "and objects, text); it wins over an option of the same name")
+                             "and objects, text); a parameter the command must set itself (-k, --k1, a loaded model) is "
+                             "refused, naming its option")
 
 
 def method_params(args, family: str, name: str, own: dict[str, str] | None = None) -> dict[str, Any]:
@@ -86,18 +86,10 @@ def parse_value(text: str, method, name: str) -> Any:
     from salience.core.params import _accepts, check_params
 
     factory = method.factory
-    constraints = factory._constraints().get(name) if hasattr(factory, "_constraints") else None
+    # every registered parameter is constrained or Exempt (the contract test holds it): an
+    # unconstrained one, as an exempt one, takes its most specific reading
+    constraints = (factory._constraints().get(name) if hasattr(factory, "_constraints") else None) or [Exempt("")]
     readings = _readings(text)
-    if not constraints:
-        default = method.params().get(name)
-        if default is not None and not isinstance(default, str):
-            kind = type(default)
-            for value in readings:
-                if isinstance(value, kind) or (kind is float and type(value) is int):
-                    return float(value) if kind is float else value
-            raise InvalidParameterError(f"--param {name}: {method.family} method {method.name!r} takes "
-                                        f"{kind.__name__} values (its default is {default!r}); got {text!r}.")
-        return readings[0]
     for value in readings:
         if any(_accepts(c, value) for c in constraints):
             return value

@@ -199,8 +199,6 @@ def surface_params(params: dict | None, own: dict[str, str] | None = None, where
     """A method's parameters as a user sent them (a request's ``params``): a copy, with the
     names the surface sets itself refused (:data:`SET_BY_SURFACE`, and ``own``: name -> the
     option or field that sets it). Unknown names and bad values are the method's to refuse."""
-    from salience.exceptions import InvalidParameterError
-
     params = dict(params or {})
     for name in params:
         if name in (own or {}):

@@ -367,20 +367,15 @@ def _reranked(query: str, ids: list, texts: list, score, judged_by: str, algorit
     (query, texts -> one number each) drives; each result's score is its place from the bottom."""
     import numpy as np
 
+    from salience.core.judges import ScorerJudge
     from salience.core.scores import Scores
     from salience.search.rerank import rerank
 
-    class Judge:  # a scoring judge, as rerank() takes one
-        method = judged_by
-
-        @staticmethod
-        def scores(query_, passages):
-            return np.asarray(score(query_, passages), dtype=np.float64)
-
-    text_of = dict(zip(ids, texts))
+    judge = ScorerJudge(score)  # a scoring judge, as rerank() takes one
+    judge.method = judged_by
     first = Scores(np.arange(len(ids), 0, -1, dtype=np.float64), ids)  # the order posted
-    ranked = rerank(query, first, Judge(), text_of, algorithm=algorithm, depth=len(ids),
-                    **surface_params(params, where="params", what="request"))
+    ranked = rerank(query, first, judge, dict(zip(ids, texts)), algorithm=algorithm, depth=len(ids),
+                    **surface_params(params))
     return [{"rank": r, "id": i, "score": float(v)} for r, (i, v) in enumerate(zip(ranked.ids, ranked.values), start=1)]
 
 
