@@ -146,7 +146,7 @@ def run(args) -> dict:
     torch.set_num_threads(2)
     model, tokenizer = load_causal_lm("smollm2")
     data = _scifact(args.split)
-    rows, parity, sorting, log_prob_parity = [], [], [], None
+    rows, parity, sorting, log_prob_parity, prefix_reads = [], [], [], None, None
     for n in args.passages:
         items = planted_questions(data, n, args.questions)
         answers = [SourcedQuestion(model, tokenizer, list(i["passages"].values()), i["question"],
@@ -154,6 +154,8 @@ def run(args) -> dict:
         full = n == args.sweep_passages
         found, scores = _attribute(model, tokenizer, items, answers, _methods(args, full), "planted facts", n)
         rows += found
+        if full:
+            prefix_reads = _prefix_reads(model, tokenizer, items, answers)
         if full and args.contextcite_python:
             parity = _contextcite(args, model, tokenizer, items, answers, scores, n)
             log_prob_parity = _log_prob_parity(args, model, tokenizer, items, answers)
@@ -165,8 +167,29 @@ def run(args) -> dict:
     rows += _attribute(model, tokenizer, evidence, answers, _methods(args, False), "SciFact evidence",
                        args.evidence_passages)[0]
     return {"rows": rows, "parity": parity, "log_prob_parity": log_prob_parity, "sorting": sorting,
+            "prefix_reads": prefix_reads, "sweep_passages": args.sweep_passages,
             "questions": args.questions,
             "answer_path": _answer_path(args, model, tokenizer, data), "split": split_heading(args.split)}
+
+
+def _prefix_reads(model, tokenizer, items, answers) -> float:
+    """Tokens leave-one-out reads recomputing every context over those it reads onto the cached
+    prefix (the whole context read once either way): the most the cache can save where a
+    forward pass costs in proportion to its tokens."""
+    from salience.models.answering import SourcedQuestion
+
+    whole_reads = cached_reads = 0
+    for item, response in zip(items, answers):
+        asked = SourcedQuestion(model, tokenizer, list(item["passages"].values()), item["question"], response=response)
+        n, r = len(asked.sources), len(asked.response_ids)
+        start = len(asked.prompt_ids(np.ones(n, dtype=bool))) + r
+        whole_reads += start
+        cached_reads += start
+        for kept in ~np.eye(n, dtype=bool):
+            prompt = asked.prompt_ids(kept)
+            whole_reads += len(prompt) + r
+            cached_reads += len(prompt) - asked.shared_prefix(prompt) + r
+    return whole_reads / cached_reads
 
 
 def _contextcite(args, model, tokenizer, items, answers, scores, n) -> list[dict]:
@@ -275,6 +298,11 @@ def render(result: dict, command: str, seconds: float) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['set']} | {r['passages']} | {r['method']} | {r['top1']:+.3f} | {r['top3']:+.3f} | "
                      f"{r['gold_first']:.0%} | {r['passes']:.0f} | {r['seconds']:.2f} |")
+    if result.get("prefix_reads"):
+        lines += ["", f"`loo` with the prefix cache reads {result['prefix_reads']:.2f}x fewer tokens than recomputing "
+                  f"every context at N = {result['sweep_passages']} (each context with a passage left out shares only "
+                  "the tokens before that passage): the ceiling of its speed-up where a pass costs in proportion to "
+                  "its tokens, whatever the implementation."]
     if result["parity"]:
         lines += ["", "context-cite 0.0.4 on the same planted-fact answers (its cached output set to them; its own "
                   "masks, forward passes and Lasso, in `.venv-contextcite`):", "",

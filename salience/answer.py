@@ -343,7 +343,7 @@ def _verification(asked: SourcedQuestion, order: list, scores, random_draws: int
             kept[rng.choice(n, size=k, replace=False)] = False
             masks.append(kept)
             labels.append(("random", k))
-    log_probs = asked.log_probs(np.array(masks))
+    log_probs = asked.log_probs(np.array(masks), reuse_prefix=True)  # the prompt read while generating
     whole = float(log_probs[0])
     top, randoms = {}, {}
     for (kind, k), value in zip(labels, log_probs[1:]):

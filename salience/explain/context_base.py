@@ -65,7 +65,7 @@ class ContextAttribution(Scorer, abc.ABC):
         ids = [str(i) for i in range(len(asked.sources))] if ids is None else list(ids)
         if len(ids) != len(asked.sources):
             raise InvalidParameterError(f"ids name {len(ids)} sources; the question holds {len(asked.sources)}.")
-        whole = float(asked.log_probs(np.ones(len(ids), dtype=bool))[0])
+        whole = float(asked.log_probs(np.ones(len(ids), dtype=bool), reuse_prefix=self._reuses_prefix)[0])
         self.info_ = {"response": asked.response, "response_ids": list(asked.response_ids), "log_prob": whole}
         notes = [] if asked.generated else ["the response was given, not generated: it is scored as given (the "
                                             "model's own answer may differ)"]
@@ -78,6 +78,10 @@ class ContextAttribution(Scorer, abc.ABC):
         if notes:
             self.info_["note"] = "; ".join(notes)
         return Scores(values, ids=ids)
+
+    #: whether the method reads its ablated contexts onto the cached prefix they share with the
+    #: whole one (then the whole context is read into that cache first)
+    _reuses_prefix = False
 
     def score_batch(self, items) -> list[Scores]:
         """``score`` of each ``(sources, question)`` or ``(sources, question, response)``."""

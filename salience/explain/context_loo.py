@@ -9,15 +9,11 @@ before the left-out source), reading only the rest: AttriBoT's caching of the un
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 
 from salience.core.base import register_method
 from salience.explain.context_base import ContextAttribution
-from salience.extras import require_torch
-from salience.models.answering import CONTEXT_TEMPLATE, continuation_logits, target_log_probs
-from salience.models.kv import cache_argument, returned_cache
+from salience.models.answering import CONTEXT_TEMPLATE
 
 __all__ = ["LeaveOneOut"]
 
@@ -36,36 +32,11 @@ class LeaveOneOut(ContextAttribution):
         super().__init__(model, tokenizer=tokenizer, template=template, separator=separator, chat=chat,
                          max_new_tokens=max_new_tokens)
 
+    @property
+    def _reuses_prefix(self) -> bool:
+        return self.prefix_cache
+
     def _attribute(self, asked) -> np.ndarray:
         n = len(asked.sources)
-        masks = ~np.eye(n, dtype=bool)
-        whole = float(asked.log_probs(np.ones(n, dtype=bool))[0]) if not self.prefix_cache else None
-        if not self.prefix_cache:
-            return whole - asked.log_probs(masks)
-        torch = require_torch("Leave-one-out context attribution")
-        response = list(asked.response_ids)
-        target = torch.tensor(response)
-        full = asked.prompt_ids(np.ones(n, dtype=bool)) + response
-        argument = cache_argument(self.model)
-        with torch.no_grad():
-            out = self.model(input_ids=torch.tensor([full]), use_cache=True)
-            cache = returned_cache(out)
-            whole = float(target_log_probs(torch, out.logits[:, -len(response) - 1 : -1], target, wide=True)[0])
-            asked.forward_passes += 1
-            drops = np.empty(n)
-            for i, kept in enumerate(masks):
-                ids = asked.prompt_ids(kept) + response
-                shared = 0
-                while shared < min(len(ids), len(full)) - 1 and ids[shared] == full[shared]:
-                    shared += 1
-                shared = min(shared, len(ids) - len(response) - 1)  # the rest holds every position read
-                prefix = copy.deepcopy(cache)
-                for layer in prefix.layers:  # the shared prefix alone (crop's meaning differs across versions)
-                    layer.keys, layer.values = layer.keys[:, :, :shared], layer.values[:, :, :shared]
-                rest = torch.tensor([ids[shared:]])
-                logits = continuation_logits(self.model, n_keep=len(response) + 1, input_ids=rest,
-                                             position_ids=torch.arange(shared, len(ids))[None], use_cache=True,
-                                             **{argument: prefix})[:, :-1]
-                drops[i] = whole - float(target_log_probs(torch, logits, target, wide=True)[0])
-                asked.forward_passes += 1
-        return drops
+        whole = float(asked.log_probs(np.ones(n, dtype=bool), reuse_prefix=self.prefix_cache)[0])
+        return whole - asked.log_probs(~np.eye(n, dtype=bool), reuse_prefix=self.prefix_cache)

@@ -102,7 +102,7 @@ class SourcedQuestion:
         self.prompt_cache = None
         self._attention, self._log_probs = {}, {}
         self.window = getattr(getattr(model, "config", None), "max_position_embeddings", None)
-        whole = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
+        whole = self._whole_prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
         self.generated = response is None  # else the response is scored as given, whoever wrote it
         if not answered:  # the prompt alone is read (the question's attention over the sources)
             self.response_ids = []
@@ -289,9 +289,13 @@ class SourcedQuestion:
                                         "response to measure.")
         return ids
 
-    def log_probs(self, masks: np.ndarray) -> np.ndarray:
+    def log_probs(self, masks: np.ndarray, *, reuse_prefix: bool = False) -> np.ndarray:
         """log P(response | prompt of the kept sources), one row of ``masks`` (a boolean per
-        source) at a time: one forward pass each."""
+        source) at a time: one forward pass each. ``reuse_prefix``: the prompt with every source
+        is kept in a key/value cache, and a context with sources removed reads only what follows
+        the first removed one (the tokens before it are the same): AttriBoT's reuse of the
+        unchanged prefix, the same log-probabilities to float rounding (a model whose cache
+        cannot be cut, a sliding window's, reads every context whole)."""
         torch = require_torch("Scoring an answer")
         masks = np.atleast_2d(np.asarray(masks, dtype=bool))
         if masks.shape[1] != len(self.sources):
@@ -300,17 +304,55 @@ class SourcedQuestion:
         out = np.empty(len(masks))
         with torch.no_grad():
             for row, kept in enumerate(masks):
+                if reuse_prefix and self.prompt_cache is None:
+                    self._read_whole_into_cache(torch, target)
                 if kept.tobytes() in self._log_probs:  # a context read before (every source: cite, then verify)
                     out[row] = self._log_probs[kept.tobytes()]
                     continue
                 prompt = self.prompt_ids(kept)
-                ids = torch.tensor([prompt + self.response_ids])
-                logits = continuation_logits(self.model, input_ids=ids, n_keep=len(self.response_ids) + 1)[:, :-1]
+                inputs = {"input_ids": torch.tensor([prompt + self.response_ids])}
+                if reuse_prefix:
+                    inputs = self._after_shared_prefix(torch, prompt) or inputs
+                logits = continuation_logits(self.model, n_keep=len(self.response_ids) + 1, **inputs)[:, :-1]
                 out[row] = float(target_log_probs(torch, logits, target, wide=True)[0])
                 self._log_probs[kept.tobytes()] = out[row]
                 self.forward_passes += 1
         return out
 
+    def shared_prefix(self, prompt: list[int]) -> int:
+        """How many of ``prompt``'s first tokens equal the prompt of every source's, less the last
+        (``prompt``'s last token is always read: it predicts the response's first)."""
+        whole, shared = self._whole_prompt, 0
+        while shared < min(len(prompt) - 1, len(whole)) and prompt[shared] == whole[shared]:
+            shared += 1
+        return shared
+
+    def _read_whole_into_cache(self, torch, target) -> None:
+        """One pass over the prompt with every source and the response: the response's
+        log-probability remembered, the prompt's key/value cache kept (``prompt_cache``)."""
+        from salience.models.kv import returned_cache
+
+        prompt = self._whole_prompt
+        out = self.model(input_ids=torch.tensor([prompt + self.response_ids]), use_cache=True)
+        self.forward_passes += 1
+        whole = float(target_log_probs(torch, out.logits[:, len(prompt) - 1 : -1], target, wide=True)[0])
+        self._log_probs[np.ones(len(self.sources), dtype=bool).tobytes()] = whole
+        self.prompt_cache = (returned_cache(out), len(prompt))
+
+    def _after_shared_prefix(self, torch, prompt: list[int]) -> "dict | None":
+        """The forward inputs that read ``prompt`` and the response onto the cached prefix it
+        shares with the prompt of every source (at least its last token is read: it predicts the
+        response's first); None where the cache cannot be cut."""
+        from salience.models.kv import cache_argument, cache_prefix
+
+        cache, length = self._prompt_cache_alone()
+        shared = min(self.shared_prefix(prompt), length)
+        prefix = cache_prefix(cache, shared)
+        if prefix is None:
+            return None
+        ids = prompt[shared:] + self.response_ids
+        return {"input_ids": torch.tensor([ids]), "position_ids": torch.arange(shared, shared + len(ids))[None],
+                "use_cache": True, cache_argument(self.model): prefix}
 
 def end_tokens(model, tokenizer) -> set:
     """The ids that end a generated answer: the tokenizer's and the generation config's."""

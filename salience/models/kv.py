@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 
-__all__ = ["cache_argument", "returned_cache", "padded_rows"]
+__all__ = ["cache_argument", "returned_cache", "cache_prefix", "padded_rows"]
 
 
 def cache_argument(model) -> str:
@@ -19,6 +19,26 @@ def returned_cache(output):
     ``past_key_values`` is deprecated), ``past_key_values`` before."""
     cache = getattr(output, "cache", None)
     return cache if cache is not None else output.past_key_values
+
+
+def cache_prefix(cache, length: int):
+    """A new cache holding ``cache``'s first ``length`` positions, ``cache`` itself unchanged
+    (its tensors are shared, not copied: a growing layer appends by concatenation, into new
+    tensors); None where a layer is not one that simply grows (a sliding window's, a
+    quantised or static one), whose positions a cut cannot recover."""
+    import copy
+
+    layers = getattr(cache, "layers", None)
+    if not layers or any(getattr(layer, "is_sliding", True) or type(layer).__name__ != "DynamicLayer"
+                         or layer.keys is None or layer.keys.shape[-2] < length for layer in layers):
+        return None
+    prefix = copy.copy(cache)
+    prefix.layers = []
+    for layer in layers:
+        cut = copy.copy(layer)
+        cut.keys, cut.values = layer.keys[:, :, :length], layer.values[:, :, :length]
+        prefix.layers.append(cut)
+    return prefix
 
 
 def padded_rows(torch, rows: list[list[int]], pad_id: int, *, left: bool = False):

@@ -61,6 +61,32 @@ def test_leave_one_out_with_the_cached_prefix_equals_recomputing(tiny):
                                                                                                  RESPONSE)
     assert plain.values == pytest.approx(by_hand, abs=1e-9)
     assert cached.values == pytest.approx(by_hand, abs=1e-5)
+    # the whole context read once (into the cache), then one pass per source, each reading only
+    # what follows the source it leaves out
+    assert cached.ids == plain.ids and pytest.approx(cached.values, abs=1e-5) == plain.values
+    asked = _asked(tiny)
+    masks = np.array([[True, True, False, True], [False, True, True, True], [True, False, True, False]])
+    first = asked.log_probs(masks, reuse_prefix=True)
+    assert asked.forward_passes == 4 and asked.prompt_cache is not None
+    again = asked.log_probs(masks[::-1].copy(), reuse_prefix=True)  # remembered, the cache left as it was
+    assert asked.forward_passes == 4 and again[::-1] == pytest.approx(first, abs=0)
+    fresh = _asked(tiny)
+    assert fresh.log_probs(masks, reuse_prefix=True) == pytest.approx(_asked(tiny).log_probs(masks), abs=1e-5)
+    for i, (start, _) in enumerate(fresh.source_spans()):  # every token before the source left out
+        assert fresh.shared_prefix(fresh.prompt_ids(np.arange(4) != i)) == start
+
+def test_a_cache_is_cut_only_where_its_layers_simply_grow(tiny):
+    from salience.models.kv import cache_prefix, returned_cache
+
+    model, _ = tiny
+    with torch.no_grad():
+        cache = returned_cache(model(input_ids=torch.tensor([[1, 2, 3, 4, 5]]), use_cache=True))
+    cut = cache_prefix(cache, 3)
+    assert all(layer.keys.shape[-2] == 3 for layer in cut.layers)
+    assert all(layer.keys.shape[-2] == 5 for layer in cache.layers)  # the whole cache unchanged
+    assert cache_prefix(cache, 6) is None  # more positions than it holds
+    cache.layers[0].is_sliding = True  # a sliding window's positions cannot be recovered by a cut
+    assert cache_prefix(cache, 3) is None
 
 
 def test_attention_is_the_mass_the_response_pays_each_source(tiny):
