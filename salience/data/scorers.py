@@ -175,7 +175,7 @@ def text_statistics(texts: list[str]) -> dict[str, np.ndarray]:
     >>> stats["words"].tolist(), stats["symbol_ratio"].round(2).tolist(), stats["distinct_words"].tolist()
     ([3, 0, 3, 6], [0.33, 0.0, 0.67, 0.0], [2, 0, 0, 2])
     """
-    from salience.text.stopwords import get_stopwords
+    from salience.text.languages import get_stopwords
 
     function_words = get_stopwords("en_full")
     encoded = [t.encode("utf-8", errors="surrogatepass") for t in texts]

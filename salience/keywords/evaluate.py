@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 from salience.core.metrics import Report
 from salience.exceptions import ShapeError
-from salience.text.tokenize import thread_stemmer
+from salience.text.stemmers import thread_stemmer
 
 __all__ = ["normalize_phrase", "prf_at_k", "evaluate_keyphrases", "read_gold"]
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
-from salience.text.stopwords import get_stopwords
+from salience.text.languages import get_stopwords
 from salience.text.hashing import dense_ids, number_strings
 from salience.text.byte_tokens import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 

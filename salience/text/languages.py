@@ -26,13 +26,15 @@ from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from salience.exceptions import InvalidParameterError
+from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.extras import require
-from salience.text.hashing import number_strings
 from salience.text.byte_tokens import JOINED_WORD
+from salience.text.hashing import number_strings
+from salience.text.stemmers import thread_stemmer
+from salience.text.stopwords import STOPWORDS
 
 __all__ = ["Language", "LanguageWarning", "LANGUAGES", "UNDETERMINED", "resolve_language", "stopwords_for",
-           "stemmer_for", "detect_languages", "detect_language", "frequent_words", "check_language"]
+           "stemmer_for", "detect_languages", "detect_language", "frequent_words", "check_language", "get_stopwords"]
 
 UNDETERMINED = "und"  # ISO 639-2's code for an undetermined language
 _WORD = re.compile(JOINED_WORD)
@@ -84,7 +86,6 @@ def _iso_lists() -> dict[str, frozenset[str]]:
 
 
 def _build_languages() -> dict[str, Language]:
-    from salience.text.stopwords import STOPWORDS
 
     try:
         import stopwordsiso
@@ -130,17 +131,40 @@ def check_language(language: str) -> str:
 def stopwords_for(code: str) -> frozenset[str]:
     """The stop list of a language (empty for one without: see :func:`frequent_words`)."""
     if code == "en":
-        from salience.text.stopwords import STOPWORDS
-
         return STOPWORDS["en_full"]
     if code == UNDETERMINED:
         return frozenset()
     return _iso_lists().get(code, frozenset())
 
 
+def get_stopwords(spec: str | Iterable[str] | None) -> frozenset[str]:
+    """Resolve a stop-word spec: a list name or language (``"en_full"``, ``"fr"``), an iterable of
+    words, or ``None`` (no stopwords)."""
+    if spec is None:
+        return frozenset()
+    if isinstance(spec, str):
+        key = spec.lower()
+        if key in STOPWORDS:
+            return STOPWORDS[key]
+        code = key if key in LANGUAGES else _BY_NAME.get(key)
+        if code is None or not LANGUAGES[code].has_stopwords:
+            listed = [c for c, lang in LANGUAGES.items() if lang.has_stopwords and c not in STOPWORDS]
+            raise unknown_choice("stopword list", spec, [*STOPWORDS, *listed])
+        return stopwords_for(code)
+    try:
+        words = frozenset(spec)
+    except TypeError:
+        raise InvalidParameterError(
+            f"stopwords must be a language name, an iterable of strings or None; got {type(spec).__name__}."
+        ) from None
+    bad = [w for w in words if not isinstance(w, str)]
+    if bad:
+        raise InvalidParameterError(f"stopwords must be strings; got {bad[0]!r}.")
+    return words
+
+
 def stemmer_for(code: str) -> Callable[[str], str] | None:
     """The calling thread's Snowball stemmer for a language, or ``None`` where Snowball has none."""
-    from salience.text.tokenize import thread_stemmer
 
     language = LANGUAGES.get(code)
     if language is None or language.snowball is None:
@@ -202,7 +226,6 @@ def _detectable() -> tuple[str, ...]:
 @lru_cache(maxsize=1)
 def _stopword_index() -> dict[str, tuple[int, ...]]:
     """Each stop word -> the languages (indexes into :func:`_detectable`) that list it."""
-    from salience.text.stopwords import STOPWORDS
 
     lists = {code: stopwords_for(code) for code in _detectable()}
     # English detection uses both lists: the short classic one votes as a list of its own would

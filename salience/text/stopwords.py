@@ -7,11 +7,7 @@ or English name (``"fr"``, ``"german"``). ``"en"`` is the classic English stop s
 
 from __future__ import annotations
 
-from typing import Iterable
-
-from salience.exceptions import InvalidParameterError, unknown_choice
-
-__all__ = ["STOPWORDS", "get_stopwords"]
+__all__ = ["STOPWORDS"]
 
 _ENGLISH = frozenset(
     """a an and are as at be but by for if in into is it no not of on or such that the their
@@ -38,31 +34,3 @@ STOPWORDS: dict[str, frozenset[str]] = {
     "english": _ENGLISH,
     "en_full": _ENGLISH_FULL,
 }
-
-
-def get_stopwords(spec: str | Iterable[str] | None) -> frozenset[str]:
-    """Resolve a stop-word spec: a list name or language (``"en_full"``, ``"fr"``), an iterable of
-    words, or ``None`` (no stopwords)."""
-    if spec is None:
-        return frozenset()
-    if isinstance(spec, str):
-        key = spec.lower()
-        if key in STOPWORDS:
-            return STOPWORDS[key]
-        from salience.text.languages import LANGUAGES, _BY_NAME, stopwords_for
-
-        code = key if key in LANGUAGES else _BY_NAME.get(key)
-        if code is None or not LANGUAGES[code].has_stopwords:
-            listed = [c for c, lang in LANGUAGES.items() if lang.has_stopwords and c not in STOPWORDS]
-            raise unknown_choice("stopword list", spec, [*STOPWORDS, *listed])
-        return stopwords_for(code)
-    try:
-        words = frozenset(spec)
-    except TypeError:
-        raise InvalidParameterError(
-            f"stopwords must be a language name, an iterable of strings or None; got {type(spec).__name__}."
-        ) from None
-    bad = [w for w in words if not isinstance(w, str)]
-    if bad:
-        raise InvalidParameterError(f"stopwords must be strings; got {bad[0]!r}.")
-    return words

@@ -10,53 +10,22 @@ looked up in a cache (see :class:`TermEncoder`).
 from __future__ import annotations
 
 import re
-import threading
 import unicodedata
 from itertools import chain, compress, repeat
 from typing import Any, Callable, Collection, Iterable, Sequence
 
 import numpy as np
 
-from salience.exceptions import InvalidParameterError, unknown_choice
+from salience.exceptions import InvalidParameterError
 from salience.core.params import Check, Options, check_params
-from salience.extras import require
 from salience.text.byte_tokens import _NON_ASCII_NONWORD, _TABLE_KEEP, _TABLE_LOWER, byte_token_ids, join_utf8, tokens_per_text
-from salience.text.stopwords import get_stopwords
+from salience.text.languages import get_stopwords
+from salience.text.stemmers import load_stemmer
 
-__all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN", "load_stemmer", "thread_stemmer"]
+__all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN"]
 
 DEFAULT_PATTERN = r"\w\w+"
 _NORMAL_FORMS = ("NFC", "NFKC", "NFD", "NFKD")
-
-def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
-    if stemmer is None or callable(stemmer):
-        return stemmer
-    if not isinstance(stemmer, str):
-        raise InvalidParameterError(
-            f"stemmer must be a Snowball language name, a callable or None; got {type(stemmer).__name__}."
-        )
-    Stemmer = require("Stemmer", "PyStemmer", "Snowball stemming")  # a hard dependency
-    try:
-        # PyStemmer's own LRU cache costs more than it saves: callers cache per distinct token.
-        return Stemmer.Stemmer(stemmer, 0).stemWord
-    except KeyError:
-        raise unknown_choice("stemmer language", stemmer, Stemmer.algorithms()) from None
-
-
-_THREAD_STEMMERS = threading.local()
-
-
-def thread_stemmer(language: str) -> Callable[[str], str]:
-    """A Snowball ``stemWord`` for ``language`` owned by the calling thread (PyStemmer objects
-    must not be shared between threads): one per thread and language, never more."""
-    stemmers = getattr(_THREAD_STEMMERS, "by_language", None)
-    if stemmers is None:
-        stemmers = _THREAD_STEMMERS.by_language = {}
-    stem = stemmers.get(language)
-    if stem is None:
-        stem = stemmers[language] = load_stemmer(language)
-    return stem
-
 
 def _is_word_collection(value) -> bool:
     return isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(w, str) for w in value)

@@ -24,7 +24,7 @@ def test_a_missing_library_names_its_extra(monkeypatch):
 def test_packages_outside_the_extras_are_named_from_the_same_table(monkeypatch):
     """A hard dependency missing from a broken install, and the models shipped as packages."""
     from salience.search import BM25
-    from salience.text.tokenize import load_stemmer
+    from salience.text.stemmers import load_stemmer
 
     monkeypatch.setitem(sys.modules, "Stemmer", None)
     with pytest.raises(MissingDependencyError, match="Snowball stemming needs Stemmer: pip install PyStemmer"):

@@ -108,7 +108,7 @@ def test_named_token_rules_share_one_byte_table():
 def test_each_thread_stems_with_its_own_stemmer():
     import threading
 
-    from salience.text.tokenize import thread_stemmer
+    from salience.text.stemmers import thread_stemmer
 
     seen = {}
 
