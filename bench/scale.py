@@ -434,7 +434,7 @@ def run(sizes: list[int], limits: dict, memory_mb: float, rows_file: Path | None
               file=sys.stderr, flush=True)
         static = work / "static-minilm"
         if any("dense_static" in engines_for(n, limits) for n in sizes):
-            from salience.models.static import distill
+            from salience.models.distill import distill
 
             started = time.perf_counter()
             distill(out=static)  # the plain recipe: every vocabulary token, PCA 256, SIF

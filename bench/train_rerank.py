@@ -205,7 +205,8 @@ def run(args) -> dict:
     import torch
 
     from salience.models.cross_encoder import CrossEncoder, train_cross_encoder
-    from salience.models.static import StaticEncoder, distill
+    from salience.models.distill import distill
+    from salience.models.static import StaticEncoder
     from salience.search import Dense
     from salience.search.pseudo_queries import pseudo_queries, training_groups
 

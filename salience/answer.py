@@ -233,7 +233,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
 
 
 def _stored_text(index):
-    from salience.search.sources import document_text
+    from salience.io.documents import document_text
 
     if not getattr(index, "store_documents", True):
         raise InvalidParameterError("the index stores no documents: the model reads their texts (index with stored "

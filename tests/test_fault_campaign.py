@@ -195,7 +195,7 @@ def test_empty_inputs_and_budgets_below_every_sentence_say_so(tmp_path, capsys):
 
 def test_documents_without_text_or_id_are_not_indexed_silently(tmp_path, capsys):
     from salience.exceptions import InputFormatError
-    from salience.search.sources import EmptyDocumentsWarning
+    from salience.io.documents import EmptyDocumentsWarning
 
     with pytest.raises(InputFormatError, match="none of the 1 documents has text"):
         BM25().index([{"_id": "a", "text": None}])

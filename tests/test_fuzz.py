@@ -101,7 +101,7 @@ def test_jsonl_reader(lines, junk, gz, on_error):
 @examples("beir")
 @given(corpus=LINES, queries=LINES, qrels=st.lists(TEXT, max_size=6), junk=st.binary(max_size=10))
 def test_beir_reader(corpus, queries, qrels, junk):
-    from salience.search.sources import iter_documents, read_queries
+    from salience.io.documents import iter_documents, read_queries
 
     _count("beir")
     folder = _scratch() / "beir"

@@ -119,7 +119,7 @@ def _cmd_run(args) -> int:
     """Every query of a file searched, written as a TREC run (Pyserini's ``search``)."""
     from salience.cli.rank import is_own_run
     from salience.core.run import Run, check_trec_token
-    from salience.search.sources import read_queries
+    from salience.io.documents import read_queries
 
     check_output_path(args.out, [args.index, args.queries] + ([args.hybrid] if args.hybrid else []), what="run",
                       is_own=lambda p: is_own_run(p, args.tag, prefix="run-"))
@@ -147,7 +147,7 @@ def _cmd_evaluate(args) -> int:
     from salience.cli.rank import evaluate_quietly, nothing_judged
     from salience.core.metrics import parse_metric
     from salience.core.run import Qrels
-    from salience.search.sources import read_queries
+    from salience.io.documents import read_queries
 
     dataset = Path(args.dataset)
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]

@@ -16,9 +16,9 @@ from salience.models.bi_encoder import is_bi_folder, train_bi_encoder
 from salience.models.cross_encoder import (BACKENDS as CROSS_BACKENDS, PRECISIONS, STARTS, is_cross_folder,
                                            train_cross_encoder)
 from salience.models.encoders import BACKENDS as ENCODER_BACKENDS
-from salience.models.static import SAMPLE
+from salience.models.distill import SAMPLE
 from salience.search.rerank import JUDGE_DEFAULTS, default_algorithm
-from salience.search.sources import document_text
+from salience.io.documents import document_text
 
 # what train-reranker's --kind trains: the function, and how an earlier output of it is recognised
 TRAINERS = {"cross": (train_cross_encoder, is_cross_folder), "bi": (train_bi_encoder, is_bi_folder)}
@@ -27,7 +27,7 @@ TRAINERS = {"cross": (train_cross_encoder, is_cross_folder), "bi": (train_bi_enc
 def _cmd_pack(args) -> int:
     from salience.core.run import Qrels
     from salience.search.pack import ScoreCalibrator, approximate_tokens, pack
-    from salience.search.sources import read_queries
+    from salience.io.documents import read_queries
 
     engine = load_index(args.index)
     if not engine.store_documents:
@@ -67,7 +67,7 @@ def _cmd_rerank(args) -> int:
     from salience.models.lm import load_causal_lm
     from salience.search.lm_judges import LMJudge
     from salience.search.rerank import rerank_run
-    from salience.search.sources import read_queries
+    from salience.io.documents import read_queries
 
     check_output_path(args.out, [args.run, args.index, args.queries], what="run",
                       is_own=lambda p: is_own_run(p, args.tag, prefix="rerank-"))
@@ -202,7 +202,8 @@ def _is_pairs_file(path) -> bool:
 def _cmd_distill(args) -> int:
     import time
 
-    from salience.models.static import distill, is_static_folder
+    from salience.models.distill import distill
+    from salience.models.static import is_static_folder
 
     from salience.models.encoders import resolve_model_folder
 

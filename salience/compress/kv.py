@@ -67,7 +67,7 @@ def check_budget(budget, n_tokens: int, policy: str | KVPolicy, **params) -> int
 
 
 def _attention_modules(model) -> list:
-    from salience.compress.layers import decoder_layers
+    from salience.models.lm import decoder_layers
 
     layers = decoder_layers(model)
     if not all(hasattr(layer, "self_attn") for layer in layers):

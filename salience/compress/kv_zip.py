@@ -205,7 +205,7 @@ class KVgrad(KVzip):
 
     def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
         from salience.compress.kv import _queries
-        from salience.compress.layers import decoder_layers
+        from salience.models.lm import decoder_layers
         from salience.models.kv import cache_argument
 
         weights, outputs, last = {}, {}, {}

@@ -25,24 +25,11 @@ from salience.core.params import Interval
 from salience.extras import require_torch
 from salience.core.scores import Scores
 from salience.compress.weights import check_calibration
+from salience.models.lm import decoder_layers
 from salience.exceptions import InvalidParameterError
 
 __all__ = ["block_influence", "perplexity_change", "remove_layers", "drop_least_important", "LayerImportance",
            "BlockInfluence", "PerplexityChange", "decoder_layers"]
-
-
-def decoder_layers(model):
-    """The model's list of decoder blocks (``model.model.layers`` for LLaMA-family models)."""
-    for path in ("model.layers", "model.model.layers", "model.language_model.layers", "transformer.h"):
-        obj = model
-        try:
-            for part in path.split("."):
-                obj = getattr(obj, part)
-            return obj
-        except AttributeError:
-            continue
-    raise InvalidParameterError(f"{type(model).__name__}: no decoder blocks found (model.layers): layer importance "
-                                "needs a LLaMA-style decoder.")
 
 
 def block_influence(model, calibration, *, batch_size: int = 4) -> Scores:

@@ -354,7 +354,7 @@ def _awq_block(model, in_block, groups, stats, awq: AWQ, schemes, report: QuantR
     """AWQ on one block: a scale per group of layers sharing an input, folded before them, then
     round to nearest (see the module docstring)."""
     torch = require_torch("Quantization")
-    from salience.compress.layers import decoder_layers
+    from salience.models.lm import decoder_layers
 
     attention_norm, mlp_norm, offset = block_layout(model)
     block = decoder_layers(model)[_block_index(in_block[0][0])]

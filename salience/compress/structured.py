@@ -53,7 +53,7 @@ def _torch():
 
 
 def _blocks(model):
-    from salience.compress.layers import decoder_layers
+    from salience.models.lm import decoder_layers
 
     layers = decoder_layers(model)
     for i, layer in enumerate(layers):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from salience.compress.evaluate import perplexity
-from salience.compress.layers import _set_layers, decoder_layers, perplexity_change, restored_layers
+from salience.compress.layers import _set_layers, perplexity_change, restored_layers
+from salience.models.lm import decoder_layers
 from salience.compress.weights import check_calibration
 from salience.core.base import register_method
 from salience.core.params import Interval

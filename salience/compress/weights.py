@@ -426,7 +426,7 @@ def blockwise(model, layers, calibration, batch_size: int, *, hessian: bool, wor
     one its inputs. The blocks' inputs are kept between blocks (two passes of each block in
     all, not a pass from the embeddings up for every block)."""
     torch = _torch()
-    from salience.compress.layers import decoder_layers
+    from salience.models.lm import decoder_layers
 
     blocks = list(decoder_layers(model))
     inputs = _block_inputs(model, blocks[0], calibration, batch_size)

@@ -275,7 +275,7 @@ class TransformerEncoder:
 def encoder_for(model: str, *, quantize: str | None = None, batch_tokens: int = 8192, backend: str = "auto",
                 threads: int | None = None, long_texts: str = "truncate", device: str = "cpu", dtype: str = "float32"):
     """The encoder a model name or folder names: a static encoder folder
-    (:func:`salience.models.static.distill`; it has no window, so ``long_texts`` does not
+    (:func:`salience.models.distill.distill`; it has no window, so ``long_texts`` does not
     apply) or a transformer (:class:`TransformerEncoder`)."""
     from salience.models.static import StaticEncoder, is_static_folder
 

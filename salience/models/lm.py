@@ -12,7 +12,7 @@ from pathlib import Path
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.extras import install_hint, require
 
-__all__ = ["load_causal_lm", "cache_root", "cache_entries", "clear_cache", "DEFAULT_CACHE_MAX_GB"]
+__all__ = ["load_causal_lm", "decoder_layers", "cache_root", "cache_entries", "clear_cache", "DEFAULT_CACHE_MAX_GB"]
 
 #: the cache's bound when SALIENCE_CACHE_MAX_GB is not set: the oldest models go beyond it
 DEFAULT_CACHE_MAX_GB = 10.0
@@ -208,3 +208,17 @@ def _save_cache(model, tokenizer, folder: Path) -> None:
     except (OSError, ValueError, RuntimeError) as err:
         warnings.warn(f"could not cache the dequantized model in {folder} ({err}); the next load dequantizes again.",
                       stacklevel=3)
+
+
+def decoder_layers(model):
+    """The model's list of decoder blocks (``model.model.layers`` for LLaMA-family models)."""
+    for path in ("model.layers", "model.model.layers", "model.language_model.layers", "transformer.h"):
+        obj = model
+        try:
+            for part in path.split("."):
+                obj = getattr(obj, part)
+            return obj
+        except AttributeError:
+            continue
+    raise InvalidParameterError(f"{type(model).__name__}: no decoder blocks found (model.layers): layer importance "
+                                "needs a LLaMA-style decoder.")

@@ -72,7 +72,7 @@ def save_sparse(model, folder, *, tokenizer=None, structure: str = "unstructured
     docstring) into ``folder`` (created when missing; never another folder's files
     overwritten). Returns the sparsity_config written."""
     torch = require_torch("Saving a sparse model")
-    from salience.models.quantized_files import prepare_folder, write_folder
+    from salience.models.compressed_folders import prepare_folder, write_folder
 
     if structure not in ("unstructured", "2:4"):
         raise InvalidParameterError(f"structure must be 'unstructured' or '2:4'; got {structure!r}.")

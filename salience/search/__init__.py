@@ -14,7 +14,7 @@ from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.core.bm25_formulas import VARIANTS
 from salience.search.shards import PartialResults, ShardedIndex
 from salience.search.open import index_kind, open_index
-from salience.search.sources import iter_documents, read_queries
+from salience.io.documents import iter_documents, read_queries
 from salience.search.verify_passages import PassageVerifier
 from salience.search.attention_sort import attention_sort
 

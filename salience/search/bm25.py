@@ -36,7 +36,7 @@ from salience.search.packed import PackedPostings
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
-from salience.search.sources import Document, read_queries
+from salience.io.documents import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
 __all__ = ["BM25"]

@@ -34,7 +34,7 @@ from salience.io.files import atomic_write_text, check_output_path, fsync_dir
 from salience.parallel import progress_bar
 from salience.search import store
 from salience.search.packed import PackedWriter
-from salience.search.sources import EmptyDocuments, iter_documents, resolve_corpus_path
+from salience.io.documents import EmptyDocuments, iter_documents, resolve_corpus_path
 
 __all__ = ["build", "check_memory_mb", "DEFAULT_MEMORY_MB", "BUILD_STATE"]
 

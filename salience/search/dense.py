@@ -44,7 +44,7 @@ from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, WorkerError
 from salience.core.params import Interval, Options
 from salience.search.index import Index, field_names
-from salience.search.sources import Document
+from salience.io.documents import Document
 
 __all__ = ["Dense"]
 

@@ -30,7 +30,7 @@ from salience.core.base import Scorer
 from salience.core.checks import check_n_jobs
 from salience.exceptions import DuplicateIdError, IdMismatchError, InvalidParameterError, NotFittedError
 from salience.search.filters import MetadataColumns
-from salience.search.sources import Document, read_documents
+from salience.io.documents import Document, read_documents
 
 __all__ = ["Index"]
 

@@ -23,7 +23,7 @@ from salience.core.scores import Scores
 from salience.core.select import select_fraction
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.search.index import check_prune_fraction
-from salience.search.sources import Document, read_documents
+from salience.io.documents import Document, read_documents
 
 __all__ = ["PassagePruning", "prune_passages", "prune_index_passages"]
 

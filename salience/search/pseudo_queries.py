@@ -134,7 +134,7 @@ def training_groups(pairs: Sequence, corpora: Sequence, on_error: str = "raise")
     """(query, positive passage, negative passages) for :func:`~salience.models.cross_encoder.
     train_cross_encoder` from pairs (:class:`PseudoQuery` or their dicts) and the corpora they
     were made from (a list); a negative no corpus holds is refused naming it."""
-    from salience.search.sources import iter_documents
+    from salience.io.documents import iter_documents
 
     bodies = {d.id: passage_text(d) for c in corpora for d in iter_documents(c, on_error=on_error)}
     rows = [p.to_dict() if isinstance(p, PseudoQuery) else p for p in pairs]
@@ -197,7 +197,7 @@ def pseudo_queries(corpus: Any, *, sources: Sequence[str] = ("title", "sentence"
     unreadable records of the corpus (:func:`~salience.io.files.check_on_error`)."""
     from salience.parallel import progress_bar
     from salience.search import BM25
-    from salience.search.sources import iter_documents
+    from salience.io.documents import iter_documents
 
     unknown = set(sources) - set(SOURCES)
     if not sources or unknown:

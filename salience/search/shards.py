@@ -269,7 +269,7 @@ class ShardedIndex:
     def retrieve(self, queries: Any, *, k: int = 1000, where: Mapping | None = None, name: str | None = None):
         """Search every query of ``{id: text}``, a queries.jsonl file or a BEIR folder; a :class:`~salience.Run`."""
         from salience.core.run import Run
-        from salience.search.sources import read_queries
+        from salience.io.documents import read_queries
 
         query_map = read_queries(queries)
         results = self.search_batch(list(query_map.values()), k=k, where=where)
@@ -300,7 +300,7 @@ class ShardedIndex:
             executor: Any = "local") -> "ShardedIndex":
         """Add documents, each to the shard its id routes to (a new segment there, tokenized
         with ``n_jobs`` on ``executor``); the global statistics follow. :meth:`commit` writes them."""
-        from salience.search.sources import read_documents
+        from salience.io.documents import read_documents
 
         indexes = self._local_indexes("add")
         docs = read_documents(documents, tuple(self.params.get("fields", ("title", "text"))), on_error)
@@ -384,7 +384,7 @@ def _documents_and_params(documents: Any, n_shards: int, params: dict, on_error:
     shards' BM25 parameters, every option checked before a document is read."""
     from salience.search.bm25 import BM25
     from salience.search.bulk import check_memory_mb
-    from salience.search.sources import iter_documents, read_documents
+    from salience.io.documents import iter_documents, read_documents
 
     check_k(n_shards, "n_shards")
     params = BM25(**params).get_params()

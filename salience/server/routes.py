@@ -320,7 +320,7 @@ def text_router(service):
             hits = engine.search(body.query, k=min(body.k, 10))
             if not len(hits):
                 raise APIError(422, "invalid_field", "the query matches no document: nothing to verify.", "query")
-            from salience.search.sources import document_text
+            from salience.io.documents import document_text
 
             texts = {doc_id: document_text(engine, doc_id) or str(doc_id) for doc_id in hits.ids}
             verifier = create("verify", "passages", **options)

@@ -11,7 +11,8 @@ pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from salience.exceptions import CorruptIndexError, InvalidParameterError  # noqa: E402
-from salience.models.static import StaticEncoder, distill, is_static_folder  # noqa: E402
+from salience.models.distill import distill  # noqa: E402
+from salience.models.static import StaticEncoder, is_static_folder  # noqa: E402
 from tests.models.tiny import ENCODER_WORDS, tiny_encoder_folder  # noqa: E402
 
 WORDS = ["heat", "flow", "wing", "shock", "protein", "membrane", "market"]

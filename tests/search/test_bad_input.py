@@ -12,7 +12,7 @@ def test_empty_corpus():
 
 
 def test_empty_and_whitespace_documents_are_indexed_but_never_returned():
-    from salience.search.sources import EmptyDocumentsWarning
+    from salience.io.documents import EmptyDocumentsWarning
 
     with pytest.warns(EmptyDocumentsWarning, match="2 of 4 documents have no text"):
         index = BM25().index(["", "   \n\t", "graphene sheets", "graphene"])

@@ -112,7 +112,7 @@ def test_bad_shard_counts_and_folders(tmp_path):
 @pytest.mark.parametrize("n_shards", [2, 4])
 def test_shared_sets_sharded_give_the_single_index_scores(name, n_shards):
     root = data_path("search", name)
-    from salience.search.sources import read_queries
+    from salience.io.documents import read_queries
 
     queries = list(read_queries(root / "queries.jsonl").values())
     _assert_same(BM25().fit(root), ShardedIndex.build(root, n_shards=n_shards), queries)
