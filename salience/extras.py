@@ -57,3 +57,13 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 def require_torch(purpose: str) -> ModuleType:
     """The torch module, or an error naming the extra to install for ``purpose``."""
     return require("torch", "torch", purpose)
+
+
+def installed_version() -> str:
+    """salience's version as installed (``0+unknown`` when run from a source tree)."""
+    try:
+        from importlib.metadata import version
+
+        return version("salience")
+    except Exception:  # noqa: BLE001 (not installed: running from a source tree)
+        return "0+unknown"

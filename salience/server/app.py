@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
-from salience.extras import install_hint
+from salience.extras import install_hint, installed_version
 from salience.server.errors import APIError, BodyLimit, Limits, install_error_handlers
 from salience.server.indexes import ServedIndex
 
@@ -121,7 +121,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
         for handle in served.values():
             handle.close()  # the folder watchers stop
 
-    app = FastAPI(title="salience", version=_version(), description="Search, rank and find what matters.",
+    app = FastAPI(title="salience", version=installed_version(), description="Search, rank and find what matters.",
                   lifespan=lifespan)
     app.state.indexes, app.state.limits, app.state.service = served, limits, service
     install_error_handlers(app)
@@ -148,15 +148,6 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
     for router in (read_router(service), text_router(service), writes):
         app.include_router(router)
     return app
-
-
-def _version() -> str:
-    try:
-        from importlib.metadata import version
-
-        return version("salience")
-    except Exception:  # noqa: BLE001 (not installed: running from a source tree)
-        return "0+unknown"
 
 
 #: the environment variable that hands ``serve``'s settings to each worker process

@@ -7,12 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from salience.exceptions import MissingDependencyError
-from salience.server.app import INSTALL
+from salience.extras import install_hint
 
 try:
     from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
 except ImportError:  # the service's own extra
-    raise MissingDependencyError(f"the HTTP service needs FastAPI and pydantic: {INSTALL}") from None
+    raise MissingDependencyError(f"the HTTP service needs FastAPI and pydantic: {install_hint('server')}") from None
 
 __all__ = ["AnswerRequest", "SearchRequest", "ExplainRequest", "RerankRequest", "TextRequest", "FuseRequest", "AddRequest",
            "DeleteRequest"]

@@ -17,7 +17,7 @@ __all__ = ["read_router", "text_router", "write_router", "prepared_search"]
 def read_router(service):
     from fastapi import APIRouter
 
-    from salience.server.app import _version
+    from salience.extras import installed_version
     from salience.server.models import ExplainRequest, SearchRequest
 
     router = APIRouter()
@@ -30,7 +30,7 @@ def read_router(service):
 
         rows = [h.describe() for h in service.served.values()]
         healthy = all("error" not in row for row in rows)
-        body = {"status": "ok" if healthy else "stale", "version": _version(), "process": os.getpid(), "indexes": rows,
+        body = {"status": "ok" if healthy else "stale", "version": installed_version(), "process": os.getpid(), "indexes": rows,
                 "language_model": service.language_model_name}
         return body if healthy else JSONResponse(body, status_code=503)
 
