@@ -16,10 +16,10 @@ from salience.cli.search_engines import (_add_dense_options, _add_engine_options
 
 
 def _cmd_index(args) -> int:
-    from salience.search.dense_store import is_dense_folder
+    from salience.search.formats import is_dense_folder, is_sharded_folder
     from salience.search.store import is_own_output
 
-    from salience.search.shards import ShardedIndex, is_sharded_folder
+    from salience.search.shards import ShardedIndex
 
     check_output_path(args.out, [args.source], what="index",
                       is_own=lambda p: is_own_output(p) or (p.is_dir() and (is_dense_folder(p) or is_sharded_folder(p))))

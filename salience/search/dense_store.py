@@ -10,18 +10,12 @@ from pathlib import Path
 import numpy as np
 
 from salience.exceptions import CorruptIndexError, InvalidParameterError
+from salience.search.formats import DENSE_FORMAT, MANIFEST, is_dense_folder
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "MANIFEST", "is_dense_folder", "save_dense", "commit_dense", "load_dense"]
 
-FORMAT = "salience.dense"
+FORMAT = DENSE_FORMAT
 FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-
-
-def is_dense_folder(path: Path) -> bool:
-    from salience.io.files import folder_format
-
-    return folder_format(path, MANIFEST) == FORMAT
 
 
 def _write_segment(index, folder: Path, start: int, stop: int) -> dict:

@@ -5,24 +5,10 @@ never probe a folder themselves."""
 from __future__ import annotations
 
 import os
-from pathlib import Path
+
+from salience.search.formats import INDEX_KINDS, index_kind
 
 __all__ = ["INDEX_KINDS", "index_kind", "open_index"]
-
-#: what a saved index folder may hold
-INDEX_KINDS = ("bm25", "dense", "sharded")
-
-
-def index_kind(path: str | os.PathLike) -> str:
-    """``"sharded"``, ``"dense"`` or ``"bm25"``: what the folder at ``path`` holds, by its
-    manifest (a folder holding none is read as BM25, whose loader names what is missing)."""
-    from salience.search.dense_store import is_dense_folder
-    from salience.search.shards import is_sharded_folder
-
-    if is_sharded_folder(path):
-        return "sharded"
-    return "dense" if is_dense_folder(Path(path)) else "bm25"
-
 
 def open_index(path: str | os.PathLike, *, verify: bool = True, executor: str = "local", address: str | None = None):
     """The index saved at ``path``, of whatever kind it is (:func:`index_kind`): a
@@ -37,7 +23,8 @@ def open_index(path: str | os.PathLike, *, verify: bool = True, executor: str = 
     >>> type(open_index(folder)).__name__, open_index(folder).search("cats", k=1).ids
     ('BM25', ['0'])
     """
-    from salience.search import BM25, Dense
+    from salience.search.bm25 import BM25
+    from salience.search.dense import Dense
     from salience.search.shards import ShardedIndex
 
     kind = index_kind(path)

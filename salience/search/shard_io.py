@@ -14,25 +14,21 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from salience.exceptions import CorruptIndexError, InvalidParameterError
-from salience.io.files import atomic_write_text, folder_format
+from salience.io.files import atomic_write_text
 from salience.parallel import progress_bar
+from salience.search.formats import SHARDED_FORMAT, SHARDS_MANIFEST, is_sharded_folder
 
 __all__ = ["shard_of", "is_sharded_folder", "LocalShard", "ShardServer", "RayShard", "is_unavailable", "build_shard",
            "route_documents", "read_manifest", "write_manifest", "parent_of_shard", "FORMAT", "MANIFEST"]
 
-FORMAT = "salience.shards"
+FORMAT = SHARDED_FORMAT
 FORMAT_VERSION = 1
-MANIFEST = "shards.json"
+MANIFEST = SHARDS_MANIFEST
 
 
 def shard_of(doc_id: str, n_shards: int) -> int:
     """The shard a document id is routed to (CRC-32 of its UTF-8 bytes, modulo ``n_shards``)."""
     return zlib.crc32(str(doc_id).encode("utf-8")) % n_shards
-
-
-def is_sharded_folder(path: str | os.PathLike) -> bool:
-    """Whether ``path`` holds a sharded index (its ``shards.json`` names the format)."""
-    return folder_format(path, MANIFEST) == FORMAT
 
 
 # ---- shard holders: in this process, or a Ray actor --------------------------------------

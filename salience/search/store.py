@@ -41,17 +41,17 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from salience.exceptions import CorruptIndexError
-from salience.io.files import atomic_directory, atomic_write_text, folder_format, fsync_dir, owned_files
+from salience.io.files import atomic_directory, atomic_write_text, fsync_dir, owned_files
+from salience.search.formats import BM25_FORMAT, MANIFEST, is_bm25_folder, is_dense_folder, is_sharded_folder
 from salience.search.packed import write_packed
 
 if TYPE_CHECKING:  # pragma: no cover
     from salience.search.bm25 import BM25
 
-FORMAT = "salience.bm25"
+FORMAT = BM25_FORMAT
 # 2: the manifest carries a SHA-256 of its own content ("checksum"); version 1 manifests
 # (without one) still load. 3: postings packed (salience.search.packed).
 FORMAT_VERSION = 3
-MANIFEST = "manifest.json"
 #: the names of the folders an index owns inside its folder; anything else there is the user's
 SEGMENT_NAME = re.compile(r"seg-\d{6}")
 
@@ -61,9 +61,7 @@ def _manifest_digest(body: dict) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-def is_index_folder(path: Path) -> bool:
-    """Whether ``path`` holds a salience BM25 index (its manifest names the format)."""
-    return folder_format(path, MANIFEST) == FORMAT
+is_index_folder = is_bm25_folder
 
 
 #: the files an index folder of any kind (BM25, dense, sharded) owns; anything else there is the
@@ -75,9 +73,6 @@ owns_index_file = owned_files(INDEX_FILES)
 
 def is_own_output(path: Path) -> bool:
     """Whether a save may replace ``path``: an index folder of any kind, or an empty folder."""
-    from salience.search.dense_store import is_dense_folder
-    from salience.search.shard_io import is_sharded_folder
-
     return path.is_dir() and (is_index_folder(path) or is_dense_folder(path) or is_sharded_folder(path)
                               or not any(path.iterdir()))
 
