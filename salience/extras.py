@@ -9,7 +9,7 @@ from types import ModuleType
 
 from salience.exceptions import MissingDependencyError
 
-__all__ = ["EXTRAS", "PACKAGES", "install_hint", "require", "require_torch"]
+__all__ = ["EXTRAS", "PACKAGES", "install_hint", "require", "require_torch", "LazyModule", "torch"]
 
 #: extra -> what pip installs for it (pyproject.toml's optional dependencies say the same)
 EXTRAS = {
@@ -57,6 +57,28 @@ def require(module: str, extra: str, purpose: str) -> ModuleType:
 def require_torch(purpose: str) -> ModuleType:
     """The torch module, or an error naming the extra to install for ``purpose``."""
     return require("torch", "torch", purpose)
+
+
+class LazyModule(ModuleType):
+    """A module imported on its first attribute read (``torch.float32``), so that a module of
+    salience can name torch at its top and still import without it: a missing one is a
+    :class:`~salience.exceptions.MissingDependencyError` naming the extra to install. Each name
+    read is kept, so later reads cost an ordinary attribute lookup."""
+
+    def __init__(self, name: str, extra: str):
+        super().__init__(name)
+        self._extra = extra
+
+    def __getattr__(self, attribute: str):
+        if attribute.startswith("__") and attribute != "__version__":  # copy, pickle and introspection
+            raise AttributeError(attribute)                                # probe these: no import for them
+        value = getattr(require(self.__name__, self._extra, "This part of salience"), attribute)
+        self.__dict__[attribute] = value
+        return value
+
+
+#: torch, imported when first used (the functions that need it take no torch argument)
+torch = LazyModule("torch", "torch")
 
 
 def installed_version() -> str:

@@ -157,7 +157,9 @@ def toy_kv():
             self.marker = marker
             super().__init__()
 
-        def _scores(self, torch, keys, values, queries, scaling, n):
+        def _scores(self, keys, values, queries, scaling, n):
+            import torch
+
             seen.append(self.marker)
             b, n_kv = keys.shape[:2]
             return torch.arange(n, dtype=torch.float32).expand(b, n_kv, n).clone()

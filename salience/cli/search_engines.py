@@ -4,7 +4,6 @@ the shard and parallel options, and one way to open a saved index folder of any 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from salience.cli._common import add_n_jobs, method_option, positive_int
 from salience.cli.params import add_param_option, method_params

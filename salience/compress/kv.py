@@ -29,6 +29,7 @@ from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
+from salience.extras import torch
 
 __all__ = ["evict", "prefill", "continue_from", "prefill_and_continue", "attend_kept", "Prefill", "check_budget", "kv_policy",
            "policy_token_scores"]
@@ -76,7 +77,7 @@ def _attention_modules(model) -> list:
     return [layer.self_attn for layer in layers]
 
 
-def _queries(torch, module, hidden_states, position_embeddings, count, rotated=True):
+def _queries(module, hidden_states, position_embeddings, count, rotated=True):
     """The last ``count`` queries of an attention module for its input, with rotary positions
     unless ``rotated`` is False (recomputed from the layer's input: attention implementations
     do not return them)."""
@@ -94,7 +95,7 @@ def _queries(torch, module, hidden_states, position_embeddings, count, rotated=T
     return queries * cos + rotated * sin
 
 
-def _rotary_of(torch, model):
+def _rotary_of(model):
     """The model's rotary embedding as ``rotary(positions) -> (cos, sin)``, each (len, d), or
     None when it has none where LLaMA-family models keep it."""
     embedding = getattr(getattr(model, "model", model), "rotary_emb", None)
@@ -163,7 +164,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     scorer = policy if decoding is None else policy.prefill_policy
     policy.check_model(model)
     needs_rotary = "rotary" in policy.reads or policy.rerotates
-    rotary = _rotary_of(torch, model) if needs_rotary else None
+    rotary = _rotary_of(model) if needs_rotary else None
     if needs_rotary and rotary is None:
         raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
                                     f"{type(model).__name__} does not keep as model.rotary_emb.")
@@ -206,14 +207,14 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
         keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
         kept = None  # every token kept
         if keep < n or (scorer is not None and not scorer.budgeted):  # unbudgeted (dms): evicts by its threshold
-            scores = layer_scores(torch, scorer, module, keys, values, hidden, kwargs["position_embeddings"],
+            scores = layer_scores(scorer, module, keys, values, hidden, kwargs["position_embeddings"],
                                   scorer.query_count(n, question=keep_last), rotary=rotary, keep=keep,
                                   question=keep_last)
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
             kept = ~torch.as_tensor(scorer.evicted(scores, n - keep))
-            keys, values = scorer.carried(torch, keys, values, kept, rotary=rotary)
-            layer.keys, layer.values, padding = _compact(torch, keys, values, kept)
+            keys, values = scorer.carried(keys, values, kept, rotary=rotary)
+            layer.keys, layer.values, padding = _compact(keys, values, kept)
             setattr(layer, _PADDING, padding)
         else:
             setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
@@ -221,7 +222,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
             decoding.prefilled(module.layer_idx, n, kept, None if kept is None else scores)
         if channels is not None:
             with torch.no_grad():
-                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], channels.query_count(n))
+                queries = _queries(module, hidden, kwargs["position_embeddings"], channels.query_count(n))
                 layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
         state.kept, state.prompt_tokens = (n if scorer is None else base + keep_last), n
         if kept is not None and getattr(scorer, "chunk_length", None):  # chunked: each chunk's share, rounded down
@@ -258,7 +259,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
                 busy.clear()
             for module, out in zip(modules, evicted):
                 layer = cache.layers[module.layer_idx]
-                layer.keys, layer.values, padding = _compact(torch, layer.keys, layer.values,
+                layer.keys, layer.values, padding = _compact(layer.keys, layer.values,
                                                              ~torch.as_tensor(np.asarray(out)))
                 setattr(layer, _PADDING, padding)
                 state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])
@@ -289,7 +290,7 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
                                     "decoding, after the prefill, or by a threshold): its token scores do not stand "
                                     "alone.")
     policy.check_model(model)
-    rotary = _rotary_of(torch, model) if "rotary" in policy.reads or policy.rerotates else None
+    rotary = _rotary_of(model) if "rotary" in policy.reads or policy.rerotates else None
     ranks = []
 
     def hook(module, args, kwargs, output):
@@ -299,7 +300,7 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
             return output
         layer = cache.layers[module.layer_idx]
         n = layer.keys.shape[-2]
-        scores = layer_scores(torch, policy, module, layer.keys, layer.values, hidden, kwargs["position_embeddings"],
+        scores = layer_scores(policy, module, layer.keys, layer.values, hidden, kwargs["position_embeddings"],
                               policy.query_count(n), rotary=rotary, keep=n // 2)
         order = np.argsort(np.argsort(scores[0], axis=-1, kind="stable"), axis=-1, kind="stable")
         ranks.append(order / max(n - 1, 1))
@@ -308,20 +309,20 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
     handles = [module.register_forward_hook(hook, with_kwargs=True) for module in _attention_modules(model)]
     try:
         with torch.no_grad():
-            _read_prompt(model, _prompt(torch, prompt_ids))
+            _read_prompt(model, _prompt(prompt_ids))
     finally:
         for handle in handles:
             handle.remove()
     return np.mean(np.concatenate(ranks, axis=0), axis=0)
 
 
-def layer_scores(torch, policy, module, keys, values, hidden, position_embeddings, count: int, *, rotary, keep: int,
+def layer_scores(policy, module, keys, values, hidden, position_embeddings, count: int, *, rotary, keep: int,
                  question: int = 0) -> np.ndarray:
     """``policy``'s scores (float64, (b, kv_heads, n)) of one attention layer's cached ``keys``
     and ``values``, read with the queries of the last ``count`` rows of ``hidden`` (the
     attention's input, at ``position_embeddings``) and whatever else the policy reads."""
     with torch.no_grad():
-        queries = (_queries(torch, module, hidden, position_embeddings, count, policy.rotated_queries)
+        queries = (_queries(module, hidden, position_embeddings, count, policy.rotated_queries)
                    if count else None)
         scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None), rotary=rotary,
                                      output_weight=_output_weight(module, policy), keep=keep, layer=module.layer_idx,
@@ -344,7 +345,7 @@ def _output_weight(module, policy):
 _PADDING = "salience_padding"
 
 
-def _compact(torch, keys, values, kept):
+def _compact(keys, values, kept):
     """Each head's kept tokens (``kept`` boolean (b, kv_heads, n)) in position order. Heads
     that keep fewer than the most are padded to its count with evicted tokens, marked in the
     returned padding mask (b, kv_heads, m) so attention never reads them; None when every head
@@ -413,7 +414,7 @@ class Prefill:
     scoring_seconds: float = 0.0
 
 
-def _prompt(torch, prompt_ids):
+def _prompt(prompt_ids):
     ids = torch.as_tensor(np.asarray(prompt_ids), dtype=torch.long).reshape(1, -1)
     if ids.shape[1] == 0:
         raise InvalidParameterError("the prompt holds no tokens.")
@@ -450,7 +451,7 @@ def prefill(model, prompt_ids, *, policy: str | KVPolicy | None = None, budget=N
     and ``channel_policy`` as in :func:`evict`. A ``decoding`` policy's cuts while decoding
     need the block open: use :func:`prefill_and_continue` for a prompt and its continuation."""
     torch = _torch()
-    ids = _prompt(torch, prompt_ids)
+    ids = _prompt(prompt_ids)
     with torch.no_grad(), _eviction(model, policy, budget, keep_last, key_channels, channel_policy, params) as state:
         cache, logits = _read_prompt(model, ids)
     return _prefilled(cache, logits, ids.shape[1], state)
@@ -484,7 +485,7 @@ def prefill_and_continue(model, prompt_ids, continuation_ids, *, policy: str | K
                         key_channels=key_channels, channel_policy=channel_policy, **params)
         return first, continue_from(model, first.cache, continuation_ids, first.length)
     torch = _torch()
-    ids = _prompt(torch, prompt_ids)
+    ids = _prompt(prompt_ids)
     with torch.no_grad(), _eviction(model, policy, budget, keep_last, key_channels, channel_policy, params) as state:
         cache, logits = _read_prompt(model, ids)
         rest = continue_from(model, cache, continuation_ids, ids.shape[1], stepwise=True)

@@ -39,6 +39,7 @@ from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.base import register_method
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["QFilter", "DuoAttention", "KVzap", "query_filters", "duo_attention_head_scores", "ridge_surrogate"]
 
@@ -88,14 +89,14 @@ def query_filters(model, windows) -> np.ndarray:
     queries project positively on it."""
     from salience.compress.kv import _queries
 
-    torch = _torch()
+    _torch()  # torch installed, or the error naming the extra
     windows = _checked_windows(windows)
     n_layers, n_kv, d = _model_shape(model)
     gram = np.zeros((n_layers, n_kv, d, d))
     total = np.zeros((n_layers, n_kv, d))
 
     def collect(layer, module, hidden, position_embeddings):
-        q = _queries(torch, module, hidden, position_embeddings, hidden.shape[1]).double()[0]  # (heads, n, d)
+        q = _queries(module, hidden, position_embeddings, hidden.shape[1]).double()[0]  # (heads, n, d)
         grouped = q.reshape(n_kv, -1, d)  # a group's heads are consecutive
         gram[layer] += (grouped.transpose(1, 2) @ grouped).numpy()
         total[layer] += grouped.sum(dim=1).numpy()
@@ -120,7 +121,7 @@ def duo_attention_head_scores(model, windows, *, q_len: int = 500) -> np.ndarray
     if isinstance(q_len, bool) or not isinstance(q_len, int) or q_len < 2:
         raise InvalidParameterError(f"q_len must be a whole number >= 2; got {q_len!r}.")
     n_layers, n_kv, d = _model_shape(model)
-    rotary = _rotary_of(torch, model)
+    rotary = _rotary_of(model)
     if rotary is None:
         raise InvalidParameterError(f"{type(model).__name__} keeps no rotary embedding as model.rotary_emb.")
     cos, sin = (torch.as_tensor(x).double() for x in rotary(torch.arange(q_len)))
@@ -214,7 +215,7 @@ class QFilter(_Calibrated):
     def _learn(self, model, windows):
         return query_filters(model, windows)
 
-    def _scores(self, torch, keys, values, queries, scaling, n, layer=None):
+    def _scores(self, keys, values, queries, scaling, n, layer=None):
         filters = self._layer(layer, keys.shape[1])
         if filters.shape[-1] != keys.shape[-1]:
             raise InvalidParameterError(f"policy 'qfilter': filters of size {filters.shape[-1]} for keys of size "
@@ -260,7 +261,7 @@ class DuoAttention(_Calibrated):
         streaming[np.unravel_index(order, scores.shape)] = True
         return streaming
 
-    def _scores(self, torch, keys, values, queries, scaling, n, layer=None, keep=None):
+    def _scores(self, keys, values, queries, scaling, n, layer=None, keep=None):
         streaming = self.streaming_heads(keep, n)
         self._layer(layer, keys.shape[1])  # refuses a layer or head count the scores do not hold
         dtype = torch.promote_types(keys.dtype, torch.float32)
@@ -328,7 +329,7 @@ class KVzap(_Calibrated):
             raise InvalidParameterError(f"policy 'kvzap': a surrogate of shape {self._array().shape} was learned for "
                                         f"another model; this one needs (layers, kv heads, hidden + 1) {expected}.")
 
-    def _scores(self, torch, keys, values, queries, scaling, n, layer=None, hidden=None):
+    def _scores(self, keys, values, queries, scaling, n, layer=None, hidden=None):
         weights = self._layer(layer, keys.shape[1])
         if hidden.shape[1] != n or weights.shape[-1] != hidden.shape[-1] + 1:
             raise InvalidParameterError(f"policy 'kvzap': hidden states {tuple(hidden.shape)} for {n} tokens and a "

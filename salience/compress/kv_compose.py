@@ -20,13 +20,14 @@ import numpy as np
 from salience.compress.kv_policies import KVPolicy, _window_attention
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
+from salience.extras import torch
 
 __all__ = ["KVCompose"]
 
 _AGGREGATIONS = ("max", "mean")
 
 
-def _aggregate(torch, scores, how: str, dim):
+def _aggregate(scores, how: str, dim):
     return scores.amax(dim=dim) if how == "max" else scores.mean(dim=dim)
 
 
@@ -53,32 +54,32 @@ class KVCompose(KVPolicy):
         self.keep_token_lower_bound = keep_token_lower_bound
         super().__init__()
 
-    def _task_scores(self, torch, keys, queries, scaling):
+    def _task_scores(self, keys, queries, scaling):
         """(b, kv_heads, context) from the second reading's queries (b, heads, q, d) over
         ``keys`` (the context, then the reading's own q keys)."""
         context = keys.shape[-2] - queries.shape[-2]
-        attention = _window_attention(torch, queries, keys, scaling)[..., :context]  # (b, heads, q, context)
-        per_head = _aggregate(torch, attention, self.agg_task, dim=2)
+        attention = _window_attention(queries, keys, scaling)[..., :context]  # (b, heads, q, context)
+        per_head = _aggregate(attention, self.agg_task, dim=2)
         b, heads, _ = per_head.shape
         n_kv = keys.shape[1]
-        return _aggregate(torch, per_head.view(b, n_kv, heads // n_kv, context), self.agg_group, dim=2)
+        return _aggregate(per_head.view(b, n_kv, heads // n_kv, context), self.agg_group, dim=2)
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         context = n - queries.shape[-2]
-        scores = self._task_scores(torch, keys, queries, scaling)
-        scores = self._enhanced(torch, scores, values[:, :, :context])
+        scores = self._task_scores(keys, queries, scaling)
+        scores = self._enhanced(scores, values[:, :, :context])
         own = torch.full(scores.shape[:2] + (n - context,), float(scores.max()) + 1 if context else 1.0,
                          dtype=scores.dtype)
         return torch.cat([scores, own], dim=-1)
 
-    def _enhanced(self, torch, scores, values):
+    def _enhanced(self, scores, values):
         if self.add_v_norm:
             scores = scores * values.to(scores.dtype).norm(dim=-1)
         if self.add_mean_across_heads:
             scores = scores + scores.mean(dim=1, keepdim=True)
         return scores
 
-    def layer_counts(self, torch, scores, keep: int):
+    def layer_counts(self, scores, keep: int):
         """Tokens kept per layer and head (layers, kv_heads) from every layer's scores
         (layers, kv_heads, n) when the uniform budget keeps ``keep`` per head: the best
         ``layers x keep`` composite entries (structured: per layer, the same in its heads)."""
@@ -86,7 +87,7 @@ class KVCompose(KVPolicy):
         ordered = scores.sort(dim=-1, descending=True).values
         bound = self.keep_token_lower_bound
         if self.structured:
-            composite = _aggregate(torch, ordered, self.agg_head, dim=1)  # (layers, n)
+            composite = _aggregate(ordered, self.agg_head, dim=1)  # (layers, n)
             composite[:, :bound] += 1e9
             composite[0] = composite.max(dim=0).values  # the first layer the largest
             chosen = composite.reshape(-1).topk(layers * keep).indices // n
@@ -109,14 +110,14 @@ class KVCompose(KVPolicy):
         scores = [None] * len(modules)
 
         def score_layer(module, layer, queries, hidden):
-            task = self._task_scores(torch, layer.keys, queries, module.scaling)
-            scores[module.layer_idx] = self._enhanced(torch, task, layer.values[:, :, :n])[0]
+            task = self._task_scores(layer.keys, queries, module.scaling)
+            scores[module.layer_idx] = self._enhanced(task, layer.values[:, :, :n])[0]
 
-        replay_on_cache(torch, model, modules, cache, ids, n, score_layer)
+        replay_on_cache(model, modules, cache, ids, n, score_layer)
         every = torch.stack(scores)  # (layers, kv_heads, n)
         if keep_last:
             every[..., n - keep_last:] = float("inf")
-        counts = self.layer_counts(torch, every, keep)
+        counts = self.layer_counts(every, keep)
         evicted = []
         for layer_scores, layer_counts in zip(every, counts):
             out = np.ones(layer_scores.shape, dtype=bool)

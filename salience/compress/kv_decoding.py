@@ -27,6 +27,7 @@ from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["Decoding", "CaM", "DMS"]
 
@@ -101,11 +102,11 @@ class Decoding(_OnAnotherPolicy):
         cut), or one step read as many tokens as the budget keeps."""
         return steps >= self.compression_interval or read >= target
 
-    def observe(self, torch, run, module, cache_layer, hidden, position_embeddings) -> None:
+    def observe(self, run, module, cache_layer, hidden, position_embeddings) -> None:
         """What a policy notes of each decoding step (nothing here; CaM: the attention each
         cached token receives)."""
 
-    def kept_after_cut(self, torch, run, layer: int, keys, values, scores, target: int, padding):
+    def kept_after_cut(self, run, layer: int, keys, values, scores, target: int, padding):
         """(kept boolean (b, kv_heads, n), values) of a cut keeping ``target`` per head by
         ``scores`` (padding slots never kept)."""
         evicted = self.evicted(scores, scores.shape[-1] - target)
@@ -143,14 +144,14 @@ class CaM(Decoding):
     def cuts_now(self, steps: int, n: int, read: int, target: int) -> bool:
         return (steps >= self.compression_interval and n > target) or read >= target
 
-    def observe(self, torch, run, module, cache_layer, hidden, position_embeddings) -> None:
+    def observe(self, run, module, cache_layer, hidden, position_embeddings) -> None:
         from salience.compress.kv import _queries
 
         keys, layer = cache_layer.keys, module.layer_idx
         with torch.no_grad():
-            query = _queries(torch, module, hidden, position_embeddings, 1)
+            query = _queries(module, hidden, position_embeddings, 1)
             scaling = getattr(module, "scaling", keys.shape[-1] ** -0.5)
-            attention = _group_mean(_window_attention(torch, query, keys, scaling)[:, :, -1], keys.shape[1])
+            attention = _group_mean(_window_attention(query, keys, scaling)[:, :, -1], keys.shape[1])
         prior = run.received.get(layer)
         if prior is not None:  # the tokens decoded since: nothing received before
             attention = attention + torch.nn.functional.pad(prior, (0, attention.shape[-1] - prior.shape[-1]))
@@ -161,7 +162,7 @@ class CaM(Decoding):
         out.generator = _torch().Generator().manual_seed(self.seed)
         return out
 
-    def kept_after_cut(self, torch, run, layer: int, keys, values, scores, target: int, padding):
+    def kept_after_cut(self, run, layer: int, keys, values, scores, target: int, padding):
         if padding is not None:
             raise InvalidParameterError("cam evicts the same tokens in every head; the prompt's eviction left heads "
                                         "of different lengths (use a prefill policy that keeps the same count per head).")
@@ -225,7 +226,7 @@ class _DecodingRun:
         self.buffers[layer].append((hidden.detach(), cos, sin))
         self.steps[layer] += 1
         self.seen[layer] += hidden.shape[1]
-        policy.observe(torch, self, module, cache_layer, hidden, position_embeddings)
+        policy.observe(self, module, cache_layer, hidden, position_embeddings)
         target = policy.layer_keep(policy.target(self.budget, self.seen[layer]), self.seen[layer], layer,
                                    self.n_layers)
         keys, values = cache_layer.keys, cache_layer.values
@@ -234,15 +235,15 @@ class _DecodingRun:
             if n > target:
                 check_budget(target, n, policy._inner)
                 buffered = [torch.cat(part, dim=1) for part in zip(*self.buffers[layer])]
-                scores = layer_scores(torch, policy._inner, module, keys, values, buffered[0],
+                scores = layer_scores(policy._inner, module, keys, values, buffered[0],
                                       (buffered[1], buffered[2]), min(policy.query_count(n), buffered[0].shape[1]),
                                       rotary=rotary, keep=target)
                 padding = _padding_slots(getattr(cache_layer, _PADDING, None), n)
                 if padding is not None:  # slots a head of a prefill cut did not keep: never kept again
                     scores[padding] = -np.inf
-                kept, values = policy.kept_after_cut(torch, self, layer, keys, values, scores, target, padding)
-                keys, values = policy._inner.carried(torch, keys, values, kept, rotary=rotary)
-                cache_layer.keys, cache_layer.values, new_padding = _compact(torch, keys, values, kept)
+                kept, values = policy.kept_after_cut(self, layer, keys, values, scores, target, padding)
+                keys, values = policy._inner.carried(keys, values, kept, rotary=rotary)
+                cache_layer.keys, cache_layer.values, new_padding = _compact(keys, values, kept)
                 setattr(cache_layer, _PADDING, new_padding)
                 cut = int(cache_layer.keys.shape[-2])
             self.steps[layer] = 0
@@ -324,7 +325,7 @@ class _SlidingWindowRun:
         torch, policy, layer = _torch(), self.policy, module.layer_idx
         _refuse_unprefilled(layer, self.window)
         q, length = hidden.shape[1], cache_layer.keys.shape[-2]
-        fresh = layer_scores(torch, policy._inner, module, cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :],
+        fresh = layer_scores(policy._inner, module, cache_layer.keys[..., -q:, :], cache_layer.values[..., -q:, :],
                              hidden, position_embeddings, min(policy.query_count(q), q), rotary=rotary, keep=q)
         scores, rows = self.window[layer]
         scores = np.concatenate([scores, fresh], axis=-1)

@@ -14,11 +14,12 @@ from salience.compress.kv_policies import KVPolicy, _torch
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
+from salience.extras import torch
 
 __all__ = ["kv_eval", "passkey", "passkey_prompts", "decode_speed", "KVEvalReport", "PasskeyReport"]
 
 
-def _token_nll(torch, predicting, ids) -> tuple[float, np.ndarray]:
+def _token_nll(predicting, ids) -> tuple[float, np.ndarray]:
     """Summed NLL of ``ids`` under ``predicting`` logits (1, m, vocab), one row per token, and
     each token's rank (1 = the model's top choice)."""
     ids = torch.as_tensor(np.asarray(ids), dtype=torch.long)
@@ -87,7 +88,7 @@ def kv_eval(model, ids: Sequence[int], *, policy: str | KVPolicy | None, budget=
         total_scoring += read.scoring_seconds
         kept = read.kept
         predicting = torch.cat([read.logits[:, None], logits[:, :-1]], dim=1)
-        value, _ = _token_nll(torch, predicting, window[context:])
+        value, _ = _token_nll(predicting, window[context:])
         nll.append(value / continuation)
     value = float(np.exp(np.mean(nll)))
     return KVEvalReport(_name(policy), budget, value, len(batch), context, continuation, kept, total_seconds, total_scoring,
@@ -178,7 +179,7 @@ def passkey(model, tokenizer, *, policy: str | KVPolicy | None, budget=None, nee
                                                 budget=budget, **channels)
             # the logits that predict the key's tokens: from the question's last token on
             predicting = logits[:, len(item["question"]) - 1 : -1]
-        value, token_ranks = _token_nll(torch, predicting, item["key"])
+        value, token_ranks = _token_nll(predicting, item["key"])
         nlls.append(value)
         ranks.extend(token_ranks.tolist())
         exact.append(bool((token_ranks == 1).all()))

@@ -47,6 +47,7 @@ from salience.core.params import Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
+from salience.extras import torch
 
 __all__ = ["KVPolicy", "StreamingLLM", "RandomKV", "H2O", "SnapKV", "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_token_scores"]
 
@@ -57,7 +58,7 @@ def _torch():
 
 # ------------------------------------------------------------------------------------------
 # attention over the cache
-def _window_attention(torch, queries, keys, scaling: float):
+def _window_attention(queries, keys, scaling: float):
     """Softmax attention (float32 or wider) of the last ``q`` queries over all ``n`` keys,
     causal (query i of the window sits at position n - q + i), shaped (b, heads, q, n)."""
     n, q = keys.shape[-2], queries.shape[-2]
@@ -68,7 +69,7 @@ def _window_attention(torch, queries, keys, scaling: float):
     return torch.softmax(logits.masked_fill(future, float("-inf")), dim=-1)
 
 
-def _rotated(torch, keys, rotary, shift):
+def _rotated(keys, rotary, shift):
     """Keys (..., n, d) turned by the rotary rotation of ``shift`` positions (any integers, one
     per key, shaped like ``keys[..., 0]``): RoPE composes, so a key cached at position p and
     turned by s is the key at p + s. k' = k cos + rotate_half(k) sin, rotate_half(x) = [-x2, x1]."""
@@ -81,22 +82,22 @@ def _rotated(torch, keys, rotary, shift):
     return keys * cos + turned * sin
 
 
-def _rerotated(torch, keys, kept, rotary):
+def _rerotated(keys, kept, rotary):
     """Each head's kept keys turned from their positions to the consecutive ones 0..m-1 they
     take in the compacted cache (``kept`` boolean (b, kv_heads, n)); the evicted keys' turns
     are meaningless, they leave."""
     n = keys.shape[-2]
-    return _rotated(torch, keys, rotary, kept.long().cumsum(dim=-1) - 1 - torch.arange(n))
+    return _rotated(keys, rotary, kept.long().cumsum(dim=-1) - 1 - torch.arange(n))
 
 
-def _received_attention(torch, queries, keys, scaling: float, block: int = 256):
+def _received_attention(queries, keys, scaling: float, block: int = 256):
     """For each key, the attention summed over every (causal) query, in blocks of queries:
     the whole attention matrix is never held. Shaped (b, heads, n)."""
     n = keys.shape[-2]
     total = None
     for lo in range(0, n, block):
         hi = min(lo + block, n)
-        weights = _window_attention(torch, queries[:, :, lo:hi], keys[..., :hi, :], scaling).sum(dim=2)
+        weights = _window_attention(queries[:, :, lo:hi], keys[..., :hi, :], scaling).sum(dim=2)
         weights = torch.nn.functional.pad(weights, (0, n - hi))
         total = weights if total is None else total + weights
     return total
@@ -199,13 +200,13 @@ class KVPolicy(Scorer, abc.ABC):
     def check_model(self, model) -> None:
         """Refuse, naming why, a model the policy cannot run on (nothing by default)."""
 
-    def carried(self, torch, keys, values, kept, rotary=None):
+    def carried(self, keys, values, kept, rotary=None):
         """The keys and values (b, kv_heads, n, d) the tokens ``kept`` (boolean (b, kv_heads,
         n)) carry into the compacted cache: as the prefill computed them, the keys turned to
         consecutive positions when the policy rerotates (``rotary``: the model's rotation). A
         merging policy also folds the evicted tokens' values into the kept ones."""
         if self.rerotates:
-            keys = _rerotated(torch, keys, kept, rotary)
+            keys = _rerotated(keys, kept, rotary)
         return keys, values
 
     def token_scores(self, keys, values, queries=None, *, scaling: float | None = None, rotary=None,
@@ -219,7 +220,7 @@ class KVPolicy(Scorer, abc.ABC):
         output projection (hidden, heads x d); ``keep`` the tokens kept per head; ``layer`` the
         decoder layer's index; ``question`` the prompt's last tokens that are the question;
         ``hidden`` the attention's input hidden states of the same tokens (b, n, hidden size)."""
-        torch = _torch()
+        _torch()  # torch installed, or the error naming the extra
         n, d = keys.shape[-2], keys.shape[-1]
         if self.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
@@ -229,11 +230,11 @@ class KVPolicy(Scorer, abc.ABC):
         if missing:
             raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
                                         f"{' and '.join(missing)}).")
-        return self._scores(torch, keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n,
+        return self._scores(keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n,
                             **{name: given[name] for name in self.reads})
 
     @abc.abstractmethod
-    def _scores(self, torch, keys, values, queries, scaling: float, n: int):
+    def _scores(self, keys, values, queries, scaling: float, n: int):
         """The subclass's part (see the class docstring)."""
 
     def _check_every_query(self, queries, n: int) -> None:
@@ -279,17 +280,17 @@ class _WindowPolicy(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return self.window, f"the observation window of {self.window} tokens"
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         w = min(self.window, queries.shape[-2])
         if w >= n:
             raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than the "
                                         f"observation window ({w}).")
-        attention = _window_attention(torch, queries[:, :, -w:], keys, scaling)  # (b, heads, w, n)
-        scores = self._window_scores(torch, attention, keys, values, n, w)
+        attention = _window_attention(queries[:, :, -w:], keys, scaling)  # (b, heads, w, n)
+        scores = self._window_scores(attention, keys, values, n, w)
         return torch.nn.functional.pad(scores, (0, w), value=float(scores.max()) + 1)
 
     @abc.abstractmethod
-    def _window_scores(self, torch, attention, keys, values, n: int, w: int):
+    def _window_scores(self, attention, keys, values, n: int, w: int):
         """The subclass's part (see the class docstring)."""
 
 
@@ -307,7 +308,7 @@ class StreamingLLM(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return self.n_sink + 1, f"the {self.n_sink} sinks and at least one recent token"
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         # sinks first, then the most recent tokens: score by position, sinks above all
         b, n_kv = keys.shape[:2]
         scores = torch.arange(n, dtype=torch.promote_types(keys.dtype, torch.float32)).expand(b, n_kv, n).clone()
@@ -323,7 +324,7 @@ class RandomKV(KVPolicy):
         self.seed = seed
         super().__init__()
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         # seeded afresh per call, so every layer of a prefill draws the same scores (as kvpress)
         generator = None if self.seed is None else torch.Generator(device=keys.device).manual_seed(self.seed)
         return torch.rand(keys.shape[:-1], generator=generator, dtype=keys.dtype, device=keys.device)
@@ -334,9 +335,9 @@ class RandomKV(KVPolicy):
 class H2O(KVPolicy):
     queries = "all"
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         self._check_every_query(queries, n)
-        received = _received_attention(torch, queries, keys, scaling)
+        received = _received_attention(queries, keys, scaling)
         return _group_mean(received / torch.arange(n, 0, -1, dtype=received.dtype), keys.shape[1])
 
 
@@ -354,7 +355,7 @@ class SnapKV(_WindowPolicy):
             raise InvalidParameterError(f"kernel_size must be odd (the pooled scores keep their length); got "
                                         f"{self.kernel_size}.")
 
-    def _window_scores(self, torch, attention, keys, values, n, w):
+    def _window_scores(self, attention, keys, values, n, w):
         scores = attention[..., : n - w].mean(dim=2)
         scores = torch.nn.functional.avg_pool1d(scores, kernel_size=self.kernel_size, padding=self.kernel_size // 2,
                                                 stride=1)
@@ -368,9 +369,9 @@ class TOVA(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return 1, "the last token"
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         b, n_kv = keys.shape[:2]
-        attention = _window_attention(torch, queries[:, :, -1:], keys, scaling)[:, :, 0]
+        attention = _window_attention(queries[:, :, -1:], keys, scaling)[:, :, 0]
         scores = attention.mean(dim=1, keepdim=True).expand(b, n_kv, n).clone()
         scores[..., -1] = scores.max() + 1  # the last token is kept
         return scores
@@ -378,15 +379,15 @@ class TOVA(KVPolicy):
 
 @register_method("kv", "key_norm", "KV cache: small key norm = kept (Devoto et al., 2024)")
 class KeyNorm(KVPolicy):
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         return -torch.linalg.vector_norm(keys, dim=-1, dtype=torch.promote_types(keys.dtype, torch.float32))
 
 
 @register_method("kv", "vatp", "KV cache: received attention x value L1 norm (value-aware token pruning, Guo et al., "
                                "2024)")
 class VATP(H2O):
-    def _scores(self, torch, keys, values, queries, scaling, n):
-        scores = super()._scores(torch, keys, values, queries, scaling, n)
+    def _scores(self, keys, values, queries, scaling, n):
+        scores = super()._scores(keys, values, queries, scaling, n)
         return scores * values.abs().sum(dim=-1).to(scores.dtype)
 
 
@@ -396,7 +397,7 @@ class CAOTE(_WindowPolicy):
         self.window = window
         super().__init__()
 
-    def _window_scores(self, torch, attention, keys, values, n, w):
+    def _window_scores(self, attention, keys, values, n, w):
         # the output error of evicting token j alone, for each window query
         n_kv = keys.shape[1]
         groups = attention.shape[1] // n_kv

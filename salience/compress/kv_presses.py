@@ -57,6 +57,7 @@ from salience.compress.kv_policies import (KVPolicy, SnapKV, _group_mean, _rotat
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "CurDKV", "NonCausalAttention", "LeverageScore",
            "Compactor", "CapKV"]
@@ -77,7 +78,7 @@ class _SinksKept(KVPolicy):
 @register_method("kv", "keydiff", "KV cache: keys least like the layer's mean key direction kept (KeyDiff, Park et "
                                   "al., 2025)")
 class KeyDiff(KVPolicy):
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         unit = torch.nn.functional.normalize(keys.to(torch.promote_types(keys.dtype, torch.float32)), dim=-1)
         anchor = unit.mean(dim=2, keepdim=True)
         return -torch.nn.functional.cosine_similarity(unit, anchor, dim=-1)
@@ -93,7 +94,7 @@ class CurDKV(_SinksKept):
         self.n_sink, self.leverage, self.local_window = n_sink, leverage, local_window
         super().__init__()
 
-    def _local(self, torch, squared, n):
+    def _local(self, squared, n):
         """Each token's share of its window of ``local_window`` (the last window may be shorter)."""
         if self.local_window is None:
             return squared
@@ -102,10 +103,10 @@ class CurDKV(_SinksKept):
         padded = torch.nn.functional.pad(squared, (0, -n % w)).reshape(b, h, -1, w)
         return (padded / padded.sum(dim=-1, keepdim=True)).reshape(b, h, -1)[..., :n]
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         dtype = torch.promote_types(keys.dtype, torch.float32)
-        k2 = self._local(torch, keys.to(dtype).pow(2).sum(dim=-1), n)
-        v2 = self._local(torch, values.to(dtype).pow(2).sum(dim=-1), n)
+        k2 = self._local(keys.to(dtype).pow(2).sum(dim=-1), n)
+        v2 = self._local(values.to(dtype).pow(2).sum(dim=-1), n)
         scores = {"kv_product": lambda: k2 * v2, "kv_avg": lambda: (k2 + v2) / 2, "key": lambda: k2,
                   "value": lambda: v2}[self.leverage]()
         scores = scores / scores.sum(dim=-1, keepdim=True)
@@ -125,7 +126,7 @@ class LagKV(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return self.n_sink + self.lag_size, f"the {self.n_sink} sinks and the last partition of {self.lag_size}"
 
-    def _partition_scores(self, torch, states):
+    def _partition_scores(self, states):
         """(b, h, parts, lag, d) -> (b, h, parts - 1, lag): how far each token of a partition
         stands out of the next partition's per-channel range, softmax within the partition."""
         reference, own = states[:, :, 1:], states[:, :, :-1]
@@ -133,7 +134,7 @@ class LagKV(KVPolicy):
         high = reference.max(dim=-2, keepdim=True).values
         return ((own - low) / (high - low)).std(dim=-1).softmax(dim=-1)
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         b, n_kv, _, d = keys.shape
         dtype = torch.promote_types(keys.dtype, torch.float32)
         if n < self.n_sink + 2 * self.lag_size:
@@ -145,7 +146,7 @@ class LagKV(KVPolicy):
         parts = (n - self.n_sink) // self.lag_size
         end = self.n_sink + parts * self.lag_size
         shaped = [x[:, :, self.n_sink:end].to(dtype).reshape(b, n_kv, parts, self.lag_size, d) for x in (keys, values)]
-        raw = (self._partition_scores(torch, shaped[0]) + self._partition_scores(torch, shaped[1])) / 2
+        raw = (self._partition_scores(shaped[0]) + self._partition_scores(shaped[1])) / 2
         # the rank within the partition, in [0, 1): the last partition and the remainder score 1
         ranked = raw.argsort(dim=-1).argsort(dim=-1).to(dtype) / self.lag_size
         kept_whole = torch.ones(b, n_kv, n - end + self.lag_size, dtype=dtype)
@@ -153,7 +154,7 @@ class LagKV(KVPolicy):
         return torch.cat([sinks, ranked.reshape(b, n_kv, -1), kept_whole], dim=-1)
 
 
-def _average_rotation(torch, rotary, start: int, count: int, d: int, dtype):
+def _average_rotation(rotary, start: int, count: int, d: int, dtype):
     """The rotary rotation averaged over the ``count`` positions from ``start``, (d, d):
     rotating by it is rotating by each and averaging (the rotation is linear)."""
     cos, sin = rotary(torch.arange(start, start + count))
@@ -182,14 +183,14 @@ class ExpectedAttention(_SinksKept):
         self.use_covariance, self.use_vnorm, self.epsilon = use_covariance, use_vnorm, epsilon
         super().__init__()
 
-    def _scores(self, torch, keys, values, queries, scaling, n, rotary):
+    def _scores(self, keys, values, queries, scaling, n, rotary):
         self._check_longer_than_sinks(n)
         self._check_every_query(queries, n)
         dtype = torch.promote_types(keys.dtype, torch.float32)
         d = keys.shape[-1]
         observed = queries[:, :, self.n_sink:].to(dtype)
         mean = observed.mean(dim=2)  # (b, heads, d)
-        rotation = _average_rotation(torch, rotary, n, self.n_future_positions, d, dtype)
+        rotation = _average_rotation(rotary, n, self.n_future_positions, d, dtype)
         mean = mean @ rotation.T
         k = keys[:, :, self.n_sink:].to(dtype)
         groups = queries.shape[1] // keys.shape[1]
@@ -247,7 +248,7 @@ class NonCausalAttention(KVPolicy):
         self.chunk_size = chunk_size
         super().__init__()
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         self._check_every_query(queries, n)
         b, heads, _, d = queries.shape
         size = self.chunk_size
@@ -281,31 +282,31 @@ class LeverageScore(KVPolicy):
         self.sketch_dimension, self.seed = sketch_dimension, seed
         super().__init__()
 
-    def normals(self, torch, shape, layer: int, dtype):
+    def normals(self, shape, layer: int, dtype):
         """The standard normal draws behind decoder layer ``layer``'s sketch, ``shape`` (b,
         kv_heads, d, sketch_dimension), from ``seed`` and ``layer``."""
         seed = int(np.random.SeedSequence([self.seed, layer]).generate_state(1)[0])
         return torch.randn(shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
 
-    def sketch(self, torch, shape, layer: int, dtype):
+    def sketch(self, shape, layer: int, dtype):
         """Decoder layer ``layer``'s Gaussian sketch: :meth:`normals` x 1 / sqrt(sketch_dimension)."""
-        return self.normals(torch, shape, layer, dtype) * (1 / math.sqrt(self.sketch_dimension))
+        return self.normals(shape, layer, dtype) * (1 / math.sqrt(self.sketch_dimension))
 
-    def _scores(self, torch, keys, values, queries, scaling, n, rotary, layer, positions=None):
+    def _scores(self, keys, values, queries, scaling, n, rotary, layer, positions=None):
         # keys as projected, before their rotation: turned back by their own positions
-        plain = _rotated(torch, keys, rotary, -(torch.arange(n) if positions is None else positions))
+        plain = _rotated(keys, rotary, -(torch.arange(n) if positions is None else positions))
         b, heads, _, d = keys.shape
-        sketched = (plain - plain.mean(dim=-2, keepdim=True)) @ self.sketch(torch, (b, heads, d, self.sketch_dimension),
+        sketched = (plain - plain.mean(dim=-2, keepdim=True)) @ self.sketch((b, heads, d, self.sketch_dimension),
                                                                            layer, keys.dtype)
         sketched = sketched.to(torch.float32)
         gram = sketched.transpose(-1, -2) @ sketched
         gram = (gram + gram.transpose(-1, -2)) / 2
-        factor = _cholesky_with_jitter(torch, gram)
+        factor = _cholesky_with_jitter(gram)
         solved = torch.cholesky_solve(sketched.transpose(-1, -2), factor)  # (X'X)^-1 X'
         return _z_scored((sketched * solved.transpose(-1, -2)).sum(dim=-1).clamp_min(0))
 
 
-def _cholesky_with_jitter(torch, gram, jitter: float = 1e-2, tries: int = 5):
+def _cholesky_with_jitter(gram, jitter: float = 1e-2, tries: int = 5):
     identity = torch.eye(gram.shape[-1], dtype=gram.dtype)
     for _ in range(tries):
         factor, info = torch.linalg.cholesky_ex(gram + jitter * identity)
@@ -339,7 +340,7 @@ class Compactor(KVPolicy):
         return max(1, self.sink_size_start + self.sink_size_end), (f"the first {self.sink_size_start} and last "
                                                                   f"{self.sink_size_end} tokens")
 
-    def _scores(self, torch, keys, values, queries, scaling, n, rotary, layer, keep):
+    def _scores(self, keys, values, queries, scaling, n, rotary, layer, keep):
         left = min(self.sink_size_start, n)
         right = min(self.sink_size_end, n - left)
         if n - left - right < 2:
@@ -348,8 +349,8 @@ class Compactor(KVPolicy):
         middle = slice(left, n - right)
         k, v, q = keys[:, :, middle], values[:, :, middle], queries[:, :, middle]
         geometry = LeverageScore(sketch_dimension=self.sketch_dimension, seed=self.seed)._scores(
-            torch, k, v, None, scaling, k.shape[-2], rotary, layer, positions=torch.arange(left, n - right))
-        attention = NonCausalAttention(chunk_size=self.chunk_size)._scores(torch, k, v, q, scaling, k.shape[-2])
+            k, v, None, scaling, k.shape[-2], rotary, layer, positions=torch.arange(left, n - right))
+        attention = NonCausalAttention(chunk_size=self.chunk_size)._scores(k, v, q, scaling, k.shape[-2])
         blending = (n - keep) / n if self.blending is None else self.blending
         scores = blending * geometry + attention
         return torch.nn.functional.pad(scores, (left, right), value=float(scores.max()) + 1)
@@ -372,12 +373,12 @@ class CapKV(_SinksKept):
         self.tau, self.n_future_positions, self.n_sink, self.epsilon = tau, n_future_positions, n_sink, epsilon
         super().__init__()
 
-    def _scores(self, torch, keys, values, queries, scaling, n, rotary):
+    def _scores(self, keys, values, queries, scaling, n, rotary):
         self._check_longer_than_sinks(n)
         self._check_every_query(queries, n)
         b, heads, _, d = queries.shape
         groups = heads // keys.shape[1]
-        rotation = _average_rotation(torch, rotary, n, self.n_future_positions, d, queries.dtype)
+        rotation = _average_rotation(rotary, n, self.n_future_positions, d, queries.dtype)
         anchor = (queries[:, :, self.n_sink:] @ rotation.T).mean(dim=2)  # (b, heads, d)
         k = keys[:, :, self.n_sink:].repeat_interleave(groups, dim=1)
         v = values[:, :, self.n_sink:].repeat_interleave(groups, dim=1)
@@ -446,12 +447,12 @@ class Finch(KVPolicy):
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         return min(question, n_tokens)
 
-    def _scores(self, torch, keys, values, queries, scaling, n, question):
+    def _scores(self, keys, values, queries, scaling, n, question):
         w = min(question, queries.shape[-2])
         if not 0 < w < n:
             raise InvalidParameterError(f"policy {self.name!r} needs a question of 1 to {n - 1} tokens read with the "
                                         f"prompt ({n} tokens); got {question}.")
-        attention = _window_attention(torch, queries[:, :, -w:], keys, scaling)[..., : n - w]  # (b, heads, w, n - w)
+        attention = _window_attention(queries[:, :, -w:], keys, scaling)[..., : n - w]  # (b, heads, w, n - w)
         if self.normalize_scores:
             attention = attention * torch.arange(n - w, n, dtype=attention.dtype)[:, None]
         scores = _group_mean(attention.mean(dim=2), keys.shape[1])

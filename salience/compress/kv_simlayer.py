@@ -13,6 +13,7 @@ import numpy as np
 from salience.compress.kv_policies import KVPolicy, StreamingLLM, _window_attention
 from salience.core.base import register_method
 from salience.core.params import Interval
+from salience.extras import torch
 
 __all__ = ["SimLayerKV"]
 
@@ -46,21 +47,21 @@ class SimLayerKV(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return self.n_sink + 1, f"the {self.n_sink} sinks and at least one recent token"
 
-    def lazy(self, torch, keys, queries, scaling, keep: int):
+    def lazy(self, keys, queries, scaling, keep: int):
         """Whether the layer is lazy for each prompt of the batch (b,) when the budget keeps
         ``keep`` per head; None when the prompt is too short to tell (kept whole)."""
         n, w = keys.shape[-2], min(self.n_last, queries.shape[-2])
         recent = keep - self.n_sink + w
         if n <= self.n_sink + recent + w or recent < 1:
             return None
-        attention = _window_attention(torch, queries[:, :, -w:], keys, scaling)[..., : n - w].mean(dim=(1, 2))
+        attention = _window_attention(queries[:, :, -w:], keys, scaling)[..., : n - w].mean(dim=(1, 2))
         share = attention[:, : self.n_sink].sum(dim=-1) + attention[:, -recent:].sum(dim=-1)
         return share > self.lazy_threshold
 
-    def _scores(self, torch, keys, values, queries, scaling, n, keep):
+    def _scores(self, keys, values, queries, scaling, n, keep):
         # a lazy layer: the sinks above all, then the most recent tokens (StreamingLLM's order)
-        scores = StreamingLLM(n_sink=self.n_sink)._scores(torch, keys, values, queries, scaling, n)
-        lazy = self.lazy(torch, keys, queries, scaling, keep)
+        scores = StreamingLLM(n_sink=self.n_sink)._scores(keys, values, queries, scaling, n)
+        lazy = self.lazy(keys, queries, scaling, keep)
         busy = torch.ones(keys.shape[0], dtype=torch.bool) if lazy is None else ~lazy
         scores[busy] = float("inf")  # a layer that is not lazy keeps every token
         return scores

@@ -31,6 +31,7 @@ from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["AdaKV", "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "LayerBudget", "KeyRerotation", "Merging"]
 
@@ -87,12 +88,12 @@ class _OnAnotherPolicy(KVPolicy):
     def layer_keep(self, keep: int, n: int, layer: int, n_layers: int) -> int:
         return self._inner.layer_keep(keep, n, layer, n_layers)
 
-    def _base_scores(self, torch, keys, values, queries, scaling, n, context):
-        return self._inner._scores(torch, keys, values, queries, scaling, n,
+    def _base_scores(self, keys, values, queries, scaling, n, context):
+        return self._inner._scores(keys, values, queries, scaling, n,
                                    **{name: context[name] for name in self._inner.reads})
 
-    def _scores(self, torch, keys, values, queries, scaling, n, **context):
-        return self._base_scores(torch, keys, values, queries, scaling, n, context)
+    def _scores(self, keys, values, queries, scaling, n, **context):
+        return self._base_scores(keys, values, queries, scaling, n, context)
 
 
 @register_method("kv", "adakv", "KV cache: one budget per layer spread over its heads by the base policy's scores, "
@@ -135,8 +136,8 @@ class CriticalKV(_OnAnotherPolicy):
         self.epsilon, self.first_stage_ratio = epsilon, first_stage_ratio
         super().__init__(press)
 
-    def _scores(self, torch, keys, values, queries, scaling, n, **context):
-        scores = self._base_scores(torch, keys, values, queries, scaling, n, context)
+    def _scores(self, keys, values, queries, scaling, n, **context):
+        scores = self._base_scores(keys, values, queries, scaling, n, context)
         weight, keep = context["output_weight"], context["keep"]
         b, n_kv, _, d = values.shape
         first = int(keep * self.first_stage_ratio)
@@ -189,7 +190,7 @@ class ChunkKV(_OnAnotherPolicy):
         return np.broadcast_to(tokens[:, None, :], (b, n_kv, n)).copy()
 
 
-def _normalised_entropy(torch, scores):
+def _normalised_entropy(scores):
     """The entropy of each row of ``scores`` (chunks x tokens) as a distribution over its tokens,
     divided by its largest (log tokens), in [0, 1]; a row with a negative score is first moved
     up by its minimum; a one-token row: 0 (kvpress's gate, in float32 as kvpress computes it:
@@ -241,11 +242,11 @@ class EntropyGatedChunkKV(_OnAnotherPolicy):
         n, length = len(summed), self.chunk_length
         complete = n // length
         whole = summed[: complete * length].view(complete, length)
-        chunk_scores, entropy = whole.mean(dim=1), _normalised_entropy(torch, whole)
+        chunk_scores, entropy = whole.mean(dim=1), _normalised_entropy(whole)
         if n % length:
             tail = summed[complete * length:]
             chunk_scores = torch.cat([chunk_scores, tail.mean()[None]])
-            entropy = torch.cat([entropy, _normalised_entropy(torch, tail[None])])
+            entropy = torch.cat([entropy, _normalised_entropy(tail[None])])
         # torch's median is the lower middle value
         spiky = ((chunk_scores >= chunk_scores.median()) & (entropy < entropy.median())).tolist()
         kept = torch.zeros(n, dtype=torch.bool)
@@ -288,7 +289,7 @@ class BlockWise(_OnAnotherPolicy):
     def protected(self) -> tuple[int, str]:
         return 1, "one token"  # the wrapped policy's kept tokens are its own within each block
 
-    def _scores(self, torch, keys, values, queries, scaling, n, *, keep, **context):
+    def _scores(self, keys, values, queries, scaling, n, *, keep, **context):
         b, heads, _, d = keys.shape
         kept = torch.arange(keep).expand(b, heads, keep)
         inner = {"keep": keep} if "keep" in self._inner.reads else {}
@@ -296,7 +297,7 @@ class BlockWise(_OnAnotherPolicy):
             current = torch.cat([kept, torch.arange(start, min(start + self.block_size, n)).expand(b, heads, -1)],
                                 dim=-1)
             index = current[..., None].expand(-1, -1, -1, d)
-            block_scores = self._inner._scores(torch, keys.gather(2, index), values.gather(2, index), None, scaling,
+            block_scores = self._inner._scores(keys.gather(2, index), values.gather(2, index), None, scaling,
                                                current.shape[-1], **inner)
             kept = current.gather(-1, block_scores.topk(keep, dim=-1).indices)
         scores = torch.zeros(b, heads, n, dtype=torch.promote_types(keys.dtype, torch.float32))
@@ -402,11 +403,11 @@ class Merging(_OnAnotherPolicy):
         self.similarity_threshold, self.merge_fraction = similarity_threshold, merge_fraction
         super().__init__(press)
 
-    def carried(self, torch, keys, values, kept, rotary=None):
-        values = self._merged(torch, keys, values, kept)
-        return super().carried(torch, keys, values, kept, rotary=rotary)
+    def carried(self, keys, values, kept, rotary=None):
+        values = self._merged(keys, values, kept)
+        return super().carried(keys, values, kept, rotary=rotary)
 
-    def _merged(self, torch, keys, values, kept):
+    def _merged(self, keys, values, kept):
         n_kept = kept.sum(dim=-1)
         n = kept.shape[-1]
         if not (0 < n_kept.min() and n_kept.max() < n) or bool((n_kept != n_kept.flatten()[0]).any()):

@@ -30,6 +30,7 @@ from salience.core.base import register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["KVzip", "KVgrad", "reconstruction_scores", "reconstruction_weights", "kvzip_plus_scores"]
 
@@ -40,7 +41,7 @@ LATER_PROMPT = "\n\nRepeat the part of the previous context exactly, starting wi
 OVERLAP = 8
 
 
-def reconstruction_weights(torch, keys, queries, scaling: float, start: int, end: int, sink: int):
+def reconstruction_weights(keys, queries, scaling: float, start: int, end: int, sink: int):
     """Attention weights (b, kv_heads, groups, q, end - start) of the reconstruction's ``q``
     queries (b, heads, q, d), rotary positions applied, on the cached tokens ``start .. end``:
     ``keys`` (b, kv_heads, N, d) hold the context then the reconstruction's own q keys (its
@@ -58,13 +59,13 @@ def reconstruction_weights(torch, keys, queries, scaling: float, start: int, end
     return torch.softmax(logits, dim=-1)[..., sink : sink + end - start]
 
 
-def reconstruction_scores(torch, keys, queries, scaling: float, start: int, end: int, sink: int):
+def reconstruction_scores(keys, queries, scaling: float, start: int, end: int, sink: int):
     """Scores (b, kv_heads, end - start) of the cached tokens ``start .. end``: the largest
     :func:`reconstruction_weights` any query of a token's group gives it."""
-    return reconstruction_weights(torch, keys, queries, scaling, start, end, sink).amax(dim=(2, 3))
+    return reconstruction_weights(keys, queries, scaling, start, end, sink).amax(dim=(2, 3))
 
 
-def written_norms(torch, module, values, dtype):
+def written_norms(module, values, dtype):
     """||W_O,h v_j|| (b, kv_heads, groups, n): what each value (b, kv_heads, n, d) writes into
     the residual stream through each query head h of its group (the output projection's
     columns of that head)."""
@@ -95,9 +96,9 @@ class KVzip(KVPolicy):
     def protected(self) -> tuple[int, str]:
         return max(1, self.n_sink), f"the {self.n_sink} sinks"
 
-    def _scores(self, torch, keys, values, queries, scaling, n):
+    def _scores(self, keys, values, queries, scaling, n):
         context = n - queries.shape[-2]
-        scores = reconstruction_scores(torch, keys, queries, scaling, 0, context, 0)
+        scores = reconstruction_scores(keys, queries, scaling, 0, context, 0)
         own = torch.full(scores.shape[:2] + (n - context,), float(scores.max()) + 1 if context else 1.0,
                          dtype=scores.dtype)
         return torch.cat([scores, own], dim=-1)
@@ -111,7 +112,7 @@ class KVzip(KVPolicy):
         on average (the last ``keep_last`` never evicted)."""
         from salience.compress.kv_policies import _torch
 
-        torch = _torch()
+        _torch()  # torch installed, or the error naming the extra
         if self.tokenizer is None:
             raise InvalidParameterError(f"policy {self.name!r} needs tokenizer= (it prompts the model to repeat its "
                                         "context).")
@@ -119,8 +120,8 @@ class KVzip(KVPolicy):
         n = ids.shape[1]
         n_kv = cache.layers[0].keys.shape[1]
         scores = np.zeros((len(modules), 1, n_kv, n))
-        for start, end, repeat in self.reconstructions(torch, ids):
-            self._score_chunk(torch, model, modules, cache, repeat, n, start, end, scores)
+        for start, end, repeat in self.reconstructions(ids):
+            self._score_chunk(model, modules, cache, repeat, n, start, end, scores)
         scores[..., : self.n_sink] = scores.max() + 1  # the sinks stay
         if keep_last:
             scores[..., n - keep_last :] = np.inf
@@ -130,7 +131,7 @@ class KVzip(KVPolicy):
         flat = lowest_k_mask(scores.reshape(1, -1), len(modules) * n_kv * count)
         return list(flat.reshape(len(modules), 1, n_kv, n))
 
-    def reconstructions(self, torch, ids):
+    def reconstructions(self, ids):
         """(start, end, ids (1, r)) of each chunk's reconstruction prompt: the instruction (the
         later chunks': with the previous chunk's last tokens), ``suffix``, the chunk."""
         ids = ids.reshape(-1).tolist()
@@ -141,16 +142,16 @@ class KVzip(KVPolicy):
                       else self._encode(LATER_PROMPT) + ids[max(0, start - OVERLAP) : start])
             yield start, end, torch.tensor([prompt + suffix + ids[start:end]])
 
-    def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
+    def _score_chunk(self, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
         """One reconstruction pass of ``repeat`` (1, r) on the cache of the ``n`` context
         tokens, scoring the chunk ``start .. end`` of every layer into ``scores``; each layer's
         cache is cut back to the context as the pass leaves it."""
         def score_layer(module, layer, queries, hidden):
-            part = reconstruction_scores(torch, layer.keys, queries, module.scaling, start, end,
+            part = reconstruction_scores(layer.keys, queries, module.scaling, start, end,
                                          min(self.n_sink, start))
             scores[module.layer_idx][..., start:end] = part.double().numpy()
 
-        replay_on_cache(torch, model, modules, cache, repeat, n, score_layer)
+        replay_on_cache(model, modules, cache, repeat, n, score_layer)
 
 
 def refuse_sliding_windows(policy, modules) -> None:
@@ -162,7 +163,7 @@ def refuse_sliding_windows(policy, modules) -> None:
                                     "(they evict by themselves), as kvpress's KVzipPress refuses Gemma-3.")
 
 
-def replay_on_cache(torch, model, modules, cache, ids, n: int, read_layer) -> None:
+def replay_on_cache(model, modules, cache, ids, n: int, read_layer) -> None:
     """Read ``ids`` (1, r) after the ``n`` context tokens of a prefilled ``cache``, at positions
     n .., without gradients: each attention module's cache gets the pass's keys and values,
     ``read_layer(module, cache_layer, queries, hidden)`` sees them with the pass's queries
@@ -175,7 +176,7 @@ def replay_on_cache(torch, model, modules, cache, ids, n: int, read_layer) -> No
         layer = cache.layers[module.layer_idx]
         hidden = kwargs["hidden_states"]
         with torch.no_grad():
-            read_layer(module, layer, _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1]),
+            read_layer(module, layer, _queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1]),
                        hidden)
         layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
         return output
@@ -203,7 +204,7 @@ class KVgrad(KVzip):
         super().__init__(tokenizer=tokenizer, n_sink=n_sink, chunk_size=chunk_size, layerwise=layerwise,
                          suffix=suffix)
 
-    def _score_chunk(self, torch, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
+    def _score_chunk(self, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
         from salience.compress.kv import _queries
         from salience.models.lm import decoder_layers
         from salience.models.kv import cache_argument
@@ -215,8 +216,8 @@ class KVgrad(KVzip):
             layer = cache.layers[module.layer_idx]
             hidden = kwargs["hidden_states"]
             with torch.no_grad():
-                queries = _queries(torch, module, hidden, kwargs["position_embeddings"], hidden.shape[1])
-                weights[module.layer_idx] = reconstruction_weights(torch, layer.keys, queries, module.scaling,
+                queries = _queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1])
+                weights[module.layer_idx] = reconstruction_weights(layer.keys, queries, module.scaling,
                                                                    start, end, sink)
             output[0].retain_grad()
             outputs[module.layer_idx] = output[0]
@@ -248,7 +249,7 @@ class KVgrad(KVzip):
             for module in modules:
                 index = module.layer_idx
                 attention = weights[index]  # (b, kv, g, q, chunk)
-                written = written_norms(torch, module, cache.layers[index].values[:, :, start:end], attention.dtype)
+                written = written_norms(module, cache.layers[index].values[:, :, start:end], attention.dtype)
                 gradient = outputs[index].grad.to(attention.dtype).norm(dim=-1)  # (b, q)
                 part = (attention * written[:, :, :, None, :] * gradient[:, None, None, :, None]).amax(dim=(2, 3))
                 scores[index][..., start:end] = part.double().numpy()
@@ -286,13 +287,13 @@ def kvzip_plus_scores(model, tokenizer, ids, *, chunk_size: int = 2048, n_sink: 
             handle.remove()
     scores = np.zeros((len(modules), cache.layers[0].keys.shape[1], n))
     replay = KVzip(tokenizer=tokenizer, chunk_size=chunk_size, n_sink=n_sink, suffix=suffix)
-    for start, end, repeat in replay.reconstructions(torch, ids):
+    for start, end, repeat in replay.reconstructions(ids):
         def score_layer(module, layer, queries, hidden):
-            weights = reconstruction_weights(torch, layer.keys, queries, module.scaling, start, end, min(n_sink, start))
+            weights = reconstruction_weights(layer.keys, queries, module.scaling, start, end, min(n_sink, start))
             weights = weights / hidden.to(weights.dtype).norm(dim=-1)[:, None, None, :, None]
-            written = written_norms(torch, module, layer.values[:, :, start:end], weights.dtype)
+            written = written_norms(module, layer.values[:, :, start:end], weights.dtype)
             best = (weights * written[:, :, :, None, :]).amax(dim=(2, 3))[0]
             scores[module.layer_idx][:, start:end] = torch.log(best.clamp_min(1e-30)).double().numpy()
 
-        replay_on_cache(torch, model, modules, cache, repeat, n, score_layer)
+        replay_on_cache(model, modules, cache, repeat, n, score_layer)
     return inputs, scores

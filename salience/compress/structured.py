@@ -40,6 +40,7 @@ from salience.extras import require_torch
 from salience.core.scores import Scores
 from salience.core.masks import lowest_k_mask
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["STRUCTURE_CRITERIA", "structure_scores", "remove_structures", "StructureReport", "StructureImportance",
            "FFNChannels", "AttentionHeads"]
@@ -74,7 +75,7 @@ def _unit_groups(layer, unit: str):
     return [attn.q_proj, attn.k_proj, attn.v_proj], [attn.o_proj], attn.head_dim, attn.k_proj.out_features // attn.head_dim
 
 
-def _per_unit(torch, tensor, unit: str, layer, axis: int):
+def _per_unit(tensor, unit: str, layer, axis: int):
     """Sum a per-weight quantity ``tensor`` (shaped like a weight) over each unit: rows (axis 0)
     or columns (axis 1) grouped per unit; query heads grouped with their key/value head."""
     per_line = tensor.sum(dim=1 - axis)  # one value per row (axis 0) or column (axis 1)
@@ -85,10 +86,10 @@ def _per_unit(torch, tensor, unit: str, layer, axis: int):
     return per_line.reshape(n_kv, -1).sum(dim=1)  # q rows / o columns: groups x heads x head_dim in order
 
 
-def _unit_of_weights(torch, layer, unit: str, quantity) -> "np.ndarray":
+def _unit_of_weights(layer, unit: str, quantity) -> "np.ndarray":
     rows, cols, _, _ = _unit_groups(layer, unit)
-    total = sum(_per_unit(torch, quantity(m), unit, layer, 0) for m in rows)
-    total = total + sum(_per_unit(torch, quantity(m), unit, layer, 1) for m in cols)
+    total = sum(_per_unit(quantity(m), unit, layer, 0) for m in rows)
+    total = total + sum(_per_unit(quantity(m), unit, layer, 1) for m in cols)
     return total.double().numpy()
 
 
@@ -97,11 +98,11 @@ def structure_scores(model, unit: str = "ffn_channels", *, criterion: str = "mag
     """One :class:`~salience.Scores` per decoder layer over its units (``ffn_channels``: the
     MLP channels; ``attention_heads``: the key/value groups), by ``criterion``; ``taylor`` and
     ``output`` need ``calibration`` token windows (samples, seqlen)."""
-    torch = _torch()
+    _torch()  # torch installed, or the error naming the extra
     create("structure", unit, criterion=criterion, batch_size=batch_size)  # the unit and criterion, checked
     layers = _blocks(model)
     if criterion == "magnitude":
-        values = [np.sqrt(_unit_of_weights(torch, layer, unit, lambda m: m.weight.detach().double() ** 2))
+        values = [np.sqrt(_unit_of_weights(layer, unit, lambda m: m.weight.detach().double() ** 2))
                   for layer in layers]
     else:
         from salience.compress.weights import check_calibration, collect_statistics
@@ -115,7 +116,7 @@ def structure_scores(model, unit: str = "ffn_channels", *, criterion: str = "mag
                 p.grad = None
             model.zero_grad(set_to_none=True)
             collect_statistics(model, outputs, windows, batch_size=batch_size, hessian=False, gradients=True)
-            values = [_unit_of_weights(torch, layer, unit, lambda m: (m.weight.detach() * m.weight.grad).abs().double())
+            values = [_unit_of_weights(layer, unit, lambda m: (m.weight.detach() * m.weight.grad).abs().double())
                       for layer in layers]
             model.zero_grad(set_to_none=True)
         else:
@@ -149,7 +150,7 @@ class StructureReport:
         return dict(vars(self))
 
 
-def _sliced(torch, linear, keep, axis: int):
+def _sliced(linear, keep, axis: int):
     """A new Linear holding only rows (axis 0) or columns (axis 1) ``keep`` of ``linear``."""
     weight = linear.weight.detach().index_select(axis, keep).clone()
     bias = None if linear.bias is None else (linear.bias.detach()[keep].clone() if axis == 0 else linear.bias.detach().clone())
@@ -208,7 +209,7 @@ def remove_structures(model, unit: str = "ffn_channels", *, fraction: float | No
             else:  # q rows / o columns: each key/value group holds num_key_value_groups heads
                 width = size * layer.self_attn.num_key_value_groups
             keep = torch.as_tensor((kept_units[:, None] * width + np.arange(width)[None, :]).ravel())
-            setattr(owner, name, _sliced(torch, linear, keep, axis))
+            setattr(owner, name, _sliced(linear, keep, axis))
     config = model.config
     if unit == "ffn_channels":
         config.intermediate_size = n_units - count

@@ -46,6 +46,7 @@ from salience.data.utility import LabelledData, fresh, require_sklearn
 from salience.data.valuation import Valuation
 from salience.exceptions import InvalidParameterError, ShapeError
 from salience.extras import require_torch
+from salience.extras import torch
 
 __all__ = ["Dynamics", "record_dynamics", "TrainingDynamics", "El2n", "Grand", "Forgetting", "Aum", "TracIn",
            "TracInSelf"]
@@ -245,13 +246,13 @@ def _torch_run(job: tuple) -> tuple:
         margin[epoch] = _margins(log_probabilities, codes)
         if epoch + 1 == at_epoch:
             el2n = np.linalg.norm(np.exp(log_probabilities) - _one_hot(codes, n_classes), axis=1)
-            grand = _gradient_norms(torch, net, inputs, labels)
+            grand = _gradient_norms(net, inputs, labels)
         if tracin is not None:
-            tracin += learning_rate * _gradient_products(torch, net, inputs, labels, influence_on)
+            tracin += learning_rate * _gradient_products(net, inputs, labels, influence_on)
     return correct, margin, el2n, grand, tracin
 
 
-def _per_example_gradients(torch, net, inputs, labels, chunk: int = 256):
+def _per_example_gradients(net, inputs, labels, chunk: int = 256):
     """Each row's cross-entropy gradient over all of ``net``'s parameters (torch.func), in
     chunks of rows: yields ``{name: rows x parameter shape}``."""
     from torch.func import functional_call, grad, vmap
@@ -266,22 +267,22 @@ def _per_example_gradients(torch, net, inputs, labels, chunk: int = 256):
         yield per_example(params, x, y)
 
 
-def _gradient_norms(torch, net, inputs, labels, chunk: int = 256) -> np.ndarray:
+def _gradient_norms(net, inputs, labels, chunk: int = 256) -> np.ndarray:
     """Each row's cross-entropy gradient norm over all of ``net``'s parameters."""
     norms = [torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).double()
-             for grads in _per_example_gradients(torch, net, inputs, labels, chunk)]
+             for grads in _per_example_gradients(net, inputs, labels, chunk)]
     return torch.cat(norms).numpy()
 
 
-def _gradient_products(torch, net, inputs, labels, influence_on) -> np.ndarray:
+def _gradient_products(net, inputs, labels, influence_on) -> np.ndarray:
     """Each row's loss gradient dotted with itself (``"self"``) or with the test rows' mean
     gradient (``(test inputs, test labels, cosine)``; with ``cosine`` every gradient scaled to
     unit length first), over all of ``net``'s parameters."""
     if influence_on == "self":
-        return _gradient_norms(torch, net, inputs, labels) ** 2
+        return _gradient_norms(net, inputs, labels) ** 2
     test_inputs, test_labels, cosine = influence_on
     test_gradient: dict = {}
-    for grads in _per_example_gradients(torch, net, test_inputs, test_labels):
+    for grads in _per_example_gradients(net, test_inputs, test_labels):
         scale = 1.0 / len(test_labels)
         if cosine:
             scale = scale / torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).clamp_min(_EPS)
@@ -289,7 +290,7 @@ def _gradient_products(torch, net, inputs, labels, influence_on) -> np.ndarray:
             summed = (g * scale.reshape(-1, *[1] * (g.ndim - 1)) if cosine else g * scale).sum(0)
             test_gradient[name] = test_gradient.get(name, 0) + summed
     products = []
-    for grads in _per_example_gradients(torch, net, inputs, labels):
+    for grads in _per_example_gradients(net, inputs, labels):
         dot = sum((g * test_gradient[name]).flatten(1).sum(1) for name, g in grads.items())
         if cosine:
             dot = dot / torch.sqrt(sum(g.pow(2).flatten(1).sum(1) for g in grads.values())).clamp_min(_EPS)

@@ -27,6 +27,7 @@ from salience.exceptions import InvalidParameterError, ShapeError
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import _torch
 from salience.explain.base import Explainer
+from salience.extras import torch
 
 __all__ = ["AttentionRollout", "AttentionFlow", "attention_rollout", "attention_flow"]
 
@@ -100,11 +101,11 @@ class _AttentionExplainer(Explainer):
             raise InvalidParameterError(f"{self.name} explains the representation at position={self.position!r}: "
                                         "baselines and target do not apply.")
         ids, mask = _token_rows(inputs, self.pad_id)
-        torch = _torch()
+        _torch()  # torch installed, or the error naming the extra
         step = batch_size or len(ids)
         values = np.zeros(ids.shape)
         for lo in range(0, len(ids), step):
-            attentions = self._attentions(torch, ids[lo : lo + step], mask[lo : lo + step])
+            attentions = self._attentions(ids[lo : lo + step], mask[lo : lo + step])
             for r in range(attentions[0].shape[0]):
                 length = int(mask[lo + r].sum())
                 keep = np.flatnonzero(mask[lo + r])
@@ -127,7 +128,7 @@ class _AttentionExplainer(Explainer):
         attribution = self.attribute(inputs, **options)
         return [attribution.to_scores(r) for r in range(len(attribution))]
 
-    def _attentions(self, torch, ids, mask) -> list[np.ndarray]:
+    def _attentions(self, ids, mask) -> list[np.ndarray]:
         with torch.no_grad():
             try:
                 out = self.model(input_ids=torch.as_tensor(ids), attention_mask=torch.as_tensor(mask),

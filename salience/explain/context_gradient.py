@@ -27,7 +27,7 @@ class GradientAttribution(ContextAttribution):
         ids = torch.tensor([prompt + response])
         embeddings = self.model.get_input_embeddings()(ids).detach().requires_grad_(True)
         logits = self.model(inputs_embeds=embeddings).logits[:, len(prompt) - 1 : -1]
-        log_prob = target_log_probs(torch, logits, torch.tensor(response))[0]
+        log_prob = target_log_probs(logits, torch.tensor(response))[0]
         (gradient,) = torch.autograd.grad(log_prob, embeddings)
         asked.forward_passes += 1
         per_token = (gradient * embeddings.detach())[0].sum(dim=-1).double().numpy()

@@ -38,6 +38,7 @@ from salience.core.base import register
 from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.base import Explainer
+from salience.extras import torch
 
 __all__ = ["Saliency", "InputXGradient", "IntegratedGradients", "SmoothGrad", "DeepLift", "RULES"]
 
@@ -48,7 +49,7 @@ def _torch():
     return require_torch("Gradient attribution")
 
 
-def _model_dtype(torch, model):
+def _model_dtype(model):
     """The floating dtype a model computes in: its first floating parameter's (or buffer's) for
     a module, float64 for a function."""
     if isinstance(model, torch.nn.Module):
@@ -83,22 +84,22 @@ class _GradientExplainer(Explainer):
             batch_size = check_k(batch_size, "batch_size")
         torch = _torch()
         self._calls = 0
-        self._dtype = _model_dtype(torch, self.model)
-        values = self._attribute(torch, x, background, target, n_samples, batch_size, seed)
+        self._dtype = _model_dtype(self.model)
+        values = self._attribute(x, background, target, n_samples, batch_size, seed)
         with torch.no_grad():
-            base = self._outputs(torch, self._tensor(torch, np.broadcast_to(background[:1], x.shape)), target)
+            base = self._outputs(self._tensor(np.broadcast_to(background[:1], x.shape)), target)
         return Attribution(np.asarray(values, dtype=np.float64), base.detach().double().numpy(), self.name,
                            self._calls, names)
 
-    def _tensor(self, torch, rows: np.ndarray, requires_grad: bool = False):
+    def _tensor(self, rows: np.ndarray, requires_grad: bool = False):
         """Rows as a tensor of the model's dtype."""
         return torch.tensor(np.ascontiguousarray(rows), dtype=self._dtype, requires_grad=requires_grad)
 
     @abc.abstractmethod
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed) -> np.ndarray:
+    def _attribute(self, x, background, target, n_samples, batch_size, seed) -> np.ndarray:
         """The attributions of the rows ``x``."""
 
-    def _outputs(self, torch, rows, target):
+    def _outputs(self, rows, target):
         """The model's outputs for a tensor of rows, one per row, checked."""
         self._calls += len(rows)
         try:
@@ -127,13 +128,13 @@ class _GradientExplainer(Explainer):
             raise InvalidParameterError("the model returned a value that is not finite.")
         return out
 
-    def _gradients(self, torch, rows: np.ndarray, target, batch_size) -> np.ndarray:
+    def _gradients(self, rows: np.ndarray, target, batch_size) -> np.ndarray:
         """df/dx at each row, in batches."""
         out = np.empty_like(rows)
         step = batch_size or len(rows)
         for lo in range(0, len(rows), step):
-            batch = self._tensor(torch, rows[lo : lo + step], requires_grad=True)
-            outputs = self._outputs(torch, batch, target)
+            batch = self._tensor(rows[lo : lo + step], requires_grad=True)
+            outputs = self._outputs(batch, target)
             if not outputs.requires_grad:
                 raise InvalidParameterError("gradient methods need a differentiable model: its output does not depend "
                                             "on the inputs through torch operations (use KernelShap or Occlusion).")
@@ -149,8 +150,8 @@ class Saliency(_GradientExplainer):
 
     name = "saliency"
 
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
-        return np.abs(self._gradients(torch, x, target, batch_size))
+    def _attribute(self, x, background, target, n_samples, batch_size, seed):
+        return np.abs(self._gradients(x, target, batch_size))
 
 
 class InputXGradient(_GradientExplainer):
@@ -158,8 +159,8 @@ class InputXGradient(_GradientExplainer):
 
     name = "input_x_gradient"
 
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
-        return x * self._gradients(torch, x, target, batch_size)
+    def _attribute(self, x, background, target, n_samples, batch_size, seed):
+        return x * self._gradients(x, target, batch_size)
 
 
 class IntegratedGradients(_GradientExplainer):
@@ -175,7 +176,7 @@ class IntegratedGradients(_GradientExplainer):
         self.n_steps, self.rule = n_steps, rule
         super().__init__(model, feature_names=feature_names)
 
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+    def _attribute(self, x, background, target, n_samples, batch_size, seed):
         if len(background) != 1:
             raise InvalidParameterError("integrated gradients takes one baseline row (the path's start); got "
                                         f"{len(background)}.")
@@ -183,7 +184,7 @@ class IntegratedGradients(_GradientExplainer):
         base = background[0]
         # every row's path points, stacked: (rows x steps) x features
         path = base + points[None, :, None] * (x - base)[:, None, :]
-        gradients = self._gradients(torch, path.reshape(-1, x.shape[1]), target, batch_size).reshape(path.shape)
+        gradients = self._gradients(path.reshape(-1, x.shape[1]), target, batch_size).reshape(path.shape)
         return (x - base) * np.einsum("s,rsf->rf", weights, gradients)
 
 
@@ -199,12 +200,12 @@ class SmoothGrad(_GradientExplainer):
         self.stdev = stdev
         super().__init__(model, feature_names=feature_names)
 
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+    def _attribute(self, x, background, target, n_samples, batch_size, seed):
         n = n_samples or 50
         # each row's noise from its own generator seeded alike, as the other explainers draw
         noise = np.stack([np.random.default_rng(seed).normal(0.0, self.stdev, size=(n, x.shape[1])) for _ in x])
         noisy = x[:, None, :] + noise
-        gradients = self._gradients(torch, noisy.reshape(-1, x.shape[1]), target, batch_size)
+        gradients = self._gradients(noisy.reshape(-1, x.shape[1]), target, batch_size)
         return gradients.reshape(noisy.shape).mean(axis=1)
 
 
@@ -218,7 +219,7 @@ class DeepLift(_GradientExplainer):
 
     name = "deeplift"
 
-    def _attribute(self, torch, x, background, target, n_samples, batch_size, seed):
+    def _attribute(self, x, background, target, n_samples, batch_size, seed):
         if len(background) != 1:
             raise InvalidParameterError(f"DeepLift takes one baseline row; got {len(background)}.")
         layers = list(self.model) if isinstance(self.model, torch.nn.Sequential) else None
@@ -232,8 +233,8 @@ class DeepLift(_GradientExplainer):
                 raise InvalidParameterError(f"DeepLift's rescale rule covers linear layers and elementwise activations; "
                                             f"the model has {type(layer).__name__}.")
         with torch.no_grad():
-            current = self._tensor(torch, x)
-            reference = self._tensor(torch, background[:1]).expand(len(x), -1)
+            current = self._tensor(x)
+            reference = self._tensor(background[:1]).expand(len(x), -1)
             steps = []  # (layer, its input, the baseline's input)
             for layer in layers:
                 steps.append((layer, current, reference))

@@ -32,6 +32,7 @@ from salience.exceptions import InvalidParameterError
 from salience.explain.attribution import Attribution
 from salience.explain.gradients import RULES, _rule, _torch
 from salience.models.answering import continuation_logits, target_log_probs
+from salience.extras import torch
 
 __all__ = ["LMAttribution", "lm_methods"]
 
@@ -130,7 +131,7 @@ class LMAttribution(Scorer):
         prompt_t = torch.tensor(prompt_ids)
         target_t = torch.tensor(target_ids)
         if self.method == "integrated_gradients":
-            values, base, calls, log_prob = self._integrated_gradients(torch, prompt_t, target_t,
+            values, base, calls, log_prob = self._integrated_gradients(prompt_t, target_t,
                                                                        batch_size or self.n_steps)
         else:
             whole = []  # the whole prompt's log-probability, where the method evaluates it
@@ -140,7 +141,7 @@ class LMAttribution(Scorer):
                 ids = torch.where(torch.as_tensor(present), prompt_t[None, :], torch.tensor(self.baseline_token))
                 step = batch_size or 16
                 with torch.no_grad():
-                    out = np.concatenate([self._log_probs(torch, ids[lo : lo + step], target_t).numpy()
+                    out = np.concatenate([self._log_probs(ids[lo : lo + step], target_t).numpy()
                                           for lo in range(0, len(ids), step)])
                 whole.extend(out[present.all(axis=1)][:1].tolist())
                 return out
@@ -153,29 +154,29 @@ class LMAttribution(Scorer):
                 log_prob = whole[0]
             else:
                 with torch.no_grad():
-                    log_prob = float(self._log_probs(torch, prompt_t[None, :], target_t)[0])
+                    log_prob = float(self._log_probs(prompt_t[None, :], target_t)[0])
         ends = np.cumsum([len(name) for name in names]).tolist()
         info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut,
                 "text": "".join(names), "spans": list(zip([0] + ends[:-1], ends)), "target": target}
         return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method, calls, names, info)
 
-    def _log_probs(self, torch, prompt_ids, target_ids):
+    def _log_probs(self, prompt_ids, target_ids):
         """log P(target | prompt) for each row of prompt ids, one forward pass over the batch.
         The input holds the whole target, its last token included though it predicts nothing,
         as captum's: the same shapes round alike in float32 (one position shorter differs by
         about 1e-5 on a sum of log-probabilities)."""
         ids = torch.cat([prompt_ids, target_ids[None, :].expand(len(prompt_ids), -1)], dim=1)
         logits = self._logits(input_ids=ids, n_keep=len(target_ids) + 1)[:, :-1]
-        return self._target_log_probs(torch, logits, target_ids)
+        return self._target_log_probs(logits, target_ids)
 
     def _logits(self, *, n_keep: int, **inputs):
         return continuation_logits(self.model, n_keep=n_keep, **inputs)
 
     @staticmethod
-    def _target_log_probs(torch, logits, target_ids):
-        return target_log_probs(torch, logits, target_ids)
+    def _target_log_probs(logits, target_ids):
+        return target_log_probs(logits, target_ids)
 
-    def _integrated_gradients(self, torch, prompt_ids, target_ids, batch_size):
+    def _integrated_gradients(self, prompt_ids, target_ids, batch_size):
         """(values, base, calls, log_prob): the quadrature's points in batches of forward and
         backward passes; the whole prompt's and the baseline's log-probabilities ride along in
         the first batch of each integral as two more rows, outside the gradient."""
@@ -203,7 +204,7 @@ class LMAttribution(Scorer):
                 inputs = torch.cat([rows, context[None].expand(len(rows), -1, -1)], dim=1)
                 logits = self._logits(inputs_embeds=inputs, n_keep=len(predicted) + holds_last)
                 logits = logits[:, :-1] if holds_last else logits
-                out = self._target_log_probs(torch, logits, predicted)
+                out = self._target_log_probs(logits, predicted)
                 if first:
                     out, ends = out[: len(path)], ends + out[len(path) :].detach()
                     first = False

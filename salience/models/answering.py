@@ -19,6 +19,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
+from salience.extras import torch
 
 __all__ = ["SourcedQuestion", "CONTEXT_TEMPLATE", "continuation_logits", "target_log_probs", "source_texts"]
 
@@ -35,7 +36,7 @@ def continuation_logits(model, *, n_keep: int, **inputs):
         return model(**inputs).logits[:, -n_keep:]
 
 
-def target_log_probs(torch, logits, target_ids, *, wide: bool = False):
+def target_log_probs(logits, target_ids, *, wide: bool = False):
     """Per row, the summed log-probability of ``target_ids`` read from ``logits`` (position i
     predicting target token i): log-softmax in the model's precision as captum computes it (half
     precision widened to float32), summed in that precision; with ``wide``, in float64 (a
@@ -198,7 +199,7 @@ class SourcedQuestion:
         prompt = self.prompt_ids(np.ones(len(self.sources), dtype=bool))
         ids = prompt + list(self.response_ids) if reader == "response" else prompt
         first, last = (len(prompt), len(ids)) if reader == "response" else self.question_span()
-        attentions = self._attention_after(torch, ids, first)
+        attentions = self._attention_after(ids, first)
         self.forward_passes += 1
         chosen = range(len(attentions)) if layers is None else layers
         if any(not -len(attentions) <= i < len(attentions) for i in chosen):
@@ -224,7 +225,7 @@ class SourcedQuestion:
                                 use_cache=True, **{cache_argument(self.model): cache}).logits
         self.forward_passes += 1
         predicting = torch.cat([last_logits[:, None, :].to(logits.dtype), logits[:, :-1]], dim=1)
-        value = float(target_log_probs(torch, predicting, torch.tensor(ids), wide=True)[0])
+        value = float(target_log_probs(predicting, torch.tensor(ids), wide=True)[0])
         self._log_probs[np.ones(len(self.sources), dtype=bool).tobytes()] = value
         return value
 
@@ -237,7 +238,7 @@ class SourcedQuestion:
             cache.crop(-extra)  # a negative count removes that many, in old and new transformers
         return cache, length
 
-    def _attention_after(self, torch, ids: list[int], first: int):
+    def _attention_after(self, ids: list[int], first: int):
         """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
         from ``first`` on, the ones before read into a cache first (or the prompt's cache a
         caller set, cut back to the prompt)."""
@@ -305,16 +306,16 @@ class SourcedQuestion:
         with torch.no_grad():
             for row, kept in enumerate(masks):
                 if reuse_prefix and self.prompt_cache is None:
-                    self._read_whole_into_cache(torch, target)
+                    self._read_whole_into_cache(target)
                 if kept.tobytes() in self._log_probs:  # a context read before (every source: cite, then verify)
                     out[row] = self._log_probs[kept.tobytes()]
                     continue
                 prompt = self.prompt_ids(kept)
                 inputs = {"input_ids": torch.tensor([prompt + self.response_ids])}
                 if reuse_prefix:
-                    inputs = self._after_shared_prefix(torch, prompt) or inputs
+                    inputs = self._after_shared_prefix(prompt) or inputs
                 logits = continuation_logits(self.model, n_keep=len(self.response_ids) + 1, **inputs)[:, :-1]
-                out[row] = float(target_log_probs(torch, logits, target, wide=True)[0])
+                out[row] = float(target_log_probs(logits, target, wide=True)[0])
                 self._log_probs[kept.tobytes()] = out[row]
                 self.forward_passes += 1
         return out
@@ -327,7 +328,7 @@ class SourcedQuestion:
             shared += 1
         return shared
 
-    def _read_whole_into_cache(self, torch, target) -> None:
+    def _read_whole_into_cache(self, target) -> None:
         """One pass over the prompt with every source and the response: the response's
         log-probability remembered, the prompt's key/value cache kept (``prompt_cache``)."""
         from salience.models.kv import returned_cache
@@ -335,11 +336,11 @@ class SourcedQuestion:
         prompt = self._whole_prompt
         out = self.model(input_ids=torch.tensor([prompt + self.response_ids]), use_cache=True)
         self.forward_passes += 1
-        whole = float(target_log_probs(torch, out.logits[:, len(prompt) - 1 : -1], target, wide=True)[0])
+        whole = float(target_log_probs(out.logits[:, len(prompt) - 1 : -1], target, wide=True)[0])
         self._log_probs[np.ones(len(self.sources), dtype=bool).tobytes()] = whole
         self.prompt_cache = (returned_cache(out), len(prompt))
 
-    def _after_shared_prefix(self, torch, prompt: list[int]) -> "dict | None":
+    def _after_shared_prefix(self, prompt: list[int]) -> "dict | None":
         """The forward inputs that read ``prompt`` and the response onto the cached prefix it
         shares with the prompt of every source (at least its last token is read: it predicts the
         response's first); None where the cache cannot be cut."""

@@ -83,7 +83,7 @@ def train_bi_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "gt-
     def embed(texts: list[str]):
         batch = tokenizer(texts, truncation=True, max_length=max_length, padding=True, return_tensors="pt")
         hidden = model(**batch).last_hidden_state
-        return torch.nn.functional.normalize(pool(torch, hidden, batch["attention_mask"], mode, normalize).float(),
+        return torch.nn.functional.normalize(pool(hidden, batch["attention_mask"], mode, normalize).float(),
                                              dim=1)
 
     def loss(indices: list[int]):
@@ -107,6 +107,6 @@ def train_bi_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "gt-
         tokenizer.save_pretrained(folder_out)
         write_report(folder_out, CONFIG, report)
 
-    return train_groups(torch, model, groups, Path(out).resolve(), loss=loss, save=save, settings=settings,
+    return train_groups(model, groups, Path(out).resolve(), loss=loss, save=save, settings=settings,
                         report={"format": FORMAT, "version": 1, "base": base,
                                 "loss": "margin-mse" if teacher else "contrastive"}, **loop)

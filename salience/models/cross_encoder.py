@@ -28,6 +28,7 @@ from salience.exceptions import CorruptIndexError, InvalidParameterError
 from salience.models.encoders import ENCODER_TYPES
 from salience.models.training import (MIN_GROUPS, Groups, check_training, copy_model_files, negatives_of,
                                       require_torch, train_groups, write_report)
+from salience.extras import torch
 
 __all__ = ["CrossEncoder", "train_cross_encoder", "is_cross_folder", "MIN_GROUPS"]
 
@@ -129,7 +130,7 @@ class CrossEncoder:
                     from salience.models.gated_pairs import gated_pairs
 
                     encoder = transformers.AutoModel.from_pretrained(self.path, local_files_only=True)
-                    model = gated_pairs(torch, encoder, **gated).eval()
+                    model = gated_pairs(encoder, **gated).eval()
                 else:
                     model = transformers.AutoModelForSequenceClassification.from_pretrained(
                         self.path, local_files_only=True).eval()
@@ -140,12 +141,12 @@ class CrossEncoder:
                                             f"{model.config.num_labels}.")
             if self.precision == "int8":
                 model = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
-            session = self._onnx_session(torch, model) if self.backend == "onnx" else None
+            session = self._onnx_session(model) if self.backend == "onnx" else None
             self._loaded = (torch, tokenizer, model, session)
         return self._loaded
 
     @staticmethod
-    def _onnx_session(torch, model):
+    def _onnx_session(model):
         from salience.models.onnx import onnx_available, onnx_session
 
         onnx_available(required=True)
@@ -158,9 +159,9 @@ class CrossEncoder:
             def forward(self, ids, mask, types):
                 return self.inner(input_ids=ids, attention_mask=mask, token_type_ids=types).logits
 
-        return onnx_session(torch, Logits(model), ("ids", "mask", "types"), "logits", output_by_length=False)
+        return onnx_session(Logits(model), ("ids", "mask", "types"), "logits", output_by_length=False)
 
-    def _logits(self, torch, model, session, batch) -> np.ndarray:
+    def _logits(self, model, session, batch) -> np.ndarray:
         if session is None:
             return _forward(model, batch).float().numpy()
         types = batch.get("token_type_ids", torch.zeros_like(batch["input_ids"]))
@@ -183,7 +184,7 @@ class CrossEncoder:
                 chosen = order[start : start + max(1, self.batch_tokens // longest)]
                 batch = _batch(model, tokenizer, [query] * len(chosen), [passages[i] for i in chosen],
                                self.max_length)
-                out[chosen] = self._logits(torch, model, session, batch)
+                out[chosen] = self._logits(model, session, batch)
                 start += len(chosen)
         return out
 
@@ -196,11 +197,9 @@ def _pairs(tokenizer, queries: list[str], passages: list[str], max_length: int):
 def _batch(model, tokenizer, queries: list[str], passages: list[str], max_length: int):
     """What ``model`` reads: a tokenized pair for a scoring head, segments for gated pairs."""
     if hasattr(model, "gate"):
-        import torch
-
         from salience.models.gated_pairs import pair_batch
 
-        return pair_batch(torch, tokenizer, queries, passages, max_length)
+        return pair_batch(tokenizer, queries, passages, max_length)
     return _pairs(tokenizer, queries, passages, max_length)
 
 
@@ -266,7 +265,7 @@ def train_cross_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "
                 "precision": precision}
     torch.manual_seed(seed)
     if start == "bi-encoder":
-        model, gated, parameter_groups = _gated_start(torch, transformers, folder, gate, learning_rate)
+        model, gated, parameter_groups = _gated_start(transformers, folder, gate, learning_rate)
         settings["gate"] = gated["gate"]
     else:
         model, gated, parameter_groups = transformers.AutoModelForSequenceClassification.from_pretrained(
@@ -293,12 +292,12 @@ def train_cross_encoder(groups: Groups, out: str | os.PathLike, *, base: str = "
         tokenizer.save_pretrained(folder_out)
         write_report(folder_out, CONFIG, report)
 
-    return train_groups(torch, model, groups, Path(out).resolve(), loss=listwise, save=save, settings=settings,
+    return train_groups(model, groups, Path(out).resolve(), loss=listwise, save=save, settings=settings,
                         report={"format": FORMAT, "version": 1, "base": base, "start": start},
                         parameter_groups=parameter_groups, **loop)
 
 
-def _gated_start(torch, transformers, folder: Path, gate: float | None, learning_rate: float):
+def _gated_start(transformers, folder: Path, gate: float | None, learning_rate: float):
     """The gated-pairs model a bi-encoder start trains (continuing a gated cross-encoder folder
     from its saved gate and scale), its settings, and its optimizer groups: the encoder at
     ``learning_rate``, the gate and scale at their own rate."""
@@ -308,6 +307,6 @@ def _gated_start(torch, transformers, folder: Path, gate: float | None, learning
     saved = _gated_config(folder) or {}
     gated = {"gate": saved.get("gate", GATE_START) if gate is None else float(gate),
              "scale": saved.get("scale", SCALE_START), "pooling": saved.get("pooling") or pooling_of(folder)[0]}
-    model = gated_pairs(torch, transformers.AutoModel.from_pretrained(folder, local_files_only=True), **gated)
+    model = gated_pairs(transformers.AutoModel.from_pretrained(folder, local_files_only=True), **gated)
     return model, gated, [{"params": list(model.encoder.parameters()), "lr": learning_rate},
                           {"params": [model.gate, model.scale], "lr": GATE_LEARNING_RATE}]

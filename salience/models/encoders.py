@@ -35,6 +35,7 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, MissingDependencyError, SalienceError, ShapeError
 from salience.extras import install_hint
+from salience.extras import torch
 
 __all__ = ["TransformerEncoder", "resolve_model_folder", "packaged_model_path", "get_encoder", "encode_normalized",
            "load_transformer", "encoder_for", "pooling_of", "pool", "DEFAULT_MODEL", "ENCODER_TYPES"]
@@ -158,7 +159,7 @@ class TransformerEncoder:
                 window = config.get("max_seq_length") or tokenizer.model_max_length
                 tokenizer.model_max_length = 1 << 30  # texts are cut to the window here, not warned about
                 mode, normalize = pooling_of(folder)
-                session = self._onnx_session(torch, model) if self._use_onnx() else None
+                session = self._onnx_session(model) if self._use_onnx() else None
                 self._loaded = (torch, tokenizer, model, int(window), mode, normalize, session)
         return self._loaded
 
@@ -169,7 +170,7 @@ class TransformerEncoder:
             return False
         return onnx_available(required=True)
 
-    def _onnx_session(self, torch, model):
+    def _onnx_session(self, model):
         """The model exported to ONNX (dynamic batch and length) and opened in ONNX Runtime."""
         from salience.models.onnx import onnx_session
 
@@ -181,7 +182,7 @@ class TransformerEncoder:
             def forward(self, ids, mask):
                 return self.inner(input_ids=ids, attention_mask=mask).last_hidden_state
 
-        return onnx_session(torch, LastHidden(model), ("ids", "mask"), "hidden", output_by_length=True,
+        return onnx_session(LastHidden(model), ("ids", "mask"), "hidden", output_by_length=True,
                             threads=self.threads)
 
     @property
@@ -265,7 +266,7 @@ class TransformerEncoder:
                     mask_tensor = mask_tensor.to(self.device)
                     hidden = model(input_ids=torch.from_numpy(ids).to(self.device),
                                    attention_mask=mask_tensor).last_hidden_state
-                out[chosen] = pool(torch, hidden, mask_tensor, mode, normalize).float().cpu().numpy()
+                out[chosen] = pool(hidden, mask_tensor, mode, normalize).float().cpu().numpy()
                 if progress is not None:
                     progress.update(len(chosen))
                 start += len(chosen)
@@ -299,7 +300,7 @@ def pooling_of(folder: Path) -> tuple[str, bool]:
             modules.is_file() and "Normalize" in modules.read_text(encoding="utf-8"))
 
 
-def pool(torch, hidden, mask, mode: str, normalize: bool):
+def pool(hidden, mask, mode: str, normalize: bool):
     """Token vectors ``hidden`` (batch, length, dim) pooled over ``mask`` as the folder says."""
     if mode == "cls":
         pooled = hidden[:, 0]

@@ -17,6 +17,7 @@ Everything here needs torch; the module that holds the gate is made by :func:`ga
 from __future__ import annotations
 
 import numpy as np
+from salience.extras import torch
 
 __all__ = ["GATE_START", "SCALE_START", "GATE_LEARNING_RATE", "pair_batch", "gated_pairs"]
 
@@ -28,7 +29,7 @@ GATE_LEARNING_RATE = 1e-2  # the gate and scale are two numbers: at the encoder'
 _PADDING_BIAS = -1e4  # large enough to drown a token, small enough for bfloat16
 
 
-def pair_batch(torch, tokenizer, queries: list[str], passages: list[str], max_length: int):
+def pair_batch(tokenizer, queries: list[str], passages: list[str], max_length: int):
     """Token ids, position ids and segments (1: query, 2: passage, 0: padding) of
     ``[query][passage]`` sequences: each segment tokenized as the bi-encoder tokenizes a text
     alone (its own special tokens, positions from 0) and cut to ``max_length`` tokens."""
@@ -45,7 +46,7 @@ def pair_batch(torch, tokenizer, queries: list[str], passages: list[str], max_le
     return torch.from_numpy(ids), torch.from_numpy(positions), torch.from_numpy(segments)
 
 
-def gated_pairs(torch, encoder, *, gate: float = GATE_START, scale: float = SCALE_START, pooling: str = "mean"):
+def gated_pairs(encoder, *, gate: float = GATE_START, scale: float = SCALE_START, pooling: str = "mean"):
     """A torch module over ``encoder`` (a transformers encoder model) whose forward takes
     :func:`pair_batch`'s three tensors and returns one score per pair; ``pooling``: ``mean`` or
     ``cls`` (each segment's first token), as the bi-encoder pools."""

@@ -4,6 +4,7 @@ attribution and KV-cache eviction)."""
 from __future__ import annotations
 
 import inspect
+from salience.extras import torch
 
 __all__ = ["cache_argument", "returned_cache", "cache_prefix", "padded_rows"]
 
@@ -41,7 +42,7 @@ def cache_prefix(cache, length: int):
     return prefix
 
 
-def padded_rows(torch, rows: list[list[int]], pad_id: int, *, left: bool = False):
+def padded_rows(rows: list[list[int]], pad_id: int, *, left: bool = False):
     """``(ids, mask)`` of token rows padded to one width, on the right, or on the ``left`` so
     that every row ends at the last column (where a batch's next tokens are read)."""
     width = max(len(r) for r in rows)

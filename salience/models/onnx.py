@@ -8,6 +8,7 @@ from typing import Sequence
 
 from salience.exceptions import MissingDependencyError
 from salience.extras import install_hint
+from salience.extras import torch
 
 __all__ = ["onnx_available", "onnx_session"]
 
@@ -25,7 +26,7 @@ def onnx_available(required: bool) -> bool:
     return True
 
 
-def onnx_session(torch, module, inputs: Sequence[str], output: str, *, output_by_length: bool,
+def onnx_session(module, inputs: Sequence[str], output: str, *, output_by_length: bool,
                  threads: int | None = None):
     """``module`` (its forward takes the ``inputs``, each a (batch, length) integer tensor, and
     returns ``output``, per token when ``output_by_length``) exported with dynamic batch and

@@ -16,6 +16,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, MissingDependencyError
 from salience.extras import install_hint
+from salience.extras import torch
 
 __all__ = ["MIN_GROUPS", "Groups", "check_training", "copy_model_files", "negatives_of", "require_torch",
            "train_groups", "write_report"]
@@ -74,7 +75,7 @@ def negatives_of(groups: list, index: int, negatives: int, positives: list[str])
     return negs + [""] * (negatives - len(negs))
 
 
-def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save: Callable[[Path, dict], None],
+def train_groups(model, groups: list, out: Path, *, loss: Callable, save: Callable[[Path, dict], None],
                  settings: dict, minutes: float, epochs: int, batch_size: int, learning_rate: float,
                  warmup_steps: int, precision: str, seed: int, checkpoint_every: int, show_progress: bool,
                  report: dict, parameter_groups: list[dict] | None = None) -> dict:
@@ -125,7 +126,7 @@ def train_groups(torch, model, groups: list, out: Path, *, loss: Callable, save:
             bar.update(1)
             now = time.perf_counter()
             if step < steps and (step % checkpoint_every == 0 or now - last_checkpoint >= CHECKPOINT_SECONDS):
-                _save_checkpoint(torch, work, model, optimizer, settings, step, now - started, losses)
+                _save_checkpoint(work, model, optimizer, settings, step, now - started, losses)
                 last_checkpoint = now
     seconds = time.perf_counter() - started
     model.eval()
@@ -150,7 +151,7 @@ def write_report(folder: Path, name: str, report: dict) -> None:
     (folder / name).write_text(json.dumps(report, indent=1), encoding="utf-8")
 
 
-def _save_checkpoint(torch, work: Path, model, optimizer, settings: dict, step: int, seconds: float,
+def _save_checkpoint(work: Path, model, optimizer, settings: dict, step: int, seconds: float,
                      losses: list) -> None:
     """Written atomically: a kill leaves the last whole checkpoint."""
     import io

@@ -53,6 +53,7 @@ from salience.core.params import Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
+from salience.extras import torch
 
 __all__ = ["Judge", "LMJudge", "PointwiseJudge", "QLMJudge", "PairwiseLMJudge", "ListwiseLMJudge", "ICRJudge"]
 POINTWISE_PREFIX = "Query: {query}\nPassage:"
@@ -217,14 +218,14 @@ class _ScoringLMJudge(LMJudge):
             return np.zeros(0)
         start = time.perf_counter()
         with torch.no_grad():
-            out = self._scores(torch, query, passages)
+            out = self._scores(query, passages)
         self.seconds += time.perf_counter() - start
         if not np.isfinite(out).all():
             raise InvalidParameterError(f"the model gave a non-finite score for query {query!r}.")
         return out
 
     @abc.abstractmethod
-    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+    def _scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """The scores of ``passages``, under ``torch.no_grad``."""
 
 
@@ -239,25 +240,25 @@ class _BatchedLMJudge(_ScoringLMJudge):
         self.batch_size, self.prefix_cache = batch_size, prefix_cache
         super().__init__(model, tokenizer=tokenizer, max_passage_tokens=max_passage_tokens, chat=chat)
 
-    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+    def _scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         """Scores of prompts batched by ``batch_size`` (each batch one forward pass)."""
         out = np.zeros(len(passages))
         for lo in range(0, len(passages), self.batch_size):
             batch = [self._passage(p) for p in passages[lo : lo + self.batch_size]]
-            out[lo : lo + len(batch)] = self._batch_scores(torch, query, batch)
+            out[lo : lo + len(batch)] = self._batch_scores(query, batch)
             self.calls += len(batch)
         return out
 
     @abc.abstractmethod
-    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
+    def _batch_scores(self, query: str, passages: list[str]) -> np.ndarray:
         """The scores of one batch of (cut) passages: one forward pass."""
 
-    def _padded(self, torch, rows: list[list[int]], *, left: bool = False):
+    def _padded(self, rows: list[list[int]], *, left: bool = False):
         from salience.models.kv import padded_rows
 
-        return padded_rows(torch, rows, getattr(self.tokenizer, "pad_token_id", None) or 0, left=left)
+        return padded_rows(rows, getattr(self.tokenizer, "pad_token_id", None) or 0, left=left)
 
-    def _last_logits(self, torch, prefix: list[int], rows: list[list[int]], keep: int):
+    def _last_logits(self, prefix: list[int], rows: list[list[int]], keep: int):
         """Logits at the last ``keep`` positions of each prompt ``prefix + row``: the rows are
         left-padded so that they all end at the last column, and only those columns' logits are
         computed. With ``prefix_cache`` the shared prefix is run once and its key/value cache
@@ -268,12 +269,12 @@ class _BatchedLMJudge(_ScoringLMJudge):
         if self.prefix_cache and prefix:
             cache = returned_cache(self.model(input_ids=torch.tensor([prefix]), use_cache=True))
             cache.batch_repeat_interleave(n)
-            ids, mask = self._padded(torch, rows, left=True)
+            ids, mask = self._padded(rows, left=True)
             full_mask = torch.cat([torch.ones((n, len(prefix)), dtype=torch.long), mask], dim=1)
             positions = (mask.cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
             return self.model(input_ids=ids, attention_mask=full_mask, position_ids=positions, use_cache=True,
                               logits_to_keep=keep, **{cache_argument(self.model): cache}).logits
-        ids, mask = self._padded(torch, [prefix + r for r in rows], left=True)
+        ids, mask = self._padded([prefix + r for r in rows], left=True)
         positions = (mask.cumsum(dim=1) - 1).clamp(min=0)
         return self.model(input_ids=ids, attention_mask=mask, position_ids=positions, logits_to_keep=keep).logits
 
@@ -281,24 +282,24 @@ class _BatchedLMJudge(_ScoringLMJudge):
 @register_method("judge", "pointwise", "LM judge: log-odds of Yes against No after a relevance question (monoT5's "
                                        "recipe asked of a decoder)")
 class PointwiseJudge(_BatchedLMJudge):
-    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
+    def _batch_scores(self, query: str, passages: list[str]) -> np.ndarray:
         yes, no = self._yes_no()
         head, tail = self._chat_parts or ("", "")
         prefix = self._encode(head + POINTWISE_PREFIX.format(query=query))
         suffixes = [self._encode(POINTWISE_SUFFIX.format(passage=p) + tail) for p in passages]
-        log_probs = torch.log_softmax(self._last_logits(torch, prefix, suffixes, 1)[:, -1].double(), dim=-1)
+        log_probs = torch.log_softmax(self._last_logits(prefix, suffixes, 1)[:, -1].double(), dim=-1)
         return (log_probs[:, yes] - log_probs[:, no]).numpy()
 
 
 @register_method("judge", "qlm", "LM judge: query likelihood, the mean log-probability of the query after the passage "
                                  "(UPR, Sachan et al., 2022)")
 class QLMJudge(_BatchedLMJudge):
-    def _batch_scores(self, torch, query: str, passages: list[str]) -> np.ndarray:
+    def _batch_scores(self, query: str, passages: list[str]) -> np.ndarray:
         head, tail = self._chat_parts or ("", "")
         question = self._encode(("" if self._chat else " ") + query.strip())  # a chat reply starts without a space
         prompts = [self._encode(QLM_PROMPT.format(passage=p) + tail) + question for p in passages]
         # every prompt ends with the question: the logits predicting it are the last columns
-        logits = self._last_logits(torch, self._encode(head), prompts, len(question) + 1)[:, : len(question)]
+        logits = self._last_logits(self._encode(head), prompts, len(question) + 1)[:, : len(question)]
         log_probs = torch.log_softmax(logits.double(), dim=-1)
         return log_probs[:, torch.arange(len(question)), torch.tensor(question)].mean(dim=1).numpy()
 
@@ -380,7 +381,7 @@ class ICRJudge(_ScoringLMJudge):
         self.layers, self.heads = _check_subset(layers, "layers"), _check_subset(heads, "heads")
         super().__init__(model, tokenizer=tokenizer, max_passage_tokens=max_passage_tokens, chat=chat)
 
-    def _scores(self, torch, query: str, passages: Sequence[str]) -> np.ndarray:
+    def _scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         passages = [self._passage(p) for p in passages]
         import copy
 

@@ -14,6 +14,7 @@ import re
 from typing import Sequence
 
 from salience.exceptions import InvalidParameterError
+from salience.extras import torch
 
 __all__ = ["QueryGenerator", "FEW_SHOT"]
 
@@ -74,12 +75,12 @@ class QueryGenerator:
         stops = self._stop_tokens
         with torch.inference_mode():
             for lo in range(0, len(passages), self.batch_size):
-                out += self._batch(torch, passages[lo : lo + self.batch_size], stops)
+                out += self._batch(passages[lo : lo + self.batch_size], stops)
                 if progress is not None:
                     progress.update(min(self.batch_size, len(passages) - lo))
         return out
 
-    def _batch(self, torch, passages: list[str], stops: set[int]) -> list[str]:
+    def _batch(self, passages: list[str], stops: set[int]) -> list[str]:
         from salience.models.kv import cache_argument, padded_rows, returned_cache
 
         prefix = self._encode(self.prefix_text)
@@ -89,7 +90,7 @@ class QueryGenerator:
         cache.batch_repeat_interleave(len(passages))
         rows = [self._encode(f"Passage: {self._cut(p)}\nQuery:") for p in passages]
         pad = getattr(self.tokenizer, "pad_token_id", None) or 0
-        ids, mask = padded_rows(torch, rows, pad, left=True)
+        ids, mask = padded_rows(rows, pad, left=True)
         mask = torch.cat([torch.ones((len(rows), len(prefix)), dtype=torch.long), mask], dim=1)
         positions = (mask[:, len(prefix):].cumsum(dim=1) - 1).clamp(min=0) + len(prefix)
         written = [[] for _ in rows]

@@ -111,9 +111,9 @@ def test_duo_attention_streams_the_lowest_heads_the_budget_needs_and_continues_e
     ids = tokens(100, seed=7)
     kept_by_layer = {}
 
-    def spy(torch_, keys, values, kept, _original=kv_module._compact):
+    def spy(keys, values, kept, _original=kv_module._compact):
         kept_by_layer[len(kept_by_layer)] = kept[0].clone()
-        return _original(torch_, keys, values, kept)
+        return _original(keys, values, kept)
 
     monkeypatch.setattr(kv_module, "_compact", spy)
     read = prefill(model, ids[:80], policy=policy, budget=40)

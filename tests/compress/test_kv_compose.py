@@ -32,11 +32,11 @@ def test_task_scores_are_the_second_reading_attention_aggregated():
             weights[h, i] = (e / e.sum())[:context]
     for task, group in (("max", "mean"), ("mean", "max")):
         policy = create("kv", "kvcompose", agg_task=task, agg_group=group, add_mean_across_heads=False)
-        got = policy._task_scores(torch, keys, queries, 1 / math.sqrt(d))[0].numpy()
+        got = policy._task_scores(keys, queries, 1 / math.sqrt(d))[0].numpy()
         per_head = weights.max(axis=1) if task == "max" else weights.mean(axis=1)
         expected = np.stack([getattr(per_head[2 * kv: 2 * kv + 2], group)(axis=0) for kv in range(2)])
         assert got == pytest.approx(expected, abs=1e-12)
-    with_mean = create("kv", "kvcompose")._enhanced(torch, torch.as_tensor(expected)[None], None)[0].numpy()
+    with_mean = create("kv", "kvcompose")._enhanced(torch.as_tensor(expected)[None], None)[0].numpy()
     assert with_mean == pytest.approx(expected + expected.mean(axis=0), abs=1e-12)
 
 
@@ -49,12 +49,12 @@ def test_layer_allotment_from_composite_sorted_scores():
     # layer 0: [0.7, 0.35, 0.15, 0.05]; layer 1: [0.85, 0.775, 0.7, 0.05]; layer 2: [0.25, 0.1, 0.05, 0]
     # layer 0 raised to the largest at each position: [0.85, 0.775, 0.7, 0.05]
     # the best 3 x 2 = 6: 0.85, 0.85, 0.775, 0.775, 0.7, 0.7 -> 3 in layer 0, 3 in layer 1, none in layer 2 (floor 1)
-    counts = policy.layer_counts(torch, scores.clone(), keep=2)
+    counts = policy.layer_counts(scores.clone(), keep=2)
     assert counts.tolist() == [[3, 3], [3, 3], [1, 1]]
     # unstructured, 1 per head (6 in all): each head's own sorted scores compete: 0.9, 0.9, 0.85, 0.8, 0.8, 0.7
-    free = create("kv", "kvcompose", structured=False).layer_counts(torch, scores.clone(), keep=1)
+    free = create("kv", "kvcompose", structured=False).layer_counts(scores.clone(), keep=1)
     assert free.tolist() == [[1, 0], [2, 3], [0, 0]]
-    bounded = create("kv", "kvcompose", keep_token_lower_bound=2).layer_counts(torch, scores.clone(), keep=2)
+    bounded = create("kv", "kvcompose", keep_token_lower_bound=2).layer_counts(scores.clone(), keep=2)
     assert bounded.min() >= 2
 
 

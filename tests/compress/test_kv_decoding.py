@@ -139,7 +139,7 @@ def cam_cut(scores, received, values, *, target, steps, merge_budget):
     cam = create("kv", "cam", merge_budget=merge_budget)
     run = cam.run(target, n_layers=1)
     run.steps[0], run.received[0] = steps, torch.tensor([[received]], dtype=torch.float32)
-    kept, merged = cam.kept_after_cut(torch, run, 0, None, torch.tensor([[values]], dtype=torch.float64),
+    kept, merged = cam.kept_after_cut(run, 0, None, torch.tensor([[values]], dtype=torch.float64),
                                       np.array([[scores]], dtype=float), target, None)
     return kept[0, 0].tolist(), merged[0, 0], run.received[0][0, 0].tolist()
 

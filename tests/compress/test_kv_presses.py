@@ -79,7 +79,7 @@ def test_expected_attention_is_the_gaussian_query_expectation():
 
     from salience.compress.kv_presses import _average_rotation
 
-    rotation = _average_rotation(torch, rope, 7, 5, d, torch.float64)
+    rotation = _average_rotation(rope, 7, 5, d, torch.float64)
     mu = torch.randn(d, generator=g, dtype=torch.float64)
     cos, sin = rope(torch.arange(7, 12))
     rotated = mu * cos + torch.cat([-mu[2:], mu[:2]])[None] * sin
@@ -167,9 +167,9 @@ def test_uneven_heads_and_layers_attend_only_to_what_they_kept(monkeypatch):
                            ("pyramidkv", {"window": 8, "beta": 2})):
         kept_by_layer = {}
 
-        def spy(torch_, keys, values, kept, _original=kv_module._compact):
+        def spy(keys, values, kept, _original=kv_module._compact):
             kept_by_layer[len(kept_by_layer)] = kept[0].clone()
-            return _original(torch_, keys, values, kept)
+            return _original(keys, values, kept)
 
         with monkeypatch.context() as patch:
             patch.setattr(kv_module, "_compact", spy)
@@ -322,7 +322,7 @@ def test_kvzip_scores_are_the_reconstruction_attention_written_out():
     keys = torch.randn(b, kv, context + q, d, generator=g, dtype=torch.float64)
     queries = torch.randn(b, heads, q, d, generator=g, dtype=torch.float64)
     start, end, sink, scale = 2, 6, 1, 0.5
-    got = reconstruction_scores(torch, keys, queries, scale, start, end, sink)[0].numpy()
+    got = reconstruction_scores(keys, queries, scale, start, end, sink)[0].numpy()
     k, qs = keys[0].numpy(), queries[0].numpy()
     expected = np.zeros((kv, end - start))
     for h in range(heads):
@@ -344,9 +344,9 @@ def test_kvzip_evicts_across_layers_and_heads_after_repeating_the_context(monkey
     n = 80
     kept_by_layer = {}
 
-    def spy(torch_, keys, values, kept, _original=kv_module._compact):
+    def spy(keys, values, kept, _original=kv_module._compact):
         kept_by_layer[len(kept_by_layer)] = kept[0].clone()
-        return _original(torch_, keys, values, kept)
+        return _original(keys, values, kept)
 
     monkeypatch.setattr(kv_module, "_compact", spy)
     read = prefill(model, ids[:n], policy="kvzip", budget=0.25, tokenizer=CharTokenizer())
@@ -482,17 +482,17 @@ def test_leverage_and_compactor_written_out():
     from salience.compress.kv_policies import _rotated
 
     model = tiny_llama()
-    rotary = _rotary_of(torch, model)
+    rotary = _rotary_of(model)
     n, d = 40, model.config.hidden_size // model.config.num_attention_heads
     plain = torch.randn(1, 2, n, d)
     cos, sin = rotary(torch.arange(n))
     rotated, _ = apply_rotary_pos_emb(plain, plain, cos[None], sin[None])
-    assert torch.allclose(_rotated(torch, rotated, rotary, -torch.arange(n)), plain, atol=1e-5)  # turned back
+    assert torch.allclose(_rotated(rotated, rotary, -torch.arange(n)), plain, atol=1e-5)  # turned back
 
     policy = create("kv", "leverage", sketch_dimension=6, seed=3)
-    sketch = policy.sketch(torch, (1, 2, d, 6), 1, torch.float32)
-    assert torch.equal(sketch, policy.sketch(torch, (1, 2, d, 6), 1, torch.float32))
-    assert not torch.equal(sketch, policy.sketch(torch, (1, 2, d, 6), 0, torch.float32))
+    sketch = policy.sketch((1, 2, d, 6), 1, torch.float32)
+    assert torch.equal(sketch, policy.sketch((1, 2, d, 6), 1, torch.float32))
+    assert not torch.equal(sketch, policy.sketch((1, 2, d, 6), 0, torch.float32))
     got = policy.token_scores(rotated, rotated, rotary=rotary, layer=1)[0].numpy()
     leverage = []
     for head in range(2):
@@ -509,7 +509,7 @@ def test_leverage_and_compactor_written_out():
                        seed=3)
     scores = compactor.token_scores(rotated, rotated, queries, rotary=rotary, layer=1, keep=10)[0]
     middle = slice(3, n - 2)
-    geometry = policy._scores(torch, rotated[:, :, middle], rotated[:, :, middle], None, 1.0, n - 5, rotary, 1,
+    geometry = policy._scores(rotated[:, :, middle], rotated[:, :, middle], None, 1.0, n - 5, rotary, 1,
                               positions=torch.arange(3, n - 2))[0]
     attention = create("kv", "non_causal_attention", chunk_size=16).token_scores(
         rotated[:, :, middle], rotated[:, :, middle], queries[:, :, middle])[0]
@@ -524,7 +524,7 @@ def test_capkv_is_the_capacity_share_written_out():
     from salience.compress.kv import _rotary_of
 
     model = tiny_llama()
-    rotary = _rotary_of(torch, model)
+    rotary = _rotary_of(model)
     n, d, sinks, future = 20, model.config.hidden_size // model.config.num_attention_heads, 2, 6
     keys, values = torch.randn(1, 2, n, d, dtype=torch.float64), torch.randn(1, 2, n, d, dtype=torch.float64)
     queries = torch.randn(1, 4, n, d, dtype=torch.float64)  # before their rotation
@@ -563,7 +563,7 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     modules = _attention_modules(model)
     cache = prefill(model, ids).cache
     got = np.zeros((2, 1, 2, n))
-    policy._score_chunk(torch, model, modules, cache, repeat, n, 0, n, got)
+    policy._score_chunk(model, modules, cache, repeat, n, 0, n, got)
     assert [layer.keys.shape[2] for layer in cache.layers] == [n, n]  # the replay left the context only
     assert all(p.requires_grad and p.grad is None for p in model.parameters())
 
@@ -575,8 +575,8 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     def shifted(module, args, kwargs, output):
         layer = cache.layers[module.layer_idx]
         with torch.no_grad():
-            q = _queries(torch, module, kwargs["hidden_states"], kwargs["position_embeddings"], repeat.shape[1])
-            weights[module.layer_idx] = reconstruction_weights(torch, layer.keys, q, module.scaling, 0, n, 0)
+            q = _queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], repeat.shape[1])
+            weights[module.layer_idx] = reconstruction_weights(layer.keys, q, module.scaling, 0, n, 0)
         layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]
         return (output[0] + shifts[module.layer_idx],) + tuple(output[1:])
 

@@ -223,7 +223,7 @@ def test_simlayerkv_in_the_cache():
     for module in _attention_modules(model):
         def keep_share(module, args, kwargs, output):
             layer = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
-            q = _queries(torch, module, kwargs["hidden_states"], kwargs["position_embeddings"], 1)
+            q = _queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], 1)
             n, w = layer.keys.shape[-2], 1
             recent = 20 - 4 + w
             attention = torch.softmax((q @ layer.keys.repeat_interleave(2, dim=1).transpose(-1, -2)) * module.scaling,
@@ -251,7 +251,7 @@ def test_merging_folds_each_evicted_value_into_its_most_similar_kept_token():
     kept[0, 0, [0, 3, 4, 8]] = True
     kept[0, 1, [1, 2, 5, 9]] = True
     policy = create("kv", "merging", press="key_norm")
-    same_keys, merged = policy.carried(torch, keys, values, kept)
+    same_keys, merged = policy.carried(keys, values, kept)
     assert torch.equal(same_keys, keys)
     k, v = keys[0].numpy(), values[0].numpy()
     for head in range(2):
@@ -271,9 +271,9 @@ def test_merging_folds_each_evicted_value_into_its_most_similar_kept_token():
         evicted = np.flatnonzero(~kept[0, head].numpy())
         assert torch.equal(merged[0, head, evicted], values[0, head, evicted])  # they leave as they were
     # a threshold no cosine reaches: nothing merged
-    untouched = create("kv", "merging", press="key_norm", similarity_threshold=1.0).carried(torch, keys, values, kept)
+    untouched = create("kv", "merging", press="key_norm", similarity_threshold=1.0).carried(keys, values, kept)
     assert torch.equal(untouched[1], values)
-    half = create("kv", "merging", press="key_norm", merge_fraction=0.5).carried(torch, keys, values, kept)[1]
+    half = create("kv", "merging", press="key_norm", merge_fraction=0.5).carried(keys, values, kept)[1]
     assert not torch.equal(half, merged) and not torch.equal(half, values)  # the better-matched half only
     # in the cache: the kept keys as the wrapped policy's, values blended
     model = tiny_llama()

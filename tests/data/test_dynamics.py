@@ -124,7 +124,7 @@ def test_torch_module_dynamics_and_exact_gradient_norms():
     # per-example gradients over every parameter, against one backward pass per row
     torch.manual_seed(0)
     inputs, labels = torch.as_tensor(X[:20], dtype=torch.float32), torch.as_tensor(y[:20])
-    norms = _gradient_norms(torch, net, inputs, labels, chunk=7)
+    norms = _gradient_norms(net, inputs, labels, chunk=7)
     for row in range(20):
         net.zero_grad()
         torch.nn.functional.cross_entropy(net(inputs[row : row + 1]), labels[row : row + 1]).backward()
@@ -134,7 +134,7 @@ def test_torch_module_dynamics_and_exact_gradient_norms():
     from salience.data.dynamics import _gradient_products
 
     test_inputs, test_labels = torch.as_tensor(X[20:50], dtype=torch.float32), torch.as_tensor(y[20:50])
-    products = _gradient_products(torch, net, inputs, labels, (test_inputs, test_labels, False))
+    products = _gradient_products(net, inputs, labels, (test_inputs, test_labels, False))
     net.zero_grad()
     torch.nn.functional.cross_entropy(net(test_inputs), test_labels).backward()
     test_gradient = [p.grad.clone() for p in net.parameters()]
@@ -143,7 +143,7 @@ def test_torch_module_dynamics_and_exact_gradient_norms():
         torch.nn.functional.cross_entropy(net(inputs[row : row + 1]), labels[row : row + 1]).backward()
         expected = sum((p.grad * g).sum() for p, g in zip(net.parameters(), test_gradient)).item()
         assert products[row] == pytest.approx(expected, rel=1e-4, abs=1e-7)
-    assert np.allclose(_gradient_products(torch, net, inputs, labels, "self"), norms**2, rtol=1e-5)
+    assert np.allclose(_gradient_products(net, inputs, labels, "self"), norms**2, rtol=1e-5)
     # cosine: the same with every test row's gradient, and the row's own, at unit length
     unit_test = [torch.zeros_like(p) for p in net.parameters()]
     for row in range(30):
@@ -151,7 +151,7 @@ def test_torch_module_dynamics_and_exact_gradient_norms():
         torch.nn.functional.cross_entropy(net(test_inputs[row : row + 1]), test_labels[row : row + 1]).backward()
         length = torch.sqrt(sum(p.grad.pow(2).sum() for p in net.parameters()))
         unit_test = [u + p.grad / length / 30 for u, p in zip(unit_test, net.parameters())]
-    cosine = _gradient_products(torch, net, inputs, labels, (test_inputs, test_labels, True))
+    cosine = _gradient_products(net, inputs, labels, (test_inputs, test_labels, True))
     for row in range(20):
         net.zero_grad()
         torch.nn.functional.cross_entropy(net(inputs[row : row + 1]), labels[row : row + 1]).backward()

@@ -204,8 +204,8 @@ def test_gated_pairs_with_the_gate_shut_are_the_bi_encoder_and_open_as_they_trai
 
     with torch.inference_mode():
         expected = (20.0 * (alone(queries) * alone(passages)).sum(-1)).numpy()
-        shut = gated_pairs(torch, encoder, gate=-1e9)(*pair_batch(torch, tokenizer, queries, passages, 32)).numpy()
-        ajar = gated_pairs(torch, encoder, gate=0.0)(*pair_batch(torch, tokenizer, queries, passages, 32)).numpy()
+        shut = gated_pairs(encoder, gate=-1e9)(*pair_batch(tokenizer, queries, passages, 32)).numpy()
+        ajar = gated_pairs(encoder, gate=0.0)(*pair_batch(tokenizer, queries, passages, 32)).numpy()
     np.testing.assert_allclose(shut, expected, atol=1e-5)
     assert np.abs(ajar - expected).max() > 1e-3  # open, the segments read each other
     train_cross_encoder(_groups(), tmp_path / "cross", base=base, epochs=4, batch_size=4, learning_rate=2e-3,

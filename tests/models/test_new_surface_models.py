@@ -85,7 +85,7 @@ def test_training_checkpoints_by_time_too(tmp_path, monkeypatch):
 
     def save_then_die(*args, **kwargs):
         real(*args, **kwargs)
-        saved.append(args[5])  # the step
+        saved.append(args[4])  # the step
         if len(saved) == 3:
             raise KeyboardInterrupt
 
