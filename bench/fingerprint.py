@@ -192,7 +192,7 @@ def compression(out: dict) -> None:
     except ImportError:
         return
     from salience.compress import calibration_windows, prune
-    from salience.compress.kv import prefill
+    from salience.compress import prefill
 
     def model():
         torch.manual_seed(0)

@@ -32,8 +32,8 @@ def run(args) -> dict:
 
     torch.set_num_threads(args.threads)
     from salience.compress import calibration_windows, stdlib_docstrings
-    from salience.compress.kv import kv_policy
-    from salience.compress.kv_eval import kv_eval
+    from salience.compress.kv.eviction import kv_policy
+    from salience.compress.kv.evaluation import kv_eval
     from salience.compress.layers import block_influence
     from salience.models.lm import load_causal_lm
 

@@ -36,8 +36,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 from common import run_benchmark  # noqa: E402
 
 from salience.compress import stdlib_docstrings, windows  # noqa: E402
-from salience.compress.kv import check_budget, kv_policy  # noqa: E402
-from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts  # noqa: E402
+from salience.compress.kv.eviction import check_budget, kv_policy
+from salience.compress.kv.evaluation import decode_speed, kv_eval, passkey, passkey_prompts
 from salience.core.base import method_factory, method_names  # noqa: E402
 from salience.models.lm import load_causal_lm  # noqa: E402
 
@@ -77,9 +77,9 @@ def break_ties(eps: float) -> None:
     salience evicts the earlier, so with distinct scores a difference left is the algorithms'."""
     import torch
 
-    from salience.compress.kv_calibrated import KVzap
-    from salience.compress.kv_policies import KeyNorm
-    from salience.compress.kv_presses import LagKV
+    from salience.compress.kv.calibrated import KVzap
+    from salience.compress.kv.geometry import KeyNorm
+    from salience.compress.kv.geometry import LagKV
 
     for cls in (KeyNorm, KVzap, LagKV):
         plain = cls.token_scores

@@ -35,7 +35,7 @@ def run(args) -> dict:
     import torch
 
     torch.set_num_threads(args.threads)
-    from salience.compress.kv_eval import passkey
+    from salience.compress.kv.evaluation import passkey
     from salience.core.base import method_names
     from salience.models.lm import load_causal_lm
 

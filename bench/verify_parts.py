@@ -208,7 +208,7 @@ def compress(args) -> dict:
 
     from salience.compress import calibration_windows, stdlib_docstrings
     from salience.compress.evaluate import windows as consecutive_windows
-    from salience.compress.kv import prefill
+    from salience.compress.kv.eviction import prefill
     from salience.compress.weights import weight_scores
     from salience.core.base import create
     from salience.models.lm import load_causal_lm

@@ -144,7 +144,7 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
     cite_params = surface_params(params.get("cite"), {"max_new_tokens": "max_new_tokens", "template": "template",
                                                        "chat": "chat"}, where="params.cite")
     if params.get("kv_policy"):
-        from salience.compress.kv import kv_policy as make_policy
+        from salience.compress.kv.eviction import kv_policy as make_policy
 
         kv_policy = make_policy(kv_policy, **surface_params(params["kv_policy"], where="params.kv_policy"))
     text_of = text_of or _stored_text(index)
@@ -271,7 +271,7 @@ def _generate(model, tokenizer, reading: SourcedQuestion, max_new_tokens: int, k
     None): the prompt prefilled into a cache (evicted by ``kv_policy``, if any) and decoded one
     token at a time on it. The full cache (no policy) is handed on: the answer's log-probability
     and attention over the prompt reuse it."""
-    from salience.compress.kv import check_budget, continue_from, prefill
+    from salience.compress.kv.eviction import check_budget, continue_from, prefill
     from salience.models.answering import end_tokens
 
     prompt = reading.prompt_ids(np.ones(len(reading.sources), dtype=bool))

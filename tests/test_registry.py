@@ -144,7 +144,7 @@ def toy_kv():
     """A KV-cache policy registered for one test: keeps the most recent tokens, and records the
     ``marker`` it was built with each time it scores a layer (so a test sees what reached it)."""
     pytest.importorskip("torch")
-    from salience.compress.kv_policies import KVPolicy
+    from salience.compress.kv.policy import KVPolicy
 
     saved = dict(base._REGISTRY["kv"])
     seen = []

@@ -18,7 +18,7 @@ def test_the_documentation_site_builds_strictly(tmp_path):
     assert done.returncode == 0, done.stderr
     api = (tmp_path / "site" / "api.html").read_text(encoding="utf-8")
     for name in ("salience.core.scores.Scores", "salience.search.bm25.BM25", "salience.answer.answer",
-                 "salience.compress.kv_policies.KVPolicy"):
+                 "salience.compress.kv.policy.KVPolicy"):
         assert f'id="{name}"' in api, name
     guides = {p.stem for p in (ROOT / "docs").glob("*.md")}
     assert guides <= {p.stem for p in (tmp_path / "site").glob("*.html")}  # every guide is a page

@@ -190,8 +190,8 @@ def _learner(policy):
 
 
 def _cmd_kv_eval(args) -> int:
-    from salience.compress.kv import check_budget, kv_policy
-    from salience.compress.kv_eval import kv_eval, passkey
+    from salience.compress.kv.eviction import check_budget, kv_policy
+    from salience.compress.kv.evaluation import kv_eval, passkey
 
     budget = None if args.policy == "full" else (0.25 if args.budget is None else args.budget)
     policy = None
@@ -242,12 +242,12 @@ def _cmd_kv_eval(args) -> int:
         raise InvalidParameterError("--calib is read by --layer-importance and by the policies that learn from the "
                                     "model (qfilter, duo_attention); this command would ignore it.")
     if args.key_channels is not None:
-        from salience.compress.kv_channels import check_key_channels
+        from salience.compress.kv.channels import check_key_channels
 
         check_key_channels(args.key_channels)
     channels = {"key_channels": args.key_channels, "channel_policy": args.channel_policy}
     if by_role["channel_policy"]:
-        from salience.compress.kv_channels import key_channel_policy
+        from salience.compress.kv.channels import key_channel_policy
 
         channels["channel_policy"] = key_channel_policy(args.channel_policy, **by_role["channel_policy"])
     text = _text_of(args.data, args.on_error)

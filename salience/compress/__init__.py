@@ -12,21 +12,22 @@ Seven method families, one verb each (``score``, returning :class:`~salience.Sco
 """
 
 from salience.compress.evaluate import perplexity, stdlib_docstrings, windows
-from salience.compress.kv import (check_budget, continue_from, evict, kv_policy, policy_token_scores, prefill,
-                                  prefill_and_continue)
-from salience.compress.kv_eval import decode_speed, kv_eval, passkey, passkey_prompts
-from salience.compress.kv_policies import CAOTE, H2O, TOVA, VATP, KeyNorm, KVPolicy, SnapKV, StreamingLLM, kv_token_scores
-from salience.compress.kv_channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
-from salience.compress.kv_presses import (CapKV, Compactor, CurDKV, ExpectedAttention, Finch, KeyDiff, LagKV,
-                                         LeverageScore, NonCausalAttention, PyramidKV)
-from salience.compress.kv_simlayer import SimLayerKV
-from salience.compress.kv_wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV, EntropyGatedChunkKV, KeyRerotation,
-                                          LayerBudget)
-from salience.compress.kv_zip import KVgrad, KVzip
-from salience.compress.kv_compose import KVCompose
-from salience.compress.kv_decoding import CaM, Decoding
-from salience.compress.kv_calibrated import (DuoAttention, KVzap, QFilter, duo_attention_head_scores, query_filters,
+from salience.compress.kv import (check_budget, continue_from, decode_speed, evict, kv_eval, kv_policy,
+                                  kv_token_scores, passkey, passkey_prompts, policy_token_scores, prefill,
+                                  prefill_and_continue, KVPolicy)
+from salience.compress.kv.attention import (CAOTE, H2O, TOVA, VATP, ExpectedAttention, Finch, NonCausalAttention,
+                                            PyramidKV, SnapKV)
+from salience.compress.kv.calibrated import (DuoAttention, KVzap, QFilter, duo_attention_head_scores, query_filters,
                                              ridge_surrogate)
+from salience.compress.kv.channels import KeyChannelPolicy, ThinK, key_channel_policy, prune_key_channels
+from salience.compress.kv.compose import KVCompose
+from salience.compress.kv.decoding import CaM, Decoding
+from salience.compress.kv.geometry import CapKV, Compactor, CurDKV, KeyDiff, KeyNorm, LagKV, LeverageScore
+from salience.compress.kv.position import StreamingLLM
+from salience.compress.kv.reconstruction import KVgrad, KVzip
+from salience.compress.kv.simlayer import SimLayerKV
+from salience.compress.kv.wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV, EntropyGatedChunkKV, KeyRerotation,
+                                           LayerBudget)
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
 from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,

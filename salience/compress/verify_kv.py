@@ -18,7 +18,7 @@ import copy
 
 import numpy as np
 
-from salience.compress.kv import continue_from, prefill
+from salience.compress.kv.eviction import continue_from, prefill
 from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.core.verify import Verification, Verifier

@@ -101,7 +101,7 @@ def test_duo_attention_head_scores_are_the_area_under_the_last_querys_cumulative
 
 
 def test_duo_attention_streams_the_lowest_heads_the_budget_needs_and_continues_exactly(monkeypatch):
-    import salience.compress.kv as kv_module
+    import salience.compress.kv.eviction as kv_module
 
     model = tiny_llama(seed=5)
     policy = create("kv", "duo_attention", head_scores=[[0.4, 0.1], [0.3, 0.2]], sink_size=2, recent_size=4)
@@ -190,7 +190,7 @@ def test_kvzip_plus_scores_are_the_reconstruction_attention_written_out():
     whole causal attention of context + reconstruction read at once, so KVzip+ is read off the
     model's own attention weights: log max over the reconstruction's rows q and the group's
     heads h of a[h, q, j] x ||W_O,h v_j|| / ||x_q||."""
-    from salience.compress.kv_zip import FIRST_PROMPT, kvzip_plus_scores
+    from salience.compress.kv.reconstruction import FIRST_PROMPT, kvzip_plus_scores
     from tests.compress.models import tiny_llama as build
     from tests.compress.test_kv import CharTokenizer
 

@@ -77,7 +77,7 @@ def test_expected_attention_is_the_gaussian_query_expectation():
         angles = torch.cat([angles, angles], dim=1)
         return angles.cos(), angles.sin()
 
-    from salience.compress.kv_presses import _average_rotation
+    from salience.compress.kv.policy import _average_rotation
 
     rotation = _average_rotation(rope, 7, 5, d, torch.float64)
     mu = torch.randn(d, generator=g, dtype=torch.float64)
@@ -157,7 +157,7 @@ def test_uneven_heads_and_layers_attend_only_to_what_they_kept(monkeypatch):
     """AdaKV (heads of one layer keeping different counts: padded, masked) and PyramidKV
     (layers of different lengths) continue exactly as the whole sequence read with the evicted
     tokens barred, head by head and layer by layer."""
-    import salience.compress.kv as kv_module
+    import salience.compress.kv.eviction as kv_module
     from salience.compress import continue_from, evict
 
     model = tiny_llama(layers=2)
@@ -315,7 +315,7 @@ def test_think_scores_key_channels_and_zeroes_the_weakest_after_the_tokens():
 
 
 def test_kvzip_scores_are_the_reconstruction_attention_written_out():
-    from salience.compress.kv_zip import reconstruction_scores
+    from salience.compress.kv.reconstruction import reconstruction_scores
 
     g = torch.Generator().manual_seed(12)
     b, kv, heads, d, context, q = 1, 2, 4, 4, 7, 3
@@ -337,7 +337,7 @@ def test_kvzip_scores_are_the_reconstruction_attention_written_out():
 
 
 def test_kvzip_evicts_across_layers_and_heads_after_repeating_the_context(monkeypatch):
-    import salience.compress.kv as kv_module
+    import salience.compress.kv.eviction as kv_module
 
     model = tiny_llama(layers=2)
     ids = tokens(100, seed=13)
@@ -478,8 +478,8 @@ def test_non_causal_attention_is_the_chunked_sum_written_out():
 def test_leverage_and_compactor_written_out():
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from salience.compress.kv import _rotary_of
-    from salience.compress.kv_policies import _rotated
+    from salience.compress.kv.eviction import _rotary_of
+    from salience.compress.kv.policy import _rotated
 
     model = tiny_llama()
     rotary = _rotary_of(model)
@@ -521,7 +521,7 @@ def test_leverage_and_compactor_written_out():
 
 
 def test_capkv_is_the_capacity_share_written_out():
-    from salience.compress.kv import _rotary_of
+    from salience.compress.kv.eviction import _rotary_of
 
     model = tiny_llama()
     rotary = _rotary_of(model)
@@ -551,8 +551,8 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     reconstruction queries, of attention weight x ||W_O v|| x ||d(sum ||h_last||^2) / d(attention
     output)||; the gradient here taken with respect to a zero added to each attention output
     (not the output's retained gradient the policy reads), the value's write head by head."""
-    from salience.compress.kv_zip import reconstruction_weights
-    from salience.compress.kv import _attention_modules, _queries
+    from salience.compress.kv.reconstruction import reconstruction_weights
+    from salience.compress.kv.eviction import _attention_modules, _queries
 
     model = tiny_llama(layers=2)
     ids = tokens(30, seed=14)

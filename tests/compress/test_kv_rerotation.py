@@ -217,7 +217,7 @@ def test_simlayerkv_in_the_cache():
     # then reads layers of different lengths
     shares = []
     policy = create("kv", "simlayerkv", lazy_threshold=0.0)
-    from salience.compress.kv import _attention_modules, _queries
+    from salience.compress.kv.eviction import _attention_modules, _queries
 
     hooks = []
     for module in _attention_modules(model):

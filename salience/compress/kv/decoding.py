@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _group_mean, _torch, _window_attention
-from salience.compress.kv_wrappers import _OnAnotherPolicy
+from salience.compress.kv.policy import KVPolicy, _group_mean, _torch, _window_attention
+from salience.compress.kv.wrappers import _OnAnotherPolicy
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
@@ -145,7 +145,7 @@ class CaM(Decoding):
         return (steps >= self.compression_interval and n > target) or read >= target
 
     def observe(self, run, module, cache_layer, hidden, position_embeddings) -> None:
-        from salience.compress.kv import _queries
+        from salience.compress.kv.eviction import _queries
 
         keys, layer = cache_layer.keys, module.layer_idx
         with torch.no_grad():
@@ -218,7 +218,7 @@ class _DecodingRun:
         """One decoding step read into ``cache_layer`` (already holding its keys): buffered,
         and the layer cut to the budget when its interval is up. Returns the tokens a head
         keeps after a cut (None: no cut)."""
-        from salience.compress.kv import _PADDING, _compact, check_budget, layer_scores
+        from salience.compress.kv.eviction import _PADDING, _compact, check_budget, layer_scores
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
         _refuse_unprefilled(layer, self.seen)
@@ -320,7 +320,7 @@ class _SlidingWindowRun:
         self.window[layer] = (scores[..., n - w:], rows)
 
     def step(self, module, cache_layer, hidden, position_embeddings, rotary) -> None:
-        from salience.compress.kv import _PADDING, layer_scores
+        from salience.compress.kv.eviction import _PADDING, layer_scores
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
         _refuse_unprefilled(layer, self.window)

@@ -9,8 +9,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from salience.compress.kv import attend_kept, check_budget, evict, kv_policy, prefill, prefill_and_continue
-from salience.compress.kv_policies import KVPolicy, _torch
+from salience.compress.kv.eviction import attend_kept, check_budget, evict, kv_policy, prefill, prefill_and_continue
+from salience.compress.kv.policy import KVPolicy, _torch
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument

@@ -1,5 +1,5 @@
 """Which key channels of the KV cache matter: the ``kv_channels`` family, after ThinK (Xu et
-al., 2025; kvpress's ThinKPress). Token policies (:mod:`salience.compress.kv_policies`) shorten
+al., 2025; kvpress's ThinKPress). Token policies (:mod:`salience.compress.kv.policy`) shorten
 the cache; a channel policy thins its keys, so it composes with any of them
 (``evict(model, "snapkv", budget=0.25, key_channels=0.5)``).
 
@@ -19,7 +19,7 @@ import abc
 
 import numpy as np
 
-from salience.compress.kv_policies import _checked_layer, _torch
+from salience.compress.kv.policy import _checked_layer, _torch
 from salience.core.base import Scorer, method_of, register_method
 from salience.core.params import Interval
 from salience.core.scores import Scores

@@ -21,7 +21,7 @@
   its replay: a linear surrogate per layer reads each token's attention input and predicts its
   KVzip+ score for every key-value head (the log of the largest reconstruction attention x
   ``||W_O v||`` / ``||x_q||``). Calibration: KVzip+ on each calibration window
-  (:func:`~salience.compress.kv_zip.kvzip_plus_scores`, which needs the ``tokenizer`` for the
+  (:func:`~salience.compress.kv.reconstruction.kvzip_plus_scores`, which needs the ``tokenizer`` for the
   reconstruction prompt), then ridge regression (alpha ``ridge``, as scikit-learn's Ridge) per
   layer. kvpress downloads surrogates trained per model (none for SmolLM2, and no hub here);
   given salience's it scores the same. Budgeted like any scorer, or with a threshold through
@@ -35,7 +35,7 @@ import math
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _torch
+from salience.compress.kv.policy import KVPolicy, _torch
 from salience.core.base import register_method
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
@@ -46,7 +46,7 @@ __all__ = ["QFilter", "DuoAttention", "KVzap", "query_filters", "duo_attention_h
 
 def _model_shape(model) -> tuple[int, int, int]:
     """(decoder layers, key-value heads, head size) of a LLaMA-family model."""
-    from salience.compress.kv import _attention_modules
+    from salience.compress.kv.eviction import _attention_modules
 
     modules = _attention_modules(model)
     config = model.config
@@ -64,7 +64,7 @@ def _checked_windows(windows) -> list[list[int]]:
 def _attention_inputs(model, windows, collect) -> None:
     """Run the model over each calibration window; ``collect(layer, module, hidden,
     position_embeddings)`` sees every attention module's input (no cache kept)."""
-    from salience.compress.kv import _attention_modules
+    from salience.compress.kv.eviction import _attention_modules
 
     torch = _torch()
     modules = _attention_modules(model)
@@ -87,7 +87,7 @@ def query_filters(model, windows) -> np.ndarray:
     """Q-Filters (layers, kv_heads, d): per key-value head, the first right singular vector of
     its group's rotated queries over ``windows`` (lists of token ids), oriented so that the
     queries project positively on it."""
-    from salience.compress.kv import _queries
+    from salience.compress.kv.eviction import _queries
 
     _torch()  # torch installed, or the error naming the extra
     windows = _checked_windows(windows)
@@ -114,7 +114,7 @@ def duo_attention_head_scores(model, windows, *, q_len: int = 500) -> np.ndarray
     repeated over ``q_len`` positions and rotated; the last query's attention over them; the
     mean of its cumulative sum (high: the attention reaches far back), averaged over the query
     heads of a group and over the windows."""
-    from salience.compress.kv import _rotary_of
+    from salience.compress.kv.eviction import _rotary_of
 
     torch = _torch()
     windows = _checked_windows(windows)
@@ -308,7 +308,7 @@ class KVzap(_Calibrated):
         super().__init__()
 
     def _learn(self, model, windows):
-        from salience.compress.kv_zip import kvzip_plus_scores
+        from salience.compress.kv.reconstruction import kvzip_plus_scores
 
         if self.tokenizer is None:
             raise InvalidParameterError("kvzap learns from KVzip's reconstruction, which prompts the model: give "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _window_attention
+from salience.compress.kv.policy import KVPolicy, _window_attention
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.extras import torch
@@ -101,8 +101,8 @@ class KVCompose(KVPolicy):
         """After the prefill of ``ids`` (1, n) into ``cache``: the second reading, then which
         tokens each layer evicts, boolean (1, kv_heads, n) per layer (the last ``keep_last``
         never evicted)."""
-        from salience.compress.kv_policies import _torch
-        from salience.compress.kv_zip import refuse_sliding_windows, replay_on_cache
+        from salience.compress.kv.policy import _torch
+        from salience.compress.kv.reconstruction import refuse_sliding_windows, replay_on_cache
 
         torch = _torch()
         refuse_sliding_windows(self, modules)

@@ -1,34 +1,23 @@
-"""Which cached tokens matter: the KV-cache policies, each a registered scorer of the ``kv``
-family (higher = kept).
+"""Which cached tokens matter: the base of the ``kv`` family of KV-cache policies, each a
+registered scorer (higher = kept), and the attention and rotation helpers the policies share.
 
 After the prompt is read (the prefill), every attention layer's cache holds one key and one
 value per token and key-value head. A policy scores them; :func:`salience.compress.kv.evict`
-keeps the ``budget`` best per head.
+keeps the ``budget`` best per head. A key-value head serves several query heads:
+attention-based scores are averaged over the group.
 
-* ``streaming_llm``: the first ``n_sink`` tokens (attention sinks) and the most recent ones
-  (Xiao et al., 2024);
-* ``h2o``: heavy hitters, the attention a token received from every later query of the
-  prompt, divided by how many queries could attend to it (Zhang et al., 2023; kvpress's
-  ``ObservedAttentionPress``);
-* ``snapkv``: the attention of the last ``window`` queries (the observation window), pooled
-  over ``kernel_size`` neighbouring tokens; the window itself is always kept (Li et al., 2024);
-* ``tova``: the attention of the last query, averaged over all heads; the last token is kept
-  (Oren et al., 2024);
-* ``key_norm``: a small key norm means a large attention share (Devoto et al., 2024);
-* ``vatp``: ``h2o``'s attention times the L1 norm of the token's value vector (value-aware
-  token pruning, Guo et al., 2024);
-* ``caote``: the attention output error of evicting the token alone, ``a_j / (1 - a_j) x
-  ||v_j - o||`` for each observation-window query (``o`` its attention output), averaged over
-  the window; the window is kept (Goel et al., 2025);
-* ``random``: uniform random scores, a baseline (kvpress's ``RandomPress``: with a ``seed``,
-  every layer draws the same scores from a generator seeded afresh).
+The policies, by idea: :mod:`~salience.compress.kv.position` (by position or by chance, the
+baselines), :mod:`~salience.compress.kv.attention` (by the attention the prompt's queries pay,
+observed or expected), :mod:`~salience.compress.kv.geometry` (by the keys' and values' own
+geometry), :mod:`~salience.compress.kv.compose`, :mod:`~salience.compress.kv.simlayer` and
+:mod:`~salience.compress.kv.reconstruction` (by reading the context again),
+:mod:`~salience.compress.kv.calibrated` (learned from a calibration text first); the ones that
+change how another policy's scores are used in :mod:`~salience.compress.kv.wrappers`, those
+that also cut the cache while decoding in :mod:`~salience.compress.kv.decoding`.
 
-A key-value head serves several query heads: attention-based scores are averaged over the
-group (``tova``: over all heads).
-
-A new policy is one subclass of :class:`KVPolicy` in this file: its parameters as keyword
+A new policy is one subclass of :class:`KVPolicy` in one file: its parameters as keyword
 arguments with their constraints, ``queries`` (which of the prompt's queries it reads),
-``token_scores`` (the maths, on torch tensors) and, when it always keeps some tokens,
+``_scores`` (the maths, on torch tensors) and, when it always keeps some tokens,
 ``protected``; ``@register_method("kv", name, description)`` makes it reachable from
 ``evict``, ``kv_eval``, ``passkey``, ``salience compress kv-eval --policy`` and ``salience
 methods``.
@@ -41,23 +30,19 @@ import math
 
 import numpy as np
 
-from salience.core.base import Scorer, register_method
+from salience.core.base import Scorer
 from salience.core.masks import lowest_k_mask
-from salience.core.params import Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
-from salience.extras import require_torch
-from salience.extras import torch
+from salience.extras import require_torch, torch
 
-__all__ = ["KVPolicy", "StreamingLLM", "RandomKV", "H2O", "SnapKV", "TOVA", "KeyNorm", "VATP", "CAOTE", "kv_token_scores"]
+__all__ = ["KVPolicy", "kv_token_scores"]
 
 
 def _torch():
     return require_torch("KV-cache eviction")
 
 
-# ------------------------------------------------------------------------------------------
-# attention over the cache
 def _window_attention(queries, keys, scaling: float):
     """Softmax attention (float32 or wider) of the last ``q`` queries over all ``n`` keys,
     causal (query i of the window sits at position n - q + i), shaped (b, heads, q, n)."""
@@ -131,8 +116,6 @@ def _checked_layer(keys, values, queries):
     return k, v, q
 
 
-# ------------------------------------------------------------------------------------------
-# the family's base
 class KVPolicy(Scorer, abc.ABC):
     """Base of the KV-cache policies. ``score(keys, values, queries=...)`` gives
     :class:`~salience.Scores` over one layer's cached tokens (ids ``"head:position"``);
@@ -145,7 +128,7 @@ class KVPolicy(Scorer, abc.ABC):
     as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
     ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
     keeps per head), ``"layer"`` (the decoder layer's index: policies that learned something
-    per layer, :mod:`salience.compress.kv_calibrated`), ``"hidden"`` (the attention's input
+    per layer, :mod:`salience.compress.kv.calibrated`), ``"hidden"`` (the attention's input
     hidden states of the cached tokens: KVzap's surrogate reads them). :meth:`layer_keep` may give a layer another budget than the others
     (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
     A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
@@ -154,7 +137,7 @@ class KVPolicy(Scorer, abc.ABC):
     (kvpress's key rerotation), the continuation read after them. One with
     ``needs_question = True`` (FINCH) scores with the queries of the question read with the
     prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length). One with
-    ``decodes = True`` (:mod:`salience.compress.kv_decoding`) also cuts the cache while decoding;
+    ``decodes = True`` (:mod:`salience.compress.kv.decoding`) also cuts the cache while decoding;
     one with ``budgeted = False`` (DMS) evicts by a threshold of its own, every prefill scored and
     its ``evicted`` given no count to keep (the budget must be None)."""
 
@@ -270,142 +253,34 @@ class KVPolicy(Scorer, abc.ABC):
         return out
 
 
-class _WindowPolicy(KVPolicy):
-    """A policy that reads the observation window (the prompt's last ``window`` queries) and
-    always keeps the window's own tokens."""
-
-    queries = "window"
-    _parameter_constraints = {"window": [Interval("int", 1)]}
+class _SinksKept(KVPolicy):
+    """A policy that always keeps the prompt's first ``n_sink`` tokens (attention sinks)."""
 
     def protected(self) -> tuple[int, str]:
-        return self.window, f"the observation window of {self.window} tokens"
+        return max(1, self.n_sink), f"the {self.n_sink} sinks"
 
-    def _scores(self, keys, values, queries, scaling, n):
-        w = min(self.window, queries.shape[-2])
-        if w >= n:
-            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than the "
-                                        f"observation window ({w}).")
-        attention = _window_attention(queries[:, :, -w:], keys, scaling)  # (b, heads, w, n)
-        scores = self._window_scores(attention, keys, values, n, w)
-        return torch.nn.functional.pad(scores, (0, w), value=float(scores.max()) + 1)
-
-    @abc.abstractmethod
-    def _window_scores(self, attention, keys, values, n: int, w: int):
-        """The subclass's part (see the class docstring)."""
+    def _check_longer_than_sinks(self, n: int) -> None:
+        if n <= self.n_sink:
+            raise InvalidParameterError(f"policy {self.name!r}: the prompt ({n} tokens) must be longer than its "
+                                        f"{self.n_sink} sinks.")
 
 
-# ------------------------------------------------------------------------------------------
-# the policies
-@register_method("kv", "streaming_llm", "KV cache: attention sinks + the most recent tokens (StreamingLLM, Xiao et al., "
-                                        "2024)")
-class StreamingLLM(KVPolicy):
-    _parameter_constraints = {"n_sink": [Interval("int", 0)]}
-
-    def __init__(self, *, n_sink: int = 4):
-        self.n_sink = n_sink
-        super().__init__()
-
-    def protected(self) -> tuple[int, str]:
-        return self.n_sink + 1, f"the {self.n_sink} sinks and at least one recent token"
-
-    def _scores(self, keys, values, queries, scaling, n):
-        # sinks first, then the most recent tokens: score by position, sinks above all
-        b, n_kv = keys.shape[:2]
-        scores = torch.arange(n, dtype=torch.promote_types(keys.dtype, torch.float32)).expand(b, n_kv, n).clone()
-        scores[..., : min(self.n_sink, n)] = float(n + 1)
-        return scores
+def _average_rotation(rotary, start: int, count: int, d: int, dtype):
+    """The rotary rotation averaged over the ``count`` positions from ``start``, (d, d):
+    rotating by it is rotating by each and averaging (the rotation is linear)."""
+    cos, sin = rotary(torch.arange(start, start + count))
+    cos, sin = torch.as_tensor(cos, dtype=dtype), torch.as_tensor(sin, dtype=dtype)
+    half = d // 2
+    # q' = q cos + rotate_half(q) sin, rotate_half(q) = [-q2, q1]: q' = R q with R = diag(cos) + P diag(sin)
+    swap = torch.zeros(d, d, dtype=dtype)
+    swap[half:, :half] = torch.eye(half, dtype=dtype)
+    swap[:half, half:] = -torch.eye(half, dtype=dtype)
+    rotations = torch.diag_embed(cos) + swap[None] * sin[:, None, :]
+    return rotations.mean(dim=0)
 
 
-@register_method("kv", "random", "KV cache: uniform random scores, a baseline (kvpress's RandomPress)")
-class RandomKV(KVPolicy):
-    _parameter_constraints = {"seed": [None, Interval("int", 0)]}
-
-    def __init__(self, *, seed: int | None = 0):
-        self.seed = seed
-        super().__init__()
-
-    def _scores(self, keys, values, queries, scaling, n):
-        # seeded afresh per call, so every layer of a prefill draws the same scores (as kvpress)
-        generator = None if self.seed is None else torch.Generator(device=keys.device).manual_seed(self.seed)
-        return torch.rand(keys.shape[:-1], generator=generator, dtype=keys.dtype, device=keys.device)
-
-
-@register_method("kv", "h2o", "KV cache: heavy hitters, attention received from the prompt's queries (H2O, Zhang et "
-                              "al., 2023)")
-class H2O(KVPolicy):
-    queries = "all"
-
-    def _scores(self, keys, values, queries, scaling, n):
-        self._check_every_query(queries, n)
-        received = _received_attention(queries, keys, scaling)
-        return _group_mean(received / torch.arange(n, 0, -1, dtype=received.dtype), keys.shape[1])
-
-
-@register_method("kv", "snapkv", "KV cache: attention of the observation window, pooled (SnapKV, Li et al., 2024)")
-class SnapKV(_WindowPolicy):
-    _parameter_constraints = {"kernel_size": [Interval("int", 1)]}
-
-    def __init__(self, *, window: int = 64, kernel_size: int = 5):
-        self.window, self.kernel_size = window, kernel_size
-        super().__init__()
-
-    def _validate_params(self) -> None:
-        super()._validate_params()
-        if self.kernel_size % 2 == 0:
-            raise InvalidParameterError(f"kernel_size must be odd (the pooled scores keep their length); got "
-                                        f"{self.kernel_size}.")
-
-    def _window_scores(self, attention, keys, values, n, w):
-        scores = attention[..., : n - w].mean(dim=2)
-        scores = torch.nn.functional.avg_pool1d(scores, kernel_size=self.kernel_size, padding=self.kernel_size // 2,
-                                                stride=1)
-        return _group_mean(scores, keys.shape[1])
-
-
-@register_method("kv", "tova", "KV cache: attention of the last query over all heads (TOVA, Oren et al., 2024)")
-class TOVA(KVPolicy):
-    queries = 1
-
-    def protected(self) -> tuple[int, str]:
-        return 1, "the last token"
-
-    def _scores(self, keys, values, queries, scaling, n):
-        b, n_kv = keys.shape[:2]
-        attention = _window_attention(queries[:, :, -1:], keys, scaling)[:, :, 0]
-        scores = attention.mean(dim=1, keepdim=True).expand(b, n_kv, n).clone()
-        scores[..., -1] = scores.max() + 1  # the last token is kept
-        return scores
-
-
-@register_method("kv", "key_norm", "KV cache: small key norm = kept (Devoto et al., 2024)")
-class KeyNorm(KVPolicy):
-    def _scores(self, keys, values, queries, scaling, n):
-        return -torch.linalg.vector_norm(keys, dim=-1, dtype=torch.promote_types(keys.dtype, torch.float32))
-
-
-@register_method("kv", "vatp", "KV cache: received attention x value L1 norm (value-aware token pruning, Guo et al., "
-                               "2024)")
-class VATP(H2O):
-    def _scores(self, keys, values, queries, scaling, n):
-        scores = super()._scores(keys, values, queries, scaling, n)
-        return scores * values.abs().sum(dim=-1).to(scores.dtype)
-
-
-@register_method("kv", "caote", "KV cache: attention output error of evicting the token (CAOTE, Goel et al., 2025)")
-class CAOTE(_WindowPolicy):
-    def __init__(self, *, window: int = 64):
-        self.window = window
-        super().__init__()
-
-    def _window_scores(self, attention, keys, values, n, w):
-        # the output error of evicting token j alone, for each window query
-        n_kv = keys.shape[1]
-        groups = attention.shape[1] // n_kv
-        v = values.repeat_interleave(groups, dim=1).to(attention.dtype)  # (b, heads, n, d)
-        output = attention @ v  # (b, heads, w, d)
-        distance = torch.cdist(output, v)  # (b, heads, w, n): ||v_j - o||
-        error = attention / (1 - attention).clamp_min(1e-6) * distance
-        return _group_mean(error.mean(dim=2), n_kv)[..., : n - w]
+def _z_scored(scores):
+    return (scores - scores.mean()) / scores.std().clamp_min(1e-6)
 
 
 def kv_token_scores(policy: str | KVPolicy, keys, values, queries=None, *, scaling: float | None = None,

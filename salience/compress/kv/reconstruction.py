@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy
+from salience.compress.kv.policy import KVPolicy
 from salience.core.base import register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
@@ -110,7 +110,7 @@ class KVzip(KVPolicy):
         """After the prefill of ``ids`` (1, n) into ``cache``: the reconstruction passes, then
         which tokens each layer evicts, boolean (1, kv_heads, n) per layer, ``keep`` per head
         on average (the last ``keep_last`` never evicted)."""
-        from salience.compress.kv_policies import _torch
+        from salience.compress.kv.policy import _torch
 
         _torch()  # torch installed, or the error naming the extra
         if self.tokenizer is None:
@@ -169,7 +169,7 @@ def replay_on_cache(model, modules, cache, ids, n: int, read_layer) -> None:
     ``read_layer(module, cache_layer, queries, hidden)`` sees them with the pass's queries
     (rotary positions applied) and the attention's input hidden states, then the layer is cut
     back to the context (KVzip's reconstruction, KVCompose's second reading)."""
-    from salience.compress.kv import _queries
+    from salience.compress.kv.eviction import _queries
     from salience.models.kv import cache_argument
 
     def hook(module, args, kwargs, output):
@@ -205,7 +205,7 @@ class KVgrad(KVzip):
                          suffix=suffix)
 
     def _score_chunk(self, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
-        from salience.compress.kv import _queries
+        from salience.compress.kv.eviction import _queries
         from salience.models.lm import decoder_layers
         from salience.models.kv import cache_argument
 
@@ -262,8 +262,8 @@ def kvzip_plus_scores(model, tokenizer, ids, *, chunk_size: int = 2048, n_sink: 
     attention weight times ``||W_O,h v_j|| / ||x_q||`` (``x_q``: the query token's attention
     input). Returns (the prefill's attention inputs, one (n, hidden) array per layer; the
     scores (layers, kv_heads, n))."""
-    from salience.compress.kv import _attention_modules
-    from salience.compress.kv_policies import _torch
+    from salience.compress.kv.eviction import _attention_modules
+    from salience.compress.kv.policy import _torch
     from salience.models.kv import cache_argument
     from transformers import DynamicCache
 

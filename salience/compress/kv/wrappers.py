@@ -1,6 +1,6 @@
 """KV-cache policies that change how another policy's scores are used (kvpress's wrapping
 presses): ``press`` names the scoring policy (a registered ``kv`` name or a
-:class:`~salience.compress.kv_policies.KVPolicy`).
+:class:`~salience.compress.kv.policy.KVPolicy`).
 
 * ``adakv``: a layer's budget spread over its heads by its scores, each head keeping a
   safeguard share (Feng et al., 2024);
@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, _group_mean, _torch
+from salience.compress.kv.policy import KVPolicy, _group_mean, _torch
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval

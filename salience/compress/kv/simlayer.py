@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv_policies import KVPolicy, StreamingLLM, _window_attention
+from salience.compress.kv.policy import KVPolicy, _window_attention
+from salience.compress.kv.position import StreamingLLM
 from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.extras import torch

@@ -1,7 +1,7 @@
 """KV-cache eviction for causal language models (``pip install 'salience[lm]'``).
 
 After the prompt is read (the prefill), a policy of the ``kv`` family
-(:mod:`salience.compress.kv_policies`) scores every layer's cached tokens and the cache keeps
+(:mod:`salience.compress.kv.policy`) scores every layer's cached tokens and the cache keeps
 the ``budget`` best per head; the continuation then attends to the kept tokens only, at their
 original positions (the kept keys carry their rotary positions, the new tokens get
 ``n_prompt + i``), unless the policy rerotates the kept keys to consecutive positions
@@ -11,7 +11,7 @@ the earlier token is evicted first).
 Use it around any forward pass or ``generate``: ``with evict(model, "snapkv", budget=0.25):
 model.generate(ids, max_new_tokens=20)`` compresses the cache right after the prefill. Or
 :func:`prefill` (the cache and the next position) then :func:`continue_from` for exact
-control; :mod:`salience.compress.kv_eval` measures continuation perplexity and passkey
+control; :mod:`salience.compress.kv.evaluation` measures continuation perplexity and passkey
 retrieval.
 """
 
@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from salience.compress.kv_channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
-from salience.compress.kv_policies import KVPolicy, _torch
+from salience.compress.kv.channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
+from salience.compress.kv.policy import KVPolicy, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
 from salience.models.kv import cache_argument
@@ -136,7 +136,7 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     ``key_channels``: the share of key channels kept in every head, the others zeroed by a
     ``kv_channels`` policy (``channel_policy``, ThinK by default) after the tokens are chosen
     (``policy=None``: channels only, every token kept).
-    A ``decoding`` policy (:mod:`salience.compress.kv_decoding`) also cuts the cache back while
+    A ``decoding`` policy (:mod:`salience.compress.kv.decoding`) also cuts the cache back while
     the block decodes, every ``compression_interval`` steps.
     Yields a record of what was done (tokens kept, scoring seconds). Later forward passes and
     decoding steps are otherwise unchanged; their positions continue from the prompt's length (pass
