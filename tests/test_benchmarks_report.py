@@ -21,3 +21,11 @@ def test_each_bench_section_is_written_once():
     ends = Counter(re.findall(r"<!-- (.+?) end -->", text))
     assert begins == ends and all(n == 1 for n in begins.values()), begins
     assert text.startswith("# Benchmarks\n")
+
+
+def test_make_bench_runs_every_bench_that_writes_a_section():
+    makefile = (REPORT.parent / "Makefile").read_text(encoding="utf-8")
+    recipe = makefile.split("\nbench:", 1)[1].split("\n\n", 1)[0]
+    run = set(re.findall(r"bench/(\w+)\.py", recipe))
+    written = set(re.findall(r"<!-- bench/(\w+)\.py.*? begin -->", REPORT.read_text(encoding="utf-8")))
+    assert written <= run, f"sections no make bench target rebuilds: {sorted(written - run)}"
