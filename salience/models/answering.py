@@ -304,9 +304,9 @@ class SourcedQuestion:
         target = torch.tensor(self.response_ids)
         out = np.empty(len(masks))
         with torch.no_grad():
+            if reuse_prefix and self.prompt_cache is None:
+                self._read_whole_into_cache(target)
             for row, kept in enumerate(masks):
-                if reuse_prefix and self.prompt_cache is None:
-                    self._read_whole_into_cache(target)
                 if kept.tobytes() in self._log_probs:  # a context read before (every source: cite, then verify)
                     out[row] = self._log_probs[kept.tobytes()]
                     continue

@@ -61,9 +61,6 @@ def _manifest_digest(body: dict) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
-is_index_folder = is_bm25_folder
-
-
 #: the files an index folder of any kind (BM25, dense, sharded) owns; anything else there is the
 #: user's and stays when the folder is written over (:func:`salience.io.files.owned_files`)
 INDEX_FILES = ("manifest.json", "shards.json", ".part-*", "seg-[0-9]*/*", "shard-[0-9]*/", "shard-[0-9]*/manifest.json",
@@ -73,7 +70,7 @@ owns_index_file = owned_files(INDEX_FILES)
 
 def is_own_output(path: Path) -> bool:
     """Whether a save may replace ``path``: an index folder of any kind, or an empty folder."""
-    return path.is_dir() and (is_index_folder(path) or is_dense_folder(path) or is_sharded_folder(path)
+    return path.is_dir() and (is_bm25_folder(path) or is_dense_folder(path) or is_sharded_folder(path)
                               or not any(path.iterdir()))
 
 
