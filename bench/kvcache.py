@@ -185,8 +185,8 @@ def run(args) -> dict:
                 params |= {"threshold": args.dms_threshold, "sliding_window_size": 128, "decoding": args.dms_decoding}
             chosen = built.get(policy) or (policy and kv_policy(policy, **params))
             # finch scores with a question: the windows' last tokens read as one, the passkey's own question
-            question = args.question_tokens if chosen and chosen.needs_question else 0
-            given = budget if chosen and chosen.budgeted else None  # dms: as many as its threshold leaves
+            question = args.question_tokens if chosen and chosen.needs.question else 0
+            given = budget if chosen and chosen.needs.budgeted else None  # dms: as many as its threshold leaves
             ppl = kv_eval(model, evaluation, policy=chosen,
                           budget=given, context=args.context, continuation=args.continuation,
                           max_windows=args.windows, key_channels=args.key_channels, keep_last=question)

@@ -60,7 +60,7 @@ def run(args) -> dict:
         if policy and args.window and "window" in method_factory("kv", policy)._param_names():
             params["window"] = args.window
         # finch scores with the question's queries: query-aware only
-        asks_question = bool(policy) and method_factory("kv", policy)(**params).needs_question
+        asks_question = bool(policy) and method_factory("kv", policy)(**params).needs.question
         for aware in (False, True) if not (args.aware_only or asks_question) else (True,):
             if policy is None and aware:
                 continue

@@ -110,7 +110,7 @@ def _run(method, scorer):
         context = {"rotary": lambda positions: (np.ones((len(positions), 4)), np.zeros((len(positions), 4))),
                    "output_weight": rng.normal(size=(6, 16)), "keep": 6, "layer": 0, "question": 3,
                    "hidden": rng.normal(size=(12, 5))}
-        extra = {name: context[name] for name in scorer.reads}
+        extra = {name: context[name] for name in scorer.needs.reads}
         return ([scorer.score(keys, values, queries=queries, **extra)],
                 scorer.score_batch([(keys, values, queries)], **extra), None)
     if family == "kv_channels":

@@ -155,14 +155,15 @@ def _cmd_structured(args) -> int:
 
     from salience.compress.structured import check_structure_options
 
-    params = {"criterion": args.criterion} | method_params(args, "structure", args.unit)
+    params = method_params(args, "structure", args.criterion)
     model, tokenizer, windows = _model_and_calibration(args, lambda: check_structure_options(
-        args.unit, params["criterion"], args.fraction, None, bool(args.calib)))
-    report = remove_structures(model, args.unit, fraction=args.fraction, calibration=windows, **params)
+        args.unit, args.criterion, args.fraction, None, bool(args.calib), **params))
+    report = remove_structures(model, args.unit, fraction=args.fraction, criterion=args.criterion,
+                               calibration=windows, **params)
     result = {**report.as_dict(), "out": args.out}
     _write_model(args, model, tokenizer, result)
     emit(args, result, f"removed {report.units_before - report.units_after} of {report.units_before} {args.unit} per "
-                       f"layer by {params['criterion']}: {report.parameters_before:,} -> {report.parameters_after:,} "
+                       f"layer by {args.criterion}: {report.parameters_before:,} -> {report.parameters_after:,} "
                        f"parameters -> {args.out}")
     return 0
 
@@ -228,10 +229,10 @@ def _cmd_kv_eval(args) -> int:
         if args.question_tokens >= args.context:
             raise InvalidParameterError(f"--question-tokens ({args.question_tokens}) must leave context tokens to "
                                         f"compress (--context {args.context}).")
-        if not policy.budgeted and args.budget is None:  # dms: as many as its threshold leaves
+        if not policy.needs.budgeted and args.budget is None:  # dms: as many as its threshold leaves
             budget = None
         check_budget(budget, args.context - args.question_tokens, policy)
-        if policy.needs_question and not (args.question_tokens and (args.query_aware or not args.needles)):
+        if policy.needs.question and not (args.question_tokens and (args.query_aware or not args.needles)):
             raise InvalidParameterError(f"--policy {args.policy} scores with the question's queries: give "
                                         "--question-tokens N (the windows' last N tokens read as their question)"
                                         + (" and --query-aware (passkey)" if args.needles else "") + ".")
@@ -280,7 +281,7 @@ def _cmd_kv_eval(args) -> int:
                                       "tokens_per_layer": policy.layer_budgets(report.kept, args.context,
                                                                                len(importance.values)).tolist()}
     at = (f"budget {budget}" if budget is not None
-          else "its threshold" if policy is not None and not policy.budgeted else "budget 1.0")
+          else "its threshold" if policy is not None and not policy.needs.budgeted else "budget 1.0")
     text = (f"{args.policy} at {at}: continuation perplexity "
             f"{report.perplexity:.3f} over {report.windows} windows ({report.context} context tokens, "
             f"{report.kept} kept per head; {report.continuation} continuation tokens)"
@@ -299,7 +300,7 @@ def _cmd_kv_eval(args) -> int:
 
 def add_commands(domains) -> None:
     from salience.compress.quant_grid import SCHEMES
-    from salience.compress.structured import STRUCTURE_CRITERIA
+    from salience.compress.structured import STRUCTURE_UNITS
 
     compress = domains.add_parser("compress", help="prune a language model by importance; measure it")
     commands = compress.add_subparsers(dest="command", required=True)
@@ -382,11 +383,12 @@ def add_commands(domains) -> None:
     p = commands.add_parser("structured", help="remove the least important FFN channels or attention heads "
                                                 "(physically)")
     p.add_argument("model", help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
-    method_option(p, "--unit", "structure", "ffn_channels", "structure unit removed")
+    p.add_argument("--unit", choices=STRUCTURE_UNITS, default="ffn_channels", help="structure unit removed")
     p.add_argument("--fraction", type=float, required=True, help="fraction of each layer's units removed, in [0, 1)")
-    p.add_argument("--criterion", choices=STRUCTURE_CRITERIA, default="magnitude",
-                   help="weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need --calib")
-    add_param_option(p, "the structure unit's scorer")
+    method_option(p, "--criterion", "structure", "magnitude",
+                  "unit importance: weight norm, Taylor (LLM-Pruner) or output magnitude (2SSP); the last two need "
+                  "--calib")
+    add_param_option(p, "the structure criterion")
     p.add_argument("--calib", default=None, help="calibration text file (taylor, output)")
     p.add_argument("--calib-windows", type=positive_int, default=16, help="calibration windows cut from --calib (default 16)")
     p.add_argument("--seqlen", type=positive_int, default=256, help="tokens per window (default 256)")

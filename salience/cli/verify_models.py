@@ -13,10 +13,10 @@ from salience.cli.verify_common import (_add_protocol_options, _check_protocol, 
 from salience.exceptions import InputFormatError, InvalidParameterError
 
 
-def _structure_criteria() -> tuple:
-    from salience.compress.structured import STRUCTURE_CRITERIA
+def _structure_units() -> tuple:
+    from salience.compress.structured import STRUCTURE_UNITS
 
-    return STRUCTURE_CRITERIA
+    return STRUCTURE_UNITS
 
 
 def _inputs(args) -> list[str]:
@@ -84,7 +84,7 @@ def _cmd_structures(args) -> int:
     from salience.core.base import create
 
     model, scoring, held_out = _model_and_halves(args)
-    scores = create("structure", args.structure, criterion=args.method).score(model, scoring)
+    scores = create("structure", args.method, unit=args.structure).score(model, scoring)
     verifier = create("verify", "structures", structure=args.structure, max_fraction=args.max_fraction,
                       **_protocol(args))
     return _finish(args, verifier.verify(scores, model=model, windows=held_out), f"{args.structure}/{args.method}")
@@ -224,9 +224,9 @@ def add_model_commands(commands) -> None:
 
     p = commands.add_parser("structures", help="FFN channel or attention head importance: held-out perplexity as the "
                                                "top-scored units stop writing, against random orders")
-    p.add_argument("--structure", default="attention_heads", choices=choices_of("structure"),
+    p.add_argument("--structure", default="attention_heads", choices=_structure_units(),
                    help="the units (default attention_heads)")
-    p.add_argument("--method", default="magnitude", choices=_structure_criteria(),
+    p.add_argument("--method", default="magnitude", choices=choices_of("structure"),
                    help="the criterion verified (default magnitude)")
     add_model_options(p, "units")
     p.set_defaults(func=_cmd_structures)

@@ -4,7 +4,7 @@ model matter, pruning and evicting by them, and measuring what was lost
 
 Seven method families, one verb each (``score``, returning :class:`~salience.Scores`):
 ``weights`` (:class:`WeightCriterion`: magnitude, wanda, lamp, taylor, sparsegpt), ``structure``
-(:class:`StructureImportance`: FFN channels, attention heads), ``layers``
+(:class:`StructureCriterion`: magnitude, taylor, output; of FFN channels or attention heads), ``layers``
 (:class:`LayerImportance`), ``kv`` (:class:`KVPolicy`: the KV-cache policies) and
 ``kv_channels`` (:class:`KeyChannelPolicy`: which key channels of the cache matter, ThinK),
 ``quantizers`` (:class:`Quantizer`: rtn, gptq, awq; :func:`quantize` applies one to a model) and
@@ -30,8 +30,9 @@ from salience.compress.kv.wrappers import (AdaKV, BlockWise, ChunkKV, CriticalKV
                                            LayerBudget)
 from salience.compress.layers import (BlockInfluence, LayerImportance, PerplexityChange, block_influence,
                                      drop_least_important, perplexity_change, remove_layers)
-from salience.compress.structured import (STRUCTURE_CRITERIA, AttentionHeads, FFNChannels, StructureImportance,
-                                         StructureReport, remove_structures, structure_scores)
+from salience.compress.structured import (STRUCTURE_UNITS, StructureCriterion, StructureMagnitude, StructureOutput,
+                                         StructureReport, StructureTaylor, remove_structures, structure_criterion,
+                                         structure_scores)
 from salience.compress.criteria import (LAMP, Magnitude, SparseGPT, Taylor, Wanda, WeightCriterion, weight_criterion,
                                         weight_scores)
 from salience.compress.weights import PruneReport, calibration_windows, prunable_linears, prune, sparsity_of
@@ -51,8 +52,8 @@ __all__ = ["LayerVerifier", "StructureVerifier", "KVVerifier", "WeightVerifier",
            "TOVA", "KeyNorm", "VATP", "CAOTE", "KeyDiff", "LagKV", "ExpectedAttention", "PyramidKV", "NonCausalAttention", "LeverageScore", "Compactor", "CapKV", "Finch", "SimLayerKV", "AdaKV",
            "CriticalKV", "ChunkKV", "EntropyGatedChunkKV", "BlockWise", "CurDKV", "LayerBudget", "KeyRerotation", "KVzip", "KVgrad", "KVCompose", "Decoding", "CaM", "QFilter", "DuoAttention", "KVzap", "ridge_surrogate",
            "query_filters", "duo_attention_head_scores", "KeyChannelPolicy", "ThinK", "key_channel_policy", "prune_key_channels", "kv_policy", "kv_token_scores", "policy_token_scores", "evict", "prefill", "continue_from", "prefill_and_continue",
-           "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_CRITERIA",
-           "StructureImportance", "FFNChannels", "AttentionHeads", "StructureReport", "remove_structures",
-           "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",
+           "kv_eval", "passkey", "passkey_prompts", "decode_speed", "check_budget", "STRUCTURE_UNITS",
+           "StructureCriterion", "StructureMagnitude", "StructureTaylor", "StructureOutput", "StructureReport",
+           "remove_structures", "structure_criterion", "structure_scores", "SCHEMES", "QuantScheme", "QuantizedWeight", "scheme_of", "Quantizer", "RTN", "GPTQ",
            "AWQ", "quantizer_of", "quantize", "QuantReport", "outlier_mask", "PrecisionCriterion", "precision_criterion",
            "allot_bits"]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from salience.compress.evaluate import held_out_log_perplexity, restored_weights
-from salience.compress.structured import _blocks, _unit_groups
+from salience.compress.structured import STRUCTURE_UNITS, _blocks, _unit_groups
 from salience.compress.weights import check_calibration
-from salience.core.base import method_names, register_method
-from salience.core.params import Check, Interval
+from salience.core.base import register_method
+from salience.core.params import Interval, Options
 from salience.core.verify import Verification, Verifier, check_unit_scores
 from salience.extras import require_torch
 
@@ -30,14 +30,13 @@ __all__ = ["StructureVerifier"]
                                          "top-scored units stop writing to the residual stream, against random "
                                          "orders; the scores' rank correlation with each unit's one-removed change")
 class StructureVerifier(Verifier):
-    """``structure``: ``ffn_channels`` or ``attention_heads`` (the ``structure`` family's units,
+    """``structure``: ``ffn_channels`` or ``attention_heads`` (the units the ``structure`` criteria score,
     ids ``"layer:unit"`` as its scores give them); ``batch_size``: windows per forward pass;
     ``max_fraction``: the largest share of units removed; ``one_removed``: also measure each
     unit alone removed, when there are at most ``max_one_removed`` units."""
 
     unit = "structures"
-    _parameter_constraints = {"structure": [Check(lambda name: name in method_names("structure"),
-                                                  "a unit of the structure family (ffn_channels, attention_heads)")], "batch_size": [Interval("int", 1)],
+    _parameter_constraints = {"structure": [Options(STRUCTURE_UNITS)], "batch_size": [Interval("int", 1)],
                               "max_fraction": [Interval("real", 0, 1, closed="right")], "one_removed": [bool],
                               "max_one_removed": [Interval("int", 1)]}
 

@@ -121,24 +121,47 @@ def test_a_registered_scorer_gives_scores_over_head_and_position():
     assert np.allclose(scores.values, direct[0].numpy().ravel())
 
 
+def test_what_a_policy_needs_is_one_value_that_wrappers_compose_and_refuses_a_typo():
+    from salience.compress.kv import KVNeeds
+
+    assert create("kv", "streaming_llm").needs == KVNeeds()
+    assert create("kv", "snapkv", window=8).needs == KVNeeds(queries="window")
+    assert create("kv", "kvzip").needs.when == "after_prefill"
+    finch = create("kv", "finch")
+    assert finch.needs.question and finch.needs.rerotates and not create("kv", "finch", rerotate_keys=False).needs.rerotates
+    # a wrapper reads what it wraps reads, and its own
+    criti = create("kv", "criticalkv", press=create("kv", "snapkv", window=8))
+    assert criti.needs.queries == "window" and set(criti.needs.reads) == {"output_weight", "keep"}
+    assert create("kv", "rerotate", press="snapkv").needs.rerotates
+    dms = create("kv", "dms", threshold=-1.0)
+    assert not dms.needs.budgeted and dms.needs.when == "prefill"
+    assert create("kv", "dms", threshold=-1.0, decoding=True).needs.when == "decoding"
+    decoding = create("kv", "decoding", press="key_norm", prefill=create("kv", "snapkv", window=8))
+    assert decoding.needs.when == "decoding" and decoding.needs.queries == 0
+    for bad in ({"queries": "some"}, {"queries": True}, {"reads": ("rotation",)}, {"reads": ["rotary"]},
+                {"when": "later"}, {"budget": "share"}):
+        with pytest.raises(InvalidParameterError, match=next(iter(bad))):
+            KVNeeds(**bad)
+
+
 def test_the_cache_keeps_exactly_the_budget_and_a_full_budget_changes_nothing():
     model = tiny_llama()
     ids = tokens(600)
     full = kv_eval(model, ids, policy=None, context=80, continuation=20, max_windows=3)
     for policy in KV_POLICIES:
         built = create("kv", policy, **window_of(policy))
-        if not built.budgeted:  # dms: evicts by its threshold (tests/compress/test_kv_decoding.py)
+        if not built.needs.budgeted:  # dms: evicts by its threshold (tests/compress/test_kv_decoding.py)
             continue
-        question = 8 if built.needs_question else 0  # finch: the context's last 8 tokens are the question
+        question = 8 if built.needs.question else 0  # finch: the context's last 8 tokens are the question
         same = kv_eval(model, ids, policy=built, budget=1.0, context=80, continuation=20, max_windows=3,
                        keep_last=question)
-        if built.decodes:  # read one token per step: the same to float rounding
+        if built.needs.when == "decoding":  # read one token per step: the same to float rounding
             assert np.allclose(same.nll, full.nll, rtol=1e-6), policy
         else:
             assert same.nll == full.nll
         read = prefill(model, ids[:80], policy=built, budget=0.25, keep_last=question)
         kept = int(0.25 * (80 - question)) + question
-        assert read.kept == kept and read.length == (kept if built.rerotates else 80), policy
+        assert read.kept == kept and read.length == (kept if built.needs.rerotates else 80), policy
         held = []
         for layer in read.cache.layers:
             padding = getattr(layer, "salience_padding")

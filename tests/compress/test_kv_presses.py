@@ -478,11 +478,11 @@ def test_non_causal_attention_is_the_chunked_sum_written_out():
 def test_leverage_and_compactor_written_out():
     from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
-    from salience.compress.kv.eviction import _rotary_of
+    from salience.compress.kv.model_layers import rotary_of
     from salience.compress.kv.policy import _rotated
 
     model = tiny_llama()
-    rotary = _rotary_of(model)
+    rotary = rotary_of(model)
     n, d = 40, model.config.hidden_size // model.config.num_attention_heads
     plain = torch.randn(1, 2, n, d)
     cos, sin = rotary(torch.arange(n))
@@ -521,10 +521,10 @@ def test_leverage_and_compactor_written_out():
 
 
 def test_capkv_is_the_capacity_share_written_out():
-    from salience.compress.kv.eviction import _rotary_of
+    from salience.compress.kv.model_layers import rotary_of
 
     model = tiny_llama()
-    rotary = _rotary_of(model)
+    rotary = rotary_of(model)
     n, d, sinks, future = 20, model.config.hidden_size // model.config.num_attention_heads, 2, 6
     keys, values = torch.randn(1, 2, n, d, dtype=torch.float64), torch.randn(1, 2, n, d, dtype=torch.float64)
     queries = torch.randn(1, 4, n, d, dtype=torch.float64)  # before their rotation
@@ -552,7 +552,7 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     output)||; the gradient here taken with respect to a zero added to each attention output
     (not the output's retained gradient the policy reads), the value's write head by head."""
     from salience.compress.kv.reconstruction import reconstruction_weights
-    from salience.compress.kv.eviction import _attention_modules, _queries
+    from salience.compress.kv.model_layers import attention_modules, layer_queries
 
     model = tiny_llama(layers=2)
     ids = tokens(30, seed=14)
@@ -560,7 +560,7 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     policy = create("kv", "kvgrad", tokenizer=CharTokenizer())
     repeat = torch.tensor([policy._encode("\n\nRepeat the previous context exactly.") + policy._encode("\n")
                            + ids.tolist()])
-    modules = _attention_modules(model)
+    modules = attention_modules(model)
     cache = prefill(model, ids).cache
     got = np.zeros((2, 1, 2, n))
     policy._score_chunk(model, modules, cache, repeat, n, 0, n, got)
@@ -575,7 +575,7 @@ def test_kvgrad_scores_are_attention_x_value_write_x_gradient_norm():
     def shifted(module, args, kwargs, output):
         layer = cache.layers[module.layer_idx]
         with torch.no_grad():
-            q = _queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], repeat.shape[1])
+            q = layer_queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], repeat.shape[1])
             weights[module.layer_idx] = reconstruction_weights(layer.keys, q, module.scaling, 0, n, 0)
         layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]
         return (output[0] + shifts[module.layer_idx],) + tuple(output[1:])

@@ -217,13 +217,13 @@ def test_simlayerkv_in_the_cache():
     # then reads layers of different lengths
     shares = []
     policy = create("kv", "simlayerkv", lazy_threshold=0.0)
-    from salience.compress.kv.eviction import _attention_modules, _queries
+    from salience.compress.kv.model_layers import attention_modules, layer_queries
 
     hooks = []
-    for module in _attention_modules(model):
+    for module in attention_modules(model):
         def keep_share(module, args, kwargs, output):
             layer = kwargs.get("cache", kwargs.get("past_key_values")).layers[module.layer_idx]
-            q = _queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], 1)
+            q = layer_queries(module, kwargs["hidden_states"], kwargs["position_embeddings"], 1)
             n, w = layer.keys.shape[-2], 1
             recent = 20 - 4 + w
             attention = torch.softmax((q @ layer.keys.repeat_interleave(2, dim=1).transpose(-1, -2)) * module.scaling,

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests.compress import models  # noqa: E402
-from salience.compress import AttentionHeads, remove_structures, structure_scores  # noqa: E402
+from salience.compress import StructureMagnitude, remove_structures, structure_scores  # noqa: E402
 
 
 def tiny_llama(seed=0):
@@ -78,9 +78,15 @@ def test_criteria_rank_by_their_definitions():
     assert output.values[5] == 0 and output.values.min() == 0
     report = remove_structures(model, "ffn_channels", count=1, criterion="output", calibration=ids())
     assert report.removed[0] == [5]
-    scorer = AttentionHeads(criterion="magnitude")
+    scorer = StructureMagnitude(unit="attention_heads")
     scores = scorer.score(tiny_llama())
     assert len(scores) == 6 and scores.ids[3] == "1:0"
+    # a criterion built already is used as it is, for its own unit only
+    assert remove_structures(tiny_llama(), "attention_heads", count=1, criterion=scorer).criterion == "magnitude"
+    with pytest.raises(InvalidParameterError, match="scores attention_heads"):
+        structure_scores(tiny_llama(), "ffn_channels", criterion=scorer)
+    with pytest.raises(InvalidParameterError, match="batch_size"):
+        structure_scores(tiny_llama(), "ffn_channels", criterion="taylor", calibration=ids(), batch_size=0)
 
 
 def test_bad_input():

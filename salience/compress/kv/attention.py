@@ -44,7 +44,8 @@ from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 from salience.extras import torch
-from salience.compress.kv.policy import (KVPolicy, _SinksKept, _average_rotation, _group_mean, _received_attention, _window_attention)
+from salience.compress.kv.policy import (KVNeeds, KVPolicy, _SinksKept, _average_rotation, _group_mean,
+                                         _received_attention, _window_attention)
 
 __all__ = ["H2O", "SnapKV", "TOVA", "VATP", "CAOTE", "PyramidKV", "ExpectedAttention", "NonCausalAttention", "Finch"]
 
@@ -53,7 +54,7 @@ class _WindowPolicy(KVPolicy):
     """A policy that reads the observation window (the prompt's last ``window`` queries) and
     always keeps the window's own tokens."""
 
-    queries = "window"
+    needs = KVNeeds(queries="window")
     _parameter_constraints = {"window": [Interval("int", 1)]}
 
     def protected(self) -> tuple[int, str]:
@@ -76,7 +77,7 @@ class _WindowPolicy(KVPolicy):
 @register_method("kv", "h2o", "KV cache: heavy hitters, attention received from the prompt's queries (H2O, Zhang et "
                               "al., 2023)")
 class H2O(KVPolicy):
-    queries = "all"
+    needs = KVNeeds(queries="all")
 
     def _scores(self, keys, values, queries, scaling, n):
         self._check_every_query(queries, n)
@@ -107,7 +108,7 @@ class SnapKV(_WindowPolicy):
 
 @register_method("kv", "tova", "KV cache: attention of the last query over all heads (TOVA, Oren et al., 2024)")
 class TOVA(KVPolicy):
-    queries = 1
+    needs = KVNeeds(queries=1)
 
     def protected(self) -> tuple[int, str]:
         return 1, "the last token"
@@ -173,9 +174,7 @@ class PyramidKV(SnapKV):
 @register_method("kv", "expected_attention", "KV cache: attention expected from future queries, times the value's "
                                              "norm (Expected Attention, Devoto et al., 2025)")
 class ExpectedAttention(_SinksKept):
-    queries = "all"
-    rotated_queries = False
-    reads = ("rotary",)
+    needs = KVNeeds(queries="all", rotated_queries=False, reads=("rotary",))
     _parameter_constraints = {"n_future_positions": [Interval("int", 1)], "n_sink": [Interval("int", 0)],
                               "use_covariance": [bool], "use_vnorm": [bool], "epsilon": [Interval("real", 0)]}
 
@@ -218,7 +217,7 @@ class NonCausalAttention(KVPolicy):
     a padded key takes its share of the last chunk's softmax (kvpress's masking leaves both
     so)."""
 
-    queries = "all"
+    needs = KVNeeds(queries="all")
     _parameter_constraints = {"chunk_size": [Interval("int", 1)]}
 
     def __init__(self, *, chunk_size: int = 256):
@@ -254,9 +253,6 @@ class Finch(KVPolicy):
     (FINCH's chunked selection, kvpress's ``chunk_length``): the kept tokens are spread over
     the whole prompt; the chunk holding the question must keep at least the question."""
 
-    queries = "question"
-    reads = ("question",)
-    needs_question = True
     _parameter_constraints = {"normalize_scores": [bool], "rerotate_keys": [bool],
                               "chunk_length": [None, Interval("int", 1)]}
 
@@ -286,8 +282,8 @@ class Finch(KVPolicy):
         return out
 
     @property
-    def rerotates(self):
-        return bool(self.rerotate_keys)
+    def needs(self) -> KVNeeds:
+        return KVNeeds(queries="question", reads=("question",), rerotates=bool(self.rerotate_keys))
 
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         return min(question, n_tokens)

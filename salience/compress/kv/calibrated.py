@@ -35,7 +35,8 @@ import math
 
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy, _torch
+from salience.compress.kv.model_layers import attention_modules, layer_queries, rotary_of
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _torch
 from salience.core.base import register_method
 from salience.core.params import Exempt, Interval
 from salience.exceptions import InvalidParameterError
@@ -46,9 +47,8 @@ __all__ = ["QFilter", "DuoAttention", "KVzap", "query_filters", "duo_attention_h
 
 def _model_shape(model) -> tuple[int, int, int]:
     """(decoder layers, key-value heads, head size) of a LLaMA-family model."""
-    from salience.compress.kv.eviction import _attention_modules
 
-    modules = _attention_modules(model)
+    modules = attention_modules(model)
     config = model.config
     heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
     return len(modules), int(heads), int(modules[0].head_dim)
@@ -64,10 +64,9 @@ def _checked_windows(windows) -> list[list[int]]:
 def _attention_inputs(model, windows, collect) -> None:
     """Run the model over each calibration window; ``collect(layer, module, hidden,
     position_embeddings)`` sees every attention module's input (no cache kept)."""
-    from salience.compress.kv.eviction import _attention_modules
 
     torch = _torch()
-    modules = _attention_modules(model)
+    modules = attention_modules(model)
 
     def hook(module, args, kwargs):
         hidden = kwargs.get("hidden_states", args[0] if args else None)
@@ -87,7 +86,6 @@ def query_filters(model, windows) -> np.ndarray:
     """Q-Filters (layers, kv_heads, d): per key-value head, the first right singular vector of
     its group's rotated queries over ``windows`` (lists of token ids), oriented so that the
     queries project positively on it."""
-    from salience.compress.kv.eviction import _queries
 
     _torch()  # torch installed, or the error naming the extra
     windows = _checked_windows(windows)
@@ -96,7 +94,7 @@ def query_filters(model, windows) -> np.ndarray:
     total = np.zeros((n_layers, n_kv, d))
 
     def collect(layer, module, hidden, position_embeddings):
-        q = _queries(module, hidden, position_embeddings, hidden.shape[1]).double()[0]  # (heads, n, d)
+        q = layer_queries(module, hidden, position_embeddings, hidden.shape[1]).double()[0]  # (heads, n, d)
         grouped = q.reshape(n_kv, -1, d)  # a group's heads are consecutive
         gram[layer] += (grouped.transpose(1, 2) @ grouped).numpy()
         total[layer] += grouped.sum(dim=1).numpy()
@@ -114,14 +112,13 @@ def duo_attention_head_scores(model, windows, *, q_len: int = 500) -> np.ndarray
     repeated over ``q_len`` positions and rotated; the last query's attention over them; the
     mean of its cumulative sum (high: the attention reaches far back), averaged over the query
     heads of a group and over the windows."""
-    from salience.compress.kv.eviction import _rotary_of
 
     torch = _torch()
     windows = _checked_windows(windows)
     if isinstance(q_len, bool) or not isinstance(q_len, int) or q_len < 2:
         raise InvalidParameterError(f"q_len must be a whole number >= 2; got {q_len!r}.")
     n_layers, n_kv, d = _model_shape(model)
-    rotary = _rotary_of(model)
+    rotary = rotary_of(model)
     if rotary is None:
         raise InvalidParameterError(f"{type(model).__name__} keeps no rotary embedding as model.rotary_emb.")
     cos, sin = (torch.as_tensor(x).double() for x in rotary(torch.arange(q_len)))
@@ -157,7 +154,7 @@ class _Calibrated(KVPolicy):
 
     learned: str
     learned_ndim: int  # (layers, kv heads[, head size])
-    reads = ("layer",)
+    needs = KVNeeds(reads=("layer",))
 
     @abc.abstractmethod
     def _learn(self, model, windows) -> np.ndarray:
@@ -233,7 +230,7 @@ class DuoAttention(_Calibrated):
     different numbers of tokens (padded and masked, as AdaKV's)."""
 
     learned, learned_ndim = "head_scores", 2
-    reads = ("layer", "keep")
+    needs = KVNeeds(reads=("layer", "keep"))
     _parameter_constraints = {"head_scores": [None, "array-like"], "sink_size": [Interval("int", 0)],
                               "recent_size": [Interval("int", 1)]}
 
@@ -297,7 +294,7 @@ class KVzap(_Calibrated):
     KVzip+ (kvpress's threshold scale: its examples use -4)."""
 
     learned, learned_ndim = "surrogate", 3
-    reads = ("layer", "hidden")
+    needs = KVNeeds(reads=("layer", "hidden"))
     _parameter_constraints = {"surrogate": [Exempt("the surrogate calibrate() fits")],
                               "tokenizer": [Exempt("the model's tokenizer, given by the caller")],
                               "ridge": [Interval("real", 0, None, closed="neither")],

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy, _window_attention
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _window_attention
 from salience.core.base import register_method
 from salience.core.params import Interval, Options
 from salience.extras import torch
@@ -39,8 +39,7 @@ class KVCompose(KVPolicy):
     """See the module docstring. ``score(keys, values, queries=...)`` scores one layer: ``keys``
     the context then the second reading's own keys (the last as many as ``queries``)."""
 
-    reconstructs = True
-    queries = "all"
+    needs = KVNeeds(queries="all", when="after_prefill")
     _parameter_constraints = {"structured": [bool], "agg_task": [Options(_AGGREGATIONS)],
                               "agg_group": [Options(_AGGREGATIONS)], "agg_head": [Options(_AGGREGATIONS)],
                               "add_v_norm": [bool], "add_mean_across_heads": [bool],

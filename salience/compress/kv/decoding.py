@@ -19,9 +19,12 @@ kvpress step for step, the query-reading ones are not.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy, _group_mean, _torch, _window_attention
+from salience.compress.kv.model_layers import layer_queries, layer_scores
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _group_mean, _torch, _window_attention
 from salience.compress.kv.wrappers import _OnAnotherPolicy
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
@@ -35,12 +38,13 @@ __all__ = ["Decoding", "CaM", "DMS"]
 def _refuse_unless_prefill_scorer(role: str, policy: KVPolicy) -> None:
     """A policy that scores a layer's cache as it stands: not one scored by passes after the
     prefill, one that moves keys, one that needs the question, or one that decodes itself."""
-    reasons = {"reconstructs": "is scored by passes of the model after the prefill",
-               "rerotates": "moves the kept keys to new positions",
-               "needs_question": "scores with the question's queries",
-               "decodes": "compresses while decoding itself"}
-    for attribute, why in reasons.items():
-        if getattr(policy, attribute, False):
+    needs = policy.needs
+    reasons = {"is scored by passes of the model after the prefill": needs.when == "after_prefill",
+               "moves the kept keys to new positions": needs.rerotates,
+               "scores with the question's queries": needs.question,
+               "compresses while decoding itself": needs.when == "decoding"}
+    for why, refused in reasons.items():
+        if refused:
             raise InvalidParameterError(f"decoding's {role} policy {policy.name!r} {why}; give one that scores the "
                                         "cache as it stands (key_norm, snapkv, adakv, ...).")
 
@@ -57,7 +61,6 @@ class Decoding(_OnAnotherPolicy):
     count). ``prefill``: a policy that evicts the prompt to the budget as well (None: the
     prompt stays whole). Wrapping policies are accepted (kvpress's AdaKVPress is)."""
 
-    decodes = True
     _parameter_constraints = {"prefill": [None, Exempt("a kv policy name or KVPolicy, checked when it is built")],
                               "compression_interval": [Interval("int", 1)],
                               "hidden_states_buffer_size": [Interval("int", 0)]}
@@ -69,7 +72,7 @@ class Decoding(_OnAnotherPolicy):
         self._inner = method_of("kv", press, KVPolicy)
         self._prefill = None if prefill is None else method_of("kv", prefill, KVPolicy)
         _refuse_unless_prefill_scorer("press", self._inner)
-        if self._inner.queries == "all" or "hidden" in self._inner.reads:
+        if self._inner.needs.queries == "all" or "hidden" in self._inner.needs.reads:
             raise InvalidParameterError(f"decoding's press {self._inner.name!r} reads every token's query or hidden "
                                         "state; decoding buffers only the last steps' (use snapkv, tova, key_norm, "
                                         "...; kvzap with dms).")
@@ -78,9 +81,10 @@ class Decoding(_OnAnotherPolicy):
         KVPolicy.__init__(self)
 
     @property
-    def reads(self):
-        extra = () if self._prefill is None else self._prefill.reads
-        return tuple(dict.fromkeys(self._inner.reads + extra))
+    def needs(self) -> KVNeeds:
+        """The press's needs, and the prefill policy's reads with them; cuts while decoding."""
+        needs = replace(super().needs, when="decoding")
+        return needs if self._prefill is None else needs.with_reads(self._prefill.needs.reads)
 
     @property
     def prefill_policy(self) -> KVPolicy | None:
@@ -145,11 +149,10 @@ class CaM(Decoding):
         return (steps >= self.compression_interval and n > target) or read >= target
 
     def observe(self, run, module, cache_layer, hidden, position_embeddings) -> None:
-        from salience.compress.kv.eviction import _queries
 
         keys, layer = cache_layer.keys, module.layer_idx
         with torch.no_grad():
-            query = _queries(module, hidden, position_embeddings, 1)
+            query = layer_queries(module, hidden, position_embeddings, 1)
             scaling = getattr(module, "scaling", keys.shape[-1] ** -0.5)
             attention = _group_mean(_window_attention(query, keys, scaling)[:, :, -1], keys.shape[1])
         prior = run.received.get(layer)
@@ -218,7 +221,7 @@ class _DecodingRun:
         """One decoding step read into ``cache_layer`` (already holding its keys): buffered,
         and the layer cut to the budget when its interval is up. Returns the tokens a head
         keeps after a cut (None: no cut)."""
-        from salience.compress.kv.eviction import _PADDING, _compact, check_budget, layer_scores
+        from salience.compress.kv.eviction import _PADDING, _compact, check_budget
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
         _refuse_unprefilled(layer, self.seen)
@@ -268,7 +271,6 @@ class DMS(_OnAnotherPolicy):
     (``key_norm``: minus the key's norm). The report's ``kept`` is the mean per head after the
     prefill."""
 
-    budgeted = False
     _parameter_constraints = {"threshold": [None, Interval("real")], "sliding_window_size": [Interval("int", 0)],
                               "decoding": [bool]}
 
@@ -279,8 +281,9 @@ class DMS(_OnAnotherPolicy):
         _refuse_unless_prefill_scorer("press", self._inner)
 
     @property
-    def decodes(self):
-        return self.decoding
+    def needs(self) -> KVNeeds:
+        """Unbudgeted (its threshold decides), scored in the prefill and, with ``decoding``, as it decodes."""
+        return replace(super().needs, budget="threshold", when="decoding" if self.decoding else "prefill")
 
     @property
     def prefill_policy(self) -> KVPolicy:
@@ -320,7 +323,7 @@ class _SlidingWindowRun:
         self.window[layer] = (scores[..., n - w:], rows)
 
     def step(self, module, cache_layer, hidden, position_embeddings, rotary) -> None:
-        from salience.compress.kv.eviction import _PADDING, layer_scores
+        from salience.compress.kv.eviction import _PADDING
 
         torch, policy, layer = _torch(), self.policy, module.layer_idx
         _refuse_unprefilled(layer, self.window)

@@ -192,7 +192,7 @@ def decode_speed(model, prompt_ids, *, policy: str | KVPolicy | None, budget=Non
     """Greedy decoding speed after a prompt: prefill seconds and decoded tokens per second, the
     cache evicted by ``policy`` (or full). Decoding attends to the kept tokens only."""
     torch = _torch()
-    if policy is not None and kv_policy(policy, **params).decodes:
+    if policy is not None and kv_policy(policy, **params).needs.when == "decoding":
         # a decoding policy cuts the cache while it decodes: the whole run inside its block
         with evict(model, policy, budget=budget, **params):
             return decode_speed(model, prompt_ids, policy=None, new_tokens=new_tokens) | {

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from salience.compress.kv.channels import KeyChannelPolicy, check_key_channels, key_channel_policy, prune_key_channels
+from salience.compress.kv.model_layers import attention_modules, layer_queries, layer_scores, rotary_of
 from salience.compress.kv.policy import KVPolicy, _torch
 from salience.core.base import method_of
 from salience.exceptions import InvalidParameterError
@@ -45,7 +46,7 @@ def check_budget(budget, n_tokens: int, policy: str | KVPolicy, **params) -> int
     quarter, kvpress's compression ratio 0.75) or a count >= 1. Refused when it cannot hold
     what the policy always keeps (the sinks and one recent token; the observation window)."""
     policy = kv_policy(policy, **params)
-    if not policy.budgeted:
+    if not policy.needs.budgeted:
         if budget is not None:
             raise InvalidParameterError(f"policy {policy.name!r} evicts by its threshold, not a budget: give "
                                         f"budget=None (got {budget!r}).")
@@ -65,50 +66,6 @@ def check_budget(budget, n_tokens: int, policy: str | KVPolicy, **params) -> int
         raise InvalidParameterError(f"budget {budget!r} keeps {keep} of {n_tokens} tokens, fewer than {policy.name} "
                                     f"always keeps ({what}: {protected}): raise the budget or shrink what it keeps.")
     return keep
-
-
-def _attention_modules(model) -> list:
-    from salience.models.lm import decoder_layers
-
-    layers = decoder_layers(model)
-    if not all(hasattr(layer, "self_attn") for layer in layers):
-        raise InvalidParameterError(f"{type(model).__name__}'s decoder layers have no self_attn (LLaMA-family layout): "
-                                    "its cache cannot be evicted by salience.")
-    return [layer.self_attn for layer in layers]
-
-
-def _queries(module, hidden_states, position_embeddings, count, rotated=True):
-    """The last ``count`` queries of an attention module for its input, with rotary positions
-    unless ``rotated`` is False (recomputed from the layer's input: attention implementations
-    do not return them)."""
-    hidden = hidden_states[:, -count:]
-    b, q, _ = hidden.shape
-    queries = module.q_proj(hidden).view(b, q, -1, module.head_dim).transpose(1, 2)
-    if hasattr(module, "q_norm"):  # Gemma-3, Qwen-3: a norm on the queries before the rotation
-        queries = module.q_norm(queries)
-    if not rotated:
-        return queries
-    cos, sin = position_embeddings
-    cos, sin = cos[:, -count:].unsqueeze(1), sin[:, -count:].unsqueeze(1)
-    half = queries.shape[-1] // 2
-    rotated = torch.cat([-queries[..., half:], queries[..., :half]], dim=-1)
-    return queries * cos + rotated * sin
-
-
-def _rotary_of(model):
-    """The model's rotary embedding as ``rotary(positions) -> (cos, sin)``, each (len, d), or
-    None when it has none where LLaMA-family models keep it."""
-    embedding = getattr(getattr(model, "model", model), "rotary_emb", None)
-    if embedding is None:
-        return None
-
-    def rotary(positions):
-        positions = torch.as_tensor(positions, dtype=torch.long)[None]
-        probe = torch.zeros(1, dtype=next(model.parameters()).dtype)
-        cos, sin = embedding(probe, positions)
-        return cos[0], sin[0]
-
-    return rotary
 
 
 @dataclass
@@ -144,138 +101,158 @@ def evict(model, policy: str | KVPolicy | None, *, budget=None, keep_last: int =
     policy that rerotates its kept keys (``rerotate``, ``finch``), from the tokens the first
     layer kept (the record's ``continue_at``; ``generate`` counts positions from the cache's
     length, which is that)."""
-    torch = _torch()
-    if policy is None and key_channels is None:
-        raise InvalidParameterError("evict needs a token policy, key_channels, or both.")
-    channels = None
-    if key_channels is not None:
-        check_key_channels(key_channels)
-        channels = key_channel_policy(channel_policy)
-    if policy is None:  # key channels only: every token kept
-        if params:
-            raise InvalidParameterError(f"parameters {sorted(params)} given without a token policy.")
-        policy, budget, label = kv_policy("streaming_llm"), 1.0, None
-    else:
-        policy = kv_policy(policy, **params)
-        label = policy.name
-    modules = _attention_modules(model)
-    decoding = policy.run(budget, len(modules)) if policy.decodes else None
-    # the policy that evicts the prompt: a decoding policy's prefill policy (None: kept whole)
-    scorer = policy if decoding is None else policy.prefill_policy
-    policy.check_model(model)
-    needs_rotary = "rotary" in policy.reads or policy.rerotates
-    rotary = _rotary_of(model) if needs_rotary else None
-    if needs_rotary and rotary is None:
-        raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
-                                    f"{type(model).__name__} does not keep as model.rotary_emb.")
-    if policy.rerotates and any(getattr(module, "is_sliding", False) for module in modules):
-        raise InvalidParameterError(f"policy {policy.name!r} moves the kept keys to new positions; "
-                                    f"{type(model).__name__}'s sliding-window layers keep theirs, so the layers would "
-                                    "disagree on where the continuation starts.")
-    state = _EvictionState(label, budget)
-    if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
-        raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
-    if policy.needs_question and not keep_last:
-        raise InvalidParameterError(f"policy {policy.name!r} scores with the question's queries: read the question "
-                                    "with the prompt and pass keep_last (its tokens), i.e. query-aware eviction.")
+    _torch()
+    run = _EvictionRun(model, policy, budget, keep_last, key_channels, channel_policy, params)
+    handles = [module.register_forward_hook(run.layer_hook, with_kwargs=True) for module in run.modules]
+    if run.policy.needs.when == "after_prefill":
+        handles.append(model.register_forward_hook(run.after_prefill_hook, with_kwargs=True))
+    try:
+        with attend_kept(model):
+            yield run.state
+    finally:
+        for handle in handles:
+            handle.remove()
 
-    def budget_of(n: int) -> int:
+
+class _EvictionRun:
+    """One ``evict`` block: the policy checked against the model and the arguments, and the
+    hooks that evict each layer's cache as the prefill fills it (or after the whole prefill,
+    or while decoding)."""
+
+    def __init__(self, model, policy, budget, keep_last, key_channels, channel_policy, params):
+        if policy is None and key_channels is None:
+            raise InvalidParameterError("evict needs a token policy, key_channels, or both.")
+        self.channels, self.key_channels = None, key_channels
+        if key_channels is not None:
+            check_key_channels(key_channels)
+            self.channels = key_channel_policy(channel_policy)
+        if policy is None:  # key channels only: every token kept
+            if params:
+                raise InvalidParameterError(f"parameters {sorted(params)} given without a token policy.")
+            policy, budget, label = kv_policy("streaming_llm"), 1.0, None
+        else:
+            policy = kv_policy(policy, **params)
+            label = policy.name
+        self.model, self.policy, self.budget, self.needs = model, policy, budget, policy.needs
+        self.modules = attention_modules(model)
+        self.decoding = policy.run(budget, len(self.modules)) if self.needs.when == "decoding" else None
+        # the policy that evicts the prompt: a decoding policy's prefill policy (None: kept whole)
+        self.scorer = policy if self.decoding is None else policy.prefill_policy
+        self.rotary = self._checked_model(model, policy)
+        self.state = _EvictionState(label, budget)
+        if isinstance(keep_last, bool) or not isinstance(keep_last, (int, np.integer)) or keep_last < 0:
+            raise InvalidParameterError(f"keep_last must be a whole number of tokens >= 0; got {keep_last!r}.")
+        if self.needs.question and not keep_last:
+            raise InvalidParameterError(f"policy {policy.name!r} scores with the question's queries: read the question "
+                                        "with the prompt and pass keep_last (its tokens), i.e. query-aware eviction.")
+        self.keep_last, self.busy = keep_last, []
+        if self.needs.when == "after_prefill" and self.channels is not None:  # kvpress's ComposedPress refuses KVzip likewise
+            raise InvalidParameterError(f"policy {policy.name!r} evicts after the whole prefill; key_channels cannot be "
+                                        "composed with it.")
+
+    def _checked_model(self, model, policy):
+        """The model's rotation when the policy needs it; refused, naming why, when it cannot run."""
+        policy.check_model(model)
+        needs_rotary = "rotary" in self.needs.reads or self.needs.rerotates
+        rotary = rotary_of(model) if needs_rotary else None
+        if needs_rotary and rotary is None:
+            raise InvalidParameterError(f"policy {policy.name!r} reads the model's rotary embedding, which "
+                                        f"{type(model).__name__} does not keep as model.rotary_emb.")
+        if self.needs.rerotates and any(getattr(module, "is_sliding", False) for module in self.modules):
+            raise InvalidParameterError(f"policy {policy.name!r} moves the kept keys to new positions; "
+                                        f"{type(model).__name__}'s sliding-window layers keep theirs, so the layers "
+                                        "would disagree on where the continuation starts.")
+        return rotary
+
+    def budget_of(self, n: int) -> int:
         """Tokens kept per head of the ``n - keep_last`` before the kept question."""
-        if keep_last >= n:
-            raise InvalidParameterError(f"keep_last ({keep_last}) must leave tokens to compress in a prompt of {n}.")
-        return check_budget(budget, n - keep_last, scorer or policy)
+        if self.keep_last >= n:
+            raise InvalidParameterError(f"keep_last ({self.keep_last}) must leave tokens to compress in a prompt of "
+                                        f"{n}.")
+        return check_budget(self.budget, n - self.keep_last, self.scorer or self.policy)
 
-    def hook(module, args, kwargs, output):
+    def layer_hook(self, module, args, kwargs, output):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         hidden = kwargs.get("hidden_states", args[0] if args else None)
         if cache is None or hidden is None or getattr(module, "is_sliding", False):
             return output  # no cache, or a sliding-window layer that evicts by itself
         layer = cache.layers[module.layer_idx]
-        keys, values = layer.keys, layer.values
-        n = keys.shape[-2]
-        if decoding is not None and hidden.shape[1] != n:  # a decoding step: cut back when its interval is up
-            start = time.perf_counter()
-            cut = decoding.step(module, layer, hidden, kwargs["position_embeddings"], rotary)
-            if cut is not None:
-                state.kept_by_layer[module.layer_idx] = state.kept = cut
-                state.seconds += time.perf_counter() - start
-            return output
-        if hidden.shape[1] != n or reconstructs:  # not a prefill (or a policy that evicts after the whole prefill)
-            return output
+        n = layer.keys.shape[-2]
         start = time.perf_counter()
-        base = budget_of(n)
-        keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(modules)) + keep_last
-        kept = None  # every token kept
-        if keep < n or (scorer is not None and not scorer.budgeted):  # unbudgeted (dms): evicts by its threshold
-            scores = layer_scores(scorer, module, keys, values, hidden, kwargs["position_embeddings"],
-                                  scorer.query_count(n, question=keep_last), rotary=rotary, keep=keep,
+        if self.decoding is not None and hidden.shape[1] != n:  # a decoding step: cut back when its interval is up
+            cut = self.decoding.step(module, layer, hidden, kwargs["position_embeddings"], self.rotary)
+            if cut is not None:
+                self.state.kept_by_layer[module.layer_idx] = self.state.kept = cut
+                self.state.seconds += time.perf_counter() - start
+            return output
+        if hidden.shape[1] != n or self.needs.when == "after_prefill":  # not a prefill, or evicted after it
+            return output
+        self._evict_prefilled(module, layer, hidden, kwargs["position_embeddings"], n)
+        self.state.seconds += time.perf_counter() - start
+        return output
+
+    def _evict_prefilled(self, module, layer, hidden, position_embeddings, n: int) -> None:
+        """Evict one layer's cache just filled by the prompt's ``n`` tokens, and record it."""
+        scorer, keep_last, state = self.scorer, self.keep_last, self.state
+        base = self.budget_of(n)
+        keep = n if scorer is None else scorer.layer_keep(base, n - keep_last, module.layer_idx, len(self.modules)) + keep_last
+        unbudgeted = scorer is not None and not scorer.needs.budgeted  # dms: evicts by its threshold
+        kept = scores = None  # every token kept
+        if keep < n or unbudgeted:
+            scores = layer_scores(scorer, module, layer.keys, layer.values, hidden, position_embeddings,
+                                  scorer.query_count(n, question=keep_last), rotary=self.rotary, keep=keep,
                                   question=keep_last)
             if keep_last:
                 scores[..., n - keep_last:] = np.inf
             kept = ~torch.as_tensor(scorer.evicted(scores, n - keep))
-            keys, values = scorer.carried(keys, values, kept, rotary=rotary)
+            keys, values = scorer.carried(layer.keys, layer.values, kept, rotary=self.rotary)
             layer.keys, layer.values, padding = _compact(keys, values, kept)
             setattr(layer, _PADDING, padding)
         else:
             setattr(layer, _PADDING, None)  # kept whole: its own length may differ from other layers'
-        if decoding is not None:
-            decoding.prefilled(module.layer_idx, n, kept, None if kept is None else scores)
-        if channels is not None:
+        if self.decoding is not None:
+            self.decoding.prefilled(module.layer_idx, n, kept, scores)
+        if self.channels is not None:
             with torch.no_grad():
-                queries = _queries(module, hidden, kwargs["position_embeddings"], channels.query_count(n))
-                layer.keys = prune_key_channels(layer.keys, channels.channel_scores(layer.keys, queries), key_channels)
+                queries = layer_queries(module, hidden, position_embeddings, self.channels.query_count(n))
+                layer.keys = prune_key_channels(layer.keys, self.channels.channel_scores(layer.keys, queries),
+                                                self.key_channels)
         state.kept, state.prompt_tokens = (n if scorer is None else base + keep_last), n
         if kept is not None and getattr(scorer, "chunk_length", None):  # chunked: each chunk's share, rounded down
             state.kept = int(kept[0, 0].sum())
-        if scorer is not None and not scorer.budgeted:  # as many as its threshold left: the mean over heads and layers
+        if unbudgeted:  # as many as its threshold left: the mean over heads and layers
             state.held.append(n if kept is None else float(kept.float().sum(dim=-1).mean()))
             state.kept = int(round(float(np.mean(state.held))))
         state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])  # the most any head of it kept
-        if policy.rerotates and module is modules[0]:
+        if self.needs.rerotates and module is self.modules[0]:
             state.continue_at = int(layer.keys.shape[-2])
         state.layers += 1
-        state.seconds += time.perf_counter() - start
-        return output
 
-    reconstructs, busy = getattr(policy, "reconstructs", False), []
-    if reconstructs and channels is not None:  # kvpress's ComposedPress refuses KVzip likewise
-        raise InvalidParameterError(f"policy {policy.name!r} evicts after the whole prefill; key_channels cannot be "
-                                    "composed with it.")
-
-    def after_prefill(whole, args, kwargs, output):
+    def after_prefill_hook(self, whole, args, kwargs, output):
         """KVzip's kind: scored by passes of the model after the prefill, then evicted."""
-        cache = kwargs.get(cache_argument(model))
+        cache = kwargs.get(cache_argument(self.model))
         ids = kwargs.get("input_ids", args[0] if args else None)
-        if busy or cache is None or ids is None or cache.get_seq_length() != ids.shape[-1]:
+        if self.busy or cache is None or ids is None or cache.get_seq_length() != ids.shape[-1]:
             return output  # its own passes, or not a prefill
-        n = ids.shape[-1]
+        n, state = ids.shape[-1], self.state
         start = time.perf_counter()
-        base = budget_of(n)
-        if base + keep_last < n:
-            busy.append(True)
+        base = self.budget_of(n)
+        if base + self.keep_last < n:
+            self.busy.append(True)
             try:
-                evicted = policy.evicted_layers(model, modules, cache, ids.reshape(1, -1), base + keep_last, keep_last)
+                evicted = self.policy.evicted_layers(self.model, self.modules, cache, ids.reshape(1, -1),
+                                                     base + self.keep_last, self.keep_last)
             finally:
-                busy.clear()
-            for module, out in zip(modules, evicted):
+                self.busy.clear()
+            for module, out in zip(self.modules, evicted):
                 layer = cache.layers[module.layer_idx]
                 layer.keys, layer.values, padding = _compact(layer.keys, layer.values,
                                                              ~torch.as_tensor(np.asarray(out)))
                 setattr(layer, _PADDING, padding)
                 state.kept_by_layer[module.layer_idx] = int(layer.keys.shape[-2])
-        state.kept, state.prompt_tokens, state.layers = base + keep_last, n, len(modules)
+        state.kept, state.prompt_tokens, state.layers = base + self.keep_last, n, len(self.modules)
         state.seconds += time.perf_counter() - start
         return output
-
-    handles = [module.register_forward_hook(hook, with_kwargs=True) for module in modules]
-    if reconstructs:
-        handles.append(model.register_forward_hook(after_prefill, with_kwargs=True))
-    try:
-        with attend_kept(model):
-            yield state
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> np.ndarray:
@@ -285,12 +262,12 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
     prefill or while decoding has no such scores and is refused."""
     torch = _torch()
     policy = kv_policy(policy, **params)
-    if policy.decodes or getattr(policy, "reconstructs", False) or not policy.budgeted:
+    if policy.needs.when != "prefill" or not policy.needs.budgeted:
         raise InvalidParameterError(f"policy {policy.name!r} does not score the prefill's tokens once (it evicts while "
                                     "decoding, after the prefill, or by a threshold): its token scores do not stand "
                                     "alone.")
     policy.check_model(model)
-    rotary = _rotary_of(model) if "rotary" in policy.reads or policy.rerotates else None
+    rotary = rotary_of(model) if "rotary" in policy.needs.reads or policy.needs.rerotates else None
     ranks = []
 
     def hook(module, args, kwargs, output):
@@ -306,7 +283,7 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
         ranks.append(order / max(n - 1, 1))
         return output
 
-    handles = [module.register_forward_hook(hook, with_kwargs=True) for module in _attention_modules(model)]
+    handles = [module.register_forward_hook(hook, with_kwargs=True) for module in attention_modules(model)]
     try:
         with torch.no_grad():
             _read_prompt(model, _prompt(prompt_ids))
@@ -314,30 +291,6 @@ def policy_token_scores(model, policy: str | KVPolicy, prompt_ids, **params) -> 
         for handle in handles:
             handle.remove()
     return np.mean(np.concatenate(ranks, axis=0), axis=0)
-
-
-def layer_scores(policy, module, keys, values, hidden, position_embeddings, count: int, *, rotary, keep: int,
-                 question: int = 0) -> np.ndarray:
-    """``policy``'s scores (float64, (b, kv_heads, n)) of one attention layer's cached ``keys``
-    and ``values``, read with the queries of the last ``count`` rows of ``hidden`` (the
-    attention's input, at ``position_embeddings``) and whatever else the policy reads."""
-    with torch.no_grad():
-        queries = (_queries(module, hidden, position_embeddings, count, policy.rotated_queries)
-                   if count else None)
-        scores = policy.token_scores(keys, values, queries, scaling=getattr(module, "scaling", None), rotary=rotary,
-                                     output_weight=_output_weight(module, policy), keep=keep, layer=module.layer_idx,
-                                     question=question, hidden=hidden)
-    return scores.double().numpy().copy()
-
-
-def _output_weight(module, policy):
-    if "output_weight" not in policy.reads:
-        return None
-    weight = getattr(module.o_proj, "weight", None)
-    if weight is None:
-        raise InvalidParameterError(f"policy {policy.name!r} reads the attention's output projection, which "
-                                    f"{type(module.o_proj).__name__} does not expose as .weight.")
-    return weight
 
 
 #: the attribute of an evicted cache layer that marks its padding slots (heads that kept fewer
@@ -392,7 +345,7 @@ def attend_kept(model):
             mask = mask.expand(-1, heads, -1, -1).masked_fill(slots[:, :, None, :], float("-inf"))
         return args, {**kwargs, "attention_mask": mask}
 
-    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module in _attention_modules(model)]
+    handles = [module.register_forward_pre_hook(hook, with_kwargs=True) for module in attention_modules(model)]
     try:
         yield
     finally:
@@ -480,7 +433,7 @@ def prefill_and_continue(model, prompt_ids, continuation_ids, *, policy: str | K
     ``decoding`` policy the continuation is read one token per step inside the eviction block,
     so the cache is cut back while it grows; the Prefill's ``kept`` and seconds then cover
     the whole reading."""
-    if policy is None or not kv_policy(policy, **params).decodes:
+    if policy is None or kv_policy(policy, **params).needs.when != "decoding":
         first = prefill(model, prompt_ids, policy=policy, budget=budget, keep_last=keep_last,
                         key_channels=key_channels, channel_policy=channel_policy, **params)
         return first, continue_from(model, first.cache, continuation_ids, first.length)

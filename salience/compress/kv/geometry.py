@@ -37,7 +37,7 @@ from salience.core.params import Interval, Options
 from salience.exceptions import InvalidParameterError
 from salience.extras import torch
 from salience.compress.kv.attention import NonCausalAttention
-from salience.compress.kv.policy import KVPolicy, _SinksKept, _average_rotation, _group_mean, _rotated, _z_scored
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _SinksKept, _average_rotation, _group_mean, _rotated, _z_scored
 
 __all__ = ["KeyNorm", "KeyDiff", "LagKV", "CurDKV", "LeverageScore", "Compactor", "CapKV"]
 
@@ -136,7 +136,7 @@ class LeverageScore(KVPolicy):
     repeatable; ``(X'X)`` gets a small jitter until its Cholesky factor exists (1e-2, then
     tenfold)."""
 
-    reads = ("rotary", "layer")
+    needs = KVNeeds(reads=("rotary", "layer"))
     _parameter_constraints = {"sketch_dimension": [Interval("int", 1)], "seed": [Interval("int", 0)]}
 
     def __init__(self, *, sketch_dimension: int = 48, seed: int = 0):
@@ -185,8 +185,7 @@ class Compactor(KVPolicy):
     ``blending=None``: the share of the prompt evicted (kvpress's default, its compression
     ratio)."""
 
-    queries = "all"
-    reads = ("rotary", "layer", "keep")
+    needs = KVNeeds(queries="all", reads=("rotary", "layer", "keep"))
     _parameter_constraints = {"sink_size_start": [Interval("int", 0)], "sink_size_end": [Interval("int", 0)],
                               "chunk_size": [Interval("int", 1)], "sketch_dimension": [Interval("int", 1)],
                               "blending": [None, Interval("real", 0)], "seed": [Interval("int", 0)]}
@@ -224,9 +223,7 @@ class CapKV(_SinksKept):
     group. Keys and the query anchor are compared at unit length (kvpress's reading); the
     weights are shifted by their largest logit per head before the exponential."""
 
-    queries = "all"
-    rotated_queries = False
-    reads = ("rotary",)
+    needs = KVNeeds(queries="all", rotated_queries=False, reads=("rotary",))
     _parameter_constraints = {"tau": [Interval("real", 0)], "n_future_positions": [Interval("int", 1)],
                               "n_sink": [Interval("int", 0)], "epsilon": [Interval("real", 0)]}
 

@@ -16,7 +16,8 @@ change how another policy's scores are used in :mod:`~salience.compress.kv.wrapp
 that also cut the cache while decoding in :mod:`~salience.compress.kv.decoding`.
 
 A new policy is one subclass of :class:`KVPolicy` in one file: its parameters as keyword
-arguments with their constraints, ``queries`` (which of the prompt's queries it reads),
+arguments with their constraints, ``needs`` (a :class:`KVNeeds`: which of the prompt's queries
+it reads, and what else),
 ``_scores`` (the maths, on torch tensors) and, when it always keeps some tokens,
 ``protected``; ``@register_method("kv", name, description)`` makes it reachable from
 ``evict``, ``kv_eval``, ``passkey``, ``salience compress kv-eval --policy`` and ``salience
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import abc
 import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,7 +38,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch, torch
 
-__all__ = ["KVPolicy", "kv_token_scores"]
+__all__ = ["KVNeeds", "KVPolicy", "kv_token_scores"]
 
 
 def _torch():
@@ -116,38 +118,74 @@ def _checked_layer(keys, values, queries):
     return k, v, q
 
 
+_QUERIES = (0, 1, "window", "all", "question")
+_READS = ("rotary", "output_weight", "keep", "layer", "question", "hidden")
+_WHEN = ("prefill", "after_prefill", "decoding")
+_BUDGETS = ("count", "threshold")
+
+
+@dataclass(frozen=True)
+class KVNeeds:
+    """What a KV policy needs from eviction, in one value (:attr:`KVPolicy.needs`).
+
+    ``queries``: which of the prompt's queries it reads: 0 (none), 1 (the last), ``"window"``
+    (the observation window of the policy's ``window`` queries), ``"all"``, or ``"question"``
+    (the question read with the prompt, eviction's ``keep_last``: query-aware, FINCH).
+    ``rotated_queries``: whether they carry their rotary positions (False: as projected).
+    ``reads``: what else of the layer the scores need, passed by eviction as keywords of
+    :meth:`KVPolicy.token_scores`: ``"rotary"`` (the model's rotation of any position),
+    ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
+    keeps per head), ``"layer"`` (the decoder layer's index: policies that learned something per
+    layer), ``"question"`` (its length), ``"hidden"`` (the attention's input hidden states).
+    ``when``: ``"prefill"`` (scored as each layer's cache fills), ``"after_prefill"`` (scored by
+    passes of the model after the whole prefill: KVzip, its ``evicted_layers`` called instead)
+    or ``"decoding"`` (also cuts the cache while decoding, :mod:`salience.compress.kv.decoding`).
+    ``budget``: ``"count"`` (a budget of tokens per head) or ``"threshold"`` (DMS: as many as
+    its own threshold leaves; the budget must be None). ``rerotates``: the kept keys are turned
+    to the consecutive positions they take in the compacted cache (kvpress's key rerotation)."""
+
+    queries: int | str = 0
+    rotated_queries: bool = True
+    reads: tuple = ()
+    when: str = "prefill"
+    budget: str = "count"
+    rerotates: bool = False
+
+    def __post_init__(self):
+        for field_name, value, allowed in (("queries", self.queries, _QUERIES), ("when", self.when, _WHEN),
+                                           ("budget", self.budget, _BUDGETS)):
+            if isinstance(value, bool) or value not in allowed:
+                raise InvalidParameterError(f"KVNeeds {field_name} must be one of {list(allowed)}; got {value!r}.")
+        unknown = [name for name in self.reads if name not in _READS]
+        if not isinstance(self.reads, tuple) or unknown:
+            raise InvalidParameterError(f"KVNeeds reads must be a tuple of {list(_READS)}; got {self.reads!r}.")
+
+    @property
+    def question(self) -> bool:
+        """Whether the policy scores with the question read with the prompt."""
+        return self.queries == "question"
+
+    @property
+    def budgeted(self) -> bool:
+        return self.budget == "count"
+
+    def with_reads(self, extra: tuple) -> KVNeeds:
+        """The same needs reading also what ``extra`` names (in order, each once)."""
+        return replace(self, reads=tuple(dict.fromkeys(self.reads + tuple(extra))))
+
+
 class KVPolicy(Scorer, abc.ABC):
     """Base of the KV-cache policies. ``score(keys, values, queries=...)`` gives
     :class:`~salience.Scores` over one layer's cached tokens (ids ``"head:position"``);
     :meth:`token_scores` is the same on batched torch tensors, as eviction calls it.
 
-    ``queries`` says which of the prompt's queries the policy reads: 0 (none), 1 (the last),
-    ``"window"`` (the observation window of ``window`` queries) or ``"all"``;
-    ``rotated_queries`` whether they carry their rotary positions (False: as projected, before
-    the rotation). ``reads`` names what else of the layer the scores need, passed by eviction
-    as keywords of :meth:`token_scores`: ``"rotary"`` (the model's rotation of any position),
-    ``"output_weight"`` (the attention's output projection), ``"keep"`` (the tokens the budget
-    keeps per head), ``"layer"`` (the decoder layer's index: policies that learned something
-    per layer, :mod:`salience.compress.kv.calibrated`), ``"hidden"`` (the attention's input
-    hidden states of the cached tokens: KVzap's surrogate reads them). :meth:`layer_keep` may give a layer another budget than the others
-    (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads (AdaKV).
-    A policy with ``reconstructs = True`` (KVzip) is scored by passes of the model after the
-    whole prefill: eviction calls its ``evicted_layers`` instead. One with ``rerotates = True``
-    has its kept keys turned to the consecutive positions they take in the compacted cache
-    (kvpress's key rerotation), the continuation read after them. One with
-    ``needs_question = True`` (FINCH) scores with the queries of the question read with the
-    prompt (``keep_last`` of eviction; ``reads`` names ``"question"``, its length). One with
-    ``decodes = True`` (:mod:`salience.compress.kv.decoding`) also cuts the cache while decoding;
-    one with ``budgeted = False`` (DMS) evicts by a threshold of its own, every prefill scored and
-    its ``evicted`` given no count to keep (the budget must be None)."""
+    ``needs`` (a :class:`KVNeeds`) says what the policy needs from eviction: the prompt's
+    queries it reads, what else of the layer, when it scores, whether it takes a budget and
+    whether it rerotates its kept keys. :meth:`layer_keep` may give a layer another budget than
+    the others (PyramidKV); :meth:`evicted` may spread a layer's budget unevenly over its heads
+    (AdaKV)."""
 
-    queries: int | str = 0
-    rotated_queries: bool = True
-    reads: tuple = ()
-    rerotates: bool = False
-    needs_question: bool = False
-    decodes: bool = False
-    budgeted: bool = True
+    needs: KVNeeds = KVNeeds()
 
     def __init__(self):
         self._validate_params()
@@ -161,7 +199,7 @@ class KVPolicy(Scorer, abc.ABC):
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         """How many of the prompt's last queries :meth:`token_scores` needs (``question``: the
         prompt's last tokens that are the question, never evicted)."""
-        return {0: 0, 1: 1, "all": n_tokens}.get(self.queries, min(getattr(self, "window", 0), n_tokens))
+        return {0: 0, 1: 1, "all": n_tokens}.get(self.needs.queries, min(getattr(self, "window", 0), n_tokens))
 
     def protected(self) -> tuple[int, str]:
         """(tokens the policy always keeps, what they are): a budget must hold them."""
@@ -188,7 +226,7 @@ class KVPolicy(Scorer, abc.ABC):
         n)) carry into the compacted cache: as the prefill computed them, the keys turned to
         consecutive positions when the policy rerotates (``rotary``: the model's rotation). A
         merging policy also folds the evicted tokens' values into the kept ones."""
-        if self.rerotates:
+        if self.needs.rerotates:
             keys = _rerotated(keys, kept, rotary)
         return keys, values
 
@@ -198,30 +236,30 @@ class KVPolicy(Scorer, abc.ABC):
         """Scores (b, kv_heads, n) of a layer's cached tokens: ``keys`` and ``values`` (b,
         kv_heads, n, d) as cached (rotary positions applied), ``queries`` (b, heads, q, d) the
         prompt's last :meth:`query_count` queries (with positions applied unless
-        ``rotated_queries`` is False). What ``reads`` names: ``rotary`` the model's rotation,
+        ``needs.rotated_queries`` is False). What ``needs.reads`` names: ``rotary`` the model's rotation,
         ``rotary(positions)`` -> (cos, sin) shaped (len(positions), d); ``output_weight`` the
         output projection (hidden, heads x d); ``keep`` the tokens kept per head; ``layer`` the
         decoder layer's index; ``question`` the prompt's last tokens that are the question;
         ``hidden`` the attention's input hidden states of the same tokens (b, n, hidden size)."""
         _torch()  # torch installed, or the error naming the extra
         n, d = keys.shape[-2], keys.shape[-1]
-        if self.queries and (queries is None or queries.shape[-2] < 1):
+        if self.needs.queries and (queries is None or queries.shape[-2] < 1):
             raise InvalidParameterError(f"policy {self.name!r} needs the prompt's queries.")
         given = {"rotary": rotary, "output_weight": output_weight, "keep": keep, "layer": layer, "question": question,
                  "hidden": hidden}
-        missing = [name for name in self.reads if given[name] is None]
+        missing = [name for name in self.needs.reads if given[name] is None]
         if missing:
             raise InvalidParameterError(f"policy {self.name!r} needs {', '.join(missing)}= (the layer's "
                                         f"{' and '.join(missing)}).")
         return self._scores(keys, values, queries, 1.0 / math.sqrt(d) if scaling is None else scaling, n,
-                            **{name: given[name] for name in self.reads})
+                            **{name: given[name] for name in self.needs.reads})
 
     @abc.abstractmethod
     def _scores(self, keys, values, queries, scaling: float, n: int):
         """The subclass's part (see the class docstring)."""
 
     def _check_every_query(self, queries, n: int) -> None:
-        """Refuse queries that are not all the prompt's (the policies with ``queries = "all"``)."""
+        """Refuse queries that are not all the prompt's (the policies whose needs read ``queries="all"``)."""
         if queries.shape[-2] != n:
             raise InvalidParameterError(f"policy {self.name!r} needs every query of the prompt ({n}); got "
                                         f"{queries.shape[-2]}.")

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy
+from salience.compress.kv.model_layers import attention_modules, layer_queries
+from salience.compress.kv.policy import KVNeeds, KVPolicy
 from salience.core.base import register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
@@ -81,8 +82,7 @@ class KVzip(KVPolicy):
     single chunk: ``keys`` the context then the reconstruction's own keys (the last as many as
     ``queries``), which are never cache tokens and score above all."""
 
-    reconstructs = True
-    queries = "all"
+    needs = KVNeeds(queries="all", when="after_prefill")
     _parameter_constraints = {"layerwise": [bool], "suffix": [str],
                               "tokenizer": [None, Exempt("the model's tokenizer, given by the caller")],
                               "n_sink": [Interval("int", 0)], "chunk_size": [Interval("int", OVERLAP + 1)]}
@@ -169,14 +169,13 @@ def replay_on_cache(model, modules, cache, ids, n: int, read_layer) -> None:
     ``read_layer(module, cache_layer, queries, hidden)`` sees them with the pass's queries
     (rotary positions applied) and the attention's input hidden states, then the layer is cut
     back to the context (KVzip's reconstruction, KVCompose's second reading)."""
-    from salience.compress.kv.eviction import _queries
     from salience.models.kv import cache_argument
 
     def hook(module, args, kwargs, output):
         layer = cache.layers[module.layer_idx]
         hidden = kwargs["hidden_states"]
         with torch.no_grad():
-            read_layer(module, layer, _queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1]),
+            read_layer(module, layer, layer_queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1]),
                        hidden)
         layer.keys, layer.values = layer.keys[:, :, :n], layer.values[:, :, :n]  # the context only
         return output
@@ -205,7 +204,6 @@ class KVgrad(KVzip):
                          suffix=suffix)
 
     def _score_chunk(self, model, modules, cache, repeat, n: int, start: int, end: int, scores) -> None:
-        from salience.compress.kv.eviction import _queries
         from salience.models.lm import decoder_layers
         from salience.models.kv import cache_argument
 
@@ -216,7 +214,7 @@ class KVgrad(KVzip):
             layer = cache.layers[module.layer_idx]
             hidden = kwargs["hidden_states"]
             with torch.no_grad():
-                queries = _queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1])
+                queries = layer_queries(module, hidden, kwargs["position_embeddings"], hidden.shape[1])
                 weights[module.layer_idx] = reconstruction_weights(layer.keys, queries, module.scaling,
                                                                    start, end, sink)
             output[0].retain_grad()
@@ -262,13 +260,12 @@ def kvzip_plus_scores(model, tokenizer, ids, *, chunk_size: int = 2048, n_sink: 
     attention weight times ``||W_O,h v_j|| / ||x_q||`` (``x_q``: the query token's attention
     input). Returns (the prefill's attention inputs, one (n, hidden) array per layer; the
     scores (layers, kv_heads, n))."""
-    from salience.compress.kv.eviction import _attention_modules
     from salience.compress.kv.policy import _torch
     from salience.models.kv import cache_argument
     from transformers import DynamicCache
 
     torch = _torch()
-    modules = _attention_modules(model)
+    modules = attention_modules(model)
     refuse_sliding_windows(KVzip(), modules)
     ids = torch.as_tensor(np.asarray(ids), dtype=torch.long).reshape(1, -1)
     n = ids.shape[1]

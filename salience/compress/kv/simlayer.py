@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy, _window_attention
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _window_attention
 from salience.compress.kv.position import StreamingLLM
 from salience.core.base import register_method
 from salience.core.params import Interval
@@ -33,8 +33,7 @@ class SimLayerKV(KVPolicy):
     ``n_last`` is kept whole. The default threshold, 0.9, is SimLayerKV's for Llama-3 (kvpress's
     1.0 marks no layer lazy)."""
 
-    queries = "window"
-    reads = ("keep",)
+    needs = KVNeeds(queries="window", reads=("keep",))
     _parameter_constraints = {"lazy_threshold": [Interval("real", 0, 1)], "n_last": [Interval("int", 1)],
                               "n_sink": [Interval("int", 0)]}
 

@@ -23,10 +23,11 @@ presses): ``press`` names the scoring policy (a registered ``kv`` name or a
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
-from salience.compress.kv.policy import KVPolicy, _group_mean, _torch
+from salience.compress.kv.policy import KVNeeds, KVPolicy, _group_mean, _torch
 from salience.core.base import method_of, register_method
 from salience.core.masks import lowest_k_mask
 from salience.core.params import Exempt, Interval
@@ -57,24 +58,12 @@ class _OnAnotherPolicy(KVPolicy):
         super().__init__()
 
     @property
-    def queries(self):
-        return self._inner.queries
-
-    @property
-    def rotated_queries(self):
-        return self._inner.rotated_queries
-
-    @property
-    def reads(self):
-        return tuple(dict.fromkeys(self._inner.reads + self.extra_reads))
-
-    @property
-    def needs_question(self):
-        return self._inner.needs_question
-
-    @property
-    def rerotates(self):
-        return self._inner.rerotates
+    def needs(self) -> KVNeeds:
+        """The wrapped policy's queries, reads (with this wrapper's own) and rotation; scored in
+        the prefill against a budget of tokens, as the wrapped policy's scores are used."""
+        inner = self._inner.needs
+        return KVNeeds(queries=inner.queries, rotated_queries=inner.rotated_queries, rerotates=inner.rerotates,
+                       reads=inner.reads).with_reads(self.extra_reads)
 
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         return self._inner.query_count(n_tokens, question=question)
@@ -90,7 +79,7 @@ class _OnAnotherPolicy(KVPolicy):
 
     def _base_scores(self, keys, values, queries, scaling, n, context):
         return self._inner._scores(keys, values, queries, scaling, n,
-                                   **{name: context[name] for name in self._inner.reads})
+                                   **{name: context[name] for name in self._inner.needs.reads})
 
     def _scores(self, keys, values, queries, scaling, n, **context):
         return self._base_scores(keys, values, queries, scaling, n, context)
@@ -282,9 +271,10 @@ class BlockWise(_OnAnotherPolicy):
     def __init__(self, *, press="keydiff", block_size: int = 128):
         self.block_size = block_size
         super().__init__(press)
-        if self._inner.queries or set(self._inner.reads) - {"keep"}:
+        inner = self._inner.needs
+        if inner.queries or set(inner.reads) - {"keep"}:
             raise InvalidParameterError(f"block scores keys and values alone; policy {self._inner.name!r} reads "
-                                        f"{'the prompt queries' if self._inner.queries else ', '.join(self._inner.reads)}.")
+                                        f"{'the prompt queries' if inner.queries else ', '.join(inner.reads)}.")
 
     def protected(self) -> tuple[int, str]:
         return 1, "one token"  # the wrapped policy's kept tokens are its own within each block
@@ -292,7 +282,7 @@ class BlockWise(_OnAnotherPolicy):
     def _scores(self, keys, values, queries, scaling, n, *, keep, **context):
         b, heads, _, d = keys.shape
         kept = torch.arange(keep).expand(b, heads, keep)
-        inner = {"keep": keep} if "keep" in self._inner.reads else {}
+        inner = {"keep": keep} if "keep" in self._inner.needs.reads else {}
         for start in range(keep, n, self.block_size):
             current = torch.cat([kept, torch.arange(start, min(start + self.block_size, n)).expand(b, heads, -1)],
                                 dim=-1)
@@ -375,12 +365,12 @@ class KeyRerotation(_OnAnotherPolicy):
     The policy must evict during the prefill: one scored after it (KVzip) is refused by name."""
 
     @property
-    def rerotates(self):
-        return True
+    def needs(self) -> KVNeeds:
+        return replace(super().needs, rerotates=True)
 
     def __init__(self, *, press="streaming_llm"):
         super().__init__(press)
-        if getattr(self._inner, "reconstructs", False):
+        if self._inner.needs.when == "after_prefill":
             raise InvalidParameterError(f"rerotate turns the keys a policy keeps during the prefill; "
                                         f"{self._inner.name!r} is scored after the prefill.")
 
