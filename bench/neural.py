@@ -123,7 +123,7 @@ def hybrid_rows(bm25, dense, queries: dict, dev: list, test: list, dev_qrels, qr
     """Each fusion with its weight tuned on the dev queries, scored on dev and on test."""
     rows = []
     for label, method, normalize in HYBRIDS:
-        hybrid = Hybrid(bm25, dense, method=method, normalize=normalize)
+        hybrid = Hybrid(bm25, dense, fusion=method, normalize=normalize)
         if method == "wsum":
             hybrid.tune({q: queries[q] for q in dev}, dev_qrels)
         run = dict(zip(dev + test, hybrid.search_batch([queries[q] for q in dev + test], k=100)))

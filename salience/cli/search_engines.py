@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from salience.cli._common import add_n_jobs, method_option, positive_int
+from salience.cli._common import add_n_jobs, choices_of, method_option, positive_int
 from salience.cli.params import add_param_option, method_params
 from salience.exceptions import InvalidParameterError
 
@@ -98,18 +98,21 @@ def _executor(args):
 
 
 def _add_fusion_options(parser: argparse.ArgumentParser) -> None:
+    from salience.search.hybrid import FUSION_ALIASES
+
     group = parser.add_argument_group("fusion, with --hybrid")
-    group.add_argument("--fusion", choices=("minmax", "zscore", "rrf"), default="minmax",
-                       help="weighted sum of min-max or z-score normalised scores, or RRF (default minmax)")
-    group.add_argument("--weight", type=float, default=0.5, help="weight of the dense scores, 0 to 1 (default 0.5)")
+    group.add_argument("--fusion", choices=tuple(FUSION_ALIASES) + choices_of("fusion"), default="minmax",
+                       help="minmax or zscore: the weighted sum of scores so normalised; or any fusion method "
+                            "(rrf, combmnz, borda, ...) (default minmax)")
+    group.add_argument("--weight", type=float, default=0.5,
+                       help="weight of the dense run, 0 to 1, the BM25 run's 1 - weight (default 0.5)")
 
 
 def _hybrid(bm25, dense, args):
     from salience.search import Hybrid
+    from salience.search.hybrid import hybrid_options
 
-    if args.fusion == "rrf":
-        return Hybrid(bm25, dense, method="rrf")
-    return Hybrid(bm25, dense, method="wsum", normalize=args.fusion, weight=args.weight)
+    return Hybrid(bm25, dense, weight=args.weight, **hybrid_options(args.fusion))
 
 
 def load_index(path: str, *, change: bool = False):

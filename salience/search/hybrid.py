@@ -1,36 +1,62 @@
 """Hybrid retrieval: a lexical and a dense index over the same documents, their rankings
-fused by the core's :func:`~salience.core.fusion.fuse`.
+fused by any method of the core's ``fusion`` family (:mod:`salience.core.fusion`), the
+lexical run weighted ``1 - weight`` and the dense run ``weight``:
 
-* ``method="rrf"``: reciprocal rank fusion (ranks only, nothing to tune);
-* ``method="wsum"`` with ``normalize="minmax"`` or ``"zscore"``: the convex combination
-  ``(1 - weight) * lexical + weight * dense`` of per-query normalised scores; a document one
-  retriever did not return gets nothing from it. :meth:`Hybrid.tune` chooses ``weight`` on
-  held-aside queries with relevance judgments.
+* ``fusion="wsum"`` (the default) with ``normalize="minmax"`` or ``"zscore"``: the convex
+  combination ``(1 - weight) * lexical + weight * dense`` of per-query normalised scores; a
+  document one retriever did not return gets nothing from it;
+* ``fusion="rrf"``: reciprocal rank fusion, each run's ``1 / (60 + rank)`` weighted (at
+  ``weight=0.5`` half of the unweighted sum, the same order);
+* any other registered fusion name (``combmnz``, ``borda``, ...), or a
+  :class:`~salience.core.fusion.Fuser` built with its own parameters (``create("fusion",
+  "rrf", rrf_k=10)``), the runs' weights and ``missing_subjects="empty"`` set on a copy.
 
-Each retriever returns its top ``depth`` documents (default 100) before fusion.
+``normalize`` goes to a fusion method that takes it (the score-based ones) named by string.
+:meth:`Hybrid.tune` chooses ``weight`` on held-aside queries with relevance judgments. Each
+retriever returns its top ``depth`` documents (default 100) before fusion.
 """
 
 from __future__ import annotations
 
+import inspect
 from typing import Mapping, Sequence
 
 import numpy as np
 
 from salience.core.base import Scorer, register
 from salience.core.checks import check_k
+from salience.core.fusion import FUSION_NORMS
 from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["Hybrid"]
+__all__ = ["Hybrid", "hybrid_options", "FUSION_ALIASES"]
 
 
 def _is_index(value) -> bool:
     return value is None or (hasattr(value, "search_batch") and hasattr(value, "fit"))
 
 
+def _is_fusion(value) -> bool:
+    from salience.core.fusion import Fuser
+
+    return isinstance(value, (str, Fuser))
+
+
+#: the CLI's and the service's short names for a weighted sum of normalised scores
+FUSION_ALIASES = {"minmax": {"fusion": "wsum", "normalize": "minmax"},
+                  "zscore": {"fusion": "wsum", "normalize": "zscore"}}
+
+
+def hybrid_options(fusion: str) -> dict:
+    """``Hybrid``'s ``fusion`` (and ``normalize``) for a name the CLI or the service was given:
+    a registered fusion method, or ``minmax`` / ``zscore`` (the weighted sum of scores so
+    normalised)."""
+    return dict(FUSION_ALIASES.get(fusion, {"fusion": fusion}))
+
+
 class Hybrid(Scorer):
-    """``Hybrid(bm25, dense, method="wsum", normalize="minmax", weight=0.5)``: search both,
+    """``Hybrid(bm25, dense, fusion="wsum", normalize="minmax", weight=0.5)``: search both,
     fuse (see the module docstring). ``lexical`` and ``dense`` default to a new ``BM25()`` and
     ``Dense()``; ``fit(documents)`` indexes the documents in both.
 
@@ -44,23 +70,33 @@ class Hybrid(Scorer):
 
     _parameter_constraints = {"lexical": [Check(_is_index, "an index (BM25) or None")],
                               "dense": [Check(_is_index, "an index (Dense) or None")],
-                              "method": [Options(("rrf", "wsum"))], "normalize": [None, Options(("minmax", "zscore"))],
-                              "weight": [Interval("real", 0, 1)], "depth": [Interval("int", 1)],
-                              "rrf_k": [Interval("real", 0)]}
+                              "fusion": [Check(_is_fusion, "a fusion method's name or a Fuser")],
+                              "normalize": [None, Options(FUSION_NORMS)],
+                              "weight": [Interval("real", 0, 1)], "depth": [Interval("int", 1)]}
 
-    def __init__(self, lexical=None, dense=None, *, method: str = "wsum", normalize: str | None = "minmax",
-                 weight: float = 0.5, depth: int = 100, rrf_k: float = 60):
+    def __init__(self, lexical=None, dense=None, *, fusion="wsum", normalize: str | None = "minmax",
+                 weight: float = 0.5, depth: int = 100):
         from salience.search.bm25 import BM25
         from salience.search.dense import Dense
 
         self.lexical = BM25() if lexical is None else lexical
         self.dense = Dense() if dense is None else dense
-        self.method, self.normalize, self.weight, self.depth, self.rrf_k = method, normalize, weight, depth, rrf_k
+        self.fusion, self.normalize, self.weight, self.depth = fusion, normalize, weight, depth
         self._validate_params()
-        if method == "wsum" and normalize is None:
-            raise InvalidParameterError("the weighted sum needs normalize='minmax' or 'zscore'; got None.")
+        self._fuser(float(weight))  # the fusion method and its parameters, checked now
         self.weight = float(weight)
         self.tuning_: dict | None = None
+
+    def _fuser(self, weight: float):
+        """The fusion method, the lexical run weighted ``1 - weight`` and the dense ``weight``."""
+        from salience.core.base import create, method_factory
+        from salience.core.fusion import Fuser
+
+        runs = {"weights": [1.0 - weight, weight], "missing_subjects": "empty"}
+        if isinstance(self.fusion, Fuser):
+            return self.fusion.clone().set_params(**runs)
+        takes_normalize = "normalize" in inspect.signature(method_factory("fusion", self.fusion)).parameters
+        return create("fusion", self.fusion, **runs, **({"normalize": self.normalize} if takes_normalize else {}))
 
     def clone(self) -> "Hybrid":
         """A new, unfitted hybrid: unfitted copies of both indexes, the same parameters."""
@@ -78,7 +114,7 @@ class Hybrid(Scorer):
     index = fit
 
     def __repr__(self) -> str:
-        return f"Hybrid(method={self.method!r}, normalize={self.normalize!r}, weight={self.weight}, depth={self.depth})"
+        return f"Hybrid(fusion={self.fusion!r}, normalize={self.normalize!r}, weight={self.weight}, depth={self.depth})"
 
     def _runs(self, queries: Sequence[str], k: int, where: Mapping | None,
               n_jobs: int = 1) -> tuple[list[Scores], list[Scores]]:
@@ -86,15 +122,8 @@ class Hybrid(Scorer):
         return (self.lexical.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs),
                 self.dense.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
 
-    def _fuse(self, lexical: Scores, dense: Scores, k: int, weight: float) -> Scores:
-        from salience.core.fusion import fuse
-
-        runs = [{"q": lexical.to_dict()}, {"q": dense.to_dict()}]
-        if self.method == "rrf":
-            fused = fuse(runs, method="rrf", rrf_k=self.rrf_k, missing_subjects="empty")["q"]
-        else:
-            fused = fuse(runs, method="wsum", normalize=self.normalize, weights=[1.0 - weight, weight],
-                         missing_subjects="empty")["q"]
+    def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser) -> Scores:
+        fused = fuser.fuse([{"q": lexical.to_dict()}, {"q": dense.to_dict()}])["q"]
         return fused.sorted().top_k(k) if len(fused) else fused
 
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
@@ -107,18 +136,17 @@ class Hybrid(Scorer):
             raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
         k = check_k(k, "k")
         lexical, dense = self._runs(queries, k, where, n_jobs)
-        return [self._fuse(a, b, k, self.weight) for a, b in zip(lexical, dense)]
+        fuser = self._fuser(self.weight)
+        return [self._fuse(a, b, k, fuser) for a, b in zip(lexical, dense)]
 
     def tune(self, queries: Mapping[str, str], qrels, *, metric: str = "ndcg@10",
              weights: Sequence[float] = tuple(np.round(np.linspace(0, 1, 21), 2))) -> "Hybrid":
-        """Choose ``weight`` (the weighted sum's) maximising ``metric`` over ``queries``
-        (``{query_id: text}``) judged by ``qrels``: retrieve once, fuse at each weight. Sets
-        :attr:`weight` and records every weight's score in :attr:`tuning_`."""
+        """Choose ``weight`` (the dense run's, in any fusion) maximising ``metric`` over
+        ``queries`` (``{query_id: text}``) judged by ``qrels``: retrieve once, fuse at each
+        weight. Sets :attr:`weight` and records every weight's score in :attr:`tuning_`."""
         from salience.core.metrics import evaluate, parse_metric
         from salience.core.run import Run
 
-        if self.method != "wsum":
-            raise InvalidParameterError("tune chooses the weighted sum's weight: use method='wsum'.")
         if not queries:
             raise InvalidParameterError("tune needs held-aside queries with judgments.")
         ids, texts = list(queries), list(queries.values())
@@ -126,12 +154,14 @@ class Hybrid(Scorer):
         lexical, dense = self._runs(texts, cut, None)
         scores = {}
         for w in weights:
-            run = Run({qid: self._fuse(a, b, cut, float(w)) for qid, a, b in zip(ids, lexical, dense)})
+            fuser = self._fuser(float(w))
+            run = Run({qid: self._fuse(a, b, cut, fuser) for qid, a, b in zip(ids, lexical, dense)})
             scores[float(w)] = float(evaluate(qrels, run, metric)[metric])
         self.weight = max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))  # ties: nearer an even mix
         self.tuning_ = {"metric": metric, "scores": scores, "weight": self.weight}
         return self
 
 
-register("search", "hybrid", Hybrid, "BM25 and dense retrieval fused: reciprocal rank fusion or a weighted sum of "
-                                     "normalised scores (the weight tunable on judged queries)")
+register("search", "hybrid", Hybrid, "BM25 and dense retrieval fused by any fusion method: a weighted sum of "
+                                     "normalised scores, reciprocal rank fusion, ... (the weight tunable on judged "
+                                     "queries)")

@@ -24,8 +24,10 @@ class _Strict(BaseModel):
 
 class HybridOptions(_Strict):
     dense: StrictStr = Field(description="name of a served dense index")
-    fusion: StrictStr = Field("rrf", description="rrf, or minmax / zscore weighted sum")
-    weight: StrictFloat | StrictInt = Field(0.5, ge=0, le=1, description="the dense run's weight (weighted sums)")
+    fusion: StrictStr = Field("rrf", description="a fusion method (rrf, combmnz, borda, ...), or minmax / zscore: "
+                                                 "the weighted sum of scores so normalised")
+    weight: StrictFloat | StrictInt = Field(0.5, ge=0, le=1, description="the dense run's weight, the BM25 run's "
+                                                                         "1 - weight")
 
 
 class SearchRequest(_Strict):

@@ -89,10 +89,9 @@ def prepared_search(service, name: str, body):
             raise APIError(422, "invalid_field", "hybrid search fuses a BM25 index (the path) with a dense index "
                            "(hybrid.dense).", "hybrid.dense")
         from salience.search import Hybrid
+        from salience.search.hybrid import hybrid_options
 
-        searcher = (Hybrid(engine, dense.reader, method="rrf") if body.hybrid.fusion == "rrf" else
-                    Hybrid(engine, dense.reader, method="wsum", normalize=body.hybrid.fusion,
-                           weight=float(body.hybrid.weight)))
+        searcher = Hybrid(engine, dense.reader, weight=float(body.hybrid.weight), **hybrid_options(body.hybrid.fusion))
     if body.allow_partial and handle.kind != "sharded":
         raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
     if body.explain and handle.kind != "bm25":

@@ -151,6 +151,13 @@ def test_dense_and_hybrid_commands(tmp_path, capsys):
     assert main(["search", "query", str(tmp_path / "bm25"), "sensor routing", "--hybrid", str(tmp_path / "dense"),
                  "--fusion", "rrf", "--json"]) == 0
     assert {r["id"] for r in _json.loads(capsys.readouterr().out)["results"][:2]} == {"a", "d"}
+    # any fusion method from the registry, as Hybrid fuses it
+    assert main(["search", "query", str(tmp_path / "bm25"), "sensor routing", "--hybrid", str(tmp_path / "dense"),
+                 "--fusion", "combmnz", "--weight", "0.3", "--json"]) == 0
+    from salience.search import BM25, Dense, Hybrid
+
+    hybrid = Hybrid(BM25.load(tmp_path / "bm25"), Dense.load(tmp_path / "dense"), fusion="combmnz", weight=0.3)
+    assert [r["id"] for r in _json.loads(capsys.readouterr().out)["results"]] == hybrid.search("sensor routing").ids
     assert main(["search", "delete", str(tmp_path / "dense"), "b"]) == 0
     assert "deleted 1" in capsys.readouterr().out
     assert main(["search", "query", str(tmp_path / "dense"), "protein binding on cells", "-k", "1", "--json"]) == 0

@@ -16,9 +16,21 @@ def test_hybrid_equals_the_core_fusion_of_both_rankings(indexes):
     bm25, dense = indexes
     query = "sensor routing protocols"
     lexical, semantic = bm25.search(query, k=100), dense.search(query, k=100)
-    rrf = Hybrid(bm25, dense, method="rrf").search(query, k=3)
-    expected = fuse([{"q": lexical.to_dict()}, {"q": semantic.to_dict()}], method="rrf", missing_subjects="empty")["q"]
+    runs = [{"q": lexical.to_dict()}, {"q": semantic.to_dict()}]
+    rrf = Hybrid(bm25, dense, fusion="rrf").search(query, k=3)
+    expected = fuse(runs, method="rrf", missing_subjects="empty")["q"]
     assert rrf.ids == expected.ranked_ids()[:3]
+    assert np.allclose(rrf.values, 0.5 * expected.sorted().values[:3])  # each run weighted a half
+    # any fusion method, by name or built with its own parameters; the runs weighted 1 - weight and weight
+    mnz = Hybrid(bm25, dense, fusion="combmnz", normalize="zscore", weight=0.8).search(query, k=5)
+    expected = fuse(runs, method="combmnz", normalize="zscore", weights=[0.2, 0.8], missing_subjects="empty")["q"]
+    assert mnz.ids == expected.ranked_ids()[:5] and np.allclose(mnz.values, expected.sorted().values[:5])
+    from salience.core.base import create
+
+    built = create("fusion", "rrf", rrf_k=1)
+    assert Hybrid(bm25, dense, fusion=built).search(query, k=3).ids == \
+        fuse(runs, method="rrf", rrf_k=1, missing_subjects="empty")["q"].ranked_ids()[:3]
+    assert built.weights is None  # the Fuser given is not changed: a copy is weighted
     wsum = Hybrid(bm25, dense, weight=0.3).search(query, k=4)
     expected = fuse([{"q": lexical.to_dict()}, {"q": semantic.to_dict()}], method="wsum", normalize="minmax",
                     weights=[0.7, 0.3], missing_subjects="empty")["q"]
@@ -36,6 +48,7 @@ def test_tune_chooses_the_weight_that_scores_best(indexes):
     hybrid = Hybrid(bm25, dense).tune(queries, qrels, weights=[0.0, 0.5, 1.0])
     scores = hybrid.tuning_["scores"]
     assert set(scores) == {0.0, 0.5, 1.0} and hybrid.weight == max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))
+    assert Hybrid(bm25, dense, fusion="rrf").tune(queries, qrels, weights=[0.0, 1.0]).weight in (0.0, 1.0)
 
 
 def test_bad_input(indexes):
@@ -43,10 +56,10 @@ def test_bad_input(indexes):
     with pytest.raises(InvalidParameterError, match="weight"):
         Hybrid(bm25, dense, weight=1.5)
     with pytest.raises(InvalidParameterError, match="normalize"):
-        Hybrid(bm25, dense, normalize=None)
-    with pytest.raises(InvalidParameterError, match="method"):
-        Hybrid(bm25, dense, method="borda")
-    with pytest.raises(InvalidParameterError, match="wsum"):
-        Hybrid(bm25, dense, method="rrf").tune({"q": "x"}, Qrels({"q": {"a": 1}}))
+        Hybrid(bm25, dense, normalize="softmax")
+    with pytest.raises(InvalidParameterError, match="combsun.*combsum"):
+        Hybrid(bm25, dense, fusion="combsun")
+    with pytest.raises(InvalidParameterError, match="fusion"):
+        Hybrid(bm25, dense, fusion=3)
     with pytest.raises(InvalidParameterError, match="empty"):
         Hybrid(bm25, dense).search("  ")

@@ -511,3 +511,30 @@ def test_a_methods_own_parameters_go_in_params(client):
         "invalid_input")["message"]
     _error(client.post("/rerank", json={"query": "cats", "ids": ["cats"], "params": {"window": 3}}), 422,
            "invalid_field", "params")
+
+
+def test_hybrid_search_fuses_by_any_fusion_method_named_in_the_request(tmp_path):
+    from salience.search import Dense, Hybrid
+
+    def bag(texts):
+        return [[t.count("cat") + 0.1, t.count("dog") + 0.1, len(t) / 100 + 0.1] for t in texts]
+
+    bag.name = "bag3"
+    docs = [{"_id": "a", "text": "a cat"}, {"_id": "b", "text": "a dog"}, {"_id": "c", "text": "cat and dog"}]
+    Dense(encoder=bag, encoder_name="bag3").index(docs).save(tmp_path / "pets-dense")
+    BM25().index(docs).save(tmp_path / "pets")
+    import salience.search.dense as dense_module
+
+    original = dense_module.Dense.load
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(dense_module.Dense, "load", staticmethod(lambda path, **kw: original(path, encoder=bag, **kw)))
+        client = TestClient(create_app([tmp_path / "pets", tmp_path / "pets-dense"]), raise_server_exceptions=False)
+        expected = Hybrid(BM25.load(tmp_path / "pets"), Dense.load(tmp_path / "pets-dense"), fusion="borda",
+                          weight=0.2).search("cat", k=3)
+        reply = client.post("/indexes/pets/search", json={"query": "cat", "k": 3, "hybrid": {
+            "dense": "pets-dense", "fusion": "borda", "weight": 0.2}})
+        assert reply.status_code == 200, reply.text
+        assert [h["id"] for h in reply.json()["results"]] == expected.ids
+        bad = client.post("/indexes/pets/search", json={"query": "cat", "hybrid": {"dense": "pets-dense",
+                                                                                    "fusion": "bordaa"}})
+        assert bad.status_code == 400 and "borda" in bad.text  # an unknown method, with a did-you-mean
