@@ -356,7 +356,7 @@ def _salience_rows(name, seed, methods, train, test, flipped, peers) -> list[dic
 
     for method, options, *label in methods:  # a third item labels a method's non-default configuration
         label = label[0] if label else method
-        scorer = create("data", method, **options)
+        scorer = create("valuation", method, **options)
         values, seconds, fits, peak = _timed(scorer, train, test)
         oriented = values if scorer.suspects == "lowest" else -values
         extra = {}

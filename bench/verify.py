@@ -79,9 +79,9 @@ def _examples(args) -> list[dict]:
     rows = []
     for name in ("breast_cancer", "wine", "digits"):
         train, test = game(name)
-        methods = {"knn_shapley": (create("data", "knn_shapley", k=10), KNeighborsClassifier(10)),
-                   "loo": (create("data", "loo"), None),
-                   "data_banzhaf": (create("data", "data_banzhaf", budget=500, seed=0), None)}
+        methods = {"knn_shapley": (create("valuation", "knn_shapley", k=10), KNeighborsClassifier(10)),
+                   "loo": (create("valuation", "loo"), None),
+                   "data_banzhaf": (create("valuation", "data_banzhaf", budget=500, seed=0), None)}
         rng = np.random.default_rng(1)
         for method, (valuation, model) in list(methods.items()) + [("random", (None, None))]:
             started = time.perf_counter()

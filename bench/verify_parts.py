@@ -290,7 +290,7 @@ def point_removal_parity(args) -> dict | None:
         arrays.update({f"{name}_X_train": train[0], f"{name}_y_train": train[1], f"{name}_X_test": test[0],
                        f"{name}_y_test": test[1]})
         for method, model, label in (("knn_shapley", KNeighborsClassifier(10), "knn"), ("loo", None, "logistic")):
-            values = create("data", method, **({"k": 10} if method == "knn_shapley" else {})).score(train, test).values
+            values = create("valuation", method, **({"k": 10} if method == "knn_shapley" else {})).score(train, test).values
             check = create("verify", "examples", model=model, n_random=2).verify(values, train=train, test=test)
             order = np.argsort(-values, kind="stable")
             ranks = np.empty(len(values))

@@ -17,7 +17,6 @@ import pytest
 from salience import Scores
 from salience.core.base import create, registered
 from salience.core.judges import ScorerJudge
-from salience.data.valuation import Valuation
 from salience.exceptions import InvalidParameterError, SalienceError
 
 TEXTS = [
@@ -53,7 +52,7 @@ def _run(method, scorer):
         return [scorer.score(t) for t in TEXTS], scorer.set_params(batch_size=1).fit(TEXTS).score_batch(TEXTS), None
     if family == "summarize":
         return [scorer.score(t) for t in TEXTS], scorer.score_batch(TEXTS), None
-    if family == "data" and isinstance(scorer, Valuation):
+    if family == "valuation":
         pytest.importorskip("sklearn")  # without it, the error names the extra to install
         train, test = VALUATION_GAME
         one = scorer.score(train, test, ids=[f"r{i}" for i in range(len(train[1]))])
@@ -274,7 +273,7 @@ _OPTIONS = {
     ("data", "dsir"): {"min_target_tokens": 1, "buckets": 512},
     ("data", "classifier"): {"buckets": 512},
     ("data", "perplexity"): {"buckets": 512},
-    **{("data", name): {"budget": 30} for name in ("tmc_shapley", "beta_shapley", "data_banzhaf")},
+    **{("valuation", name): {"budget": 30} for name in ("tmc_shapley", "beta_shapley", "data_banzhaf")},
     **{("explain", name): {"model": _explained_model}
        for name in ("exact_shapley", "kernel_shap", "permutation_shapley", "banzhaf", "occlusion", "lime",
                     "saliency", "input_x_gradient", "integrated_gradients", "smoothgrad", "shapley_interaction")},
@@ -329,7 +328,7 @@ def _same_params(a: dict, b: dict) -> bool:
 def test_batch_forms_that_compute_differently_are_checked():
     """The families whose batch form is its own code (search, keywords, data, explain)."""
     checked = {m.family for m in METHODS if not _batch_is_a_loop(m.factory.__new__(m.factory))}
-    assert {"search", "keywords", "data", "explain"} <= checked
+    assert {"search", "keywords", "data", "valuation", "explain"} <= checked
 
 
 def family_of(method) -> str:
@@ -451,6 +450,7 @@ def test_verifier_contract(method):
 
 #: what each family's bad-input error must name (the input, or the parameter, that was wrong)
 NAMED = {"search": "corpus", "keywords": "text must be a str", "summarize": "sentences must be", "data": "texts must be",
+         "valuation": "train must be a pair",
          "fusion": "rankings must be", "aggregate": "ranking 0 lists item 'a' twice", "sort": "item 'a' appears twice",
          "explain": "inputs holds nan|token ids must be", "weights": "weight matrix", "structure": "decoder blocks",
          "layers": "decoder blocks", "kv": "keys must be", "kv_channels": "keys must be", "rerank": "no text, e.g. 'b'", "judge": "query must be",
@@ -477,8 +477,7 @@ def test_bad_input_is_refused_by_name(method):
             scorer.score(None)
         elif family == "summarize":
             scorer.score([1, 2])
-        elif family == "data" and isinstance(scorer, Valuation):
-            named = "train must be a pair"
+        elif family == "valuation":
             scorer.score("one text, not a list", VALUATION_GAME[1])
         elif family == "data":
             scorer.fit(TARGET, RAW) if method.name != "perplexity" else scorer.fit(TARGET)

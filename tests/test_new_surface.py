@@ -336,7 +336,7 @@ def test_a_bit_flipped_journal_resumes_to_the_same_values(tmp_path):
     X = rng.normal(size=(24, 2))
     y = (X[:, 0] + 0.3 * rng.normal(size=24) > 0).astype(int)
     train, test = (X[:16], y[:16]), (X[16:], y[16:])
-    method = create("data", "data_banzhaf", budget=200, seed=0)
+    method = create("valuation", "data_banzhaf", budget=200, seed=0)
     expected = method.score(train, test).values
     journal = tmp_path / "coalitions.journal"
     from salience.data import utility
@@ -352,7 +352,7 @@ def test_a_bit_flipped_journal_resumes_to_the_same_values(tmp_path):
     utility.ModelUtility.__call__ = die_after_two_batches
     try:
         with pytest.raises(KeyboardInterrupt):
-            create("data", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal)
+            create("valuation", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal)
     finally:
         utility.ModelUtility.__call__ = real
     data = bytearray(journal.read_bytes())
@@ -363,7 +363,7 @@ def test_a_bit_flipped_journal_resumes_to_the_same_values(tmp_path):
     journal.write_bytes(bytes(data))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        resumed = create("data", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal).values
+        resumed = create("valuation", "data_banzhaf", budget=200, seed=0).score(train, test, journal=journal).values
     assert any("damaged line" in str(w.message) for w in caught)
     assert np.array_equal(resumed, expected)
 

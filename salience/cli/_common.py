@@ -115,15 +115,17 @@ def choices_of(family: str) -> tuple[str, ...]:
     return method_names(family)
 
 
-def method_option(parser, flag: str, family: str, default: str, what: str, *, kind: type | None = None,
-                  subclass_of: type | None = None) -> None:
-    """``--method``-like option whose values come from the registry (those of class ``kind``
-    only, or of subclasses of ``subclass_of``, when given); an unknown one gets a did-you-mean
-    (argparse's own ``choices`` offers none)."""
+def method_option(parser, flag: str, family: str | tuple[str, ...], default: str, what: str, *,
+                  kind: type | None = None, subclass_of: type | None = None) -> None:
+    """``--method``-like option whose values come from the registry: the methods of ``family``
+    (or of each family of a tuple), those of class ``kind`` only, or of subclasses of
+    ``subclass_of``, when given; an unknown one gets a did-you-mean (argparse's own ``choices``
+    offers none)."""
     from salience.core.base import registered
     from salience.exceptions import unknown_choice
 
-    names = tuple(m.name for m in registered(family)
+    families = (family,) if isinstance(family, str) else tuple(family)
+    names = tuple(m.name for one in families for m in registered(one)
                   if (kind is None or m.factory is kind)
                   and (subclass_of is None or (isinstance(m.factory, type) and issubclass(m.factory, subclass_of))))
 
@@ -134,7 +136,8 @@ def method_option(parser, flag: str, family: str, default: str, what: str, *, ki
 
     parse.__name__ = what  # argparse names the type in some messages
     parser.add_argument(flag, default=default, type=parse, metavar="{" + ",".join(names) + "}",
-                        help=f"{what} (default {default}; salience methods --domain {family} describes each)")
+                        help=f"{what} (default {default}; salience methods --domain {' / '.join(families)} "
+                             "describes each)")
 
 
 def read_text(source: str, on_error: str) -> str:

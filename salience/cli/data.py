@@ -47,11 +47,9 @@ def _work_folder_of_failed_runs_removed(work: Path):
 
 
 def _cmd_select(args) -> int:
-    from salience.core.base import registered
-    from salience.data.valuation import Valuation
+    from salience.core.base import method_names
 
-    factory = next(m.factory for m in registered("data") if m.name == args.method)
-    if isinstance(factory, type) and issubclass(factory, Valuation):
+    if args.method in method_names("valuation"):
         from salience.cli.valuation import prune
 
         refuse_unused(args, False, ("sampling", "buckets", "orders", "length_normalize", "min_tokens", "filters",
@@ -146,7 +144,8 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True,
                    help="selected documents (.jsonl or .jsonl.gz), each with a salience_score field; OUT.report.json "
                         "beside it (DSIR). Refused when it exists and is not an earlier selection, or is an input")
-    method_option(p, "--method", "data", "dsir", "data method", subclass_of=(DocumentScorer, Valuation))
+    method_option(p, "--method", ("data", "valuation"), "dsir", "data method (a valuation method prunes labelled "
+                  "records by value)", subclass_of=(DocumentScorer, Valuation))
     add_method_options(p)
     p.add_argument("--sampling", default=None, choices=SAMPLING,
                    help="gumbel: sample without replacement by importance weight (default, as DSIR); topk: the k "

@@ -139,8 +139,8 @@ def _valuation(args, method_name: str, X, y, ids, test, out: Path, option_names=
     # the defaults of --seed and --n-jobs go to the methods that have them; a method without them
     # (KNN-Shapley fits nothing) is not refused for the options' defaults
     options |= {name: getattr(args, name) for name in ("seed", "n_jobs") if name in accepted}
-    options |= method_params(args, "data", method_name)
-    method = create("data", method_name, **options)
+    options |= method_params(args, "valuation", method_name)
+    method = create("valuation", method_name, **options)
     journal = journal_path(out)
     if journal.exists() and not args.resume:
         raise InvalidParameterError(f"{journal} holds the coalitions of an earlier run that did not finish: pass --resume "
@@ -269,7 +269,7 @@ def _class_quotas(groups: list[str], keep: int) -> dict:
 def _params(method: str) -> list[str]:
     from salience.core.base import registered
 
-    return next(m.params() for m in registered("data") if m.name == method)
+    return next(m.params() for m in registered("valuation") if m.name == method)
 
 
 def add_method_options(p) -> None:
@@ -305,15 +305,13 @@ def add_method_options(p) -> None:
 
 
 def add_value_command(commands) -> None:
-    from salience.data.valuation import Valuation
-
     p = commands.add_parser("value", help="value every labelled training record to a model (data Shapley, "
                                           "Banzhaf, KNN-Shapley, influence, label errors)")
     p.add_argument("train", help="labelled training records: jsonl or jsonl.gz")
     p.add_argument("--test", default=None, help="labelled test records the model is scored on (not needed by "
                                                  "confident_learning)")
     p.add_argument("--label-field", default="label", help="the records' label field (default label)")
-    method_option(p, "--method", "data", "knn_shapley", "valuation method", subclass_of=Valuation)
+    method_option(p, "--method", "valuation", "knn_shapley", "valuation method")
     p.add_argument("--k", type=positive_int, default=None, help="neighbours of knn_shapley (default 10)")
     add_method_options(p)
     add_n_jobs(p)

@@ -38,6 +38,7 @@ FAMILIES = {
     "keywords": "salience.keywords",
     "summarize": "salience.summarize",
     "data": "salience.data",
+    "valuation": "salience.data",
     "fusion": "salience.core.fusion",
     "aggregate": "salience.core.aggregate",
     "sort": "salience.core.sort",

@@ -366,7 +366,7 @@ class _Early(TrainingDynamics):
                          show_progress=show_progress)
 
 
-@register_method("data", "el2n", "error L2 norm early in training, averaged over seeds (Paul et al., 2021): "
+@register_method("valuation", "el2n", "error L2 norm early in training, averaged over seeds (Paul et al., 2021): "
                                  "higher is harder")
 class El2n(_Early):
     """EL2N: ``|p(x) - onehot(y)|`` after ``at_epoch`` epochs, the mean over ``repeats`` seeds.
@@ -382,7 +382,7 @@ class El2n(_Early):
         return self._record(utility, self.at_epoch).el2n.mean(axis=0)
 
 
-@register_method("data", "grand", "gradient norm of the loss early in training, averaged over seeds (Paul et al., "
+@register_method("valuation", "grand", "gradient norm of the loss early in training, averaged over seeds (Paul et al., "
                                   "2021): higher is harder")
 class Grand(_Early):
     """GraNd: the loss gradient's norm for each row after ``at_epoch`` epochs, the mean over
@@ -392,7 +392,7 @@ class Grand(_Early):
         return self._record(utility, self.at_epoch).grand.mean(axis=0)
 
 
-@register_method("data", "forgetting", "forgetting events over training, never-learned rows counted highest "
+@register_method("valuation", "forgetting", "forgetting events over training, never-learned rows counted highest "
                                        "(Toneva et al., 2019): higher is harder")
 class Forgetting(TrainingDynamics):
     """Forgetting counts: transitions from right to wrong between consecutive epochs, the mean
@@ -403,7 +403,7 @@ class Forgetting(TrainingDynamics):
         return self._record(utility).forgetting()
 
 
-@register_method("data", "aum", "area under the margin over training (Pleiss et al., 2020): lowest are the "
+@register_method("valuation", "aum", "area under the margin over training (Pleiss et al., 2020): lowest are the "
                                 "label-error suspects")
 class Aum(TrainingDynamics):
     """Area under the margin: the mean over epochs and seeds of the given label's logit less
@@ -416,7 +416,7 @@ class Aum(TrainingDynamics):
         return self._record(utility).aum()
 
 
-@register_method("data", "tracin", "TracIn over the epochs' checkpoints (Pruthi et al., 2020): how much a row's "
+@register_method("valuation", "tracin", "TracIn over the epochs' checkpoints (Pruthi et al., 2020): how much a row's "
                                    "gradient steps lowered the test loss; lowest are the suspects")
 class TracIn(TrainingDynamics):
     """TracIn: ``sum_t lr_t g_t(x_i) . mean_j g_t(x_j)`` over a checkpoint after every epoch and
@@ -453,7 +453,7 @@ class TracIn(TrainingDynamics):
         return self._record(utility, influence_on=test).tracin.mean(axis=0)
 
 
-@register_method("data", "tracin_self", "TracIn self-influence over the epochs' checkpoints (Pruthi et al., 2020): "
+@register_method("valuation", "tracin_self", "TracIn self-influence over the epochs' checkpoints (Pruthi et al., 2020): "
                                         "how much a row's own loss drove training; highest are the suspects")
 class TracInSelf(TrainingDynamics):
     """TracIn self-influence: ``sum_t lr_t |grad loss(w_t, x_i)|^2`` over a checkpoint after every

@@ -27,7 +27,7 @@ from salience.data.valuation import Valuation
 __all__ = ["Influence", "logistic_influence"]
 
 
-@register_method("data", "influence", "influence functions, closed form for logistic regression: the test loss a "
+@register_method("valuation", "influence", "influence functions, closed form for logistic regression: the test loss a "
                                       "row's removal would add (Koh and Liang, 2017)")
 class Influence(Valuation):
     """Influence of each training row on the test loss of an L2 logistic regression (``C``:

@@ -34,7 +34,7 @@ from salience.exceptions import InvalidParameterError
 __all__ = ["ConfidentLearning", "out_of_fold_probabilities", "confident_joint", "label_issues", "neighbor_agreement"]
 
 
-@register_method("data", "confident_learning", "label quality from out-of-fold probabilities; label issues by the "
+@register_method("valuation", "confident_learning", "label quality from out-of-fold probabilities; label issues by the "
                                                "confident joint (Northcutt et al., 2021)")
 class ConfidentLearning(Valuation):
     """Label quality of every training row (higher: the given label is more likely right) from

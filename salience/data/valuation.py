@@ -1,11 +1,12 @@
-"""Data valuation: which training examples matter to a model, on the ``data`` family's contract.
+"""Data valuation: which training examples matter to a model, the ``valuation`` family (apart
+from the ``data`` family's document scorers: its verb values labelled rows against a test set).
 
 Every method scores the rows of a labelled training set ``(X_train, y_train)`` against a
 labelled test set and returns :class:`~salience.Scores` over the training rows (higher: the
 example helps the model more; the lowest are the suspects: mislabelled, off-distribution)::
 
     KnnShapley(k=10).score((X_train, y_train), (X_test, y_test))
-    create("data", "tmc_shapley", budget=2000, seed=0).score(train, test, ids=names)
+    create("valuation", "tmc_shapley", budget=2000, seed=0).score(train, test, ids=names)
 
 The value of a coalition of examples is a model refitted on it and scored on the test set
 (:class:`~salience.data.utility.ModelUtility`; budgets are counted in those fits); the
@@ -150,7 +151,7 @@ def check_shared_labels(train_labels, test_labels) -> None:
                                     "values (both numbers or both strings).")
 
 
-@register_method("data", "loo", "leave-one-out: the test score lost when an example is left out (n + 1 fits)")
+@register_method("valuation", "loo", "leave-one-out: the test score lost when an example is left out (n + 1 fits)")
 class LeaveOneOut(Valuation):
     """Leave-one-out values ``v(N) - v(N - i)``: one fit on every row, one without each row."""
 
@@ -173,7 +174,7 @@ def _batched(utility: ModelUtility, masks: np.ndarray, show_progress: bool, what
     return np.concatenate(out) if out else np.zeros(0)
 
 
-@register_method("data", "knn_shapley", "exact Shapley values of a k-nearest-neighbour classifier, closed form "
+@register_method("valuation", "knn_shapley", "exact Shapley values of a k-nearest-neighbour classifier, closed form "
                                         "(Jia et al., 2019)")
 class KnnShapley(Valuation):
     """Exact Shapley values of the utility "likelihood of the right label under a ``k``-nearest-
@@ -259,7 +260,7 @@ class _Sampled(Valuation):
         return running.mean.copy()
 
 
-@register_method("data", "data_banzhaf", "Data Banzhaf by maximum sample reuse: every sampled coalition informs "
+@register_method("valuation", "data_banzhaf", "Data Banzhaf by maximum sample reuse: every sampled coalition informs "
                                          "every example (Wang and Jia, 2023)")
 class DataBanzhaf(_Sampled):
     """Banzhaf values by maximum sample reuse: ``budget`` coalitions drawn uniformly (each row
@@ -386,14 +387,14 @@ class _Walks(_Sampled):
     name_for_progress = "tmc shapley"
 
 
-@register_method("data", "tmc_shapley", "Data Shapley by truncated Monte Carlo over permutations (Ghorbani and "
+@register_method("valuation", "tmc_shapley", "Data Shapley by truncated Monte Carlo over permutations (Ghorbani and "
                                         "Zou, 2019)")
 class TmcShapley(_Walks):
     """Shapley values of the training rows by truncated Monte Carlo: permutation walks until
     ``budget`` fits are spent (or the standard errors fall within ``tolerance``)."""
 
 
-@register_method("data", "beta_shapley", "Beta(alpha, beta) Shapley: a semivalue weighting small coalitions "
+@register_method("valuation", "beta_shapley", "Beta(alpha, beta) Shapley: a semivalue weighting small coalitions "
                                          "(Kwon and Zou, 2022)")
 class BetaShapley(_Walks):
     """Beta(``alpha``, ``beta``) Shapley values: the semivalue whose weight of a coalition of k

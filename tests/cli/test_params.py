@@ -44,7 +44,7 @@ def test_bad_names_and_values_are_named():
     with pytest.raises(InvalidParameterError, match="set missing_subjects with --missing-subjects"):
         method_params(_args("missing_subjects=empty"), "fusion", "rrf", {"missing_subjects": "--missing-subjects"})
     with pytest.raises(InvalidParameterError, match="model is set by the command itself"):
-        method_params(_args("model=x"), "data", "knn_shapley")
+        method_params(_args("model=x"), "valuation", "knn_shapley")
 
 
 def test_a_name_two_roles_share_must_be_qualified():

@@ -43,7 +43,7 @@ def test_knn_shapley_closed_form_equals_enumeration(k):
     values = KnnShapley(k=k).score(TRAIN, TEST).values
     assert np.allclose(values, exact, atol=1e-12)
     # through the registry, with ids, and in blocks of test rows: the same
-    again = create("data", "knn_shapley", k=k).score(TRAIN, TEST, ids=list("abcdefgh"))
+    again = create("valuation", "knn_shapley", k=k).score(TRAIN, TEST, ids=list("abcdefgh"))
     assert again.ids == list("abcdefgh") and np.allclose(again.values, exact, atol=1e-12)
     from salience.data.valuation import knn_shapley_values
 
@@ -189,7 +189,7 @@ def test_bad_input_is_named():
     with pytest.raises(InvalidParameterError, match="must be a pair"):
         KnnShapley().score(X_TRAIN, TEST)
     with pytest.raises(InvalidParameterError, match="budget must be"):
-        create("data", "tmc_shapley", budget=0)
+        create("valuation", "tmc_shapley", budget=0)
     with pytest.raises(SalienceError, match="scikit-learn scorer name"):
         LeaveOneOut(scoring="no such metric").score(TRAIN, TEST)
 

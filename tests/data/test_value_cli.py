@@ -200,7 +200,7 @@ def test_a_valuation_methods_own_parameter_is_set_with_param(wine_files, tmp_pat
     X, y, ids = read_labelled(str(train), ["x"], "label", "id")
     Xt, yt, _ = read_labelled(str(test), ["x"], "label", "id")
     for metric in ("cosine", "euclidean"):
-        expected = create("data", "knn_shapley", metric=metric).score((X, y), (Xt, yt), ids=ids)
+        expected = create("valuation", "knn_shapley", metric=metric).score((X, y), (Xt, yt), ids=ids)
         same = np.allclose([values[i] for i in expected.ids], expected.values, atol=1e-12)
         assert same == (metric == "cosine")
     capsys.readouterr()

@@ -28,7 +28,7 @@ def noisy():
 
 def test_knn_shapley_values_are_faithful_to_a_knn_refit_and_random_values_are_not(noisy):
     train, test = noisy
-    values = create("data", "knn_shapley", k=10).score(train, test)
+    values = create("valuation", "knn_shapley", k=10).score(train, test)
     verifier = create("verify", "examples", model=KNeighborsClassifier(10))
     result = verifier.verify(values, train=train, test=test)
     assert result.verdict == "faithful" and result.p_value < 1e-6
