@@ -104,7 +104,7 @@ def test_flipped_labels_are_the_suspects_on_digits(name):
     from sklearn.datasets import load_digits
 
     X, y, flipped = _flipped_digits()
-    scorer = create("data", name, epochs=8, seed=1)
+    scorer = create("valuation", name, epochs=8, seed=1)
     X_all, y_all = load_digits(return_X_y=True)
     test = (X_all[900:1200] / 16.0, y_all[900:1200]) if scorer.needs_test else None  # clean labels, unseen rows
     values = scorer.score((X, y), test, ids=[f"d{i}" for i in range(len(y))])
