@@ -100,9 +100,10 @@ def _cmd_lm(args) -> int:
         _html_target(args, ())
     require_torch("Language-model attribution")
     model, tokenizer = load_causal_lm(args.model)
-    explainer = create("prompt", "lm", model=model, tokenizer=tokenizer, method=args.method,
-                       truncate=args.truncate, **by_role["explainer"],
-                       **({"method_params": by_role["method"]} if by_role["method"] else {}))
+    # a perturbation method with parameters is built on the model, as captum wraps FeatureAblation(model)
+    method = create("explain", args.method, model=model, **by_role["method"]) if by_role["method"] else args.method
+    explainer = create("prompt", "lm", model=model, tokenizer=tokenizer, method=method, truncate=args.truncate,
+                       **by_role["explainer"])
     attribution = explainer.attribute(prompt, target=args.target, n_samples=args.samples, seed=args.seed)
     _write_html(args, attribution, f"prompt tokens for: {args.target}")
     out = {"log_prob": attribution.info["log_prob"], "base_value": float(attribution.base_value[0]),

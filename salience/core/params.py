@@ -122,7 +122,7 @@ def _is_numpy_seed(value: Any) -> bool:
 
 #: parameters the command line and the service set from their own inputs (a loaded model, the
 #: method a wrapper wraps), never from a ``--param`` or a request's ``params``
-SET_BY_SURFACE = ("model", "tokenizer", "feature_names", "method", "method_params", "press", "prefill")
+SET_BY_SURFACE = ("model", "tokenizer", "feature_names", "method", "press", "prefill")
 
 #: a random seed: None, a non-negative integer, or what numpy's ``default_rng`` takes
 SEED = [None, Interval("int", 0), Check(_is_numpy_seed, "a numpy SeedSequence or Generator")]

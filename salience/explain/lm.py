@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from salience.core.base import Scorer, create, register_method
+from salience.core.base import Scorer, create, register_method, registered_name
 from salience.core.checks import check_k
 from salience.core.params import Check, Interval, Options
 from salience.exceptions import InvalidParameterError
@@ -45,6 +45,14 @@ def lm_methods() -> tuple[str, ...]:
     return model_agnostic_methods() + ("integrated_gradients",)
 
 
+def _is_lm_method(value) -> bool:
+    from salience.explain.base import Explainer
+
+    if isinstance(value, str):
+        return value in lm_methods()
+    return isinstance(value, Explainer) and value.model_agnostic
+
+
 def _is_tokenizer(value) -> bool:
     return callable(getattr(value, "encode", None)) and callable(getattr(value, "decode", None))
 
@@ -58,8 +66,11 @@ class LMAttribution(Scorer):
     the tokens' text), ``base_value`` the log-probability with every token absent and
     ``info["log_prob"]`` the continuation's log-probability given the whole prompt;
     ``score(prompt, target=...)`` the same as :class:`~salience.Scores` over the tokens.
-    ``method_params`` go to the perturbation method (``{"n_designs": 4}`` for kernel_shap,
-    say; checked when the attribution is built); ``n_steps`` (default 50, captum's), ``rule``
+    ``method``: a model-agnostic ``explain`` method's name (at its defaults), ``"integrated_gradients"``,
+    or such a method built with its own parameters on the model, as captum wraps one
+    (``create("explain", "kernel_shap", model=model, n_designs=4)``, captum's
+    ``LLMAttribution(FeatureAblation(model), tokenizer)``): a copy of it explains the
+    continuation's log-probability of prompts with tokens absent. ``n_steps`` (default 50, captum's), ``rule``
     and ``per_target_token`` to integrated gradients: by default one integral of the
     continuation's summed log-probability; with ``per_target_token=True`` one per target token
     (its log-probability given the prompt and the target before it, as captum's
@@ -68,15 +79,14 @@ class LMAttribution(Scorer):
 
     _parameter_constraints = {
         "model": [callable], "tokenizer": [Check(_is_tokenizer, "a tokenizer (with encode and decode)")],
-        "method": [Check(lambda name: isinstance(name, str) and name in lm_methods(),
-                         "a model-agnostic explain method or 'integrated_gradients'")],
-        "method_params": [None, dict], "baseline_token": [Interval("int", 0)], "add_special_tokens": [bool],
+        "method": [Check(_is_lm_method, "a model-agnostic explain method (a name or one built) or "
+                                        "'integrated_gradients'")],
+        "baseline_token": [Interval("int", 0)], "add_special_tokens": [bool],
         "truncate": [bool], "n_steps": [Interval("int", 1)], "rule": [Options(RULES)], "per_target_token": [bool]}
 
-    def __init__(self, model, *, tokenizer, method: str = "occlusion", method_params: dict | None = None,
-                 baseline_token: int = 0, add_special_tokens: bool = True, truncate: bool = False, n_steps: int = 50,
-                 rule: str = "gausslegendre", per_target_token: bool = False):
-        self.model, self.tokenizer, self.method, self.method_params = model, tokenizer, method, method_params
+    def __init__(self, model, *, tokenizer, method="occlusion", baseline_token: int = 0, add_special_tokens: bool = True,
+                 truncate: bool = False, n_steps: int = 50, rule: str = "gausslegendre", per_target_token: bool = False):
+        self.model, self.tokenizer, self.method = model, tokenizer, method
         self.baseline_token, self.add_special_tokens, self.truncate = baseline_token, add_special_tokens, truncate
         self.n_steps, self.rule, self.per_target_token = n_steps, rule, per_target_token
         if isinstance(method, str) and method not in lm_methods():
@@ -84,12 +94,18 @@ class LMAttribution(Scorer):
 
             raise unknown_choice("language-model attribution method", method, lm_methods())
         self._validate_params()
-        if method_params and method == "integrated_gradients":
-            raise InvalidParameterError("method_params go to a perturbation method: integrated gradients takes n_steps "
-                                        "and rule.")
-        if method != "integrated_gradients":
-            # the perturbation method refuses an unknown or bad parameter now, not after the model ran
-            create("explain", method, model=len, **(method_params or {}))
+
+    @property
+    def method_name(self) -> str:
+        """The attribution method's name (a built one's registered name)."""
+        return self.method if isinstance(self.method, str) else registered_name(self.method, "explain")
+
+    def _perturbation(self, model):
+        """The perturbation method explaining ``model`` (masks -> log-probabilities): built at
+        its defaults from a name, or a copy of the one given with its model replaced."""
+        if isinstance(self.method, str):
+            return create("explain", self.method, model=model)
+        return self.method.clone().set_params(model=model)
 
     def score(self, prompt: str, *, target: str, **options):
         """The attribution of ``prompt`` as :class:`~salience.Scores` over its tokens (a repeated
@@ -130,7 +146,7 @@ class LMAttribution(Scorer):
         names = [self.tokenizer.decode([t]) for t in prompt_ids]
         prompt_t = torch.tensor(prompt_ids)
         target_t = torch.tensor(target_ids)
-        if self.method == "integrated_gradients":
+        if self.method_name == "integrated_gradients":
             values, base, calls, log_prob = self._integrated_gradients(prompt_t, target_t,
                                                                        batch_size or self.n_steps)
         else:
@@ -146,7 +162,7 @@ class LMAttribution(Scorer):
                 whole.extend(out[present.all(axis=1)][:1].tolist())
                 return out
 
-            explainer = create("explain", self.method, model=model, **(self.method_params or {}))
+            explainer = self._perturbation(model)
             m = len(prompt_ids)
             result = explainer.attribute(np.ones(m), baselines=np.zeros(m), n_samples=n_samples, seed=seed)
             values, base, calls = result.values[0], float(result.base_value[0]), result.model_calls
@@ -158,7 +174,8 @@ class LMAttribution(Scorer):
         ends = np.cumsum([len(name) for name in names]).tolist()
         info = {"log_prob": log_prob, "prompt_ids": prompt_ids, "target_ids": target_ids, "truncated_tokens": cut,
                 "text": "".join(names), "spans": list(zip([0] + ends[:-1], ends)), "target": target}
-        return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method, calls, names, info)
+        return Attribution(np.asarray(values, dtype=np.float64)[None, :], np.array([base]), self.method_name, calls, names,
+                           info)
 
     def _log_probs(self, prompt_ids, target_ids):
         """log P(target | prompt) for each row of prompt ids, one forward pass over the batch.

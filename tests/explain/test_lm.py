@@ -84,6 +84,22 @@ def test_occlusion_equals_captums_feature_ablation(tiny_llama):
     assert np.abs(ours.values[0] - theirs.seq_attr.double().numpy()).max() < 1e-5
 
 
+def test_a_perturbation_method_built_on_the_model_is_wrapped_as_captum_wraps_one(tiny_llama):
+    """A method built with its own parameters (captum's LLMAttribution(FeatureAblation(model)))
+    explains the log-probability through a copy: the same as by name at those parameters."""
+    from salience.core.base import create
+
+    tok = word_tokenizer()
+    built = create("explain", "kernel_shap", model=tiny_llama, n_designs=1)
+    ours = LMAttribution(tiny_llama, tokenizer=tok, method=built).attribute("the cat sat", target=" on", n_samples=6)
+    assert ours.method == "kernel_shap" and built.model is tiny_llama  # the given method is not changed
+    default = LMAttribution(tiny_llama, tokenizer=tok, method="kernel_shap").attribute("the cat sat", target=" on",
+                                                                                       n_samples=6)
+    assert ours.info["log_prob"] == pytest.approx(default.info["log_prob"])
+    # Shapley's efficiency: the tokens' values add up to the whole prompt's log-probability over the empty one's
+    assert ours.values[0].sum() == pytest.approx(ours.info["log_prob"] - ours.base_value[0], abs=1e-4)
+
+
 def test_bad_input(tiny_llama, tmp_path):
     tok = word_tokenizer()
     lm = LMAttribution(tiny_llama, tokenizer=tok)
@@ -97,6 +113,10 @@ def test_bad_input(tiny_llama, tmp_path):
     assert cut.info["truncated_tokens"] == 7 and len(cut.feature_names) == 63
     with pytest.raises(InvalidParameterError, match="method"):
         LMAttribution(tiny_llama, tokenizer=tok, method="deeplift")
+    from salience.core.base import create
+
+    with pytest.raises(InvalidParameterError, match="model-agnostic"):  # built, but reads gradients
+        LMAttribution(tiny_llama, tokenizer=tok, method=create("explain", "integrated_gradients", model=tiny_llama))
     with pytest.raises(InvalidParameterError, match="baselines"):
         lm.attribute("x", target="y", baselines=[0])
     with pytest.raises(InvalidParameterError, match="neither a config.json nor a .gguf"):

@@ -99,13 +99,14 @@ def test_explain_lm_cli(tmp_path, capsys):
     from salience.models.lm import load_causal_lm
 
     model, tokenizer = load_causal_lm(str(tmp_path / "lm"))
-    for method, param, built in (("integrated_gradients", "n_steps=4", {"n_steps": 4}),
-                                 ("kernel_shap", "n_designs=1", {"method_params": {"n_designs": 1}})):
+    for method, param, built in (("integrated_gradients", "n_steps=4", {"method": "integrated_gradients", "n_steps": 4}),
+                                 ("kernel_shap", "n_designs=1",
+                                  {"method": create("explain", "kernel_shap", model=model, n_designs=1)})):
         capsys.readouterr()
         assert main(["explain", "lm", str(tmp_path / "lm"), "--prompt", "the cat sat", "--target", " on", "--method",
                      method, "--param", param, "--samples", "6", "--json"]) == 0
         out = json.loads(capsys.readouterr().out)
-        expected = create("prompt", "lm", model=model, tokenizer=tokenizer, method=method, **built).attribute(
+        expected = create("prompt", "lm", model=model, tokenizer=tokenizer, **built).attribute(
             "the cat sat", target=" on", n_samples=6, seed=0)
         assert [t["attribution"] for t in out["tokens"]] == pytest.approx(expected.values[0].tolist(), abs=1e-6)
         assert out["model_calls"] == expected.model_calls
