@@ -71,24 +71,20 @@ def _parse_where(text: str | None):
 
 def _searcher(engine, args):
     """``engine``, or with ``--hybrid DENSE_INDEX`` it fused with that dense index."""
-    from salience.search import BM25, Dense
-
     if not args.hybrid:
         return engine
-    if not isinstance(engine, BM25):
+    if engine.hybrid_role != "lexical":
         raise InvalidParameterError(f"--hybrid fuses a BM25 index with a dense one: {args.index} is not a BM25 index.")
     dense = load_index(args.hybrid)
-    if not isinstance(dense, Dense):
+    if dense.hybrid_role != "dense":
         raise InvalidParameterError(f"--hybrid {args.hybrid}: not a dense index (salience search index --dense).")
     return _hybrid(engine, dense, args)
 
 
 def _cmd_query(args) -> int:
-    from salience.search import BM25
-
     engine = load_index(args.index)
     searcher = _searcher(engine, args)
-    if args.explain and not isinstance(engine, BM25):
+    if args.explain and not engine.explains_terms:
         raise InvalidParameterError("--explain shows BM25's term contributions: query a BM25 index.")
     results = searcher.search(args.query, k=args.k, where=_parse_where(args.where))
     rows = []

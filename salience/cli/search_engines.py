@@ -121,10 +121,10 @@ def load_index(path: str, *, change: bool = False):
     shard when read (its documents and statistics are not the collection's)."""
     import sys
 
-    from salience.search import index_kind, open_index
+    from salience.search import index_class, open_index
     from salience.search.shard_io import parent_of_shard
 
-    if index_kind(path) == "sharded":
+    if index_class(path).holds_shards:
         return open_index(path)
     shard = parent_of_shard(path)
     if shard is not None:

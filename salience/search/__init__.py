@@ -13,11 +13,11 @@ from salience.search.passage_pruning import PassagePruning, prune_passages
 from salience.search.rerank import RerankAlgorithm, rerank, rerank_run
 from salience.core.bm25_formulas import VARIANTS
 from salience.search.shards import PartialResults, ShardedIndex
-from salience.search.open import index_kind, open_index
+from salience.search.open import index_class, index_kind, open_index
 from salience.io.documents import iter_documents, read_queries
 from salience.search.verify_passages import PassageVerifier
 from salience.search.attention_sort import attention_sort
 
-__all__ = ["BM25", "Dense", "Hybrid", "open_index", "index_kind", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
+__all__ = ["BM25", "Dense", "Hybrid", "open_index", "index_kind", "index_class", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
            "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults",
            "prune_passages", "PassagePruning", "PassageVerifier", "attention_sort"]

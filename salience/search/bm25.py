@@ -82,6 +82,7 @@ class BM25(Index, PostingScores):
     """
 
     label = "BM25"
+    hybrid_role, explains_terms = "lexical", True
     _parameter_constraints = {"fields": ["array-like"], "field_weights": [dict], "variant": [Options(scoring.VARIANTS)],
                               "k1": [Interval("real", 0)],
                               "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],

@@ -96,6 +96,7 @@ class Dense(Index):
     """
 
     label = "Dense index"
+    hybrid_role, encodes_queries = "dense", True
     _parameter_constraints = {"encoder_name": [None, str], "fields": ["array-like"], "encoder": [str, callable],
                               "quantize": [None, Options(("int8",))],
                               "store_documents": [bool], "block_size": [Interval("int", 1)],

@@ -62,6 +62,25 @@ class Index(Scorer, abc.ABC):
     #: how the index names itself in messages ("this BM25 has no documents yet")
     label = "index"
 
+    # What the command line and the service may ask of an index, read from these (never from its
+    # kind's name): a new kind states its own.
+    #: the file whose commit marks a new generation of the saved folder
+    manifest_name = "manifest.json"
+    #: its role in a hybrid search: "lexical", "dense", or None (not fused)
+    hybrid_role: str | None = None
+    #: whether it explains a document's score by its query terms' contributions, and scores posted texts
+    explains_terms = False
+    #: whether a query is encoded by a model first (the service answers it off its event loop)
+    encodes_queries = False
+    #: whether a search may answer from the part of the index that answers, flagged as partial
+    answers_partially = False
+    #: whether the index is split over shards that may live in other processes
+    holds_shards = False
+    #: whether the service may add and delete documents in place (and watch the folder for commits)
+    writable_in_place = True
+    #: whether it scores any of its documents by id (rerank by ids)
+    scores_by_id = True
+
     def _reset_store(self) -> None:
         self._ids: list[str] = []
         self._pos: dict[str, int] = {}

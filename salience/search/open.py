@@ -8,7 +8,17 @@ import os
 
 from salience.search.formats import INDEX_KINDS, index_kind
 
-__all__ = ["INDEX_KINDS", "index_kind", "open_index"]
+__all__ = ["INDEX_KINDS", "index_kind", "index_class", "open_index"]
+
+
+def index_class(path: str | os.PathLike) -> type:
+    """The class of the index saved at ``path`` (:func:`index_kind`), read from its manifest
+    without loading it: what it can do is read from the class's capabilities."""
+    from salience.search.bm25 import BM25
+    from salience.search.dense import Dense
+    from salience.search.shards import ShardedIndex
+
+    return {"sharded": ShardedIndex, "dense": Dense, "bm25": BM25}[index_kind(path)]
 
 def open_index(path: str | os.PathLike, *, verify: bool = True, executor: str = "local", address: str | None = None):
     """The index saved at ``path``, of whatever kind it is (:func:`index_kind`): a
@@ -23,11 +33,7 @@ def open_index(path: str | os.PathLike, *, verify: bool = True, executor: str = 
     >>> type(open_index(folder)).__name__, open_index(folder).search("cats", k=1).ids
     ('BM25', ['0'])
     """
-    from salience.search.bm25 import BM25
-    from salience.search.dense import Dense
-    from salience.search.shards import ShardedIndex
-
-    kind = index_kind(path)
-    if kind == "sharded":
-        return ShardedIndex.load(path, executor=executor, address=address)
-    return (Dense if kind == "dense" else BM25).load(path, verify=verify)
+    cls = index_class(path)
+    if cls.holds_shards:
+        return cls.load(path, executor=executor, address=address)
+    return cls.load(path, verify=verify)

@@ -71,6 +71,16 @@ class ShardedIndex:
     True
     """
 
+    # what the command line and the service may ask of it (see salience.search.Index)
+    manifest_name = MANIFEST
+    hybrid_role = None
+    explains_terms = False
+    encodes_queries = False
+    answers_partially = True
+    holds_shards = True
+    writable_in_place = False
+    scores_by_id = False
+
     def __init__(self, shards: list, params: dict, path: Path | None = None):
         self._shards = shards
         self.params = dict(params)

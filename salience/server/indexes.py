@@ -91,30 +91,31 @@ class ServedIndex:
     def __init__(self, path: str | os.PathLike, *, shared: bool = False, watch_s: float = 0.2,
                  shard_executor: str = "local", address: str | None = None):
         from salience.io.files import sweep_stale_temporaries
-        from salience.search import index_kind
+        from salience.search import index_class, index_kind
 
         self.path = Path(path).resolve()
         self.name = self.path.name
         self.shared = shared
-        self.kind = index_kind(self.path)
+        self.kind = index_kind(self.path)  # reported; what the service may do is read from the class
+        self.index_class = index_class(self.path)
         self._shard_options = {"executor": shard_executor, "address": address}
-        self.remote = self.kind == "sharded" and shard_executor != "local"  # answers cross the network
+        self.remote = self.index_class.holds_shards and shard_executor != "local"  # answers cross the network
         self.lock = threading.Lock()
         self._writer = None  # a copy with changes not yet committed (add/delete with commit=false)
         self.reopen_error: str | None = None  # why the last reopen of another process's commit failed
-        self._sync = FolderSync(self.path, "shards.json" if self.kind == "sharded" else "manifest.json")
+        self._sync = FolderSync(self.path, self.index_class.manifest_name)
         with self._sync.writing():  # sweeping must not race another process's commit
             sweep_stale_temporaries(self.path.parent, self.name)  # a killed full save's leftovers
             self._sync.sweep()
             self._seen = self._sync.stamp()
             # (committed index, generation), replaced as one object so a reader takes both at once
             self.snapshot = (self._load(verify=True), self._sync.generation())
-            if self.kind != "sharded":
+            if self.index_class.writable_in_place:
                 self.reader.sweep_leftovers()  # what killed commits left inside the folder
-        if self.kind == "dense":  # its encoder loads now, before the service reports ready
+        if self.index_class.encodes_queries:  # its encoder loads now, before the service reports ready
             self.reader.warm_up()
         self._stop = threading.Event()
-        if watch_s and self.kind != "sharded":
+        if watch_s and self.index_class.writable_in_place:  # a sharded folder changes by a restart
             threading.Thread(target=self._watch, args=(watch_s,), daemon=True, name=f"watch-{self.name}").start()
 
     def _load(self, verify: bool = True):
@@ -155,7 +156,7 @@ class ServedIndex:
         with (nullcontext() if locked else self._sync.reading()):
             stamp = self._sync.stamp()
             # only what was committed since (new segments, deletions): a reopen must not stall readers
-            index = self._load(verify=False) if self.kind == "sharded" else self.reader.reopen()
+            index = self.reader.reopen() if self.index_class.writable_in_place else self._load(verify=False)
             generation = self._sync.generation()
         if self._writer is not None:
             log.warning("%s: another process committed; changes not yet committed here are dropped", self.path)
@@ -173,7 +174,7 @@ class ServedIndex:
         """Why this index is not served as the folder holds it (a failed reopen, a dead shard), or None."""
         if self.reopen_error is not None:
             return self.reopen_error
-        if self.kind == "sharded":
+        if self.index_class.holds_shards:
             return self.reader.unreachable_shards()
         return None
 

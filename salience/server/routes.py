@@ -65,7 +65,7 @@ def read_router(service):
     async def explain(name: str, body: ExplainRequest):
         handle = service.index_named(name)
         service.within("query", body.query, service.limits.max_query_chars)
-        if handle.kind != "bm25":
+        if not handle.index_class.explains_terms:
             raise APIError(422, "invalid_field", "explain shows BM25 term contributions: use a BM25 index.", "name")
         engine = handle.reader
         document = engine.document(body.id) if engine.store_documents else {}
@@ -85,22 +85,22 @@ def prepared_search(service, name: str, body):
     searcher = engine
     if body.hybrid is not None:
         dense = service.index_named(body.hybrid.dense)
-        if handle.kind != "bm25" or dense.kind != "dense":
+        if handle.index_class.hybrid_role != "lexical" or dense.index_class.hybrid_role != "dense":
             raise APIError(422, "invalid_field", "hybrid search fuses a BM25 index (the path) with a dense index "
                            "(hybrid.dense).", "hybrid.dense")
         from salience.search import Hybrid
         from salience.search.hybrid import hybrid_options
 
         searcher = Hybrid(engine, dense.reader, weight=float(body.hybrid.weight), **hybrid_options(body.hybrid.fusion))
-    if body.allow_partial and handle.kind != "sharded":
+    if body.allow_partial and not handle.index_class.answers_partially:
         raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
-    if body.explain and handle.kind != "bm25":
+    if body.explain and not handle.index_class.explains_terms:
         raise APIError(422, "invalid_field", "explain shows BM25 term contributions: search a BM25 index.",
                        "explain")
 
     def answer():
         extra = {}
-        if handle.kind == "sharded":
+        if handle.index_class.answers_partially:
             # a shard that does not answer: an error (503), or with allow_partial the others'
             # results flagged, never a silently smaller answer
             found = engine.search_batch([body.query], k=body.k, where=body.where,
@@ -128,8 +128,7 @@ def prepared_search(service, name: str, body):
                 row["explanation"], row["highlights"] = explanation, highlights
         return {"index": name, "generation": generation, "query": body.query, **extra, "results": rows}
 
-    on_loop = body.hybrid is None and handle.kind in ("bm25", "sharded") and not (
-        handle.kind == "sharded" and handle.remote)
+    on_loop = body.hybrid is None and not handle.index_class.encodes_queries and not handle.remote
     return answer, on_loop
 
 
@@ -155,7 +154,8 @@ def text_router(service):
         if body.index is None and len(service.served) != 1 and (body.ids is not None or service.passage_judge is None):
             raise APIError(422, "invalid_field", f"name the index whose scorer judges ({', '.join(service.served)}).", "index")
         handle = service.index_named(body.index) if body.index is not None else (next(iter(service.served.values())) if service.served else None)
-        if handle is not None and handle.kind == "sharded" and (body.ids is not None or service.passage_judge is None):
+        if handle is not None and not handle.index_class.scores_by_id and (
+                body.ids is not None or service.passage_judge is None):
             raise APIError(422, "invalid_field", f"{handle.name} is a sharded index: rerank with a BM25 or dense "
                            "index, or --judge encoder or cross.", "index")
 
@@ -176,7 +176,7 @@ def text_router(service):
                 texts = [p.text for p in body.passages]
                 if service.passage_judge is not None:
                     score, judged_by = service.passage_judge.scores, service.passage_judge_name
-                elif handle is not None and handle.kind == "bm25":
+                elif handle is not None and handle.index_class.explains_terms:
                     score, judged_by = handle.reader.score_texts, handle.name
                 else:
                     raise APIError(422, "invalid_field", "scoring posted texts needs a BM25 index or --judge encoder or cross.",
@@ -306,7 +306,7 @@ def text_router(service):
         if body.unit in ("features", "passages"):
             handle = service.index_named(body.index)
             service.within("query", body.query, service.limits.max_query_chars)
-            if handle.kind != "bm25" or not handle.reader.store_documents:
+            if not handle.index_class.explains_terms or not handle.reader.store_documents:
                 raise APIError(422, "invalid_field", f"{body.unit} are verified on a BM25 index that stores its "
                                "documents.", "index")
         if body.unit == "passages" and service.language_model is None:
@@ -387,7 +387,7 @@ def write_router(service):
 
     def writable(name: str, commit: bool = True):
         handle = service.index_named(name)
-        if handle.kind == "sharded":
+        if not handle.index_class.writable_in_place:
             raise APIError(409, "read_only", f"{name} is a sharded index, served read-only: change it with salience "
                            "search add or salience search delete (each commits) and restart the service.", "name")
         if not commit and handle.shared:

@@ -3,6 +3,7 @@ by local processes or Ray tasks, held in this process or by Ray actors, and says
 shard does not answer."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -247,3 +248,25 @@ def test_open_index_reads_each_kind_from_its_manifest(tmp_path):
     plain, sharded = open_index(tmp_path / "plain"), open_index(tmp_path / "sharded")
     assert isinstance(plain, BM25) and isinstance(sharded, ShardedIndex)
     assert plain.search("cats", k=2).ids == sharded.search("cats", k=2).ids
+    # what the command line and the service may ask of each, read from the class without loading it
+    from salience.search import Dense, index_class
+
+    assert index_class(tmp_path / "plain") is BM25 and index_class(tmp_path / "sharded") is ShardedIndex
+    assert (BM25.hybrid_role, Dense.hybrid_role, ShardedIndex.hybrid_role) == ("lexical", "dense", None)
+    assert BM25.explains_terms and not Dense.explains_terms and not ShardedIndex.explains_terms
+    assert Dense.encodes_queries and not BM25.encodes_queries and not ShardedIndex.encodes_queries
+    assert ShardedIndex.answers_partially and ShardedIndex.holds_shards and not BM25.answers_partially
+    assert not ShardedIndex.writable_in_place and BM25.writable_in_place and Dense.scores_by_id
+    assert ShardedIndex.manifest_name == "shards.json" and BM25.manifest_name == Dense.manifest_name == "manifest.json"
+
+
+def test_the_surfaces_ask_an_index_what_it_can_do_never_its_kind():
+    """The command line and the service branch on capabilities (hybrid_role, explains_terms, ...),
+    never on the kind's name or the class: a new kind states its capabilities and is served."""
+    import re
+
+    root = Path(__file__).resolve().parents[2] / "salience"
+    for path in [*(root / "server").glob("*.py"), *(root / "cli").glob("*.py")]:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"(handle\.kind|index_kind\([^)]*\))\s*(==|!=|in\b)", text), path
+        assert not re.search(r"isinstance\([^)]*\b(BM25|Dense|ShardedIndex)\b", text), path
