@@ -17,6 +17,8 @@ def _cmd_serve(args) -> int:
 
 
 def add_commands(domains) -> None:
+    from salience.parallel import EXECUTORS
+
     p = domains.add_parser("serve", help="serve saved indexes over HTTP, with a web page (salience[server])")
     p.add_argument("indexes", nargs="*", metavar="INDEX_DIR", help="saved BM25, dense or sharded index folders")
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
@@ -43,7 +45,7 @@ def add_commands(domains) -> None:
     p.add_argument("--workers", type=positive_int, default=1,
                    help="worker processes sharing the port (default 1); each opens the indexes memory-mapped and "
                         "sees every commit within a fraction of a second; writes always commit")
-    p.add_argument("--shard-executor", choices=("local", "ray"), default="local",
+    p.add_argument("--shard-executor", choices=EXECUTORS, default="local",
                    help="a sharded index's shards: memory-mapped in each worker (local), or in Ray actors (ray)")
     p.add_argument("--address", default=None,
                    help="with --shard-executor ray: a running Ray cluster ('auto', 'ray://head:10001'); "

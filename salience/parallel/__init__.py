@@ -19,7 +19,7 @@ from salience.exceptions import ClusterUnreachableError, InvalidParameterError, 
 from salience.extras import require
 
 __all__ = ["Executor", "EXECUTORS", "LocalExecutor", "RayExecutor", "make_executor", "progress_bar", "map_shards",
-           "exit_with_parent",
+           "exit_with_parent", "ray_session", "join_ray",
            "shard_size"]
 
 EXECUTORS = ("local", "ray")
@@ -178,6 +178,19 @@ def join_ray(ray, address: str | None, timeout: float = RAY_CONNECT_TIMEOUT, **o
                                       f"{time.monotonic() - started:.0f} s ({err}).") from None
 
 
+def ray_session(address: str | None = None, *, num_cpus: int | None = None, what: str = "The Ray executor"):
+    """The ``ray`` module, initialised once per process: joining the cluster at ``address`` (or
+    ``RAY_ADDRESS``; :func:`join_ray`), else a local Ray instance (with ``num_cpus`` CPUs when
+    given). Every part of salience that runs on Ray starts it here."""
+    ray = require("ray", "ray", what)
+    if not ray.is_initialized():
+        if address or os.environ.get("RAY_ADDRESS"):  # join the cluster named here or by the environment
+            join_ray(ray, address)
+        else:
+            ray.init(**({"num_cpus": num_cpus} if num_cpus else {}), include_dashboard=False, log_to_driver=False)
+    return ray
+
+
 class RayExecutor:
     """Ray tasks, ``n_jobs`` in flight (twice that queued). ``address`` joins an existing
     cluster (``"auto"``, ``"ray://head:10001"``; the ``RAY_ADDRESS`` variable does the same);
@@ -185,12 +198,7 @@ class RayExecutor:
 
     def __init__(self, n_jobs: int = 2, *, address: str | None = None):
         n_jobs = check_n_jobs(n_jobs)
-        ray = self.ray = require("ray", "ray", "The Ray executor")
-        if not ray.is_initialized():
-            if address or os.environ.get("RAY_ADDRESS"):  # join the cluster named here or by the environment
-                join_ray(ray, address)
-            else:  # a local Ray instance with `n_jobs` CPUs
-                ray.init(num_cpus=n_jobs, include_dashboard=False, log_to_driver=False)
+        self.ray = ray_session(address, num_cpus=n_jobs)  # a local instance: `n_jobs` CPUs
         self.tasks: dict = {}
         self.limit = 2 * n_jobs
         self.pending: list = []

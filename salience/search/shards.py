@@ -33,11 +33,13 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from salience.core.base import Scorer, register
 from salience.core.checks import check_k
+from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
-from salience.exceptions import CorruptIndexError, InvalidParameterError, ShardUnavailableError
+from salience.exceptions import CorruptIndexError, InvalidParameterError, NotFittedError, ShardUnavailableError
 from salience.io.files import atomic_directory, check_output_path
-from salience.parallel import map_shards, progress_bar
+from salience.parallel import EXECUTORS, map_shards, progress_bar
 from salience.core import bm25_formulas as scoring
 from salience.search.store import is_own_output, owns_index_file
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
@@ -60,8 +62,21 @@ class PartialResults(list):
 
 
 # ---- the sharded index ------------------------------------------------------------------
-class ShardedIndex:
-    """BM25 over ``n_shards`` shards (see the module docstring).
+def _is_bm25(value) -> bool:
+    from salience.search.bm25 import BM25
+
+    return isinstance(value, BM25)
+
+
+def _is_executor(value) -> bool:
+    return all(callable(getattr(value, name, None)) for name in ("map", "close"))
+
+
+class ShardedIndex(Scorer):
+    """BM25 over ``n_shards`` shards (see the module docstring): ``ShardedIndex(shard=BM25(k1=1.2),
+    n_shards=4, executor="ray").fit(documents)`` builds them (``n_jobs`` at a time on the
+    project's executors), :meth:`load` opens a saved folder holding its shards in this process
+    or in Ray actors, :meth:`build` and :meth:`write` build straight into a folder.
 
     >>> from salience.search import BM25
     >>> texts = ["red apples", "green apples", "blue sky", "apple pie", "grey sky", "apples and pears"]
@@ -81,12 +96,68 @@ class ShardedIndex:
     writable_in_place = False
     scores_by_id = False
 
-    def __init__(self, shards: list, params: dict, path: Path | None = None):
-        self._shards = shards
-        self.params = dict(params)
-        self.path = path
+    _parameter_constraints = {"shard": [None, Check(_is_bm25, "a BM25 (the parameters each shard is built with)")],
+                              "n_shards": [Interval("int", 1)],
+                              "executor": [Options(EXECUTORS), Check(_is_executor, "an executor (submit, map, close)")],
+                              "address": [None, str], "n_jobs": [Interval("int", 1)],
+                              "timeout": [None, Interval("real", 0, closed="neither")]}
+
+    def __init__(self, *, shard=None, n_shards: int = 2, executor="local", address: str | None = None, n_jobs: int = 1,
+                 timeout: float | None = 60.0):
+        self.shard, self.n_shards, self.executor, self.address = shard, n_shards, executor, address
+        self.n_jobs, self.timeout = n_jobs, timeout
+        self._validate_params()
+        self._shards: list | None = None
+        self._params: dict | None = None
+        self.path: Path | None = None
+        self.n_docs = 0
+
+    @property
+    def params(self) -> dict:
+        """The BM25 parameters every shard is built with (as saved in the manifest)."""
+        if self._params is not None:
+            return self._params
+        from salience.search.bm25 import BM25
+
+        return (self.shard if self.shard is not None else BM25()).get_params()
+
+    def _attach(self, shards: list, params: dict, path: Path | None = None) -> "ShardedIndex":
+        """Hold ``shards`` (built or loaded with ``params``) and share their statistics."""
+        self._shards, self._params, self.path = shards, dict(params), path
         self.n_shards = len(shards)
         self._share_statistics()
+        return self
+
+    def _has_data(self) -> bool:
+        return self._shards is not None
+
+    def _require_shards(self) -> None:
+        if self._shards is None:
+            raise NotFittedError("this ShardedIndex has no shards yet: fit it on documents, or load a saved one.")
+
+    def fit(self, documents: Any, *, show_progress: bool = False, on_error: str = "raise",
+            memory_mb: float = 1024) -> "ShardedIndex":
+        """Route ``documents`` (records, a jsonl(.gz) file or a BEIR folder) to ``n_shards``
+        shards by id hash and index each in memory as ``shard`` does (a BM25), ``n_jobs``
+        shards at a time on ``executor``."""
+        docs, params = _documents_and_params(documents, self.n_shards, self.params, on_error, memory_mb, stream=False)
+        if not docs:
+            raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
+        parts: list = [[] for _ in range(self.n_shards)]
+        route_documents(docs, self.n_shards, parts, show_progress)
+        jobs = [(part, None, params) for part in parts]
+        shards = []
+        with progress_bar(self.n_shards, "indexing shards", show_progress, unit="shard") as bar:
+            for index in map_shards(build_shard, jobs, self.n_jobs, self.executor):
+                shards.append(LocalShard(index))
+                bar.update(1)
+        empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
+        if empty:
+            raise InvalidParameterError(f"shards {empty} got no documents ({self.n_shards} shards): use fewer shards.")
+        return self._attach(shards, params)
+
+    #: the indexing verb of search engines; the same as :meth:`fit`
+    index = fit
 
     # ---- construction
     @classmethod
@@ -102,19 +173,10 @@ class ShardedIndex:
             cls.write(documents, out, n_shards=n_shards, executor=executor, n_jobs=n_jobs,
                       show_progress=show_progress, on_error=on_error, memory_mb=memory_mb, **params)
             return cls.load(out)
-        docs, params = _documents_and_params(documents, n_shards, params, on_error, memory_mb, stream=False)
-        parts: list = [[] for _ in range(n_shards)]
-        route_documents(docs, n_shards, parts, show_progress)
-        jobs = [(part, None, params) for part in parts]
-        shards = []
-        with progress_bar(n_shards, "indexing shards", show_progress, unit="shard") as bar:
-            for index in map_shards(build_shard, jobs, n_jobs, executor):
-                shards.append(LocalShard(index))
-                bar.update(1)
-        empty = [s for s, shard in enumerate(shards) if not shard.index._has_data()]
-        if empty:
-            raise InvalidParameterError(f"shards {empty} got no documents ({n_shards} shards): use fewer shards.")
-        return cls(shards, params)
+        from salience.search.bm25 import BM25
+
+        return cls(shard=BM25(**params), n_shards=n_shards, executor=executor, n_jobs=n_jobs).fit(
+            documents, show_progress=show_progress, on_error=on_error, memory_mb=memory_mb)
 
     @staticmethod
     def write(documents: Any, out: str | os.PathLike, *, n_shards: int, executor: Any = "local", n_jobs: int = 1,
@@ -164,29 +226,22 @@ class ShardedIndex:
         for folder in folders:
             if not folder.is_dir():
                 raise CorruptIndexError(f"{path}: shard folder {folder.name} is missing.")
-        if executor == "local":
-            from salience.search.bm25 import BM25
+        from salience.search.bm25 import BM25
 
+        index = cls(shard=BM25(**manifest["params"]), n_shards=len(folders), executor=executor, address=address,
+                    timeout=timeout)
+        if executor == "local":
             shards = [LocalShard(BM25.load(folder)) for folder in folders]
         elif executor == "ray":
-            from salience.extras import require
+            from salience.parallel import ray_session
 
-            ray = require("ray", "ray", "Shards in Ray actors")
-            if not ray.is_initialized():
-                if address or os.environ.get("RAY_ADDRESS"):
-                    from salience.parallel import join_ray
-
-                    join_ray(ray, address, ignore_reinit_error=True)
-                else:
-                    ray.init(ignore_reinit_error=True, log_to_driver=False)
-            actor = ray.remote(ShardServer)
+            actor = ray_session(address, what="Shards in Ray actors").remote(ShardServer)
             shards = [RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
         else:
-            from salience.exceptions import unknown_choice
-
-            raise unknown_choice("shard executor", executor, ("local", "ray"))
+            raise InvalidParameterError(f"executor {executor!r}: a loaded index holds its shards in this process "
+                                        "('local') or in Ray actors ('ray').")
         _check_alike(path, manifest, [shard.call("get_params") for shard in shards])
-        return cls(shards, manifest["params"], path)
+        return index._attach(shards, manifest["params"], path)
 
     # ---- global statistics
     def _share_statistics(self) -> None:
@@ -258,8 +313,11 @@ class ShardedIndex:
                 "did not answer: searches fail unless allow_partial is set.")
 
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
-                     allow_partial: bool = False) -> list[Scores]:
-        """The ``k`` best documents of each query over all shards (see the module docstring)."""
+                     allow_partial: bool = False, n_jobs: int = 1) -> list[Scores]:
+        """The ``k`` best documents of each query over all shards (see the module docstring);
+        the shards answer side by side whatever ``n_jobs`` (taken as every index's batch search
+        takes it)."""
+        self._require_shards()
         k = check_k(k)
         if isinstance(queries, str):
             raise InvalidParameterError("search_batch takes a list of queries; for one query use search(query).")
@@ -297,6 +355,8 @@ class ShardedIndex:
         return self.n_docs
 
     def __repr__(self) -> str:
+        if self._shards is None:
+            return f"ShardedIndex(n_shards={self.n_shards}, not indexed)"
         return f"ShardedIndex({self.n_shards} shards, {self.n_docs} documents)"
 
     # ---- changes (shards held in this process)
@@ -435,3 +495,8 @@ def _merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Sc
     counts = np.isfinite(top_values).sum(axis=1).tolist()
     rows, id_rows = top_values.tolist(), top_ids.tolist()
     return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]
+
+
+register("search", "sharded", ShardedIndex, "BM25 over shards routed by id hash, scored with the whole collection's "
+                                            "statistics (the same ranking as one index), built and held locally or "
+                                            "on Ray")

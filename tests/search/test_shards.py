@@ -270,3 +270,33 @@ def test_the_surfaces_ask_an_index_what_it_can_do_never_its_kind():
         text = path.read_text(encoding="utf-8")
         assert not re.search(r"(handle\.kind|index_kind\([^)]*\))\s*(==|!=|in\b)", text), path
         assert not re.search(r"isinstance\([^)]*\b(BM25|Dense|ShardedIndex)\b", text), path
+
+
+def test_a_sharded_index_is_a_registered_search_method_with_keyword_parameters(tmp_path):
+    """create("search", "sharded", shard=BM25(...), n_shards=...) fits as one BM25 scores; its
+    parameters are set, refused and cloned as every method's; a loaded one says how it was built."""
+    from salience.core.base import create
+
+    texts = ["red apples", "green apples", "blue sky", "apple pie", "grey sky", "apples and pears", "sky blue pie"]
+    docs = [{"_id": f"d{i}", "text": t} for i, t in enumerate(texts)]
+    sharded = create("search", "sharded", shard=BM25(k1=1.2, b=0.5), n_shards=3).fit(docs)
+    one = BM25(k1=1.2, b=0.5).fit(docs)
+    for query in ("apples", "blue sky pie"):
+        found, expected = sharded.search(query, k=10), one.search(query, k=10)  # every match: ties in any order
+        assert dict(zip(found.ids, found.values)) == pytest.approx(dict(zip(expected.ids, expected.values)), rel=1e-5)
+    assert sharded.get_params()["n_shards"] == 3 and sharded.params["k1"] == 1.2
+    with pytest.raises(InvalidParameterError, match="set_params would"):
+        sharded.set_params(n_shards=2)
+    fresh = sharded.clone()
+    assert fresh.get_params()["shard"] is not sharded.shard and fresh.shard.k1 == 1.2
+    with pytest.raises(Exception, match="no shards yet"):
+        fresh.search("apples")
+    with pytest.raises(InvalidParameterError, match="n_shards"):
+        create("search", "sharded", n_shards=0)
+    with pytest.raises(InvalidParameterError, match="executor"):
+        create("search", "sharded", executor="spark")
+    folder = tmp_path / "ix"
+    ShardedIndex.write(docs, folder, n_shards=2, k1=1.2, b=0.5)
+    loaded = ShardedIndex.load(folder)
+    assert loaded.shard.k1 == 1.2 and loaded.n_shards == 2
+    assert set(loaded.search("apples", k=10).ids) == set(one.search("apples", k=10).ids)
