@@ -13,13 +13,17 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterable
 
+import numpy as np
+
+from salience.core.scores import Scores
 from salience.exceptions import CorruptIndexError, InvalidParameterError
 from salience.io.files import atomic_write_text
 from salience.parallel import progress_bar
 from salience.search.formats import SHARDED_FORMAT, SHARDS_MANIFEST, is_sharded_folder
 
 __all__ = ["shard_of", "is_sharded_folder", "LocalShard", "ShardServer", "RayShard", "is_unavailable", "build_shard",
-           "route_documents", "read_manifest", "write_manifest", "parent_of_shard", "FORMAT", "MANIFEST"]
+           "route_documents", "read_manifest", "write_manifest", "parent_of_shard", "check_shards_alike", "merge_top_k",
+           "FORMAT", "MANIFEST"]
 
 FORMAT = SHARDED_FORMAT
 FORMAT_VERSION = 1
@@ -186,3 +190,35 @@ def read_manifest(path: Path) -> dict:
         params["tokenizer"] = Tokenizer.from_config(params["tokenizer"])
     body["params"] = params
     return body
+
+
+def check_shards_alike(path: Path, manifest: dict, shard_params: list[dict]) -> None:
+    """Every shard built as the manifest says (scoring parameters, fields, tokenizer): shards of
+    different analyses would score against statistics that do not add up."""
+    expected = jsonable_params(manifest["params"])
+    for name, params in zip(manifest["shards"], shard_params):
+        found = jsonable_params(params)
+        for key in sorted(set(expected) | set(found)):
+            if key in expected and expected.get(key) != found.get(key):
+                raise CorruptIndexError(f"{path / name}: built with {key}={found.get(key)!r}, the sharded index with "
+                                        f"{key}={expected.get(key)!r}: its shards must be built alike.")
+
+
+def merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Scores]:
+    """The ``k`` best of every query over the shards' own top ``k`` lists, in one sort: each
+    shard's lists padded to ``k`` columns with -inf, side by side, sorted per row (stable:
+    equal scores keep shard order)."""
+    width = len(answers) * k
+    values = np.full((n_queries, width), -np.inf)
+    ids = np.empty((n_queries, width), dtype=object)
+    for s, lists in enumerate(answers):
+        for q, result in enumerate(lists):
+            m = len(result)
+            values[q, s * k : s * k + m] = result.values
+            ids[q, s * k : s * k + m] = result.ids
+    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
+    top_values = np.take_along_axis(values, order, axis=1)
+    top_ids = np.take_along_axis(ids, order, axis=1)
+    counts = np.isfinite(top_values).sum(axis=1).tolist()
+    rows, id_rows = top_values.tolist(), top_ids.tolist()
+    return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]

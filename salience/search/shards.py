@@ -43,8 +43,8 @@ from salience.parallel import EXECUTORS, map_shards, progress_bar
 from salience.core import bm25_formulas as scoring
 from salience.search.store import is_own_output, owns_index_file
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
-                                      is_sharded_folder, is_unavailable, jsonable_params, read_manifest,
-                                      route_documents, shard_of, write_manifest)
+                                      check_shards_alike, is_sharded_folder, is_unavailable, merge_top_k,
+                                      read_manifest, route_documents, shard_of, write_manifest)
 
 __all__ = ["ShardedIndex", "PartialResults", "shard_of", "is_sharded_folder", "ShardUnavailableError", "FORMAT",
            "MANIFEST"]
@@ -240,7 +240,7 @@ class ShardedIndex(Scorer):
         else:
             raise InvalidParameterError(f"executor {executor!r}: a loaded index holds its shards in this process "
                                         "('local') or in Ray actors ('ray').")
-        _check_alike(path, manifest, [shard.call("get_params") for shard in shards])
+        check_shards_alike(path, manifest, [shard.call("get_params") for shard in shards])
         return index._attach(shards, manifest["params"], path)
 
     # ---- global statistics
@@ -324,7 +324,7 @@ class ShardedIndex(Scorer):
         queries = list(queries)
         answers = self._gather("search_batch", (queries,), {"k": k, "where": where}, allow_partial)
         missing = [s for s, a in enumerate(answers) if a is None]
-        results = _merge_top_k([a for a in answers if a is not None], len(queries), k)
+        results = merge_top_k([a for a in answers if a is not None], len(queries), k)
         if self._nonocc.any():
             results = [Scores.unchecked(r.values + self._query_constant(q), r.ids) for r, q in zip(results, queries)]
         return PartialResults(results, missing) if allow_partial else results
@@ -463,38 +463,6 @@ def _documents_and_params(documents: Any, n_shards: int, params: dict, on_error:
     if isinstance(documents, (str, os.PathLike)) or (stream and not isinstance(documents, (list, tuple))):
         return iter_documents(documents, fields, on_error=on_error), params  # one at a time
     return read_documents(documents, fields, on_error=on_error), params
-
-
-def _check_alike(path: Path, manifest: dict, shard_params: list[dict]) -> None:
-    """Every shard built as the manifest says (scoring parameters, fields, tokenizer): shards of
-    different analyses would score against statistics that do not add up."""
-    expected = jsonable_params(manifest["params"])
-    for name, params in zip(manifest["shards"], shard_params):
-        found = jsonable_params(params)
-        for key in sorted(set(expected) | set(found)):
-            if key in expected and expected.get(key) != found.get(key):
-                raise CorruptIndexError(f"{path / name}: built with {key}={found.get(key)!r}, the sharded index with "
-                                        f"{key}={expected.get(key)!r}: its shards must be built alike.")
-
-
-def _merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Scores]:
-    """The ``k`` best of every query over the shards' own top ``k`` lists, in one sort: each
-    shard's lists padded to ``k`` columns with -inf, side by side, sorted per row (stable:
-    equal scores keep shard order)."""
-    width = len(answers) * k
-    values = np.full((n_queries, width), -np.inf)
-    ids = np.empty((n_queries, width), dtype=object)
-    for s, lists in enumerate(answers):
-        for q, result in enumerate(lists):
-            m = len(result)
-            values[q, s * k : s * k + m] = result.values
-            ids[q, s * k : s * k + m] = result.ids
-    order = np.argsort(-values, axis=1, kind="stable")[:, :k]
-    top_values = np.take_along_axis(values, order, axis=1)
-    top_ids = np.take_along_axis(ids, order, axis=1)
-    counts = np.isfinite(top_values).sum(axis=1).tolist()
-    rows, id_rows = top_values.tolist(), top_ids.tolist()
-    return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]
 
 
 register("search", "sharded", ShardedIndex, "BM25 over shards routed by id hash, scored with the whole collection's "
