@@ -64,7 +64,7 @@ def _pruned(docs, unit, score, fraction):
     if UNITS[unit] is None:
         index = BM25().fit(docs)
         ids = index.ids
-        texts = [" ".join(index.document(i).get(f) or "" for f in index.fields) for i in ids]
+        texts = [" ".join(index.document(i).get(f) or "" for f in index.fields_) for i in ids]
         gone = set(index.prune(Scores(np.asarray(score(texts), dtype=float), ids=ids), fraction=fraction))
         words = np.array([len(t.split()) for t in texts])
         return index, float(words[[i in gone for i in ids]].sum() / words.sum())

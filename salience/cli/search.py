@@ -53,7 +53,7 @@ def _cmd_index(args) -> int:
                executor=args.executor)
     seconds = time.perf_counter() - start
     engine.save(args.out)
-    result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name,
+    result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name_,
               "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3), "out": args.out}
     emit(args, result, f"encoded {engine.n_docs} documents ({engine.dimension} dimensions, "
                        f"{engine.truncated_documents} truncated at the encoder's window) in {seconds:.2f}s -> {args.out}")
@@ -243,9 +243,9 @@ def _cmd_prune(args) -> int:
                                     "without stored documents): prune the corpus before indexing it.")
     ids = engine.ids
     if args.unit == "passage":
-        if args.field not in engine.fields:
+        if args.field not in engine.fields_:
             raise InvalidParameterError(f"--field {args.field}: {args.index} indexes the fields "
-                                        f"{', '.join(engine.fields)}; name the one to cut into passages.")
+                                        f"{', '.join(engine.fields_)}; name the one to cut into passages.")
         result = prune_index_passages(engine, lambda texts: text_statistics(list(texts))[args.by], fraction=args.fraction,
                                       passage_field=args.field, max_words=args.max_words)
         engine.commit()
@@ -254,7 +254,7 @@ def _cmd_prune(args) -> int:
              f"pruned {result.pruned} of {result.passages} passages from {args.index} (lowest {args.by}): "
              f"{len(result.changed)} documents shortened, {len(result.removed)} removed; {engine.n_docs} remain")
         return 0
-    texts = [" ".join(str(engine.document(i).get(field) or "") for field in engine.fields) for i in ids]
+    texts = [" ".join(str(engine.document(i).get(field) or "") for field in engine.fields_) for i in ids]
     scores = Scores(text_statistics(texts)[args.by].astype(float), ids=ids)
     pruned = engine.prune(scores, fraction=args.fraction)
     engine.commit()

@@ -69,9 +69,9 @@ def _document_scorer(index, doc_id: str, field: str | None):
     """(score_texts(query, texts), the document's explained text, the fields explained): the
     explained fields travel as one text, joined by U+2029, scored with the others as stored."""
     stored = index.document(doc_id)
-    if field is not None and field not in index.fields:
-        raise InvalidParameterError(f"field {field!r} is not one of the index's fields ({', '.join(index.fields)}).")
-    texts = {name: stored[name] for name in index.fields if isinstance(stored.get(name), str)}
+    if field is not None and field not in index.fields_:
+        raise InvalidParameterError(f"field {field!r} is not one of the index's fields ({', '.join(index.fields_)}).")
+    texts = {name: stored[name] for name in index.fields_ if isinstance(stored.get(name), str)}
     if not texts or (field is not None and field not in texts):
         raise InvalidParameterError(f"document {doc_id!r} has no stored text to attribute: index with "
                                     "store_documents=True.")

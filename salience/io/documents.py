@@ -193,4 +193,4 @@ def read_queries(source: Any, on_error: str = "raise") -> dict[str, str]:
 def document_text(index, doc_id: str) -> str:
     """A stored document's indexed fields as one text (what a reader or a judge is shown)."""
     document = index.document(doc_id)
-    return " ".join(str(document.get(f) or "") for f in index.fields).strip()
+    return " ".join(str(document.get(f) or "") for f in index.fields_).strip()

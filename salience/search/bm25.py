@@ -45,6 +45,21 @@ __all__ = ["BM25"]
 _BACKENDS = ("auto", "numpy", "numba")
 
 
+def _field_weights(field_weights, fields: tuple) -> dict:
+    """Every field's weight: 1 unless ``field_weights`` gives it another (a number > 0)."""
+    weights = {f: 1.0 for f in fields}
+    if field_weights is not None and not isinstance(field_weights, Mapping):
+        raise InvalidParameterError(f"field_weights must be a dict of field: weight; got "
+                                    f"{type(field_weights).__name__}.")
+    for name, w in (field_weights or {}).items():
+        if name not in weights:
+            raise unknown_choice("field in field_weights", name, fields)
+        if not isinstance(w, numbers.Real) or not math.isfinite(w) or w <= 0:
+            raise InvalidParameterError(f"field weight for {name!r} must be a number > 0; got {w!r}.")
+        weights[name] = float(w)
+    return weights
+
+
 class BM25(Index, PostingScores):
     """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
 
@@ -83,7 +98,7 @@ class BM25(Index, PostingScores):
 
     label = "BM25"
     hybrid_role, explains_terms = "lexical", True
-    _parameter_constraints = {"fields": ["array-like"], "field_weights": [dict], "variant": [Options(scoring.VARIANTS)],
+    _parameter_constraints = {"fields": [str, "array-like"], "field_weights": [None, dict], "variant": [Options(scoring.VARIANTS)],
                               "k1": [Interval("real", 0)],
                               "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],
                               "backend": [Options(_BACKENDS)], "tokenizer": [None, Tokenizer],
@@ -102,29 +117,21 @@ class BM25(Index, PostingScores):
         store_documents: bool = True,
         backend: str = "auto",
     ):
-        fields = field_names(fields)
-        weights = {f: 1.0 for f in fields}
-        if field_weights is not None and not isinstance(field_weights, Mapping):
-            raise InvalidParameterError(f"field_weights must be a dict of field: weight; got "
-                                        f"{type(field_weights).__name__}.")
-        for name, w in (field_weights or {}).items():
-            if name not in weights:
-                raise unknown_choice("field in field_weights", name, fields)
-            if not isinstance(w, numbers.Real) or not math.isfinite(w) or w <= 0:
-                raise InvalidParameterError(f"field weight for {name!r} must be a number > 0; got {w!r}.")
-            weights[name] = float(w)
         self.variant, self.k1, self.b, self.delta, self.backend = variant, k1, b, delta, backend
-        self.fields, self.field_weights, self.tokenizer, self.store_documents = fields, weights, tokenizer, store_documents
+        self.fields, self.field_weights, self.tokenizer, self.store_documents = fields, field_weights, tokenizer, store_documents
+        # what the index computes with, derived from the parameters as given (a trailing underscore, as
+        # scikit-learn names what it derives): get_params returns the parameters untouched
+        self.fields_ = field_names(fields)
+        self.field_weights_ = _field_weights(field_weights, self.fields_)
         self._validate_params()
-        self.k1, self.b, self.delta = float(k1), float(b), float(delta)
-        self.tokenizer = tokenizer or Tokenizer()
+        self.tokenizer_ = tokenizer or Tokenizer()
         self._reset()
 
     # ------------------------------------------------------------------------------------
     # state
     def _reset(self) -> None:
         self._reset_store()
-        self._encoder = TermEncoder(self.tokenizer)
+        self._encoder = TermEncoder(self.tokenizer_)
         self._tf_matrix: sp.csr_matrix | None = None  # terms x documents, field-weighted term counts
         self._packed: PackedPostings | None = None  # or the saved postings, read per query term
         self._scores_matrix: sp.csr_matrix | None = None
@@ -135,18 +142,13 @@ class BM25(Index, PostingScores):
     def _has_data(self) -> bool:
         return self._tf_matrix is not None or self._packed is not None
 
-    def get_params(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "k1": self.k1,
-            "b": self.b,
-            "delta": self.delta,
-            "fields": list(self.fields),
-            "field_weights": dict(self.field_weights),
-            "tokenizer": self.tokenizer,
-            "store_documents": self.store_documents,
-            "backend": self.backend,
-        }
+    def resolved_params(self) -> dict[str, Any]:
+        """The parameters as the index computes with them (the fields a list, every field's
+        weight, the tokenizer built, numbers as floats): what its manifest records, and what a
+        shard is built with."""
+        return {"variant": self.variant, "k1": float(self.k1), "b": float(self.b), "delta": float(self.delta),
+                "fields": list(self.fields_), "field_weights": dict(self.field_weights_), "tokenizer": self.tokenizer_,
+                "store_documents": self.store_documents, "backend": self.backend}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._has_data() else "not indexed"
@@ -165,15 +167,15 @@ class BM25(Index, PostingScores):
         is then mapped onto the index's (new terms are added in shard order)."""
         n_jobs = check_n_jobs(n_jobs)
         if n_jobs == 1 and executor == "local":
-            with progress_bar(len(docs) * len(self.fields), "tokenizing", show_progress, unit="doc") as bar:
+            with progress_bar(len(docs) * len(self.fields_), "tokenizing", show_progress, unit="doc") as bar:
                 return [self._encoder.encode_batch((d.fields[name] for d in docs), grow=True, progress=bar)
-                        for name in self.fields]
+                        for name in self.fields_]
         from salience.parallel import map_shards, shard_size
 
         size = shard_size(len(docs), n_jobs)
-        shards = [(self.tokenizer, [[d.fields[name] for d in docs[lo : lo + size]] for name in self.fields])
+        shards = [(self.tokenizer_, [[d.fields[name] for d in docs[lo : lo + size]] for name in self.fields_])
                   for lo in range(0, len(docs), size)]
-        out: list[tuple[list, list]] = [([], []) for _ in self.fields]
+        out: list[tuple[list, list]] = [([], []) for _ in self.fields_]
         with progress_bar(len(shards), "tokenizing", show_progress, unit="shard") as bar:
             for shard, (terms, fields) in enumerate(map_shards(encode_shard, shards, n_jobs, executor)):
                 for f, (term_ids, doc_index) in enumerate(in_vocabulary(self._encoder, terms, fields)):
@@ -201,7 +203,7 @@ class BM25(Index, PostingScores):
         """(terms x documents field-weighted term counts, float32 document lengths) of a batch
         of ``n_new`` documents from each field's (term ids, document positions), in the
         vocabulary's current size."""
-        return field_counts(self.fields, self.field_weights, encoded_fields, n_new, len(self._encoder.terms))
+        return field_counts(self.fields_, self.field_weights_, encoded_fields, n_new, len(self._encoder.terms))
 
     def build(self, documents: Any, out, *, memory_mb: float = 1024, on_error: str = "raise", n_jobs: int = 1,
               executor="local", show_progress: bool = False, resume: bool = True) -> "BM25":
@@ -423,7 +425,7 @@ class BM25(Index, PostingScores):
         tf = tf[used].tocsr()
         tf.sort_indices()
         terms = [self._encoder.terms[t] for t in used]
-        self._encoder = TermEncoder(self.tokenizer, terms)
+        self._encoder = TermEncoder(self.tokenizer_, terms)
         self._tf = tf
         self._doc_len = self._doc_len[keep]
 

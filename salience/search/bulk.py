@@ -196,12 +196,12 @@ def build(index, documents: Any, out, *, memory_mb: float = DEFAULT_MEMORY_MB, o
 
     check_memory_mb(memory_mb)
     n_jobs = check_n_jobs(n_jobs)
-    index.tokenizer.get_config()  # fail before any work if the tokenizer cannot be saved
+    index.tokenizer_.get_config()  # fail before any work if the tokenizer cannot be saved
     inputs = [documents] if isinstance(documents, (str, os.PathLike)) else []
     out = check_output_path(out, inputs, what="index", option="out", is_own=store.is_own_output)
     budget = memory_mb * 2**20
     header = {"format": BUILD_STATE, "source": _source_fingerprint(documents), "params": store.manifest_text(
-        index.get_params(), index.tokenizer.get_config(), 0, [], {})}
+        index.resolved_params(), index.tokenizer_.get_config(), 0, [], {})}
     runs = _Runs.open(_work_folder(out), header, resume)
     try:
         _index_runs(index, runs, documents, budget, memory_mb, on_error, n_jobs, executor, show_progress)
@@ -222,8 +222,8 @@ def _index_runs(index, runs: _Runs, documents, budget: float, memory_mb: float, 
     for term in runs.terms:
         encoder.add_term(term)
     duplicates = _DuplicateIds(runs)
-    stream = iter_documents(documents, index.fields, on_error)
-    empty = EmptyDocuments(index.fields)
+    stream = iter_documents(documents, index.fields_, on_error)
+    empty = EmptyDocuments(index.fields_)
     skip = runs.n_docs
     gathered = _Gathered()
     batch_chars = max(1, int(budget / 4 / _BYTES_PER_TOKEN * _CHARS_PER_TOKEN))
@@ -321,11 +321,11 @@ def _encode(index, batches, runner) -> list:
     onto the index's in batch order, as a parallel in-memory build does)."""
     encoder = index._encoder
     if runner is None:
-        return [[encoder.encode_batch((d.fields[name] for d in docs), grow=True) for name in index.fields]
+        return [[encoder.encode_batch((d.fields[name] for d in docs), grow=True) for name in index.fields_]
                 for docs in batches]
     from salience.search.postings import encode_shard, in_vocabulary
 
-    results = runner.map(encode_shard, [(index.tokenizer, [[d.fields[name] for d in docs] for name in index.fields])
+    results = runner.map(encode_shard, [(index.tokenizer_, [[d.fields[name] for d in docs] for name in index.fields_])
                                         for docs in batches])
     return [in_vocabulary(encoder, terms, fields) for terms, fields in results]
 
@@ -400,7 +400,7 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
         return files
 
     def manifest(segments: list[dict]) -> str:
-        return store.manifest_text(index.get_params(), index.tokenizer.get_config(), n_docs, segments, {})
+        return store.manifest_text(index.resolved_params(), index.tokenizer_.get_config(), n_docs, segments, {})
 
     store.save_whole(out, n_docs, move_segment, manifest, store.is_own_output)
 

@@ -52,6 +52,20 @@ __all__ = ["Dense"]
 APPROXIMATE = ("hnsw", "ivfpq")
 
 
+def _encoder_name(encoder, encoder_name: str | None, quantize: str | None, long_documents: str) -> str | None:
+    """The name an index records for its encoder: ``encoder_name`` when given, else a model
+    folder's name with what changes its vectors (int8 weights, the mean of passages); a
+    callable without a name is refused (the name refuses another encoder later)."""
+    if callable(encoder) and not isinstance(encoder, str) and not encoder_name:
+        encoder_name = getattr(encoder, "name", None) or getattr(encoder, "__name__", None)
+        if not encoder_name or encoder_name == "<lambda>":
+            raise InvalidParameterError("a callable encoder needs encoder_name=, recorded in the index to refuse "
+                                        "another encoder later.")
+    return encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else "")
+                            + ("+mean-of-passages" if long_documents == "mean" else "")
+                            if isinstance(encoder, str) else None)
+
+
 class Dense(Index):
     """Exact dense retrieval (see the module docstring).
 
@@ -97,7 +111,7 @@ class Dense(Index):
 
     label = "Dense index"
     hybrid_role, encodes_queries = "dense", True
-    _parameter_constraints = {"encoder_name": [None, str], "fields": ["array-like"], "encoder": [str, callable],
+    _parameter_constraints = {"encoder_name": [None, str], "fields": [str, "array-like"], "encoder": [str, callable],
                               "quantize": [None, Options(("int8",))],
                               "store_documents": [bool], "block_size": [Interval("int", 1)],
                               "batch_tokens": [Interval("int", 1)], "backend": [Options(("auto", "torch", "onnx"))],
@@ -113,20 +127,14 @@ class Dense(Index):
                  approximate: str | None = None, hnsw_m: int = 32, ef_search: int = 128,
                  ivf_lists: int | None = None, pq_bytes: int | None = None, nprobe: int = 16, refine: int = 4,
                  long_documents: str = "truncate", device: str = "cpu", dtype: str = "float32"):
-        fields = field_names(fields)
-        if callable(encoder) and not isinstance(encoder, str) and not encoder_name:
-            encoder_name = getattr(encoder, "name", None) or getattr(encoder, "__name__", None)
-            if not encoder_name or encoder_name == "<lambda>":
-                raise InvalidParameterError("a callable encoder needs encoder_name=, recorded in the index to refuse "
-                                            "another encoder later.")
-        self.encoder, self.quantize, self.fields = encoder, quantize, fields
-        self.encoder_name = encoder_name or (f"{Path(encoder).name}" + (f"+{quantize}" if quantize else "")
-                                             + ("+mean-of-passages" if long_documents == "mean" else "")
-                                             if isinstance(encoder, str) else None)
+        self.encoder, self.encoder_name, self.fields, self.quantize = encoder, encoder_name, fields, quantize
         self.long_documents, self.device, self.dtype = long_documents, device, dtype
         self.store_documents, self.block_size, self.batch_tokens = store_documents, block_size, batch_tokens
         self.backend, self.approximate, self.hnsw_m, self.ef_search = backend, approximate, hnsw_m, ef_search
         self.ivf_lists, self.pq_bytes, self.nprobe, self.refine = ivf_lists, pq_bytes, nprobe, refine
+        # derived from the parameters as given (get_params returns those untouched)
+        self.fields_ = field_names(fields)
+        self.encoder_name_ = _encoder_name(encoder, encoder_name, quantize, long_documents)
         self._validate_params()
         self._graph = None  # the HNSW graph over every stored vector, built on first approximate search
         self._graph_file: Path | None = None  # or read from the file a save wrote
@@ -148,8 +156,10 @@ class Dense(Index):
     def _has_data(self) -> bool:
         return self._dimension is not None
 
-    def get_params(self) -> dict[str, Any]:
-        return {"encoder": self.encoder, "encoder_name": self.encoder_name, "fields": list(self.fields),
+    def resolved_params(self) -> dict[str, Any]:
+        """The parameters as the index computes with them (the encoder's recorded name, the
+        fields a list): what its manifest records."""
+        return {"encoder": self.encoder, "encoder_name": self.encoder_name_, "fields": list(self.fields_),
                 "quantize": self.quantize, "store_documents": self.store_documents, "block_size": self.block_size,
                 "batch_tokens": self.batch_tokens, "backend": self.backend, "approximate": self.approximate,
                 "hnsw_m": self.hnsw_m, "ef_search": self.ef_search, "ivf_lists": self.ivf_lists,
@@ -158,7 +168,7 @@ class Dense(Index):
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._dimension is not None else "not indexed"
-        return f"Dense(encoder={self.encoder_name!r}, {state})"
+        return f"Dense(encoder={self.encoder_name_!r}, {state})"
 
     @property
     def dimension(self) -> int | None:
@@ -197,12 +207,12 @@ class Dense(Index):
             self.truncated_documents += truncated
         vectors = np.asarray(raw, dtype=np.float32)
         if vectors.ndim != 2 or vectors.shape[0] != len(texts):
-            raise ShapeError(f"encoder {self.encoder_name!r} returned shape {vectors.shape} for {len(texts)} {what}; "
+            raise ShapeError(f"encoder {self.encoder_name_!r} returned shape {vectors.shape} for {len(texts)} {what}; "
                              "expected one row per text.")
         if not np.isfinite(vectors).all():
-            raise InvalidParameterError(f"encoder {self.encoder_name!r} returned NaN or infinite values.")
+            raise InvalidParameterError(f"encoder {self.encoder_name_!r} returned NaN or infinite values.")
         if self._dimension is not None and vectors.shape[1] != self._dimension:
-            raise ShapeError(f"encoder {self.encoder_name!r} gives {vectors.shape[1]}-dimensional vectors, the index "
+            raise ShapeError(f"encoder {self.encoder_name_!r} gives {vectors.shape[1]}-dimensional vectors, the index "
                              f"holds {self._dimension}-dimensional ones: use the index's encoder.")
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.where(norms > 0, norms, 1.0)
@@ -235,7 +245,7 @@ class Dense(Index):
         return np.concatenate(parts), truncated
 
     def _text(self, doc: Document) -> str:
-        return " ".join(doc.fields.get(name, "") for name in self.fields if doc.fields.get(name)).strip()
+        return " ".join(doc.fields.get(name, "") for name in self.fields_ if doc.fields.get(name)).strip()
 
     # ------------------------------------------------------------------------------------
     # indexing (fit, add, delete: salience.search.index.Index)
@@ -365,7 +375,7 @@ class Dense(Index):
         attribution masks; see :func:`salience.explain.search.attribute_document`)."""
         if isinstance(texts, (str, dict)) or not isinstance(texts, Sequence):
             raise InvalidParameterError("texts must be a list of texts (or of dicts of fields).")
-        plain = [t if isinstance(t, str) else " ".join(t.get(f, "") for f in self.fields if t.get(f)) for t in texts]
+        plain = [t if isinstance(t, str) else " ".join(t.get(f, "") for f in self.fields_ if t.get(f)) for t in texts]
         return (self._vectors(plain, what="texts") @ self._queries([query])[0]).astype(np.float64)
 
     def _row(self, position: int) -> np.ndarray:

@@ -37,8 +37,8 @@ def _manifest(index, deleted: dict) -> str:
     from salience.search.store import _manifest_digest
 
     # where the encoder ran (device, dtype) is not the index's: it loads on a machine without a GPU too
-    params = {k: v for k, v in index.get_params().items() if k not in ("encoder", "device", "dtype")}
-    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "encoder": index.encoder_name,
+    params = {k: v for k, v in index.resolved_params().items() if k not in ("encoder", "device", "dtype")}
+    body = {"format": FORMAT, "format_version": FORMAT_VERSION, "encoder": index.encoder_name_,
             "encoder_model": index.encoder if isinstance(index.encoder, str) else None, "dimension": index._dimension,
             "params": params, "n_docs": index.n_docs, "segments": index._segments, "deleted": deleted}
     return json.dumps({**body, "checksum": _manifest_digest(body)}, indent=1, ensure_ascii=False)
@@ -93,8 +93,8 @@ def load_dense(cls, path: Path, encoder, verify: bool):
                                         "encoder= to load the index.")
     index = cls(encoder=encoder, **{k: v for k, v in params.items() if k != "encoder_name"},
                 encoder_name=None if isinstance(encoder, str) else (getattr(encoder, "name", None) or recorded))
-    if index.encoder_name != recorded:
-        raise InvalidParameterError(f"{path} was built with the encoder {recorded!r}, not {index.encoder_name!r}: "
+    if index.encoder_name_ != recorded:
+        raise InvalidParameterError(f"{path} was built with the encoder {recorded!r}, not {index.encoder_name_!r}: "
                                     "query it with the encoder that built it (vectors of different encoders do not "
                                     "compare).")
     for segment in segments:

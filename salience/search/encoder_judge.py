@@ -38,7 +38,7 @@ class EncoderJudge(Judge):
         self.calls, self.seconds = 0, 0.0
 
     def __repr__(self) -> str:
-        return f"EncoderJudge({self.dense.encoder_name!r})"
+        return f"EncoderJudge({self.dense.encoder_name_!r})"
 
     def scores(self, query: str, passages: Sequence[str]) -> np.ndarray:
         if not isinstance(query, str) or not query.strip():

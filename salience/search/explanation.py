@@ -96,15 +96,15 @@ def score_unindexed(index, query: str, texts) -> np.ndarray:
     doc_len = np.zeros(len(texts))
     column = {int(t): j for j, t in enumerate(terms)}
     for i, text in enumerate(texts):
-        fields = {index.fields[0]: text} if isinstance(text, str) else text
+        fields = {index.fields_[0]: text} if isinstance(text, str) else text
         if not isinstance(fields, dict) or not all(isinstance(v, str) for v in fields.values()):
             raise InvalidParameterError(f"text {i} must be a str or a dict of field texts.")
-        unknown = set(fields) - set(index.fields)
+        unknown = set(fields) - set(index.fields_)
         if unknown:
             raise InvalidParameterError(f"text {i} has fields {sorted(unknown)} the index does not have "
-                                        f"({', '.join(index.fields)}).")
+                                        f"({', '.join(index.fields_)}).")
         for name, value in fields.items():
-            weight = index.field_weights[name]
+            weight = index.field_weights_[name]
             ids = index._encoder.encode(value, grow=False)
             doc_len[i] += weight * len(ids)
             for t in ids:

@@ -79,8 +79,10 @@ class Hybrid(Scorer):
         from salience.search.bm25 import BM25
         from salience.search.dense import Dense
 
-        self.lexical = BM25() if lexical is None else lexical
-        self.dense = Dense() if dense is None else dense
+        self.lexical, self.dense = lexical, dense
+        # the indexes searched: those given, or new ones (get_params keeps what was given)
+        self.lexical_ = BM25() if lexical is None else lexical
+        self.dense_ = Dense() if dense is None else dense
         self.fusion, self.normalize, self.weight, self.depth = fusion, normalize, weight, depth
         self._validate_params()
         self._fuser(float(weight))  # the fusion method and its parameters, checked now
@@ -100,14 +102,15 @@ class Hybrid(Scorer):
 
     def clone(self) -> "Hybrid":
         """A new, unfitted hybrid: unfitted copies of both indexes, the same parameters."""
-        return type(self)(**{**self.get_params(), "lexical": self.lexical.clone(), "dense": self.dense.clone()})
+        return type(self)(**{**self.get_params(), "lexical": None if self.lexical is None else self.lexical.clone(),
+                             "dense": None if self.dense is None else self.dense.clone()})
 
     def fit(self, documents, **options) -> "Hybrid":
         """Index ``documents`` in both indexes (``options`` as for :meth:`BM25.fit`)."""
         if hasattr(documents, "__next__"):  # an iterator is read once, for both indexes
             documents = list(documents)
-        self.lexical.fit(documents, **options)
-        self.dense.fit(documents, **options)
+        self.lexical_.fit(documents, **options)
+        self.dense_.fit(documents, **options)
         return self
 
     #: the indexing verb of search engines; the same as :meth:`fit`
@@ -119,8 +122,8 @@ class Hybrid(Scorer):
     def _runs(self, queries: Sequence[str], k: int, where: Mapping | None,
               n_jobs: int = 1) -> tuple[list[Scores], list[Scores]]:
         depth = max(k, self.depth)
-        return (self.lexical.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs),
-                self.dense.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
+        return (self.lexical_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs),
+                self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
 
     def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser) -> Scores:
         fused = fuser.fuse([{"q": lexical.to_dict()}, {"q": dense.to_dict()}])["q"]

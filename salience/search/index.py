@@ -196,7 +196,7 @@ class Index(Scorer, abc.ABC):
         or Ray tasks (``executor="ray"``, ``pip install 'salience[ray]'``; a running cluster
         when ``RAY_ADDRESS`` is set), or an executor object (``executor=RayExecutor(address=
         "auto")``, left open); the index is the same as with one process."""
-        docs = read_documents(documents, self.fields, on_error)
+        docs = read_documents(documents, self.fields_, on_error)
         if not docs:
             raise InvalidParameterError("cannot index an empty corpus: no documents were given.")
         self._reset()
@@ -209,7 +209,7 @@ class Index(Scorer, abc.ABC):
         :meth:`fit`). On an index that was saved or loaded, :meth:`commit` writes it."""
         if not self._has_data():
             return self.fit(documents, show_progress=show_progress, on_error=on_error, n_jobs=n_jobs, executor=executor)
-        docs = read_documents(documents, self.fields, on_error)
+        docs = read_documents(documents, self.fields_, on_error)
         if docs:
             self._append_segment(docs, show_progress, n_jobs, executor)
         return self

@@ -125,11 +125,11 @@ def prune_index_passages(index, score: Callable[[Sequence[str]], Any], *, fracti
     records = []
     for doc_id in index.ids:
         stored = index.document(doc_id)
-        record = {name: stored.get(name) or "" for name in index.fields}
+        record = {name: stored.get(name) or "" for name in index.fields_}
         record["id"] = doc_id
-        record["metadata"] = {k: v for k, v in stored.items() if k != "id" and k not in index.fields}
+        record["metadata"] = {k: v for k, v in stored.items() if k != "id" and k not in index.fields_}
         records.append(record)
-    result = prune_passages(records, score, fraction=fraction, fields=tuple(index.fields),
+    result = prune_passages(records, score, fraction=fraction, fields=tuple(index.fields_),
                             passage_field=passage_field, max_words=max_words)
     if result.changed or result.removed:
         index.delete(result.changed + result.removed)

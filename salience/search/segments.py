@@ -191,8 +191,8 @@ def reopen_index(index: "BM25", verify: bool = False) -> "BM25":
         known = [segment.get("name") for segment in index._segments]
         if (index._shared_stats is not None or None in known or len(listed) < len(known)
                 or [segment["name"] for segment in listed[:len(known)]] != known
-                or manifest["params"] != {k: v for k, v in index.get_params().items() if k != "tokenizer"}
-                or manifest["tokenizer"] != index.tokenizer.get_config()):
+                or manifest["params"] != {k: v for k, v in index.resolved_params().items() if k != "tokenizer"}
+                or manifest["tokenizer"] != index.tokenizer_.get_config()):
             return _load_checked(type(index), path, manifest, verify)
         new = index.copy()
         for record in listed[len(known):]:

@@ -119,7 +119,7 @@ class ShardedIndex(Scorer):
             return self._params
         from salience.search.bm25 import BM25
 
-        return (self.shard if self.shard is not None else BM25()).get_params()
+        return (self.shard if self.shard is not None else BM25()).resolved_params()
 
     def _attach(self, shards: list, params: dict, path: Path | None = None) -> "ShardedIndex":
         """Hold ``shards`` (built or loaded with ``params``) and share their statistics."""
@@ -240,7 +240,7 @@ class ShardedIndex(Scorer):
         else:
             raise InvalidParameterError(f"executor {executor!r}: a loaded index holds its shards in this process "
                                         "('local') or in Ray actors ('ray').")
-        check_shards_alike(path, manifest, [shard.call("get_params") for shard in shards])
+        check_shards_alike(path, manifest, [shard.call("resolved_params") for shard in shards])
         return index._attach(shards, manifest["params"], path)
 
     # ---- global statistics
@@ -346,6 +346,11 @@ class ShardedIndex(Scorer):
     def document(self, doc_id: str) -> dict:
         """Stored fields and metadata of a document, from the shard its id routes to."""
         return self._shards[shard_of(doc_id, self.n_shards)].call("document", doc_id)
+
+    @property
+    def fields_(self) -> tuple:
+        """The fields every shard indexes."""
+        return tuple(self.params.get("fields", ("title", "text")))
 
     @property
     def store_documents(self) -> bool:
@@ -457,7 +462,7 @@ def _documents_and_params(documents: Any, n_shards: int, params: dict, on_error:
     from salience.io.documents import iter_documents, read_documents
 
     check_k(n_shards, "n_shards")
-    params = BM25(**params).get_params()
+    params = BM25(**params).resolved_params()
     check_memory_mb(memory_mb)
     fields = tuple(params.get("fields", ("title", "text")))
     if isinstance(documents, (str, os.PathLike)) or (stream and not isinstance(documents, (list, tuple))):

@@ -222,12 +222,12 @@ def commit_segments(path: Path, segments: list[dict], live: np.ndarray, write,
 
 
 def _manifest(index: "BM25", segments: list[dict], deleted: dict[str, list[int]]) -> str:
-    return manifest_text(index.get_params(), index.tokenizer.get_config(), index.n_docs, segments, deleted)
+    return manifest_text(index.resolved_params(), index.tokenizer_.get_config(), index.n_docs, segments, deleted)
 
 
 def manifest_text(params: dict, tokenizer_config: dict, n_docs: int, segments: list[dict],
                   deleted: dict[str, list[int]]) -> str:
-    """The manifest of a BM25 index folder (``params`` as ``get_params()`` gives them)."""
+    """The manifest of a BM25 index folder (``params`` as ``resolved_params()`` gives them)."""
     body = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -290,7 +290,7 @@ def _remove_sharded_files(path: Path) -> None:
 
 def save_index(index: "BM25", path: Path) -> None:
     """Full save of a compacted index (one segment, no deletions) to ``path`` (:func:`save_whole`)."""
-    index.tokenizer.get_config()  # fail before writing anything if the tokenizer cannot be saved
+    index.tokenizer_.get_config()  # fail before writing anything if the tokenizer cannot be saved
     n_docs = len(index._ids)
     index._path, index._segments = save_whole(
         path, n_docs, lambda folder: _write_segment(index, folder, 0, n_docs),

@@ -234,7 +234,7 @@ def explained(engine, query: str, doc_ids: list[str], documents: list[dict]) -> 
     for explanation, document in zip(engine.explain_batch(query, doc_ids), documents):
         explanation = explanation.to_dict()
         terms = {t["term"] for t in explanation["terms"] if t["contribution"] > 0}
-        highlights = {field: [[start, end] for start, end, _ in engine.tokenizer.spans(value, terms)]
-                      for field, value in document.items() if field in engine.fields and isinstance(value, str)}
+        highlights = {field: [[start, end] for start, end, _ in engine.tokenizer_.spans(value, terms)]
+                      for field, value in document.items() if field in engine.fields_ and isinstance(value, str)}
         out.append((explanation, highlights))
     return out

@@ -117,7 +117,7 @@ def test_long_texts_encoded_whole_as_the_mean_of_their_passages(encoder_folder):
     assert np.allclose(got[1], truncating.encode(["heat flow"])[0], atol=1e-6)  # a short text: one passage, itself
     docs = [{"_id": "long", "text": " ".join(words)}, {"_id": "short", "text": "protein membrane"}]
     index = Dense(encoder=str(encoder_folder), long_documents="mean").fit(docs)
-    assert index.truncated_documents == 0 and index.encoder_name == "encoder+mean-of-passages"
+    assert index.truncated_documents == 0 and index.encoder_name_ == "encoder+mean-of-passages"
     assert Dense(encoder=str(encoder_folder)).fit(docs).truncated_documents == 1
     with pytest.raises(InvalidParameterError, match="long_documents"):
         Dense(long_documents="max")

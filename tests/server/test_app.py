@@ -421,7 +421,7 @@ def test_verify_passages_over_http_with_a_served_language_model(index_dir, tmp_p
     body = answer.json()
     engine = BM25.load(index_dir)
     hits = engine.search("cats", k=10)
-    texts = {i: " ".join(str(engine.document(i).get(f) or "") for f in engine.fields).strip() for i in hits.ids}
+    texts = {i: " ".join(str(engine.document(i).get(f) or "") for f in engine.fields_).strip() for i in hits.ids}
     expected = create("verify", "passages", n_random=4, steps=2).verify(
         hits, passages=texts, question="cats", model=model, tokenizer=tokenizer, response="cats sleep")
     assert body["unit"] == "passages" and body["n_units"] == len(hits) == 2
