@@ -97,6 +97,7 @@ test-core: $(CORE_VENV)/.installed
 	.venv-contextcite/bin/python -m pip install -q '$(TORCH)' "transformers==5.25.0" "context-cite==0.0.4"
 
 bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/python .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
+	$(BIN)/python bench/limits.py --write BENCHMARKS.md
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks choose --write BENCHMARKS.md
