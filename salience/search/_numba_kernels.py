@@ -206,3 +206,53 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
         else:
             size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True)
             _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+
+
+@njit(cache=True, nogil=True)
+def top_k_rows(scores, allowed, offset, k, heap_val, heap_idx, sizes):
+    """Offer every allowed column of each row of ``scores`` (a block of a queries x documents
+    matrix whose first column is document ``offset``; ``allowed`` indexed by document) to that
+    row's bounded heap of the best ``k`` (``heap_val``, ``heap_idx``: (queries, k); ``sizes``:
+    how many each holds), by the ranking rule (higher score first, ties by lower position).
+    Any score competes, negative ones too (cosine similarities)."""
+    n_rows, n = scores.shape
+    for r in range(n_rows):
+        hv = heap_val[r]
+        hi = heap_idx[r]
+        size = sizes[r]
+        threshold = hv[0] if size == k else -np.inf
+        for j in range(n):
+            v = scores[r, j]
+            # once the heap is full almost every score is rejected here, a predictable branch
+            if v < threshold:
+                continue
+            d = offset + j
+            if not allowed[d]:
+                continue
+            if size < k:
+                i = size
+                hv[i] = v
+                hi[i] = d
+                size += 1
+                while i > 0:
+                    parent = (i - 1) // 2
+                    if _worse(hv[i], hi[i], hv[parent], hi[parent]):
+                        _swap(hv, hi, i, parent)
+                        i = parent
+                    else:
+                        break
+                if size == k:
+                    threshold = hv[0]
+            elif _worse(hv[0], hi[0], v, d):
+                hv[0] = v
+                hi[0] = d
+                _sift_down(hv, hi, size, 0)
+                threshold = hv[0]
+        sizes[r] = size
+
+
+@njit(cache=True, nogil=True)
+def heaps_to_rows(heap_val, heap_idx, sizes, out_idx, out_val, out_count):
+    """Each row's heap (as :func:`top_k_rows` leaves it) written best first into the outputs."""
+    for r in range(len(sizes)):
+        _write_row(r, sizes[r], heap_val[r], heap_idx[r], out_idx, out_val, out_count)

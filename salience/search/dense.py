@@ -52,6 +52,20 @@ __all__ = ["Dense"]
 APPROXIMATE = ("hnsw", "ivfpq")
 
 
+#: documents per matrix product on the compiled path: 256 queries' scores of this many (8 MB)
+#: stay in the cache while the top-k scan reads them (65,536 would send them to memory and back)
+_SCAN_TILE = 8192
+
+
+def _row_top_k_kernels():
+    """The compiled (offer, finish) top-k kernels for score blocks, or None without numba."""
+    try:
+        from salience.search._numba_kernels import heaps_to_rows, top_k_rows
+    except ImportError:
+        return None
+    return top_k_rows, heaps_to_rows
+
+
 def _encoder_name(encoder, encoder_name: str | None, quantize: str | None, long_documents: str) -> str | None:
     """The name an index records for its encoder: ``encoder_name`` when given, else a model
     folder's name with what changes its vectors (int8 weights, the mean of passages); a
@@ -297,6 +311,9 @@ class Dense(Index):
         allowed = self._live if mask is None else (self._live & mask)
         if self.approximate is not None:
             return self._search_approximate(vectors, k, allowed)
+        kernels = _row_top_k_kernels()
+        if kernels is not None:
+            return self._search_vectors_compiled(vectors, k, allowed, *kernels)
         best_scores = np.full((len(vectors), 0), -np.inf, dtype=np.float32)
         best_index = np.zeros((len(vectors), 0), dtype=np.int64)
         offset = 0
@@ -324,6 +341,27 @@ class Dense(Index):
             order = np.lexsort((index, -scores))  # best first, ties by index order
             out.append(Scores(scores[order].astype(np.float64), ids=[self._ids[i] for i in index[order]]))
         return out
+
+    def _search_vectors_compiled(self, vectors: np.ndarray, k: int, allowed: np.ndarray, offer, finish) -> list[Scores]:
+        """The exact top ``k`` by numba: each block's scores offered to one bounded heap per
+        query as the matrix product leaves them, instead of a partition of the whole block
+        (which costs more than the product itself at 10^5 documents)."""
+        n_rows = len(vectors)
+        heap_val = np.empty((n_rows, k), dtype=np.float64)
+        heap_idx = np.empty((n_rows, k), dtype=np.int64)
+        sizes = np.zeros(n_rows, dtype=np.int64)
+        tile = min(self.block_size, _SCAN_TILE)
+        offset = 0
+        for block in self._blocks:
+            for lo in range(0, len(block), tile):
+                part = np.asarray(block[lo : lo + tile])
+                offer(vectors @ part.T, allowed, offset + lo, k, heap_val, heap_idx, sizes)
+            offset += len(block)
+        out_idx, out_val = np.zeros((n_rows, k), dtype=np.int64), np.zeros((n_rows, k), dtype=np.float64)
+        counts = np.zeros(n_rows, dtype=np.int64)
+        finish(heap_val, heap_idx, sizes, out_idx, out_val, counts)
+        return [Scores(out_val[r, :m].copy(), ids=[self._ids[i] for i in out_idx[r, :m]])
+                for r, m in enumerate(counts.tolist())]
 
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
         """The ``k`` documents most similar to ``query`` (cosine), best first."""
