@@ -6,6 +6,7 @@ bound it is limited by (issue 54's roofline):
   scan of postings or vectors does), over arrays far larger than the caches;
 * matrix-multiply throughput: float32 and float64 GEMM through numpy's BLAS (``2 n^3`` FLOPs),
   what exact dense search, encoders and a language model's forward passes are made of;
+* the hot paths measured against them (so far exact dense search at 10^5 vectors);
 
 each on one core and on every core. The best of ``--repeats`` runs is kept (the machine's
 limit, not its average). Writes ``--json`` (default ``bench-out/limits.json``) for the other
@@ -78,6 +79,31 @@ def gemm_throughput(n: int, dtype: str, threads: int, repeats: int) -> float:
     return 2 * n**3 / seconds / 1e9
 
 
+def dense_search(n: int, d: int, queries: int, repeats: int) -> dict:
+    """salience's exact dense search (``Dense.search_batch``, top 10) over ``n`` random unit
+    vectors of ``d`` dimensions: its FLOP/s (``2 n d`` per query), a GEMM's work, and the plain
+    product of the same shapes for comparison."""
+    from salience.search import Dense
+
+    rng = np.random.default_rng(0)
+    vectors = rng.standard_normal((n + queries, d)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    row = {f"v{i}": i for i in range(n + queries)}
+
+    def encode(texts):
+        return vectors[[row[t] for t in texts]]
+
+    encode.name = f"random{d}"
+    index = Dense(encoder=encode, encoder_name=encode.name, store_documents=False).index(
+        [{"_id": str(i), "text": f"v{i}"} for i in range(n)])
+    texts = [f"v{n + i}" for i in range(queries)]
+    index.search_batch(texts[:8], k=10)  # compiled, warm
+    search = _best(lambda: index.search_batch(texts, k=10), repeats)
+    product = _best(lambda: vectors[n:] @ vectors[:n].T, repeats)
+    flops = 2 * n * d * queries
+    return {"queries_s": queries / search, "gflop_s": flops / search / 1e9, "product_gflop_s": flops / product / 1e9}
+
+
 def run(args) -> dict:
     cores = os.cpu_count() or 1
     counts = sorted({1, cores})
@@ -89,6 +115,9 @@ def run(args) -> dict:
             row[f"gemm_{dtype}_gflop_s"] = gemm_throughput(args.gemm_n, dtype, threads, args.repeats)
         out["by_threads"][threads] = row
         print(f"{threads} thread(s): {row}", flush=True)
+    out["dense"] = dense_search(args.dense_n, 384, 256, args.repeats)  # every core, as a user searches
+    out["dense_n"] = args.dense_n
+    print(f"dense search: {out['dense']}", flush=True)
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +140,14 @@ def render(result: dict, command: str, seconds: float) -> str:
     for threads, row in rows.items():
         lines.append(f"| {threads} | {row['triad_gb_s']:.1f} | {row['read_gb_s']:.1f} | "
                      f"{row['gemm_float32_gflop_s']:.1f} | {row['gemm_float64_gflop_s']:.1f} |")
-    lines.append("")
+    dense, bound = result["dense"], rows[max(rows)]["gemm_float32_gflop_s"]
+    lines += ["", "Hot paths against these bounds (every core):", "",
+              "| path | limited by | achieved | bound | fraction |", "|---|---|---:|---:|---:|",
+              f"| exact dense search, {result['dense_n']:,} x 384 float32, 256 queries, top 10 "
+              f"({dense['queries_s']:,.0f} queries/s) | matrix multiply | {dense['gflop_s']:.1f} GFLOP/s | "
+              f"{bound:.1f} | {dense['gflop_s'] / bound:.0%} |",
+              f"| the plain product of the same shapes, for comparison | matrix multiply | "
+              f"{dense['product_gflop_s']:.1f} GFLOP/s | {bound:.1f} | {dense['product_gflop_s'] / bound:.0%} |", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -119,6 +155,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--elements", type=int, default=2**25, help="float64 elements per array (default 2^25: 256 MB)")
     parser.add_argument("--gemm-n", type=int, default=2048, help="matrix size of the GEMM (default 2048)")
+    parser.add_argument("--dense-n", type=int, default=100_000, help="vectors of the dense search row (default 10^5)")
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each, the best kept (default 7)")
     parser.add_argument("--json", default=str(Path(os.environ.get("BENCH_WORK", "bench-out")) / "limits.json"),
                         help="write the measured limits here for other benches (default bench-out/limits.json)")
