@@ -166,6 +166,19 @@ def test_cli_index_query_and_evaluate_with_shards(tmp_path, capsys):
 
 
 @pytest.mark.xdist_group("ray")  # one local Ray cluster at a time under pytest -n
+def _wait_until_dead(ray, actor, timeout: float = 30.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.pid.remote(), timeout=5)
+        except Exception:  # noqa: BLE001 - RayActorError once it is dead
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
+
+
 def test_shards_in_ray_actors_scatter_gather_and_report_a_dead_shard(tmp_path):
     ray = pytest.importorskip("ray", reason="shards in Ray actors need ray: pip install 'salience[ray]'")
     docs = _corpus(300, seed=5)
@@ -179,6 +192,7 @@ def test_shards_in_ray_actors_scatter_gather_and_report_a_dead_shard(tmp_path):
         _assert_same(BM25().fit(docs), remote, QUERIES)
         assert remote.document("d9")["title"] == docs[9]["title"]
         ray.kill(remote._shards[1].actor)
+        _wait_until_dead(ray, remote._shards[1].actor)  # ray.kill returns before the actor is gone
         with pytest.raises(ShardUnavailableError, match="shard 1 of 3 did not answer"):
             remote.search("heat flow")
         partial = remote.search_batch(["heat flow"], k=300, allow_partial=True)
