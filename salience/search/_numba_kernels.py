@@ -48,6 +48,29 @@ def _sift_down(heap_val, heap_idx, size, i):
 
 
 @njit(inline="always")
+def _offer(heap_val, heap_idx, size, k, v, d):
+    """Offer document ``d`` scoring ``v`` to the bounded heap holding ``size`` of the best
+    ``k`` (a min-heap on the ranking rule: its root is the worst kept); return its new size."""
+    if size < k:  # insert at the end and sift up
+        i = size
+        heap_val[i] = v
+        heap_idx[i] = d
+        size += 1
+        while i > 0:
+            parent = (i - 1) // 2
+            if _worse(heap_val[i], heap_idx[i], heap_val[parent], heap_idx[parent]):
+                _swap(heap_val, heap_idx, i, parent)
+                i = parent
+            else:
+                break
+    elif _worse(heap_val[0], heap_idx[0], v, d):  # better than the worst kept: it takes its place
+        heap_val[0] = v
+        heap_idx[0] = d
+        _sift_down(heap_val, heap_idx, size, 0)
+    return size
+
+
+@njit(inline="always")
 def _push(docs, lo, hi, acc, mask, k, heap_val, heap_idx, size, clear):
     """Offer documents ``docs[lo:hi]`` (``docs`` None: every document from ``lo`` to ``hi``)
     with their accumulated scores to the bounded heap holding ``size`` of the best ``k``;
@@ -65,25 +88,8 @@ def _push(docs, lo, hi, acc, mask, k, heap_val, heap_idx, size, clear):
             continue
         if not mask[d]:
             continue
-        if size < k:
-            # insert at the end and sift up (min-heap on "worse")
-            i = size
-            heap_val[i] = v
-            heap_idx[i] = d
-            size += 1
-            while i > 0:
-                parent = (i - 1) // 2
-                if _worse(heap_val[i], heap_idx[i], heap_val[parent], heap_idx[parent]):
-                    _swap(heap_val, heap_idx, i, parent)
-                    i = parent
-                else:
-                    break
-            if size == k:
-                threshold = heap_val[0]
-        elif _worse(heap_val[0], heap_idx[0], v, d):
-            heap_val[0] = v
-            heap_idx[0] = d
-            _sift_down(heap_val, heap_idx, size, 0)
+        size = _offer(heap_val, heap_idx, size, k, v, d)
+        if size == k:
             threshold = heap_val[0]
     return size
 
@@ -229,24 +235,8 @@ def top_k_rows(scores, allowed, offset, k, heap_val, heap_idx, sizes):
             d = offset + j
             if not allowed[d]:
                 continue
-            if size < k:
-                i = size
-                hv[i] = v
-                hi[i] = d
-                size += 1
-                while i > 0:
-                    parent = (i - 1) // 2
-                    if _worse(hv[i], hi[i], hv[parent], hi[parent]):
-                        _swap(hv, hi, i, parent)
-                        i = parent
-                    else:
-                        break
-                if size == k:
-                    threshold = hv[0]
-            elif _worse(hv[0], hi[0], v, d):
-                hv[0] = v
-                hi[0] = d
-                _sift_down(hv, hi, size, 0)
+            size = _offer(hv, hi, size, k, v, d)
+            if size == k:
                 threshold = hv[0]
         sizes[r] = size
 

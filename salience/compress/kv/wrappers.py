@@ -61,9 +61,7 @@ class _OnAnotherPolicy(KVPolicy):
     def needs(self) -> KVNeeds:
         """The wrapped policy's queries, reads (with this wrapper's own) and rotation; scored in
         the prefill against a budget of tokens, as the wrapped policy's scores are used."""
-        inner = self._inner.needs
-        return KVNeeds(queries=inner.queries, rotated_queries=inner.rotated_queries, rerotates=inner.rerotates,
-                       reads=inner.reads).with_reads(self.extra_reads)
+        return replace(self._inner.needs, when="prefill", budget="count").with_reads(self.extra_reads)
 
     def query_count(self, n_tokens: int, question: int = 0) -> int:
         return self._inner.query_count(n_tokens, question=question)
