@@ -234,11 +234,10 @@ def _cmd_prune(args) -> int:
 
     from salience.core.scores import Scores
     from salience.data.scorers import text_statistics
-    from salience.search.index import Index
     from salience.search.passage_pruning import prune_index_passages
 
     engine = load_index(args.index)
-    if not isinstance(engine, Index) or not engine.store_documents:
+    if engine.holds_shards or not engine.store_documents:
         raise InvalidParameterError(f"{args.index} keeps no document text to score (a sharded index, or one built "
                                     "without stored documents): prune the corpus before indexing it.")
     ids = engine.ids

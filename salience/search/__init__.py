@@ -1,6 +1,9 @@
 """Search: BM25 variants over sparse matrices, and dense retrieval over sentence embeddings; both with
-filters, segments and checksummed saves; BM25 also in shards searched by scatter-gather."""
+filters, segments and checksummed saves; BM25 also in shards searched by scatter-gather. Each is
+an :class:`Index` (the interface the command line and the service use)."""
 
+from salience.search.index import Index
+from salience.search.segmented import SegmentedIndex
 from salience.search.bm25 import BM25
 from salience.search.explanation import Explanation, TermContribution
 from salience.search.dense import Dense
@@ -18,6 +21,6 @@ from salience.io.documents import iter_documents, read_queries
 from salience.search.verify_passages import PassageVerifier
 from salience.search.attention_sort import attention_sort
 
-__all__ = ["BM25", "Dense", "Hybrid", "open_index", "index_kind", "index_class", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
+__all__ = ["Index", "SegmentedIndex", "BM25", "Dense", "Hybrid", "open_index", "index_kind", "index_class", "pack", "Packing", "ScoreCalibrator", "Explanation", "TermContribution", "VARIANTS", "iter_documents", "read_queries", "rerank", "rerank_run",
            "RerankAlgorithm", "Judge", "LMJudge", "EncoderJudge", "CrossJudge", "ShardedIndex", "PartialResults",
            "prune_passages", "PassagePruning", "PassageVerifier", "attention_sort"]

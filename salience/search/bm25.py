@@ -31,7 +31,8 @@ from salience.extras import install_hint
 from salience.core import bm25_formulas as scoring
 from salience.search.explanation import Explanation, explain_score, explain_scores, score_unindexed
 from salience.core.params import Interval, Options
-from salience.search.index import Index, field_names
+from salience.search.index import field_names
+from salience.search.segmented import SegmentedIndex
 from salience.search.packed import PackedPostings
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
@@ -60,7 +61,7 @@ def _field_weights(field_weights, fields: tuple) -> dict:
     return weights
 
 
-class BM25(Index, PostingScores):
+class BM25(SegmentedIndex, PostingScores):
     """Lexical search with BM25 (Lucene, Robertson, ATIRE, BM25L, BM25+) or classic TF-IDF.
 
     Parameters

@@ -43,7 +43,8 @@ from salience.core.base import register
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, WorkerError
 from salience.core.params import Interval, Options
-from salience.search.index import Index, field_names
+from salience.search.index import field_names
+from salience.search.segmented import SegmentedIndex
 from salience.io.documents import Document
 
 __all__ = ["Dense"]
@@ -80,7 +81,7 @@ def _encoder_name(encoder, encoder_name: str | None, quantize: str | None, long_
                             if isinstance(encoder, str) else None)
 
 
-class Dense(Index):
+class Dense(SegmentedIndex):
     """Exact dense retrieval (see the module docstring).
 
     Parameters
@@ -262,7 +263,7 @@ class Dense(Index):
         return " ".join(doc.fields.get(name, "") for name in self.fields_ if doc.fields.get(name)).strip()
 
     # ------------------------------------------------------------------------------------
-    # indexing (fit, add, delete: salience.search.index.Index)
+    # indexing (fit, add, delete: salience.search.segmented.SegmentedIndex)
     def _add_data(self, docs: list[Document], show_progress: bool, n_jobs: int, executor) -> None:
         """The new documents' vectors, as a block after the others."""
         from salience.parallel import progress_bar

@@ -35,5 +35,5 @@ def open_index(path: str | os.PathLike, *, verify: bool = True, executor: str = 
     """
     cls = index_class(path)
     if cls.holds_shards:
-        return cls.load(path, executor=executor, address=address)
+        return cls.load(path, verify=verify, executor=executor, address=address)
     return cls.load(path, verify=verify)

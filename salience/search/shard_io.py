@@ -55,10 +55,10 @@ class LocalShard:
 class ShardServer:
     """What a Ray actor holds: one shard, loaded memory-mapped from its folder."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, verify: bool = True):
         from salience.search.bm25 import BM25
 
-        self.index = BM25.load(path)
+        self.index = BM25.load(path, verify=verify)
 
     def call(self, method: str, *args, **kwargs):
         return getattr(self.index, method)(*args, **kwargs)

@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from salience.core.base import Scorer, register
+from salience.core.base import register
 from salience.core.checks import check_k
 from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
@@ -41,6 +41,7 @@ from salience.exceptions import CorruptIndexError, InvalidParameterError, NotFit
 from salience.io.files import atomic_directory, check_output_path
 from salience.parallel import EXECUTORS, map_shards, progress_bar
 from salience.core import bm25_formulas as scoring
+from salience.search.index import Index
 from salience.search.store import is_own_output, owns_index_file
 from salience.search.shard_io import (FORMAT, MANIFEST, LocalShard, RayShard, ShardServer, build_shard,
                                       check_shards_alike, is_sharded_folder, is_unavailable, merge_top_k,
@@ -72,7 +73,7 @@ def _is_executor(value) -> bool:
     return all(callable(getattr(value, name, None)) for name in ("map", "close"))
 
 
-class ShardedIndex(Scorer):
+class ShardedIndex(Index):
     """BM25 over ``n_shards`` shards (see the module docstring): ``ShardedIndex(shard=BM25(k1=1.2),
     n_shards=4, executor="ray").fit(documents)`` builds them (``n_jobs`` at a time on the
     project's executors), :meth:`load` opens a saved folder holding its shards in this process
@@ -86,11 +87,9 @@ class ShardedIndex(Scorer):
     True
     """
 
-    # what the command line and the service may ask of it (see salience.search.Index)
+    label = "sharded index"
+    # what the command line and the service may ask of it (the capabilities of salience.search.Index)
     manifest_name = MANIFEST
-    hybrid_role = None
-    explains_terms = False
-    encodes_queries = False
     answers_partially = True
     holds_shards = True
     writable_in_place = False
@@ -109,8 +108,8 @@ class ShardedIndex(Scorer):
         self._validate_params()
         self._shards: list | None = None
         self._params: dict | None = None
-        self.path: Path | None = None
-        self.n_docs = 0
+        self._path: Path | None = None
+        self._n_docs = 0
 
     @property
     def params(self) -> dict:
@@ -123,7 +122,7 @@ class ShardedIndex(Scorer):
 
     def _attach(self, shards: list, params: dict, path: Path | None = None) -> "ShardedIndex":
         """Hold ``shards`` (built or loaded with ``params``) and share their statistics."""
-        self._shards, self._params, self.path = shards, dict(params), path
+        self._shards, self._params, self._path = shards, dict(params), path
         self.n_shards = len(shards)
         self._share_statistics()
         return self
@@ -155,9 +154,6 @@ class ShardedIndex(Scorer):
         if empty:
             raise InvalidParameterError(f"shards {empty} got no documents ({self.n_shards} shards): use fewer shards.")
         return self._attach(shards, params)
-
-    #: the indexing verb of search engines; the same as :meth:`fit`
-    index = fit
 
     # ---- construction
     @classmethod
@@ -215,11 +211,12 @@ class ShardedIndex(Scorer):
         return counts
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, executor: str = "local", address: str | None = None,
-             timeout: float | None = 60.0) -> "ShardedIndex":
+    def load(cls, path: str | os.PathLike, *, verify: bool = True, executor: str = "local",
+             address: str | None = None, timeout: float | None = 60.0) -> "ShardedIndex":
         """A saved sharded index: shards memory-mapped in this process (``"local"``), or each
         in a Ray actor (``"ray"``; ``address`` of a running cluster, else a local one), its
-        answers awaited at most ``timeout`` seconds."""
+        answers awaited at most ``timeout`` seconds; ``verify`` checks each shard's files
+        against its manifest."""
         path = Path(path)
         manifest = read_manifest(path)
         folders = [path / name for name in manifest["shards"]]
@@ -231,12 +228,12 @@ class ShardedIndex(Scorer):
         index = cls(shard=BM25(**manifest["params"]), n_shards=len(folders), executor=executor, address=address,
                     timeout=timeout)
         if executor == "local":
-            shards = [LocalShard(BM25.load(folder)) for folder in folders]
+            shards = [LocalShard(BM25.load(folder, verify=verify)) for folder in folders]
         elif executor == "ray":
             from salience.parallel import ray_session
 
             actor = ray_session(address, what="Shards in Ray actors").remote(ShardServer)
-            shards = [RayShard(actor.remote(str(folder.resolve())), timeout) for folder in folders]
+            shards = [RayShard(actor.remote(str(folder.resolve()), verify), timeout) for folder in folders]
         else:
             raise InvalidParameterError(f"executor {executor!r}: a loaded index holds its shards in this process "
                                         "('local') or in Ray actors ('ray').")
@@ -249,7 +246,7 @@ class ShardedIndex(Scorer):
         stats = self._gather("collection_statistics", (), {}, allow_partial=False)
         vocabularies = [terms for terms, _, _, _ in stats]
         all_df = np.concatenate([df for _, df, _, _ in stats]).astype(np.int64)
-        self.n_docs = int(sum(n for _, _, n, _ in stats))
+        self._n_docs = int(sum(n for _, _, n, _ in stats))
         self.total_length = float(sum(length for _, _, _, length in stats))
         # numbered through a dict: a fixed-width string array would be as wide as the longest
         # term for every term (gigabytes for one long token in a large vocabulary)
@@ -356,8 +353,10 @@ class ShardedIndex(Scorer):
     def store_documents(self) -> bool:
         return bool(self.params.get("store_documents", True))
 
-    def __len__(self) -> int:
-        return self.n_docs
+    @property
+    def n_docs(self) -> int:
+        """Number of live documents over all shards."""
+        return self._n_docs
 
     def __repr__(self) -> str:
         if self._shards is None:
@@ -449,8 +448,12 @@ class ShardedIndex(Scorer):
                 shard.index.save(tmp / f"shard-{s:03d}")
                 counts.append(shard.index.n_docs)
             write_manifest(tmp, self.n_shards, self.params, counts)
-        self.path = path
-        return self
+        # each shard was written into the temporary folder: hold the shards where they now lie,
+        # so a later commit writes there
+        from salience.search.bm25 import BM25
+
+        return self._attach([LocalShard(BM25.load(path / f"shard-{s:03d}", verify=False))
+                             for s in range(self.n_shards)], self.params, path)
 
 
 def _documents_and_params(documents: Any, n_shards: int, params: dict, on_error: str, memory_mb: float,

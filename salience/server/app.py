@@ -4,7 +4,7 @@ uvicorn).
 Saved indexes (BM25 or dense, told apart by their manifests) are loaded at start; each is
 served under the name of its folder, and both are written the same way. Reads go to the last
 committed state of an index, an object no writer touches: a write works on a copy of it
-(:meth:`salience.search.index.Index.copy`), commits it (the index's atomic manifest replace,
+(:meth:`salience.search.segmented.SegmentedIndex.copy`), commits it (the index's atomic manifest replace,
 so it is durable when the request returns) and only then publishes it to readers, so a reader sees the state before a commit or after it, never half of one.
 Writers to one index are serialised by a lock; writes need the API key (compared in constant
 time, never logged) and are refused when the service was started without one.

@@ -314,3 +314,54 @@ def test_a_sharded_index_is_a_registered_search_method_with_keyword_parameters(t
     loaded = ShardedIndex.load(folder)
     assert loaded.shard.k1 == 1.2 and loaded.n_shards == 2
     assert set(loaded.search("apples", k=10).ids) == set(one.search("apples", k=10).ids)
+
+
+def test_every_kind_is_an_index_and_answers_through_the_interface_alike(tmp_path):
+    """Index is one interface (search, document, add, delete, commit, merge, save, load, len);
+    BM25 and Dense implement it on segments in this process, ShardedIndex over shards. The same
+    calls, through the interface only, give the same ranking, documents and counts on BM25 and
+    on its sharded form; a kind missing a part of the interface cannot be created."""
+    import abc
+
+    from salience.search import Dense, Index, SegmentedIndex
+
+    assert issubclass(BM25, SegmentedIndex) and issubclass(Dense, SegmentedIndex)
+    assert issubclass(ShardedIndex, Index) and not issubclass(ShardedIndex, SegmentedIndex)
+    assert {"search_batch", "document", "add", "delete", "commit", "merge", "save", "load", "fit",
+            "n_docs"} <= Index.__abstractmethods__
+    assert not BM25.__abstractmethods__ and not Dense.__abstractmethods__ and not ShardedIndex.__abstractmethods__
+
+    class Incomplete(Index, abc.ABC):
+        def search_batch(self, queries, *, k=10, where=None, n_jobs=1):
+            return []
+
+    with pytest.raises(TypeError, match="abstract"):
+        Incomplete()
+
+    docs = _corpus(60, seed=3)
+    for i, doc in enumerate(docs):
+        doc["year"] = 2000 + i % 3
+
+    def drive(index: Index, folder: Path) -> list:
+        seen = []
+        index.index(docs[:50])
+        index.save(folder)
+        seen.append((len(index), index.path == folder))
+        index.add(docs[50:])
+        index.delete(["d3", "d51"])
+        index.commit()
+        reopened = type(index).load(folder)
+        seen.append(reopened.n_docs)
+        hits = reopened.search("laminar boundary layer", k=5, where={"year": 2001})
+        seen.append(dict(zip(hits.ids, np.round(hits.values, 4))))
+        seen.append(reopened.document("d7")["text"])
+        with pytest.raises(IdMismatchError, match="d3"):
+            reopened.delete(["d3"])
+        reopened.merge()
+        seen.append(len(reopened))
+        return seen
+
+    single = drive(BM25(), tmp_path / "single")
+    sharded = drive(ShardedIndex(n_shards=3), tmp_path / "sharded")
+    assert single == sharded
+    assert single[0] == (50, True) and single[1] == 58 and len(single[2]) == 5
