@@ -34,6 +34,7 @@ from salience.core.params import Interval, Options
 from salience.search.index import field_names
 from salience.search.segmented import SegmentedIndex
 from salience.search.packed import PackedPostings
+from salience.search.pruning import PRUNING, pruned_top_k
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
@@ -84,6 +85,10 @@ class BM25(SegmentedIndex, PostingScores):
     backend : {"auto", "numpy", "numba"}
         Query kernel. ``numba`` (used by ``auto`` when numba is installed) gives identical
         results faster; ``numpy`` needs nothing beyond numpy and scipy.
+    pruning : {"auto", "maxscore", "off"}
+        Dynamic pruning of the numba kernel (:mod:`salience.search.pruning`): block-max
+        MaxScore returns the exhaustive search's top k and scores, reading a fraction of the
+        postings; ``auto`` prunes cuts of at most 100 documents.
 
     Examples
     --------
@@ -103,7 +108,7 @@ class BM25(SegmentedIndex, PostingScores):
                               "k1": [Interval("real", 0)],
                               "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],
                               "backend": [Options(_BACKENDS)], "tokenizer": [None, Tokenizer],
-                              "store_documents": [bool]}
+                              "store_documents": [bool], "pruning": [Options(PRUNING)]}
 
     def __init__(
         self,
@@ -117,8 +122,10 @@ class BM25(SegmentedIndex, PostingScores):
         tokenizer: Tokenizer | None = None,
         store_documents: bool = True,
         backend: str = "auto",
+        pruning: str = "auto",
     ):
         self.variant, self.k1, self.b, self.delta, self.backend = variant, k1, b, delta, backend
+        self.pruning = pruning
         self.fields, self.field_weights, self.tokenizer, self.store_documents = fields, field_weights, tokenizer, store_documents
         # what the index computes with, derived from the parameters as given (a trailing underscore, as
         # scikit-learn names what it derives): get_params returns the parameters untouched
@@ -149,7 +156,7 @@ class BM25(SegmentedIndex, PostingScores):
         shard is built with."""
         return {"variant": self.variant, "k1": float(self.k1), "b": float(self.b), "delta": float(self.delta),
                 "fields": list(self.fields_), "field_weights": dict(self.field_weights_), "tokenizer": self.tokenizer_,
-                "store_documents": self.store_documents, "backend": self.backend}
+                "store_documents": self.store_documents, "backend": self.backend, "pruning": self.pruning}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._has_data() else "not indexed"
@@ -253,7 +260,10 @@ class BM25(SegmentedIndex, PostingScores):
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         kernel = self._kernel()
-        if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
+        pruned = pruned_top_k(self, encoded, k, mask) if kernel is not None else None
+        if pruned is not None:  # the same top k, most postings never read
+            batches = [(encoded, *pruned)]
+        elif kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
             batches = [(encoded, *top_k_packed_numba(self._packed, self._doc_len, self._idf, self._avg_len, self.variant,
                                                      self.k1, self.b, self.delta, encoded, k, mask))]
         elif kernel is not None:

@@ -365,7 +365,7 @@ def _merge(index, runs: _Runs, out: Path, budget: float, show_progress: bool) ->
     np.save(segment / "doc_lengths.npy", lengths)
     (segment / "terms.json").write_text(json.dumps(runs.terms, ensure_ascii=False), encoding="utf-8")
     block = max(1, int(budget / _MERGE_BYTES_PER_POSTING))
-    writer = PackedWriter(segment)
+    writer = PackedWriter(segment, lengths)
     try:
         with progress_bar(nnz, "merging", show_progress, unit="posting") as bar:
             first = 0

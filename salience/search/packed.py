@@ -23,6 +23,8 @@ from typing import BinaryIO
 
 import numpy as np
 
+from salience.search.block_bounds import block_bound_files, block_frontiers
+
 __all__ = ["PackedPostings", "pack_block", "PackedWriter", "packed_files"]
 
 WIDTHS = (1, 2, 4)
@@ -74,6 +76,9 @@ class PackedPostings:
 
     def __init__(self, indptr: np.ndarray, arrays: dict[str, np.ndarray]):
         self.indptr = indptr
+        #: the block bounds for dynamic pruning (:class:`~salience.search.block_bounds.BlockBounds`;
+        #: None for a segment written before they existed)
+        self.bounds = None
         self.counts = np.diff(np.asarray(indptr, dtype=np.int64))
         self.n_terms = len(self.counts)
         self._kinds = {}
@@ -166,16 +171,21 @@ def _npy_header(dtype, n: int) -> bytes:
 
 
 class PackedWriter:
-    """Packed postings appended a block of terms at a time to a segment folder's files."""
+    """Packed postings appended a block of terms at a time to a segment folder's files, with
+    their block bounds (:mod:`salience.search.block_bounds`) from the documents' lengths."""
 
-    def __init__(self, folder: Path):
+    def __init__(self, folder: Path, doc_len: np.ndarray):
         self.folder = folder
+        self.doc_len = np.asarray(doc_len, dtype=np.float32)
         self._files: dict[str, tuple[BinaryIO, type]] = {}
         self._counts: dict[str, int] = {}
         for kind, types in KINDS.items():
             self._open(f"postings_{kind}_width.npy", np.uint8)
             for w in WIDTHS:
                 self._open(f"postings_{kind}_{w}.npy", types[w])
+        for name, dtype in zip(block_bound_files(), (np.int64, np.int64, np.float32, np.float32)):
+            self._open(name, dtype)
+        self._points = 0  # frontier points written so far
 
     def _open(self, name: str, dtype) -> None:
         fh = open(self.folder / name, "wb")
@@ -193,6 +203,11 @@ class PackedWriter:
             self._append(f"postings_{kind}_width.npy", widths)
             for w, values in parts.items():
                 self._append(f"postings_{kind}_{w}.npy", values)
+        last, per_block, point_tf, point_len = block_frontiers(counts, docs, tf, self.doc_len)
+        ends = np.cumsum(per_block) + self._points
+        self._points += int(per_block.sum())
+        for name, values in zip(block_bound_files(), (last, ends, point_tf, point_len)):
+            self._append(name, values)
 
     def close(self) -> None:
         """Write each file's final count into its header and close it."""
@@ -211,12 +226,13 @@ class PackedWriter:
 _BLOCK_POSTINGS = 1 << 23
 
 
-def write_packed(folder: Path, counts: np.ndarray, docs: np.ndarray, tf: np.ndarray) -> None:
-    """A segment's postings (``counts[i]`` of term i) written packed into ``folder``, a block
-    of terms at a time so that packing needs little memory beside the postings."""
+def write_packed(folder: Path, counts: np.ndarray, docs: np.ndarray, tf: np.ndarray, doc_len: np.ndarray) -> None:
+    """A segment's postings (``counts[i]`` of term i) written packed into ``folder`` with their
+    block bounds, a block of terms at a time so that packing needs little memory beside the
+    postings."""
     counts = np.asarray(counts, dtype=np.int64)
     indptr = np.concatenate([[0], np.cumsum(counts)])
-    writer = PackedWriter(folder)
+    writer = PackedWriter(folder, doc_len)
     try:
         first = 0
         while True:  # terms [first, last) hold about a block of postings (at least one term)

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from salience.exceptions import CorruptIndexError
+from salience.search.block_bounds import BlockBounds, block_bound_files
 from salience.search.packed import PackedPostings, packed_files
 from salience.search.store import (FORMAT, FORMAT_VERSION, MANIFEST, _load_array, _manifest_digest, _read_json,
                                    _read_jsonl, read_manifest, verify_files)
@@ -33,7 +34,7 @@ def _checked_manifest(path: Path) -> dict:
         raise CorruptIndexError(
             f"{manifest_path}: format version {version!r} is newer than this salience reads ({FORMAT_VERSION}); upgrade salience."
         )
-    if version not in (1, 2, 3) or isinstance(version, bool):
+    if version not in (1, 2, 3, 4) or isinstance(version, bool):
         raise CorruptIndexError(f"{manifest_path}: unknown format version {version!r}; the manifest is damaged.")
     if version >= 2:
         body = {key: value for key, value in manifest.items() if key != "checksum"}
@@ -106,6 +107,13 @@ def _read_segment(path: Path, segment: dict, deleted: dict, encoder: TermEncoder
             packed = (PackedPostings.check(indptr, arrays, n_docs) if verify else PackedPostings(indptr, arrays))
         except ValueError as err:
             raise CorruptIndexError(f"{folder}: {err}; the index is damaged.") from None
+        listed = segment.get("files")
+        if all(name in listed if listed else (folder / name).is_file() for name in block_bound_files()):
+            bounds = {name: _load_array(folder / name) for name in block_bound_files()}
+            try:
+                packed.bounds = BlockBounds.read(bounds, packed.counts, n_docs, verify)
+            except ValueError as err:
+                raise CorruptIndexError(f"{folder}: {err}; the index is damaged.") from None
     else:  # formats 1 and 2
         docs = _load_array(folder / "postings_docs.npy")
         tf = _load_array(folder / "postings_tf.npy")

@@ -1,4 +1,4 @@
-"""On-disk format of a BM25 index (format version 3).
+"""On-disk format of a BM25 index (format version 4).
 
 ::
 
@@ -13,13 +13,16 @@
                               (:mod:`salience.search.packed`)
         postings_tf_width.npy, postings_tf_{1,2,4}.npy
                               field-weighted term frequencies, packed per term
+        postings_block_*.npy  each block of 128 postings' last document and the frontier
+                              that bounds its scores (:mod:`salience.search.block_bounds`)
         doc_lengths.npy       field-weighted document length (float32)
         ids.json              document ids
         metadata.jsonl        one JSON object per document
         documents.jsonl       stored fields (when store_documents)
 
 Versions 1 and 2 stored ``postings_docs.npy`` (int32) and ``postings_tf.npy`` (float32)
-unpacked, and a bulk build of version 2 also ``postings_scores.npy``: they still load.
+unpacked, and a bulk build of version 2 also ``postings_scores.npy``: they still load. A
+segment of version 3 has no block bounds: it loads and is searched without pruning.
 Arrays are ``.npy`` files opened memory-mapped. A full save builds the folder under a temporary
 name and renames it into place; a commit writes each new segment the same way and then replaces
 ``manifest.json`` atomically, which is the single commit point: a crash leaves the previous
@@ -50,8 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FORMAT = BM25_FORMAT
 # 2: the manifest carries a SHA-256 of its own content ("checksum"); version 1 manifests
-# (without one) still load. 3: postings packed (salience.search.packed).
-FORMAT_VERSION = 3
+# (without one) still load. 3: postings packed (salience.search.packed). 4: block bounds for
+# dynamic pruning (salience.search.block_bounds).
+FORMAT_VERSION = 4
 #: the names of the folders an index owns inside its folder; anything else there is the user's
 SEGMENT_NAME = re.compile(r"seg-\d{6}")
 
@@ -91,8 +95,9 @@ def _write_segment(index: "BM25", folder: Path, start: int, stop: int) -> dict:
     tf.sort_indices()
     index_dtype = np.int32 if tf.nnz < 2**31 - 1 else np.int64
     np.save(folder / "postings_indptr.npy", tf.indptr.astype(index_dtype))
-    write_packed(folder, np.diff(tf.indptr), tf.indices, tf.data)
-    np.save(folder / "doc_lengths.npy", index._doc_len[start:stop].astype(np.float32))
+    lengths = index._doc_len[start:stop].astype(np.float32)
+    write_packed(folder, np.diff(tf.indptr), tf.indices, tf.data, lengths)
+    np.save(folder / "doc_lengths.npy", lengths)
     terms = index._encoder.terms
     (folder / "terms.json").write_text(json.dumps([terms[t] for t in used], ensure_ascii=False), encoding="utf-8")
     write_document_rows(index, folder, start, stop)

@@ -6,6 +6,7 @@ import scipy.sparse as sp
 
 from salience import CorruptIndexError
 from salience.search import BM25, store
+from salience.search.block_bounds import block_bound_files
 from salience.search.packed import PackedPostings, pack_block, packed_files, write_packed
 
 DOCS = [
@@ -17,7 +18,7 @@ QUERIES = ["w1 w2", "w3 title", "w5 w5 w30", "title 3", "w7", "nothing here", "w
 
 
 def _packed(tmp_path, matrix: sp.csr_matrix, n_docs: int) -> PackedPostings:
-    write_packed(tmp_path, np.diff(matrix.indptr), matrix.indices, matrix.data)
+    write_packed(tmp_path, np.diff(matrix.indptr), matrix.indices, matrix.data, np.ones(n_docs, dtype=np.float32))
     arrays = {name: np.load(tmp_path / name, mmap_mode="r") for name in packed_files()}
     return PackedPostings.check(matrix.indptr, arrays, n_docs)
 
@@ -138,11 +139,12 @@ def test_writing_a_block_of_terms_at_a_time_gives_the_same_files(tmp_path, monke
     matrix.sort_indices()
     (tmp_path / "whole").mkdir()
     (tmp_path / "blocks").mkdir()
-    write_packed(tmp_path / "whole", np.diff(matrix.indptr), matrix.indices, matrix.data)
+    lengths = np.random.default_rng(3).integers(1, 50, 5_000).astype(np.float32)
+    write_packed(tmp_path / "whole", np.diff(matrix.indptr), matrix.indices, matrix.data, lengths)
     monkeypatch.setattr(packed_module, "_BLOCK_POSTINGS", 5)
-    write_packed(tmp_path / "blocks", np.diff(matrix.indptr), matrix.indices, matrix.data)
-    for name in packed_files():
+    write_packed(tmp_path / "blocks", np.diff(matrix.indptr), matrix.indices, matrix.data, lengths)
+    for name in packed_files() + block_bound_files():  # the block bounds too, written a few terms at a time
         assert (tmp_path / "whole" / name).read_bytes() == (tmp_path / "blocks" / name).read_bytes()
     (tmp_path / "empty").mkdir()
-    write_packed(tmp_path / "empty", np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0))
-    assert all(np.load(tmp_path / "empty" / name).size == 0 for name in packed_files())
+    write_packed(tmp_path / "empty", np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0), np.zeros(0))
+    assert all(np.load(tmp_path / "empty" / name).size == 0 for name in packed_files() + block_bound_files())

@@ -29,7 +29,7 @@ def test_save_load_round_trip(tmp_path):
     assert loaded.document("d5")["year"] == 1995
     assert loaded.search("w1", where={"year": {"<": 2000}}).ids == index.search("w1", where={"year": {"<": 2000}}).ids
     manifest = json.loads((tmp_path / "ix" / "manifest.json").read_text())
-    assert manifest["format_version"] == 3 and manifest["n_docs"] == 120 and manifest["checksum"].startswith("sha256:")
+    assert manifest["format_version"] == 4 and manifest["n_docs"] == 120 and manifest["checksum"].startswith("sha256:")
 
 
 def test_add_delete_merge_equal_fresh_build(tmp_path):

@@ -1,0 +1,289 @@
+"""The compiled kernel of exact top-k search with dynamic pruning: block-max MaxScore,
+document at a time (Turtle and Flood's MaxScore; the block bounds of Ding and Suel's block-max
+indexes; Lucene and PISA run the same scheme).
+
+A query's terms are ordered by their largest possible contribution. The terms whose bounds add
+up to no more than the k-th best score so far are *non-essential*: a document that holds only
+those cannot enter the top k. Candidates are therefore drawn from the essential terms' postings
+alone, and the non-essential terms are looked up only while the document can still enter. Each
+block of 128 postings stores its last document and a bound on its scores (see
+:mod:`salience.search.block_bounds`). A run of essential blocks whose bounds cannot beat the
+k-th score is stepped over without being decoded, and a candidate is dropped as soon as its
+score so far plus the bounds of the blocks still to read cannot beat it.
+
+The top k are exactly the exhaustive kernel's (:mod:`salience.search._numba_kernels`). Every
+contribution is computed by the same formula. A document's score adds its terms'
+contributions in the query's order, as the exhaustive accumulator does, so its bits are the
+same. Ties go to the earlier document in both. A document is dropped only when a bound, widened
+against rounding, is at most the k-th score; documents arrive in increasing order, so one that
+only equals it would lose the tie anyway.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from salience.search._numba_kernels import _offer, _write_row, tf_formula
+from salience.search.block_bounds import BLOCK_SIZE
+
+_END = np.iinfo(np.int64).max  # the cursor of a term whose postings are exhausted
+#: a bound computed from a frontier is widened by this share: the formula is monotone, but its
+#: float32 rounding could put a dominated point an ulp above the point that bounds it
+_WIDEN = 1e-6
+
+
+@njit(inline="always")
+def _cannot_enter(bound, theta):
+    # a sum of bounds taken in another order than the score's: widened by far more than rounding
+    return bound * (1.0 + 1e-9) <= theta
+
+
+@njit(inline="always")
+def _decode(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2,
+            tf4, csr_indptr, csr_indices, csr_scores, first_block, block_last, buf_docs, buf_raw):
+    """Block ``block`` of term ``t`` into row ``i`` of the buffers (documents, and the term
+    frequencies of packed postings or the scores of an index in memory); its length."""
+    start = block * BLOCK_SIZE
+    n = min(BLOCK_SIZE, counts[t] - start)
+    if packed:
+        doc = block_last[first_block + block - 1] if block > 0 else 0
+        at = gap_offset[t] + start
+        width = gap_width[t]
+        for r in range(n):
+            if width == 1:
+                doc += gaps1[at + r]
+            elif width == 2:
+                doc += gaps2[at + r]
+            else:
+                doc += gaps4[at + r]
+            buf_docs[i, r] = doc
+        at = tf_offset[t] + start
+        width = tf_width[t]
+        for r in range(n):
+            if width == 1:
+                buf_raw[i, r] = tf1[at + r]
+            elif width == 2:
+                buf_raw[i, r] = tf2[at + r]
+            else:
+                buf_raw[i, r] = tf4[at + r]
+    else:
+        at = csr_indptr[t] + start
+        for r in range(n):
+            buf_docs[i, r] = csr_indices[at + r]
+            buf_raw[i, r] = csr_scores[at + r]
+    return n
+
+
+@njit(cache=True, nogil=True)
+def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
+                 csr_indptr, csr_indices, csr_scores, first_blocks, block_last, frontier_end, frontier_tf,
+                 frontier_len, block_max, doc_len, idf, avg_len, code, k1, b, delta, base,
+                 query_indptr, query_terms, k, mask, out_idx, out_val, out_count, work):
+    """Each query's best ``k`` documents with a positive score, best first, into row ``q`` of
+    the outputs, as :func:`~salience.search._numba_kernels.top_k_packed` (``packed``) or
+    :func:`~salience.search._numba_kernels.top_k_queries` writes them. ``work`` receives the
+    postings decoded and the documents scored, for the benchmark's account of the pruning."""
+    n_queries = len(query_indptr) - 1
+    longest, most_blocks = 1, 1
+    for q in range(n_queries):
+        longest = max(longest, query_indptr[q + 1] - query_indptr[q])
+        total = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            t = query_terms[j]
+            total += first_blocks[t + 1] - first_blocks[t]
+        most_blocks = max(most_blocks, total)
+    buf_docs = np.empty((longest, BLOCK_SIZE), dtype=np.int64)
+    buf_raw = np.empty((longest, BLOCK_SIZE), dtype=np.float64)
+    bounds = np.empty(most_blocks, dtype=np.float64)  # every block's bound, term after term
+    terms = np.empty(longest, dtype=np.int64)
+    first = np.empty(longest, dtype=np.int64)  # each term's first block in the block arrays
+    n_blocks = np.empty(longest, dtype=np.int64)
+    bound_at = np.empty(longest, dtype=np.int64)  # each term's first block in ``bounds``
+    term_bound = np.empty(longest, dtype=np.float64)
+    block = np.empty(longest, dtype=np.int64)
+    decoded = np.empty(longest, dtype=np.int64)
+    length = np.empty(longest, dtype=np.int64)
+    pos = np.empty(longest, dtype=np.int64)
+    cur = np.empty(longest, dtype=np.int64)
+    contribution = np.zeros(longest, dtype=np.float64)
+    found = np.zeros(longest, dtype=np.bool_)
+    upto = np.empty(longest, dtype=np.float64)  # running sums of bounds, by the order below
+    heap_val = np.empty(k, dtype=np.float64)
+    heap_idx = np.empty(k, dtype=np.int64)
+    for q in range(n_queries):
+        m = query_indptr[q + 1] - query_indptr[q]
+        at = 0
+        for i in range(m):
+            t = query_terms[query_indptr[q] + i]
+            terms[i] = t
+            first[i] = first_blocks[t]
+            n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
+            bound_at[i] = at
+            best_term = 0.0
+            for blk in range(n_blocks[i]):
+                g = first[i] + blk
+                if packed:
+                    lo = frontier_end[g - 1] if g > 0 else 0
+                    best = np.float32(0.0)
+                    for p in range(lo, frontier_end[g]):
+                        tfc = tf_formula(np.float64(frontier_tf[p]), np.float64(frontier_len[p]), avg_len, code, k1,
+                                         b, delta)
+                        best = max(best, np.float32(idf[t] * (tfc - base)))
+                    value = np.float64(best) * (1.0 + _WIDEN)
+                else:
+                    value = np.float64(block_max[g])
+                bounds[at + blk] = value
+                best_term = max(best_term, value)
+            at += n_blocks[i]
+            term_bound[i] = best_term
+            block[i] = 0
+            decoded[i] = -1
+            pos[i] = 0
+            if n_blocks[i] == 0:
+                cur[i] = _END
+            else:
+                length[i] = _decode(i, t, 0, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width,
+                                    tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices, csr_scores, first[i],
+                                    block_last, buf_docs, buf_raw)
+                work[0] += length[i]
+                decoded[i] = 0
+                cur[i] = buf_docs[i, 0]
+        order = np.argsort(term_bound[:m])
+        prefix = np.empty(m, dtype=np.float64)
+        total = 0.0
+        for r in range(m):
+            total += term_bound[order[r]]
+            prefix[r] = total
+        size = 0
+        theta = 0.0  # a document must score above this: 0 until k are held, then the k-th
+        essential = 0  # order[:essential] are the non-essential terms
+        while essential < m and _cannot_enter(prefix[essential], theta):
+            essential += 1
+        while essential < m:
+            d = _END
+            for r in range(essential, m):
+                d = min(d, cur[order[r]])
+            if d == _END:
+                break
+            outside = prefix[essential - 1] if essential > 0 else 0.0
+            # the essential terms' current blocks together: if even they cannot beat theta, step
+            # past the first of them to end
+            blocks_bound = outside
+            end = _END
+            for r in range(essential, m):
+                i = order[r]
+                if cur[i] != _END:
+                    blocks_bound += bounds[bound_at[i] + block[i]]
+                    end = min(end, block_last[first[i] + block[i]])
+            if _cannot_enter(blocks_bound, theta):
+                for r in range(essential, m):
+                    i = order[r]
+                    if cur[i] == _END:
+                        continue
+                    if block_last[first[i] + block[i]] == end:
+                        block[i] += 1
+                        if block[i] == n_blocks[i]:
+                            cur[i] = _END
+                            continue
+                        length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
+                                            gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
+                                            csr_indices, csr_scores, first[i], block_last, buf_docs, buf_raw)
+                        work[0] += length[i]
+                        decoded[i] = block[i]
+                        pos[i] = 0
+                    else:
+                        while buf_docs[i, pos[i]] <= end:
+                            pos[i] += 1
+                    cur[i] = buf_docs[i, pos[i]]
+                continue
+            # the candidate's bound from the blocks that hold it or could: essential terms that
+            # hold it, and each non-essential term's block around it
+            candidate_bound = 0.0
+            for r in range(essential, m):
+                i = order[r]
+                if cur[i] == d:
+                    candidate_bound += bounds[bound_at[i] + block[i]]
+            total = 0.0
+            for r in range(essential):
+                i = order[r]
+                while block[i] < n_blocks[i] and block_last[first[i] + block[i]] < d:
+                    block[i] += 1
+                if block[i] < n_blocks[i]:
+                    total += bounds[bound_at[i] + block[i]]
+                else:
+                    cur[i] = _END
+                upto[r] = total
+            enters = mask[d] and not _cannot_enter(candidate_bound + total, theta)
+            partial = 0.0
+            for r in range(essential, m):
+                i = order[r]
+                if cur[i] != d:
+                    continue
+                if enters:
+                    contribution[i] = _value(packed, buf_docs, buf_raw, i, pos[i], terms[i], doc_len, idf, avg_len,
+                                             code, k1, b, delta, base)
+                    found[i] = True
+                    partial += contribution[i]
+                pos[i] += 1
+                if pos[i] == length[i]:
+                    block[i] += 1
+                    if block[i] == n_blocks[i]:
+                        cur[i] = _END
+                        continue
+                    length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1, gaps2,
+                                        gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices,
+                                        csr_scores, first[i], block_last, buf_docs, buf_raw)
+                    work[0] += length[i]
+                    decoded[i] = block[i]
+                    pos[i] = 0
+                cur[i] = buf_docs[i, pos[i]]
+            if not enters:
+                continue
+            for r in range(essential - 1, -1, -1):  # the non-essential terms, largest bound first
+                if _cannot_enter(partial + upto[r], theta):
+                    enters = False
+                    break
+                i = order[r]
+                if block[i] == n_blocks[i]:
+                    continue
+                if decoded[i] != block[i]:
+                    length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1, gaps2,
+                                        gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices,
+                                        csr_scores, first[i], block_last, buf_docs, buf_raw)
+                    work[0] += length[i]
+                    decoded[i] = block[i]
+                    pos[i] = 0
+                while buf_docs[i, pos[i]] < d:
+                    pos[i] += 1
+                cur[i] = buf_docs[i, pos[i]]
+                if cur[i] == d:
+                    contribution[i] = _value(packed, buf_docs, buf_raw, i, pos[i], terms[i], doc_len, idf, avg_len,
+                                             code, k1, b, delta, base)
+                    found[i] = True
+                    partial += contribution[i]
+            if enters:
+                work[1] += 1
+                score = 0.0
+                for i in range(m):  # in the query's order, as the exhaustive accumulator adds
+                    if found[i]:
+                        score += contribution[i]
+                if score > 0.0:
+                    size = _offer(heap_val, heap_idx, size, k, score, d)
+                    if size == k:
+                        theta = heap_val[0]
+                        while essential < m and _cannot_enter(prefix[essential], theta):
+                            essential += 1
+            for i in range(m):
+                found[i] = False
+        _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+
+
+@njit(inline="always")
+def _value(packed, buf_docs, buf_raw, i, r, t, doc_len, idf, avg_len, code, k1, b, delta, base):
+    """The contribution of the posting at ``r`` of buffer row ``i`` (term ``t``), as the
+    exhaustive kernels compute it: float32, added in float64."""
+    if packed:
+        tfc = tf_formula(buf_raw[i, r], np.float64(doc_len[buf_docs[i, r]]), avg_len, code, k1, b, delta)
+        return np.float64(np.float32(idf[t] * (tfc - base)))
+    return buf_raw[i, r]

@@ -1,0 +1,111 @@
+"""Exact top-k search with dynamic pruning for :class:`~salience.search.BM25`: the compiled
+block-max MaxScore kernel (:mod:`salience.search._pruning_kernel`) over the packed,
+memory-mapped postings of a saved index, or over the per-posting scores of an index held in
+memory. The top k and their scores are the exhaustive search's.
+
+When it runs (``BM25(pruning=...)``):
+
+* ``"auto"`` (the default) prunes when ``k`` is at most :data:`AUTO_MAX_K` and the bounds
+  exist. Deeper cuts keep the k-th score low, so few documents can be skipped. The bound was
+  chosen on the dev queries of the shared sets (BENCHMARKS.md, "Dynamic pruning");
+* ``"maxscore"`` prunes whenever the bounds exist;
+* ``"off"`` always scores every posting of the query's terms.
+
+Every BM25 variant here (lucene, robertson, atire, BM25L, BM25+, tf-idf) is bounded.
+Contributions grow with the term frequency, do not grow with the document length (``b`` in
+[0, 1]), and idf and field weights are never negative. So pruning applies to each, and BM25L
+and BM25+ add their per-query constant afterwards as they always do. A saved segment written
+before block bounds existed (format 3) is searched exhaustively, and the index says so once.
+Pruning needs numba; without it the search is exhaustive.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from salience.core import bm25_formulas as scoring
+
+__all__ = ["PRUNING", "AUTO_MAX_K", "pruned_top_k", "NoBlockBoundsWarning"]
+
+PRUNING = ("auto", "maxscore", "off")
+#: ``pruning="auto"`` prunes cuts of at most this many documents
+AUTO_MAX_K = 100
+
+
+class NoBlockBoundsWarning(UserWarning):
+    """A saved index without block bounds (written before format 4) is searched exhaustively."""
+
+
+def _kernel():
+    try:
+        from salience.search._pruning_kernel import top_k_pruned
+    except ImportError:
+        return None
+    return top_k_pruned
+
+
+def _memory_bounds(index) -> tuple:
+    """The block arrays of an index held in memory, from its per-posting scores (cached until
+    the scores change)."""
+    scores = index._scores_matrix
+    cached = getattr(index, "_block_maxima", None)
+    if cached is None or cached[0] is not scores:
+        from salience.search.block_bounds import score_maxima
+
+        cached = (scores, *score_maxima(scores.indptr, scores.indices, scores.data))
+        index._block_maxima = cached
+    return cached[1:]
+
+
+_EMPTY_I = np.zeros(1, dtype=np.int64)
+_EMPTY_F = np.zeros(1, dtype=np.float32)
+_EMPTY_U8 = np.zeros(1, dtype=np.uint8)
+
+
+def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None):
+    """``(positions, scores, counts)`` of each query's top ``k`` (rows as the exhaustive kernels
+    write them), or None when this search is not pruned (see the module docstring).
+    ``work``, when given, accumulates (postings decoded, documents scored)."""
+    if index.pruning == "off" or (index.pruning == "auto" and k > AUTO_MAX_K):
+        return None
+    kernel = _kernel()
+    if kernel is None:
+        return None
+    from salience.search.topk import _kernel_arrays
+
+    packed = index._packed
+    n_docs = len(index._ids)
+    if packed is not None:
+        bounds = packed.bounds
+        if bounds is None:
+            if not getattr(index, "_said_no_bounds", False):
+                index._said_no_bounds = True
+                warnings.warn(f"{index.path or 'this index'} was saved without block bounds (before format 4): it is "
+                              "searched without pruning; save or merge it again to add them.", NoBlockBoundsWarning,
+                              stacklevel=4)
+            return None
+        counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4 = packed.kernel_arrays()
+        csr = (_EMPTY_I, _EMPTY_I, _EMPTY_F)
+        blocks = (bounds.starts, bounds.last, bounds.frontier_end, bounds.frontier_tf, bounds.frontier_len, _EMPTY_F)
+    else:
+        scores = index._scores_matrix
+        starts, last, maxima = _memory_bounds(index)
+        counts = np.diff(scores.indptr).astype(np.int64)
+        gap_width = tf_width = _EMPTY_U8
+        gap_offset = tf_offset = _EMPTY_I
+        g1, g2, g4, t1, t2, t4 = (np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.uint16),
+                                  np.zeros(1, dtype=np.uint32), np.zeros(1, dtype=np.uint8),
+                                  np.zeros(1, dtype=np.uint16), np.zeros(1, dtype=np.float32))
+        csr = (scores.indptr.astype(np.int64, copy=False), scores.indices, scores.data)
+        blocks = (starts, last, _EMPTY_I, _EMPTY_F, _EMPTY_F, maxima)
+    arrays = _kernel_arrays(encoded, k, n_docs, mask)
+    query_indptr, query_terms, _, k_used, mask_used = arrays[:5]
+    out_idx, out_val, out_count = arrays[-3:]
+    base = float(scoring.nonoccurrence_component(index.variant, index.k1, index.delta))
+    kernel(packed is not None, counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4, *csr,
+           *blocks, index._doc_len, index._idf, float(index._avg_len), scoring.VARIANTS.index(index.variant),
+           float(index.k1), float(index.b), float(index.delta), base, query_indptr, query_terms, k_used, mask_used,
+           out_idx, out_val, out_count, work if work is not None else np.zeros(2, dtype=np.int64))
+    return out_idx, out_val, out_count
