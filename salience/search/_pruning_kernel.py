@@ -41,9 +41,11 @@ def _cannot_enter(bound, theta):
 
 @njit(inline="always")
 def _decode(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2,
-            tf4, csr_indptr, csr_indices, csr_scores, first_block, block_last, buf_docs, buf_raw):
-    """Block ``block`` of term ``t`` into row ``i`` of the buffers (documents, and the term
-    frequencies of packed postings or the scores of an index in memory); its length."""
+            tf4, csr_indptr, csr_indices, csr_scores, first_block, block_last, doc_len, idf, avg_len, code, k1, b,
+            delta, base, buf_docs, buf_val):
+    """Block ``block`` of term ``t`` into row ``i`` of the buffers: its documents and their
+    contributions, computed as the exhaustive kernels compute them (float32, then float64);
+    its length."""
     start = block * BLOCK_SIZE
     n = min(BLOCK_SIZE, counts[t] - start)
     if packed:
@@ -60,18 +62,21 @@ def _decode(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, ga
             buf_docs[i, r] = doc
         at = tf_offset[t] + start
         width = tf_width[t]
+        weight = idf[t]
         for r in range(n):
             if width == 1:
-                buf_raw[i, r] = tf1[at + r]
+                tf = np.float64(tf1[at + r])
             elif width == 2:
-                buf_raw[i, r] = tf2[at + r]
+                tf = np.float64(tf2[at + r])
             else:
-                buf_raw[i, r] = tf4[at + r]
+                tf = np.float64(tf4[at + r])
+            tfc = tf_formula(tf, np.float64(doc_len[buf_docs[i, r]]), avg_len, code, k1, b, delta)
+            buf_val[i, r] = np.float64(np.float32(weight * (tfc - base)))
     else:
         at = csr_indptr[t] + start
         for r in range(n):
             buf_docs[i, r] = csr_indices[at + r]
-            buf_raw[i, r] = csr_scores[at + r]
+            buf_val[i, r] = np.float64(csr_scores[at + r])
     return n
 
 
@@ -85,6 +90,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
     :func:`~salience.search._numba_kernels.top_k_queries` writes them. ``work`` receives the
     postings decoded and the documents scored, for the benchmark's account of the pruning."""
     n_queries = len(query_indptr) - 1
+    n_docs = len(mask)
     longest, most_blocks = 1, 1
     for q in range(n_queries):
         longest = max(longest, query_indptr[q + 1] - query_indptr[q])
@@ -94,21 +100,22 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
             total += first_blocks[t + 1] - first_blocks[t]
         most_blocks = max(most_blocks, total)
     buf_docs = np.empty((longest, BLOCK_SIZE), dtype=np.int64)
-    buf_raw = np.empty((longest, BLOCK_SIZE), dtype=np.float64)
+    buf_val = np.empty((longest, BLOCK_SIZE), dtype=np.float64)
     bounds = np.empty(most_blocks, dtype=np.float64)  # every block's bound, term after term
     terms = np.empty(longest, dtype=np.int64)
     first = np.empty(longest, dtype=np.int64)  # each term's first block in the block arrays
     n_blocks = np.empty(longest, dtype=np.int64)
     bound_at = np.empty(longest, dtype=np.int64)  # each term's first block in ``bounds``
-    term_bound = np.empty(longest, dtype=np.float64)
     block = np.empty(longest, dtype=np.int64)
     decoded = np.empty(longest, dtype=np.int64)
-    length = np.empty(longest, dtype=np.int64)
-    pos = np.empty(longest, dtype=np.int64)
-    cur = np.empty(longest, dtype=np.int64)
-    contribution = np.zeros(longest, dtype=np.float64)
-    found = np.zeros(longest, dtype=np.bool_)
-    upto = np.empty(longest, dtype=np.float64)  # running sums of bounds, by the order below
+    length = np.zeros(longest, dtype=np.int64)
+    pos = np.zeros(longest, dtype=np.int64)
+    window_bound = np.empty(longest, dtype=np.float64)
+    order = np.empty(longest, dtype=np.int64)
+    upto = np.empty(longest, dtype=np.float64)
+    acc = np.zeros(n_docs, dtype=np.float64)
+    seen = np.zeros(n_docs, dtype=np.bool_)
+    touched = np.empty(longest * BLOCK_SIZE, dtype=np.int64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
     for q in range(n_queries):
@@ -120,7 +127,6 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
             first[i] = first_blocks[t]
             n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
             bound_at[i] = at
-            best_term = 0.0
             for blk in range(n_blocks[i]):
                 g = first[i] + blk
                 if packed:
@@ -130,160 +136,115 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                         tfc = tf_formula(np.float64(frontier_tf[p]), np.float64(frontier_len[p]), avg_len, code, k1,
                                          b, delta)
                         best = max(best, np.float32(idf[t] * (tfc - base)))
-                    value = np.float64(best) * (1.0 + _WIDEN)
+                    bounds[at + blk] = np.float64(best) * (1.0 + _WIDEN)
                 else:
-                    value = np.float64(block_max[g])
-                bounds[at + blk] = value
-                best_term = max(best_term, value)
+                    bounds[at + blk] = np.float64(block_max[g])
             at += n_blocks[i]
-            term_bound[i] = best_term
             block[i] = 0
             decoded[i] = -1
-            pos[i] = 0
-            if n_blocks[i] == 0:
-                cur[i] = _END
-            else:
-                length[i] = _decode(i, t, 0, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width,
-                                    tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices, csr_scores, first[i],
-                                    block_last, buf_docs, buf_raw)
-                work[0] += length[i]
-                decoded[i] = 0
-                cur[i] = buf_docs[i, 0]
-        order = np.argsort(term_bound[:m])
-        prefix = np.empty(m, dtype=np.float64)
-        total = 0.0
-        for r in range(m):
-            total += term_bound[order[r]]
-            prefix[r] = total
         size = 0
         theta = 0.0  # a document must score above this: 0 until k are held, then the k-th
-        essential = 0  # order[:essential] are the non-essential terms
-        while essential < m and _cannot_enter(prefix[essential], theta):
-            essential += 1
-        while essential < m:
-            d = _END
-            for r in range(essential, m):
-                d = min(d, cur[order[r]])
-            if d == _END:
-                break
-            outside = prefix[essential - 1] if essential > 0 else 0.0
-            # the essential terms' current blocks together: if even they cannot beat theta, step
-            # past the first of them to end
-            blocks_bound = outside
+        start = 0
+        # windows of documents: each ends where the first of the terms' current blocks ends, so
+        # within it every term has one block and one bound
+        while True:
             end = _END
-            for r in range(essential, m):
-                i = order[r]
-                if cur[i] != _END:
-                    blocks_bound += bounds[bound_at[i] + block[i]]
-                    end = min(end, block_last[first[i] + block[i]])
-            if _cannot_enter(blocks_bound, theta):
-                for r in range(essential, m):
-                    i = order[r]
-                    if cur[i] == _END:
-                        continue
-                    if block_last[first[i] + block[i]] == end:
-                        block[i] += 1
-                        if block[i] == n_blocks[i]:
-                            cur[i] = _END
-                            continue
-                        length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
-                                            gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
-                                            csr_indices, csr_scores, first[i], block_last, buf_docs, buf_raw)
-                        work[0] += length[i]
-                        decoded[i] = block[i]
-                        pos[i] = 0
-                    else:
-                        while buf_docs[i, pos[i]] <= end:
-                            pos[i] += 1
-                    cur[i] = buf_docs[i, pos[i]]
-                continue
-            # the candidate's bound from the blocks that hold it or could: essential terms that
-            # hold it, and each non-essential term's block around it
-            candidate_bound = 0.0
-            for r in range(essential, m):
-                i = order[r]
-                if cur[i] == d:
-                    candidate_bound += bounds[bound_at[i] + block[i]]
-            total = 0.0
-            for r in range(essential):
-                i = order[r]
-                while block[i] < n_blocks[i] and block_last[first[i] + block[i]] < d:
+            for i in range(m):
+                while block[i] < n_blocks[i] and block_last[first[i] + block[i]] < start:
                     block[i] += 1
                 if block[i] < n_blocks[i]:
-                    total += bounds[bound_at[i] + block[i]]
+                    end = min(end, block_last[first[i] + block[i]] + 1)
+                    window_bound[i] = bounds[bound_at[i] + block[i]]
                 else:
-                    cur[i] = _END
+                    window_bound[i] = 0.0
+            if end == _END:
+                break
+            for i in range(m):  # the terms by their bound in this window, smallest first
+                r = i
+                while r > 0 and window_bound[order[r - 1]] > window_bound[i]:
+                    order[r] = order[r - 1]
+                    r -= 1
+                order[r] = i
+            # order[:essential]: terms whose bounds together cannot beat theta (non-essential)
+            essential = 0
+            total = 0.0
+            for r in range(m):
+                total += window_bound[order[r]]
+                if not _cannot_enter(total, theta):
+                    break
                 upto[r] = total
-            enters = mask[d] and not _cannot_enter(candidate_bound + total, theta)
-            partial = 0.0
+                essential = r + 1
+            if essential == m:  # nothing in this window can enter: not even decoded
+                start = end
+                continue
+            # the essential terms' postings in the window, added into the accumulator
+            n_touched = 0
             for r in range(essential, m):
                 i = order[r]
-                if cur[i] != d:
-                    continue
-                if enters:
-                    contribution[i] = _value(packed, buf_docs, buf_raw, i, pos[i], terms[i], doc_len, idf, avg_len,
-                                             code, k1, b, delta, base)
-                    found[i] = True
-                    partial += contribution[i]
-                pos[i] += 1
-                if pos[i] == length[i]:
-                    block[i] += 1
-                    if block[i] == n_blocks[i]:
-                        cur[i] = _END
-                        continue
-                    length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1, gaps2,
-                                        gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices,
-                                        csr_scores, first[i], block_last, buf_docs, buf_raw)
-                    work[0] += length[i]
-                    decoded[i] = block[i]
-                    pos[i] = 0
-                cur[i] = buf_docs[i, pos[i]]
-            if not enters:
-                continue
-            for r in range(essential - 1, -1, -1):  # the non-essential terms, largest bound first
-                if _cannot_enter(partial + upto[r], theta):
-                    enters = False
-                    break
-                i = order[r]
-                if block[i] == n_blocks[i]:
-                    continue
                 if decoded[i] != block[i]:
                     length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1, gaps2,
                                         gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices,
-                                        csr_scores, first[i], block_last, buf_docs, buf_raw)
+                                        csr_scores, first[i], block_last, doc_len, idf, avg_len, code, k1, b, delta,
+                                        base, buf_docs, buf_val)
                     work[0] += length[i]
                     decoded[i] = block[i]
                     pos[i] = 0
-                while buf_docs[i, pos[i]] < d:
+                while pos[i] < length[i] and buf_docs[i, pos[i]] < start:
                     pos[i] += 1
-                cur[i] = buf_docs[i, pos[i]]
-                if cur[i] == d:
-                    contribution[i] = _value(packed, buf_docs, buf_raw, i, pos[i], terms[i], doc_len, idf, avg_len,
-                                             code, k1, b, delta, base)
-                    found[i] = True
-                    partial += contribution[i]
-            if enters:
+                p = pos[i]
+                while p < length[i] and buf_docs[i, p] < end:
+                    d = buf_docs[i, p]
+                    if not seen[d]:
+                        seen[d] = True
+                        touched[n_touched] = d
+                        n_touched += 1
+                    acc[d] += buf_val[i, p]
+                    p += 1
+            candidates = np.sort(touched[:n_touched])
+            outside = upto[essential - 1] if essential > 0 else 0.0
+            for d in candidates:
+                seen[d] = False
+                essential_sum = acc[d]
+                acc[d] = 0.0
+                if not mask[d] or _cannot_enter(essential_sum + outside, theta):
+                    continue
+                partial = essential_sum
+                enters = True
+                for r in range(essential - 1, -1, -1):  # non-essential terms, largest bound first
+                    if _cannot_enter(partial + upto[r], theta):
+                        enters = False
+                        break
+                    i = order[r]
+                    if block[i] == n_blocks[i]:
+                        continue
+                    if decoded[i] != block[i]:
+                        length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
+                                            gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
+                                            csr_indices, csr_scores, first[i], block_last, doc_len, idf, avg_len,
+                                            code, k1, b, delta, base, buf_docs, buf_val)
+                        work[0] += length[i]
+                        decoded[i] = block[i]
+                        pos[i] = 0
+                    while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
+                        pos[i] += 1
+                    if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
+                        partial += buf_val[i, pos[i]]
+                if not enters:
+                    continue
+                # the exact score: every term's contribution added in the query's order, as the
+                # exhaustive accumulator adds them
                 work[1] += 1
                 score = 0.0
-                for i in range(m):  # in the query's order, as the exhaustive accumulator adds
-                    if found[i]:
-                        score += contribution[i]
+                for i in range(m):
+                    if block[i] == n_blocks[i] or decoded[i] != block[i]:
+                        continue
+                    while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
+                        pos[i] += 1
+                    if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
+                        score += buf_val[i, pos[i]]
                 if score > 0.0:
                     size = _offer(heap_val, heap_idx, size, k, score, d)
                     if size == k:
                         theta = heap_val[0]
-                        while essential < m and _cannot_enter(prefix[essential], theta):
-                            essential += 1
-            for i in range(m):
-                found[i] = False
+            start = end
         _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
-
-
-@njit(inline="always")
-def _value(packed, buf_docs, buf_raw, i, r, t, doc_len, idf, avg_len, code, k1, b, delta, base):
-    """The contribution of the posting at ``r`` of buffer row ``i`` (term ``t``), as the
-    exhaustive kernels compute it: float32, added in float64."""
-    if packed:
-        tfc = tf_formula(buf_raw[i, r], np.float64(doc_len[buf_docs[i, r]]), avg_len, code, k1, b, delta)
-        return np.float64(np.float32(idf[t] * (tfc - base)))
-    return buf_raw[i, r]

@@ -34,7 +34,7 @@ from salience.core.params import Interval, Options
 from salience.search.index import field_names
 from salience.search.segmented import SegmentedIndex
 from salience.search.packed import PackedPostings
-from salience.search.pruning import PRUNING, pruned_top_k
+from salience.search.pruning import PRUNING, pruned_top_k, queries_to_prune
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
 from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
@@ -88,7 +88,8 @@ class BM25(SegmentedIndex, PostingScores):
     pruning : {"auto", "maxscore", "off"}
         Dynamic pruning of the numba kernel (:mod:`salience.search.pruning`): block-max
         MaxScore returns the exhaustive search's top k and scores, reading a fraction of the
-        postings; ``auto`` prunes cuts of at most 100 documents.
+        postings; ``auto`` prunes the queries of long posting lists (at least 131,072 postings)
+        for cuts of at most 100 documents.
 
     Examples
     --------
@@ -260,10 +261,22 @@ class BM25(SegmentedIndex, PostingScores):
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         kernel = self._kernel()
-        pruned = pruned_top_k(self, encoded, k, mask) if kernel is not None else None
-        if pruned is not None:  # the same top k, most postings never read
-            batches = [(encoded, *pruned)]
-        elif kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
+        chosen = queries_to_prune(self, encoded, k) if kernel is not None else []
+        if not chosen:
+            return self._search_exhaustive(encoded, k, mask)
+        # the chosen queries pruned (the same top k, most postings never read), the others exhaustively
+        pruned = [encoded[i] for i in chosen]
+        results: list = [None] * len(encoded)
+        for i, found in zip(chosen, self._as_scores([(pruned, *pruned_top_k(self, pruned, k, mask))])):
+            results[i] = found
+        others = [i for i, found in enumerate(results) if found is None]
+        for i, found in zip(others, self._search_exhaustive([encoded[i] for i in others], k, mask) if others else []):
+            results[i] = found
+        return results
+
+    def _search_exhaustive(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
+        kernel = self._kernel()
+        if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
             batches = [(encoded, *top_k_packed_numba(self._packed, self._doc_len, self._idf, self._avg_len, self.variant,
                                                      self.k1, self.b, self.delta, encoded, k, mask))]
         elif kernel is not None:
@@ -276,6 +289,10 @@ class BM25(SegmentedIndex, PostingScores):
             for start in range(0, len(encoded), block):
                 chunk = encoded[start : start + block]
                 batches.append((chunk, *top_k_block(score_block(scores, rows[start : start + block]), k, mask)))
+        return self._as_scores(batches)
+
+    def _as_scores(self, batches) -> list[Scores]:
+        """Each (queries, positions, values, counts) batch of top-k rows as Scores, in order."""
         results: list[Scores] = []
         for chunk, positions, values, counts in batches:
             if self._nonocc.any():

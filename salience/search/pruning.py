@@ -5,9 +5,13 @@ memory. The top k and their scores are the exhaustive search's.
 
 When it runs (``BM25(pruning=...)``):
 
-* ``"auto"`` (the default) prunes when ``k`` is at most :data:`AUTO_MAX_K` and the bounds
-  exist. Deeper cuts keep the k-th score low, so few documents can be skipped. The bound was
-  chosen on the dev queries of the shared sets (BENCHMARKS.md, "Dynamic pruning");
+* ``"auto"`` (the default) prunes a query when ``k`` is at most :data:`AUTO_MAX_K` and its
+  terms hold at least :data:`AUTO_MIN_POSTINGS` postings (131,072), and the bounds exist.
+  Deeper cuts keep the k-th score low, so few documents can be skipped. Below that many
+  postings the exhaustive kernel's tight loop is faster than pruning's bookkeeping. The break-even
+  was measured on synthetic Zipf collections of 2 x 10^5 and 10^6 documents, never on a shared
+  set (BENCHMARKS.md, "Dynamic pruning"). The shared sets' queries stay below it, so they are
+  searched exhaustively;
 * ``"maxscore"`` prunes whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
 
@@ -27,11 +31,14 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 
-__all__ = ["PRUNING", "AUTO_MAX_K", "pruned_top_k", "NoBlockBoundsWarning"]
+__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
 PRUNING = ("auto", "maxscore", "off")
 #: ``pruning="auto"`` prunes cuts of at most this many documents
 AUTO_MAX_K = 100
+#: ... and queries whose terms hold at least this many postings: below it, the exhaustive kernel's
+#: tight loop over few postings is faster than pruning's bookkeeping
+AUTO_MIN_POSTINGS = 1 << 17
 
 
 class NoBlockBoundsWarning(UserWarning):
@@ -64,28 +71,40 @@ _EMPTY_F = np.zeros(1, dtype=np.float32)
 _EMPTY_U8 = np.zeros(1, dtype=np.uint8)
 
 
+def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
+    """The positions of the queries of ``encoded`` that this search prunes (see the module
+    docstring): none when pruning is off, numba is missing or the bounds are; under ``"auto"``
+    those whose terms hold at least :data:`AUTO_MIN_POSTINGS` postings, when ``k`` is at most
+    :data:`AUTO_MAX_K`."""
+    if index.pruning == "off" or (index.pruning == "auto" and k > AUTO_MAX_K) or _kernel() is None:
+        return []
+    if index._packed is not None:
+        if index._packed.bounds is None:
+            if not getattr(index, "_said_no_bounds", False):
+                index._said_no_bounds = True
+                warnings.warn(f"{index.path or 'this index'} was saved without block bounds (before format 4): it is "
+                              "searched without pruning; save or merge it again to add them.", NoBlockBoundsWarning,
+                              stacklevel=5)
+            return []
+        counts = index._packed.counts
+    else:
+        counts = np.diff(index._scores_matrix.indptr)
+    if index.pruning == "maxscore":
+        return list(range(len(encoded)))
+    return [i for i, terms in enumerate(encoded) if terms and int(counts[terms].sum()) >= AUTO_MIN_POSTINGS]
+
+
 def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None):
-    """``(positions, scores, counts)`` of each query's top ``k`` (rows as the exhaustive kernels
-    write them), or None when this search is not pruned (see the module docstring).
+    """``(positions, scores, counts)`` of each query's top ``k`` found with pruning (rows as
+    the exhaustive kernels write them; the index has bounds, see :func:`queries_to_prune`).
     ``work``, when given, accumulates (postings decoded, documents scored)."""
-    if index.pruning == "off" or (index.pruning == "auto" and k > AUTO_MAX_K):
-        return None
     kernel = _kernel()
-    if kernel is None:
-        return None
     from salience.search.topk import _kernel_arrays
 
     packed = index._packed
     n_docs = len(index._ids)
     if packed is not None:
         bounds = packed.bounds
-        if bounds is None:
-            if not getattr(index, "_said_no_bounds", False):
-                index._said_no_bounds = True
-                warnings.warn(f"{index.path or 'this index'} was saved without block bounds (before format 4): it is "
-                              "searched without pruning; save or merge it again to add them.", NoBlockBoundsWarning,
-                              stacklevel=4)
-            return None
         counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4 = packed.kernel_arrays()
         csr = (_EMPTY_I, _EMPTY_I, _EMPTY_F)
         blocks = (bounds.starts, bounds.last, bounds.frontier_end, bounds.frontier_tf, bounds.frontier_len, _EMPTY_F)

@@ -13,7 +13,7 @@ import pytest
 from salience.exceptions import CorruptIndexError
 from salience.search import BM25
 from salience.search.block_bounds import BLOCK_SIZE, block_bound_files, block_frontiers, score_maxima
-from salience.search.pruning import NoBlockBoundsWarning, pruned_top_k
+from salience.search.pruning import AUTO_MIN_POSTINGS, NoBlockBoundsWarning, pruned_top_k, queries_to_prune
 from tests.conftest import data_path, read_jsonl
 
 pytest.importorskip("numba")
@@ -29,8 +29,9 @@ def _same(index, queries, k, where=None):
         assert a.ids == b.ids, query
         assert np.array_equal(a.values, b.values), query
     work = np.zeros(2, dtype=np.int64)
-    mask = index._filter_mask(where)
-    assert pruned_top_k(index, index._encode_queries(queries), k, mask, work) is not None
+    encoded = index._encode_queries(queries)
+    assert queries_to_prune(index, encoded, k) == list(range(len(queries)))
+    pruned_top_k(index, encoded, k, index._filter_mask(where), work)
     return expected, work
 
 
@@ -171,3 +172,23 @@ def test_pruning_is_a_parameter_the_registry_checks():
     assert create("search", "lucene", pruning="off").pruning == "off"
     with pytest.raises(InvalidParameterError, match="pruning"):
         BM25(pruning="wand")
+
+
+def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
+    """Under pruning="auto" a batch is split: queries whose terms hold at least AUTO_MIN_POSTINGS
+    postings are pruned, the others scored exhaustively, every result in its place."""
+    import salience.search.pruning as pruning
+
+    docs, queries = _zipf_corpus(3000, seed=9)
+    index = BM25(fields=("text",)).fit(docs)
+    encoded = index._encode_queries(queries)
+    counts = np.diff(index._scores_matrix.indptr)
+    assert queries_to_prune(index, encoded, 10) == []  # a small collection: nothing is long enough
+    monkeypatch.setattr(pruning, "AUTO_MIN_POSTINGS", 2000)
+    chosen = queries_to_prune(index, encoded, 10)
+    assert chosen == [i for i, q in enumerate(encoded) if q and counts[q].sum() >= 2000] and 0 < len(chosen) < len(queries)
+    assert queries_to_prune(index, encoded, 101) == []  # a deep cut
+    mixed = index.search_batch(queries, k=10)
+    index.pruning = "off"
+    assert [(r.ids, r.values.tolist()) for r in mixed] == [(r.ids, r.values.tolist()) for r in index.search_batch(queries, k=10)]
+    assert AUTO_MIN_POSTINGS == 1 << 17
