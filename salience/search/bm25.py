@@ -88,8 +88,8 @@ class BM25(SegmentedIndex, PostingScores):
     pruning : {"auto", "maxscore", "off"}
         Dynamic pruning of the numba kernel (:mod:`salience.search.pruning`): block-max
         MaxScore returns the exhaustive search's top k and scores, reading a fraction of the
-        postings; ``auto`` prunes the queries of long posting lists (at least 131,072 postings)
-        for cuts of at most 100 documents.
+        postings; ``auto`` prunes the queries of at most 5 terms holding at least 131,072
+        postings, for cuts of at most 100 documents.
 
     Examples
     --------

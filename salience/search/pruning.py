@@ -5,13 +5,15 @@ memory. The top k and their scores are the exhaustive search's.
 
 When it runs (``BM25(pruning=...)``):
 
-* ``"auto"`` (the default) prunes a query when ``k`` is at most :data:`AUTO_MAX_K` and its
-  terms hold at least :data:`AUTO_MIN_POSTINGS` postings (131,072), and the bounds exist.
-  Deeper cuts keep the k-th score low, so few documents can be skipped. Below that many
-  postings the exhaustive kernel's tight loop is faster than pruning's bookkeeping. The break-even
-  was measured on synthetic Zipf collections of 2 x 10^5 and 10^6 documents, never on a shared
-  set (BENCHMARKS.md, "Dynamic pruning"). The shared sets' queries stay below it, so they are
-  searched exhaustively;
+* ``"auto"`` (the default) prunes a query when ``k`` is at most :data:`AUTO_MAX_K` (100), it
+  has at most :data:`AUTO_MAX_TERMS` terms (5), those terms hold at least
+  :data:`AUTO_MIN_POSTINGS` postings (131,072), and the bounds exist. Deeper cuts keep the
+  k-th score low, so few documents can be skipped. Below that many postings the exhaustive
+  kernel's tight loop is faster than pruning's bookkeeping. With more terms, few of them
+  become non-essential. The rule was chosen on dev data only: synthetic Zipf collections of
+  2 x 10^5 and 10^6 documents, with their own seeded queries and the shared sets' **dev**
+  queries moved onto them by frequency rank (BENCHMARKS.md, "Dynamic pruning"). The shared
+  sets themselves are too small for any query to reach it, so they are searched exhaustively;
 * ``"maxscore"`` prunes whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
 
@@ -31,7 +33,7 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 
-__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
+__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
 PRUNING = ("auto", "maxscore", "off")
 #: ``pruning="auto"`` prunes cuts of at most this many documents
@@ -39,6 +41,9 @@ AUTO_MAX_K = 100
 #: ... and queries whose terms hold at least this many postings: below it, the exhaustive kernel's
 #: tight loop over few postings is faster than pruning's bookkeeping
 AUTO_MIN_POSTINGS = 1 << 17
+#: ... and of at most this many terms: with more, few terms are ever non-essential, and looking
+#: each candidate up in every one of them costs more than scoring every posting
+AUTO_MAX_TERMS = 5
 
 
 class NoBlockBoundsWarning(UserWarning):
@@ -74,24 +79,37 @@ _EMPTY_U8 = np.zeros(1, dtype=np.uint8)
 def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
     """The positions of the queries of ``encoded`` that this search prunes (see the module
     docstring): none when pruning is off, numba is missing or the bounds are; under ``"auto"``
-    those whose terms hold at least :data:`AUTO_MIN_POSTINGS` postings, when ``k`` is at most
-    :data:`AUTO_MAX_K`."""
-    if index.pruning == "off" or (index.pruning == "auto" and k > AUTO_MAX_K) or _kernel() is None:
+    those of at most :data:`AUTO_MAX_TERMS` terms holding at least :data:`AUTO_MIN_POSTINGS`
+    postings, when ``k`` is at most :data:`AUTO_MAX_K`."""
+    auto = index.pruning == "auto"
+    if index.pruning == "off" or (auto and k > AUTO_MAX_K):
         return []
-    if index._packed is not None:
-        if index._packed.bounds is None:
-            if not getattr(index, "_said_no_bounds", False):
-                index._said_no_bounds = True
-                warnings.warn(f"{index.path or 'this index'} was saved without block bounds (before format 4): it is "
-                              "searched without pruning; save or merge it again to add them.", NoBlockBoundsWarning,
-                              stacklevel=5)
-            return []
-        counts = index._packed.counts
-    else:
-        counts = np.diff(index._scores_matrix.indptr)
-    if index.pruning == "maxscore":
+    counts, total = _posting_counts(index)
+    if (auto and total < AUTO_MIN_POSTINGS) or _kernel() is None:
+        return []  # (a collection too small for any query to reach the rule: decided without a look at them)
+    if index._packed is not None and index._packed.bounds is None:
+        if not getattr(index, "_said_no_bounds", False):
+            index._said_no_bounds = True
+            warnings.warn(f"{index.path or 'this index'} was saved without block bounds (before format 4): it is "
+                          "searched without pruning; save or merge it again to add them.", NoBlockBoundsWarning,
+                          stacklevel=5)
+        return []
+    if not auto:
         return list(range(len(encoded)))
-    return [i for i, terms in enumerate(encoded) if terms and int(counts[terms].sum()) >= AUTO_MIN_POSTINGS]
+    return [i for i, terms in enumerate(encoded)
+            if 0 < len(terms) <= AUTO_MAX_TERMS and int(counts[terms].sum()) >= AUTO_MIN_POSTINGS]
+
+
+def _posting_counts(index) -> tuple[np.ndarray, int]:
+    """(postings per term, postings in all) of the index's searched postings, cached until
+    they change (a search of one query must not pay for a pass over the vocabulary)."""
+    source = index._packed if index._packed is not None else index._scores_matrix
+    cached = getattr(index, "_posting_counts_cache", None)
+    if cached is None or cached[0] is not source:
+        counts = source.counts if index._packed is not None else np.diff(source.indptr)
+        cached = (source, counts, int(counts.sum()))
+        index._posting_counts_cache = cached
+    return cached[1], cached[2]
 
 
 def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None):

@@ -175,8 +175,8 @@ def test_pruning_is_a_parameter_the_registry_checks():
 
 
 def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
-    """Under pruning="auto" a batch is split: queries whose terms hold at least AUTO_MIN_POSTINGS
-    postings are pruned, the others scored exhaustively, every result in its place."""
+    """Under pruning="auto" a batch is split: queries of at most 5 terms holding at least
+    AUTO_MIN_POSTINGS postings are pruned, the others scored exhaustively, every result in its place."""
     import salience.search.pruning as pruning
 
     docs, queries = _zipf_corpus(3000, seed=9)
@@ -186,7 +186,8 @@ def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
     assert queries_to_prune(index, encoded, 10) == []  # a small collection: nothing is long enough
     monkeypatch.setattr(pruning, "AUTO_MIN_POSTINGS", 2000)
     chosen = queries_to_prune(index, encoded, 10)
-    assert chosen == [i for i, q in enumerate(encoded) if q and counts[q].sum() >= 2000] and 0 < len(chosen) < len(queries)
+    assert chosen == [i for i, q in enumerate(encoded) if 0 < len(q) <= 5 and counts[q].sum() >= 2000]
+    assert 0 < len(chosen) < len(queries)
     assert queries_to_prune(index, encoded, 101) == []  # a deep cut
     mixed = index.search_batch(queries, k=10)
     index.pruning = "off"
