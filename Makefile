@@ -111,6 +111,7 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/pyt
 	$(BIN)/python bench/rerank.py --write BENCHMARKS.md
 	$(BIN)/python bench/valuation.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
+	$(BIN)/python bench/pruning.py --sizes 100000,1000000 --write BENCHMARKS.md
 	$(BIN)/python bench/static.py --model2vec-python .venv-model2vec/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/structured.py --write BENCHMARKS.md
