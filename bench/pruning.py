@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from common import run_benchmark
+from common import run_benchmark, search_set, split_heading
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale  # noqa: E402  (the synthetic corpus and the peers' harness)
@@ -50,28 +50,21 @@ def zipf_queries(vocabulary, probabilities, n: int = 500, seed: int = 2) -> list
 
 
 def mapped_queries(vocabulary, limit: int = 500) -> list[str]:
-    """The shared sets' test queries on the synthetic vocabulary, word by frequency rank."""
+    """The shared sets' test-split queries on the synthetic vocabulary, word by frequency rank."""
     out = []
     for name in ("scifact", "npl", "cranfield"):
         root = SHARED / name
         if not root.exists():
             continue
+        corpus, queries, _ = search_set(root, "test")
         counts = Counter()
-        with open(root / "corpus.jsonl", encoding="utf-8") as fh:
-            for line in fh:
-                record = json.loads(line)
-                counts.update(WORD.findall((record.get("title", "") + " " + record.get("text", "")).lower()))
+        for record in corpus:
+            counts.update(WORD.findall((record.get("title", "") + " " + record.get("text", "")).lower()))
         rank = {word: r for r, (word, _) in enumerate(counts.most_common())}
-        test = set(json.loads((root / "splits.json").read_text())["test"])
-        with open(root / "queries.jsonl", encoding="utf-8") as fh:
-            for line in fh:
-                query = json.loads(line)
-                if str(query["_id"]) not in test:
-                    continue
-                words = [vocabulary[rank[w]] for w in WORD.findall(query["text"].lower())
-                         if w in rank and rank[w] < len(vocabulary)]
-                if words:
-                    out.append(" ".join(words))
+        for text in queries.values():
+            words = [vocabulary[rank[w]] for w in WORD.findall(text.lower()) if w in rank and rank[w] < len(vocabulary)]
+            if words:
+                out.append(" ".join(words))
     return out[:limit]
 
 
@@ -160,8 +153,8 @@ def render(result: dict, command: str, seconds: float) -> str:
     lines = ["## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`)", "",
              "The synthetic corpus of `bench/scale.py` (no split: the ground truth is the exhaustive search's own top "
              "10, which pruning must equal). Query sets: `scale` (scale.py's 3 words from below the 200 most "
-             "frequent), `zipf` (1-5 words by frequency, common words included), `mapped` (the shared sets' **test** "
-             "queries, each word moved to the synthetic word of the same frequency rank); `all` is the three "
+             "frequent), `zipf` (1-5 words by frequency, common words included), `mapped` (the shared sets' queries of the "
+             f"{split_heading('test')}, each word moved to the synthetic word of the same frequency rank); `all` is the three "
              "together. `auto`'s rule (prune a query of at most 5 terms holding >= 131,072 postings, k <= 100) was set "
              "on dev data: separate synthetic collections of 2x10^5 and 10^6 documents with their own seeded queries "
              "and the shared sets' **dev** queries moved onto them by rank, never on these rows. Top 10, one thread, best of 3 runs.", "",

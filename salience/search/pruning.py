@@ -12,7 +12,7 @@ When it runs (``BM25(pruning=...)``):
   kernel's tight loop is faster than pruning's bookkeeping. With more terms, few of them
   become non-essential. The rule was chosen on dev data only: synthetic Zipf collections of
   2 x 10^5 and 10^6 documents, with their own seeded queries and the shared sets' **dev**
-  queries moved onto them by frequency rank (BENCHMARKS.md, "Dynamic pruning"). The shared
+  queries moved onto them by frequency rank. The shared
   sets themselves are too small for any query to reach it, so they are searched exhaustively;
 * ``"maxscore"`` prunes whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
