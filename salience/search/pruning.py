@@ -1,5 +1,5 @@
 """Exact top-k search with dynamic pruning for :class:`~salience.search.BM25`: the compiled
-block-max MaxScore kernel (:mod:`salience.search._pruning_kernel`) over the packed,
+block-max MaxScore kernel (:mod:`salience.search._pruning_numba_kernels`) over the packed,
 memory-mapped postings of a saved index, or over the per-posting scores of an index held in
 memory. The top k and their scores are the exhaustive search's.
 
@@ -52,7 +52,7 @@ class NoBlockBoundsWarning(UserWarning):
 
 def _kernel():
     try:
-        from salience.search._pruning_kernel import top_k_pruned
+        from salience.search._pruning_numba_kernels import top_k_pruned
     except ImportError:
         return None
     return top_k_pruned
@@ -84,9 +84,9 @@ def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
     auto = index.pruning == "auto"
     if index.pruning == "off" or (auto and k > AUTO_MAX_K):
         return []
-    counts, total = _posting_counts(index)
-    if (auto and total < AUTO_MIN_POSTINGS) or _kernel() is None:
-        return []  # (a collection too small for any query to reach the rule: decided without a look at them)
+    counts, longest = _posting_counts(index)
+    if (auto and longest < AUTO_MIN_POSTINGS) or _kernel() is None:
+        return []  # no query of the rule's length can reach its postings: decided without a look at them
     if index._packed is not None and index._packed.bounds is None:
         if not getattr(index, "_said_no_bounds", False):
             index._said_no_bounds = True
@@ -101,13 +101,15 @@ def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
 
 
 def _posting_counts(index) -> tuple[np.ndarray, int]:
-    """(postings per term, postings in all) of the index's searched postings, cached until
-    they change (a search of one query must not pay for a pass over the vocabulary)."""
+    """(postings per term, the most postings any query of :data:`AUTO_MAX_TERMS` terms can
+    hold) of the index's searched postings, cached until they change (a search of one query
+    must not pay for a pass over the vocabulary)."""
     source = index._packed if index._packed is not None else index._scores_matrix
     cached = getattr(index, "_posting_counts_cache", None)
     if cached is None or cached[0] is not source:
         counts = source.counts if index._packed is not None else np.diff(source.indptr)
-        cached = (source, counts, int(counts.sum()))
+        # a query may repeat a term: its longest list that many times
+        cached = (source, counts, int(counts.max(initial=0)) * AUTO_MAX_TERMS)
         index._posting_counts_cache = cached
     return cached[1], cached[2]
 
