@@ -303,15 +303,6 @@ class BM25(SegmentedIndex, PostingScores):
                 results.append(Scores.unchecked(values[r, :m], id_rows[r][:m]))
         return results
 
-    def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
-        """The ``k`` best documents for ``query`` as :class:`~salience.Scores` in rank order.
-
-        Only documents containing at least one query term (with non-zero weight) are returned,
-        so a query of stop words or unknown terms gives an empty result. ``k`` above the corpus
-        size is clamped. ``where`` filters on metadata before the top-k cut.
-        """
-        return self.search_batch([query], k=k, where=where)[0]
-
     def search_batch(
         self,
         queries: Sequence[str],
@@ -321,7 +312,11 @@ class BM25(SegmentedIndex, PostingScores):
         n_jobs: int = 1,
         show_progress: bool = False,
     ) -> list[Scores]:
-        """Search many queries; ``n_jobs`` threads score blocks in parallel (results identical)."""
+        """The ``k`` best documents of each query, in rank order; ``n_jobs`` threads score blocks
+        in parallel (results identical). Only documents containing at least one query term (with
+        non-zero weight) are returned, so a query of stop words or unknown terms gives an empty
+        result; ``k`` above the corpus size is clamped; ``where`` filters on metadata before the
+        top-k cut (``search(query)`` is one query of these)."""
         self._require_index()
         k = check_k(k)
         if isinstance(queries, str):

@@ -364,14 +364,10 @@ class Dense(SegmentedIndex):
         return [Scores(out_val[r, :m].copy(), ids=[self._ids[i] for i in out_idx[r, :m]])
                 for r, m in enumerate(counts.tolist())]
 
-    def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
-        """The ``k`` documents most similar to ``query`` (cosine), best first."""
-        return self.search_batch([query], k=k, where=where)[0]
-
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:
-        """:meth:`search` for many queries: encoded in batches of 256, each batch scored in
-        blocks; with ``n_jobs`` > 1 (or -1, one per core) the batches are scored by that many
+        """The ``k`` documents most similar (cosine) to each query, best first: encoded in
+        batches of 256, each batch scored in blocks; with ``n_jobs`` > 1 (or -1, one per core) the batches are scored by that many
         threads (numpy's matrix products release the interpreter lock). Results are the same
         for every ``n_jobs``."""
         from concurrent.futures import ThreadPoolExecutor
