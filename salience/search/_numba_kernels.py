@@ -71,12 +71,13 @@ def _offer(heap_val, heap_idx, size, k, v, d):
 
 
 @njit(inline="always")
-def _push(docs, lo, hi, acc, mask, k, heap_val, heap_idx, size, clear):
+def _push(docs, lo, hi, acc, mask, k, heap_val, heap_idx, size, clear, floor=0.0):
     """Offer documents ``docs[lo:hi]`` (``docs`` None: every document from ``lo`` to ``hi``)
     with their accumulated scores to the bounded heap holding ``size`` of the best ``k``;
     return its new size. ``clear``: zero each offered document's score, so a document met
-    again (in another query term's postings) is offered once."""
-    threshold = heap_val[0] if size == k else 0.0  # score of the worst kept document once full
+    again (in another query term's postings) is offered once. ``floor``: a score the k-th best
+    is known to reach, so documents below it are not offered."""
+    threshold = heap_val[0] if size == k else floor  # score of the worst kept document once full
     for j in range(lo, hi):
         d = j if docs is None else docs[j]
         v = acc[d]
@@ -103,12 +104,20 @@ def _add_postings(docs, values, lo, hi, acc):
 
 
 @njit(inline="always")
-def _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count):
+def _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, sample, lo, hi):
     """Row ``q`` of the outputs from a scan of every document (a query with postings for a
-    good part of the collection: a sequential pass is cheaper than revisiting them)."""
-    size = _push(None, 0, n_docs, acc, mask, k, heap_val, heap_idx, 0, False)
-    acc[:] = 0.0
+    good part of the collection: a sequential pass is cheaper than revisiting them), each
+    score cleared as it is read. The k-th best score of the documents ``sample[lo:hi]`` (one
+    term's postings) is a floor the k-th best of all reaches, so the scan offers only the few
+    documents above it to the heap instead of every improvement in document order."""
+    floor = 0.0
+    if hi - lo >= k:
+        size = _push(sample, lo, hi, acc, mask, k, heap_val, heap_idx, 0, False)
+        if size == k:
+            floor = heap_val[0]
+    size = _push(None, 0, n_docs, acc, mask, k, heap_val, heap_idx, 0, True, floor)
     _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+
 
 
 @njit(inline="always")
@@ -135,12 +144,16 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
     for q in range(len(query_indptr) - 1):
         lo, hi = query_indptr[q], query_indptr[q + 1]
         n_postings = 0
+        sample = -1  # the query's shortest posting list of at least k documents
         for j in range(lo, hi):
             t = query_terms[j]
             n_postings += indptr[t + 1] - indptr[t]
             _add_postings(indices, data, indptr[t], indptr[t + 1], acc)
+            if indptr[t + 1] - indptr[t] >= k and (sample < 0 or indptr[t + 1] - indptr[t] < indptr[sample + 1] - indptr[sample]):
+                sample = t
         if 4 * n_postings >= n_docs:
-            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+            s_lo, s_hi = (indptr[sample], indptr[sample + 1]) if sample >= 0 else (0, 0)
+            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, indices, s_lo, s_hi)
             continue
         size = 0
         for j in range(lo, hi):  # the top k of the documents in the query's postings, each cleared as met
@@ -195,9 +208,12 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
     values = np.empty(longest_term, dtype=np.float32)
     for q in range(len(query_indptr) - 1):
         at = 0
+        s_lo, s_hi = 0, 0  # the query's shortest posting list of at least k documents, in docs
         for j in range(query_indptr[q], query_indptr[q + 1]):
             t = query_terms[j]
             n = counts[t]
+            if n >= k and (s_hi == s_lo or n < s_hi - s_lo):
+                s_lo, s_hi = at, at + n
             term_docs = docs[at:at + n]
             _read_term(gap_width[t], gaps1, gaps2, gaps4, gap_offset[t], n, term_docs, True)  # gaps to documents
             _read_term(tf_width[t], tf1, tf2, tf4, tf_offset[t], n, tf, False)
@@ -208,7 +224,7 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
             _add_postings(term_docs, values, 0, n, acc)
             at += n
         if 4 * at >= n_docs:
-            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count)
+            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, docs, s_lo, s_hi)
         else:
             size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True)
             _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)

@@ -5,6 +5,7 @@ without the block. :class:`~salience.search.BM25` searches through these."""
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
@@ -96,7 +97,7 @@ def _kernel_arrays(encoded: list[list[int]], k: int, n_total: int, mask: np.ndar
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(lengths, out=query_indptr[1:])
-    query_terms = np.fromiter((t for q in encoded for t in q), dtype=np.int64, count=int(query_indptr[-1]))
+    query_terms = np.fromiter(chain.from_iterable(encoded), dtype=np.int64, count=int(query_indptr[-1]))
     width = min(k, n_total)
     positions = np.zeros((len(encoded), width), dtype=np.int64)
     values = np.zeros((len(encoded), width), dtype=np.float64)
