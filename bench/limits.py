@@ -6,7 +6,8 @@ bound it is limited by (issue 54's roofline):
   scan of postings or vectors does), over arrays far larger than the caches;
 * matrix-multiply throughput: float32 and float64 GEMM through numpy's BLAS (``2 n^3`` FLOPs),
   what exact dense search, encoders and a language model's forward passes are made of;
-* the hot paths measured against them (so far exact dense search at 10^5 vectors);
+* the hot paths measured against them: exact dense search at 10^5 vectors here, and the
+  encoder, perplexity, KV eviction and DSIR hashing (``bench/limits_paths.py``);
 
 each on one core and on every core. The best of ``--repeats`` runs is kept (the machine's
 limit, not its average). Writes ``--json`` (default ``bench-out/limits.json``) for the other
@@ -28,6 +29,7 @@ import numpy as np
 from numba import njit, prange, set_num_threads
 from threadpoolctl import threadpool_limits
 
+import limits_paths
 from common import run_benchmark
 
 
@@ -118,6 +120,18 @@ def run(args) -> dict:
     out["dense"] = dense_search(args.dense_n, 384, 256, args.repeats)  # every core, as a user searches
     out["dense_n"] = args.dense_n
     print(f"dense search: {out['dense']}", flush=True)
+    out["paths"] = {}
+    jobs = {"encoder": lambda: limits_paths.encoder(256, args.repeats),
+            "perplexity": lambda: limits_paths.perplexity(8, min(args.repeats, 3)),
+            "kv_eviction": lambda: limits_paths.kv_eviction(2, min(args.repeats, 3)),
+            "dsir_hashing": lambda: limits_paths.dsir_hashing(20_000, args.repeats)}
+    for name in args.paths.split(",") if args.paths else []:
+        try:
+            out["paths"][name] = jobs[name]()
+        except ImportError as err:  # an extra that is not installed: the row is left out, said here
+            print(f"skipping {name}: {err}", flush=True)
+            continue
+        print(f"{name}: {out['paths'][name]}", flush=True)
     if args.json:
         path = Path(args.json)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -147,7 +161,20 @@ def render(result: dict, command: str, seconds: float) -> str:
               f"({dense['queries_s']:,.0f} queries/s) | matrix multiply | {dense['gflop_s']:.1f} GFLOP/s | "
               f"{bound:.1f} | {dense['gflop_s'] / bound:.0%} |",
               f"| the plain product of the same shapes, for comparison | matrix multiply | "
-              f"{dense['product_gflop_s']:.1f} GFLOP/s | {bound:.1f} | {dense['product_gflop_s'] / bound:.0%} |", ""]
+              f"{dense['product_gflop_s']:.1f} GFLOP/s | {bound:.1f} | {dense['product_gflop_s'] / bound:.0%} |"]
+    paths = result.get("paths", {})
+    labels = {"encoder": ("all-MiniLM-L6-v2 encoding (TransformerEncoder, torch)", "matrix multiply", bound),
+              "perplexity": ("SmolLM2-135M perplexity (`perplexity`)", "matrix multiply", bound),
+              "kv_eviction": ("SmolLM2-135M KV eviction (`kv_eval`)", "matrix multiply", bound),
+              "dsir_hashing": ("DSIR hashing (`HashedNgrams.transform`, one core)", "one core's read bandwidth",
+                               rows[min(rows)]["read_gb_s"])}
+    for name, row in paths.items():
+        label, limit, ceiling = labels[name]
+        lines.append(f"| {label}: {row['note']} | {limit} | {row['achieved']:.2f} {row['unit']} | {ceiling:.1f} | "
+                     f"{row['achieved'] / ceiling:.1%} |")
+    lines += ["", "FLOPs: 2 per weight of every linear layer a token passes through plus the attention's scores and "
+              "mixing, over each text's own tokens (padding is not credited); the causal models' tokens attend to those "
+              "before them, their head included. DSIR hashing counts the UTF-8 bytes of the text it reads.", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -156,6 +183,8 @@ def main(argv=None) -> int:
     parser.add_argument("--elements", type=int, default=2**25, help="float64 elements per array (default 2^25: 256 MB)")
     parser.add_argument("--gemm-n", type=int, default=2048, help="matrix size of the GEMM (default 2048)")
     parser.add_argument("--dense-n", type=int, default=100_000, help="vectors of the dense search row (default 10^5)")
+    parser.add_argument("--paths", default="encoder,perplexity,kv_eviction,dsir_hashing",
+                        help="the hot paths measured besides dense search (comma-separated; empty: none)")
     parser.add_argument("--repeats", type=int, default=7, help="timed runs of each, the best kept (default 7)")
     parser.add_argument("--json", default=str(Path(os.environ.get("BENCH_WORK", "bench-out")) / "limits.json"),
                         help="write the measured limits here for other benches (default bench-out/limits.json)")
