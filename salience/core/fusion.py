@@ -25,6 +25,7 @@ Aslam and Montague. Models for metasearch. SIGIR 2001.
 from __future__ import annotations
 
 import abc
+from itertools import chain
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -120,7 +121,7 @@ class Fuser(Scorer, abc.ABC):
         return [self.score(rankings) for rankings in batch]
 
     def _subject(self, ranked: list[Scores], w: np.ndarray) -> Scores:
-        candidates = list(dict.fromkeys(item for r in ranked for item in r.ids))
+        candidates = list(dict.fromkeys(chain.from_iterable(r.ids for r in ranked)))
         if not candidates:
             return Scores([], ids=[])
         return self.combine(ranked, w, candidates)
@@ -161,7 +162,7 @@ class RRF(Fuser):
 
     def combine(self, ranked, w, candidates) -> Scores:
         # run by run, in order, as a running sum: the same additions (and roundings) item by item
-        index, total, k = {item: i for i, item in enumerate(candidates)}, np.zeros(len(candidates)), float(self.rrf_k)
+        index, total, k = dict(zip(candidates, range(len(candidates)))), np.zeros(len(candidates)), float(self.rrf_k)
         for weight, r in zip(w, ranked):
             contribution = np.zeros(len(candidates))
             contribution[_positions(r, index)] = weight / (k + np.arange(1, len(r) + 1))
@@ -173,7 +174,7 @@ class RRF(Fuser):
 class BordaFuse(Fuser):
     def combine(self, ranked, w, candidates) -> Scores:
         n = len(candidates)
-        index, total = {item: i for i, item in enumerate(candidates)}, np.zeros(n)
+        index, total = dict(zip(candidates, range(len(candidates)))), np.zeros(n)
         for weight, r in zip(w, ranked):
             contribution = np.full(n, (n - len(r) + 1) / 2)
             contribution[_positions(r, index)] = n - np.arange(len(r))
@@ -195,7 +196,7 @@ class _ScoreFusion(Fuser):
     def combine(self, ranked, w, candidates) -> Scores:
         runs = _normalized(ranked, self.normalize, candidates)
         n = len(candidates)
-        index = {item: i for i, item in enumerate(candidates)}
+        index = dict(zip(candidates, range(len(candidates))))
         total, held = np.zeros(n), np.zeros(n, dtype=np.int64)
         largest, smallest = np.full(n, -np.inf), np.full(n, np.inf)
         for weight, r in zip(w, runs):
@@ -205,7 +206,8 @@ class _ScoreFusion(Fuser):
             held[pos] += 1
             largest[pos] = np.maximum(largest[pos], values)
             smallest[pos] = np.minimum(smallest[pos], values)
-        return Scores(self.reduce(total, held, largest, smallest), ids=candidates).sorted()
+        # candidates are distinct and every value finite (normalised scores, finite weights): no checks
+        return Scores.unchecked(self.reduce(total, held, largest, smallest), candidates).sorted()
 
     @abc.abstractmethod
     def reduce(self, total, held, largest, smallest) -> np.ndarray:

@@ -159,15 +159,22 @@ class Scores:
         """Ids from most to least important."""
         return [self.ids[i] for i in self.order()]
 
+    def _in_rank_order(self) -> bool:
+        """Whether the items already stand in rank order (values never rising: ties are then in
+        position order too), as the rankings of a search come: one vectorised pass, no sort."""
+        v = self.values
+        return len(v) < 2 or bool((v[:-1] >= v[1:]).all())
+
     def sorted(self) -> "Scores":
         """A copy with items in rank order."""
+        if self._in_rank_order():
+            return Scores.unchecked(self.values.copy(), list(self.ids))
         return self.take(self.order())
 
     def take(self, positions: Sequence[int] | np.ndarray) -> "Scores":
         """A new ``Scores`` with the items at ``positions``, in that order."""
         positions = np.asarray(positions, dtype=np.int64)
-        ids = self.ids
-        return Scores.unchecked(self.values[positions], [ids[i] for i in positions.tolist()])
+        return Scores.unchecked(self.values[positions], list(map(self.ids.__getitem__, positions.tolist())))
 
     def top_k(self, k: int) -> "Scores":
         """The ``k`` most important items in rank order; ``k`` above the size is clamped."""
@@ -175,6 +182,8 @@ class Scores:
         n = len(self)
         if k >= n:
             return self.sorted()
+        if self._in_rank_order():
+            return Scores.unchecked(self.values[:k].copy(), list(self.ids[:k]))
         # argpartition finds the k best in O(n); then break ties at the boundary by position.
         neg = -self.values
         part = np.argpartition(neg, k - 1)[:k]

@@ -126,7 +126,7 @@ class Hybrid(Scorer):
                 self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
 
     def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser) -> Scores:
-        fused = fuser.fuse([{"q": lexical.to_dict()}, {"q": dense.to_dict()}])["q"]
+        fused = fuser.score([lexical, dense])  # one query's two rankings, no run built around them
         return fused.sorted().top_k(k) if len(fused) else fused
 
     def search(self, query: str, *, k: int = 10, where: Mapping | None = None) -> Scores:
