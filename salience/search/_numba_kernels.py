@@ -110,13 +110,20 @@ def _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, 
     score cleared as it is read. The k-th best score of the documents ``sample[lo:hi]`` (one
     term's postings) is a floor the k-th best of all reaches, so the scan offers only the few
     documents above it to the heap instead of every improvement in document order."""
-    floor = 0.0
-    if hi - lo >= k:
-        size = _push(sample, lo, hi, acc, mask, k, heap_val, heap_idx, 0, False)
-        if size == k:
-            floor = heap_val[0]
+    floor = _floor(sample, lo, hi, acc, mask, k, heap_val, heap_idx)
     size = _push(None, 0, n_docs, acc, mask, k, heap_val, heap_idx, 0, True, floor)
     _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+
+
+@njit(inline="always")
+def _floor(sample, lo, hi, acc, mask, k, heap_val, heap_idx):
+    """The k-th best accumulated score among documents ``sample[lo:hi]`` (0 when they are fewer
+    than k): any k documents' k-th best is one the k-th best of all reaches. The heap is only
+    borrowed."""
+    if hi - lo < k:
+        return 0.0
+    size = _push(sample, lo, hi, acc, mask, k, heap_val, heap_idx, 0, False)
+    return heap_val[0] if size == k else 0.0
 
 
 
@@ -155,10 +162,11 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
             s_lo, s_hi = (indptr[sample], indptr[sample + 1]) if sample >= 0 else (0, 0)
             _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, indices, s_lo, s_hi)
             continue
+        floor = _floor(indices, indptr[sample], indptr[sample + 1], acc, mask, k, heap_val, heap_idx) if sample >= 0 else 0.0
         size = 0
         for j in range(lo, hi):  # the top k of the documents in the query's postings, each cleared as met
             t = query_terms[j]
-            size = _push(indices, indptr[t], indptr[t + 1], acc, mask, k, heap_val, heap_idx, size, True)
+            size = _push(indices, indptr[t], indptr[t + 1], acc, mask, k, heap_val, heap_idx, size, True, floor)
         _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
 
 

@@ -84,9 +84,10 @@ def test_backends_identical_including_ties(k):
 
 @pytest.mark.parametrize("k", [1, 10, 50])
 def test_backends_identical_when_the_scan_starts_from_a_floor(k):
-    """Long queries over a Zipf vocabulary take the kernel's scan of every document, which
-    first takes the k-th best of the query's shortest posting list as a floor; with and without
-    a filter (which may hide that list's best documents) the numba top k is numpy's."""
+    """Long queries over a Zipf vocabulary take the kernel's scan of every document, short ones of
+    rarer words revisit their postings; both first take the k-th best of the query's shortest
+    posting list as a floor. With and without a filter (which may hide that list's best
+    documents) the numba top k is numpy's."""
     pytest.importorskip("numba")
     rng = np.random.default_rng(11)
     vocab = np.array([f"w{i}" for i in range(300)])
@@ -95,6 +96,7 @@ def test_backends_identical_when_the_scan_starts_from_a_floor(k):
     docs = [{"_id": str(i), "text": " ".join(rng.choice(vocab, size=rng.integers(3, 40), p=weights)), "part": i % 3}
             for i in range(1500)]
     queries = [" ".join(rng.choice(vocab, size=rng.integers(4, 12), p=weights)) for _ in range(40)]
+    queries += [" ".join(rng.choice(vocab[20:], size=3)) for _ in range(40)]  # rarer words: their postings revisited
     fast = BM25(tokenizer=PLAIN, backend="numba").index(docs)
     slow = BM25(tokenizer=PLAIN, backend="numpy").index(docs)
     for where in (None, {"part": {"!=": 0}}):
