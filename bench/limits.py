@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import platform
-import time
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from numba import njit, prange, set_num_threads
 from threadpoolctl import threadpool_limits
 
 import limits_paths
+from limits_paths import best_seconds as _best
 from common import run_benchmark
 
 
@@ -45,16 +45,6 @@ def _read(x):
     for i in prange(x.shape[0]):
         total += x[i]
     return total
-
-
-def _best(run, repeats: int) -> float:
-    """The fastest of ``repeats`` timed calls of ``run``, in seconds."""
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - start)
-    return best
 
 
 def memory_bandwidth(n: int, threads: int, repeats: int) -> dict:

@@ -23,7 +23,8 @@ import numpy as np
 from salience.compress import stdlib_docstrings
 
 
-def _best(run, repeats: int) -> float:
+def best_seconds(run, repeats: int) -> float:
+    """The fastest of ``repeats`` timed calls of ``run``, in seconds."""
     best = float("inf")
     for _ in range(repeats):
         start = time.perf_counter()
@@ -62,7 +63,7 @@ def encoder(n_texts: int, repeats: int) -> dict:
     lengths = np.array([min(len(ids), window) for ids in tokenizer(texts)["input_ids"]])
     layers, width = _attention_width(model.config)
     flops = 2 * _linear_weights(model) * lengths.sum() + 4 * layers * width * (lengths.astype(np.float64) ** 2).sum()
-    seconds = _best(lambda: enc.encode(texts), repeats)
+    seconds = best_seconds(lambda: enc.encode(texts), repeats)
     return {"achieved": flops / seconds / 1e9, "unit": "GFLOP/s",
             "note": f"{len(texts)} texts, {lengths.mean():.0f} tokens each on average, {len(texts) / seconds:,.0f} texts/s"}
 
@@ -90,7 +91,7 @@ def perplexity(windows: int, repeats: int) -> dict:
 
     model, ids = _smollm2()
     run_perplexity(model, ids, seqlen=256, max_windows=2)  # warm
-    seconds = _best(lambda: run_perplexity(model, ids, seqlen=256, max_windows=windows), repeats)
+    seconds = best_seconds(lambda: run_perplexity(model, ids, seqlen=256, max_windows=windows), repeats)
     return {"achieved": _causal_flops(model, 256, windows) / seconds / 1e9, "unit": "GFLOP/s",
             "note": f"{windows} windows of 256 tokens, batches of 4; {windows * 256 / seconds:,.0f} tokens/s"}
 
@@ -103,7 +104,7 @@ def kv_eviction(windows: int, repeats: int, policy: str = "snapkv") -> dict:
 
     model, ids = _smollm2()
     kv_eval(model, ids, policy=policy, budget=0.5, max_windows=1)  # warm
-    seconds = _best(lambda: kv_eval(model, ids, policy=policy, budget=0.5, max_windows=windows), repeats)
+    seconds = best_seconds(lambda: kv_eval(model, ids, policy=policy, budget=0.5, max_windows=windows), repeats)
     layers, width = _attention_width(model.config)
     continuation = windows * (2 * _linear_weights(model) * 256 + 4 * layers * width * (256 * 384 + 256 * 257 / 2))
     flops = _causal_flops(model, 768, windows) + continuation
@@ -123,6 +124,6 @@ def dsir_hashing(n_texts: int, repeats: int) -> dict:
     features = HashedNgrams()
     features.transform(texts[:100])
     with threadpool_limits(1):
-        seconds = _best(lambda: features.transform(texts), repeats)
+        seconds = best_seconds(lambda: features.transform(texts), repeats)
     return {"achieved": size / seconds / 1e9, "unit": "GB/s",
             "note": f"{len(texts):,} paragraphs, {size / 2**20:.1f} MB; {words / seconds / 1e6:.2f}M words/s"}
