@@ -126,7 +126,6 @@ def _floor(sample, lo, hi, acc, mask, k, heap_val, heap_idx):
     return heap_val[0] if size == k else 0.0
 
 
-
 @njit(inline="always")
 def _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count):
     """The heap's ``size`` documents into row ``q`` of the outputs, best first."""
