@@ -121,11 +121,20 @@ class Hybrid(Scorer):
 
     def _runs(self, queries: Sequence[str], k: int, where: Mapping | None,
               n_jobs: int = 1) -> tuple[list[Scores], list[Scores]]:
+        from concurrent.futures import ThreadPoolExecutor
+
         depth = max(k, self.depth)
-        return (self.lexical_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs),
-                self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs))
+        # both sides at once: the lexical kernel and the dense products release the interpreter
+        # lock, so the hybrid answers near the speed of its slower side
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            lexical = pool.submit(self.lexical_.search_batch, list(queries), k=depth, where=where, n_jobs=n_jobs)
+            dense = self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs)
+            return lexical.result(), dense
 
     def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser) -> Scores:
+        fast = _fuse_by_position(self.lexical_, lexical, dense, k, fuser)
+        if fast is not None:
+            return fast
         fused = fuser.score([lexical, dense])  # one query's two rankings, no run built around them
         return fused.sorted().top_k(k) if len(fused) else fused
 
@@ -163,6 +172,51 @@ class Hybrid(Scorer):
         self.weight = max(scores, key=lambda w: (scores[w], -abs(w - 0.5)))  # ties: nearer an even mix
         self.tuning_ = {"metric": metric, "scores": scores, "weight": self.weight}
         return self
+
+
+def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser) -> Scores | None:
+    """What ``fuser.score([lexical, dense]).top_k(k)`` gives, for a score fusion (CombSUM,
+    wsum, ...), computed on the documents' positions in ``index`` rather than on their id
+    strings: the candidates (the lexical ranking, then the dense documents it lacks), the
+    normalised runs and the same additions in the same order, so the same values and ties.
+    ``None`` where it does not apply (another fusion, Borda normalisation, an index without
+    positions, an id it does not hold): the caller fuses the general way."""
+    from salience.core.fusion import _check_weights, _normalized, _ScoreFusion
+    from salience.core.scores import rank_order
+
+    codes_of = getattr(index, "position_codes", None)
+    if codes_of is None or not isinstance(fuser, _ScoreFusion) or fuser.normalize == "borda":
+        return None
+    ranked = [lexical.sorted(), dense.sorted()]
+    codes = [codes_of(r.ids) for r in ranked]
+    if codes[0] is None or codes[1] is None:
+        return None
+    if not len(codes[0]) and not len(codes[1]):
+        return Scores([], ids=[])
+    first, second = codes
+    # where each dense document stands among the candidates: its place in the lexical ranking,
+    # or after it, in dense order, when the lexical ranking lacks it
+    sorter = np.argsort(first, kind="stable")
+    found = np.searchsorted(first, second, sorter=sorter) if len(first) else np.zeros(len(second), dtype=np.int64)
+    found = np.minimum(found, max(len(first) - 1, 0))
+    held_there = (first[sorter[found]] == second) if len(first) else np.zeros(len(second), dtype=bool)
+    fresh = np.flatnonzero(~held_there)
+    n = len(first) + len(fresh)
+    places = [np.arange(len(first)), np.empty(len(second), dtype=np.int64)]
+    places[1][held_there] = sorter[found[held_there]]
+    places[1][fresh] = len(first) + np.arange(len(fresh))
+    total, held = np.zeros(n), np.zeros(n, dtype=np.int64)
+    largest, smallest = np.full(n, -np.inf), np.full(n, np.inf)
+    for weight, run, pos in zip(_check_weights(fuser.weights, 2), _normalized(ranked, fuser.normalize, None), places):
+        values = weight * run.values
+        total[pos] += values
+        held[pos] += 1
+        largest[pos] = np.maximum(largest[pos], values)
+        smallest[pos] = np.minimum(smallest[pos], values)
+    fused = fuser.reduce(total, held, largest, smallest)
+    order = rank_order(fused)[:k]
+    ids = ranked[0].ids + [ranked[1].ids[i] for i in fresh.tolist()]
+    return Scores.unchecked(fused[order], list(map(ids.__getitem__, order.tolist())))
 
 
 register("search", "hybrid", Hybrid, "BM25 and dense retrieval fused by any fusion method: a weighted sum of "

@@ -115,6 +115,15 @@ class SegmentedIndex(Index):
             positions.append(pos)
         return positions
 
+    def position_codes(self, doc_ids: Sequence[str]) -> np.ndarray | None:
+        """Each of ``doc_ids``' position in this index as integers (what fusing the rankings of
+        two indexes over the same documents keys on instead of the id strings), or ``None``
+        when one of them is not a live document here."""
+        try:
+            return np.fromiter(map(self._pos.__getitem__, doc_ids), dtype=np.int64, count=len(doc_ids))
+        except KeyError:
+            return None
+
     def document(self, doc_id: str) -> dict:
         """Stored fields and metadata of a document."""
         self._require_index()

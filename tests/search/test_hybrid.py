@@ -63,3 +63,37 @@ def test_bad_input(indexes):
         Hybrid(bm25, dense, fusion=3)
     with pytest.raises(InvalidParameterError, match="empty"):
         Hybrid(bm25, dense).search("  ")
+
+
+@pytest.mark.parametrize("fusion, normalize", [("wsum", "minmax"), ("wsum", "zscore"), ("wsum", None),
+                                               ("combmnz", "minmax"), ("combmax", "sum"), ("combmin", "rank")])
+def test_fusing_by_position_gives_the_general_fusion_exactly(fusion, normalize):
+    """The hybrid fuses on the documents' positions in the lexical index (integers, not id
+    strings); on rankings with ties, overlaps, disjoint parts and empty sides it returns the
+    ids, order and float values of the general fusion bit for bit."""
+    from salience.core.base import create
+    from salience.core.scores import Scores
+    from salience.search.hybrid import _fuse_by_position
+
+    rng = np.random.default_rng(5)
+    docs = [{"_id": f"doc-{i}", "text": f"w{i % 7} w{i % 11}"} for i in range(300)]
+    index = BM25().index(docs)
+    ids = [d["_id"] for d in docs]
+    fuser = create("fusion", fusion, weights=[0.35, 0.65], missing_subjects="empty",
+                   **({"normalize": normalize} if normalize else {}))
+    for trial in range(60):
+        sides = []
+        for _ in range(2):
+            n = [0, 1, 5, 40, 120][rng.integers(5)]
+            chosen = rng.choice(len(ids), size=n, replace=False)
+            values = np.sort(rng.integers(0, 6, size=n).astype(float) * 0.25)[::-1]  # coarse: many ties
+            sides.append(Scores(values, ids=[ids[i] for i in chosen]))
+        k = int(rng.integers(1, 200))
+        fast = _fuse_by_position(index, sides[0], sides[1], k, fuser)
+        general = fuser.score(sides)
+        general = general.sorted().top_k(k) if len(general) else general
+        assert fast.ids == general.ids, trial
+        assert fast.values.tobytes() == general.values.tobytes(), trial
+    # an id the index does not hold, or a rank fusion: the general way (None here)
+    assert _fuse_by_position(index, Scores([1.0], ids=["elsewhere"]), Scores([], ids=[]), 5, fuser) is None
+    assert _fuse_by_position(index, Scores([1.0], ids=["doc-1"]), Scores([], ids=[]), 5, create("fusion", "rrf")) is None
