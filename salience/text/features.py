@@ -94,7 +94,7 @@ class HashedNgrams:
         short = lengths <= 16
         w0, w1 = padded_byte_words(data, starts, lengths)
         with np.errstate(over="ignore"):
-            hashes = _mix(_mix(w0 + lengths.astype(np.uint64)) * _PAIR + w1)
+            hashes = _mix(_mix(w0 + lengths.view(np.uint64)) * _PAIR + w1)  # lengths >= 0: a view, no copy
             if not short.all():
                 for i in np.flatnonzero(~short).tolist():
                     digest = hashlib.blake2b(raw[starts[i] : ends[i]], digest_size=8).digest()
@@ -123,5 +123,6 @@ class HashedNgrams:
             same = doc[: len(doc) - n + 1] == doc[n - 1 :]
             parts.append(((combined[same] >> shift) * B) >> shift)
             docs.append(doc[: len(doc) - n + 1][same])
-        bucket = np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, dtype=np.int64)
+        # buckets < 2**32: the uint64 values read as int64 unchanged, without a copy
+        bucket = np.concatenate(parts).view(np.int64) if parts else np.zeros(0, dtype=np.int64)
         return NgramBatch(bucket, np.concatenate(docs) if docs else np.zeros(0, dtype=np.int64), tokens)
