@@ -4,13 +4,13 @@ strict (a number in quotes is not a number). Limits that depend on the service's
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from salience.exceptions import MissingDependencyError
 from salience.extras import install_hint
 
 try:
-    from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr
+    from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
 except ImportError:  # the service's own extra
     raise MissingDependencyError(f"the HTTP service needs FastAPI and pydantic: {install_hint('server')}") from None
 
@@ -24,10 +24,18 @@ class _Strict(BaseModel):
 
 class HybridOptions(_Strict):
     dense: StrictStr = Field(description="name of a served dense index")
-    fusion: StrictStr = Field("rrf", description="a fusion method (rrf, combmnz, borda, ...), or minmax / zscore: "
-                                                 "the weighted sum of scores so normalised")
-    weight: StrictFloat | StrictInt = Field(0.5, ge=0, le=1, description="the dense run's weight, the BM25 run's "
-                                                                         "1 - weight")
+    fusion: StrictStr = Field("minmax", description="a fusion method (rrf, combmnz, borda, ...), or minmax / zscore: "
+                                                    "the weighted sum of scores so normalised (the library's default)")
+    weight: StrictFloat | StrictInt | Literal["auto"] = Field(
+        "auto", description="the dense run's weight from 0 to 1, the BM25 run's 1 - weight; auto: 0.2 with a static "
+                            "encoder, 0.5 otherwise (Hybrid's default)")
+
+    @field_validator("weight")
+    @classmethod
+    def _in_unit_interval(cls, value):
+        if value != "auto" and not 0 <= value <= 1:
+            raise ValueError("weight must be in [0, 1] or 'auto'")
+        return value
 
 
 class SearchRequest(_Strict):

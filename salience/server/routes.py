@@ -91,7 +91,8 @@ def prepared_search(service, name: str, body):
         from salience.search import Hybrid
         from salience.search.hybrid import hybrid_options
 
-        searcher = Hybrid(engine, dense.reader, weight=float(body.hybrid.weight), **hybrid_options(body.hybrid.fusion))
+        weight = body.hybrid.weight if body.hybrid.weight == "auto" else float(body.hybrid.weight)
+        searcher = Hybrid(engine, dense.reader, weight=weight, **hybrid_options(body.hybrid.fusion))
     if body.allow_partial and not handle.index_class.answers_partially:
         raise APIError(422, "invalid_field", "allow_partial is for a sharded index.", "allow_partial")
     if body.explain and not handle.index_class.explains_terms:

@@ -186,3 +186,24 @@ def test_counting_by_whitespace_pieces_equals_tokenizing_whole_texts(tmp_path):
     whole = encoder.encode(texts, batch_size=5)
     assert np.abs(by_pieces - whole).max() < 1e-6
     assert (np.abs(whole).sum(axis=1) > 0).sum() == 3 * 5  # "", "   " and "\x0b" have no token
+
+
+def test_a_hybrid_weights_a_static_dense_side_less_by_default(encoder_folder, tmp_path):
+    """Hybrid's weight "auto": 0.2 for a static encoder's dense side (a static side at 0.5 fell
+    below BM25 on every shared dev split), 0.5 for any other encoder; a weight given is kept."""
+    from salience.search import BM25, Dense, Hybrid
+    from salience.search.hybrid import STATIC_WEIGHT, TRANSFORMER_WEIGHT
+
+    static = distill(str(encoder_folder), tmp_path / "static", dims=8)
+    docs = [{"_id": "a", "text": "heat flow in the wing"}, {"_id": "b", "text": "protein membrane of a cell"}]
+    bm25 = BM25().index(docs)
+    by_static = Hybrid(bm25, Dense(encoder=str(static)).index(docs))
+    assert by_static.weight == "auto" and by_static.weight_ == STATIC_WEIGHT == 0.2
+    assert by_static.search("wing heat", k=1).ids == ["a"]
+    expected = Hybrid(bm25, Dense(encoder=str(static)).index(docs), weight=0.2).search("cell protein", k=2)
+    assert by_static.search("cell protein", k=2) == expected
+    other = Dense(encoder=lambda texts: np.ones((len(texts), 3)), encoder_name="ones").index(docs)
+    assert Hybrid(bm25, other).weight_ == TRANSFORMER_WEIGHT == 0.5
+    assert Hybrid(bm25, other, weight=0.7).weight_ == 0.7
+    with pytest.raises(InvalidParameterError):
+        Hybrid(bm25, other, weight="heavy")

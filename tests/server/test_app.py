@@ -538,3 +538,13 @@ def test_hybrid_search_fuses_by_any_fusion_method_named_in_the_request(tmp_path)
         bad = client.post("/indexes/pets/search", json={"query": "cat", "hybrid": {"dense": "pets-dense",
                                                                                     "fusion": "bordaa"}})
         assert bad.status_code == 400 and "borda" in bad.text  # an unknown method, with a did-you-mean
+        # by default the library's hybrid: min-max weighted sum, the weight for the dense side's encoder
+        default = client.post("/indexes/pets/search", json={"query": "cat dog", "k": 3, "hybrid": {"dense": "pets-dense"}})
+        assert default.status_code == 200, default.text
+        expected = Hybrid(BM25.load(tmp_path / "pets"), Dense.load(tmp_path / "pets-dense")).search("cat dog", k=3)
+        assert [h["id"] for h in default.json()["results"]] == expected.ids
+        assert [h["score"] for h in default.json()["results"]] == pytest.approx(expected.values.tolist())
+        for weight in (1.5, -0.1, "heavy"):
+            bad = client.post("/indexes/pets/search", json={"query": "cat", "hybrid": {"dense": "pets-dense",
+                                                                                        "weight": weight}})
+            assert 400 <= bad.status_code < 500 and "weight" in bad.text, weight
