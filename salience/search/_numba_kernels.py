@@ -233,7 +233,8 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
         if 4 * at >= n_docs:
             _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, docs, s_lo, s_hi)
         else:
-            size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True)
+            floor = _floor(docs, s_lo, s_hi, acc, mask, k, heap_val, heap_idx)
+            size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True, floor)
             _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
 
 
