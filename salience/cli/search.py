@@ -10,6 +10,7 @@ from pathlib import Path
 from salience.cli._common import add_on_error, add_output_options, emit, positive_int, refuse_unused, show_progress
 from salience.exceptions import InvalidParameterError
 from salience.io.files import check_output_path
+from salience.cli.search_fit import add_fit_option, fit_static_encoder
 from salience.cli.search_engines import (_add_dense_options, _add_engine_options, _add_fusion_options,
                                          _add_parallel_options, _add_shard_options, _executor,
                                          _hybrid, _make_engine, load_index)
@@ -49,12 +50,17 @@ def _cmd_index(args) -> int:
         emit(args, result, f"indexed {engine.n_docs} documents ({len(engine.vocabulary)} terms) in {seconds:.2f}s "
                            f"-> {args.out}")
         return 0
+    fitted = fit_static_encoder(args, quiet=getattr(args, "quiet", False), progress=show_progress(args))
+    if fitted is not None:  # the seconds below include the fit
+        args.encoder = fitted
+        engine = _make_engine(args)
     engine.fit(args.source, show_progress=show_progress(args), on_error=args.on_error, n_jobs=args.n_jobs,
                executor=args.executor)
     seconds = time.perf_counter() - start
     engine.save(args.out)
     result = {"documents": engine.n_docs, "dimension": engine.dimension, "encoder": engine.encoder_name_,
-              "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3), "out": args.out}
+              "encoder_fitted": fitted, "truncated_documents": engine.truncated_documents, "seconds": round(seconds, 3),
+              "out": args.out}
     emit(args, result, f"encoded {engine.n_docs} documents ({engine.dimension} dimensions, "
                        f"{engine.truncated_documents} truncated at the encoder's window) in {seconds:.2f}s -> {args.out}")
     return 0
@@ -283,6 +289,7 @@ def add_commands(domains) -> None:
     p.add_argument("--out", required=True, help="index folder to write: new, empty, or an earlier index (replaced atomically)")
     _add_engine_options(p)
     _add_dense_options(p, hybrid=False)
+    add_fit_option(p)
     _add_parallel_options(p)
     _add_shard_options(p)
     p.add_argument("--memory-mb", type=float, default=None,

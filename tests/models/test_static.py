@@ -207,3 +207,47 @@ def test_a_hybrid_weights_a_static_dense_side_less_by_default(encoder_folder, tm
     assert Hybrid(bm25, other, weight=0.7).weight_ == 0.7
     with pytest.raises(InvalidParameterError):
         Hybrid(bm25, other, weight="heavy")
+
+
+def test_a_dense_index_over_a_static_encoder_fits_it_to_the_documents_by_default(encoder_folder, tmp_path, capsys):
+    """`search index --dense --encoder STATIC` fits an unfitted static encoder to the documents
+    (without labels) into OUT.encoder and indexes with it; --fit-encoder none keeps it as it is;
+    a static encoder whose teacher is gone is refused with the way out named."""
+    from salience.cli import main
+    from salience.search import Dense
+
+    plain = distill(str(encoder_folder), tmp_path / "plain", dims=8)
+    docs = [{"_id": str(i), "text": f"{a} {b} in the {c}"} for i, (a, b, c) in enumerate(
+        [("heat", "flow", "wing"), ("protein", "membrane", "cell"), ("market", "shock", "price"),
+         ("wing", "shock", "flow"), ("cell", "protein", "heat")] * 4)]
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    out = tmp_path / "idx"
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(plain), "--out", str(out), "--json",
+                 "--quiet"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    fitted = tmp_path / "idx.encoder"
+    assert result["encoder_fitted"] == str(fitted.resolve()) and is_static_folder(fitted)
+    assert StaticEncoder(fitted).config["fitted"] and not StaticEncoder(plain).config["fitted"]
+    index = Dense.load(out)
+    assert index.encoder == str(fitted.resolve()) and len(index.search("cell protein", k=3)) == 3
+    # the same command again replaces its own encoder and index
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(plain), "--out", str(out), "--quiet"]) == 0
+    capsys.readouterr()
+    # none: the encoder as given, nothing written beside the index
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(plain), "--out", str(tmp_path / "as-is"),
+                 "--fit-encoder", "none", "--json", "--quiet"]) == 0
+    assert json.loads(capsys.readouterr().out)["encoder_fitted"] is None
+    assert not (tmp_path / "as-is.encoder").exists()
+    # a folder there that the command did not write is refused before anything is fitted
+    (tmp_path / "mine.encoder").mkdir()
+    (tmp_path / "mine.encoder" / "notes.txt").write_text("keep")
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(plain), "--out", str(tmp_path / "mine"),
+                 "--quiet"]) == 2
+    assert "mine.encoder" in capsys.readouterr().err and (tmp_path / "mine.encoder" / "notes.txt").exists()
+    # its teacher gone: refused, naming --fit-encoder none
+    config = json.loads((plain / "static.json").read_text())
+    (plain / "static.json").write_text(json.dumps({**config, "source": str(tmp_path / "no-teacher")}))
+    assert main(["search", "index", str(corpus), "--dense", "--encoder", str(plain), "--out", str(tmp_path / "t"),
+                 "--quiet"]) == 2
+    assert "--fit-encoder none" in capsys.readouterr().err
