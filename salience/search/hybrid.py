@@ -230,15 +230,7 @@ def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser) -> S
     places = [np.arange(len(first)), np.empty(len(second), dtype=np.int64)]
     places[1][held_there] = sorter[found[held_there]]
     places[1][fresh] = len(first) + np.arange(len(fresh))
-    total, held = np.zeros(n), np.zeros(n, dtype=np.int64)
-    largest, smallest = np.full(n, -np.inf), np.full(n, np.inf)
-    for weight, run, pos in zip(_check_weights(fuser.weights, 2), _normalized(ranked, fuser.normalize, None), places):
-        values = weight * run.values
-        total[pos] += values
-        held[pos] += 1
-        largest[pos] = np.maximum(largest[pos], values)
-        smallest[pos] = np.minimum(smallest[pos], values)
-    fused = fuser.reduce(total, held, largest, smallest)
+    fused = fuser.fused_values(_normalized(ranked, fuser.normalize, None), _check_weights(fuser.weights, 2), places, n)
     order = rank_order(fused)[:k]
     ids = ranked[0].ids + [ranked[1].ids[i] for i in fresh.tolist()]
     return Scores.unchecked(fused[order], list(map(ids.__getitem__, order.tolist())))
