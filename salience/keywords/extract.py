@@ -259,8 +259,22 @@ class Yake(KeyphraseExtractor):
 @register_method("keywords", "rake", "RAKE: word degree over frequency within stop-word-bounded phrases (Rose et al., "
                                      "2010)")
 class Rake(_PerDocument):
+    """RAKE (:func:`~salience.keywords.graphs.rake_scores`). ``degree_cap``: a run adds at most
+    this many words to a word's degree (None: no cap); ``by_frequency``: a candidate's score is
+    multiplied by its occurrences. Both are on by default (chosen on the dev splits: plain
+    RAKE, ``degree_cap=None, by_frequency=False``, ranks a long text's one-off long runs first)."""
+
+    _parameter_constraints = {"by_frequency": [bool], "degree_cap": [None, Interval("int", 1)]}
+
+    def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
+                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 by_frequency: bool = True, degree_cap: int | None = 4):
+        self.by_frequency, self.degree_cap = by_frequency, degree_cap
+        super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
+                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+
     def candidate_values(self, doc, cands) -> list[float]:
-        return rake_scores(doc, cands)
+        return rake_scores(doc, cands, by_frequency=self.by_frequency, degree_cap=self.degree_cap)
 
 
 @register_method("keywords", "tfidf", "candidate frequency times inverse document frequency (fit on a corpus, or the "
