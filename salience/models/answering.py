@@ -242,10 +242,8 @@ class SourcedQuestion:
         """Each layer's attention weights (1, heads, len(ids) - first, len(ids)) of the tokens
         from ``first`` on, the ones before read into a cache first (or the prompt's cache a
         caller set, cut back to the prompt)."""
-        from salience.models.kv import cache_argument, returned_cache
+        from salience.models.kv import cache_argument, eager_attention, returned_cache
 
-        setter = getattr(self.model, "set_attn_implementation", None)
-        before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
         with torch.no_grad():
             cache = None
             if self.prompt_cache is not None and self.prompt_cache[1] == first:
@@ -253,16 +251,11 @@ class SourcedQuestion:
             elif first > 0:
                 out = self.model(input_ids=torch.tensor([ids[:first]]), use_cache=True, logits_to_keep=1)
                 cache = returned_cache(out)
-            try:
-                if setter is not None and before != "eager":
-                    setter("eager")
+            with eager_attention(self.model):
                 extra = {} if cache is None else {cache_argument(self.model): cache}
                 attentions = self.model(input_ids=torch.tensor([ids[first:]]), output_attentions=True,
                                         position_ids=torch.arange(first, len(ids))[None], use_cache=cache is not None,
                                         logits_to_keep=1, **extra).attentions
-            finally:
-                if setter is not None and before not in (None, "eager"):
-                    setter(before)
         if not attentions or any(a is None for a in attentions):
             raise InvalidParameterError("this model returns no attention weights: use the context methods that need "
                                         "none (contextcite, loo, kernel_shap).")

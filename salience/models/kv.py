@@ -6,7 +6,7 @@ from __future__ import annotations
 import inspect
 from salience.extras import torch
 
-__all__ = ["cache_argument", "returned_cache", "cache_prefix", "padded_rows"]
+__all__ = ["cache_argument", "returned_cache", "cache_prefix", "padded_rows", "eager_attention"]
 
 
 def cache_argument(model) -> str:
@@ -53,3 +53,27 @@ def padded_rows(rows: list[list[int]], pad_id: int, *, left: bool = False):
         ids[i, columns] = torch.tensor(r, dtype=torch.long)
         mask[i, columns] = 1
     return ids, mask
+
+
+class eager_attention:
+    """Attention weights are returned by the eager implementation only: switch to it for a
+    call and back (transformers' ``set_attn_implementation``; older versions: the config)."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __enter__(self):
+        self.before = getattr(getattr(self.model, "config", None), "_attn_implementation", None)
+        if self.before != "eager":
+            self._set("eager")
+
+    def __exit__(self, *exc):
+        if self.before not in (None, "eager"):
+            self._set(self.before)
+        return False
+
+    def _set(self, implementation: str) -> None:
+        if hasattr(self.model, "set_attn_implementation"):
+            self.model.set_attn_implementation(implementation)
+        elif hasattr(self.model, "config"):
+            self.model.config._attn_implementation = implementation

@@ -385,7 +385,7 @@ class ICRJudge(_ScoringLMJudge):
         passages = [self._passage(p) for p in passages]
         import copy
 
-        from salience.models.kv import cache_argument, returned_cache
+        from salience.models.kv import cache_argument, eager_attention, returned_cache
 
         ids = self._encode(ICR_HEAD)
         spans = []
@@ -401,7 +401,7 @@ class ICRJudge(_ScoringLMJudge):
             question = self._encode(text)
             cache = copy.deepcopy(returned_cache(prefix))
             positions = torch.arange(len(ids), len(ids) + len(question))[None, :]
-            with _eager_attention(self.model):
+            with eager_attention(self.model):
                 out = self.model(input_ids=torch.tensor([question]), position_ids=positions, use_cache=True,
                                  output_attentions=True, logits_to_keep=1, **{cache_argument(self.model): cache})
             self.calls += 1
@@ -431,29 +431,6 @@ def _check_subset(value, name: str):
             isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise InvalidParameterError(f"{name} must be None (all) or a non-empty list of indices; got {value!r}.")
     return list(value)
-
-
-class _eager_attention:
-    """Attention weights are returned by the eager implementation only: switch to it for a
-    call and back (transformers' ``set_attn_implementation``; older versions: the config)."""
-
-    def __init__(self, model):
-        self.model = model
-
-    def __enter__(self):
-        self.before = getattr(self.model.config, "_attn_implementation", None)
-        if self.before != "eager":
-            self._set("eager")
-
-    def __exit__(self, *exc):
-        if self.before not in (None, "eager"):
-            self._set(self.before)
-
-    def _set(self, implementation: str) -> None:
-        if hasattr(self.model, "set_attn_implementation"):
-            self.model.set_attn_implementation(implementation)
-        else:
-            self.model.config._attn_implementation = implementation
 
 
 def _chat_parts(tokenizer) -> tuple[str, str]:
