@@ -20,7 +20,11 @@ from salience.keywords.extract import (
     extract_keyphrases_many,
     score_candidates,
 )
+from salience.keywords.samrank import SAMRank
+from salience.keywords.promptrank import PromptRank
+from salience.keywords.mderank import MDERank
+from salience.keywords.fused import FusedKeyphrases
 
 __all__ = ["CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "Yake", "Rake", "TfIdf", "TextRank", "SingleRank",
            "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank", "extract_keyphrases", "extract_keyphrases_batch",
-           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase", "KeyphraseVerifier"]
+           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase", "KeyphraseVerifier", "SAMRank", "PromptRank", "MDERank", "FusedKeyphrases"]
