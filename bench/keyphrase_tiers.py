@@ -8,7 +8,8 @@ Tasks (``--tasks``, comma-separated):
   (samrank, promptrank, mderank on SmolLM2-135M / all-MiniLM-L6-v2) rank the first
   ``--judge-docs`` of each dev split. Every fusion of two to four cheap methods by RRF (k 5, 20
   or 60), over either candidate source, is scored by its F1@10 averaged over the eight sets
-  (pooled: one setting for every collection); the best whose speed on Inspec reaches
+  (pooled: one setting for every collection; noun phrases where the fused method takes them,
+  short English texts); the best whose speed on Inspec reaches
   ``BEST_SPEED`` documents/s is the ``best`` tier. The judges are then added to it, and tried
   alone, on the judged documents.
 * ``test`` reads the test splits: the two tiers, every single method and the cheap peers (YAKE
@@ -46,6 +47,7 @@ from text import KEYPHRASE_DATA, KEYPHRASE_SETS  # noqa: E402
 
 from salience.core.base import create  # noqa: E402
 from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase  # noqa: E402
+from salience.keywords.frequency import LONG_TEXT_WORDS  # noqa: E402
 
 CHEAP = ("yake", "rake", "tfidf", "positionrank", "multipartite", "embed")
 JUDGES = ("promptrank", "samrank", "mderank")
@@ -53,7 +55,6 @@ RRF_KS = (5, 20, 60)
 BEST_SPEED = 20.0  # documents/s on Inspec: the best tier's floor (issue 55)
 DEPTH = 30  # each method's best candidates that enter a fusion (FusedKeyphrases' default)
 K = 15
-LONG_SETS = ("semeval2010", "citeulike180", "fao30")
 
 
 def _english(docs) -> bool:
@@ -116,17 +117,26 @@ def _gold_sets(docs) -> list[set[str]]:
 
 # ---------------------------------------------------------------------------------------------
 def choose(args) -> dict:
-    dev = {name: document_set(KEYPHRASE_DATA / name, "dev") for name in KEYPHRASE_SETS}
+    dev = {name: document_set(KEYPHRASE_DATA / name, "dev")[: args.limit_docs] for name in KEYPHRASE_SETS}
     golds = {name: _gold_sets(docs) for name, docs in dev.items()}
     ranks: dict = {}  # (method, source, set) -> keys per document
     seconds: dict = {}
     for name, docs in dev.items():
-        for source in ("runs", "noun_phrases") if _english(docs) else ("runs",):
-            for method in CHEAP:
-                keys, _, took = ranked_keys(method, _source_params(source), docs)
-                ranks[method, source, name], seconds[method, source, name] = keys, took
-                print(f"  dev {name} {method} {source}: F1@10 {f1_at_10(keys, golds[name]):.3f} "
-                      f"({len(docs) / took:,.1f} docs/s)", file=sys.stderr, flush=True)
+        # noun phrases where the fused method tags: short texts of English sets (see FusedKeyphrases)
+        short = [i for i, d in enumerate(docs) if len(d["text"].split()) <= LONG_TEXT_WORDS] if _english(docs) else []
+        for method in CHEAP:
+            keys, _, took = ranked_keys(method, {}, docs)
+            ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
+            tagged, _, tagged_took = ranked_keys(method, _source_params("noun_phrases"), [docs[i] for i in short]) \
+                if short else ([], [], 0.0)
+            merged = list(keys)
+            for j, i in enumerate(short):
+                merged[i] = tagged[j]
+            ranks[method, "noun_phrases", name] = merged
+            seconds[method, "noun_phrases", name] = tagged_took + took * (len(docs) - len(short)) / len(docs)
+            for source in ("runs", "noun_phrases") if short else ("runs",):
+                print(f"  dev {name} {method} {source}: F1@10 {f1_at_10(ranks[method, source, name], golds[name]):.3f} "
+                      f"({len(docs) / seconds[method, source, name]:,.1f} docs/s)", file=sys.stderr, flush=True)
         judged = docs[: args.judge_docs]
         for method in JUDGES:
             keys, _, took = ranked_keys(method, {}, judged)
@@ -135,8 +145,7 @@ def choose(args) -> dict:
                   f"({len(judged) / took:,.2f} docs/s)", file=sys.stderr, flush=True)
 
     def lists_for(members, source, name, limit=None):
-        used = source if _english(dev[name]) else "runs"  # the fused method tags English texts only
-        return [ranks[m, "runs" if m in JUDGES else used, name][:limit] for m in members]
+        return [ranks[m, "runs" if m in JUDGES else source, name][:limit] for m in members]
 
     def per_document_seconds(method, source):
         judged = min(args.judge_docs, len(dev["inspec"])) if method in JUDGES else len(dev["inspec"])
@@ -221,6 +230,8 @@ def main(argv=None) -> int:
     parser.add_argument("--subset-docs", type=int, default=60, help="test documents per set of the costly systems")
     parser.add_argument("--long-subset-docs", type=int, default=15,
                         help="test documents of the costly systems on the long-text sets")
+    parser.add_argument("--limit-docs", type=int, default=None,
+                        help="at most this many documents of each split (a quick check of the script; no numbers to report)")
     parser.add_argument("--yake048-python", default=None)
     parser.add_argument("--pke-python", default=None)
     tasks = set(parser.parse_known_args(argv)[0].tasks.split(","))

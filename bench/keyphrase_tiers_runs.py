@@ -54,7 +54,7 @@ def run_test(args, scratch: Path) -> dict:
     everyone = peers(args.yake048_python, args.pke_python)
     rows = []
     for name in KEYPHRASE_SETS:
-        docs = document_set(KEYPHRASE_DATA / name, "test")
+        docs = document_set(KEYPHRASE_DATA / name, "test")[: args.limit_docs]
         english = all(d.get("language", "en") == "en" for d in docs)
         subset = docs[: args.long_subset_docs if name in LONG_SETS else args.subset_docs]
         systems = {label: _salience_run(*spec) for label, spec in salience_systems(english).items()}
@@ -139,7 +139,7 @@ def labelfree(args) -> dict:
 
     rows = []
     for name in KEYPHRASE_SETS:
-        docs = document_set(KEYPHRASE_DATA / name, "test")
+        docs = document_set(KEYPHRASE_DATA / name, "test")[: args.limit_docs]
         texts = [d["text"] for d in docs]
         titles = [t.strip().split("\n", 1)[0] if "\n" in t.strip() else None for t in texts]
         subjects = list(range(min(len(docs), args.subset_docs)))
