@@ -11,7 +11,7 @@ import pytest
 from salience import Scores
 from salience.core.base import create
 from salience.core.verify import verify_subjects
-from salience.exceptions import IdMismatchError, InvalidParameterError
+from salience.exceptions import InvalidParameterError
 
 SET = Path(__file__).resolve().parents[3] / "shared" / "data" / "keyphrase" / "inspec"
 DOCS = ["Sensor placement in wireless sensor networks. Sensor placement is costly.",
