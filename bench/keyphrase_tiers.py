@@ -141,7 +141,7 @@ def choose(args) -> dict:
         for method in JUDGES:
             keys, _, took = ranked_keys(method, {}, judged)
             ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
-            print(f"  dev {name} {method} (first {len(judged)}): F1@10 {f1_at_10(keys, golds[name]):.3f} "
+            print(f"  dev {name} {method} (first {len(judged)}): F1@10 {f1_at_10(keys, golds[name][:len(judged)]):.3f} "
                   f"({len(judged) / took:,.2f} docs/s)", file=sys.stderr, flush=True)
 
     def lists_for(members, source, name, limit=None):
