@@ -232,16 +232,20 @@ def main(argv=None) -> int:
                         help="test documents of the costly systems on the long-text sets")
     parser.add_argument("--limit-docs", type=int, default=None,
                         help="at most this many documents of each split (a quick check of the script; no numbers to report)")
+    parser.add_argument("--rows-from", type=Path, default=None,
+                        help="the test task's rows from the stderr log of an earlier run, instead of running them")
     parser.add_argument("--yake048-python", default=None)
     parser.add_argument("--pke-python", default=None)
     tasks = set(parser.parse_known_args(argv)[0].tasks.split(","))
-    from keyphrase_tiers_runs import labelfree, render_labelfree, render_test, run_test
+    from keyphrase_tiers_runs import labelfree, render_labelfree, render_test, rows_from_log, run_test
 
     def run(args):
         out = {}
         if "choose" in tasks:
             out["choose"] = choose(args)
-        if "test" in tasks:
+        if "test" in tasks and args.rows_from:
+            out["test"] = rows_from_log(args.rows_from, args)
+        elif "test" in tasks:
             with tempfile.TemporaryDirectory(prefix="salience-bench-") as scratch:
                 out["test"] = run_test(args, Path(scratch))
         if "labelfree" in tasks:

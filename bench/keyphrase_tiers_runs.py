@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 import time
 from pathlib import Path
@@ -77,6 +78,26 @@ def run_test(args, scratch: Path) -> dict:
     return {"rows": rows, "sizes": {n: len(document_set(KEYPHRASE_DATA / n, "test")) for n in KEYPHRASE_SETS}}
 
 
+ROW = re.compile(r"^  test (\S+) (.+) \((whole|subset)\): F1@10 ([0-9.]+) \(([0-9,.]+) docs/s\)$")
+
+
+def rows_from_log(path: Path, args) -> dict:
+    """The test rows a run printed on stderr (F1@10 and docs/s; F1@5 and F1@15 are not printed):
+    a run that stopped after its test rows still gives its section."""
+    rows = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        found = ROW.match(line)
+        if found:
+            name, system, scope, f1, speed = found.groups()
+            docs = document_set(KEYPHRASE_DATA / name, "test")
+            size = len(docs) if scope == "whole" else min(len(docs), args.long_subset_docs if name in LONG_SETS
+                                                           else args.subset_docs)
+            rows.append({"set": name, "system": system, "scope": scope, "documents": size, "F1@5": float("nan"),
+                         "F1@10": float(f1), "F1@15": float("nan"), "docs_per_second": float(speed.replace(",", ""))})
+    return {"rows": rows, "sizes": {n: len(document_set(KEYPHRASE_DATA / n, "test")) for n in KEYPHRASE_SETS},
+            "from_log": str(path)}
+
+
 def _is_peer(label: str) -> bool:
     return not label.startswith("salience")
 
@@ -89,7 +110,11 @@ def render_test(result: dict, command: str) -> str:
              "15 phrases per document, stemmed exact match against all gold keyphrases, macro-averaged. `whole`: every "
              "test document; `subset`: the first documents of the split, where the costly systems (the language-model "
              "judges, embed, KeyBERT, pke on long texts) run, with the tiers beside them on the same documents. docs/s "
-             "on two cores. English-only systems run on the English sets only.", ""]
+             "on two cores. English-only systems run on the English sets only."
+             + (" This section was rendered (`--rows-from`) from the log of the rows of a run of `python "
+                "bench/keyphrase_tiers.py --tasks test,labelfree --yake048-python .venv-yake048/bin/python --pke-python "
+                ".venv-pke/bin/python` whose label-free part then failed: the log gives F1@10 and docs/s only (F1@5 and "
+                "F1@15: nan)." if result.get("from_log") else ""), ""]
     targets = []
     for name in KEYPHRASE_SETS:
         mine = [r for r in rows if r["set"] == name]
@@ -141,7 +166,9 @@ def labelfree(args) -> dict:
     for name in KEYPHRASE_SETS:
         docs = document_set(KEYPHRASE_DATA / name, "test")[: args.limit_docs]
         texts = [d["text"] for d in docs]
+        # a text's first line is its title; one without a word ("#") gives way to the first sentence
         titles = [t.strip().split("\n", 1)[0] if "\n" in t.strip() else None for t in texts]
+        titles = [t if t is not None and re.search(r"\w", t) else None for t in titles]
         subjects = list(range(min(len(docs), args.subset_docs)))
         language = docs[0].get("language", "en")
         verifier = create("verify", "keyphrases", language=language)
