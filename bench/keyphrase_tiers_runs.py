@@ -15,6 +15,7 @@ from keyphrase_peers import peers
 from text import KEYPHRASE_DATA, KEYPHRASE_SETS
 
 from salience.core.base import create
+from salience.exceptions import InvalidParameterError
 from salience.keywords import evaluate_keyphrases
 from salience.keywords.tiers import tier_method
 
@@ -166,9 +167,9 @@ def labelfree(args) -> dict:
     for name in KEYPHRASE_SETS:
         docs = document_set(KEYPHRASE_DATA / name, "test")[: args.limit_docs]
         texts = [d["text"] for d in docs]
-        # a text's first line is its title; one without a word ("#") gives way to the first sentence
-        titles = [t.strip().split("\n", 1)[0] if "\n" in t.strip() else None for t in texts]
-        titles = [t if t is not None and re.search(r"\w", t) else None for t in titles]
+        # a text's first line with a word is its title ("#" lines are not); one line: its first sentence
+        titles = [next((line for line in t.strip().split("\n") if re.search(r"\w", line)), None)
+                  if "\n" in t.strip() else None for t in texts]
         subjects = list(range(min(len(docs), args.subset_docs)))
         language = docs[0].get("language", "en")
         verifier = create("verify", "keyphrases", language=language)
@@ -182,8 +183,18 @@ def labelfree(args) -> dict:
             found = scorer.score_batch([texts[i] for i in subjects])
             kept = [i for i, s in zip(subjects, found) if len(s) >= 2]
             by_subject = dict(zip(subjects, found))
-            checks = verifier.verify_collection([by_subject[i] for i in kept], texts, titles=[titles[i] for i in kept],
-                                                subjects=kept)
+            try:
+                checks = verifier.verify_collection([by_subject[i] for i in kept], texts,
+                                                    titles=[titles[i] for i in kept], subjects=kept)
+            except InvalidParameterError:  # a title of stop words alone cannot be searched: that document is left out
+                checks, searchable = [], []
+                for i in kept:
+                    try:
+                        checks += verifier.verify_collection([by_subject[i]], texts, titles=[titles[i]], subjects=[i])
+                        searchable.append(i)
+                    except InvalidParameterError:
+                        pass
+                kept = searchable
             together = verify_subjects(checks)
             f1 = evaluate_keyphrases([by_subject[i].top_k(10).ids for i in kept], [texts[i] for i in kept],
                                      [docs[i]["keyphrases"] for i in kept], ks=(10,))["F1@10"]
