@@ -188,6 +188,11 @@ class LanguageModelJudge(JudgedKeyphrases):
     def _lm(self) -> tuple:
         return language_model(self.model, self.tokenizer)
 
+    def _start(self) -> list[int]:
+        """The tokenizer's start token, where it has one: a read begins with it."""
+        _, tokenizer = self._lm()
+        return [] if getattr(tokenizer, "bos_token_id", None) is None else [tokenizer.bos_token_id]
+
     def _window(self, reserve: int) -> int:
         """How many of the text's tokens one read holds: ``max_tokens``, or fewer where the
         model's context (``max_position_embeddings``) less the ``reserve`` tokens the prompt

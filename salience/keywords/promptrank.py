@@ -59,7 +59,7 @@ class PromptRank(LanguageModelJudge):
 
         model, tokenizer = self._lm()
         encode = lambda s: list(tokenizer.encode(s, add_special_tokens=False))  # noqa: E731
-        start = [] if getattr(tokenizer, "bos_token_id", None) is None else [tokenizer.bos_token_id]
+        start = self._start()
         head, tail = start + encode(PROMPT_HEAD), encode(PROMPT_TAIL)
         rows = [encode(" " + phrase) or [tokenizer.eos_token_id or 0] for phrase in phrases]
         ids, _, _ = self._text_tokens(text, self._window(len(head) + len(tail) + max(map(len, rows))))

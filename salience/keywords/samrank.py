@@ -53,7 +53,7 @@ class SAMRank(LanguageModelJudge):
         from salience.models.kv import eager_attention
 
         model, tokenizer = self._lm()
-        start = [] if getattr(tokenizer, "bos_token_id", None) is None else [tokenizer.bos_token_id]
+        start = self._start()
         width = self._window(len(start))
         ids, spans, head = self._text_tokens(text, width * self.windows)
         word_of = token_words(words, head, spans)
