@@ -102,13 +102,17 @@ test-core: $(CORE_VENV)/.installed
 	$(PYTHON) -m venv .venv-contextcite
 	.venv-contextcite/bin/python -m pip install -q '$(TORCH)' "transformers==5.25.0" "context-cite==0.0.4"
 
-bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/python .venv-yake048/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
+bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/python .venv-yake048/bin/python .venv-pke/bin/python .venv-kvpress/bin/python .venv-llmcompressor/bin/python .venv-st-onnx/bin/python .venv-model2vec/bin/python
 	$(BIN)/python bench/limits.py --write BENCHMARKS.md
 	$(BIN)/python bench/search.py --write BENCHMARKS.md
 	$(BIN)/python bench/ranking.py --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks choose --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --yake048-python .venv-yake048/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/text.py --tasks speed --write BENCHMARKS.md
+	$(BIN)/python bench/keyphrase_tiers.py --tasks choose --write BENCHMARKS.md
+	$(BIN)/python bench/keyphrase_tiers.py --tasks test --yake048-python .venv-yake048/bin/python \
+		--pke-python .venv-pke/bin/python --write BENCHMARKS.md
+	$(BIN)/python bench/keyphrase_tiers.py --tasks labelfree --write BENCHMARKS.md
 	$(BIN)/python bench/languages.py --write BENCHMARKS.md
 	$(BIN)/python bench/explain.py --write BENCHMARKS.md
 	$(BIN)/python bench/neural.py --st-onnx-python .venv-st-onnx/bin/python --write BENCHMARKS.md

@@ -119,7 +119,7 @@ def render_test(result: dict, command: str) -> str:
     targets = []
     for name in KEYPHRASE_SETS:
         mine = [r for r in rows if r["set"] == name]
-        lines += [f"### {name}, {split_heading('test')} ({result['sizes'][name]} documents)", "",
+        lines += [f"### {name}, {split_heading('test')} ({result['sizes'][name]} documents): tiers, judges and peers", "",
                   "| system | scope | F1@5 | F1@10 | F1@15 | docs/s |", "|---|---|---:|---:|---:|---:|"]
         for r in sorted(mine, key=lambda r: (r["scope"] != "whole", -r["F1@10"])):
             label = r["system"] if r["scope"] == "whole" else f"{r['system']} (first {r['documents']})"
