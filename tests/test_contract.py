@@ -46,8 +46,10 @@ def _run(method, scorer):
         one = [scorer.search(q, k=3) for q in queries]
         return one, scorer.search_batch(queries, k=3, n_jobs=2), None
     if family == "keywords":
-        if method.name == "embed":
-            pytest.importorskip("transformers")
+        from salience.keywords.judged import JudgedKeyphrases
+
+        if method.name == "embed" or isinstance(scorer, JudgedKeyphrases):
+            pytest.importorskip("transformers")  # an encoder or a language model reads the text
         scorer.fit(TEXTS)
         return [scorer.score(t) for t in TEXTS], scorer.set_params(batch_size=1).fit(TEXTS).score_batch(TEXTS), None
     if family == "summarize":
