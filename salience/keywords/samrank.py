@@ -52,7 +52,7 @@ class SAMRank(LanguageModelJudge):
         torch = require_torch("SAMRank")
         from salience.models.kv import eager_attention
 
-        model, tokenizer = self._lm()
+        model, _ = self._lm()
         start = self._start()
         width = self._window(len(start))
         ids, spans, head = self._text_tokens(text, width * self.windows)
