@@ -133,6 +133,7 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/pyt
 	$(BIN)/python bench/data.py --chunk-words 128 --write BENCHMARKS.md
 	$(BIN)/python bench/verify.py --contextcite-python .venv-contextcite/bin/python --pydvl-python .venv-pydvl/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/context.py --contextcite-python .venv-contextcite/bin/python --write BENCHMARKS.md
+	$(BIN)/python bench/context.py --task answer --write BENCHMARKS.md
 	$(BIN)/python bench/prune.py --write BENCHMARKS.md
 	$(BIN)/python bench/quantize.py --work $(BENCH_WORK)/quantize --write BENCHMARKS.md
 	$(BIN)/python bench/kv_layers.py --threads 1 --write BENCHMARKS.md

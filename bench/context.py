@@ -1,6 +1,7 @@
 """Which passages made the answer? The ``context`` family on planted facts and on SciFact's gold
 evidence, beside context-cite 0.0.4 on the same model, sources and answers; attention sorting's
-answer accuracy; the answer path's seconds per question.
+answer accuracy (``--task attribution``); the answer path's seconds per question (``--task answer``),
+each its own section.
 
 Data, built offline here (``--split``: test reports, dev chooses):
 (a) planted facts: for each question a fact ("The access code of project Quillon is 4817.") is
@@ -13,14 +14,16 @@ Each method scores the passages for that answer; reported: the top-1 and top-3 l
 drops (ContextCite's metric: the answer's log-probability with every passage less without the k
 best-scored), how often a gold passage ranks first, forward passes and seconds. context-cite
 0.0.4 (``--contextcite-python``) attributes the same answers (its cached output set to them) with
-32 and 64 ablations (``--peer-ablations``; ``contextcite`` runs 32, 64 and 256); its weights are
+32, 64 and 256 ablations (``--peer-ablations``), as ``contextcite`` does; its weights are
 compared with ``contextcite``'s and its rankings get
 the same drops. Attention sorting: the share of answers that hold the planted code with the
 passages in retrieval order (the planted one at a random place), attention-sorted (one round),
 and in reverse of the sorted order. The answer path (:func:`salience.answer.answer`): SciFact
-claims over the whole corpus's BM25 index, k = 20, a budget of 1,024 tokens, its defaults.
+claims over the whole corpus's BM25 index, k = 20, a budget of 1,024 tokens, its defaults, in
+float32 and bfloat16 weights, with and without prompt lookup decoding.
 
     python bench/context.py --contextcite-python .venv-contextcite/bin/python --write BENCHMARKS.md
+    python bench/context.py --task answer --write BENCHMARKS.md
 """
 
 from __future__ import annotations
@@ -168,8 +171,7 @@ def run(args) -> dict:
                        args.evidence_passages)[0]
     return {"rows": rows, "parity": parity, "log_prob_parity": log_prob_parity, "sorting": sorting,
             "prefix_reads": prefix_reads, "sweep_passages": args.sweep_passages,
-            "questions": args.questions,
-            "answer_path": _answer_path(args, model, tokenizer, data), "split": split_heading(args.split)}
+            "questions": args.questions, "split": split_heading(args.split)}
 
 
 def _prefix_reads(model, tokenizer, items, answers) -> float:
@@ -264,30 +266,74 @@ def _sorting(model, tokenizer, items, attention_sort) -> list[dict]:
     return out
 
 
-def _answer_path(args, model, tokenizer, data) -> dict:
-    """Seconds per question of the answer path at its defaults over SciFact's whole corpus."""
-    from salience.answer import answer
+def _answer_path(args) -> dict:
+    """Seconds per question of the answer path over SciFact's whole corpus, k = 20, budget 1,024,
+    in float32 and bfloat16 weights, with plain greedy decoding and with prompt lookup; its
+    answers and first citations set beside float32's plain greedy ones."""
+    import torch
+
+    from salience.answer import ANSWER_OPTIONS, answer
+    from salience.models import load_causal_lm
     from salience.search import BM25
 
-    corpus, claims, _, _, _ = data
+    torch.set_num_threads(2)
+    corpus, claims, _, _, _ = _scifact(args.split)
     index = BM25().index([{"id": d["_id"], "title": d.get("title", ""), "text": d["text"]}
                           for d in corpus])
-    seconds, stages, cited = [], {}, 0
-    for claim in list(claims.values())[: args.questions]:
-        started = time.perf_counter()
-        result = answer(index, claim, model=model, tokenizer=tokenizer, k=20, budget=1024)
-        seconds.append(time.perf_counter() - started)
-        cited += bool(result.citations)
-        for stage, value in result.seconds.items():
-            stages.setdefault(stage, []).append(value)
-    return {"questions": len(seconds), "cite": result.settings["cite"], "mean": float(np.mean(seconds)), "median": float(np.median(seconds)),
-            "max": float(np.max(seconds)), "stages": {k: float(np.mean(v)) for k, v in stages.items()},
-            "cited": cited}
+    questions = list(claims.values())[: args.answer_questions]
+    lookups = sorted({0, ANSWER_OPTIONS["lookup_tokens"]})
+    rows, reference = [], None
+    for dtype in args.dtypes:
+        model, tokenizer = load_causal_lm("smollm2", dtype=dtype)
+        answer(index, questions[0], model=model, tokenizer=tokenizer, k=20, budget=1024)  # warm-up, not timed
+        for lookup in lookups:
+            seconds, stages, outputs = [], {}, []
+            for claim in questions:
+                started = time.perf_counter()
+                result = answer(index, claim, model=model, tokenizer=tokenizer, k=20, budget=1024,
+                                lookup_tokens=lookup)
+                seconds.append(time.perf_counter() - started)
+                outputs.append((result.answer, result.citations[0].id if result.citations else None))
+                for stage, value in result.seconds.items():
+                    stages.setdefault(stage, []).append(value)
+            reference = reference or outputs
+            rows.append({"dtype": dtype, "lookup": lookup, "mean": float(np.mean(seconds)),
+                         "median": float(np.median(seconds)), "max": float(np.max(seconds)),
+                         "under_5": int(sum(s <= 5 for s in seconds)),
+                         "stages": {k: float(np.mean(v)) for k, v in stages.items()},
+                         "cited": sum(o[1] is not None for o in outputs),
+                         "same_answer": sum(a[0] == b[0] for a, b in zip(outputs, reference)),
+                         "same_first": sum(a[1] == b[1] for a, b in zip(outputs, reference))})
+            print(rows[-1], file=sys.stderr, flush=True)
+    return {"rows": rows, "questions": len(questions), "cite": ANSWER_OPTIONS["cite"], "split": split_heading(args.split),
+            "max_new_tokens": ANSWER_OPTIONS["max_new_tokens"], "random_draws": ANSWER_OPTIONS["random_draws"]}
+
+
+def render_answer_path(result: dict, command: str, seconds: float) -> str:
+    lines = ["## The answer path end to end: seconds per question (`bench/context.py --task answer`)", "",
+             f"Command: `{command}` ({seconds:.0f} s). `salience search answer` at its defaults (cite by "
+             f"{result['cite']}, {result['max_new_tokens']} new tokens at most, verification with "
+             f"{result['random_draws']} random draws) over SciFact's whole corpus (BM25), k = 20, a budget of 1,024 "
+             f"tokens, SmolLM2-135M on 2 cores; the {result['questions']} first claims of the {result['split']} as "
+             "questions, a warm-up question first. Prompt lookup: tokens copied from the prompt checked in the same "
+             "pass as the next (`--lookup-tokens`; 0: plain greedy). Same answer / same first citation: against "
+             "float32 weights with plain greedy decoding.", "",
+             "| weights | lookup tokens | mean s | median s | max s | questions <= 5 s | generate s | cite s | "
+             "verify s | sentences s | same answer | same first citation | answers cited |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    n = result["questions"]
+    for r in result["rows"]:
+        st = r["stages"]
+        lines.append(f"| {r['dtype']} | {r['lookup']} | {r['mean']:.2f} | {r['median']:.2f} | {r['max']:.2f} | "
+                     f"{r['under_5']} of {n} | {st.get('generate', 0):.2f} | {st.get('cite', 0):.2f} | "
+                     f"{st.get('verify', 0):.2f} | {st.get('sentences', 0):.2f} | {r['same_answer']} of {n} | "
+                     f"{r['same_first']} of {n} | {r['cited']} of {n} |")
+    return "\n".join(lines) + "\n"
 
 
 def render(result: dict, command: str, seconds: float) -> str:
-    lines = ["## Which passages made the answer: context attribution, attention sorting, the answer path "
-             "(`bench/context.py`)", "",
+    lines = ["## Which passages made the answer: context attribution and attention sorting (`bench/context.py "
+             "--task attribution`)", "",
              f"Command: `{command}` ({seconds:.0f} s). SmolLM2-135M on 2 cores; {result['questions']} questions per "
              f"row ({result['split']} claims of SciFact); the model's own greedy answer attributed. Drops: the "
              "answer's log-probability with every passage less without the top-k scored (ContextCite's metric; "
@@ -322,12 +368,6 @@ def render(result: dict, command: str, seconds: float) -> str:
     if result["sorting"]:
         lines += ["", "Attention sorting (one round), answers holding the planted code: " + "; ".join(
             f"{s['order']} {s['accuracy']:.0%}" for s in result["sorting"]) + "."]
-    a = result["answer_path"]
-    lines += ["", f"The answer path (`salience search answer`, its defaults: cite by {a['cite']}, 64 new tokens, "
-              f"verification with 2 random draws) over SciFact's {a['questions']} first claims, k = 20, budget 1,024 "
-              f"tokens: {a['mean']:.2f} s per question (median {a['median']:.2f}, max {a['max']:.2f}); by stage "
-              + ", ".join(f"{k} {v:.2f} s" for k, v in a["stages"].items())
-              + f"; answers with a citation: {a['cited']} of {a['questions']}."]
     return "\n".join(lines) + "\n"
 
 
@@ -344,8 +384,17 @@ def main(argv=None) -> int:
                         help="python of an environment with context-cite 0.0.4 (make .venv-contextcite/bin/python)")
     parser.add_argument("--ablations", type=int, nargs="+", default=[32, 64, 256],
                         help="contextcite's ablation budgets at --sweep-passages (default 32 64 256)")
-    parser.add_argument("--peer-ablations", type=int, nargs="+", default=[32, 64],
-                        help="context-cite's ablation budgets (default 32 64; 256 takes as long again)")
+    parser.add_argument("--peer-ablations", type=int, nargs="+", default=[32, 64, 256],
+                        help="context-cite's ablation budgets (default 32 64 256)")
+    parser.add_argument("--task", default="attribution", choices=("attribution", "answer"),
+                        help="attribution: the context methods, context-cite and attention sorting; answer: the "
+                             "answer path's seconds (each its own section)")
+    parser.add_argument("--answer-questions", type=int, default=20, help="questions of the answer task (default 20)")
+    parser.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"],
+                        help="the weights the answer task loads the model in (default float32 bfloat16)")
+    task = parser.parse_known_args(argv)[0].task
+    if task == "answer":
+        return run_benchmark("context.py", parser, _answer_path, render_answer_path, argv, variant="answer")
     return run_benchmark("context.py", parser, run, render, argv)
 
 

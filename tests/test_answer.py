@@ -142,7 +142,15 @@ def test_the_command_line_prints_what_the_library_returns(tiny, index, tmp_path,
     assert printed["verification"]["top_k_drop"] == pytest.approx(expected.verification["top_k_drop"])
     assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4",
                  "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["settings"]["cite"] == "loo"  # the default, chosen on dev
+    default = json.loads(capsys.readouterr().out)
+    assert default["settings"]["cite"] == "loo"  # the default, chosen on dev
+    assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4",
+                 "--lookup-tokens", "3", "--dtype", "float32", "--json"]) == 0
+    looked = json.loads(capsys.readouterr().out)
+    assert looked["settings"]["lookup_tokens"] == 3 and looked["answer"] == default["answer"]
+    assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--lookup-tokens", "-2",
+                 "--quiet"]) == 2
+    assert "lookup_tokens must be an int >= 0" in capsys.readouterr().err
     assert main(["search", "answer", str(saved), QUESTION, "--model", str(folder), "--max-new-tokens", "4"]) == 0
     text = capsys.readouterr().out
     assert "[1]" in text and "verified: log-probability drop" in text

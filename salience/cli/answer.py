@@ -22,12 +22,13 @@ def _cmd_answer(args) -> int:
     if not getattr(index, "store_documents", True):
         raise InvalidParameterError(f"{args.index} stores no documents: the model reads their texts (index with stored "
                                     "documents).")
-    model, tokenizer = load_causal_lm(args.model)
+    model, tokenizer = load_causal_lm(args.model, dtype=args.dtype)
     result = answer(index, args.question, model=model, tokenizer=tokenizer, k=args.k, rerank=args.rerank,
                     budget=args.budget, pack_method=args.pack_method, sort=args.sort, sort_rounds=args.sort_rounds,
                     kv_policy=args.kv_policy, kv_budget=args.kv_budget,
                     cite=cite, citations=args.citations, sentences=args.sentences,
-                    max_new_tokens=args.max_new_tokens, random_draws=args.random_draws, seed=args.seed,
+                    max_new_tokens=args.max_new_tokens, lookup_tokens=args.lookup_tokens,
+                    random_draws=args.random_draws, seed=args.seed,
                     params={role: values for role, values in params.items() if values})
     emit(args, result.to_dict(), str(result))
     return 0
@@ -35,6 +36,7 @@ def _cmd_answer(args) -> int:
 
 def add_commands(commands) -> None:
     from salience.answer import ANSWER_OPTIONS, SORTS, packers_without_similarity
+    from salience.models.lm import LM_DTYPES
 
     d = ANSWER_OPTIONS
     p = commands.add_parser("answer", help="answer a question from an index's passages with a causal LM, citing the "
@@ -42,6 +44,9 @@ def add_commands(commands) -> None:
     p.add_argument("index", help="index folder with stored documents (salience search index)")
     p.add_argument("question", help="the question")
     p.add_argument("--model", required=True, help="causal LM: a transformers folder, a .gguf file, or 'smollm2'")
+    p.add_argument("--dtype", default=None, choices=LM_DTYPES,
+                   help="the model's weights (default: as stored; bfloat16 is several times faster on a CPU with AMX, "
+                        "its answers and scores differ a little from float32's)")
     p.add_argument("-k", type=positive_int, default=d["k"], help=f"passages retrieved (default {d['k']})")
     p.add_argument("--rerank", default=None, choices=choices_of("judge"),
                    help="a judge reorders the retrieved passages (an LM judge asks --model)")
@@ -65,6 +70,9 @@ def add_commands(commands) -> None:
                    help=f"sentences highlighted in each cited passage (default {d['sentences']})")
     p.add_argument("--max-new-tokens", type=positive_int, default=d["max_new_tokens"],
                    help=f"of the answer (default {d['max_new_tokens']})")
+    p.add_argument("--lookup-tokens", type=int, default=d["lookup_tokens"],
+                   help="prompt lookup decoding: tokens copied from the passages checked in the same pass as the next "
+                        f"one (0: plain greedy; default {d['lookup_tokens']})")
     p.add_argument("--random-draws", type=int, default=d["random_draws"],
                    help=f"random passage sets whose drop is set beside the citations' (default {d['random_draws']})")
     p.add_argument("--seed", type=int, default=d["seed"], help="seed of the random draws (default 0)")

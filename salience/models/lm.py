@@ -105,7 +105,11 @@ def check_causal_folder(path: Path) -> None:
             "(smollm2, gemma3, a .gguf file, or a transformers folder of a ...ForCausalLM model).")
 
 
-def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: bool = True):
+#: the weights a causal LM can be loaded in (``dtype``)
+LM_DTYPES = ("float32", "bfloat16", "float16")
+
+
+def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: bool = True, dtype: str | None = None):
     """(model, tokenizer) of a causal LM from disk, never the network: a Hugging Face folder
     (``config.json``), a folder holding one ``.gguf`` file, a ``.gguf`` file (dequantized to
     float32 by transformers, which needs ``gguf``), ``"smollm2"`` for the SmolLM2-135M-Instruct
@@ -117,7 +121,15 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
     ordinary folder under ``$SALIENCE_CACHE`` (default ``~/.cache/salience``), keyed by the
     file's path, size and modification time and by the transformers version, and read from
     there afterwards: the same float32 weights, in about a second. A cache that cannot be
-    written is skipped with a warning."""
+    written is skipped with a warning.
+
+    ``dtype``: the weights' type (``LM_DTYPES``; None: as stored, float32 for a GGUF file).
+    bfloat16 reads a prompt about 3.7x faster than float32 on a CPU with AMX (SmolLM2, 2 cores)
+    but moves log-probabilities (a 64-token answer's by 0.15 to 0.76, SciFact dev), so greedy
+    answers and attributions can differ from float32's; a CPU without bfloat16 units runs it
+    slower than float32."""
+    if dtype is not None and dtype not in LM_DTYPES:
+        raise InvalidParameterError(f"dtype must be one of {', '.join(LM_DTYPES)} or None; got {dtype!r}.")
     transformers = require("transformers", "lm", "Loading a language model")
     AutoModelForCausalLM, AutoTokenizer = transformers.AutoModelForCausalLM, transformers.AutoTokenizer
     if str(path).lower() == "gemma3":
@@ -149,6 +161,8 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
         check_causal_folder(path)
 
         if is_quantized_folder(path):  # integer weights: read into integer modules, never dequantized
+            if dtype is not None:
+                raise InvalidParameterError(f"{path} holds integer weights: dtype={dtype!r} does not apply to them.")
             return load_quantized(path)
     cached = _dequantized_cache(path / gguf_file) if gguf_file is not None and cache else None
     if cached is not None and (cached / "config.json").is_file():
@@ -178,6 +192,10 @@ def load_causal_lm(path: str | Path, *, gguf_file: str | None = None, cache: boo
             del model.config.quantization_config
         if cached is not None:
             _save_cache(model, tokenizer, cached)
+    if dtype is not None:
+        import torch
+
+        model = model.to(getattr(torch, dtype))
     return model.eval(), tokenizer
 
 

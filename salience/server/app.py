@@ -79,14 +79,15 @@ def _passage_judge(judge: str, judge_model: str | None):
 def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None = None, limits: Limits | None = None,
                cors_origins: Sequence[str] = (), judge: str = "index", judge_model: str | None = None,
                shared: bool = False, watch_s: float = 0.2,
-               shard_executor: str = "local", address: str | None = None, lm: str | None = None):
+               shard_executor: str = "local", address: str | None = None, lm: str | None = None,
+               lm_dtype: str | None = None):
     """The FastAPI application serving ``indexes`` (folders of saved indexes): the routers of
     :mod:`salience.server.routes` over one :class:`~salience.server.service.Service`.
     ``shared``: other processes serve the same folders (``--workers``; see
     :mod:`salience.server.indexes`); ``watch_s``: how often each folder is checked for their
     commits; ``shard_executor``, ``address``: where a sharded index's shards are held; ``lm``: a
     causal language model (a folder, a .gguf file, ``smollm2``) that answers questions from served
-    passages (``/verify``'s passages), loaded now."""
+    passages (``/answer``, ``/verify``'s passages), loaded now in ``lm_dtype`` (as stored by default)."""
     _require_fastapi()
     from fastapi import FastAPI
     from fastapi.responses import FileResponse
@@ -108,7 +109,7 @@ def create_app(indexes: Sequence[str | os.PathLike] = (), *, api_key: str | None
     if lm is not None:
         from salience.models.lm import load_causal_lm
 
-        language_model = load_causal_lm(lm)
+        language_model = load_causal_lm(lm, dtype=lm_dtype)
     service = Service(served=served, limits=limits, api_key=api_key, passage_judge=passage_judge,
                       passage_judge_name=judge_name, language_model=language_model,
                       language_model_name=None if lm is None else str(lm))
@@ -175,7 +176,7 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
           api_key_file: str | None = None, limits: Limits | None = None, cors_origins: Sequence[str] = (),
           judge: str = "index", judge_model: str | None = None, log_level: str = "info", workers: int = 1,
           shard_executor: str = "local",
-          address: str | None = None, lm: str | None = None) -> None:
+          address: str | None = None, lm: str | None = None, lm_dtype: str | None = None) -> None:
     """Run the service until interrupted (uvicorn): one process, or ``workers`` processes
     sharing the port, each with the indexes open memory-mapped and every commit visible to all
     within a fraction of a second (see :mod:`salience.server.indexes`)."""
@@ -193,7 +194,7 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
     # built here even with workers: a bad folder or option fails now, in the command, not in N workers
     app = create_app(indexes, api_key=api_key, limits=limits, cors_origins=cors_origins, judge=judge,
                      judge_model=judge_model,
-                     shared=workers > 1, shard_executor=shard_executor, address=address, lm=lm)
+                     shared=workers > 1, shard_executor=shard_executor, address=address, lm=lm, lm_dtype=lm_dtype)
     log.info("loaded %d indexes in %.1f s", len(app.state.indexes), time.perf_counter() - started)
     if workers == 1:
         uvicorn.run(app, host=host, port=port, log_level=log_level, access_log=False)
@@ -210,6 +211,6 @@ def serve(indexes: Sequence[str | os.PathLike], *, host: str = "127.0.0.1", port
         "limits": asdict(limits or Limits()), "cors_origins": list(cors_origins), "judge": judge,
         "judge_model": str(Path(judge_model).resolve()) if judge_model else None,
         "shard_executor": shard_executor, "address": address,
-        "lm": lm if lm is None or not Path(lm).exists() else str(Path(lm).resolve())})
+        "lm": lm if lm is None or not Path(lm).exists() else str(Path(lm).resolve()), "lm_dtype": lm_dtype})
     uvicorn.run("salience.server.app:worker_app", factory=True, host=host, port=port, workers=workers,
                 log_level=log_level, access_log=False)

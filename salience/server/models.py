@@ -130,6 +130,9 @@ class AnswerRequest(_Strict):
     citations: StrictInt = Field(_answer_default("citations"), ge=1, le=20)
     sentences: StrictInt = Field(_answer_default("sentences"), ge=1, le=20)
     max_new_tokens: StrictInt = Field(_answer_default("max_new_tokens"), ge=1, le=512)
+    lookup_tokens: StrictInt = Field(_answer_default("lookup_tokens"), ge=0, le=64,
+                                     description="prompt lookup decoding: tokens copied from the passages checked in "
+                                                 "the same pass as the next (0: plain greedy)")
     random_draws: StrictInt = Field(_answer_default("random_draws"), ge=0, le=20)
     seed: StrictInt = Field(_answer_default("seed"), ge=0)
     params: dict[StrictStr, dict[StrictStr, Any]] | None = Field(

@@ -455,6 +455,11 @@ def test_answer_over_http_is_the_librarys_answer(index_dir, tmp_path):
                                                      "invalid_input")["message"]
     _error(served.post("/answer", json={**request, "index": "zoo"}), 404, "unknown_index", "name")
     _error(served.post("/answer", json={**request, "k": "5"}), 422, "invalid_field", "k")
+    _error(served.post("/answer", json={**request, "lookup_tokens": -1}), 422, "invalid_field", "lookup_tokens")
+    looked = served.post("/answer", json={**request, "lookup_tokens": 4}).json()  # the same greedy answer
+    assert looked["answer"] == expected.answer and looked["settings"]["lookup_tokens"] == 4
+    halved = TestClient(create_app([index_dir], lm=str(folder), lm_dtype="bfloat16"))
+    assert halved.post("/answer", json=request).status_code == 200
     plain = TestClient(create_app([index_dir]))
     assert plain.get("/health").json()["language_model"] is None
     _error(plain.post("/answer", json=request), 422, "invalid_field", "question")  # no --lm: named
