@@ -93,8 +93,8 @@ def rows_from_log(path: Path, args) -> dict:
             docs = document_set(KEYPHRASE_DATA / name, "test")
             size = len(docs) if scope == "whole" else min(len(docs), args.long_subset_docs if name in LONG_SETS
                                                            else args.subset_docs)
-            rows.append({"set": name, "system": system, "scope": scope, "documents": size, "F1@5": float("nan"),
-                         "F1@10": float(f1), "F1@15": float("nan"), "docs_per_second": float(speed.replace(",", ""))})
+            rows.append({"set": name, "system": system, "scope": scope, "documents": size, "F1@10": float(f1),
+                         "docs_per_second": float(speed.replace(",", ""))})
     return {"rows": rows, "sizes": {n: len(document_set(KEYPHRASE_DATA / n, "test")) for n in KEYPHRASE_SETS},
             "from_log": str(path)}
 
@@ -114,17 +114,19 @@ def render_test(result: dict, command: str) -> str:
              "on two cores. English-only systems run on the English sets only."
              + (" This section was rendered (`--rows-from`) from the log of the rows of a run of `python "
                 "bench/keyphrase_tiers.py --tasks test,labelfree --yake048-python .venv-yake048/bin/python --pke-python "
-                ".venv-pke/bin/python` whose label-free part then failed: the log gives F1@10 and docs/s only (F1@5 and "
-                "F1@15: nan)." if result.get("from_log") else ""), ""]
+                ".venv-pke/bin/python` whose label-free part then failed: the log gives F1@10 and docs/s only." if
+                result.get("from_log") else ""), ""]
+    cutoffs = ["F1@10"] if result.get("from_log") else ["F1@5", "F1@10", "F1@15"]
     targets = []
     for name in KEYPHRASE_SETS:
         mine = [r for r in rows if r["set"] == name]
         lines += [f"### {name}, {split_heading('test')} ({result['sizes'][name]} documents): tiers, judges and peers", "",
-                  "| system | scope | F1@5 | F1@10 | F1@15 | docs/s |", "|---|---|---:|---:|---:|---:|"]
+                  "| system | scope | " + " | ".join(cutoffs) + " | docs/s |",
+                  "|---|---|" + "---:|" * (len(cutoffs) + 1)]
         for r in sorted(mine, key=lambda r: (r["scope"] != "whole", -r["F1@10"])):
             label = r["system"] if r["scope"] == "whole" else f"{r['system']} (first {r['documents']})"
-            lines.append(f"| {label} | {r['scope']} | {r['F1@5']:.3f} | {r['F1@10']:.3f} | {r['F1@15']:.3f} | "
-                         f"{r['docs_per_second']:,.1f} |")
+            lines.append(f"| {label} | {r['scope']} | " + " | ".join(f"{r[c]:.3f}" for c in cutoffs)
+                         + f" | {r['docs_per_second']:,.1f} |")
         lines.append("")
         for scope in ("whole", "subset"):
             scoped = [r for r in mine if r["scope"] == scope]
