@@ -305,8 +305,8 @@ def _answer_path(args) -> dict:
                          "same_answer": sum(a[0] == b[0] for a, b in zip(outputs, reference)),
                          "same_first": sum(a[1] == b[1] for a, b in zip(outputs, reference))})
             print(rows[-1], file=sys.stderr, flush=True)
-    return {"rows": rows, "questions": len(questions), "cite": ANSWER_OPTIONS["cite"], "split": split_heading(args.split),
-            "max_new_tokens": ANSWER_OPTIONS["max_new_tokens"], "random_draws": ANSWER_OPTIONS["random_draws"]}
+    return {"rows": rows, "questions": len(questions), "cite": ANSWER_OPTIONS["cite"],
+            "split": split_heading(args.split), "max_new_tokens": ANSWER_OPTIONS["max_new_tokens"], "random_draws": ANSWER_OPTIONS["random_draws"]}
 
 
 def render_answer_path(result: dict, command: str, seconds: float) -> str:

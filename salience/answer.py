@@ -97,7 +97,8 @@ def answer(index, question: str, *, model, tokenizer, k: int = 20, rerank=None, 
            pack_method: str = "knapsack", sort: str | None = None, sort_rounds: int = 1, kv_policy=None,
            kv_budget=None, cite: str | None = "loo", citations: int = 3, sentences: int = 2,
            max_new_tokens: int = 64, lookup_tokens: int = 4, random_draws: int = 2, seed: int = 0,
-           template: str = CONTEXT_TEMPLATE, chat: "bool | str" = "auto", text_of=None, params: Mapping[str, Mapping] | None = None) -> Answer:
+           template: str = CONTEXT_TEMPLATE, chat: "bool | str" = "auto", text_of=None,
+           params: Mapping[str, Mapping] | None = None) -> Answer:
     """Answer ``question`` from ``index`` (a BM25, dense or sharded index storing its documents)
     with ``model`` and ``tokenizer`` (:func:`~salience.models.load_causal_lm`).
 
@@ -318,8 +319,9 @@ def _read_on_cache(model, cache, tokens: list, position: int):
     from salience.models.kv import cache_argument
 
     with torch.no_grad():
-        return model(input_ids=torch.tensor([tokens]), position_ids=torch.arange(position, position + len(tokens))[None],
-                     use_cache=True, logits_to_keep=len(tokens), **{cache_argument(model): cache}).logits[0]
+        positions = torch.arange(position, position + len(tokens))[None]
+        return model(input_ids=torch.tensor([tokens]), position_ids=positions, use_cache=True,
+                     logits_to_keep=len(tokens), **{cache_argument(model): cache}).logits[0]
 
 
 def _highlight(asked: SourcedQuestion, order: list, cited: list, sentences: int) -> None:
