@@ -89,7 +89,8 @@ def test_the_tiny_llama_answers_the_same_with_lookup_and_in_fewer_passes(tmp_pat
                           {"_id": "b", "text": "fish swim . cats swim . fish swim ."}])
     fewer = 0
     for question in ("Which cats sleep ?", "dogs bark ?", "fish swim", "cats"):
-        plain = answer(index, question, model=model, tokenizer=tokenizer, max_new_tokens=16, cite=None)
+        plain = answer(index, question, model=model, tokenizer=tokenizer, max_new_tokens=16, cite=None,
+                       lookup_tokens=0)
         looked = answer(index, question, model=model, tokenizer=tokenizer, max_new_tokens=16, cite=None,
                         lookup_tokens=4)
         assert looked.answer == plain.answer and looked.settings["lookup_tokens"] == 4
