@@ -23,6 +23,7 @@ BYTE_CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 BYTE_CLASS[[c for c in range(128) if chr(c).isspace()]] = SPACE
 BYTE_CLASS[[ord("-"), ord("'")]] = JOIN
 BYTE_CLASS[0x80:] = WORD
+_WORDPUNCT_CLASS = np.minimum(BYTE_CLASS, MARK)  # the wordpunct rule: joiners are marks
 
 #: Han ideographs (unified, extension A, compatibility) and Japanese kana: a token each, since
 #: these scripts are written without spaces between words. Character tokens (whose n-grams make
@@ -134,7 +135,7 @@ def wordpunct_spans(data: np.ndarray, *, punctuation: bool = True) -> tuple[np.n
     or of mark bytes (joiners count as marks; every non-ASCII byte as a word byte);
     ``punctuation=False`` keeps the word runs only."""
     n = len(data)
-    cls = np.minimum(BYTE_CLASS[data], MARK)
+    cls = _WORDPUNCT_CLASS[data]
     word = cls != SPACE if punctuation else cls == WORD
     change = np.empty(n + 1, dtype=bool)
     change[0] = change[-1] = True

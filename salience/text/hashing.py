@@ -20,11 +20,15 @@ _COLUMN = np.uint64(0x9E3779B97F4A7C15)
 
 def mix64(h: np.ndarray) -> np.ndarray:
     """splitmix64's finaliser on a uint64 array (wrapping): every input bit affects every output bit."""
-    h = h ^ (h >> np.uint64(30))
-    h = h * _MIX1
-    h = h ^ (h >> np.uint64(27))
-    h = h * _MIX2
-    return h ^ (h >> np.uint64(31))
+    shifted = h >> np.uint64(30)
+    h = h ^ shifted  # a new array: the input is left alone; the rest works in place
+    h *= _MIX1
+    np.right_shift(h, np.uint64(27), out=shifted)
+    h ^= shifted
+    h *= _MIX2
+    np.right_shift(h, np.uint64(31), out=shifted)
+    h ^= shifted
+    return h
 
 
 def number_strings(values: list[str]) -> tuple[np.ndarray, list[str]]:
