@@ -159,18 +159,20 @@ class QualityFilter(DocumentScorer):
     def shard_scorer(cls, resampler, target_batch, shard_files, features, classifier_raw_docs):
         from salience.text.features import NgramBatch
 
-        buckets, docs, tokens, taken = [], [], [], 0
+        # each shard is laid out order by order: the orders of the shards read are gathered in turn
+        buckets, counts, tokens, taken = [], [], [], 0
         for shard_file, _ in shard_files:
             with np.load(shard_file) as shard:
-                counts = shard["part_counts"]
-                n = counts.shape[1]
-                buckets.append(shard["bucket"].astype(np.int64))
-                docs.append(np.concatenate([np.repeat(np.arange(n), c) for c in counts]) + taken)
+                part_counts = shard["part_counts"]
+                bounds = np.cumsum([0] + part_counts.sum(axis=1).tolist())
+                buckets.append([shard["bucket"][lo:hi].astype(np.int64) for lo, hi in zip(bounds[:-1], bounds[1:])])
+                counts.append(part_counts)
                 tokens.append(shard["tokens"])
-                taken += n
+                taken += part_counts.shape[1]
             if taken >= classifier_raw_docs:
                 break
-        raw_batch = NgramBatch(np.concatenate(buckets), np.concatenate(docs), np.concatenate(tokens))
+        by_order = [part for o in range(len(features.orders)) for part in (shard[o] for shard in buckets)]
+        raw_batch = NgramBatch(np.concatenate(by_order), np.concatenate(tokens), np.concatenate(counts, axis=1))
         return _ClassifierShardScore(QualityClassifier(features.buckets).fit(target_batch, raw_batch))
 
 

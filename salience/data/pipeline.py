@@ -62,19 +62,18 @@ class SelectionReport:
         return dict(self.__dict__)
 
 
+#: decompressed raw text held in memory from the hashing pass for the write pass, which then
+#: does not read (and decompress) the raw files again; larger pools are read again
+KEEP_RAW_BYTES = 256 << 20
+
+
 # reading ------------------------------------------------------------------------------------------
 def _hash_shard(shard: Shard, features: HashedNgrams, text_field: str, label_field: str | None,
                 strict: bool, on_error: str, statistics: bool = True) -> dict:
     texts, labels, numbers, places, missing, errors = parse_shard(shard, text_field, label_field, strict, on_error)
     batch = features.transform(texts)
-    n = len(texts)
     # transform lays n-grams out order by order, each order in document order: keep that layout
-    part_counts = np.zeros((len(features.orders), n), dtype=np.int32)
-    position = 0
-    for o, order in enumerate(features.orders):
-        size = int(np.maximum(batch.tokens - order + 1, 0).sum())
-        part_counts[o] = np.bincount(batch.doc[position : position + size], minlength=n)
-        position += size
+    part_counts = batch.order_counts.astype(np.int32)
     # the quality statistics cost about half as much as the hashing: computed only for --filter rules
     stats = ({f"stat_{name}": values.astype(np.float32) for name, values in text_statistics(texts).items()}
              if statistics else {})
@@ -210,8 +209,16 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
     runner = make_executor(executor, n_jobs)
     try:
         bar = progress_bar(None, "hashing shards", show_progress, unit="shard")
+        kept: dict | None = {}  # the shards read, for the write pass, while they fit KEEP_RAW_BYTES
+        kept_bytes = 0
         try:
             for shard in iter_shards(raw, shard_bytes, on_error, losses=losses):
+                if kept is not None:
+                    kept_bytes += len(shard.blob) if shard.blob is not None else KEEP_RAW_BYTES + 1
+                    if kept_bytes > KEEP_RAW_BYTES:
+                        kept = None
+                    else:
+                        kept[shard.index] = shard
                 shard_file = work / f"shard-{shard.index:06d}.npz"
                 shard_files.append((shard_file, shard.path))
                 if shard_file.exists() and (not rules or _has_statistics(shard_file)):
@@ -280,7 +287,8 @@ def select_documents(target: Sequence[str | Path], raw: Sequence[str | Path], ou
 
     # pass 3: write the selected records with their scores
     clock = time.perf_counter()
-    _write_selection(out, raw, shard_files, shard_of, places, chosen, scores, shard_bytes, on_error)
+    _write_selection(out, raw, shard_files, shard_of, places, chosen, scores, shard_bytes, on_error, kept)
+    del kept
     timings["write"] = time.perf_counter() - clock
     by_label = {}
     if group_field:
@@ -354,11 +362,11 @@ def _empty_pool(raw: list[Path], text_field: str, missing: int, unreadable: int,
 
 
 def _write_selection(out: Path, raw: Sequence[Path], shard_files, shard_of, places, chosen, scores,
-                     shard_bytes: int, on_error: str) -> None:
+                     shard_bytes: int, on_error: str, kept: dict | None = None) -> None:
     picks = np.bincount(chosen, minlength=len(scores)) if len(chosen) else np.zeros(len(scores), dtype=np.int64)
     wanted: dict[int, list[tuple[int, int, dict]]] = {}
     for i in np.flatnonzero(picks).tolist():
         wanted.setdefault(int(shard_of[i]), []).append((int(places[i]), int(picks[i]), {"salience_score": float(scores[i])}))
-    write_records(out, raw, wanted, shard_bytes, on_error)
+    write_records(out, raw, wanted, shard_bytes, on_error, kept)
 
 

@@ -23,7 +23,9 @@ BYTE_CLASS[[ord(c) for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXY
 BYTE_CLASS[[c for c in range(128) if chr(c).isspace()]] = SPACE
 BYTE_CLASS[[ord("-"), ord("'")]] = JOIN
 BYTE_CLASS[0x80:] = WORD
-_WORDPUNCT_CLASS = np.minimum(BYTE_CLASS, MARK)  # the wordpunct rule: joiners are marks
+# the class tables as bytes: ``bytes.translate`` maps bytes ~5x faster than a numpy gather
+_BYTE_CLASS_TABLE = BYTE_CLASS.tobytes()
+_WORDPUNCT_CLASS_TABLE = np.minimum(BYTE_CLASS, MARK).tobytes()  # the wordpunct rule: joiners are marks
 
 #: Han ideographs (unified, extension A, compatibility) and Japanese kana: a token each, since
 #: these scripts are written without spaces between words. Character tokens (whose n-grams make
@@ -71,9 +73,10 @@ def byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarr
     """The class of each byte of ``data`` (``raw``: the texts as UTF-8, joined by newlines),
     with non-ASCII whitespace, marks, ideographs and the joiner ’ found by a regex and
     reclassified; the other bytes of such a character are spaces (after a space) or continuations."""
-    classes = BYTE_CLASS[data]
+    classes = np.frombuffer(raw.translate(_BYTE_CLASS_TABLE), dtype=np.uint8)
     if raw.isascii():
         return classes
+    classes = classes.copy()  # writable: some bytes are classed again below
     special = [(m.start(), m[0]) for m in _NON_ASCII_SPECIAL.finditer("\n".join(texts))]
     if special:
         char_start = np.flatnonzero((data & 0xC0) != 0x80)  # UTF-8 lead bytes
@@ -135,7 +138,7 @@ def wordpunct_spans(data: np.ndarray, *, punctuation: bool = True) -> tuple[np.n
     or of mark bytes (joiners count as marks; every non-ASCII byte as a word byte);
     ``punctuation=False`` keeps the word runs only."""
     n = len(data)
-    cls = _WORDPUNCT_CLASS[data]
+    cls = np.frombuffer(data.tobytes().translate(_WORDPUNCT_CLASS_TABLE), dtype=np.uint8)
     word = cls != SPACE if punctuation else cls == WORD
     change = np.empty(n + 1, dtype=bool)
     change[0] = change[-1] = True
@@ -149,8 +152,11 @@ def padded_byte_words(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray)
     an exact key with no Python object per token. Reads through an unaligned, overlapping view."""
     padded = np.concatenate((data, np.zeros(16, dtype=np.uint8)))
     as_words = np.ndarray(shape=(len(data) + 9,), dtype="<u8", buffer=padded, strides=(1,))
-    w0 = as_words[starts] & _BYTE_MASKS[np.minimum(lengths, 8)]
-    w1 = as_words[starts + 8] & _BYTE_MASKS[np.minimum(np.maximum(lengths - 8, 0), 8)]  # np.clip's wrapper costs more
+    w0 = np.take(as_words, starts)  # np.take: faster than fancy indexing on this view
+    w0 &= np.take(_BYTE_MASKS, np.minimum(lengths, 8))
+    w1 = np.zeros(len(starts), dtype=np.uint64)
+    longer = np.flatnonzero(lengths > 8)  # most tokens fit the first word
+    w1[longer] = np.take(as_words, starts[longer] + 8) & np.take(_BYTE_MASKS, np.minimum(lengths[longer] - 8, 8))
     return w0, w1
 
 

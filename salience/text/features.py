@@ -11,7 +11,8 @@ independent of the vocabulary: nothing is remembered between batches.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Sequence
 
 import numpy as np
@@ -32,14 +33,21 @@ _ASCII_LOWER = bytes.maketrans(bytes(range(65, 91)), bytes(range(97, 123)))
 
 @dataclass
 class NgramBatch:
-    """Hashed n-grams of a batch: ``bucket[i]`` belongs to document ``doc[i]``;
-    ``tokens[d]`` is document ``d``'s token count."""
+    """Hashed n-grams of a batch, laid out order by order, each order in document order:
+    ``order_counts[o, d]`` is how many n-grams of the ``o``-th order document ``d`` has, and
+    ``bucket`` holds their buckets in that layout; ``tokens[d]`` is document ``d``'s token count.
+    ``doc[i]``, the document of ``bucket[i]``, is made from the counts when first asked for."""
 
     bucket: np.ndarray
-    doc: np.ndarray
     tokens: np.ndarray
-    #: where each order's n-grams start in ``bucket`` and ``doc`` (and where the last ends)
-    order_bounds: list = field(default_factory=list)
+    order_counts: np.ndarray
+
+    @cached_property
+    def doc(self) -> np.ndarray:
+        numbers = np.arange(len(self.tokens))
+        if not len(self.order_counts):
+            return np.zeros(0, dtype=np.int64)
+        return np.concatenate([np.repeat(numbers, counts) for counts in self.order_counts])
 
     def counts(self, buckets: int) -> np.ndarray:
         """Total count of each bucket over the batch."""
@@ -115,13 +123,11 @@ class HashedNgrams:
         chunks = [self._order_buckets(texts[start:stop]) for start, stop in _chunks_by_length(texts, _CHUNK_CHARACTERS)]
         tokens = np.concatenate([chunk_tokens for _, chunk_tokens in chunks])
         parts = [[orders[o] for orders, _ in chunks] for o in range(len(self.orders))]
-        # each document's n-grams are consecutive: its number repeats once per n-gram it has
-        numbers = np.arange(len(texts))
-        docs = [np.repeat(numbers, np.maximum(tokens - n + 1, 0)) for n in self.orders]
-        bounds = np.cumsum([0] + [len(d) for d in docs]).tolist()
+        # each document's n-grams of an order are consecutive: tokens - n + 1 of them
+        order_counts = np.stack([np.maximum(tokens - n + 1, 0) for n in self.orders])
         # buckets < 2**32: the uint64 values read as int64 unchanged, without a copy
         bucket = np.concatenate([part for order in parts for part in order]).view(np.int64)
-        return NgramBatch(bucket, np.concatenate(docs), tokens, bounds)
+        return NgramBatch(bucket, tokens, order_counts)
 
     def _order_buckets(self, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
         """The bucket of every n-gram of ``texts``, one array per order (in document order), and

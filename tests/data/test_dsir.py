@@ -270,3 +270,22 @@ def test_gzip_shards_read_alike_with_or_without_isal(tmp_path, monkeypatch):
     with open(raw, "rb") as fh:
         assert isinstance(gzip_reader(fh), gzip.GzipFile)
     assert [(s.index, s.first_line, s.blob) for s in iter_shards([raw], shard_bytes=2048)] == fast and len(fast) > 3
+
+
+def test_write_pass_uses_the_shards_kept_from_hashing(tmp_path, monkeypatch):
+    """A pool within KEEP_RAW_BYTES is read once; past it the write pass reads it again; the
+    selection written is the same either way."""
+    from salience.data import pipeline
+    from salience.io import shards
+
+    target, raw = _pool(tmp_path)
+    reads = []
+    real = shards.iter_shards
+    monkeypatch.setattr(shards, "iter_shards", lambda *a, **kw: reads.append(a) or real(*a, **kw))
+    kept = select_documents([target], [raw], tmp_path / "kept.jsonl", k=40, n_jobs=1, shard_bytes=4096)
+    assert reads == []  # the write pass read nothing
+    monkeypatch.setattr(pipeline, "KEEP_RAW_BYTES", 5000)  # about one shard: the rest is read again
+    again = select_documents([target], [raw], tmp_path / "again.jsonl", k=40, n_jobs=1, shard_bytes=4096)
+    assert len(reads) == 1
+    assert (tmp_path / "kept.jsonl").read_bytes() == (tmp_path / "again.jsonl").read_bytes()
+    assert kept.selected == again.selected == 40

@@ -35,12 +35,11 @@ def test_pieces_equal_one_pass(monkeypatch, orders):
     assert batch.bucket.tolist() == bucket.tolist()
     assert batch.doc.tolist() == doc.tolist()
     assert batch.tokens.tolist() == np.bincount(f.token_hashes(texts)[1], minlength=len(texts)).tolist()
-    # order by order: the bounds cut each order's n-grams, in document order
-    sizes = [int(np.maximum(batch.tokens - n + 1, 0).sum()) for n in orders]
-    assert batch.order_bounds == np.cumsum([0] + sizes).tolist()
+    # order by order, each order in document order: the counts say how many each document has
+    assert batch.order_counts.tolist() == [np.maximum(batch.tokens - n + 1, 0).tolist() for n in orders]
+    bounds = np.cumsum([0] + batch.order_counts.sum(axis=1).tolist())
     for o in range(len(orders)):
-        part = batch.doc[batch.order_bounds[o] : batch.order_bounds[o + 1]]
-        assert (np.diff(part) >= 0).all()
+        assert (np.diff(batch.doc[bounds[o] : bounds[o + 1]]) >= 0).all()
 
 
 def test_chunks_by_length_keeps_every_text_once():
