@@ -103,6 +103,22 @@ class Scores:
         return obj
 
     @classmethod
+    def unchecked_rows(cls, values: np.ndarray, ids: list[list], counts: list[int]) -> list["Scores"]:
+        """:meth:`unchecked` for each row of a float64 matrix (a batch's top-k rows): row ``r``'s
+        first ``counts[r]`` values with the first ``counts[r]`` of ``ids[r]``."""
+        values = np.asarray(values, dtype=np.float64)
+        width = values.shape[1] if values.ndim == 2 else 0
+        out = []
+        new = cls.__new__
+        for row, row_ids, count in zip(values, ids, counts):
+            obj = new(cls)
+            obj.values = row if count == width else row[:count]
+            obj.ids = row_ids if count == width else row_ids[:count]
+            obj._index = None
+            out.append(obj)
+        return out
+
+    @classmethod
     def from_dict(cls, mapping: Mapping[Any, float]) -> "Scores":
         """Build from ``{id: score}``, keeping the mapping's order."""
         return cls(list(mapping.values()), ids=list(mapping.keys()))

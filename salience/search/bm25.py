@@ -298,9 +298,7 @@ class BM25(SegmentedIndex, PostingScores):
             if self._nonocc.any():
                 # BM25L / BM25+ credit absent query terms too: a per-query constant
                 values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in chunk])[:, None]
-            id_rows = self._id_array[positions].tolist()
-            for r, m in enumerate(counts.tolist()):
-                results.append(Scores.unchecked(values[r, :m], id_rows[r][:m]))
+            results += Scores.unchecked_rows(values, self._id_array[positions].tolist(), counts.tolist())
         return results
 
     def search_batch(

@@ -336,11 +336,13 @@ class Dense(SegmentedIndex):
                     best_index = np.take_along_axis(best_index, order, axis=1)
             offset += len(block)
         out = []
+        ids_at = self._ids.__getitem__
         for scores, index in zip(best_scores, best_index):
             finite = np.isfinite(scores)
             scores, index = scores[finite], index[finite]
             order = np.lexsort((index, -scores))  # best first, ties by index order
-            out.append(Scores(scores[order].astype(np.float64), ids=[self._ids[i] for i in index[order]]))
+            # the index's ids are distinct and its vectors finite (checked as they were added)
+            out.append(Scores.unchecked(scores[order].astype(np.float64), list(map(ids_at, index[order].tolist()))))
         return out
 
     def _search_vectors_compiled(self, vectors: np.ndarray, k: int, allowed: np.ndarray, offer, finish) -> list[Scores]:
@@ -361,8 +363,11 @@ class Dense(SegmentedIndex):
         out_idx, out_val = np.zeros((n_rows, k), dtype=np.int64), np.zeros((n_rows, k), dtype=np.float64)
         counts = np.zeros(n_rows, dtype=np.int64)
         finish(heap_val, heap_idx, sizes, out_idx, out_val, counts)
-        return [Scores(out_val[r, :m].copy(), ids=[self._ids[i] for i in out_idx[r, :m]])
-                for r, m in enumerate(counts.tolist())]
+        # the index's ids are distinct and its vectors finite (checked as they were added)
+        ids_at = self._ids.__getitem__
+        counts = counts.tolist()
+        id_rows = [list(map(ids_at, row[:m])) for row, m in zip(out_idx.tolist(), counts)]
+        return Scores.unchecked_rows(out_val, id_rows, counts)
 
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:

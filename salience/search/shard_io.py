@@ -220,5 +220,4 @@ def merge_top_k(answers: list[list[Scores]], n_queries: int, k: int) -> list[Sco
     top_values = np.take_along_axis(values, order, axis=1)
     top_ids = np.take_along_axis(ids, order, axis=1)
     counts = np.isfinite(top_values).sum(axis=1).tolist()
-    rows, id_rows = top_values.tolist(), top_ids.tolist()
-    return [Scores.unchecked(np.asarray(rows[q][:m]), id_rows[q][:m]) for q, m in enumerate(counts)]
+    return Scores.unchecked_rows(top_values, top_ids.tolist(), counts)

@@ -106,3 +106,12 @@ def test_budget_bad_input():
         select_budget(s, [1, -1], budget=3)
     with pytest.raises(InvalidParameterError, match="integer"):
         select_budget(s, [1.5, 1], budget=3, method="exact")
+
+
+def test_unchecked_rows_cut_each_row_at_its_count():
+    values = np.array([[3.0, 2.0, 1.0], [5.0, 4.0, 0.0], [0.0, 0.0, 0.0]])
+    rows = Scores.unchecked_rows(values, [["a", "b", "c"], ["d", "e"], []], [3, 2, 0])
+    assert [r.ids for r in rows] == [["a", "b", "c"], ["d", "e"], []]
+    assert [r.values.tolist() for r in rows] == [[3.0, 2.0, 1.0], [5.0, 4.0], []]
+    assert rows[0].top_k(2).ids == ["a", "b"] and rows[1]["e"] == 4.0
+    assert Scores.unchecked_rows(np.zeros((0, 3)), [], []) == []
