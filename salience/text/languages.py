@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 import warnings
 from collections import Counter
+from itertools import chain, repeat
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
@@ -237,6 +238,17 @@ def _stopword_index() -> dict[str, tuple[int, ...]]:
     return {w: tuple(v) for w, v in owners.items()}
 
 
+@lru_cache(maxsize=1)
+def _stopword_rows() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """:func:`_stopword_index` as arrays: (stop word -> row, each row's start in the languages,
+    the languages of every row one after another)."""
+    owners = _stopword_index()
+    sizes = np.fromiter(map(len, owners.values()), dtype=np.int64, count=len(owners))
+    row_start = np.concatenate(([0], np.cumsum(sizes)))
+    row_langs = np.fromiter(chain.from_iterable(owners.values()), dtype=np.int64, count=int(row_start[-1]))
+    return {word: r for r, word in enumerate(owners)}, row_start, row_langs
+
+
 # Scripts that a single supported language writes (or that tell it, like kana for Japanese):
 # a text the stop-word vote leaves undetermined is that language when most of its letters are
 # in the script. Han without kana is Chinese.
@@ -282,7 +294,6 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     Given the ``texts``, those the vote leaves undetermined are told by their script."""
     from scipy import sparse
 
-    owners = _stopword_index()
     codes = _detectable()
     n_lang = len(codes)
     # the first DETECT_TOKENS tokens of each document vote (enough, and bounded for huge texts)
@@ -292,25 +303,27 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
         keep = np.arange(len(doc_of_token)) - doc_start[doc_of_token] < DETECT_TOKENS
         lower_of_token, doc_of_token = lower_of_token[keep], doc_of_token[keep]
     out = [UNDETERMINED] * n_docs
-    # (distinct word, language) membership, each vote weighted by one over the lists the word is on
-    word_index, lang_index, weight = [], [], []
-    for i, langs in enumerate(map(owners.get, lowers)):
-        if langs:
-            word_index.extend([i] * len(langs))
-            lang_index.extend(langs)
-            weight.extend([1.0 / len(langs)] * len(langs))
-    if not word_index:
+    # every token on some list votes for each language listing it, weighted by one over the
+    # lists its word is on: (documents x listed words) counts times (listed words x languages)
+    rows, row_start, row_langs = _stopword_rows()
+    row_of_word = np.fromiter(map(rows.get, lowers, repeat(-1)), dtype=np.int64, count=len(lowers))
+    listed_words = np.flatnonzero(row_of_word >= 0)
+    if not len(listed_words):
         return _by_script(out, texts)
-    shape = (len(lowers), n_lang)
-    weights = sparse.csr_matrix((weight, (word_index, lang_index)), shape=shape)
-    members = sparse.csr_matrix((np.ones(len(word_index)), (word_index, lang_index)), shape=shape)
-    # documents x words, one entry per token on some list (the tokens are in document order
-    # already; the products add up repeated entries)
-    is_listed = np.zeros(len(lowers), dtype=bool)
-    is_listed[word_index] = True
-    listed = is_listed[lower_of_token]
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
-    counts = sparse.csr_matrix((np.ones(int(listed.sum())), lower_of_token[listed], indptr), shape=(n_docs, len(lowers)))
+    local = np.full(len(lowers), -1, dtype=np.int64)
+    local[listed_words] = np.arange(len(listed_words))
+    token_word = local[lower_of_token]
+    listed = token_word >= 0
+    n_listed = len(listed_words)
+    # sparse: a large batch of texts in many languages meets many listed words, few in each text
+    counts = sparse.csr_matrix((np.ones(int(listed.sum())), (doc_of_token[listed], token_word[listed])),
+                               shape=(n_docs, n_listed))
+    row = row_of_word[listed_words]
+    n_langs = row_start[row + 1] - row_start[row]
+    within = np.arange(int(n_langs.sum())) - np.repeat(np.cumsum(n_langs) - n_langs, n_langs)
+    members = np.zeros((n_listed, n_lang))
+    members[np.repeat(np.arange(n_listed), n_langs), row_langs[np.repeat(row_start[row], n_langs) + within]] = 1.0
+    weights = members / n_langs[:, None]
     return _by_script(_decide(counts @ weights, counts @ members, tokens_per_doc), texts)
 
 
