@@ -16,6 +16,7 @@ from salience.exceptions import InvalidParameterError
 from salience.text.sentences import CLAUSE_END_MARKS
 from salience.text.languages import get_stopwords
 from salience.text.hashing import dense_ids, number_strings
+from salience.text.stemmers import stem_words
 from salience.text.byte_tokens import IDEOGRAPHS, TOKEN_RULES, byte_strings, byte_token_ids, joined_word_tokens
 
 __all__ = ["Batch", "tokenize_batch", "bounded_texts", "capital_initials", "MAX_TEXT_CHARS"]
@@ -292,10 +293,13 @@ def _stem_and_stop(lowers: list[str], lower: np.ndarray, doc: np.ndarray, langua
     bounds = np.searchsorted(pair_code[order], np.arange(len(codes) + 1)).tolist()
     for c, code in enumerate(codes):
         members = order[bounds[c] : bounds[c + 1]]
-        words = [lowers[w] for w in pair_lower[members].tolist()]
-        stemmer = stemmer_for(code)
-        for m, word in zip(members.tolist(), map(stemmer, words) if stemmer else words):
-            stem_text[m] = word
+        words = list(map(lowers.__getitem__, pair_lower[members].tolist()))
+        stemmed = stem_words(stemmer_for(code), words)
+        if len(codes) == 1:
+            stem_text = stemmed  # one language: its members are every pair, in order
+        else:
+            for m, word in zip(members.tolist(), stemmed):
+                stem_text[m] = word
         stop_list = fixed_stop if fixed_stop is not None else stopwords_for(code)
         pair_stop[members] = _flags(stop_list.__contains__, words)
     pair_stem, stems = number_strings(stem_text)

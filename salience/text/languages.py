@@ -315,8 +315,10 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     token_word = local[lower_of_token]
     listed = token_word >= 0
     n_listed = len(listed_words)
-    # sparse: a large batch of texts in many languages meets many listed words, few in each text
-    counts = sparse.csr_matrix((np.ones(int(listed.sum())), (doc_of_token[listed], token_word[listed])),
+    # sparse: a large batch of texts in many languages meets many listed words, few in each text;
+    # one entry per token (the tokens are in document order; the products add up repeated entries)
+    indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
+    counts = sparse.csr_matrix((np.ones(int(indptr[-1])), token_word[listed], indptr),
                                shape=(n_docs, n_listed))
     row = row_of_word[listed_words]
     n_langs = row_start[row + 1] - row_start[row]

@@ -8,7 +8,7 @@ from typing import Callable
 from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.extras import require
 
-__all__ = ["load_stemmer", "thread_stemmer"]
+__all__ = ["load_stemmer", "thread_stemmer", "stem_words"]
 
 
 def load_stemmer(stemmer: str | Callable[[str], str] | None) -> Callable[[str], str] | None:
@@ -39,3 +39,12 @@ def thread_stemmer(language: str) -> Callable[[str], str]:
     if stem is None:
         stem = stemmers[language] = load_stemmer(language)
     return stem
+
+
+def stem_words(stemmer: Callable[[str], str] | None, words: list[str]) -> list[str]:
+    """``words`` stemmed (as they are without a stemmer): PyStemmer's ``stemWords`` on the whole
+    list where the stemmer is its ``stemWord``, one call instead of one a word."""
+    if stemmer is None:
+        return words
+    batch = getattr(getattr(stemmer, "__self__", None), "stemWords", None)
+    return batch(words) if batch is not None else [stemmer(w) for w in words]

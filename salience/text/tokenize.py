@@ -20,7 +20,7 @@ from salience.exceptions import InvalidParameterError
 from salience.core.params import Check, Options, check_params
 from salience.text.byte_tokens import _NON_ASCII_NONWORD, _TABLE_KEEP, _TABLE_LOWER, byte_token_ids, join_utf8, tokens_per_text
 from salience.text.languages import get_stopwords
-from salience.text.stemmers import load_stemmer
+from salience.text.stemmers import load_stemmer, stem_words
 
 __all__ = ["Tokenizer", "TermEncoder", "DEFAULT_PATTERN"]
 
@@ -206,12 +206,7 @@ class Tokenizer:
 
     def stem_batch(self, words: list[str]) -> list[str]:
         """Stem a list of words (batched when the stemmer is PyStemmer)."""
-        if self._stem is None:
-            return words
-        batch = getattr(getattr(self._stem, "__self__", None), "stemWords", None)
-        if batch is not None:
-            return batch(words)
-        return [self._stem(w) for w in words]
+        return stem_words(self._stem, words)
 
     def tokenize(self, text: str) -> list[str]:
         """Index terms of one text."""
