@@ -156,8 +156,8 @@ class Hybrid(Scorer):
             dense = self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs)
             return lexical.result(), dense
 
-    def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser) -> Scores:
-        fast = _fuse_by_position(self.lexical_, lexical, dense, k, fuser)
+    def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser, slots: np.ndarray | None = None) -> Scores:
+        fast = _fuse_by_position(self.lexical_, lexical, dense, k, fuser, slots)
         if fast is not None:
             return fast
         fused = fuser.score([lexical, dense])  # one query's two rankings, no run built around them
@@ -174,7 +174,14 @@ class Hybrid(Scorer):
         k = check_k(k, "k")
         lexical, dense = self._runs(queries, k, where, n_jobs)
         fuser = self._fuser(self.weight_)
-        return [self._fuse(a, b, k, fuser) for a, b in zip(lexical, dense)]
+        slots = self._position_slots()
+        return [self._fuse(a, b, k, fuser, slots) for a, b in zip(lexical, dense)]
+
+    def _position_slots(self) -> np.ndarray | None:
+        """-1 at every position of the lexical index (what fusing by position looks places up
+        in), or None for an index without positions."""
+        positions = getattr(self.lexical_, "position_count", None)
+        return None if positions is None else np.full(positions(), -1, dtype=np.int64)
 
     def tune(self, queries: Mapping[str, str], qrels, *, metric: str = "ndcg@10",
              weights: Sequence[float] = tuple(np.round(np.linspace(0, 1, 21), 2))) -> "Hybrid":
@@ -199,13 +206,15 @@ class Hybrid(Scorer):
         return self
 
 
-def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser) -> Scores | None:
+def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser,
+                      slots: np.ndarray | None = None) -> Scores | None:
     """What ``fuser.score([lexical, dense]).top_k(k)`` gives, for a score fusion (CombSUM,
     wsum, ...), computed on the documents' positions in ``index`` rather than on their id
     strings: the candidates (the lexical ranking, then the dense documents it lacks), the
     normalised runs and the same additions in the same order, so the same values and ties.
     ``None`` where it does not apply (another fusion, Borda normalisation, an index without
-    positions, an id it does not hold): the caller fuses the general way."""
+    positions, an id it does not hold): the caller fuses the general way. ``slots``: -1 at
+    every position of ``index`` (a table reused across a batch's queries, left as it was)."""
     from salience.core.fusion import _check_weights, _normalized, _ScoreFusion
     from salience.core.scores import rank_order
 
@@ -219,20 +228,19 @@ def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser) -> S
     if not len(codes[0]) and not len(codes[1]):
         return Scores([], ids=[])
     first, second = codes
-    # where each dense document stands among the candidates: its place in the lexical ranking,
-    # or after it, in dense order, when the lexical ranking lacks it
-    sorter = np.argsort(first, kind="stable")
-    found = np.searchsorted(first, second, sorter=sorter) if len(first) else np.zeros(len(second), dtype=np.int64)
-    found = np.minimum(found, max(len(first) - 1, 0))
-    held_there = (first[sorter[found]] == second) if len(first) else np.zeros(len(second), dtype=bool)
-    fresh = np.flatnonzero(~held_there)
+    # where each dense document stands among the candidates: its place in the lexical ranking
+    # (looked up in a table over the index's positions, left empty again), or after it, in
+    # dense order, when the lexical ranking lacks it
+    place_of = slots if slots is not None else np.full(int(max(first.max(initial=-1), second.max(initial=-1))) + 1, -1)
+    place_of[first] = np.arange(len(first))
+    places = [np.arange(len(first)), place_of[second]]
+    place_of[first] = -1
+    fresh = np.flatnonzero(places[1] < 0)
     n = len(first) + len(fresh)
-    places = [np.arange(len(first)), np.empty(len(second), dtype=np.int64)]
-    places[1][held_there] = sorter[found[held_there]]
     places[1][fresh] = len(first) + np.arange(len(fresh))
     fused = fuser.fused_values(_normalized(ranked, fuser.normalize, None), _check_weights(fuser.weights, 2), places, n)
     order = rank_order(fused)[:k]
-    ids = ranked[0].ids + [ranked[1].ids[i] for i in fresh.tolist()]
+    ids = ranked[0].ids + list(map(ranked[1].ids.__getitem__, fresh.tolist()))
     return Scores.unchecked(fused[order], list(map(ids.__getitem__, order.tolist())))
 
 

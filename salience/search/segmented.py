@@ -115,6 +115,10 @@ class SegmentedIndex(Index):
             positions.append(pos)
         return positions
 
+    def position_count(self) -> int:
+        """How many positions :meth:`position_codes` numbers from (0 to this, deleted ones too)."""
+        return len(self._ids)
+
     def position_codes(self, doc_ids: Sequence[str]) -> np.ndarray | None:
         """Each of ``doc_ids``' position in this index as integers (what fusing the rankings of
         two indexes over the same documents keys on instead of the id strings), or ``None``

@@ -81,6 +81,7 @@ def test_fusing_by_position_gives_the_general_fusion_exactly(fusion, normalize):
     ids = [d["_id"] for d in docs]
     fuser = create("fusion", fusion, weights=[0.35, 0.65], missing_subjects="empty",
                    **({"normalize": normalize} if normalize else {}))
+    slots = np.full(index.position_count(), -1, dtype=np.int64)
     for trial in range(60):
         sides = []
         for _ in range(2):
@@ -94,6 +95,10 @@ def test_fusing_by_position_gives_the_general_fusion_exactly(fusion, normalize):
         general = general.sorted().top_k(k) if len(general) else general
         assert fast.ids == general.ids, trial
         assert fast.values.tobytes() == general.values.tobytes(), trial
+        # the table a batch shares: the same answer, and the table left empty for the next query
+        with_slots = _fuse_by_position(index, sides[0], sides[1], k, fuser, slots)
+        assert with_slots.ids == general.ids and with_slots.values.tobytes() == general.values.tobytes(), trial
+        assert (slots == -1).all(), trial
     # an id the index does not hold, or a rank fusion: the general way (None here)
     assert _fuse_by_position(index, Scores([1.0], ids=["elsewhere"]), Scores([], ids=[]), 5, fuser) is None
     assert _fuse_by_position(index, Scores([1.0], ids=["doc-1"]), Scores([], ids=[]), 5, create("fusion", "rrf")) is None
