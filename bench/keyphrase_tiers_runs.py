@@ -52,6 +52,11 @@ def _is_costly(label: str, name: str) -> bool:
             or (label.startswith("pke") and name in LONG_SETS))
 
 
+def chosen_system(label: str, systems: str | None) -> bool:
+    """Whether ``--systems`` (comma-separated labels or their beginnings; None: all) names ``label``."""
+    return systems is None or any(label.startswith(part.strip()) for part in systems.split(",") if part.strip())
+
+
 def run_test(args, scratch: Path) -> dict:
     everyone = peers(args.yake048_python, args.pke_python)
     rows = []
@@ -63,6 +68,8 @@ def run_test(args, scratch: Path) -> dict:
         systems.update({label: fn for label, fn in everyone.items()
                         if english or not (label.startswith(("rake-nltk", "KeyBERT", "pke")))})
         for label, fn in systems.items():
+            if not chosen_system(label, getattr(args, "systems", None)):
+                continue
             if not english and label in ("salience embed", "salience mderank"):
                 continue  # all-MiniLM-L6-v2 is English
             scopes = [("subset", subset)] if _is_costly(label, name) else [("whole", docs)]
@@ -115,7 +122,9 @@ def render_test(result: dict, command: str) -> str:
              + (" This section was rendered (`--rows-from`) from the log of the rows of a run of `python "
                 "bench/keyphrase_tiers.py --tasks test,labelfree --yake048-python .venv-yake048/bin/python --pke-python "
                 ".venv-pke/bin/python` whose label-free part then failed: the log gives F1@10 and docs/s only." if
-                result.get("from_log") else ""), ""]
+                result.get("from_log") else "")
+             + (f" The rows of {result['added']} come from a later run of those systems alone (`--systems`), on the "
+                "same documents." if result.get("added") else ""), ""]
     cutoffs = ["F1@10"] if result.get("from_log") else ["F1@5", "F1@10", "F1@15"]
     targets = []
     for name in KEYPHRASE_SETS:
