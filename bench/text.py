@@ -69,9 +69,11 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "v
 
 def keyphrase_systems(yake048_python: str | None):
     from salience.keywords import DocumentFrequency, extract_keyphrases_batch
-    from salience.core.base import method_names
+    from salience.core.base import _method, method_names
 
-    METHODS = method_names("keywords")
+    # the costly methods (the language-model judges, the fused best tier: 1-100 documents/s)
+    # have their own bench, on subsets where they are slow: bench/keyphrase_tiers.py
+    METHODS = [m for m in method_names("keywords") if not getattr(_method("keywords", m).factory, "costly", False)]
 
     out = {}
     texts = lambda docs: [d["text"] for d in docs]  # noqa: E731
@@ -263,7 +265,9 @@ def render_keyphrases(rows, command) -> str:
              "text's language (the default, `language=\"auto\"`) unless it says the language was given; YAKE gets each "
              "record's language. English-only systems (rake-nltk, en_core_web_sm noun phrases, all-MiniLM-L6-v2) run on "
              "the English sets only. `embed` and `semrerank` use the bundled all-MiniLM-L6-v2 on the CPU and, being slow "
-             "there, score the first 200 documents of each set only (compare them with the `for comparison` row).", ""]
+             "there, score the first 200 documents of each set only (compare them with the `for comparison` row). The "
+             "costly methods (the best tier `fused`, the language-model judges) are in the section of "
+             "`bench/keyphrase_tiers.py`.", ""]
     for name in KEYPHRASE_SETS:
         n_docs = len(split(KEYPHRASE_DATA / name, "test"))
         lines += [f"### {name}, {split_heading('test')} ({n_docs} documents)", "", "| system | F1@5 | F1@10 | F1@15 | P@10 | R@10 | docs/s |", "|---|---:|---:|---:|---:|---:|---:|"]
