@@ -171,7 +171,7 @@ class QualityFilter(DocumentScorer):
                 taken += part_counts.shape[1]
             if taken >= classifier_raw_docs:
                 break
-        by_order = [part for o in range(len(features.orders)) for part in (shard[o] for shard in buckets)]
+        by_order = [orders[o] for o in range(len(features.orders)) for orders in buckets]
         raw_batch = NgramBatch(np.concatenate(by_order), np.concatenate(tokens), np.concatenate(counts, axis=1))
         return _ClassifierShardScore(QualityClassifier(features.buckets).fit(target_batch, raw_batch))
 

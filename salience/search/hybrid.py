@@ -231,7 +231,9 @@ def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser,
     # where each dense document stands among the candidates: its place in the lexical ranking
     # (looked up in a table over the index's positions, left empty again), or after it, in
     # dense order, when the lexical ranking lacks it
-    place_of = slots if slots is not None else np.full(int(max(first.max(initial=-1), second.max(initial=-1))) + 1, -1)
+    highest = int(max(first.max(initial=-1), second.max(initial=-1)))
+    # (a table made before the index grew is too short: a fresh one then)
+    place_of = slots if slots is not None and highest < len(slots) else np.full(highest + 1, -1)
     place_of[first] = np.arange(len(first))
     places = [np.arange(len(first)), place_of[second]]
     place_of[first] = -1
