@@ -14,8 +14,10 @@ Tasks (``--tasks``, comma-separated):
   alone, on the judged documents.
 * ``test`` reads the test splits: the two tiers, every single method and the cheap peers (YAKE
   0.4.8 and current, rake-nltk, pke 1.8.1) on each whole split; the costly systems (the judges,
-  KeyBERT-MiniLM with MMR and with Max Sum) with the tiers beside them on the first
-  ``--subset-docs`` documents of each split (``--long-subset-docs`` on the long-text sets).
+  KeyBERT-MiniLM with MMR, with Max Sum and over keyphrase-vectorizers' noun phrases) with the
+  tiers beside them on the first ``--subset-docs`` documents of each split
+  (``--long-subset-docs`` on the long-text sets). ``--systems`` runs only the systems named;
+  with ``--rows-from``, their rows replace those of the logged run.
 * ``labelfree`` reads the test splits: the ``keyphrases`` verifier (a document searched by its
   title while its top keyphrases are deleted from it, against random orders) for each method,
   with the rank correlation of its gap with F1@10 across methods and sets.
