@@ -43,6 +43,7 @@ from salience.core.base import register
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError, ShapeError, WorkerError
 from salience.core.params import Interval, Options
+from salience.search.dense_scan import exact_top_k
 from salience.search.index import field_names
 from salience.search.segmented import SegmentedIndex
 from salience.io.documents import Document
@@ -51,20 +52,6 @@ __all__ = ["Dense"]
 
 
 APPROXIMATE = ("hnsw", "ivfpq")
-
-
-#: documents per matrix product on the compiled path: 256 queries' scores of this many (8 MB)
-#: stay in the cache while the top-k scan reads them (65,536 would send them to memory and back)
-_SCAN_TILE = 8192
-
-
-def _row_top_k_kernels():
-    """The compiled (offer, finish) top-k kernels for score blocks, or None without numba."""
-    try:
-        from salience.search._numba_kernels import heaps_to_rows, top_k_rows
-    except ImportError:
-        return None
-    return top_k_rows, heaps_to_rows
 
 
 def _encoder_name(encoder, encoder_name: str | None, quantize: str | None, long_documents: str) -> str | None:
@@ -312,62 +299,11 @@ class Dense(SegmentedIndex):
         allowed = self._live if mask is None else (self._live & mask)
         if self.approximate is not None:
             return self._search_approximate(vectors, k, allowed)
-        kernels = _row_top_k_kernels()
-        if kernels is not None:
-            return self._search_vectors_compiled(vectors, k, allowed, *kernels)
-        best_scores = np.full((len(vectors), 0), -np.inf, dtype=np.float32)
-        best_index = np.zeros((len(vectors), 0), dtype=np.int64)
-        offset = 0
-        for block in self._blocks:
-            for lo in range(0, len(block), self.block_size):
-                part = np.asarray(block[lo : lo + self.block_size])
-                scores = vectors @ part.T
-                keep = allowed[offset + lo : offset + lo + len(part)]
-                if not keep.all():
-                    scores[:, ~keep] = -np.inf
-                take = min(k, scores.shape[1])
-                top = np.argpartition(-scores, take - 1, axis=1)[:, :take] if take < scores.shape[1] else \
-                    np.broadcast_to(np.arange(scores.shape[1]), scores.shape).copy()
-                best_scores = np.concatenate([best_scores, np.take_along_axis(scores, top, axis=1)], axis=1)
-                best_index = np.concatenate([best_index, top + offset + lo], axis=1)
-                if best_scores.shape[1] > k:  # keep the running top k
-                    order = np.argpartition(-best_scores, k - 1, axis=1)[:, :k]
-                    best_scores = np.take_along_axis(best_scores, order, axis=1)
-                    best_index = np.take_along_axis(best_index, order, axis=1)
-            offset += len(block)
-        out = []
-        ids_at = self._ids.__getitem__
-        for scores, index in zip(best_scores, best_index):
-            finite = np.isfinite(scores)
-            scores, index = scores[finite], index[finite]
-            order = np.lexsort((index, -scores))  # best first, ties by index order
-            # the index's ids are distinct and its vectors finite (checked as they were added)
-            out.append(Scores.unchecked(scores[order].astype(np.float64), list(map(ids_at, index[order].tolist()))))
-        return out
-
-    def _search_vectors_compiled(self, vectors: np.ndarray, k: int, allowed: np.ndarray, offer, finish) -> list[Scores]:
-        """The exact top ``k`` by numba: each block's scores offered to one bounded heap per
-        query as the matrix product leaves them, instead of a partition of the whole block
-        (which costs more than the product itself at 10^5 documents)."""
-        n_rows = len(vectors)
-        heap_val = np.empty((n_rows, k), dtype=np.float64)
-        heap_idx = np.empty((n_rows, k), dtype=np.int64)
-        sizes = np.zeros(n_rows, dtype=np.int64)
-        tile = min(self.block_size, _SCAN_TILE)
-        offset = 0
-        for block in self._blocks:
-            for lo in range(0, len(block), tile):
-                part = np.asarray(block[lo : lo + tile])
-                offer(vectors @ part.T, allowed, offset + lo, k, heap_val, heap_idx, sizes)
-            offset += len(block)
-        out_idx, out_val = np.zeros((n_rows, k), dtype=np.int64), np.zeros((n_rows, k), dtype=np.float64)
-        counts = np.zeros(n_rows, dtype=np.int64)
-        finish(heap_val, heap_idx, sizes, out_idx, out_val, counts)
+        positions, values, counts = exact_top_k(self._blocks, vectors, k, allowed, self.block_size)
         # the index's ids are distinct and its vectors finite (checked as they were added)
         ids_at = self._ids.__getitem__
-        counts = counts.tolist()
-        id_rows = [list(map(ids_at, row[:m])) for row, m in zip(out_idx.tolist(), counts)]
-        return Scores.unchecked_rows(out_val, id_rows, counts)
+        id_rows = [list(map(ids_at, row[:m])) for row, m in zip(positions.tolist(), counts)]
+        return Scores.unchecked_rows(values, id_rows, counts)
 
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:
