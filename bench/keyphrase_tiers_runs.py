@@ -68,7 +68,7 @@ def run_test(args, scratch: Path) -> dict:
         systems.update({label: fn for label, fn in everyone.items()
                         if english or not (label.startswith(("rake-nltk", "KeyBERT", "pke")))})
         for label, fn in systems.items():
-            if not chosen_system(label, getattr(args, "systems", None)):
+            if not chosen_system(label, args.systems):
                 continue
             if not english and label in ("salience embed", "salience mderank"):
                 continue  # all-MiniLM-L6-v2 is English

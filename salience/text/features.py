@@ -86,6 +86,9 @@ class HashedNgrams:
         """(64-bit hash of each token, its document) for all tokens of ``texts``, in order;
         ``punctuation=False`` keeps word tokens only."""
         _check_texts(texts)
+        return self._token_hashes(texts, punctuation)
+
+    def _token_hashes(self, texts: Sequence[str], punctuation: bool = True) -> tuple[np.ndarray, np.ndarray]:
         if all(map(str.isascii, texts)):
             # ASCII: lower-case the bytes through a table, several times faster than str.lower
             raw, text_starts = join_utf8([t.encode("ascii") for t in texts])
@@ -132,7 +135,7 @@ class HashedNgrams:
     def _order_buckets(self, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
         """The bucket of every n-gram of ``texts``, one array per order (in document order), and
         each text's token count."""
-        hashes, doc = self.token_hashes(texts)
+        hashes, doc = self._token_hashes(texts)  # checked by transform
         tokens = np.bincount(doc, minlength=len(texts))
         parts = []
         B = np.uint64(self.buckets)
