@@ -6,12 +6,20 @@ from __future__ import annotations
 import re
 import sys
 import time
+from pathlib import Path
 
-from common import split_heading
+from common import document_set, split_heading
 
 from salience.core.base import create
 from salience.summarize import split_sentences, summarize
 from salience.summarize.evaluate import rouge_scorer
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "summarize" / "bbc_news_summary_100"
+
+
+def split_articles(which: str = "test") -> list[dict]:
+    """The BBC News Summary articles of a split (the test split by default)."""
+    return document_set(DATA, which)
 
 
 def gold_length(doc: dict) -> int:

@@ -40,12 +40,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from common import document_set, split, split_heading, write_section  # noqa: E402
-from summary_runs import render, run_summaries  # noqa: E402
+from summary_runs import render, run_summaries, split_articles  # noqa: E402
 
 from salience.exceptions import MissingDependencyError  # noqa: E402
 from salience.summarize import split_sentences  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data" / "summarize" / "bbc_news_summary_100"
 KEYPHRASE_DATA = ROOT.parent / "shared" / "data" / "keyphrase"
 KEYPHRASE_SETS = ("inspec", "semeval2017", "semeval2010", "kdd", "citeulike180", "fao30", "wikinews_fr", "pt_bn_kp110")
 ANCHORS = {"inspec": 0.211, "semeval2017": 0.215, "semeval2010": 0.158}  # issue 4's anchors
@@ -377,7 +376,7 @@ def main(argv=None) -> int:
         if args.write:
             write_section(args.write, section, marker="bench/text.py (keyphrase speed)")
     if "summaries" in tasks:
-        docs = document_set(DATA, "test")
+        docs = split_articles()
         section = render(run_summaries(docs, args.repeats), len(docs), command.strip())
         print(section)
         if args.write:
