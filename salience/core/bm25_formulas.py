@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["VARIANTS", "idf", "tf_component", "tf_formula", "nonoccurrence_component", "posting_scores"]
+__all__ = ["VARIANTS", "idf", "tf_component", "tf_formula", "length_norm", "tf_from_norm", "nonoccurrence_component", "posting_scores"]
 
 VARIANTS = ("lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf")
 
@@ -57,7 +57,19 @@ def tf_formula(tf, doc_len, avg_len, code, k1, b, delta):
     """:func:`tf_component` on float64 arrays or on float64 scalars, the variant by its
     position in :data:`VARIANTS`: arithmetic only, so the numba kernel that scores packed
     postings compiles this same function and its scores are bit for bit the vectorised ones."""
-    norm = (1.0 - b) + b * doc_len / avg_len
+    return tf_from_norm(tf, length_norm(doc_len, avg_len, code, b), code, k1, delta)
+
+
+def length_norm(doc_len, avg_len, code, b):
+    """The document-length part of :func:`tf_formula` (float64), computed once per document
+    by the kernels that score many postings of the same documents."""
+    if code == 5:  # tfidf: ClassicSimilarity's length norm sqrt(|d|)
+        return np.sqrt(np.maximum(doc_len, 1e-12))
+    return (1.0 - b) + b * doc_len / avg_len
+
+
+def tf_from_norm(tf, norm, code, k1, delta):
+    """:func:`tf_formula` given the document's :func:`length_norm`."""
     if code <= 1:  # lucene, robertson
         return tf / (tf + k1 * norm)
     if code == 2:  # atire
@@ -68,7 +80,7 @@ def tf_formula(tf, doc_len, avg_len, code, k1, b, delta):
     if code == 4:  # bm25+
         return (k1 + 1.0) * tf / (k1 * norm + tf) + delta
     # tfidf: ClassicSimilarity's sqrt(tf) with length norm 1 / sqrt(|d|)
-    return np.sqrt(tf) / np.sqrt(np.maximum(doc_len, 1e-12))
+    return np.sqrt(tf) / norm
 
 
 def nonoccurrence_component(variant: str, k1: float, delta: float) -> float:

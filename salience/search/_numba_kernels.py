@@ -13,9 +13,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from salience.core.bm25_formulas import tf_formula as _tf_formula
+from salience.core import bm25_formulas
 
-tf_formula = njit(inline="always")(_tf_formula)
+tf_from_norm = njit(inline="always")(bm25_formulas.tf_from_norm)
+length_norm = njit(inline="always")(bm25_formulas.length_norm)
 
 
 @njit(inline="always")
@@ -170,72 +171,115 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
 
 
 @njit(inline="always")
-def _copy(values, start, count, out, running):
-    """``count`` values from ``start`` into ``out``: as they are, or (``running``) their running sum."""
-    total = 0
-    for i in range(count):
-        if running:
-            total += values[start + i]
-            out[i] = total
-        else:
-            out[i] = values[start + i]
+def _score_range(gaps, gap_at, tfs, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc, first,
+                 touched, n_touched, cap):
+    """A term's packed postings from its ``p``-th (the previous document ``doc``) up to document
+    ``limit``, decoded, scored and added to ``acc`` (indexed from document ``first``) in one
+    pass; the documents go to ``touched`` while it has room (``cap``). Each contribution is
+    ``bm25_formulas.tf_from_norm`` of the document's precomputed length norm, cast to float32 as
+    a saved score is, so it is bit for bit the vectorised path's. Returns ``(p, doc, n_touched)``
+    where the term stopped."""
+    while p < n:
+        following = doc + np.int64(gaps[gap_at + p])
+        if following >= limit:
+            break
+        doc = following
+        tfc = tf_from_norm(np.float64(tfs[tf_at + p]), norms[doc], code, k1, delta)
+        acc[doc - first] += np.float64(np.float32(weight * (tfc - base)))
+        touched[min(n_touched, cap)] = doc  # past the room: overwritten, the chunk is scanned anyway
+        n_touched += 1
+        p += 1
+    return p, doc, n_touched
 
 
 @njit(inline="always")
-def _read_term(width, part1, part2, part4, start, count, out, running):
-    """A term's values from the array of its width (:mod:`salience.search.packed`)."""
-    if width == 1:
-        _copy(part1, start, count, out, running)
-    elif width == 2:
-        _copy(part2, start, count, out, running)
-    else:
-        _copy(part4, start, count, out, running)
+def _score_range_tf(gaps, gap_at, tf_width, tf1, tf2, tf4, tf_at, p, n, doc, limit, norms, weight, code, k1, delta,
+                    base, acc, first, touched, n_touched, cap):
+    # one compiled loop per pair of widths: the width is not tested per posting
+    if tf_width == 1:
+        return _score_range(gaps, gap_at, tf1, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
+                            first, touched, n_touched, cap)
+    if tf_width == 2:
+        return _score_range(gaps, gap_at, tf2, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
+                            first, touched, n_touched, cap)
+    return _score_range(gaps, gap_at, tf4, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
+                        first, touched, n_touched, cap)
+
+
+@njit(inline="always")
+def _offer_chunk(docs, count, first, acc, mask, k, heap_val, heap_idx, size):
+    """Offer a chunk's documents with their accumulated scores to the bounded heap, each score
+    cleared as it is read: those of ``docs[:count]`` (``docs`` None: the ``count`` documents
+    from ``first``). Returns the heap's new size."""
+    threshold = heap_val[0] if size == k else 0.0
+    for j in range(count):
+        d = first + j if docs is None else docs[j]
+        v = acc[d - first]
+        acc[d - first] = 0.0
+        # once the heap is full almost every document is rejected here: a predictable branch
+        if v < threshold or v <= 0.0 or not mask[d]:
+            continue
+        size = _offer(heap_val, heap_idx, size, k, v, d)
+        if size == k:
+            threshold = heap_val[0]
+    return size
 
 
 @njit(cache=True, nogil=True)
 def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
-                 doc_len, idf, avg_len, code, k1, b, delta, base, query_indptr, query_terms, n_docs, k, mask,
-                 out_idx, out_val, out_count):
-    """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`): each query
-    term's postings decoded and scored (``scoring.tf_formula``, the vectorised path's formula)
-    as they are added, so nothing but the query's postings is read; a query's decoded
-    documents are kept for taking its top k."""
-    acc = np.zeros(n_docs, dtype=np.float64)
+                 norms, idf, code, k1, delta, base, query_indptr, query_terms, n_docs, k, mask,
+                 out_idx, out_val, out_count, chunk):
+    """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`), each posting
+    decoded and scored as it is added (``norms``: each document's
+    ``bm25_formulas.length_norm``), so nothing but the query's postings is read.
+
+    A query is scored ``chunk`` documents at a time: every term's postings in the chunk, in the
+    query's order, then the chunk's top candidates offered to the heap. The accumulator and the
+    norms a chunk touches stay in the core's cache, where a whole-collection accumulator would
+    miss it on every posting; a document's terms are still added in the query's order, so its
+    score is the same to the bit."""
+    acc = np.zeros(chunk, dtype=np.float64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
-    longest_term, longest_query = 1, 1
+    longest = 1
     for q in range(len(query_indptr) - 1):
-        total = 0
-        for j in range(query_indptr[q], query_indptr[q + 1]):
-            longest_term = max(longest_term, counts[query_terms[j]])
-            total += counts[query_terms[j]]
-        longest_query = max(longest_query, total)
-    docs = np.empty(longest_query, dtype=np.int64)
-    tf = np.empty(longest_term, dtype=np.float64)
-    values = np.empty(longest_term, dtype=np.float32)
+        longest = max(longest, query_indptr[q + 1] - query_indptr[q])
+    position = np.zeros(longest, dtype=np.int64)  # each term's next posting
+    previous = np.zeros(longest, dtype=np.int64)  # ... and the document before it
+    cap = chunk // 4  # a chunk with more postings than this is scanned whole
+    touched = np.empty(cap + 1, dtype=np.int64)
     for q in range(len(query_indptr) - 1):
-        at = 0
-        s_lo, s_hi = 0, 0  # the query's shortest posting list of at least k documents, in docs
-        for j in range(query_indptr[q], query_indptr[q + 1]):
-            t = query_terms[j]
-            n = counts[t]
-            if n >= k and (s_hi == s_lo or n < s_hi - s_lo):
-                s_lo, s_hi = at, at + n
-            term_docs = docs[at:at + n]
-            _read_term(gap_width[t], gaps1, gaps2, gaps4, gap_offset[t], n, term_docs, True)  # gaps to documents
-            _read_term(tf_width[t], tf1, tf2, tf4, tf_offset[t], n, tf, False)
-            weight = idf[t]
-            for i in range(n):
-                tfc = tf_formula(tf[i], np.float64(doc_len[term_docs[i]]), avg_len, code, k1, b, delta)
-                values[i] = np.float32(weight * (tfc - base))
-            _add_postings(term_docs, values, 0, n, acc)
-            at += n
-        if 4 * at >= n_docs:
-            _finish_scan(q, acc, n_docs, mask, k, heap_val, heap_idx, out_idx, out_val, out_count, docs, s_lo, s_hi)
-        else:
-            floor = _floor(docs, s_lo, s_hi, acc, mask, k, heap_val, heap_idx)
-            size = _push(docs, 0, at, acc, mask, k, heap_val, heap_idx, 0, True, floor)
-            _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
+        lo = query_indptr[q]
+        m = query_indptr[q + 1] - lo
+        for j in range(m):
+            position[j] = 0
+            previous[j] = 0
+        size = 0
+        for first in range(0, n_docs, chunk):
+            limit = min(n_docs, first + chunk)
+            n_touched = 0
+            for j in range(m):
+                t = query_terms[lo + j]
+                if position[j] == counts[t]:
+                    continue
+                width = gap_width[t]
+                if width == 1:
+                    position[j], previous[j], n_touched = _score_range_tf(
+                        gaps1, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, cap)
+                elif width == 2:
+                    position[j], previous[j], n_touched = _score_range_tf(
+                        gaps2, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, cap)
+                else:
+                    position[j], previous[j], n_touched = _score_range_tf(
+                        gaps4, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, cap)
+            if n_touched > cap:
+                size = _offer_chunk(None, limit - first, first, acc, mask, k, heap_val, heap_idx, size)
+            elif n_touched:
+                size = _offer_chunk(touched, n_touched, first, acc, mask, k, heap_val, heap_idx, size)
+        _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
 
 
 @njit(cache=True, nogil=True)

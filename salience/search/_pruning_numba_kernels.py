@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from salience.search._numba_kernels import _offer, _write_row, tf_formula
+from salience.search._numba_kernels import _offer, _write_row, length_norm, tf_from_norm
 from salience.search.block_bounds import BLOCK_SIZE
 
 _END = np.iinfo(np.int64).max  # the cursor of a term whose postings are exhausted
@@ -40,12 +40,10 @@ def _cannot_enter(bound, theta):
 
 
 @njit(inline="always")
-def _decode(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2,
-            tf4, csr_indptr, csr_indices, csr_scores, first_block, block_last, doc_len, idf, avg_len, code, k1, b,
-            delta, base, buf_docs, buf_val):
-    """Block ``block`` of term ``t`` into row ``i`` of the buffers: its documents and their
-    contributions, computed as the exhaustive kernels compute them (float32, then float64);
-    its length."""
+def _decode_docs(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, csr_indptr, csr_indices,
+                 first_block, block_last, buf_docs):
+    """The documents of block ``block`` of term ``t`` into row ``i`` of ``buf_docs``; its
+    length. A prefix sum of gaps: cheap next to scoring, which waits until a posting is needed."""
     start = block * BLOCK_SIZE
     n = min(BLOCK_SIZE, counts[t] - start)
     if packed:
@@ -60,30 +58,75 @@ def _decode(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, ga
             else:
                 doc += gaps4[at + r]
             buf_docs[i, r] = doc
-        at = tf_offset[t] + start
-        width = tf_width[t]
-        weight = idf[t]
-        for r in range(n):
-            if width == 1:
-                tf = np.float64(tf1[at + r])
-            elif width == 2:
-                tf = np.float64(tf2[at + r])
-            else:
-                tf = np.float64(tf4[at + r])
-            tfc = tf_formula(tf, np.float64(doc_len[buf_docs[i, r]]), avg_len, code, k1, b, delta)
-            buf_val[i, r] = np.float64(np.float32(weight * (tfc - base)))
     else:
         at = csr_indptr[t] + start
         for r in range(n):
             buf_docs[i, r] = csr_indices[at + r]
-            buf_val[i, r] = np.float64(csr_scores[at + r])
     return n
+
+
+@njit(inline="always")
+def _posting_value(t, j, doc, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1,
+                   delta, base):
+    """The contribution of posting ``j`` of term ``t`` (to document ``doc``), computed as the
+    exhaustive kernels compute it (float64, cast to float32)."""
+    if not packed:
+        return np.float64(csr_scores[csr_indptr[t] + j])
+    at = tf_offset[t] + j
+    width = tf_width[t]
+    if width == 1:
+        tf = np.float64(tf1[at])
+    elif width == 2:
+        tf = np.float64(tf2[at])
+    else:
+        tf = np.float64(tf4[at])
+    tfc = tf_from_norm(tf, norms[doc], code, k1, delta)
+    return np.float64(np.float32(idf[t] * (tfc - base)))
+
+
+@njit(inline="always")
+def _scored_block(tfs, at, n, i, weight, norms, code, k1, delta, base, buf_docs, buf_val):
+    for r in range(n):
+        tfc = tf_from_norm(np.float64(tfs[at + r]), norms[buf_docs[i, r]], code, k1, delta)
+        buf_val[i, r] = np.float64(np.float32(weight * (tfc - base)))
+
+
+@njit(inline="always")
+def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf,
+                  code, k1, delta, base, buf_docs, buf_val):
+    """The contributions of the ``n`` postings of block ``block`` of term ``t`` (its documents
+    in row ``i`` of ``buf_docs``) into row ``i`` of ``buf_val``."""
+    start = block * BLOCK_SIZE
+    if not packed:
+        at = csr_indptr[t] + start
+        for r in range(n):
+            buf_val[i, r] = np.float64(csr_scores[at + r])
+        return
+    at = tf_offset[t] + start
+    width = tf_width[t]
+    if width == 1:
+        _scored_block(tf1, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+    elif width == 2:
+        _scored_block(tf2, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+    else:
+        _scored_block(tf4, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+
+
+@njit(inline="always")
+def _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
+              csr_scores, norms, idf, code, k1, delta, base):
+    """The contribution of the posting of document ``d`` at ``pos[i]`` of term row ``i``'s
+    decoded block: read when the block was scored whole, else scored alone."""
+    if valued[i] == block[i]:
+        return buf_val[i, pos[i]]
+    return _posting_value(terms[i], block[i] * BLOCK_SIZE + pos[i], d, packed, tf_width, tf_offset, tf1, tf2, tf4,
+                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
 
 
 @njit(cache=True, nogil=True)
 def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
                  csr_indptr, csr_indices, csr_scores, first_blocks, block_last, frontier_end, frontier_tf,
-                 frontier_len, block_max, doc_len, idf, avg_len, code, k1, b, delta, base,
+                 frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base,
                  query_indptr, query_terms, k, mask, out_idx, out_val, out_count, work):
     """Each query's best ``k`` documents with a positive score, best first, into row ``q`` of
     the outputs, as :func:`~salience.search._numba_kernels.top_k_packed` (``packed``) or
@@ -107,7 +150,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
     n_blocks = np.empty(longest, dtype=np.int64)
     bound_at = np.empty(longest, dtype=np.int64)  # each term's first block in ``bounds``
     block = np.empty(longest, dtype=np.int64)
-    decoded = np.empty(longest, dtype=np.int64)
+    decoded = np.empty(longest, dtype=np.int64)  # the block whose documents are in buf_docs
+    valued = np.empty(longest, dtype=np.int64)  # the block whose contributions are in buf_val
     length = np.zeros(longest, dtype=np.int64)
     pos = np.zeros(longest, dtype=np.int64)
     window_bound = np.empty(longest, dtype=np.float64)
@@ -133,8 +177,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     lo = frontier_end[g - 1] if g > 0 else 0
                     best = np.float32(0.0)
                     for p in range(lo, frontier_end[g]):
-                        tfc = tf_formula(np.float64(frontier_tf[p]), np.float64(frontier_len[p]), avg_len, code, k1,
-                                         b, delta)
+                        norm = length_norm(np.float64(frontier_len[p]), avg_len, code, b)
+                        tfc = tf_from_norm(np.float64(frontier_tf[p]), norm, code, k1, delta)
                         best = max(best, np.float32(idf[t] * (tfc - base)))
                     bounds[at + blk] = np.float64(best) * (1.0 + _WIDEN)
                 else:
@@ -142,6 +186,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
             at += n_blocks[i]
             block[i] = 0
             decoded[i] = -1
+            valued[i] = -1
         size = 0
         theta = 0.0  # a document must score above this: 0 until k are held, then the k-th
         start = 0
@@ -182,13 +227,15 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
             for r in range(essential, m):
                 i = order[r]
                 if decoded[i] != block[i]:
-                    length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1, gaps2,
-                                        gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_indices,
-                                        csr_scores, first[i], block_last, doc_len, idf, avg_len, code, k1, b, delta,
-                                        base, buf_docs, buf_val)
+                    length[i] = _decode_docs(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
+                                             gaps2, gaps4, csr_indptr, csr_indices, first[i], block_last, buf_docs)
                     work[0] += length[i]
                     decoded[i] = block[i]
                     pos[i] = 0
+                if valued[i] != block[i]:  # an essential block adds every posting: all are scored
+                    _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
+                                  csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs, buf_val)
+                    valued[i] = block[i]
                 while pos[i] < length[i] and buf_docs[i, pos[i]] < start:
                     pos[i] += 1
                 p = pos[i]
@@ -218,17 +265,16 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     if block[i] == n_blocks[i]:
                         continue
                     if decoded[i] != block[i]:
-                        length[i] = _decode(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
-                                            gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
-                                            csr_indices, csr_scores, first[i], block_last, doc_len, idf, avg_len,
-                                            code, k1, b, delta, base, buf_docs, buf_val)
+                        length[i] = _decode_docs(i, terms[i], block[i], packed, counts, gap_width, gap_offset, gaps1,
+                                                 gaps2, gaps4, csr_indptr, csr_indices, first[i], block_last, buf_docs)
                         work[0] += length[i]
                         decoded[i] = block[i]
                         pos[i] = 0
                     while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
                         pos[i] += 1
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
-                        partial += buf_val[i, pos[i]]
+                        partial += _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset,
+                                             tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
                 if not enters:
                     continue
                 # the exact score: every term's contribution added in the query's order, as the
@@ -241,7 +287,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
                         pos[i] += 1
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
-                        score += buf_val[i, pos[i]]
+                        score += _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset,
+                                           tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
                 if score > 0.0:
                     size = _offer(heap_val, heap_idx, size, k, score, d)
                     if size == k:

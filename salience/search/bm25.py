@@ -88,8 +88,8 @@ class BM25(SegmentedIndex, PostingScores):
     pruning : {"auto", "maxscore", "off"}
         Dynamic pruning of the numba kernel (:mod:`salience.search.pruning`): block-max
         MaxScore returns the exhaustive search's top k and scores, reading a fraction of the
-        postings; ``auto`` prunes the queries of at most 5 terms holding at least 131,072
-        postings, for cuts of at most 100 documents.
+        postings; ``auto`` prunes the queries of at most 5 terms one of which holds at
+        least 16,384 postings and 95% of the query's, for cuts of at most 100 documents.
 
     Examples
     --------
@@ -277,8 +277,8 @@ class BM25(SegmentedIndex, PostingScores):
     def _search_exhaustive(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
         kernel = self._kernel()
         if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
-            batches = [(encoded, *top_k_packed_numba(self._packed, self._doc_len, self._idf, self._avg_len, self.variant,
-                                                     self.k1, self.b, self.delta, encoded, k, mask))]
+            batches = [(encoded, *top_k_packed_numba(self._packed, self._length_norms(), self._idf, self.variant, self.k1,
+                                                     self.delta, encoded, k, mask))]
         elif kernel is not None:
             scores, rows = self._query_scores(encoded)
             batches = [(encoded, *top_k_numba(kernel, scores, rows, k, mask))]

@@ -57,6 +57,19 @@ class PostingScores:
         self._rescore()
         self._packed = None
 
+    def _length_norms(self) -> np.ndarray:
+        """Each document's :func:`~salience.core.bm25_formulas.length_norm` (float64), what the
+        packed kernels score its postings with; cached until the lengths, the average or the
+        scoring parameters change (a reader in another thread sees either array, both valid)."""
+        code = scoring.VARIANTS.index(self.variant)
+        key = (self._doc_len, float(self._avg_len), float(self.b), code == 5)
+        cached = getattr(self, "_norms_cache", None)
+        if cached is None or cached[0][0] is not key[0] or cached[0][1:] != key[1:]:
+            norms = scoring.length_norm(self._doc_len.astype(np.float64), float(self._avg_len), code, float(self.b))
+            cached = (key, norms)
+            self._norms_cache = cached
+        return cached[1]
+
     def collection_statistics(self) -> tuple[list[str], np.ndarray, int, float]:
         """(terms, each term's live document frequency, live documents, their total length):
         what a sharded index sums over its shards for global statistics."""

@@ -6,14 +6,17 @@ memory. The top k and their scores are the exhaustive search's.
 When it runs (``BM25(pruning=...)``):
 
 * ``"auto"`` (the default) prunes a query when ``k`` is at most :data:`AUTO_MAX_K` (100), it
-  has at most :data:`AUTO_MAX_TERMS` terms (5), those terms hold at least
-  :data:`AUTO_MIN_POSTINGS` postings (131,072), and the bounds exist. Deeper cuts keep the
-  k-th score low, so few documents can be skipped. Below that many postings the exhaustive
-  kernel's tight loop is faster than pruning's bookkeeping. With more terms, few of them
-  become non-essential. The rule was chosen on dev data only: synthetic Zipf collections of
-  2 x 10^5 and 10^6 documents, with their own seeded queries and the shared sets' **dev**
-  queries moved onto them by frequency rank. The shared
-  sets themselves are too small for any query to reach it, so they are searched exhaustively;
+  has at most :data:`AUTO_MAX_TERMS` terms (5), one of its terms holds at least
+  :data:`AUTO_MIN_POSTINGS` postings (16,384) and at least :data:`AUTO_MIN_SHARE` (95%) of the
+  query's postings, and the bounds exist. Such a query's top k is decided by its few rare
+  postings, and the long list's blocks are mostly stepped over. Where the postings are spread
+  over several terms, the exhaustive kernel (scoring a cache-sized chunk of documents at a
+  time) is faster than pruning's bookkeeping. Deeper cuts keep the k-th score low, so few
+  documents can be skipped. The rule was chosen on dev data only: a synthetic Zipf
+  collection of 10^6 documents (its own seed) with its own seeded queries and the shared
+  sets' **dev** queries moved onto it by frequency rank, each query timed both ways. The
+  shared sets themselves are too small for any query to reach it, so they are searched
+  exhaustively;
 * ``"maxscore"`` prunes whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
 
@@ -33,14 +36,16 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 
-__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
+__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
 PRUNING = ("auto", "maxscore", "off")
 #: ``pruning="auto"`` prunes cuts of at most this many documents
 AUTO_MAX_K = 100
-#: ... and queries whose terms hold at least this many postings: below it, the exhaustive kernel's
-#: tight loop over few postings is faster than pruning's bookkeeping
-AUTO_MIN_POSTINGS = 1 << 17
+#: ... and queries one of whose terms holds at least this many postings ...
+AUTO_MIN_POSTINGS = 1 << 14
+#: ... and at least this share of the query's postings: the rest are few, so the top k is
+#: found early and most of the long list's blocks cannot beat it
+AUTO_MIN_SHARE = 0.95
 #: ... and of at most this many terms: with more, few terms are ever non-essential, and looking
 #: each candidate up in every one of them costs more than scoring every posting
 AUTO_MAX_TERMS = 5
@@ -74,13 +79,15 @@ def _memory_bounds(index) -> tuple:
 _EMPTY_I = np.zeros(1, dtype=np.int64)
 _EMPTY_F = np.zeros(1, dtype=np.float32)
 _EMPTY_U8 = np.zeros(1, dtype=np.uint8)
+_EMPTY_F64 = np.zeros(1, dtype=np.float64)
 
 
 def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
     """The positions of the queries of ``encoded`` that this search prunes (see the module
     docstring): none when pruning is off, numba is missing or the bounds are; under ``"auto"``
-    those of at most :data:`AUTO_MAX_TERMS` terms holding at least :data:`AUTO_MIN_POSTINGS`
-    postings, when ``k`` is at most :data:`AUTO_MAX_K`."""
+    those of at most :data:`AUTO_MAX_TERMS` terms one of which holds at least
+    :data:`AUTO_MIN_POSTINGS` postings and :data:`AUTO_MIN_SHARE` of the query's, when ``k``
+    is at most :data:`AUTO_MAX_K`."""
     auto = index.pruning == "auto"
     if index.pruning == "off" or (auto and k > AUTO_MAX_K):
         return []
@@ -96,20 +103,24 @@ def queries_to_prune(index, encoded: list[list[int]], k: int) -> list[int]:
         return []
     if not auto:
         return list(range(len(encoded)))
-    return [i for i, terms in enumerate(encoded)
-            if 0 < len(terms) <= AUTO_MAX_TERMS and int(counts[terms].sum()) >= AUTO_MIN_POSTINGS]
+    chosen = []
+    for i, terms in enumerate(encoded):
+        if 0 < len(terms) <= AUTO_MAX_TERMS:
+            held = counts[terms]
+            longest_list = int(held.max())
+            if longest_list >= AUTO_MIN_POSTINGS and longest_list >= AUTO_MIN_SHARE * int(held.sum()):
+                chosen.append(i)
+    return chosen
 
 
 def _posting_counts(index) -> tuple[np.ndarray, int]:
-    """(postings per term, the most postings any query of :data:`AUTO_MAX_TERMS` terms can
-    hold) of the index's searched postings, cached until they change (a search of one query
-    must not pay for a pass over the vocabulary)."""
+    """(postings per term, the longest list) of the index's searched postings, cached until
+    they change (a search of one query must not pay for a pass over the vocabulary)."""
     source = index._packed if index._packed is not None else index._scores_matrix
     cached = getattr(index, "_posting_counts_cache", None)
     if cached is None or cached[0] is not source:
         counts = source.counts if index._packed is not None else np.diff(source.indptr)
-        # a query may repeat a term: its longest list that many times
-        cached = (source, counts, int(counts.max(initial=0)) * AUTO_MAX_TERMS)
+        cached = (source, counts, int(counts.max(initial=0)))
         index._posting_counts_cache = cached
     return cached[1], cached[2]
 
@@ -128,6 +139,7 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
         counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4 = packed.kernel_arrays()
         csr = (_EMPTY_I, _EMPTY_I, _EMPTY_F)
         blocks = (bounds.starts, bounds.last, bounds.frontier_end, bounds.frontier_tf, bounds.frontier_len, _EMPTY_F)
+        norms = index._length_norms()
     else:
         scores = index._scores_matrix
         starts, last, maxima = _memory_bounds(index)
@@ -139,12 +151,13 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
                                   np.zeros(1, dtype=np.uint16), np.zeros(1, dtype=np.float32))
         csr = (scores.indptr.astype(np.int64, copy=False), scores.indices, scores.data)
         blocks = (starts, last, _EMPTY_I, _EMPTY_F, _EMPTY_F, maxima)
+        norms = _EMPTY_F64  # the postings' scores are precomputed
     arrays = _kernel_arrays(encoded, k, n_docs, mask)
     query_indptr, query_terms, _, k_used, mask_used = arrays[:5]
     out_idx, out_val, out_count = arrays[-3:]
     base = float(scoring.nonoccurrence_component(index.variant, index.k1, index.delta))
     kernel(packed is not None, counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4, *csr,
-           *blocks, index._doc_len, index._idf, float(index._avg_len), scoring.VARIANTS.index(index.variant),
+           *blocks, norms, index._idf, float(index._avg_len), scoring.VARIANTS.index(index.variant),
            float(index.k1), float(index.b), float(index.delta), base, query_indptr, query_terms, k_used, mask_used,
            out_idx, out_val, out_count, work if work is not None else np.zeros(2, dtype=np.int64))
     return out_idx, out_val, out_count

@@ -15,6 +15,10 @@ __all__ = ["score_block", "top_k_block", "top_k_numba", "top_k_packed_numba", "n
 #: a batch of queries is scored into a dense (batch x documents) block of at most this many cells
 MAX_BLOCK_CELLS = 1 << 22
 
+#: documents a packed query is scored over at a time: their accumulator and length norms
+#: (8 bytes each) fill half a megabyte, within a core's L2 cache on current x86 and ARM servers
+SCORE_CHUNK = 1 << 15
+
 
 def numba_kernel():
     """The compiled top-k kernel, or None when numba is not installed."""
@@ -107,14 +111,15 @@ def _kernel_arrays(encoded: list[list[int]], k: int, n_total: int, mask: np.ndar
     return query_indptr, query_terms, n_total, width, mask, positions, values, counts
 
 
-def top_k_packed_numba(packed, doc_len: np.ndarray, idf: np.ndarray, avg_len: float, variant: str, k1: float, b: float,
-                       delta: float, encoded: list[list[int]], k: int, mask: np.ndarray | None):
+def top_k_packed_numba(packed, norms: np.ndarray, idf: np.ndarray, variant: str, k1: float, delta: float,
+                       encoded: list[list[int]], k: int, mask: np.ndarray | None, chunk: int = SCORE_CHUNK):
     """The compiled kernel's top ``k`` per query over packed postings (:mod:`salience.search.packed`),
-    each posting scored as it is read, as :func:`~salience.search.scoring.posting_scores` does."""
+    each posting scored as it is read, as :func:`~salience.search.scoring.posting_scores` does
+    (``norms``: each document's :func:`~salience.core.bm25_formulas.length_norm`)."""
     from salience.core import bm25_formulas as scoring
     from salience.search._numba_kernels import top_k_packed
 
-    arrays = _kernel_arrays(encoded, k, len(doc_len), mask)
-    top_k_packed(*packed.kernel_arrays(), doc_len, idf, float(avg_len), scoring.VARIANTS.index(variant), float(k1), float(b),
-                 float(delta), float(scoring.nonoccurrence_component(variant, k1, delta)), *arrays)
+    arrays = _kernel_arrays(encoded, k, len(norms), mask)
+    top_k_packed(*packed.kernel_arrays(), norms, idf, scoring.VARIANTS.index(variant), float(k1), float(delta),
+                 float(scoring.nonoccurrence_component(variant, k1, delta)), *arrays, int(chunk))
     return arrays[-3:]

@@ -97,6 +97,23 @@ def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params, backend
     _equal_results(packed, memory)
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 64, 399, 400, 1 << 15])
+def test_the_packed_kernel_gives_the_same_top_k_whatever_documents_it_scores_at_a_time(tmp_path, monkeypatch, chunk):
+    # chunks of one document, chunks that end inside a term's gaps, one chunk, and chunks whose
+    # touched documents exceed the room kept for them (then the chunk is scanned whole)
+    pytest.importorskip("numba")
+    from salience.search import topk
+
+    memory = BM25(backend="numba").index(DOCS)
+    memory.save(tmp_path / "ix")
+    packed = BM25.load(tmp_path / "ix")
+    monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk,))
+    _equal_results(packed, memory)
+    mask = {"year": {"<": 2000}}
+    for query in QUERIES:
+        assert packed.search(query, k=400, where=mask).ids == memory.search(query, k=400, where=mask).ids
+
+
 def test_packed_postings_are_smaller_than_unpacked(tmp_path):
     BM25().index(DOCS).save(tmp_path / "ix")
     folder = tmp_path / "ix" / "seg-000000"

@@ -13,7 +13,7 @@ import pytest
 from salience.exceptions import CorruptIndexError
 from salience.search import BM25
 from salience.search.block_bounds import BLOCK_SIZE, block_bound_files, block_frontiers, score_maxima
-from salience.search.pruning import AUTO_MIN_POSTINGS, NoBlockBoundsWarning, pruned_top_k, queries_to_prune
+from salience.search.pruning import AUTO_MIN_POSTINGS, AUTO_MIN_SHARE, NoBlockBoundsWarning, pruned_top_k, queries_to_prune
 from tests.conftest import data_path, read_jsonl
 
 pytest.importorskip("numba")
@@ -175,8 +175,9 @@ def test_pruning_is_a_parameter_the_registry_checks():
 
 
 def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
-    """Under pruning="auto" a batch is split: queries of at most 5 terms holding at least
-    AUTO_MIN_POSTINGS postings are pruned, the others scored exhaustively, every result in its place."""
+    """Under pruning="auto" a batch is split: queries of at most 5 terms one of which holds at
+    least AUTO_MIN_POSTINGS postings and AUTO_MIN_SHARE of the query's are pruned, the others
+    scored exhaustively, every result in its place."""
     import salience.search.pruning as pruning
 
     docs, queries = _zipf_corpus(3000, seed=9)
@@ -184,12 +185,14 @@ def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
     encoded = index._encode_queries(queries)
     counts = np.diff(index._scores_matrix.indptr)
     assert queries_to_prune(index, encoded, 10) == []  # a small collection: nothing is long enough
-    monkeypatch.setattr(pruning, "AUTO_MIN_POSTINGS", 2000)
+    monkeypatch.setattr(pruning, "AUTO_MIN_POSTINGS", 500)
+    monkeypatch.setattr(pruning, "AUTO_MIN_SHARE", 0.6)
     chosen = queries_to_prune(index, encoded, 10)
-    assert chosen == [i for i, q in enumerate(encoded) if 0 < len(q) <= 5 and counts[q].sum() >= 2000]
+    assert chosen == [i for i, q in enumerate(encoded)
+                      if 0 < len(q) <= 5 and counts[q].max() >= 500 and counts[q].max() >= 0.6 * counts[q].sum()]
     assert 0 < len(chosen) < len(queries)
     assert queries_to_prune(index, encoded, 101) == []  # a deep cut
     mixed = index.search_batch(queries, k=10)
     index.pruning = "off"
     assert [(r.ids, r.values.tolist()) for r in mixed] == [(r.ids, r.values.tolist()) for r in index.search_batch(queries, k=10)]
-    assert AUTO_MIN_POSTINGS == 1 << 17
+    assert (AUTO_MIN_POSTINGS, AUTO_MIN_SHARE) == (1 << 14, 0.95)
