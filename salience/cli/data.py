@@ -76,7 +76,9 @@ def _cmd_select(args) -> int:
 
 def _select(args):
     from salience.data import HashedNgrams, select_documents
+    from salience.parallel.memory import reuse_freed_memory
 
+    reuse_freed_memory()  # one job that ends: shard after shard reuses the same memory
     return select_documents(args.target, args.raw, args.out, k=args.k, method=args.method,
                               sampling=args.sampling or "gumbel",
                               seed=args.seed, text_field=args.text_field, label_field=args.label_field,
@@ -90,7 +92,9 @@ def _select(args):
 
 def _cmd_dedup(args) -> int:
     from salience.data.dedup import dedup_files
+    from salience.parallel.memory import reuse_freed_memory
 
+    reuse_freed_memory()  # one job that ends: shard after shard reuses the same memory
     refuse_unused(args, args.near, ("threshold", "num_perm"), "to --near (MinHash near duplicates)")
     refuse_unused(args, args.semantic, ("encoder", "similarity", "clusters", "keep_order", "no_center"),
                   "to --semantic (SemDeDup)")
