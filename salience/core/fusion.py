@@ -196,18 +196,19 @@ class _ScoreFusion(Fuser):
     def combine(self, ranked, w, candidates) -> Scores:
         runs = _normalized(ranked, self.normalize, candidates)
         index = dict(zip(candidates, range(len(candidates))))
-        values = self.fused_values(runs, w, [_positions(r, index) for r in runs], len(candidates))
+        values = self.fused_values([r.values for r in runs], w, [_positions(r, index) for r in runs], len(candidates))
         # candidates are distinct and every value finite (normalised scores, finite weights): no checks
         return Scores.unchecked(values, candidates).sorted()
 
-    def fused_values(self, runs: list[Scores], w: np.ndarray, places: list[np.ndarray], n: int) -> np.ndarray:
-        """Each of ``n`` candidates' fused score from the normalised ``runs``, whose items stand at
-        ``places`` among the candidates (a caller that numbers the candidates its own way, as
-        the hybrid does by index position, gets the same additions in the same order)."""
+    def fused_values(self, runs: list[np.ndarray], w: np.ndarray, places: list[np.ndarray], n: int) -> np.ndarray:
+        """Each of ``n`` candidates' fused score from the normalised scores of ``runs`` (one
+        array per run, rank order), whose items stand at ``places`` among the candidates (a
+        caller that numbers the candidates its own way, as the hybrid does by index position,
+        gets the same additions in the same order)."""
         total, held = np.zeros(n), np.zeros(n, dtype=np.int64)
         largest, smallest = np.full(n, -np.inf), np.full(n, np.inf)
-        for weight, r, pos in zip(w, runs, places):
-            values = weight * r.values
+        for weight, run, pos in zip(w, runs, places):
+            values = weight * run
             total[pos] += values
             held[pos] += 1
             largest[pos] = np.maximum(largest[pos], values)

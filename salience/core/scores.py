@@ -13,7 +13,7 @@ import numpy as np
 from salience.core.checks import check_k
 from salience.exceptions import InvalidParameterError, ShapeError, unknown_choice
 
-__all__ = ["Scores", "rank_order", "first_duplicate"]
+__all__ = ["Scores", "rank_order", "first_duplicate", "normalized_values"]
 
 _NORMALIZATIONS = ("minmax", "zscore", "sum", "max", "rank")
 _FLOOR = 1e-9
@@ -36,6 +36,20 @@ def first_duplicate(items: Iterable[Any]) -> Any | None:
 def rank_order(values: np.ndarray) -> np.ndarray:
     """Indices that sort ``values`` descending, ties by position (stable)."""
     return np.argsort(-np.asarray(values, dtype=np.float64), kind="stable")
+
+
+def normalized_values(v: np.ndarray, method: str) -> np.ndarray:
+    """:meth:`Scores.normalize`'s rescaling of finite, non-empty float64 values by a method
+    that needs no ranks (``minmax``, ``zscore``, ``sum``, ``max``)."""
+    if method == "minmax":
+        return (v - v.min()) / max(v.max() - v.min(), _FLOOR)
+    if method == "zscore":
+        return (v - v.mean()) / max(v.std(), _FLOOR)
+    if method == "sum":
+        return (v - v.min()) / max(v.sum() - v.min() * len(v), _FLOOR)
+    if method == "max":
+        return v / max(v.max(), _FLOOR)
+    raise unknown_choice("normalization", method, _NORMALIZATIONS[:-1])
 
 
 class Scores:
@@ -225,14 +239,5 @@ class Scores:
             return Scores([], ids=[])
         if not np.isfinite(v).all():
             raise InvalidParameterError(f"cannot {method}-normalize scores that contain +-inf.")
-        if method == "minmax":
-            out = (v - v.min()) / max(v.max() - v.min(), _FLOOR)
-        elif method == "zscore":
-            out = (v - v.mean()) / max(v.std(), _FLOOR)
-        elif method == "sum":
-            out = (v - v.min()) / max(v.sum() - v.min() * len(v), _FLOOR)
-        elif method == "max":
-            out = v / max(v.max(), _FLOOR)
-        else:
-            out = 1.0 - (self.rank() - 1) / len(v)
+        out = 1.0 - (self.rank() - 1) / len(v) if method == "rank" else normalized_values(v, method)
         return Scores.unchecked(out, list(self.ids))

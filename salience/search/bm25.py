@@ -37,7 +37,8 @@ from salience.search.packed import PackedPostings
 from salience.search.pruning import PRUNING, pruned_top_k, queries_to_prune
 from salience.search.posting_scores import PostingScores
 from salience.search.postings import encode_shard, field_counts, in_vocabulary
-from salience.search.topk import MAX_BLOCK_CELLS, numba_kernel, score_block, top_k_block, top_k_numba, top_k_packed_numba
+from salience.search.topk import (MAX_BLOCK_CELLS, empty_rows, numba_kernel, score_block, top_k_block, top_k_numba,
+                                  top_k_packed_numba)
 from salience.io.documents import Document, read_queries
 from salience.text.tokenize import TermEncoder, Tokenizer
 
@@ -260,46 +261,54 @@ class BM25(SegmentedIndex, PostingScores):
         return kernel
 
     def _search_encoded(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
+        positions, values, counts = self._search_rows(encoded, k, mask)
+        return Scores.unchecked_rows(values, self._id_array[positions].tolist(), counts.tolist())
+
+    def _search_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> tuple:
+        """``(positions, values, counts)``: each query's top ``k`` as rows of index positions
+        and scores (the first ``counts[q]`` of row ``q`` valid), best first."""
         kernel = self._kernel()
         chosen = queries_to_prune(self, encoded, k) if kernel is not None else []
         if not chosen:
-            return self._search_exhaustive(encoded, k, mask)
+            return self._with_constant(encoded, *self._exhaustive_rows(encoded, k, mask))
         # the chosen queries pruned (the same top k, most postings never read), the others exhaustively
-        pruned = [encoded[i] for i in chosen]
-        results: list = [None] * len(encoded)
-        for i, found in zip(chosen, self._as_scores([(pruned, *pruned_top_k(self, pruned, k, mask))])):
-            results[i] = found
-        others = [i for i, found in enumerate(results) if found is None]
-        for i, found in zip(others, self._search_exhaustive([encoded[i] for i in others], k, mask) if others else []):
-            results[i] = found
-        return results
+        positions, values, counts = empty_rows(len(encoded), k, len(self._ids))
+        positions[chosen], values[chosen], counts[chosen] = pruned_top_k(self, [encoded[i] for i in chosen], k, mask)
+        others = np.setdiff1d(np.arange(len(encoded)), chosen)
+        if len(others):
+            positions[others], values[others], counts[others] = self._exhaustive_rows([encoded[i] for i in others], k,
+                                                                                      mask)
+        return self._with_constant(encoded, positions, values, counts)
 
-    def _search_exhaustive(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> list[Scores]:
+    def _exhaustive_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> tuple:
         kernel = self._kernel()
         if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
-            batches = [(encoded, *top_k_packed_numba(self._packed, self._length_norms(), self._idf, self.variant, self.k1,
-                                                     self.delta, encoded, k, mask))]
-        elif kernel is not None:
-            scores, rows = self._query_scores(encoded)
-            batches = [(encoded, *top_k_numba(kernel, scores, rows, k, mask))]
-        else:
-            scores, rows = self._query_scores(encoded)
-            block = max(1, min(1024, MAX_BLOCK_CELLS // max(scores.shape[1], 1)))
-            batches = []
-            for start in range(0, len(encoded), block):
-                chunk = encoded[start : start + block]
-                batches.append((chunk, *top_k_block(score_block(scores, rows[start : start + block]), k, mask)))
-        return self._as_scores(batches)
+            return top_k_packed_numba(self._packed, self._length_norms(), self._idf, self.variant, self.k1,
+                                      self.delta, encoded, k, mask)
+        scores, rows = self._query_scores(encoded)
+        if kernel is not None:
+            return top_k_numba(kernel, scores, rows, k, mask)
+        block = max(1, min(1024, MAX_BLOCK_CELLS // max(scores.shape[1], 1)))
+        parts = [top_k_block(score_block(scores, rows[start : start + block]), k, mask)
+                 for start in range(0, len(encoded), block)]
+        if not parts:
+            return empty_rows(0, k, scores.shape[1])
+        return tuple(np.concatenate(column) for column in zip(*parts))
 
-    def _as_scores(self, batches) -> list[Scores]:
-        """Each (queries, positions, values, counts) batch of top-k rows as Scores, in order."""
-        results: list[Scores] = []
-        for chunk, positions, values, counts in batches:
-            if self._nonocc.any():
-                # BM25L / BM25+ credit absent query terms too: a per-query constant
-                values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in chunk])[:, None]
-            results += Scores.unchecked_rows(values, self._id_array[positions].tolist(), counts.tolist())
-        return results
+    def _with_constant(self, encoded: list[list[int]], positions, values, counts) -> tuple:
+        if self._nonocc.any():
+            # BM25L / BM25+ credit absent query terms too: a per-query constant
+            values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in encoded])[:, None]
+        return positions, values, counts
+
+    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> tuple:
+        """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
+        holding query ``q``'s top ``k`` as index positions (ids: :meth:`position_ids`) and
+        scores, its first ``counts[q]`` valid. What a hybrid fuses before naming documents."""
+        self._require_index()
+        if isinstance(queries, str):
+            raise InvalidParameterError("top_rows takes a list of queries.")
+        return self._search_rows(self._encode_queries(list(queries)), check_k(k), self._filter_mask(where))
 
     def search_batch(
         self,

@@ -299,11 +299,32 @@ class Dense(SegmentedIndex):
         allowed = self._live if mask is None else (self._live & mask)
         if self.approximate is not None:
             return self._search_approximate(vectors, k, allowed)
-        positions, values, counts = exact_top_k(self._blocks, vectors, k, allowed, self.block_size)
+        positions, values, counts = self._exact_rows(vectors, k, allowed)
         # the index's ids are distinct and its vectors finite (checked as they were added)
         ids_at = self._ids.__getitem__
         id_rows = [list(map(ids_at, row[:m])) for row, m in zip(positions.tolist(), counts)]
         return Scores.unchecked_rows(values, id_rows, counts)
+
+    def _exact_rows(self, vectors: np.ndarray, k: int, allowed: np.ndarray) -> tuple:
+        return exact_top_k(self._blocks, vectors, k, allowed, self.block_size)
+
+    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> tuple | None:
+        """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
+        holding query ``q``'s top ``k`` as index positions and cosines, its first ``counts[q]``
+        valid; None for an approximate index (its candidates come another way)."""
+        self._require_index()
+        if isinstance(queries, str):
+            raise InvalidParameterError("top_rows takes a list of queries.")
+        if self.approximate is not None:
+            return None
+        k = check_k(k)
+        mask = self._filter_mask(where)
+        allowed = self._live if mask is None else (self._live & mask)
+        queries = list(queries)
+        parts = [self._exact_rows(self._queries(queries[lo : lo + 256]), k, allowed) for lo in range(0, len(queries), 256)]
+        if not parts:
+            return None
+        return tuple(np.concatenate(column) for column in zip(*parts))
 
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:

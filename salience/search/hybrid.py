@@ -172,10 +172,78 @@ class Hybrid(Scorer):
         if isinstance(queries, str):
             raise InvalidParameterError("queries must be a list of strings; use search() for one query.")
         k = check_k(k, "k")
-        lexical, dense = self._runs(queries, k, where, n_jobs)
         fuser = self._fuser(self.weight_)
         slots = self._position_slots()
+        if n_jobs == 1 and _fuses_by_position(fuser):
+            fused = self._fuse_rows(list(queries), k, where, fuser, slots)
+            if fused is not None:
+                return fused
+        lexical, dense = self._runs(queries, k, where, n_jobs)
         return [self._fuse(a, b, k, fuser, slots) for a, b in zip(lexical, dense)]
+
+    def _fuse_rows(self, queries: list[str], k: int, where: Mapping | None, fuser, slots) -> list[Scores] | None:
+        """Both sides searched as rows of index positions (``top_rows``) and fused there, the
+        documents named only for the fused top ``k``: the fast path, the same results as fusing
+        the sides' rankings. None where a side has no rows (an approximate dense index, an
+        index of another kind) or the indexes do not hold the same documents."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        if not hasattr(self.lexical_, "top_rows") or not hasattr(self.dense_, "top_rows"):
+            return None
+        to_lexical = self._dense_to_lexical()
+        if to_lexical is None:
+            return None
+        depth = max(k, self.depth)
+        # both sides at once: the lexical kernel and the dense products release the interpreter lock
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            lexical = pool.submit(self.lexical_.top_rows, queries, k=depth, where=where)
+            dense = self.dense_.top_rows(queries, k=depth, where=where)
+            lexical = lexical.result()
+        if dense is None:
+            return None
+        lexical_ids, dense_ids = self.lexical_._ids, self.dense_._ids
+        name_of = getattr(self.lexical_, "_id_array", None)
+        name_of = np.asarray(lexical_ids, dtype=object) if name_of is None else name_of
+        second = to_lexical[dense[0]]
+        # a query whose dense ranking holds a document the lexical index lacks: fused by id
+        by_id = set(np.flatnonzero(((second < 0) & (np.arange(second.shape[1]) < dense[2][:, None])).any(axis=1)).tolist())
+        rows = _compiled_fusion(lexical, second, dense, by_id, k, fuser, slots)
+        out: list = []
+        if rows is not None:  # every query's documents named at once
+            out = Scores.unchecked_rows(rows[1], name_of[rows[0]].tolist(), rows[2].tolist())
+        for q in range(len(queries)) if rows is None else sorted(by_id):
+            first, first_values = lexical[0][q, :lexical[2][q]], lexical[1][q, :lexical[2][q]]
+            dense_positions, second_values = dense[0][q, :dense[2][q]], dense[1][q, :dense[2][q]]
+            if q in by_id:
+                fused = self._fuse(Scores.unchecked(first_values, [lexical_ids[p] for p in first.tolist()]),
+                                   Scores.unchecked(second_values.astype(np.float64),
+                                                    [dense_ids[p] for p in dense_positions.tolist()]),
+                                   k, fuser, slots)
+            else:
+                positions, values = _fuse_positions(first, first_values, second[q, :dense[2][q]],
+                                                    second_values.astype(np.float64), k, fuser, slots)
+                fused = Scores.unchecked(values, name_of[positions].tolist())
+            if rows is None:
+                out.append(fused)
+            else:
+                out[q] = fused
+        return out
+
+    def _dense_to_lexical(self) -> np.ndarray | None:
+        """Each dense position's position in the lexical index (-1 where it lacks the
+        document), cached until either index's documents change; None for an index without
+        positions."""
+        lexical, dense = self.lexical_, self.dense_
+        positions = getattr(lexical, "_pos", None)
+        ids = getattr(dense, "_ids", None)
+        if positions is None or ids is None:
+            return None
+        key = (id(lexical._ids), len(lexical._ids), id(ids), len(ids))
+        cached = getattr(self, "_dense_to_lexical_cache", None)
+        if cached is None or cached[0] != key:
+            cached = (key, np.fromiter(map(lambda i: positions.get(i, -1), ids), dtype=np.int64, count=len(ids)))
+            self._dense_to_lexical_cache = cached
+        return cached[1]
 
     def _position_slots(self) -> np.ndarray | None:
         """-1 at every position of the lexical index (what fusing by position looks places up
@@ -206,31 +274,31 @@ class Hybrid(Scorer):
         return self
 
 
-def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser,
-                      slots: np.ndarray | None = None) -> Scores | None:
-    """What ``fuser.score([lexical, dense]).top_k(k)`` gives, for a score fusion (CombSUM,
-    wsum, ...), computed on the documents' positions in ``index`` rather than on their id
-    strings: the candidates (the lexical ranking, then the dense documents it lacks), the
-    normalised runs and the same additions in the same order, so the same values and ties.
-    ``None`` where it does not apply (another fusion, Borda normalisation, an index without
-    positions, an id it does not hold): the caller fuses the general way. ``slots``: -1 at
-    every position of ``index`` (a table reused across a batch's queries, left as it was)."""
-    from salience.core.fusion import _check_weights, _normalized, _ScoreFusion
-    from salience.core.scores import rank_order
+#: the normalisations fusing by position computes on score arrays (``rank`` needs ranks, and
+#: ``borda`` every candidate: those fuse the general way)
+_POSITION_NORMS = (None, "minmax", "zscore", "sum", "max")
 
-    codes_of = getattr(index, "position_codes", None)
-    if codes_of is None or not isinstance(fuser, _ScoreFusion) or fuser.normalize == "borda":
-        return None
-    ranked = [lexical.sorted(), dense.sorted()]
-    codes = [codes_of(r.ids) for r in ranked]
-    if codes[0] is None or codes[1] is None:
-        return None
-    if not len(codes[0]) and not len(codes[1]):
-        return Scores([], ids=[])
-    first, second = codes
-    # where each dense document stands among the candidates: its place in the lexical ranking
+
+def _fuses_by_position(fuser) -> bool:
+    from salience.core.fusion import _ScoreFusion
+
+    return isinstance(fuser, _ScoreFusion) and fuser.normalize in _POSITION_NORMS
+
+
+def _fuse_positions(first: np.ndarray, first_values: np.ndarray, second: np.ndarray, second_values: np.ndarray,
+                    k: int, fuser, slots: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """``(positions, values)`` of the fused top ``k`` of two rankings given as index positions
+    and scores in rank order (``fuser`` a score fusion, see :func:`_fuses_by_position`): the
+    candidates (the first ranking, then the documents of the second it lacks), the normalised
+    runs and the same additions in the same order as ``fuser.score``, so the same values and
+    ties. ``slots``: -1 at every position (a table reused across a batch's queries, left as it
+    was), or None."""
+    from salience.core.fusion import _check_weights
+    from salience.core.scores import normalized_values, rank_order
+
+    # where each second document stands among the candidates: its place in the first ranking
     # (looked up in a table over the index's positions, left empty again), or after it, in
-    # dense order, when the lexical ranking lacks it
+    # second-ranking order, when the first lacks it
     highest = int(max(first.max(initial=-1), second.max(initial=-1)))
     # (a table made before the index grew is too short: a fresh one then)
     place_of = slots if slots is not None and highest < len(slots) else np.full(highest + 1, -1)
@@ -240,10 +308,62 @@ def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser,
     fresh = np.flatnonzero(places[1] < 0)
     n = len(first) + len(fresh)
     places[1][fresh] = len(first) + np.arange(len(fresh))
-    fused = fuser.fused_values(_normalized(ranked, fuser.normalize, None), _check_weights(fuser.weights, 2), places, n)
+    runs = [values if fuser.normalize is None or not len(values) else normalized_values(values, fuser.normalize)
+            for values in (first_values, second_values)]
+    fused = fuser.fused_values(runs, _check_weights(fuser.weights, 2), places, n)
     order = rank_order(fused)[:k]
-    ids = ranked[0].ids + list(map(ranked[1].ids.__getitem__, fresh.tolist()))
-    return Scores.unchecked(fused[order], list(map(ids.__getitem__, order.tolist())))
+    return np.concatenate([first, second[fresh]])[order], fused[order]
+
+
+def _compiled_fusion(lexical: tuple, second: np.ndarray, dense: tuple, skip: set, k: int, fuser,
+                     slots: np.ndarray | None) -> tuple | None:
+    """Every query's fused top ``k`` as rows ``(positions, values, counts)`` from the compiled
+    kernel (:mod:`salience.search._fusion_numba_kernels`), the queries of ``skip`` left empty;
+    None where it does not apply (no numba, a fusion or normalisation it does not compute)."""
+    from salience.core.fusion import CombMAX, CombMIN, CombMNZ, CombSUM, _check_weights
+
+    reduce_code = {CombSUM.reduce: 0, CombMNZ.reduce: 1, CombMAX.reduce: 2, CombMIN.reduce: 3}.get(type(fuser).reduce)
+    try:
+        from salience.search._fusion_numba_kernels import NORMALIZATIONS, fuse_rows
+    except ImportError:
+        return None
+    if reduce_code is None or fuser.normalize not in NORMALIZATIONS or slots is None:
+        return None
+    highest = max(int(lexical[0].max(initial=-1)), int(second.max(initial=-1)))
+    if highest >= len(slots):  # the index grew past the table
+        return None
+    first_count, second_count = lexical[2].copy(), dense[2].copy()
+    first_count[list(skip)] = 0
+    second_count[list(skip)] = 0
+    weights = _check_weights(fuser.weights, 2)
+    n_queries = len(first_count)
+    width = min(k, lexical[0].shape[1] + second.shape[1])
+    out = (np.zeros((n_queries, width), dtype=np.int64), np.zeros((n_queries, width)), np.zeros(n_queries, dtype=np.int64))
+    fuse_rows(lexical[0], np.asarray(lexical[1], dtype=np.float64), first_count, second,
+              np.asarray(dense[1], dtype=np.float64), second_count, float(weights[0]), float(weights[1]),
+              NORMALIZATIONS.index(fuser.normalize), reduce_code, k, slots, *out)
+    return out
+
+
+def _fuse_by_position(index, lexical: Scores, dense: Scores, k: int, fuser,
+                      slots: np.ndarray | None = None) -> Scores | None:
+    """What ``fuser.score([lexical, dense]).top_k(k)`` gives, computed on the documents'
+    positions in ``index`` rather than on their id strings (:func:`_fuse_positions`). ``None``
+    where it does not apply (another fusion or normalisation, an index without positions, an
+    id it does not hold): the caller fuses the general way."""
+    codes_of = getattr(index, "position_codes", None)
+    if codes_of is None or not _fuses_by_position(fuser):
+        return None
+    ranked = [lexical.sorted(), dense.sorted()]
+    codes = [codes_of(r.ids) for r in ranked]
+    if codes[0] is None or codes[1] is None:
+        return None
+    if not len(codes[0]) and not len(codes[1]):
+        return Scores([], ids=[])
+    positions, values = _fuse_positions(codes[0], ranked[0].values, codes[1], ranked[1].values, k, fuser, slots)
+    id_of = dict(zip(codes[0].tolist(), ranked[0].ids))
+    id_of.update(zip(codes[1].tolist(), ranked[1].ids))
+    return Scores.unchecked(values, list(map(id_of.__getitem__, positions.tolist())))
 
 
 register("search", "hybrid", Hybrid, "BM25 and dense retrieval fused by any fusion method: a weighted sum of "

@@ -10,7 +10,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["score_block", "top_k_block", "top_k_numba", "top_k_packed_numba", "numba_kernel", "MAX_BLOCK_CELLS"]
+__all__ = ["score_block", "top_k_block", "top_k_numba", "top_k_packed_numba", "numba_kernel", "empty_rows",
+           "MAX_BLOCK_CELLS", "SCORE_CHUNK"]
 
 #: a batch of queries is scored into a dense (batch x documents) block of at most this many cells
 MAX_BLOCK_CELLS = 1 << 22
@@ -102,13 +103,18 @@ def _kernel_arrays(encoded: list[list[int]], k: int, n_total: int, mask: np.ndar
     query_indptr = np.zeros(len(encoded) + 1, dtype=np.int64)
     np.cumsum(lengths, out=query_indptr[1:])
     query_terms = np.fromiter(chain.from_iterable(encoded), dtype=np.int64, count=int(query_indptr[-1]))
-    width = min(k, n_total)
-    positions = np.zeros((len(encoded), width), dtype=np.int64)
-    values = np.zeros((len(encoded), width), dtype=np.float64)
-    counts = np.zeros(len(encoded), dtype=np.int64)
+    positions, values, counts = empty_rows(len(encoded), k, n_total)
     if mask is None:
         mask = np.ones(n_total, dtype=bool)
-    return query_indptr, query_terms, n_total, width, mask, positions, values, counts
+    return query_indptr, query_terms, n_total, positions.shape[1], mask, positions, values, counts
+
+
+def empty_rows(n_queries: int, k: int, n_total: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(positions, values, counts)`` of ``n_queries`` empty top-k rows, ``min(k, n_total)``
+    wide: what the kernels fill."""
+    width = min(k, n_total)
+    return (np.zeros((n_queries, width), dtype=np.int64), np.zeros((n_queries, width), dtype=np.float64),
+            np.zeros(n_queries, dtype=np.int64))
 
 
 def top_k_packed_numba(packed, norms: np.ndarray, idf: np.ndarray, variant: str, k1: float, delta: float,
