@@ -49,14 +49,14 @@ def zipf_queries(vocabulary, probabilities, n: int = 500, seed: int = 2) -> list
             for _ in range(n)]
 
 
-def mapped_queries(vocabulary, limit: int = 500) -> list[str]:
-    """The shared sets' test-split queries on the synthetic vocabulary, word by frequency rank."""
+def mapped_queries(vocabulary, limit: int = 500, split: str = "test") -> list[str]:
+    """The shared sets' queries of ``split`` on the synthetic vocabulary, word by frequency rank."""
     out = []
     for name in ("scifact", "npl", "cranfield"):
         root = SHARED / name
         if not root.exists():
             continue
-        corpus, queries, _ = search_set(root, "test")
+        corpus, queries, _ = search_set(root, split)
         counts = Counter()
         for record in corpus:
             counts.update(WORD.findall((record.get("title", "") + " " + record.get("text", "")).lower()))
