@@ -238,12 +238,13 @@ class Hybrid(Scorer):
         ids = getattr(dense, "_ids", None)
         if positions is None or ids is None:
             return None
-        key = (id(lexical._ids), len(lexical._ids), id(ids), len(ids))
         cached = getattr(self, "_dense_to_lexical_cache", None)
-        if cached is None or cached[0] != key:
-            cached = (key, np.fromiter(map(lambda i: positions.get(i, -1), ids), dtype=np.int64, count=len(ids)))
+        if (cached is None or cached[0] is not lexical._ids or cached[1] != len(lexical._ids) or cached[2] is not ids
+                or cached[3] != len(ids)):
+            mapping = np.fromiter(map(lambda i: positions.get(i, -1), ids), dtype=np.int64, count=len(ids))
+            cached = (lexical._ids, len(lexical._ids), ids, len(ids), mapping)
             self._dense_to_lexical_cache = cached
-        return cached[1]
+        return cached[4]
 
     def _position_slots(self) -> np.ndarray | None:
         """-1 at every position of the lexical index (what fusing by position looks places up

@@ -141,3 +141,14 @@ def test_a_batch_fused_as_rows_of_positions_gives_the_fused_rankings_exactly(fus
         general = hybrid._fuser(0.3).score(sides).sorted().top_k(10)
         assert found.ids == general.ids and found.values.tobytes() == general.values.tobytes()
         assert "extra" in sides[1].ids  # the dense side returned it: the fallback ran
+    # documents added to both after a search: the position map follows them
+    hybrid = Hybrid(bm25, dense, fusion=fusion, weight=0.3, depth=50, **options)
+    hybrid.search_batch(queries[:3], k=10)
+    new = [{"_id": "late", "text": "w1 w2 w3 w4"}]
+    bm25.add(new)
+    dense.add(new)
+    found = hybrid.search_batch(["w1 w2 w3 w4"], k=10)[0]
+    sides = [bm25.search_batch(["w1 w2 w3 w4"], k=50)[0], dense.search_batch(["w1 w2 w3 w4"], k=50)[0]]
+    general = hybrid._fuser(0.3).score(sides).sorted().top_k(10)
+    assert found.ids == general.ids and found.values.tobytes() == general.values.tobytes()
+    assert "late" in general.ids
