@@ -37,8 +37,8 @@ from salience.core.params import Check, Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.candidates import Candidate, Document, analyze, candidates
-from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency, check_languages,
-                                         chunk_languages, tagger_for)
+from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
+                                         check_languages, chunk_languages, tagger_for)
 from salience.keywords.graphs import rake_scores, topic_scores, word_graph_scores
 from salience.keywords.yake import yake_batch
 from salience.parallel import progress_bar
@@ -91,7 +91,7 @@ class KeyphraseExtractor(Scorer, abc.ABC):
     uses_encoder = False
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS):
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS):
         self.k, self.candidates_from, self.tagger, self.rerank = k, candidates_from, tagger, rerank
         self.encoder, self.batch_size, self.language, self.long_text_words = encoder, batch_size, language, long_text_words
         self._validate_params()
@@ -269,7 +269,7 @@ class Rake(_PerDocument):
     _parameter_constraints = {"by_frequency": [bool], "degree_cap": [None, Interval("int", 1)]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  by_frequency: bool = True, degree_cap: int | None = 4):
         self.by_frequency, self.degree_cap = by_frequency, degree_cap
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
@@ -289,7 +289,7 @@ class TfIdf(_PerDocument):
                                                                  "a DocumentFrequency")]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  document_frequency: DocumentFrequency | None = None):
         self.document_frequency = document_frequency
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
@@ -321,7 +321,7 @@ class _WordGraph(_PerDocument):
 @register_method("keywords", "textrank", "TextRank: PageRank over the word co-occurrence graph (Mihalcea and Tarau, 2004)")
 class TextRank(_WordGraph):
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  window: int = 2):
         self.window = window
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
@@ -331,7 +331,7 @@ class TextRank(_WordGraph):
 @register_method("keywords", "singlerank", "SingleRank: TextRank with co-occurrence-weighted edges (Wan and Xiao, 2008)")
 class SingleRank(_WordGraph):
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  window: int = 10):
         self.window = window
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
@@ -372,7 +372,7 @@ class EmbedRank(KeyphraseExtractor):
     _parameter_constraints = {"diversity": [Interval("real", 0, 1)]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  diversity: float = 0.5):
         self.diversity = diversity
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,

@@ -22,6 +22,8 @@ __all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_cand
 #: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
 #: (every method's ``long_text_words``)
 LONG_TEXT_WORDS = 1000
+#: texts tokenised together by the keyword methods (every method's ``batch_size`` but yake's)
+BATCH_SIZE = 2000
 
 
 class DocumentFrequency:
@@ -144,7 +146,7 @@ class CorpusFrequency:
         self.counts = np.zeros(0, dtype=np.int64)
 
     def fit(self, texts: Iterable[str], *, candidates_from: str = "auto", tagger=None, language: str = "auto",
-            batch_size: int = 2000, long_text_words: int = LONG_TEXT_WORDS) -> "CorpusFrequency":
+            batch_size: int = BATCH_SIZE, long_text_words: int = LONG_TEXT_WORDS) -> "CorpusFrequency":
         """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
         texts = list(texts)
         language = check_languages(language, len(texts))

@@ -22,7 +22,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.evaluate import normalize_phrase
 from salience.keywords.extract import KeyphraseExtractor, TfIdf
-from salience.keywords.frequency import LONG_TEXT_WORDS, DocumentFrequency
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, DocumentFrequency
 from salience.keywords.pos import get_tagger
 
 __all__ = ["FusedKeyphrases"]
@@ -91,7 +91,7 @@ class FusedKeyphrases(KeyphraseExtractor):
                                         "a list of ISO 639-1 codes")]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  methods: Sequence[str] = ("yake", "tfidf"), weights: Sequence[float] | None = None, fusion: str = "rrf",
                  fusion_params: dict | None = None, method_params: dict | None = None, depth: int = 30,
                  noun_phrase_languages: Sequence[str] = ("en",)):

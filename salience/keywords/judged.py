@@ -27,7 +27,7 @@ from salience.core.params import Check, Exempt, Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.extract import KeyphraseExtractor
-from salience.keywords.frequency import LONG_TEXT_WORDS, tagger_for
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, tagger_for
 from salience.keywords.words import Batch, tokenize_batch
 from salience.text.languages import check_language
 
@@ -130,7 +130,7 @@ class JudgedKeyphrases(KeyphraseExtractor):
                               "max_tokens": [Interval("int", 8)]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  pool: int = 20, pool_method: str = "yake", max_tokens: int = 512):
         self.pool, self.pool_method, self.max_tokens = pool, pool_method, max_tokens
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from salience.core.base import register_method
 from salience.core.params import Exempt
-from salience.keywords.frequency import LONG_TEXT_WORDS
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS
 from salience.keywords.judged import CHARS_PER_TOKEN, JudgedKeyphrases, phrase_starts
 
 __all__ = ["MDERank"]
@@ -31,7 +31,7 @@ class MDERank(JudgedKeyphrases):
     _parameter_constraints = {"mask_token": [Exempt("any text: the encoder's mask token")]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  pool: int = 20, pool_method: str = "yake", max_tokens: int = 256, mask_token: str = "[MASK]"):
         self.mask_token = mask_token
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,

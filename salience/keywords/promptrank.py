@@ -21,7 +21,7 @@ import numpy as np
 from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.extras import require_torch
-from salience.keywords.frequency import LONG_TEXT_WORDS
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS
 from salience.keywords.judged import LanguageModelJudge, phrase_starts
 
 __all__ = ["PromptRank", "PROMPT_HEAD", "PROMPT_TAIL"]
@@ -44,7 +44,7 @@ class PromptRank(LanguageModelJudge):
                               "position_beta": [None, Interval("real", 0, None, closed="neither")]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  pool: int = 20, pool_method: str = "yake", max_tokens: int = 512, model="smollm2", tokenizer=None,
                  length_alpha: float = 1.0, position_beta: float | None = 1.0):
         self.model, self.tokenizer = model, tokenizer

@@ -19,7 +19,7 @@ from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.exceptions import InvalidParameterError
 from salience.extras import require_torch
-from salience.keywords.frequency import LONG_TEXT_WORDS
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS
 from salience.keywords.judged import LanguageModelJudge, phrase_sums, token_words
 
 __all__ = ["SAMRank"]
@@ -39,7 +39,7 @@ class SAMRank(LanguageModelJudge):
                               "windows": [Interval("int", 1)]}
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = 2000, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
                  pool: int = 20, pool_method: str = "yake", max_tokens: int = 512, model="smollm2", tokenizer=None,
                  layer: int = -1, proportional: bool = False, windows: int = 1):
         self.model, self.tokenizer = model, tokenizer
