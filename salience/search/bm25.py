@@ -303,7 +303,7 @@ class BM25(SegmentedIndex, PostingScores):
 
     def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> tuple:
         """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
-        holding query ``q``'s top ``k`` as index positions (ids: :meth:`position_ids`) and
+        holding query ``q``'s top ``k`` as positions in this index and
         scores, its first ``counts[q]`` valid. What a hybrid fuses before naming documents."""
         self._require_index()
         if isinstance(queries, str):

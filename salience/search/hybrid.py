@@ -208,25 +208,21 @@ class Hybrid(Scorer):
         # a query whose dense ranking holds a document the lexical index lacks: fused by id
         by_id = set(np.flatnonzero(((second < 0) & (np.arange(second.shape[1]) < dense[2][:, None])).any(axis=1)).tolist())
         rows = _compiled_fusion(lexical, second, dense, by_id, k, fuser, slots)
-        out: list = []
-        if rows is not None:  # every query's documents named at once
+        out: list = [None] * len(queries)
+        if rows is not None:  # the compiled rows, every query's documents named at once
             out = Scores.unchecked_rows(rows[1], name_of[rows[0]].tolist(), rows[2].tolist())
         for q in range(len(queries)) if rows is None else sorted(by_id):
             first, first_values = lexical[0][q, :lexical[2][q]], lexical[1][q, :lexical[2][q]]
             dense_positions, second_values = dense[0][q, :dense[2][q]], dense[1][q, :dense[2][q]]
             if q in by_id:
-                fused = self._fuse(Scores.unchecked(first_values, [lexical_ids[p] for p in first.tolist()]),
-                                   Scores.unchecked(second_values.astype(np.float64),
-                                                    [dense_ids[p] for p in dense_positions.tolist()]),
-                                   k, fuser, slots)
-            else:
+                out[q] = self._fuse(Scores.unchecked(first_values, [lexical_ids[p] for p in first.tolist()]),
+                                    Scores.unchecked(second_values.astype(np.float64),
+                                                     [dense_ids[p] for p in dense_positions.tolist()]),
+                                    k, fuser, slots)
+            else:  # fused with numpy (no numba, or a normalisation the kernel does not compute)
                 positions, values = _fuse_positions(first, first_values, second[q, :dense[2][q]],
                                                     second_values.astype(np.float64), k, fuser, slots)
-                fused = Scores.unchecked(values, name_of[positions].tolist())
-            if rows is None:
-                out.append(fused)
-            else:
-                out[q] = fused
+                out[q] = Scores.unchecked(values, name_of[positions].tolist())
         return out
 
     def _dense_to_lexical(self) -> np.ndarray | None:
