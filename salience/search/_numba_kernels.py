@@ -129,22 +129,34 @@ def _floor(sample, lo, hi, acc, mask, k, heap_val, heap_idx):
 
 @njit(inline="always")
 def _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count):
-    """The heap's ``size`` documents into row ``q`` of the outputs, best first."""
+    """The heap's ``size`` documents into row ``q`` of the outputs, in heap order: the best
+    ``size`` as a set (:func:`order_ties` after numpy's sort ranks them, when asked)."""
     out_count[q] = size
-    # pop the worst first, filling the row from the back
-    while size > 0:
-        size -= 1
-        out_val[q, size] = heap_val[0]
-        out_idx[q, size] = heap_idx[0]
-        heap_val[0] = heap_val[size]
-        heap_idx[0] = heap_idx[size]
-        _sift_down(heap_val, heap_idx, size, 0)
+    for i in range(size):
+        out_val[q, i] = heap_val[i]
+        out_idx[q, i] = heap_idx[i]
+
+
+@njit(cache=True, nogil=True)
+def order_ties(positions, values, counts):
+    """Each run of equal values in the first ``counts[q]`` of row ``q`` (rows sorted by value,
+    best first) put in ascending position order: the ranking rule's ties."""
+    for q in range(len(counts)):
+        n = counts[q]
+        i = 0
+        while i < n:
+            j = i + 1
+            while j < n and values[q, j] == values[q, i]:
+                j += 1
+            if j - i > 1:
+                positions[q, i:j] = np.sort(positions[q, i:j])
+            i = j
 
 
 @njit(cache=True, nogil=True)
 def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, mask, out_idx, out_val, out_count):
     """Score each query (terms ``query_terms[query_indptr[q]:query_indptr[q+1]]``) and write its
-    best ``k`` documents with a positive score, best first, into row ``q`` of the outputs."""
+    best ``k`` documents with a positive score (in heap order) into row ``q`` of the outputs."""
     acc = np.zeros(n_docs, dtype=np.float64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
@@ -311,6 +323,6 @@ def top_k_rows(scores, allowed, offset, k, heap_val, heap_idx, sizes):
 
 @njit(cache=True, nogil=True)
 def heaps_to_rows(heap_val, heap_idx, sizes, out_idx, out_val, out_count):
-    """Each row's heap (as :func:`top_k_rows` leaves it) written best first into the outputs."""
+    """Each row's heap (as :func:`top_k_rows` leaves it) written into the outputs, in heap order."""
     for r in range(len(sizes)):
         _write_row(r, sizes[r], heap_val[r], heap_idx[r], out_idx, out_val, out_count)

@@ -128,7 +128,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                  csr_indptr, csr_indices, csr_scores, first_blocks, block_last, frontier_end, frontier_tf,
                  frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base,
                  query_indptr, query_terms, k, mask, out_idx, out_val, out_count, work):
-    """Each query's best ``k`` documents with a positive score, best first, into row ``q`` of
+    """Each query's best ``k`` documents with a positive score, in heap order, into row ``q`` of
     the outputs, as :func:`~salience.search._numba_kernels.top_k_packed` (``packed``) or
     :func:`~salience.search._numba_kernels.top_k_queries` writes them. ``work`` receives the
     postings decoded and the documents scored, for the benchmark's account of the pruning."""

@@ -264,30 +264,32 @@ class BM25(SegmentedIndex, PostingScores):
         positions, values, counts = self._search_rows(encoded, k, mask)
         return Scores.unchecked_rows(values, self._id_array[positions].tolist(), counts.tolist())
 
-    def _search_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> tuple:
+    def _search_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None, ordered: bool = True) -> tuple:
         """``(positions, values, counts)``: each query's top ``k`` as rows of index positions
-        and scores (the first ``counts[q]`` of row ``q`` valid), best first."""
+        and scores (the first ``counts[q]`` of row ``q`` valid), best first (``ordered``) or
+        in any order."""
         kernel = self._kernel()
         chosen = queries_to_prune(self, encoded, k) if kernel is not None else []
         if not chosen:
-            return self._with_constant(encoded, *self._exhaustive_rows(encoded, k, mask))
+            return self._with_constant(encoded, *self._exhaustive_rows(encoded, k, mask, ordered))
         # the chosen queries pruned (the same top k, most postings never read), the others exhaustively
         positions, values, counts = empty_rows(len(encoded), k, len(self._ids))
-        positions[chosen], values[chosen], counts[chosen] = pruned_top_k(self, [encoded[i] for i in chosen], k, mask)
+        positions[chosen], values[chosen], counts[chosen] = pruned_top_k(self, [encoded[i] for i in chosen], k, mask,
+                                                                         ordered=ordered)
         others = np.setdiff1d(np.arange(len(encoded)), chosen)
         if len(others):
             positions[others], values[others], counts[others] = self._exhaustive_rows([encoded[i] for i in others], k,
-                                                                                      mask)
+                                                                                      mask, ordered)
         return self._with_constant(encoded, positions, values, counts)
 
-    def _exhaustive_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None) -> tuple:
+    def _exhaustive_rows(self, encoded: list[list[int]], k: int, mask: np.ndarray | None, ordered: bool = True) -> tuple:
         kernel = self._kernel()
         if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
             return top_k_packed_numba(self._packed, self._length_norms(), self._idf, self.variant, self.k1,
-                                      self.delta, encoded, k, mask)
+                                      self.delta, encoded, k, mask, ordered=ordered)
         scores, rows = self._query_scores(encoded)
         if kernel is not None:
-            return top_k_numba(kernel, scores, rows, k, mask)
+            return top_k_numba(kernel, scores, rows, k, mask, ordered)
         block = max(1, min(1024, MAX_BLOCK_CELLS // max(scores.shape[1], 1)))
         parts = [top_k_block(score_block(scores, rows[start : start + block]), k, mask)
                  for start in range(0, len(encoded), block)]
@@ -301,14 +303,17 @@ class BM25(SegmentedIndex, PostingScores):
             values = values + np.array([self._nonocc[q].sum() if q else 0.0 for q in encoded])[:, None]
         return positions, values, counts
 
-    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> tuple:
+    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
+                 ordered: bool = True) -> tuple:
         """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
-        holding query ``q``'s top ``k`` as positions in this index and
-        scores, its first ``counts[q]`` valid. What a hybrid fuses before naming documents."""
+        holding query ``q``'s top ``k`` as positions in this index and scores, its first
+        ``counts[q]`` valid. What a hybrid fuses before naming documents. ``ordered=False``:
+        each row's documents in any order (the same set), a sort less."""
         self._require_index()
         if isinstance(queries, str):
             raise InvalidParameterError("top_rows takes a list of queries.")
-        return self._search_rows(self._encode_queries(list(queries)), check_k(k), self._filter_mask(where))
+        return self._search_rows(self._encode_queries(list(queries)), check_k(k), self._filter_mask(where),
+                                 bool(ordered))
 
     def search_batch(
         self,

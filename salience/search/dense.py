@@ -305,13 +305,16 @@ class Dense(SegmentedIndex):
         id_rows = [list(map(ids_at, row[:m])) for row, m in zip(positions.tolist(), counts)]
         return Scores.unchecked_rows(values, id_rows, counts)
 
-    def _exact_rows(self, vectors: np.ndarray, k: int, allowed: np.ndarray) -> tuple:
-        return exact_top_k(self._blocks, vectors, k, allowed, self.block_size)
+    def _exact_rows(self, vectors: np.ndarray, k: int, allowed: np.ndarray, ordered: bool = True,
+                    share=None) -> tuple:
+        return exact_top_k(self._blocks, vectors, k, allowed, self.block_size, ordered, share)
 
-    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None) -> tuple | None:
+    def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
+                 ordered: bool = True) -> tuple | None:
         """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
         holding query ``q``'s top ``k`` as index positions and cosines, its first ``counts[q]``
-        valid; None for an approximate index (its candidates come another way)."""
+        valid (``ordered=False``: in any order, a sort less); None for an approximate index
+        (its candidates come another way)."""
         self._require_index()
         if isinstance(queries, str):
             raise InvalidParameterError("top_rows takes a list of queries.")
@@ -321,7 +324,8 @@ class Dense(SegmentedIndex):
         mask = self._filter_mask(where)
         allowed = self._live if mask is None else (self._live & mask)
         queries = list(queries)
-        parts = [self._exact_rows(self._queries(queries[lo : lo + 256]), k, allowed) for lo in range(0, len(queries), 256)]
+        parts = [self._exact_rows(self._queries(queries[lo : lo + 256]), k, allowed, bool(ordered))
+                 for lo in range(0, len(queries), 256)]
         if not parts:
             return None
         return tuple(np.concatenate(column) for column in zip(*parts))

@@ -9,11 +9,14 @@ from typing import Sequence
 
 import numpy as np
 
+from salience.search.topk import rank_rows
+
 __all__ = ["exact_top_k"]
 
-#: documents per matrix product on the compiled path: 256 queries' scores of this many (8 MB)
-#: stay in the cache while the top-k scan reads them (65,536 would send them to memory and back)
-_SCAN_TILE = 8192
+#: documents per matrix product on the compiled path: 256 queries' scores of this many (2 MB)
+#: stay in the cache while the top-k scan reads them (65,536 would send them to memory and back;
+#: 2,048 to 8,192 search at the same speed, and smaller tiles share out between two threads)
+_SCAN_TILE = 2048
 
 
 def _row_top_k_kernels():
@@ -25,35 +28,59 @@ def _row_top_k_kernels():
     return top_k_rows, heaps_to_rows
 
 
-def exact_top_k(blocks: Sequence, vectors: np.ndarray, k: int, allowed: np.ndarray,
-                block_size: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
+def exact_top_k(blocks: Sequence, vectors: np.ndarray, k: int, allowed: np.ndarray, block_size: int,
+                ordered: bool = True, share=None) -> tuple[np.ndarray, np.ndarray, list[int]]:
     """``(positions, scores, counts)``: row ``q`` holds query ``q``'s best ``counts[q]`` allowed
     documents (positions across ``blocks``, in order) and their cosine scores (float64), best
-    first; ``block_size`` documents at most per matrix product."""
+    first (``ordered``; otherwise in any order); ``block_size`` documents at most per matrix
+    product. ``share``: a :meth:`salience.parallel.threads.SharedChunks.share`, which runs the
+    compiled top k of each product's rows in chunks on two threads (the products, and so the
+    scores, are the same)."""
     kernels = _row_top_k_kernels()
     if kernels is not None:
-        return _compiled_top_k(blocks, vectors, k, allowed, block_size, *kernels)
+        return _compiled_top_k(blocks, vectors, k, allowed, block_size, *kernels, ordered=ordered, share=share)
     return _partitioned_top_k(blocks, vectors, k, allowed, block_size)
 
 
-def _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, finish):
+def _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, finish, ordered=True, share=None):
     """Each block's scores offered to one bounded heap per query as the matrix product leaves
     them, instead of a partition of the whole block (which costs more than the product itself
-    at 10^5 documents)."""
+    at 10^5 documents). With ``share``, two tiles at a time: their products on two threads,
+    then their top k by chunks of rows (a tile's product is the same whichever thread computes
+    it, and a row's heap is the same whatever order its documents are offered in)."""
     n_rows = len(vectors)
     heap_val = np.empty((n_rows, k), dtype=np.float64)
     heap_idx = np.empty((n_rows, k), dtype=np.int64)
     sizes = np.zeros(n_rows, dtype=np.int64)
     tile = min(block_size, _SCAN_TILE)
-    offset = 0
+    tiles, offset = [], 0
     for block in blocks:
-        for lo in range(0, len(block), tile):
-            part = np.asarray(block[lo : lo + tile])
-            offer(vectors @ part.T, allowed, offset + lo, k, heap_val, heap_idx, sizes)
+        tiles += [(block, lo, offset + lo) for lo in range(0, len(block), tile)]
         offset += len(block)
+    step = 1 if share is None else 2
+    for group in (tiles[g : g + step] for g in range(0, len(tiles), step)):
+        products: list = [None] * len(group)
+
+        def multiply(lo, hi, group=group, products=products):
+            for t in range(lo, hi):
+                block, start, _ = group[t]
+                products[t] = vectors @ np.asarray(block[start : start + tile]).T
+
+        def take_top(lo, hi, group=group, products=products):
+            for (_, _, first), scores in zip(group, products):
+                offer(scores[lo:hi], allowed, first, k, heap_val[lo:hi], heap_idx[lo:hi], sizes[lo:hi])
+
+        if share is None:
+            multiply(0, len(group))
+            take_top(0, n_rows)
+        else:
+            share(len(group), multiply, chunk=1)
+            share(n_rows, take_top)
     out_idx, out_val = np.zeros((n_rows, k), dtype=np.int64), np.zeros((n_rows, k), dtype=np.float64)
     counts = np.zeros(n_rows, dtype=np.int64)
     finish(heap_val, heap_idx, sizes, out_idx, out_val, counts)
+    if ordered:
+        out_idx, out_val, counts = rank_rows(out_idx, out_val, counts)
     return out_idx, out_val, counts.tolist()
 
 

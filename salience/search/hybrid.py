@@ -31,6 +31,7 @@ from salience.core.fusion import FUSION_NORMS
 from salience.core.params import Check, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
+from salience.search.topk import rank_rows
 
 __all__ = ["Hybrid", "hybrid_options", "FUSION_ALIASES"]
 
@@ -146,15 +147,14 @@ class Hybrid(Scorer):
 
     def _runs(self, queries: Sequence[str], k: int, where: Mapping | None,
               n_jobs: int = 1) -> tuple[list[Scores], list[Scores]]:
-        from concurrent.futures import ThreadPoolExecutor
+        from salience.parallel.threads import beside
 
         depth = max(k, self.depth)
         # both sides at once: the lexical kernel and the dense products release the interpreter
         # lock, so the hybrid answers near the speed of its slower side
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            lexical = pool.submit(self.lexical_.search_batch, list(queries), k=depth, where=where, n_jobs=n_jobs)
-            dense = self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs)
-            return lexical.result(), dense
+        lexical = beside(self.lexical_.search_batch, list(queries), k=depth, where=where, n_jobs=n_jobs)
+        dense = self.dense_.search_batch(list(queries), k=depth, where=where, n_jobs=n_jobs)
+        return lexical.result(), dense
 
     def _fuse(self, lexical: Scores, dense: Scores, k: int, fuser, slots: np.ndarray | None = None) -> Scores:
         fast = _fuse_by_position(self.lexical_, lexical, dense, k, fuser, slots)
@@ -186,32 +186,29 @@ class Hybrid(Scorer):
         documents named only for the fused top ``k``: the fast path, the same results as fusing
         the sides' rankings. None where a side has no rows (an approximate dense index, an
         index of another kind) or the indexes do not hold the same documents."""
-        from concurrent.futures import ThreadPoolExecutor
-
-        if not hasattr(self.lexical_, "top_rows") or not hasattr(self.dense_, "top_rows"):
+        if not hasattr(self.lexical_, "top_rows") or not _has_exact_rows(self.dense_):
             return None
         to_lexical = self._dense_to_lexical()
         if to_lexical is None:
             return None
-        depth = max(k, self.depth)
-        # both sides at once: the lexical kernel and the dense products release the interpreter lock
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            lexical = pool.submit(self.lexical_.top_rows, queries, k=depth, where=where)
-            dense = self.dense_.top_rows(queries, k=depth, where=where)
-            lexical = lexical.result()
-        if dense is None:
-            return None
+        reduce_code = _compiled_reduction(fuser, slots)
+        ordered = reduce_code is None  # the compiled fusion takes each side's top k in any order: two sorts less
+        lexical, dense = self._both_rows(queries, max(k, self.depth), where, ordered)
         lexical_ids, dense_ids = self.lexical_._ids, self.dense_._ids
         name_of = getattr(self.lexical_, "_id_array", None)
         name_of = np.asarray(lexical_ids, dtype=object) if name_of is None else name_of
         second = to_lexical[dense[0]]
         # a query whose dense ranking holds a document the lexical index lacks: fused by id
         by_id = set(np.flatnonzero(((second < 0) & (np.arange(second.shape[1]) < dense[2][:, None])).any(axis=1)).tolist())
-        rows = _compiled_fusion(lexical, second, dense, by_id, k, fuser, slots)
+        rows = None if ordered else _compiled_fusion(lexical, second, dense, by_id, k, fuser, slots, reduce_code)
         out: list = [None] * len(queries)
         if rows is not None:  # the compiled rows, every query's documents named at once
             out = Scores.unchecked_rows(rows[1], name_of[rows[0]].tolist(), rows[2].tolist())
-        for q in range(len(queries)) if rows is None else sorted(by_id):
+        pending = range(len(queries)) if rows is None else sorted(by_id)
+        if pending and not ordered:  # these fuse from rankings: the rows ranked after all
+            lexical, dense = rank_rows(*lexical), rank_rows(*dense)
+            second = to_lexical[dense[0]]
+        for q in pending:
             first, first_values = lexical[0][q, :lexical[2][q]], lexical[1][q, :lexical[2][q]]
             dense_positions, second_values = dense[0][q, :dense[2][q]], dense[1][q, :dense[2][q]]
             if q in by_id:
@@ -224,6 +221,40 @@ class Hybrid(Scorer):
                                                     second_values.astype(np.float64), k, fuser, slots)
                 out[q] = Scores.unchecked(values, name_of[positions].tolist())
         return out
+
+    def _both_rows(self, queries: list[str], depth: int, where: Mapping | None, ordered: bool) -> tuple:
+        """Both sides' rows (the lexical side's ``top_rows``, the dense side's exact top k) on
+        two threads. This one encodes the dense side's queries (in batches of 256, as
+        :meth:`Dense.search_batch` does, so the same products and scores) while the other
+        searches the lexical side; then both compute the dense products, two tiles of documents
+        at a time, and take their top k, a chunk of rows at a time. BLAS runs on one thread
+        meanwhile: its idle helper threads would spin on the core the other thread needs."""
+        from salience.parallel.threads import SharedChunks, beside, on_pool_thread, one_blas_thread
+
+        dense = self.dense_
+        if on_pool_thread():  # called from work run beside another: one thread, no helper
+            lexical = self.lexical_.top_rows(queries, k=depth, where=where, ordered=ordered)
+            return lexical, dense.top_rows(queries, k=depth, where=where, ordered=ordered)
+        helper = SharedChunks(_SHARED_ROWS)
+
+        def lexical_then_help() -> tuple:
+            try:
+                return self.lexical_.top_rows(queries, k=depth, where=where, ordered=ordered)
+            finally:
+                helper.serve()
+
+        with one_blas_thread():
+            lexical = beside(lexical_then_help)
+            try:
+                dense._require_index()
+                mask = dense._filter_mask(where)
+                allowed = dense._live if mask is None else (dense._live & mask)
+                parts = [dense._exact_rows(dense._queries(queries[lo : lo + 256]), depth, allowed, ordered,
+                                           helper.share) for lo in range(0, len(queries), 256)]
+            finally:
+                helper.close()
+            lexical = lexical.result()
+        return lexical, tuple(np.concatenate(column) for column in zip(*parts))
 
     def _dense_to_lexical(self) -> np.ndarray | None:
         """Each dense position's position in the lexical index (-1 where it lacks the
@@ -271,6 +302,17 @@ class Hybrid(Scorer):
         return self
 
 
+#: rows of a dense product whose top k a thread takes at a time when both work on it (a
+#: hybrid's batch): small enough to share the work evenly
+_SHARED_ROWS = 16
+
+
+def _has_exact_rows(dense) -> bool:
+    """Whether ``dense`` gives rows of exact top k (a :class:`Dense` index without an
+    approximate structure)."""
+    return hasattr(dense, "_exact_rows") and hasattr(dense, "_queries") and getattr(dense, "approximate", None) is None
+
+
 #: the normalisations fusing by position computes on score arrays (``rank`` needs ranks, and
 #: ``borda`` every candidate: those fuse the general way)
 _POSITION_NORMS = (None, "minmax", "zscore", "sum", "max")
@@ -312,20 +354,31 @@ def _fuse_positions(first: np.ndarray, first_values: np.ndarray, second: np.ndar
     return np.concatenate([first, second[fresh]])[order], fused[order]
 
 
-def _compiled_fusion(lexical: tuple, second: np.ndarray, dense: tuple, skip: set, k: int, fuser,
-                     slots: np.ndarray | None) -> tuple | None:
-    """Every query's fused top ``k`` as rows ``(positions, values, counts)`` from the compiled
-    kernel (:mod:`salience.search._fusion_numba_kernels`), the queries of ``skip`` left empty;
-    None where it does not apply (no numba, a fusion or normalisation it does not compute)."""
-    from salience.core.fusion import CombMAX, CombMIN, CombMNZ, CombSUM, _check_weights
+def _compiled_reduction(fuser, slots: np.ndarray | None) -> int | None:
+    """The compiled kernel's code for ``fuser``'s reduction
+    (:mod:`salience.search._fusion_numba_kernels`), or None where the kernel does not apply:
+    no numba, a fusion or normalisation it does not compute, an index without positions."""
+    from salience.core.fusion import CombMAX, CombMIN, CombMNZ, CombSUM
 
-    reduce_code = {CombSUM.reduce: 0, CombMNZ.reduce: 1, CombMAX.reduce: 2, CombMIN.reduce: 3}.get(type(fuser).reduce)
+    reduce_code = {CombSUM.reduce: 0, CombMNZ.reduce: 1, CombMAX.reduce: 2, CombMIN.reduce: 3}.get(
+        getattr(type(fuser), "reduce", None))
     try:
-        from salience.search._fusion_numba_kernels import NORMALIZATIONS, fuse_rows
+        from salience.search._fusion_numba_kernels import NORMALIZATIONS
     except ImportError:
         return None
-    if reduce_code is None or fuser.normalize not in NORMALIZATIONS or slots is None:
+    if reduce_code is None or getattr(fuser, "normalize", "") not in NORMALIZATIONS or slots is None:
         return None
+    return reduce_code
+
+
+def _compiled_fusion(lexical: tuple, second: np.ndarray, dense: tuple, skip: set, k: int, fuser,
+                     slots: np.ndarray, reduce_code: int) -> tuple | None:
+    """Every query's fused top ``k`` as rows ``(positions, values, counts)`` from the compiled
+    kernels (the sides' rows in any order), the queries of ``skip`` left empty; None where the
+    index grew past ``slots``."""
+    from salience.core.fusion import _check_weights
+    from salience.search._fusion_numba_kernels import NORMALIZATIONS, fused_candidates, write_fused
+
     highest = max(int(lexical[0].max(initial=-1)), int(second.max(initial=-1)))
     if highest >= len(slots):  # the index grew past the table
         return None
@@ -334,11 +387,16 @@ def _compiled_fusion(lexical: tuple, second: np.ndarray, dense: tuple, skip: set
     second_count[list(skip)] = 0
     weights = _check_weights(fuser.weights, 2)
     n_queries = len(first_count)
-    width = min(k, lexical[0].shape[1] + second.shape[1])
+    size = lexical[0].shape[1] + second.shape[1]
+    keys, candidates = np.empty((n_queries, size)), np.empty((n_queries, size), dtype=np.int64)
+    ranked_by, counts = np.empty((n_queries, size)), np.zeros(n_queries, dtype=np.int64)
+    fused_candidates(lexical[0], np.asarray(lexical[1], dtype=np.float64), first_count, second,
+                     np.asarray(dense[1], dtype=np.float64), second_count, float(weights[0]), float(weights[1]),
+                     NORMALIZATIONS.index(fuser.normalize), reduce_code, slots, keys, candidates, ranked_by, counts)
+    order = np.argsort(keys, axis=1)  # numpy's vectorised sort; the kernel orders ties
+    width = min(k, size)
     out = (np.zeros((n_queries, width), dtype=np.int64), np.zeros((n_queries, width)), np.zeros(n_queries, dtype=np.int64))
-    fuse_rows(lexical[0], np.asarray(lexical[1], dtype=np.float64), first_count, second,
-              np.asarray(dense[1], dtype=np.float64), second_count, float(weights[0]), float(weights[1]),
-              NORMALIZATIONS.index(fuser.normalize), reduce_code, k, slots, *out)
+    write_fused(order, keys, candidates, ranked_by, counts, first_count, k, *out)
     return out
 
 

@@ -125,12 +125,14 @@ def _posting_counts(index) -> tuple[np.ndarray, int]:
     return cached[1], cached[2]
 
 
-def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None):
+def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None,
+                 ordered: bool = True):
     """``(positions, scores, counts)`` of each query's top ``k`` found with pruning (rows as
-    the exhaustive kernels write them; the index has bounds, see :func:`queries_to_prune`).
-    ``work``, when given, accumulates (postings decoded, documents scored)."""
+    the exhaustive kernels write them, best first when ``ordered``; the index has bounds, see
+    :func:`queries_to_prune`). ``work``, when given, accumulates (postings decoded, documents
+    scored)."""
     kernel = _kernel()
-    from salience.search.topk import _kernel_arrays
+    from salience.search.topk import _kernel_arrays, rank_rows
 
     packed = index._packed
     n_docs = len(index._ids)
@@ -160,4 +162,4 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
            *blocks, norms, index._idf, float(index._avg_len), scoring.VARIANTS.index(index.variant),
            float(index.k1), float(index.b), float(index.delta), base, query_indptr, query_terms, k_used, mask_used,
            out_idx, out_val, out_count, work if work is not None else np.zeros(2, dtype=np.int64))
-    return out_idx, out_val, out_count
+    return rank_rows(out_idx, out_val, out_count) if ordered else (out_idx, out_val, out_count)

@@ -109,10 +109,14 @@ def test_fusing_by_position_gives_the_general_fusion_exactly(fusion, normalize):
 
 @pytest.mark.parametrize("fusion, normalize", [("wsum", "minmax"), ("wsum", "zscore"), ("combmnz", "sum"),
                                                ("wsum", "rank"), ("rrf", None)])
-def test_a_batch_fused_as_rows_of_positions_gives_the_fused_rankings_exactly(fusion, normalize):
+def test_a_batch_fused_as_rows_of_positions_gives_the_fused_rankings_exactly(fusion, normalize, monkeypatch):
     """search_batch fuses both sides' rows of index positions (ids named for the top k only):
     the same ids and float values as fusing each query's two rankings, with a filter, with a
-    document deleted from one side, and with one only the dense side holds."""
+    document deleted from one side, and with one only the dense side holds. The dense products'
+    top k are shared out to two threads 7 rows at a time (the last chunk shorter)."""
+    from salience.search import hybrid as hybrid_module
+
+    monkeypatch.setattr(hybrid_module, "_SHARED_ROWS", 7)
     rng = np.random.default_rng(3)
     words = [f"w{i}" for i in range(40)]
     docs = [{"_id": f"doc-{i}", "text": " ".join(rng.choice(words, 8)), "year": 1990 + i % 20} for i in range(400)]
@@ -152,3 +156,44 @@ def test_a_batch_fused_as_rows_of_positions_gives_the_fused_rankings_exactly(fus
     general = hybrid._fuser(0.3).score(sides).sorted().top_k(10)
     assert found.ids == general.ids and found.values.tobytes() == general.values.tobytes()
     assert "late" in general.ids
+
+
+@pytest.mark.parametrize("fusion, normalize", [("wsum", "minmax"), ("wsum", None), ("combmnz", "minmax"),
+                                               ("combmax", "max"), ("combmin", "minmax")])
+def test_ties_fused_from_rows_in_any_order_fall_as_the_general_fusion_orders_them(fusion, normalize):
+    """The compiled fusion takes each side's top k in heap order and ranks the fused scores
+    with numpy's (unstable) sort, then orders ties itself: with hundreds of identical
+    documents (equal scores on both sides, long runs of ties, documents one side lacks) the
+    ids and values are the general fusion's bit for bit."""
+    rng = np.random.default_rng(11)
+    words = [f"w{i}" for i in range(12)]
+    docs = ([{"_id": f"same-{i}", "text": "alpha beta"} for i in range(90)]
+            + [{"_id": f"near-{i}", "text": "alpha gamma"} for i in range(50)]
+            + [{"_id": f"rand-{i}", "text": " ".join(rng.choice(words, 4)) + " alpha"} for i in range(120)]
+            + [{"_id": f"other-{i}", "text": " ".join(rng.choice(words, 5))} for i in range(100)])
+    rng.shuffle(docs)
+    queries = ["alpha", "alpha beta", "beta gamma", "w1 w2 alpha", "w3", "gamma delta"]
+    bm25 = BM25().index(docs)
+    dense = Dense(encoder=bag, encoder_name="bag32").index(docs)
+    for depth, k in ((300, 250), (40, 30), (400, 400)):
+        hybrid = Hybrid(bm25, dense, fusion=fusion, normalize=normalize, weight=0.4, depth=depth)
+        fused = hybrid.search_batch(queries, k=k)
+        fuser = hybrid._fuser(0.4)
+        batches = zip(bm25.search_batch(queries, k=depth), dense.search_batch(queries, k=depth))
+        for query, found, sides in zip(queries, fused, batches):
+            general = fuser.score(sides)
+            general = general.sorted().top_k(k)
+            assert found.ids == general.ids, (query, depth)
+            assert found.values.tobytes() == general.values.tobytes(), (query, depth)
+
+
+def test_a_hybrid_searched_from_the_shared_pool_answers_on_that_thread(indexes):
+    from salience.parallel.threads import beside
+
+    bm25, dense = indexes
+    hybrid = Hybrid(bm25, dense)
+    queries = ["sensor routing protocols", "protein cells"]
+    expected = hybrid.search_batch(queries, k=3)
+    found = beside(hybrid.search_batch, queries, k=3).result(timeout=30)
+    assert [s.ids for s in found] == [s.ids for s in expected]
+    assert all(a.values.tobytes() == b.values.tobytes() for a, b in zip(found, expected))

@@ -107,7 +107,7 @@ def test_the_packed_kernel_gives_the_same_top_k_whatever_documents_it_scores_at_
     memory = BM25(backend="numba").index(DOCS)
     memory.save(tmp_path / "ix")
     packed = BM25.load(tmp_path / "ix")
-    monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk,))
+    monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True))  # (chunk, ordered)
     _equal_results(packed, memory)
     mask = {"year": {"<": 2000}}
     for query in QUERIES:
