@@ -138,6 +138,23 @@ def _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count):
 
 
 @njit(cache=True, nogil=True)
+def sort_rows(positions, values, counts):
+    """The first ``counts[q]`` of each row put best first by the ranking rule (a heap built in
+    place, then taken apart from the back): for narrow rows, where numpy's sort costs more in
+    its calls than in its work."""
+    for q in range(len(counts)):
+        size = counts[q]
+        row_val = values[q]
+        row_idx = positions[q]
+        for i in range(size // 2 - 1, -1, -1):
+            _sift_down(row_val, row_idx, size, i)
+        while size > 1:  # the worst kept goes to the back
+            size -= 1
+            _swap(row_val, row_idx, 0, size)
+            _sift_down(row_val, row_idx, size, 0)
+
+
+@njit(cache=True, nogil=True)
 def order_ties(positions, values, counts):
     """Each run of equal values in the first ``counts[q]`` of row ``q`` (rows sorted by value,
     best first) put in ascending position order: the ranking rule's ties."""

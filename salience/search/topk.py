@@ -97,13 +97,20 @@ def top_k_numba(kernel, scores, encoded: list[list[int]], k: int, mask: np.ndarr
     return rank_rows(*arrays[-3:]) if ordered else arrays[-3:]
 
 
+#: rows wider than this are ranked by numpy's vectorised sort (a fifth of the heap's time at
+#: 1,000), narrower ones by a heap sort in the kernel (numpy's calls cost more than its work)
+NUMPY_SORT_WIDTH = 512
+
+
 def rank_rows(positions: np.ndarray, values: np.ndarray, counts: np.ndarray) -> tuple:
-    """The compiled kernels' rows (each query's top k in heap order) in rank order: value
-    descending (numpy's vectorised sort), ties by ascending position. Sorting all rows at once
-    costs a fifth of taking each heap apart in the kernel at depth 1,000."""
-    from salience.search._numba_kernels import order_ties
+    """The compiled kernels' rows (each query's top k in any order) in rank order: value
+    descending, ties by ascending position (sorted in place where narrow)."""
+    from salience.search._numba_kernels import order_ties, sort_rows
 
     if not values.size:
+        return positions, values, counts
+    if values.shape[1] <= NUMPY_SORT_WIDTH:
+        sort_rows(positions, values, counts)
         return positions, values, counts
     keys = np.negative(values)
     keys[np.arange(values.shape[1]) >= counts[:, None]] = np.inf  # past a row's count: last

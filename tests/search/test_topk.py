@@ -53,3 +53,27 @@ def test_the_kernels_answer_as_the_numpy_backend(tmp_path, params, k):
         _same(packed.search_batch(queries, k=k, **options), expected)
     # the accumulator is left empty after every query: a batch answers as one query at a time
     _same([memory.search(q, k=k) for q in queries[:20]], memory.search_batch(queries[:20], k=k))
+
+
+@pytest.mark.parametrize("width", [1, 7, 100, 512, 513, 1500])
+def test_rows_in_any_order_are_ranked_by_value_then_position(width):
+    """rank_rows (a heap sort up to NUMPY_SORT_WIDTH, numpy's sort and the tie pass above it)
+    against lexsort, on rows full of ties, with rows partly filled and one empty."""
+    from salience.search.topk import rank_rows
+
+    rng = np.random.default_rng(width)
+    n_rows = 40
+    values = rng.integers(0, 6, size=(n_rows, width)).astype(float) * 0.5
+    positions = np.stack([rng.permutation(5 * width)[:width] for _ in range(n_rows)]).astype(np.int64)
+    counts = rng.integers(0, width + 1, size=n_rows).astype(np.int64)
+    counts[0], counts[1] = 0, width
+    expected = []
+    for q in range(n_rows):
+        n = counts[q]
+        order = np.lexsort((positions[q, :n], -values[q, :n]))
+        expected.append((positions[q, :n][order], values[q, :n][order]))
+    ranked_positions, ranked_values, ranked_counts = rank_rows(positions.copy(), values.copy(), counts.copy())
+    assert np.array_equal(ranked_counts, counts)
+    for q, (want_positions, want_values) in enumerate(expected):
+        assert np.array_equal(ranked_positions[q, :counts[q]], want_positions), q
+        assert np.array_equal(ranked_values[q, :counts[q]], want_values), q
