@@ -43,20 +43,22 @@ def on_pool_thread() -> bool:
     return threading.current_thread().name.startswith(_PREFIX)
 
 
-def _forget_pool() -> None:
-    # a forked child has none of its parent's threads: it starts a pool of its own
-    global _pool, _lock
-    _pool, _lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_pool)
-
-
 _blas_lock = threading.Lock()
 _blas_holders = 0
 _blas_saved: list = []
 _blas_controllers: list | None = None
+
+
+def _forget_threads() -> None:
+    # a forked child has none of its parent's threads: it starts a pool of its own, and no
+    # thread of its own is inside one_blas_thread (a lock held by a parent's thread stays held)
+    global _pool, _lock, _blas_lock, _blas_holders, _blas_saved
+    _pool, _lock = None, threading.Lock()
+    _blas_lock, _blas_holders, _blas_saved = threading.Lock(), 0, []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
 
 
 @contextmanager
@@ -113,9 +115,8 @@ def _blas_libraries() -> list:
 class SharedChunks:
     """Work one thread hands out in chunks and a second thread helps with once its own work is
     done: :meth:`share` runs ``work(lo, hi)`` over the chunks of ``range(n)`` (``chunk`` long,
-    by default the one given here), taking chunks in
-    turn with whichever thread is in :meth:`serve`, and returns when every chunk is done (its
-    errors raised in the caller). A chunk the helper has not reached is taken by the caller, so
+    by default the one given here), taking chunks in turn with whichever thread is in
+    :meth:`serve`, and returns when every chunk is done (its errors raised in the caller). A chunk the helper has not reached is taken by the caller, so
     a busy helper never makes the caller wait."""
 
     def __init__(self, chunk: int):
