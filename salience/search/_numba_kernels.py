@@ -336,10 +336,3 @@ def top_k_rows(scores, allowed, offset, k, heap_val, heap_idx, sizes):
             if size == k:
                 threshold = hv[0]
         sizes[r] = size
-
-
-@njit(cache=True, nogil=True)
-def heaps_to_rows(heap_val, heap_idx, sizes, out_idx, out_val, out_count):
-    """Each row's heap (as :func:`top_k_rows` leaves it) written into the outputs, in heap order."""
-    for r in range(len(sizes)):
-        _write_row(r, sizes[r], heap_val[r], heap_idx[r], out_idx, out_val, out_count)

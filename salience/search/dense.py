@@ -52,6 +52,8 @@ __all__ = ["Dense"]
 
 
 APPROXIMATE = ("hnsw", "ivfpq")
+#: queries encoded and scored together (every batch path the same, so the same products)
+QUERY_BATCH = 256
 
 
 def _encoder_name(encoder, encoder_name: str | None, quantize: str | None, long_documents: str) -> str | None:
@@ -295,8 +297,12 @@ class Dense(SegmentedIndex):
 
         return search_approximate(self, vectors, k, allowed)
 
+    def _allowed(self, mask: np.ndarray | None) -> np.ndarray:
+        """The live documents a filter's ``mask`` (None: no filter) lets through."""
+        return self._live if mask is None else (self._live & mask)
+
     def _search_vectors(self, vectors: np.ndarray, k: int, mask: np.ndarray | None) -> list[Scores]:
-        allowed = self._live if mask is None else (self._live & mask)
+        allowed = self._allowed(mask)
         if self.approximate is not None:
             return self._search_approximate(vectors, k, allowed)
         positions, values, counts = self._exact_rows(vectors, k, allowed)
@@ -310,22 +316,24 @@ class Dense(SegmentedIndex):
         return exact_top_k(self._blocks, vectors, k, allowed, self.block_size, ordered, share)
 
     def top_rows(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
-                 ordered: bool = True) -> tuple | None:
+                 ordered: bool = True, share=None) -> tuple | None:
         """:meth:`search_batch` as arrays, no ids: ``(positions, values, counts)``, row ``q``
         holding query ``q``'s top ``k`` as index positions and cosines, its first ``counts[q]``
         valid (``ordered=False``: in any order, a sort less); None for an approximate index
-        (its candidates come another way)."""
+        (its candidates come another way) or no queries. ``share``: a
+        :meth:`salience.parallel.threads.SharedChunks.share`, through which a second thread
+        helps with the products and their top k (the same rows; the encoder runs in this
+        thread only)."""
         self._require_index()
         if isinstance(queries, str):
             raise InvalidParameterError("top_rows takes a list of queries.")
         if self.approximate is not None:
             return None
         k = check_k(k)
-        mask = self._filter_mask(where)
-        allowed = self._live if mask is None else (self._live & mask)
+        allowed = self._allowed(self._filter_mask(where))
         queries = list(queries)
-        parts = [self._exact_rows(self._queries(queries[lo : lo + 256]), k, allowed, bool(ordered))
-                 for lo in range(0, len(queries), 256)]
+        parts = [self._exact_rows(self._queries(queries[lo : lo + QUERY_BATCH]), k, allowed, bool(ordered), share)
+                 for lo in range(0, len(queries), QUERY_BATCH)]
         if not parts:
             return None
         return tuple(np.concatenate(column) for column in zip(*parts))
@@ -333,7 +341,7 @@ class Dense(SegmentedIndex):
     def search_batch(self, queries: Sequence[str], *, k: int = 10, where: Mapping | None = None,
                      show_progress: bool = False, n_jobs: int = 1) -> list[Scores]:
         """The ``k`` documents most similar (cosine) to each query, best first: encoded in
-        batches of 256, each batch scored in blocks; with ``n_jobs`` > 1 (or -1, one per core) the batches are scored by that many
+        batches of ``QUERY_BATCH`` (256), each batch scored in blocks; with ``n_jobs`` > 1 (or -1, one per core) the batches are scored by that many
         threads (numpy's matrix products release the interpreter lock). Results are the same
         for every ``n_jobs``."""
         from concurrent.futures import ThreadPoolExecutor
@@ -346,7 +354,7 @@ class Dense(SegmentedIndex):
         k = check_k(k)
         n_jobs = check_n_jobs(n_jobs)
         mask = self._filter_mask(where)
-        step = 256
+        step = QUERY_BATCH
         out: list[Scores] = []
         with progress_bar(len(queries), "searching", show_progress, unit="query") as bar, \
                 ThreadPoolExecutor(max_workers=n_jobs) as pool:

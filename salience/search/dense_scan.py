@@ -23,13 +23,13 @@ _SCAN_TILE = 8192
 _SMALL_TILE = 2048
 
 
-def _row_top_k_kernels():
-    """The compiled (offer, finish) top-k kernels for score blocks, or None without numba."""
+def _row_top_k_kernel():
+    """The compiled top-k kernel for score blocks, or None without numba."""
     try:
-        from salience.search._numba_kernels import heaps_to_rows, top_k_rows
+        from salience.search._numba_kernels import top_k_rows
     except ImportError:
         return None
-    return top_k_rows, heaps_to_rows
+    return top_k_rows
 
 
 def exact_top_k(blocks: Sequence, vectors: np.ndarray, k: int, allowed: np.ndarray, block_size: int,
@@ -40,21 +40,22 @@ def exact_top_k(blocks: Sequence, vectors: np.ndarray, k: int, allowed: np.ndarr
     product. ``share``: a :meth:`salience.parallel.threads.SharedChunks.share`, which runs the
     compiled top k of each product's rows in chunks on two threads (the products, and so the
     scores, are the same)."""
-    kernels = _row_top_k_kernels()
-    if kernels is not None:
-        return _compiled_top_k(blocks, vectors, k, allowed, block_size, *kernels, ordered=ordered, share=share)
+    offer = _row_top_k_kernel()
+    if offer is not None:
+        return _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, ordered=ordered, share=share)
     return _partitioned_top_k(blocks, vectors, k, allowed, block_size)
 
 
-def _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, finish, ordered=True, share=None):
+def _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, ordered=True, share=None):
     """Each block's scores offered to one bounded heap per query as the matrix product leaves
     them, instead of a partition of the whole block (which costs more than the product itself
     at 10^5 documents). With ``share``, two tiles at a time: their products on two threads,
     then their top k by chunks of rows (a tile's product is the same whichever thread computes
     it, and a row's heap is the same whatever order its documents are offered in)."""
     n_rows = len(vectors)
-    heap_val = np.empty((n_rows, k), dtype=np.float64)
-    heap_idx = np.empty((n_rows, k), dtype=np.int64)
+    # the heaps are the rows returned (each in heap order; zeros past its size, as rows are)
+    heap_val = np.zeros((n_rows, k), dtype=np.float64)
+    heap_idx = np.zeros((n_rows, k), dtype=np.int64)
     sizes = np.zeros(n_rows, dtype=np.int64)
     total = sum(len(block) for block in blocks)
     # the tiles depend on the collection alone, so a hybrid's shared products are the same
@@ -82,12 +83,9 @@ def _compiled_top_k(blocks, vectors, k, allowed, block_size, offer, finish, orde
         else:
             share(len(group), multiply, chunk=1)
             share(n_rows, take_top)
-    out_idx, out_val = np.zeros((n_rows, k), dtype=np.int64), np.zeros((n_rows, k), dtype=np.float64)
-    counts = np.zeros(n_rows, dtype=np.int64)
-    finish(heap_val, heap_idx, sizes, out_idx, out_val, counts)
     if ordered:
-        out_idx, out_val, counts = rank_rows(out_idx, out_val, counts)
-    return out_idx, out_val, counts.tolist()
+        heap_idx, heap_val, sizes = rank_rows(heap_idx, heap_val, sizes)
+    return heap_idx, heap_val, sizes.tolist()
 
 
 def _partitioned_top_k(blocks, vectors, k, allowed, block_size):

@@ -194,6 +194,8 @@ class Hybrid(Scorer):
         reduce_code = _compiled_reduction(fuser, slots)
         ordered = reduce_code is None  # the compiled fusion takes each side's top k in any order: two sorts less
         lexical, dense = self._both_rows(queries, max(k, self.depth), where, ordered)
+        if dense is None:  # no queries
+            return None
         lexical_ids, dense_ids = self.lexical_._ids, self.dense_._ids
         name_of = getattr(self.lexical_, "_id_array", None)
         name_of = np.asarray(lexical_ids, dtype=object) if name_of is None else name_of
@@ -223,18 +225,15 @@ class Hybrid(Scorer):
         return out
 
     def _both_rows(self, queries: list[str], depth: int, where: Mapping | None, ordered: bool) -> tuple:
-        """Both sides' rows (the lexical side's ``top_rows``, the dense side's exact top k) on
-        two threads. This one encodes the dense side's queries (in batches of 256, as
-        :meth:`Dense.search_batch` does, so the same products and scores) while the other
-        searches the lexical side; then both compute the dense products, two tiles of documents
-        at a time, and take their top k, a chunk of rows at a time. BLAS runs on one thread
+        """Both sides' ``top_rows`` on two threads. This one encodes the dense side's queries
+        while the other searches the lexical side; then both compute the dense products and
+        take their top k (:meth:`Dense.top_rows` with a ``share``). BLAS runs on one thread
         meanwhile: its idle helper threads would spin on the core the other thread needs."""
         from salience.parallel.threads import SharedChunks, beside, on_pool_thread, one_blas_thread
 
-        dense = self.dense_
         if on_pool_thread():  # called from work run beside another: one thread, no helper
-            lexical = self.lexical_.top_rows(queries, k=depth, where=where, ordered=ordered)
-            return lexical, dense.top_rows(queries, k=depth, where=where, ordered=ordered)
+            return (self.lexical_.top_rows(queries, k=depth, where=where, ordered=ordered),
+                    self.dense_.top_rows(queries, k=depth, where=where, ordered=ordered))
         helper = SharedChunks(_SHARED_ROWS)
 
         def lexical_then_help() -> tuple:
@@ -246,15 +245,10 @@ class Hybrid(Scorer):
         with one_blas_thread():
             lexical = beside(lexical_then_help)
             try:
-                dense._require_index()
-                mask = dense._filter_mask(where)
-                allowed = dense._live if mask is None else (dense._live & mask)
-                parts = [dense._exact_rows(dense._queries(queries[lo : lo + 256]), depth, allowed, ordered,
-                                           helper.share) for lo in range(0, len(queries), 256)]
+                dense = self.dense_.top_rows(queries, k=depth, where=where, ordered=ordered, share=helper.share)
             finally:
                 helper.close()
-            lexical = lexical.result()
-        return lexical, tuple(np.concatenate(column) for column in zip(*parts))
+            return lexical.result(), dense
 
     def _dense_to_lexical(self) -> np.ndarray | None:
         """Each dense position's position in the lexical index (-1 where it lacks the
@@ -308,9 +302,11 @@ _SHARED_ROWS = 16
 
 
 def _has_exact_rows(dense) -> bool:
-    """Whether ``dense`` gives rows of exact top k (a :class:`Dense` index without an
-    approximate structure)."""
-    return hasattr(dense, "_exact_rows") and hasattr(dense, "_queries") and getattr(dense, "approximate", None) is None
+    """Whether ``dense`` gives rows of exact top k, shared between threads (a :class:`Dense`
+    index without an approximate structure)."""
+    from salience.search.dense import Dense
+
+    return isinstance(dense, Dense) and dense.approximate is None
 
 
 #: the normalisations fusing by position computes on score arrays (``rank`` needs ranks, and

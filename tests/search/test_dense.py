@@ -352,7 +352,7 @@ def test_the_compiled_top_k_equals_the_numpy_partition_with_filters_deletions_an
     for where in (None, {"year": {">": 2010}}):
         compiled = index.search_batch(queries, k=25, where=where)
         with monkeypatch.context() as patch:
-            patch.setattr(dense_scan, "_row_top_k_kernels", lambda: None)
+            patch.setattr(dense_scan, "_row_top_k_kernel", lambda: None)
             partitioned = index.search_batch(queries, k=25, where=where)
         assert [r.ids for r in compiled] == [r.ids for r in partitioned]
         assert all(np.array_equal(a.values, b.values) for a, b in zip(compiled, partitioned))
