@@ -43,10 +43,15 @@ def pagerank_scores(weights: np.ndarray, damping: float = 0.85, personalization:
         return np.zeros(0)
     np.fill_diagonal(W, 0.0)
     totals = W.sum(axis=1, keepdims=True)
-    P = np.where(totals > 0, W / np.where(totals > 0, totals, 1.0), 1.0 / n)
+    if totals.all():  # no dangling node (the usual case): the same division without two selects
+        P = W / totals
+    else:
+        P = np.where(totals > 0, W / np.where(totals > 0, totals, 1.0), 1.0 / n)
     teleport = np.full(n, 1.0 / n) if personalization is None else np.asarray(personalization, float) / np.sum(personalization)
     if n <= _EXACT_MAX_NODES:
-        return np.linalg.solve(np.eye(n) - damping * P.T, (1 - damping) * teleport)
+        system = P.T * -damping
+        system.flat[:: n + 1] += 1.0  # I - damping P^T without forming I
+        return np.linalg.solve(system, (1 - damping) * teleport)
     x = np.full(n, 1.0 / n)
     for _ in range(max_iter):
         nxt = damping * (x @ P) + (1 - damping) * teleport

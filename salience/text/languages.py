@@ -29,7 +29,7 @@ import numpy as np
 
 from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.extras import require
-from salience.text.byte_tokens import JOINED_WORD
+from salience.text.byte_tokens import JOINED_WORD, ascii_joined_words
 from salience.text.hashing import number_strings
 from salience.text.stemmers import thread_stemmer
 from salience.text.stopwords import STOPWORDS
@@ -373,22 +373,35 @@ def detect_languages(texts: Sequence[str]) -> list[str]:
 
 def detect_language(text: str) -> str:
     """:func:`detect_languages` for one text (the same answer), counted with a dictionary
-    rather than arrays: the fast way for a single text, as a summary needs."""
+    rather than arrays: the fast way for a single text, as a summary needs. Text whose words are
+    ASCII is split with a translation table (:func:`ascii_joined_words`), the rest by the regex."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    tokens = _WORD.findall(text, 0, 40 * DETECT_TOKENS)
-    if len(tokens) < DETECT_TOKENS and len(text) > 40 * DETECT_TOKENS:
-        tokens = _WORD.findall(text)  # very long words: read on
-    tokens = "\n".join(tokens[:DETECT_TOKENS]).lower().split("\n") if tokens else []
-    owners = _stopword_index()
+    head = text[:40 * DETECT_TOKENS]
+    words = ascii_joined_words(head)
+    if words is not None and (len(words) >= DETECT_TOKENS or len(head) == len(text)):
+        tokens, owners = words[:DETECT_TOKENS], _ascii_stopword_index()
+    else:
+        tokens = _WORD.findall(head)
+        if len(tokens) < DETECT_TOKENS and len(text) > len(head):
+            tokens = _WORD.findall(text)  # very long words: read on
+        tokens = "\n".join(tokens[:DETECT_TOKENS]).lower().split("\n") if tokens else []
+        owners = _stopword_index()
     votes, coverage = [0.0] * len(_detectable()), [0.0] * len(_detectable())
-    for word, count in Counter(filter(owners.__contains__, tokens)).items():
-        langs = owners[word]
+    for word, count in Counter(tokens).items():
+        langs = owners.get(word)
+        if langs is None:
+            continue
         for i in langs:
             votes[i] += count / len(langs)
             coverage[i] += count
     return _by_script(_decide(np.array([votes]), np.array([coverage]), np.array([len(tokens)])), [text])[0]
 
+
+@lru_cache(maxsize=1)
+def _ascii_stopword_index() -> dict[bytes, tuple[int, ...]]:
+    """:func:`_stopword_index`'s ASCII words, as bytes (the tokens of :func:`ascii_joined_words`)."""
+    return {word.encode("ascii"): langs for word, langs in _stopword_index().items() if word.isascii()}
 
 
 def _number(values: list[str]) -> tuple[np.ndarray, list[str]]:

@@ -33,7 +33,10 @@ _WIDE_BOUNDARY = re.compile(r"""[。！？]+[」』”’）)]*""")
 _OPENER = re.compile(r"""["'“‘(\[]*[\w¿¡]""")
 _PARAGRAPH = re.compile(r"\n[ \t\r\f\v]*\n\s*")
 _ACRONYM = re.compile(r"(?:[a-z]\.)+[a-z]")
-_INNER_SPACE = re.compile(r"\s\s|[^\S ]")
+# the ASCII whitespace other than the space (what str.split and \s see in ASCII text)
+_ASCII_BREAK = re.compile(r"[\t\n\r\x0b\x0c\x1c-\x1f]")
+# \w is str.isalnum() plus "_": the characters of a word, with the dots inside it
+_WORD_BEFORE = re.compile(r"[\w.]{0,40}")
 
 
 #: Keyphrase statistics (YAKE's sentence spread and position) count clauses ended by these single
@@ -50,7 +53,7 @@ class Sentence(NamedTuple):
     end: int
 
 
-def _is_boundary(text: str, match: re.Match) -> bool:
+def _is_boundary(text: str, match: re.Match, reversed_text: str) -> bool:
     end = match.end()
     if end < len(text) and not text[end].isupper():  # the common case needs no regex
         opener = _OPENER.match(text, end)
@@ -61,13 +64,12 @@ def _is_boundary(text: str, match: re.Match) -> bool:
             return False  # "e.g. the", "approx. three": a lower-case word continues the sentence
     if match.group(1) != ".":
         return True
-    end_of_word = match.start()
-    begin = end_of_word
-    while begin > 0 and begin > end_of_word - 40 and (text[begin - 1].isalnum() or text[begin - 1] in "._"):
-        begin -= 1  # walk back over the word the period ends (letters, digits, inner dots)
-    if begin == end_of_word:
+    # the word the period ends (letters, digits, inner dots; at most 40 characters), read
+    # backwards with one regex match on the reversed text rather than a loop over characters
+    word = _WORD_BEFORE.match(reversed_text, len(text) - match.start()).group(0)
+    if not word:
         return True
-    token = text[begin:end_of_word].lower().rstrip(".")
+    token = word[::-1].lower().rstrip(".")
     if token in ABBREVIATIONS:
         return False
     if len(token) == 1 and token.isalpha():
@@ -75,6 +77,12 @@ def _is_boundary(text: str, match: re.Match) -> bool:
     if "." in token and _ACRONYM.fullmatch(token):
         return False  # dotted acronyms: "U.S.A."
     return True
+
+
+def _needs_collapsing(sentence: str) -> bool:
+    """Whether a sentence holds whitespace other than single spaces (two cheap checks for ASCII
+    text: one regex with an alternation costs several times more)."""
+    return not sentence.isascii() or "  " in sentence or _ASCII_BREAK.search(sentence) is not None
 
 
 def split_sentences(text: str) -> list[Sentence]:
@@ -88,8 +96,9 @@ def split_sentences(text: str) -> list[Sentence]:
     cuts = {0, len(text)}
     for paragraph in _PARAGRAPH.finditer(text):
         cuts.add(paragraph.start())
+    reversed_text = text[::-1]
     for match in _BOUNDARY.finditer(text):
-        if _is_boundary(text, match):
+        if _is_boundary(text, match, reversed_text):
             cuts.add(match.end(2))
     if not text.isascii():
         cuts.update(match.end() for match in _WIDE_BOUNDARY.finditer(text))
@@ -100,7 +109,7 @@ def split_sentences(text: str) -> list[Sentence]:
         stripped = piece.strip()
         if stripped:
             offset = start + piece.index(stripped[0])
-            clean = " ".join(stripped.split()) if _INNER_SPACE.search(stripped) else stripped
+            clean = " ".join(stripped.split()) if _needs_collapsing(stripped) else stripped
             sentences.append(Sentence(clean, offset, offset + len(stripped)))
     return sentences
 

@@ -151,3 +151,18 @@ def test_stop_word_lists_by_language_for_any_tokenizer():
 def test_one_text_is_detected_as_in_a_batch():
     texts = list(SAMPLES.values()) + ["", "42", "in a", "l'avion d'un x-ray", "Zorblat quim vexo."]
     assert [detect_language(t) for t in texts] == detect_languages(texts)
+
+
+def test_the_ascii_path_detects_as_the_regex(monkeypatch):
+    import random
+
+    import salience.text.languages as languages
+
+    rng = random.Random(3)
+    words = ["the", "and", "de", "la", "der", "und", "don't", "it's", "l'", "-la", "--", "'", "£", "x", "o-", "_", "est"]
+    texts = [" ".join(rng.choice(words) + rng.choice(["", "-", "'", "."]) for _ in range(rng.randint(0, 40)))
+             for _ in range(1500)]
+    texts += ["the " * 2500, "the " * 10 + "x" * 90_000 + " der die das und"]
+    fast = [detect_language(t) for t in texts]
+    monkeypatch.setattr(languages, "ascii_joined_words", lambda text: None)
+    assert fast == [detect_language(t) for t in texts]

@@ -50,3 +50,60 @@ def test_long_text_is_linear_in_memory():
         finally:
             tracemalloc.stop()
     assert peaks[1] < 2.5 * peaks[0]
+
+
+def _reference_split(text):
+    """The splitting rules written plainly: the word before a period walked back a character at a
+    time, and every sentence's whitespace collapsed by one regex (the fast paths must agree)."""
+    import re
+
+    from salience.text import sentences as rules
+
+    def boundary(match):
+        end = match.end()
+        if end < len(text) and not text[end].isupper():
+            opener = rules._OPENER.match(text, end)
+            if opener is None:
+                return False
+            first = opener.group(0)[-1]
+            if first.isalpha() and first.islower():
+                return False
+        if match.group(1) != ".":
+            return True
+        begin = end_of_word = match.start()
+        while begin > 0 and begin > end_of_word - 40 and (text[begin - 1].isalnum() or text[begin - 1] in "._"):
+            begin -= 1
+        if begin == end_of_word:
+            return True
+        token = text[begin:end_of_word].lower().rstrip(".")
+        if token in rules.ABBREVIATIONS or (len(token) == 1 and token.isalpha()):
+            return False
+        return not ("." in token and rules._ACRONYM.fullmatch(token))
+
+    cuts = {0, len(text)} | {m.start() for m in rules._PARAGRAPH.finditer(text)}
+    cuts |= {m.end(2) for m in rules._BOUNDARY.finditer(text) if boundary(m)}
+    cuts |= {m.end() for m in rules._WIDE_BOUNDARY.finditer(text)}
+    bounds = sorted(cuts)
+    pieces = [text[a:b].strip() for a, b in zip(bounds, bounds[1:])]
+    return [" ".join(p.split()) if re.search(r"\s\s|[^\S ]", p) else p for p in pieces if p]
+
+
+def test_fast_paths_split_as_the_plain_rules():
+    import random
+
+    rng = random.Random(7)
+    parts = ["Dr", "e.g", "U.S", "J", "word", "Ünï", "x" * 45, "under_score", "3.5", "a_b.c", "etc", "Fig", "ça",
+             "Then", "the", "(See", '"Yes', "…", "Wait", "42", "é" * 41, "ab" + ".c" * 19]
+    gaps = [". ", ".  ", ".\t", ".\x1c", ".\u2003", "! ", "? ", " ", "\n", "\n\n", ". \n", "。", ".) ", ". (", ".\" "]
+    for _ in range(3000):
+        text = "".join(rng.choice(parts) + rng.choice(gaps) for _ in range(rng.randint(0, 12)))
+        assert [s.text for s in split_sentences(text)] == _reference_split(text), text
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("One\ttwo  three.\x1cNext one.", ["One two three.", "Next one."]),
+    ("Wide\u2003space here. Done.", ["Wide space here.", "Done."]),
+    ("Call x_y.z. Then stop.", ["Call x_y.z.", "Then stop."]),
+])
+def test_inner_whitespace_collapses_to_single_spaces(text, expected):
+    assert [s.text for s in split_sentences(text)] == expected

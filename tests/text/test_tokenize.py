@@ -105,6 +105,24 @@ def test_named_token_rules_share_one_byte_table():
     assert [b for b in range(256) if _TABLE_KEEP[b] != 32] == np.flatnonzero(BYTE_CLASS == 1).tolist()
 
 
+def test_ascii_joined_words_equal_the_regex():
+    import random
+    import re
+
+    from salience.text.byte_tokens import JOINED_WORD, ascii_joined_words
+
+    rng = random.Random(11)
+    alphabet = "ab Z9_-'.,;!?()\n\t\"£“—"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        expected = [w.lower().encode() for w in re.findall(JOINED_WORD, text)]
+        assert ascii_joined_words(text) == expected, text
+    # the joiners and words only the regex reads
+    assert ascii_joined_words("don’t") is None and ascii_joined_words("café") is None
+    assert ascii_joined_words("中文") is None
+    assert ascii_joined_words("--a--b-c 'd' e'' -") == [b"a", b"b-c", b"d", b"e"]
+
+
 def test_each_thread_stems_with_its_own_stemmer():
     import threading
 
