@@ -17,6 +17,9 @@ from salience.summarize.evaluate import rouge_scorer
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "summarize" / "bbc_news_summary_100"
 
 
+TOLD = "salience LexRank, told the language (en)"
+
+
 def split_articles(which: str = "test") -> list[dict]:
     """The BBC News Summary articles of a split (the test split by default)."""
     return document_set(DATA, which)
@@ -59,6 +62,8 @@ def systems():
     for method, label in (("lexrank", "salience LexRank (default)"), ("textrank", "salience TextRank (BM25)"),
                           ("centroid", "salience centroid"), ("lead", "salience lead")):
         out[label] = SalienceSummaries(method=method)
+    # sumy is told the language (Stemmer("english"), English stop words): the same scope for salience
+    out[TOLD] = SalienceSummaries(method="lexrank", language="en")
     # TextRank over the cosine graph is continuous LexRank (one name now): the overlap graph instead
     out["salience TextRank (overlap)"] = SalienceSummaries(method="textrank", similarity="overlap")
     try:
@@ -144,14 +149,17 @@ def render(rows, n_docs: int, command) -> str:
         lines.append(f"| {r['system']} | {r['rouge1']:.1f} | {r['rouge2']:.1f} | {r['rougeL']:.1f} | {r['docs_per_second']:,.0f} |")
     by = {r["system"]: r for r in rows}
     ours = by["salience LexRank (default)"]
-    lines += ["", "Targets (issue 4, summaries):", "", "| target | measured | met |", "|---|---|---|"]
+    lines += ["", "Targets (issue 4, summaries; the 10x by issue 54):", "", "| target | measured | met |", "|---|---|---|"]
     summa = by.get("summa TextRank")
     if summa:
         lines.append(f"| ROUGE-2 >= 76.2 (summa TextRank here: {summa['rouge2']:.1f}) | {ours['rouge2']:.1f} | "
                      f"{'yes' if ours['rouge2'] >= max(76.2, summa['rouge2']) else 'no'} |")
     sumy = by.get("sumy LexRank")
     if sumy:
-        ratio = ours["docs_per_second"] / sumy["docs_per_second"]
-        lines.append(f"| >= 10x sumy LexRank's docs/s | {ratio:.1f}x ({ours['docs_per_second']:,.0f} vs {sumy['docs_per_second']:,.0f}) | "
-                     f"{'yes' if ratio >= 10 else 'no'} |")
+        for row, scope in ((ours, "the default, language detected"), (by[TOLD], "told the language, as sumy is")):
+            ratio = row["docs_per_second"] / sumy["docs_per_second"]
+            met = ratio >= 10 and row["rouge2"] >= sumy["rouge2"]
+            lines.append(f"| >= 10x sumy LexRank's docs/s at equal or better ROUGE-2 ({scope}) | {ratio:.1f}x "
+                         f"({row['docs_per_second']:,.0f} vs {sumy['docs_per_second']:,.0f}; ROUGE-2 {row['rouge2']:.1f} vs "
+                         f"{sumy['rouge2']:.1f}) | {'yes' if met else 'no'} |")
     return "\n".join(lines) + "\n"
