@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 import tempfile
 import time
@@ -101,16 +102,38 @@ def rrf(lists: list[list[str]], k: float) -> list[str]:
     return sorted(order, key=lambda key: -total[key])
 
 
-def f1_at_10(predicted: list[list[str]], golds: list[set[str]]) -> float:
-    """Mean F1@10 of already-normalised predictions (evaluate_keyphrases' protocol)."""
-    total = 0.0
+def f1_per_document(predicted: list[list[str]], golds: list[set[str]]) -> list[float]:
+    """Each document's F1@10 of already-normalised predictions (evaluate_keyphrases' protocol)."""
+    out = []
     for keys, gold in zip(predicted, golds):
         top = keys[:10]
         hits = sum(1 for key in top if key in gold)
         p = hits / len(top) if top else 0.0
         r = hits / len(gold) if gold else 0.0
-        total += 2 * p * r / (p + r) if p + r else 0.0
-    return total / max(len(golds), 1)
+        out.append(2 * p * r / (p + r) if p + r else 0.0)
+    return out
+
+
+def f1_at_10(predicted: list[list[str]], golds: list[set[str]]) -> float:
+    """Mean F1@10 of already-normalised predictions."""
+    return sum(f1_per_document(predicted, golds)) / max(len(golds), 1)
+
+
+def pooled_standard_error(per_document: dict[str, list[float]]) -> float:
+    """Standard error of the mean over sets of per-set mean F1@10 (each set's documents
+    independent): sqrt(sum of each set's variance of the mean) / number of sets."""
+    variances = [np.var(v, ddof=1) / len(v) for v in per_document.values() if len(v) > 1]
+    return float(np.sqrt(sum(variances)) / max(len(per_document), 1))
+
+
+def one_standard_error_choice(rows: list[dict]) -> tuple[dict, float]:
+    """Breiman's one-standard-error rule: among the rows whose pooled mean is within one
+    standard error of the best one's, the one fusing the fewest methods (the cheapest and
+    least tuned), then the highest mean. Returns it and the standard error."""
+    best = max(rows, key=lambda r: r["mean"])
+    error = pooled_standard_error(best["per_document"])
+    near = [r for r in rows if r["mean"] >= best["mean"] - error]
+    return min(near, key=lambda r: (len(r["members"]), -r["mean"])), error
 
 
 def _gold_sets(docs) -> list[set[str]]:
@@ -121,30 +144,40 @@ def _gold_sets(docs) -> list[set[str]]:
 def choose(args) -> dict:
     dev = {name: document_set(KEYPHRASE_DATA / name, "dev")[: args.limit_docs] for name in KEYPHRASE_SETS}
     golds = {name: _gold_sets(docs) for name, docs in dev.items()}
-    ranks: dict = {}  # (method, source, set) -> keys per document
-    seconds: dict = {}
-    for name, docs in dev.items():
-        # noun phrases where the fused method tags: short texts of English sets (see FusedKeyphrases)
-        short = [i for i, d in enumerate(docs) if len(d["text"].split()) <= LONG_TEXT_WORDS] if _english(docs) else []
-        for method in CHEAP:
-            keys, _, took = ranked_keys(method, {}, docs)
-            ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
-            tagged, _, tagged_took = ranked_keys(method, _source_params("noun_phrases"), [docs[i] for i in short]) \
-                if short else ([], [], 0.0)
-            merged = list(keys)
-            for j, i in enumerate(short):
-                merged[i] = tagged[j]
-            ranks[method, "noun_phrases", name] = merged
-            seconds[method, "noun_phrases", name] = tagged_took + took * (len(docs) - len(short)) / len(docs)
-            for source in ("runs", "noun_phrases") if short else ("runs",):
-                print(f"  dev {name} {method} {source}: F1@10 {f1_at_10(ranks[method, source, name], golds[name]):.3f} "
-                      f"({len(docs) / seconds[method, source, name]:,.1f} docs/s)", file=sys.stderr, flush=True)
-        judged = docs[: args.judge_docs]
-        for method in JUDGES:
-            keys, _, took = ranked_keys(method, {}, judged)
-            ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
-            print(f"  dev {name} {method} (first {len(judged)}): F1@10 {f1_at_10(keys, golds[name][:len(judged)]):.3f} "
-                  f"({len(judged) / took:,.2f} docs/s)", file=sys.stderr, flush=True)
+    if args.dev_ranks and args.dev_ranks.exists():  # the methods' rankings of an earlier run: the grid again
+        saved = json.loads(args.dev_ranks.read_text())
+        ranks = {tuple(key.split("|")): value for key, value in saved["ranks"].items()}
+        seconds = {tuple(key.split("|")): value for key, value in saved["seconds"].items()}
+        print(f"  dev rankings read from {args.dev_ranks}", file=sys.stderr, flush=True)
+    else:
+        ranks: dict = {}  # (method, source, set) -> keys per document
+        seconds: dict = {}
+        for name, docs in dev.items():
+            # noun phrases where the fused method tags: short texts of English sets (see FusedKeyphrases)
+            short = [i for i, d in enumerate(docs) if len(d["text"].split()) <= LONG_TEXT_WORDS] if _english(docs) else []
+            for method in CHEAP:
+                keys, _, took = ranked_keys(method, {}, docs)
+                ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
+                tagged, _, tagged_took = ranked_keys(method, _source_params("noun_phrases"), [docs[i] for i in short]) \
+                    if short else ([], [], 0.0)
+                merged = list(keys)
+                for j, i in enumerate(short):
+                    merged[i] = tagged[j]
+                ranks[method, "noun_phrases", name] = merged
+                seconds[method, "noun_phrases", name] = tagged_took + took * (len(docs) - len(short)) / len(docs)
+                for source in ("runs", "noun_phrases") if short else ("runs",):
+                    print(f"  dev {name} {method} {source}: F1@10 {f1_at_10(ranks[method, source, name], golds[name]):.3f} "
+                          f"({len(docs) / seconds[method, source, name]:,.1f} docs/s)", file=sys.stderr, flush=True)
+            judged = docs[: args.judge_docs]
+            for method in JUDGES:
+                keys, _, took = ranked_keys(method, {}, judged)
+                ranks[method, "runs", name], seconds[method, "runs", name] = keys, took
+                print(f"  dev {name} {method} (first {len(judged)}): F1@10 {f1_at_10(keys, golds[name][:len(judged)]):.3f} "
+                      f"({len(judged) / took:,.2f} docs/s)", file=sys.stderr, flush=True)
+        if args.dev_ranks:
+            args.dev_ranks.parent.mkdir(parents=True, exist_ok=True)
+            args.dev_ranks.write_text(json.dumps({"ranks": {"|".join(k): v for k, v in ranks.items()},
+                                                  "seconds": {"|".join(k): v for k, v in seconds.items()}}))
 
     def lists_for(members, source, name, limit=None):
         return [ranks[m, "runs" if m in JUDGES else source, name][:limit] for m in members]
@@ -153,13 +186,16 @@ def choose(args) -> dict:
         judged = min(args.judge_docs, len(dev["inspec"])) if method in JUDGES else len(dev["inspec"])
         return seconds[method, "runs" if method in JUDGES else source, "inspec"] / judged
 
-    def score(members, source, k, limit=None):
-        per_set = {}
+    def per_document(members, source, k, limit=None):
+        out = {}
         for name in KEYPHRASE_SETS:
             lists = lists_for(members, source, name, limit)
             n = len(lists[0])
-            per_set[name] = f1_at_10([rrf([lst[i] for lst in lists], k) for i in range(n)], golds[name][:n])
-        return per_set
+            out[name] = f1_per_document([rrf([lst[i] for lst in lists], k) for i in range(n)], golds[name][:n])
+        return out
+
+    def score(members, source, k, limit=None):
+        return {name: float(np.mean(v)) if v else 0.0 for name, v in per_document(members, source, k, limit).items()}
 
     grid = []
     for source in ("runs", "noun_phrases"):
@@ -167,12 +203,14 @@ def choose(args) -> dict:
             for members in itertools.combinations(CHEAP, size):
                 speed = 1.0 / sum(per_document_seconds(m, source) for m in members)
                 for k in RRF_KS if size > 1 else (60,):
-                    per_set = score(members, source, k)
+                    documents = per_document(members, source, k)
+                    per_set = {name: float(np.mean(v)) if v else 0.0 for name, v in documents.items()}
                     grid.append({"members": members, "source": source, "rrf_k": k, "per_set": per_set,
-                                 "mean": float(np.mean(list(per_set.values()))), "speed": speed})
+                                 "per_document": documents, "mean": float(np.mean(list(per_set.values()))),
+                                 "speed": speed})
     grid.sort(key=lambda r: -r["mean"])
     fast_enough = [r for r in grid if r["speed"] >= BEST_SPEED and len(r["members"]) > 1]
-    chosen = fast_enough[0]
+    chosen, standard_error = one_standard_error_choice(fast_enough)
     # the judges beside the chosen fusion, on the judged documents only
     judged_rows = []
     base = (chosen["members"], chosen["source"], chosen["rrf_k"])
@@ -189,7 +227,10 @@ def choose(args) -> dict:
     library_speed = len(texts) / (time.perf_counter() - start)
     library_f1 = evaluate_keyphrases([s.ids for s in library], texts, [d["keyphrases"] for d in dev["inspec"]],
                                      ks=(10,))["F1@10"]
+    for row in grid:
+        row.pop("per_document")  # only the rule reads them
     return {"grid": grid, "chosen": chosen, "judged": judged_rows, "sizes": {n: len(d) for n, d in dev.items()},
+            "standard_error": standard_error, "best_mean": fast_enough[0]["mean"],
             "judge_docs": args.judge_docs, "library": {"f1": library_f1, "speed": library_speed}}
 
 
@@ -200,8 +241,12 @@ def render_choice(result: dict, command: str) -> str:
              f"F1@10 on each set's {split_heading('dev')} ({', '.join(f'{n} {k}' for n, k in result['sizes'].items())} "
              "documents) of every fusion (RRF) of one to four cheap methods, over stop-word runs or noun phrases "
              f"(en_core_web_sm, English sets); speed: Inspec dev documents/s of the methods run one after another. The "
-             f"best tier is the best mean among the fusions of two or more reaching {BEST_SPEED:.0f} documents/s; the "
-             "test split is not read. The ten best fusions, and the best single methods:", "",
+             f"best tier comes from the fusions of two or more reaching {BEST_SPEED:.0f} documents/s by the "
+             "one-standard-error rule (Breiman et al., 1984): of those whose mean is within one standard error of the "
+             f"best mean ({result['best_mean']:.4f}; standard error {result['standard_error']:.4f}, from the "
+             "documents' spread in each set), the one fusing the fewest methods, then the highest mean, since "
+             "differences inside the dev sets' noise would only buy cost. The test split is not read. The ten best "
+             "fusions, and the best single methods:", "",
              "| methods | candidates | RRF k | " + " | ".join(KEYPHRASE_SETS) + " | mean | docs/s |",
              "|---|---|---:|" + "---:|" * (len(KEYPHRASE_SETS) + 2)]
     singles = [r for r in result["grid"] if len(r["members"]) == 1][:4]
@@ -229,6 +274,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="choose,test,labelfree")
     parser.add_argument("--judge-docs", type=int, default=60, help="dev documents per set the judges rank (choose)")
+    parser.add_argument("--dev-ranks", type=Path, default=None,
+                        help="choose: a JSON file of the methods' dev rankings and times, read if it exists (the grid "
+                             "and the rule again, in seconds), else written")
     parser.add_argument("--subset-docs", type=int, default=60, help="test documents per set of the costly systems")
     parser.add_argument("--long-subset-docs", type=int, default=15,
                         help="test documents of the costly systems on the long-text sets")
