@@ -135,9 +135,9 @@ def run(args) -> dict:
             for peer in args.peers.split(","):
                 gc.collect()
                 if peer == "bm25s":
-                    result = scale.bm25s_index(docs, all_queries, Path(tmp), backend="numba")
+                    result = scale.bm25s_index(docs, all_queries, Path(tmp), backend="numba", query_sets=query_sets)
                 elif peer == "tantivy":
-                    result = scale.tantivy_index(docs.__iter__, all_queries, Path(tmp))
+                    result = scale.tantivy_index(docs.__iter__, all_queries, Path(tmp), query_sets=query_sets)
                 else:
                     continue
                 result["overlap"] = scale.overlap(result.pop("top"), ours["top"])
@@ -181,9 +181,20 @@ def render(result: dict, command: str, seconds: float) -> str:
         lines.append(f"| {size['n']:,} | salience BM25, packed and memory-mapped, pruning auto | {ours['auto_qps']:,.0f} | "
                      f"{size['latency']['p50_ms']:.2f} | {size['latency']['p99_ms']:.2f} | | |")
         for peer, found in size["peers"].items():
-            name = {"bm25s": "bm25s 0.3.16, numba backend", "tantivy": "tantivy-py"}.get(peer, peer)
+            name = PEER_NAMES.get(peer, peer)
             lines.append(f"| {size['n']:,} | {name} | {found['qps']:,.0f} | {found['p50_ms']:.2f} | "
                          f"{found['p99_ms']:.2f} | {ours['auto_qps'] / found['qps']:.2f}x | {found['overlap']:.3f} |")
+    lines += ["", "Each query set against the peers (queries/s; salience with `pruning=\"auto\"`, the default):", "",
+              "| documents | queries | salience | " + " | ".join(PEER_NAMES.get(p, p) for p in _peers(result)) + " | "
+              + " | ".join(f"salience / {PEER_NAMES.get(p, p)}" for p in _peers(result)) + " |",
+              "|---:|---|---:|" + "---:|" * (2 * len(_peers(result)))]
+    for size in result["sizes"]:
+        for row in size["rows"]:
+            peers = [size["peers"][p]["qps_by_set"].get(row["set"], size["peers"][p]["qps"]) if p in size["peers"]
+                     else float("nan") for p in _peers(result)]
+            lines.append(f"| {size['n']:,} | {row['set']} | {row['auto_qps']:,.0f} | "
+                         + " | ".join(f"{q:,.0f}" for q in peers) + " | "
+                         + " | ".join(f"{row['auto_qps'] / q:.2f}x" for q in peers) + " |")
     lines += ["", f"The roofline: exhaustive scoring reads each query term's packed postings once (gaps and term "
                   f"frequencies, 1-4 bytes each). The share is of one core's measured read bandwidth "
                   f"({result['read_gb_s']:.1f} GB/s, `bench/limits.py`). The scan is not bound by reading the "
@@ -192,6 +203,13 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "per query (the documents of a block are decoded to look one up; only the postings added are "
                   "scored); the table gives the share decoded.", ""]
     return "\n".join(lines)
+
+
+PEER_NAMES = {"bm25s": "bm25s 0.3.16, numba backend", "tantivy": "tantivy-py"}
+
+
+def _peers(result: dict) -> list[str]:
+    return list(dict.fromkeys(p for size in result["sizes"] for p in size["peers"]))
 
 
 def main(argv=None) -> int:

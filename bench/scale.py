@@ -199,9 +199,10 @@ def sharded_bm25(docs, queries, work: Path, n_shards: int, executor: str = "loca
     return {"index_s": index_s, "bytes": size, **measured_search(engine, queries)}
 
 
-def tantivy_index(docs, queries, work: Path):
+def tantivy_index(docs, queries, work: Path, query_sets: dict | None = None):
     """tantivy-py (Rust, Lucene-style segments): en_stem analyzer, its BM25 (k1=1.2, b=0.75),
-    the writer's own threads (its best on this machine) and a 500 MB indexing heap, on disk."""
+    the writer's own threads (its best on this machine) and a 500 MB indexing heap, on disk.
+    With ``query_sets`` ({name: queries}) each set's queries/s too."""
     import tantivy
 
     start = time.perf_counter()
@@ -230,10 +231,11 @@ def tantivy_index(docs, queries, work: Path):
         search(q)
     qps, top = best_qps(lambda: [search(q) for q in queries], len(queries))
     p50, p99 = latency_ms(search, queries)
-    return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99, "top": top}
+    by_set = {name: best_qps(lambda: [search(q) for q in some], len(some))[0] for name, some in (query_sets or {}).items()}
+    return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99, "top": top, "qps_by_set": by_set}
 
 
-def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
+def bm25s_index(docs, queries, work: Path, backend: str = "numpy", query_sets: dict | None = None):
     """bm25s (``backend``: its default numpy scoring or its numba backend, its best for speed) fed through its streaming ``Tokenizer`` a chunk at a time, each document's ids kept
     as a numpy array: its one-shot ``bm25s.tokenize`` holds every token as a Python int, more
     memory than this machine has at 10^6 documents."""
@@ -265,8 +267,11 @@ def bm25s_index(docs, queries, work: Path, backend: str = "numpy"):
     qps, (found, _) = best_qps(lambda: engine.retrieve(tokenized(queries), corpus=doc_ids, k=10, show_progress=False,
                                                        n_threads=1), len(queries))
     p50, p99 = latency_ms(lambda q: engine.retrieve(tokenized([q]), k=10, show_progress=False, n_threads=1), queries)
+    by_set = {name: best_qps(lambda: engine.retrieve(tokenized(some), corpus=doc_ids, k=10, show_progress=False,
+                                                     n_threads=1), len(some))[0]
+              for name, some in (query_sets or {}).items()}  # each named set's queries/s (query_sets: {name: queries})
     return {"index_s": index_s, "bytes": size, "qps": qps, "p50_ms": p50, "p99_ms": p99,
-            "top": [list(row) for row in found]}
+            "top": [list(row) for row in found], "qps_by_set": by_set}
 
 
 def dense_index(docs, queries, work: Path, n_jobs: int = 1, encoder: str | None = None, device: str = "cpu",
