@@ -99,8 +99,9 @@ def test_a_packed_index_answers_as_the_index_in_memory(tmp_path, params, backend
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 399, 400, 1 << 15])
 def test_the_packed_kernel_gives_the_same_top_k_whatever_documents_it_scores_at_a_time(tmp_path, monkeypatch, chunk):
-    # chunks of one document, chunks that end inside a term's gaps, one chunk, and chunks whose
-    # touched documents exceed the room kept for them (then the chunk is scanned whole)
+    # chunks of one document, chunks that end inside a term's gaps, one chunk, chunks whose
+    # touched documents exceed the room kept for them (then the chunk is scanned whole), and, for
+    # the small chunks, queries with postings enough to scan every chunk whole ("title": all 400)
     pytest.importorskip("numba")
     from salience.search import topk
 
