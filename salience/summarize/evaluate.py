@@ -63,18 +63,20 @@ def evaluate_summaries(
     equal with one reference). The summary length is the references' mean number of sentences
     unless ``sentences`` or ``words`` is given. ``language``: as in :func:`summarize`; ``params``: the
     method's own (``threshold`` of ``lexrank``, ...)."""
+    from salience.core.base import create
     from salience.summarize.extractive import summarize
 
     records = read_gold(path, on_error)
     scorer = rouge_scorer()
+    # one summariser for every text: its term cache (stemmed words) carries from text to text
+    summariser = create("summarize", method, language=language, **params)
     outputs = []
     start = time.perf_counter()
     for record in records:
         references = record["references"]
         gold_sentences = sum(sum(1 for line in r.splitlines() if line.strip()) for r in references) / len(references)
         length = {"words": words} if words is not None else {"sentences": sentences or max(round(gold_sentences), 1)}
-        outputs.append(summarize(record["text"], method=method, diversity=diversity, language=language, **length,
-                                 **params).text)
+        outputs.append(summarize(record["text"], scorer=summariser, diversity=diversity, **length).text)
     seconds = time.perf_counter() - start
     names = ("rouge1", "rouge2", "rougeL")
     per_doc = {}
