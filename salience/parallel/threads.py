@@ -116,8 +116,9 @@ class SharedChunks:
     """Work one thread hands out in chunks and a second thread helps with once its own work is
     done: :meth:`share` runs ``work(lo, hi)`` over the chunks of ``range(n)`` (``chunk`` long,
     by default the one given here), taking chunks in turn with whichever thread is in
-    :meth:`serve`, and returns when every chunk is done (its errors raised in the caller). A chunk the helper has not reached is taken by the caller, so
-    a busy helper never makes the caller wait."""
+    :meth:`serve`, and returns when every chunk is done (its errors raised in the caller). A
+    chunk the helper has not reached is taken by the caller, so a busy helper never makes the
+    caller wait."""
 
     def __init__(self, chunk: int):
         import queue

@@ -49,13 +49,14 @@ _NON_ASCII_NONWORD = re.compile(r"[^\w\x00-\x7f]")
 _NON_ASCII_SPECIAL = re.compile(rf"[^\w\x00-\x7f]|[{IDEOGRAPHS}]")  # byte_classes reclassifies these
 
 
-def _ascii_table(lower: bool) -> bytes:
+def _ascii_table(lower: bool, kept: tuple[int, ...] = (WORD,)) -> bytes:
     """``bytes.translate`` table of the "words" rule: word bytes kept (and optionally
     lower-cased), every other ASCII byte a space, so ``bytes.split()`` yields the word runs.
     Bytes >= 0x80 are kept: in UTF-8 text whose non-word characters were blanked first (see
-    ``_NON_ASCII_NONWORD``) they belong to word characters."""
+    ``_NON_ASCII_NONWORD``) they belong to word characters. ``kept``: the byte classes kept
+    (the joined words keep the joiners too)."""
     table = bytearray(b" " * 256)
-    for c in np.flatnonzero(BYTE_CLASS == WORD).tolist():
+    for c in np.flatnonzero(np.isin(BYTE_CLASS, kept)).tolist():
         table[c] = ord(chr(c).lower()) if (lower and c < 128) else c
     return bytes(table)
 
@@ -92,16 +93,8 @@ def byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarr
     return classes
 
 
-def _joined_table() -> bytes:
-    table = bytearray(b" " * 256)
-    for c in range(128):
-        if BYTE_CLASS[c] in (WORD, JOIN):
-            table[c] = ord(chr(c).lower())
-    return bytes(table)
-
-
-# ASCII word bytes lower-cased and the joiners kept; every other byte a space
-_JOINED_TABLE = _joined_table()
+# ASCII word bytes lower-cased and the joiners kept; every other ASCII byte a space
+_JOINED_TABLE = _ascii_table(True, (WORD, JOIN))
 _JOINER_RUN = re.compile(rb"[-']+")
 
 
@@ -119,7 +112,7 @@ def ascii_joined_words(text: str) -> list[bytes] | None:
     data = text.encode("ascii").translate(_JOINED_TABLE)
     if b"-" in data or b"'" in data:
         # a joiner joins only as a run of one with word bytes on both sides: blank the others (a
-        # regex with lookbehinds that found them was ~5x slower than this loop over the runs)
+        # regex with lookbehinds finding them is several times slower than this loop over the runs)
         padded = bytearray(b" " + data + b" ")
         for run in _JOINER_RUN.finditer(padded):
             start, end = run.span()
