@@ -17,6 +17,11 @@ exhaustive scan's posting bytes per second as a share of this machine's one-core
 query parser, each index built once per size.
 
     python bench/pruning.py --sizes 100000,1000000 --write BENCHMARKS.md
+
+Each size's corpus is generated as a stream for each engine (10^7 documents as a list would
+not fit in memory); bm25s, handed a list, runs up to ``--bm25s-max``. ``--rows-file`` keeps the
+measurements of each size as it finishes. The last section refits ``bench/scale.py``'s cost
+model for 10^8 and 10^9 documents on the pruned curve's two largest sizes.
 """
 
 from __future__ import annotations
@@ -77,41 +82,71 @@ def timed(run, n: int, repeats: int = 3) -> tuple[float, object]:
     return best, result
 
 
-def salience_rows(docs, query_sets: dict, work: Path, read_gb_s: float) -> tuple[list[dict], dict]:
+def salience_rows(corpus, query_sets: dict, work: Path, read_gb_s: float, forced: bool = True) -> tuple[list[dict], dict]:
+    """Build the packed index from the stream ``corpus()`` in bounded memory (one process), then
+    time each query set exhaustively, with ``auto`` and (``forced``) with MaxScore forced."""
     from salience.search import BM25
     from salience.search.pruning import pruned_top_k
 
     folder = work / "salience"
-    BM25(fields=("text",), store_documents=False).build(({"id": i, "text": t} for i, t in docs), folder)
+    reset_peak_rss()
+    start = time.perf_counter()
+    BM25(fields=("text",), store_documents=False).build(({"id": i, "text": t} for i, t in corpus()), folder)
+    build = {"index_s": time.perf_counter() - start, "bytes": scale.folder_bytes(folder), "build_rss_mb": peak_rss_mb()}
     gc.collect()
     index = BM25.load(folder, verify=False)
     packed = index._packed
-    bytes_per_posting = {}
+    modes = ("off", "maxscore", "auto") if forced else ("off", "auto")
     rows, all_queries = [], [q for qs in query_sets.values() for q in qs]
     for name, queries in [*query_sets.items(), ("all", all_queries)]:
         encoded = index._encode_queries(queries)
         postings = sum(int(packed.counts[q].sum()) for q in encoded if q)
         nbytes = sum(int(packed.counts[t]) * (_width(packed, "docs", t) + _width(packed, "tf", t))
                      for q in encoded for t in q)
-        bytes_per_posting[name] = nbytes / max(postings, 1)
         found = {}
-        for mode in ("off", "maxscore", "auto"):
+        for mode in modes:
             index.pruning = mode
             index.search_batch(queries[:5], k=10)
             found[mode] = timed(lambda: index.search_batch(queries, k=10), len(queries))
-        counter = np.zeros(2, dtype=np.int64)
-        pruned_top_k(index, encoded, 10, None, counter)
-        same = all(a.ids == b.ids and np.array_equal(a.values, b.values) and a.ids == c.ids
-                   for a, b, c in zip(found["off"][1], found["maxscore"][1], found["auto"][1]))
-        exhaustive_gb_s = nbytes / len(queries) * found["off"][0] / 1e9
-        rows.append({"set": name, "queries": len(queries), "postings_per_query": postings / len(queries),
-                     "off_qps": found["off"][0], "maxscore_qps": found["maxscore"][0], "auto_qps": found["auto"][0],
-                     "decoded": counter[0] / max(postings, 1), "scored_per_query": counter[1] / len(queries),
-                     "identical": same, "exhaustive_gb_s": exhaustive_gb_s,
-                     "roofline": exhaustive_gb_s / read_gb_s if read_gb_s else float("nan")})
+        same = all(a.ids == b.ids and np.array_equal(a.values, b.values)
+                   for mode in modes[1:] for a, b in zip(found["off"][1], found[mode][1]))
+        row = {"set": name, "queries": len(queries), "postings_per_query": postings / len(queries),
+               "off_qps": found["off"][0], "auto_qps": found["auto"][0], "identical": same,
+               "exhaustive_gb_s": nbytes / len(queries) * found["off"][0] / 1e9}
+        row["roofline"] = row["exhaustive_gb_s"] / read_gb_s if read_gb_s else float("nan")
+        if forced:
+            counter = np.zeros(2, dtype=np.int64)
+            pruned_top_k(index, encoded, 10, None, counter)
+            row.update(maxscore_qps=found["maxscore"][0], decoded=counter[0] / max(postings, 1),
+                       scored_per_query=counter[1] / len(queries))
+        rows.append(row)
+        print(f"    {name}: exhaustive {row['off_qps']:,.0f} q/s, auto {row['auto_qps']:,.0f} q/s", file=sys.stderr,
+              flush=True)
     index.pruning = "auto"
     p50, p99 = scale.latency_ms(lambda q: index.search(q, k=10), all_queries)
-    return rows, {"p50_ms": p50, "p99_ms": p99, "top": [r.ids for r in found["auto"][1]]}
+    return rows, {"p50_ms": p50, "p99_ms": p99, "search_rss_mb": scale.current_rss_mb(), **build,
+                  "top": [r.ids for r in found["auto"][1]]}
+
+
+def reset_peak_rss() -> None:
+    """Start this process's peak resident memory afresh (Linux: the earlier sizes and peers'
+    peaks would otherwise count)."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory since :func:`reset_peak_rss`, from /proc (the process's lifetime
+    peak where /proc cannot be read)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return scale.rss_mb()
 
 
 def _width(packed, kind: str, term: int) -> int:
@@ -126,26 +161,33 @@ def run(args) -> dict:
     query_sets = {"scale": scale.synthetic_queries(vocabulary, probabilities),
                   "zipf": zipf_queries(vocabulary, probabilities), "mapped": mapped_queries(vocabulary)}
     all_queries = [q for qs in query_sets.values() for q in qs]
-    out = {"sizes": [], "read_gb_s": read_gb_s}
+    out = {"sizes": [], "read_gb_s": read_gb_s, "bm25s_max": args.bm25s_max, "maxscore_max": args.maxscore_max}
     for n in [int(s) for s in args.sizes.split(",")]:
-        docs = list(scale.synthetic_corpus(n, vocabulary, probabilities, lengths))
+        # the corpus is generated as a stream for each engine that reads it (10^7 documents as a
+        # list would not fit in memory); bm25s alone is handed a list, up to --bm25s-max
+        corpus = lambda n=n: scale.synthetic_corpus(n, vocabulary, probabilities, lengths)  # noqa: E731
         with tempfile.TemporaryDirectory(dir=args.work) as tmp:
-            rows, ours = salience_rows(docs, query_sets, Path(tmp), read_gb_s)
+            rows, ours = salience_rows(corpus, query_sets, Path(tmp), read_gb_s, forced=n <= args.maxscore_max)
+            print(f"  {n:,} documents: salience measured", file=sys.stderr, flush=True)
             peers = {}
             for peer in args.peers.split(","):
                 gc.collect()
-                if peer == "bm25s":
-                    result = scale.bm25s_index(docs, all_queries, Path(tmp), backend="numba", query_sets=query_sets)
+                if peer == "bm25s" and n <= args.bm25s_max:
+                    result = scale.bm25s_index(list(corpus()), all_queries, Path(tmp), backend="numba",
+                                               query_sets=query_sets)
                 elif peer == "tantivy":
-                    result = scale.tantivy_index(docs.__iter__, all_queries, Path(tmp), query_sets=query_sets)
+                    result = scale.tantivy_index(corpus, all_queries, Path(tmp), query_sets=query_sets)
                 else:
                     continue
                 result["overlap"] = scale.overlap(result.pop("top"), ours["top"])
                 peers[peer] = result
-        print(f"  {n:,} documents measured", file=sys.stderr, flush=True)
+                print(f"  {n:,} documents: {peer} measured", file=sys.stderr, flush=True)
         out["sizes"].append({"n": n, "rows": rows, "latency": {k: v for k, v in ours.items() if k != "top"},
                              "peers": peers})
-        del docs
+        if args.rows_file:  # each size kept as it finishes: a long run that stops keeps the sizes it measured
+            from salience.io.files import atomic_write_text
+
+            atomic_write_text(args.rows_file, json.dumps(out, indent=1))
     return out
 
 
@@ -167,12 +209,19 @@ def render(result: dict, command: str, seconds: float) -> str:
              "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for size in result["sizes"]:
         for row in size["rows"]:
+            forced = "maxscore_qps" in row
+            maxscore = (f"{row['maxscore_qps']:,.0f} | " if forced else "— | ")
+            ratio = f"{row['maxscore_qps'] / row['off_qps']:.2f}x | " if forced else "— | "
+            work = f"{row['decoded']:.0%} | {row['scored_per_query']:,.0f} | " if forced else "— | — | "
             lines.append(f"| {size['n']:,} | {row['set']} | {row['queries']} | {row['postings_per_query']:,.0f} | "
-                         f"{row['off_qps']:,.0f} | {row['maxscore_qps']:,.0f} | {row['auto_qps']:,.0f} | "
-                         f"{row['maxscore_qps'] / row['off_qps']:.2f}x | {row['auto_qps'] / row['off_qps']:.2f}x | "
-                         f"{row['decoded']:.0%} | {row['scored_per_query']:,.0f} | "
+                         f"{row['off_qps']:,.0f} | {maxscore}{row['auto_qps']:,.0f} | "
+                         f"{ratio}{row['auto_qps'] / row['off_qps']:.2f}x | {work}"
                          f"{'yes' if row['identical'] else '**no**'} | {row['exhaustive_gb_s']:.2f} | "
                          f"{row['roofline']:.0%} |")
+    if any("maxscore_qps" not in row for size in result["sizes"] for row in size["rows"]):
+        lines += ["", f"Past {result.get('maxscore_max', 0):,} documents MaxScore is not forced on every query (—): "
+                  "its column would take longer than the rest of the size together; `auto` still prunes the queries "
+                  "its rule picks, and its results are checked identical to exhaustive scoring."]
     lines += ["", "All queries together against the peers (the same queries, each system's own tokenizer):", "",
               "| documents | system | queries/s | p50 ms | p99 ms | salience (auto) / system | top-10 overlap with salience |",
               "|---:|---|---:|---:|---:|---:|---:|"]
@@ -193,8 +242,8 @@ def render(result: dict, command: str, seconds: float) -> str:
             peers = [size["peers"][p]["qps_by_set"].get(row["set"], size["peers"][p]["qps"]) if p in size["peers"]
                      else float("nan") for p in _peers(result)]
             lines.append(f"| {size['n']:,} | {row['set']} | {row['auto_qps']:,.0f} | "
-                         + " | ".join(f"{q:,.0f}" for q in peers) + " | "
-                         + " | ".join(f"{row['auto_qps'] / q:.2f}x" for q in peers) + " |")
+                         + " | ".join(f"{q:,.0f}" if q == q else "—" for q in peers) + " | "
+                         + " | ".join(f"{row['auto_qps'] / q:.2f}x" if q == q else "—" for q in peers) + " |")
     lines += ["", f"The roofline: exhaustive scoring reads each query term's packed postings once (gaps and term "
                   f"frequencies, 1-4 bytes each). The share is of one core's measured read bandwidth "
                   f"({result['read_gb_s']:.1f} GB/s, `bench/limits.py`). The scan is not bound by reading the "
@@ -202,7 +251,28 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "adds to the accumulator, both arrays held in L2 for the chunk. Pruning decodes fewer postings "
                   "per query (the documents of a block are decoded to look one up; only the postings added are "
                   "scored); the table gives the share decoded.", ""]
+    if result.get("bm25s_max") and any(size["n"] > result["bm25s_max"] for size in result["sizes"]):
+        lines += [f"bm25s runs up to {result['bm25s_max']:,} documents: it is handed the corpus as a list and holds "
+                  "its scores in memory (11.8 GB at 10^6 in `bench/scale.py`'s run 1), which 10^7 would not fit.", ""]
+    lines += cost_model(result)
     return "\n".join(lines)
+
+
+def cost_model(result: dict) -> list[str]:
+    """`bench/scale.py`'s cost model for 10^8 and 10^9 documents, refitted on this run's curve:
+    the p99 of one query at a time with ``pruning="auto"`` (the default), the bounded build's
+    bytes, rate and memory, at the two largest sizes."""
+    sizes = [size for size in result["sizes"] if "index_s" in size["latency"]]
+    if len(sizes) < 2:
+        return []
+    rows = [{"n": size["n"], "salience_bulk": {**size["latency"], "rss_mb": size["latency"]["search_rss_mb"]}}
+            for size in sizes]
+    lines = scale.cost_model(rows, gather_ms=result.get("gather_ms", 1.39))
+    lines[0] = "### What 10^8 and 10^9 documents would need, refitted on the pruned (`auto`) curve"
+    lines.insert(2, "The p99 below is of one query at a time over all the query sets with `pruning=\"auto\"` (the "
+                    "default), each size built in bounded memory by one process (the build rate and memory are this "
+                    "run's); the scatter-gather overhead is `bench/scale.py`'s run 1 (4 shards). ")
+    return lines
 
 
 PEER_NAMES = {"bm25s": "bm25s 0.3.16, numba backend", "tantivy": "tantivy-py"}
@@ -218,6 +288,10 @@ def main(argv=None) -> int:
     parser.add_argument("--peers", default="bm25s,tantivy", help="comma-separated: bm25s, tantivy (or none)")
     parser.add_argument("--limits", default=str(ROOT / "bench-out" / "limits.json"))
     parser.add_argument("--work", default=None, help="folder for the indexes (a temporary folder by default)")
+    parser.add_argument("--bm25s-max", type=int, default=1_000_000, help="largest size run with bm25s")
+    parser.add_argument("--maxscore-max", type=int, default=1_000_000,
+                        help="largest size where MaxScore is also forced on every query")
+    parser.add_argument("--rows-file", type=Path, default=None, help="write the measurements here after each size")
     if not scale.RAW.exists():
         print(f"skipping: {scale.RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
