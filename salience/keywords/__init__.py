@@ -9,7 +9,6 @@ from salience.keywords.extract import (
     KeyphraseExtractor,
     MultipartiteRank,
     PositionRank,
-    Rake,
     SingleRank,
     TextRank,
     TfIdf,
@@ -20,6 +19,7 @@ from salience.keywords.extract import (
     extract_keyphrases_many,
     score_candidates,
 )
+from salience.keywords.rake import Rake
 from salience.keywords.samrank import SAMRank
 from salience.keywords.promptrank import PromptRank
 from salience.keywords.mderank import MDERank

@@ -24,7 +24,8 @@ from salience.text.hashing import dense_ids, distinct_sorted, group_spans, stabl
 from salience.text.byte_tokens import byte_strings
 from salience.keywords.words import _IDEOGRAPH_SPACE, Batch, tokenize_batch
 
-__all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "occurrences", "analyze", "candidates"]
+__all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "content_runs", "occurrences", "analyze",
+           "candidates"]
 
 
 @dataclass
@@ -50,6 +51,19 @@ class Occurrences:
         return len(self.cand_doc)
 
 
+def content_runs(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The maximal runs of content words (RAKE's phrases): (the content words' indexes, the run
+    of each, each run's first word, each run's length). A run ends at a boundary (punctuation,
+    a document's start) or a sentence's end."""
+    content = np.flatnonzero(batch.content)
+    # a content word continues a run when the previous word is a content word with no boundary between
+    continues = np.zeros(len(content), dtype=bool)
+    continues[1:] = (np.diff(content) == 1) & ~batch.breaks[content[1:]] & (batch.sentence[content[1:]] == batch.sentence[content[:-1]])
+    run = np.cumsum(~continues) - 1
+    run_start = content[~continues]
+    return content, run, run_start, np.bincount(run, minlength=len(run_start))
+
+
 def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | np.ndarray = False,
                 recurring: int = 0) -> Occurrences:
     """Find every candidate occurrence; ``max_words`` and ``maximal`` may differ per document.
@@ -64,13 +78,7 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
     maximal = np.broadcast_to(np.asarray(maximal, dtype=bool), (batch.n_docs,))
     if batch.n_docs and max_words.min() < 1:
         raise InvalidParameterError(f"max_words must be >= 1; got {int(max_words.min())}.")
-    content = np.flatnonzero(batch.content)
-    # a content word continues a run when the previous word is a content word with no boundary between
-    continues = np.zeros(len(content), dtype=bool)
-    continues[1:] = (np.diff(content) == 1) & ~batch.breaks[content[1:]] & (batch.sentence[content[1:]] == batch.sentence[content[:-1]])
-    run = np.cumsum(~continues) - 1
-    run_start = content[~continues]
-    run_length = np.bincount(run, minlength=len(run_start))
+    content, run, run_start, run_length = content_runs(batch)
     run_doc = batch.doc[run_start]
     whole = maximal[run_doc] & (run_length <= max_words[run_doc])
     starts, lengths = [run_start[whole]], [run_length[whole]]

@@ -23,7 +23,7 @@ Any method's scores can be revised by SemRe-Rank (``rerank="semrerank"``; Zhang 
 Each method is a :class:`KeyphraseExtractor` subclass registered in the ``keywords`` family;
 :func:`extract_keyphrases`, :func:`extract_keyphrases_batch` and :func:`score_candidates` build
 it from the registry (``create("keywords", "yake", k=5)``). The statistics live beside:
-:mod:`salience.keywords.yake`, :mod:`salience.keywords.graphs`,
+:mod:`salience.keywords.yake`, :mod:`salience.keywords.rake`, :mod:`salience.keywords.graphs`,
 :mod:`salience.keywords.frequency`.
 """
 
@@ -39,13 +39,13 @@ from salience.exceptions import InvalidParameterError
 from salience.keywords.candidates import Candidate, Document, analyze, candidates
 from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
                                          check_languages, chunk_languages, tagger_for)
-from salience.keywords.graphs import rake_scores, topic_scores, word_graph_scores
+from salience.keywords.graphs import topic_scores, word_graph_scores
 from salience.keywords.yake import yake_batch
 from salience.parallel import progress_bar
-from salience.text.languages import check_language, warn_fallbacks
+from salience.text.languages import check_language, get_stopwords, warn_fallbacks
 
 __all__ = ["KeyphraseExtractor", "CorpusFrequency", "DocumentFrequency", "score_candidates", "extract_keyphrases",
-           "extract_keyphrases_batch", "extract_keyphrases_many", "RERANKERS", "Yake", "Rake", "TfIdf", "TextRank",
+           "extract_keyphrases_batch", "extract_keyphrases_many", "RERANKERS", "Yake", "TfIdf", "TextRank",
            "SingleRank", "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank"]
 
 RERANKERS = ("semrerank",)
@@ -53,6 +53,12 @@ CANDIDATE_SOURCES = ("auto", "runs", "ngrams", "noun_phrases")
 
 # ``embed`` encodes at most this many candidates per text: the most frequent, ties by first occurrence
 EMBED_MAX_CANDIDATES = 100
+
+
+def _is_stop_spec(value) -> bool:
+    """"auto", a stop-list name or language, or a collection of words."""
+    return isinstance(value, str) or (isinstance(value, (list, tuple, set, frozenset))
+                                      and all(isinstance(v, str) for v in value))
 
 
 def _is_language(value) -> bool:
@@ -68,9 +74,12 @@ class KeyphraseExtractor(Scorer, abc.ABC):
     Shared parameters: ``candidates_from`` (see :func:`score_candidates`), ``tagger`` (with
     ``candidates_from="noun_phrases"``), ``rerank="semrerank"`` (SemRe-Rank revises the
     method's scores with ``encoder``), ``batch_size`` (texts tokenised together), ``language``
-    (``"auto"``, a code, or one code per text) and ``long_text_words`` (texts longer than this
-    take n-gram candidates). ``fit(texts)`` learns what a method learns from a corpus (``tfidf``
-    its document frequencies, ``yake`` its corpus frequencies); the others need none.
+    (``"auto"``, a code, or one code per text), ``long_text_words`` (texts longer than this
+    take n-gram candidates) and ``stopwords`` (the words no candidate contains: ``"auto"``, each
+    text's language's list, which in English adds the SMART list's vague words to the function
+    words; a list name or language such as ``"en_full"``; your own words; None). ``fit(texts)``
+    learns what a method learns from a corpus (``tfidf`` its document frequencies, ``yake`` its
+    corpus frequencies); the others need none.
 
     A method subclass scores one analysed text's candidates in :meth:`candidate_values` (the
     per-document methods), or gives :meth:`score_candidates` (and :meth:`_top_chunk` for its
@@ -86,20 +95,26 @@ class KeyphraseExtractor(Scorer, abc.ABC):
                               "k": [Interval("int", 1)], "candidates_from": [Options(CANDIDATE_SOURCES)],
                               "rerank": [None, Options(RERANKERS)], "batch_size": [Interval("int", 1)],
                               "language": [Check(_is_language, "'auto', an ISO 639-1 code or one code per text")],
-                              "long_text_words": [Interval("int", 1)]}
+                              "long_text_words": [Interval("int", 1)],
+                              "stopwords": [None, Check(_is_stop_spec, "'auto', a stop-list name or language, or a "
+                                                                       "list of words")]}
     #: whether the method itself reads ``encoder`` (any method does with rerank="semrerank")
     uses_encoder = False
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS):
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 stopwords="auto"):
         self.k, self.candidates_from, self.tagger, self.rerank = k, candidates_from, tagger, rerank
         self.encoder, self.batch_size, self.language, self.long_text_words = encoder, batch_size, language, long_text_words
+        self.stopwords = stopwords
         self._validate_params()
 
     def _validate_params(self) -> None:
         super()._validate_params()
         if isinstance(self.language, str):
             check_language(self.language)
+        if isinstance(self.stopwords, str) and self.stopwords != "auto":
+            get_stopwords(self.stopwords)  # an unknown list name is refused now, naming the lists
         if self.tagger is not None and self.candidates_from != "noun_phrases":
             raise InvalidParameterError(f"tagger is used only with candidates_from='noun_phrases'; got "
                                         f"{self.candidates_from!r}.")
@@ -184,7 +199,7 @@ class _PerDocument(KeyphraseExtractor):
         language = check_language(self.language if language is None else language)
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-        doc = analyze(text, tagger=tagger_for(self.candidates_from, self.tagger), language=language)
+        doc = analyze(text, self.stopwords, tagger=tagger_for(self.candidates_from, self.tagger), language=language)
         warn_fallbacks(doc.batch.languages)
         source = self.candidates_from
         if source in ("auto", "noun_phrases"):
@@ -221,15 +236,16 @@ class Yake(KeyphraseExtractor):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = 500, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 position_prior: bool = True, corpus_df: "bool | CorpusFrequency" = False):
+                 stopwords="auto", position_prior: bool = True, corpus_df: "bool | CorpusFrequency" = False):
         self.position_prior, self.corpus_df = position_prior, corpus_df
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
     def fit(self, texts: Iterable[str]) -> "Yake":
         self.corpus_frequency_ = CorpusFrequency().fit(texts, candidates_from=self.candidates_from, tagger=self.tagger,
                                                        language=self.language, batch_size=self.batch_size,
-                                                       long_text_words=self.long_text_words)
+                                                       long_text_words=self.long_text_words, stopwords=self.stopwords)
         return self
 
     def _prepare(self, texts, language) -> dict:
@@ -238,12 +254,13 @@ class Yake(KeyphraseExtractor):
         if own_corpus and len(texts) > self.batch_size:
             corpus = CorpusFrequency().fit(texts, candidates_from=self.candidates_from, tagger=self.tagger,
                                            language=language, batch_size=self.batch_size,
-                                           long_text_words=self.long_text_words)
+                                           long_text_words=self.long_text_words, stopwords=self.stopwords)
         return {"corpus": corpus, "own_corpus": own_corpus}
 
     def _batch(self, chunk, k, language, context) -> list[Scores]:
         return yake_batch(chunk, k, self.candidates_from, self.tagger, language, **context,
-                          long_text_words=self.long_text_words, position_prior=self.position_prior)
+                          long_text_words=self.long_text_words, position_prior=self.position_prior,
+                          stopwords=self.stopwords)
 
     def _top_chunk(self, chunk, language, context):
         return self._batch(chunk, self.k, language, context)
@@ -258,27 +275,6 @@ class Yake(KeyphraseExtractor):
         return self._batch([text], None, language, {"corpus": None, "own_corpus": False})[0]
 
 
-@register_method("keywords", "rake", "RAKE: word degree over frequency within stop-word-bounded phrases (Rose et al., "
-                                     "2010)")
-class Rake(_PerDocument):
-    """RAKE (:func:`~salience.keywords.graphs.rake_scores`). ``degree_cap``: a run adds at most
-    this many words to a word's degree (None: no cap); ``by_frequency``: a candidate's score is
-    multiplied by its occurrences. Both are on by default (chosen on the dev splits: plain
-    RAKE, ``degree_cap=None, by_frequency=False``, ranks a long text's one-off long runs first)."""
-
-    _parameter_constraints = {"by_frequency": [bool], "degree_cap": [None, Interval("int", 1)]}
-
-    def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
-                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 by_frequency: bool = True, degree_cap: int | None = 4):
-        self.by_frequency, self.degree_cap = by_frequency, degree_cap
-        super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
-
-    def candidate_values(self, doc, cands) -> list[float]:
-        return rake_scores(doc, cands, by_frequency=self.by_frequency, degree_cap=self.degree_cap)
-
-
 @register_method("keywords", "tfidf", "candidate frequency times inverse document frequency (fit on a corpus, or the "
                                       "evaluated texts)")
 class TfIdf(_PerDocument):
@@ -290,14 +286,15 @@ class TfIdf(_PerDocument):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 document_frequency: DocumentFrequency | None = None):
+                 stopwords="auto", document_frequency: DocumentFrequency | None = None):
         self.document_frequency = document_frequency
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
     def fit(self, texts: Iterable[str]) -> "TfIdf":
         if self.document_frequency is None:
-            self.document_frequency_ = DocumentFrequency(language=self.language).fit(texts)
+            self.document_frequency_ = DocumentFrequency(stopwords=self.stopwords, language=self.language).fit(texts)
         return self
 
     def candidate_values(self, doc, cands) -> list[float]:
@@ -331,20 +328,22 @@ class _WordGraph(_PerDocument):
 class TextRank(_WordGraph):
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 window: int = 2, phrase_score: str = "mean"):
+                 stopwords="auto", window: int = 2, phrase_score: str = "mean"):
         self.window, self.phrase_score = window, phrase_score
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
 
 @register_method("keywords", "singlerank", "SingleRank: TextRank with co-occurrence-weighted edges (Wan and Xiao, 2008)")
 class SingleRank(_WordGraph):
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 window: int = 10, phrase_score: str = "mean"):
+                 stopwords="auto", window: int = 10, phrase_score: str = "mean"):
         self.window, self.phrase_score = window, phrase_score
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
 
 @register_method("keywords", "positionrank", "PositionRank: PageRank biased toward early words (Florescu and Caragea, "
@@ -382,15 +381,16 @@ class EmbedRank(KeyphraseExtractor):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 diversity: float = 0.5):
+                 stopwords="auto", diversity: float = 0.5):
         self.diversity = diversity
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
     def _pool(self, text: str, language) -> Scores:
         """The candidates and their frequencies (the embedding's candidate pool)."""
-        return TfIdf(candidates_from=self.candidates_from, tagger=self.tagger,
-                     long_text_words=self.long_text_words).score_candidates(text, language=language)
+        return TfIdf(candidates_from=self.candidates_from, tagger=self.tagger, long_text_words=self.long_text_words,
+                     stopwords=self.stopwords).score_candidates(text, language=language)
 
     def _embedded(self, chunk, language):
         from salience.keywords.semantic import embed_scores

@@ -11,12 +11,14 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from salience.exceptions import InputFormatError, InvalidParameterError
-from salience.keywords.candidates import Occurrences, analyze, candidates, occurrences
+from salience.core.scores import Scores
+from salience.keywords.candidates import Occurrences, analyze, candidates, occurrences, surface_texts
 from salience.keywords.words import Batch, tokenize_batch
-from salience.text.hashing import distinct_sorted, string_hashes
+from salience.text.hashing import distinct_sorted, stable_argsort, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
 
-__all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_candidates", "LONG_TEXT_WORDS"]
+__all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_candidates", "ranked_per_text",
+           "LONG_TEXT_WORDS"]
 
 #: texts with more words than this are "long": their candidates are n-grams of up to three
 #: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
@@ -57,7 +59,8 @@ class DocumentFrequency:
         from salience.io.files import atomic_write_text
 
         payload = {"format": "salience.document-frequency", "version": 1, "n_docs": self.n_docs,
-                   "max_words": self.max_words, "stopwords": self.stopwords, "language": self.language,
+                   "max_words": self.max_words, "language": self.language,
+                   "stopwords": sorted(self.stopwords) if isinstance(self.stopwords, (set, frozenset)) else self.stopwords,
                    "df": {" ".join(k): v for k, v in self.df.items()}}
         atomic_write_text(path, json.dumps(payload))
 
@@ -82,16 +85,37 @@ def tagger_for(candidates_from: str, tagger):
 
 
 def batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None, language: str = "auto",
-                     long_text_words: int = LONG_TEXT_WORDS) -> tuple[Batch, Occurrences, np.ndarray]:
+                     long_text_words: int = LONG_TEXT_WORDS, stopwords="auto",
+                     recurring: int = 3) -> tuple[Batch, Occurrences, np.ndarray]:
     """Tokenise ``texts`` in their language and find their candidates: runs of up to 8 words
-    in short texts, with their sub-phrases of up to 3 words that recur in two contexts; n-grams
-    of up to 3 words in texts of more than ``long_text_words`` words (or as
+    in short texts, with their sub-phrases of up to ``recurring`` words that recur in two
+    contexts; n-grams of up to 3 words in texts of more than ``long_text_words`` words (or as
     ``candidates_from`` says)."""
-    batch = tokenize_batch(texts, tagger=tagger_for(candidates_from, tagger), language=language)
+    batch = tokenize_batch(texts, stopwords, tagger=tagger_for(candidates_from, tagger), language=language)
     warn_fallbacks(batch.languages, stacklevel=4)
     long_doc = np.diff(batch.doc_start) > long_text_words
     ngrams = long_doc if candidates_from in ("auto", "noun_phrases") else np.full(len(texts), candidates_from == "ngrams")
-    return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams, recurring=3), long_doc
+    return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams, recurring=recurring), long_doc
+
+
+def ranked_per_text(batch: Batch, occ: Occurrences, values: np.ndarray, k: int | None, n_texts: int) -> list[Scores]:
+    """Each text's candidates as :class:`Scores` (higher ``values`` better): its ``k`` best by
+    value, ties in order of first occurrence as :meth:`Scores.top_k` breaks them, or all of
+    them in order of first occurrence (``k`` None)."""
+    # candidates are numbered by document, then first occurrence
+    by_value = np.argsort(-values, kind="stable")
+    order = by_value[stable_argsort(occ.cand_doc[by_value], n_texts)]
+    doc_first = np.searchsorted(occ.cand_doc[order], np.arange(n_texts + 1))
+    if k is None:
+        chosen, bounds = np.arange(len(values)), doc_first
+    else:
+        rank = np.arange(len(order)) - doc_first[occ.cand_doc[order]]
+        chosen = order[rank < k]
+        bounds = np.concatenate(([0], np.cumsum(np.minimum(np.diff(doc_first), k))))
+    ids = surface_texts(batch, occ, chosen)
+    chosen_values = values[chosen]
+    bounds = bounds.tolist()
+    return [Scores.unchecked(chosen_values[lo:hi], ids[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
 
 
 def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
@@ -146,14 +170,14 @@ class CorpusFrequency:
         self.counts = np.zeros(0, dtype=np.int64)
 
     def fit(self, texts: Iterable[str], *, candidates_from: str = "auto", tagger=None, language: str = "auto",
-            batch_size: int = BATCH_SIZE, long_text_words: int = LONG_TEXT_WORDS) -> "CorpusFrequency":
+            batch_size: int = BATCH_SIZE, long_text_words: int = LONG_TEXT_WORDS, stopwords="auto") -> "CorpusFrequency":
         """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
         texts = list(texts)
         language = check_languages(language, len(texts))
         for lo in range(0, len(texts), batch_size):
             chunk = texts[lo : lo + batch_size]
             batch, occ, _ = batch_candidates(chunk, candidates_from, tagger, chunk_languages(language, lo, len(chunk)),
-                                             long_text_words)
+                                             long_text_words, stopwords)
             self.add(candidate_keys(batch, occ), texts_with_candidates(occ))
         return self
 

@@ -92,13 +92,15 @@ class FusedKeyphrases(KeyphraseExtractor):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 methods: Sequence[str] = ("yake", "tfidf"), weights: Sequence[float] | None = None, fusion: str = "rrf",
+                 stopwords="auto", methods: Sequence[str] = ("yake", "tfidf"), weights: Sequence[float] | None = None,
+                 fusion: str = "rrf",
                  fusion_params: dict | None = None, method_params: dict | None = None, depth: int = 30,
                  noun_phrase_languages: Sequence[str] = ("en",)):
         self.methods, self.weights, self.fusion, self.fusion_params = methods, weights, fusion, fusion_params
         self.method_params, self.depth, self.noun_phrase_languages = method_params, depth, noun_phrase_languages
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
 
     def _validate_params(self) -> None:
         super()._validate_params()
@@ -120,7 +122,7 @@ class FusedKeyphrases(KeyphraseExtractor):
         own = dict((self.method_params or {}).get(name, {}))
         accepted = _method("keywords", name).params()
         shared = {"candidates_from": candidates_from, "language": languages, "long_text_words": self.long_text_words,
-                  "batch_size": max(size, 1)}
+                  "batch_size": max(size, 1), "stopwords": self.stopwords}
         if candidates_from == "noun_phrases":
             shared["tagger"] = tagger
         if self.encoder is not None and getattr(_method("keywords", name).factory, "uses_encoder", False):
@@ -132,7 +134,8 @@ class FusedKeyphrases(KeyphraseExtractor):
         """Document frequencies of the texts given together, for ``tfidf``."""
         own = (self.method_params or {}).get("tfidf", {})
         if "tfidf" in self.methods and own.get("document_frequency") is None:
-            return {"document_frequency": DocumentFrequency(language=language if isinstance(language, str) else "auto")
+            return {"document_frequency": DocumentFrequency(stopwords=self.stopwords,
+                                                            language=language if isinstance(language, str) else "auto")
                     .fit(texts)}
         return {}
 

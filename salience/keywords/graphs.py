@@ -1,5 +1,5 @@
-"""The graph and phrase statistics behind RAKE, TextRank and its relatives, TopicRank and
-MultipartiteRank, over one analysed text."""
+"""The graph and phrase statistics behind TextRank and its relatives, TopicRank and
+MultipartiteRank, over one analysed text (RAKE's, over a batch: :mod:`salience.keywords.rake`)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from salience.core.graph import pagerank_scores
 from salience.keywords.candidates import Candidate, Document
 
-__all__ = ["word_graph_scores", "rake_scores", "topics", "distance_weights", "topic_scores", "TOPIC_MAX_CANDIDATES",
+__all__ = ["word_graph_scores", "topics", "distance_weights", "topic_scores", "TOPIC_MAX_CANDIDATES",
            "TOPIC_MAX_OCCURRENCES"]
 
 # Topic methods build dense candidate x candidate and occurrence x occurrence matrices: in long
@@ -42,33 +42,6 @@ def word_graph_scores(doc: Document, window: int, position_bias: bool) -> dict[s
         np.add.at(personalization, ids, 1.0 / (idx + 1.0))
     scores = pagerank_scores(W, 0.85, personalization)
     return {s: float(scores[i]) for s, i in vocab.items()}
-
-
-def rake_scores(doc: Document, cands: list[Candidate], *, by_frequency: bool = True,
-                degree_cap: int | None = 4) -> list[float]:
-    """RAKE: a word scores degree / frequency over the text's maximal content runs, a candidate
-    the sum of its words. ``degree_cap``: a run adds at most this many words to a word's degree
-    (None: no cap), and ``by_frequency`` multiplies a candidate's score by its number of
-    occurrences. Plain RAKE (no cap, no frequency) ranks the one-off long runs of a long text
-    first (reference lists, addresses: 0.001 F1@10 on the SemEval2010 dev split); both rules
-    were chosen on the keyphrase sets' dev splits, where they raise every set."""
-    degree: dict[str, float] = {}
-    frequency: dict[str, float] = {}
-    n = len(doc.words)
-    start = 0
-    while start < n:  # maximal content runs (RAKE phrases)
-        if not doc.content[start]:
-            start += 1
-            continue
-        end = start + 1
-        while end < n and doc.content[end] and not doc.breaks[end] and doc.sentence[end] == doc.sentence[start]:
-            end += 1
-        length = end - start if degree_cap is None else min(end - start, degree_cap)
-        for s in doc.stems[start:end]:
-            frequency[s] = frequency.get(s, 0.0) + 1.0
-            degree[s] = degree.get(s, 0.0) + length
-        start = end
-    return [sum(degree[s] / frequency[s] for s in c.key) * (c.frequency if by_frequency else 1) for c in cands]
 
 
 def topics(cands: list[Candidate], threshold: float = 0.74) -> np.ndarray:

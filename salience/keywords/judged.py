@@ -131,10 +131,11 @@ class JudgedKeyphrases(KeyphraseExtractor):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 pool: int = 20, pool_method: str = "yake", max_tokens: int = 512):
+                 stopwords="auto", pool: int = 20, pool_method: str = "yake", max_tokens: int = 512):
         self.pool, self.pool_method, self.max_tokens = pool, pool_method, max_tokens
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words)
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords)
         self.judge_seconds_, self.judged_documents_ = 0.0, 0
 
     @property
@@ -145,7 +146,7 @@ class JudgedKeyphrases(KeyphraseExtractor):
     def _heads(self, chunk: Sequence[str], language) -> list[Scores]:
         cheap = create("keywords", self.pool_method, k=self.pool, candidates_from=self.candidates_from,
                        tagger=self.tagger, language=language, long_text_words=self.long_text_words,
-                       batch_size=max(len(chunk), 1))
+                       batch_size=max(len(chunk), 1), stopwords=self.stopwords)
         return cheap.score_batch(chunk)
 
     def _all_chunk(self, chunk, language, context) -> list[Scores]:
@@ -158,7 +159,7 @@ class JudgedKeyphrases(KeyphraseExtractor):
             if len(head) == 0:
                 out.append(head)
                 continue
-            words = tokenize_batch([text], "auto", tagger, code)
+            words = tokenize_batch([text], self.stopwords, tagger, code)
             values = np.asarray(self._judge(text, words, list(head.ids)), dtype=np.float64)
             out.append(Scores(values, ids=list(head.ids)))
         self.judge_seconds_ += time.perf_counter() - start

@@ -40,12 +40,13 @@ class SAMRank(LanguageModelJudge):
 
     def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
                  encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
-                 pool: int = 20, pool_method: str = "yake", max_tokens: int = 512, model="smollm2", tokenizer=None,
-                 layer: int = -1, proportional: bool = False, windows: int = 1):
+                 stopwords="auto", pool: int = 20, pool_method: str = "yake", max_tokens: int = 512, model="smollm2",
+                 tokenizer=None, layer: int = -1, proportional: bool = False, windows: int = 1):
         self.model, self.tokenizer = model, tokenizer
         self.layer, self.proportional, self.windows = layer, proportional, windows
         super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
-                         batch_size=batch_size, language=language, long_text_words=long_text_words, pool=pool,
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords, pool=pool,
                          pool_method=pool_method, max_tokens=max_tokens)
 
     def _judge(self, text, words, phrases):

@@ -84,7 +84,8 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     are lower-cased, stemmed and checked against the stop list once per batch and language.
     ``language``: an ISO 639-1 code for every text, one code per text, or ``"auto"`` to detect
     each text's language (:mod:`salience.text.languages`). ``stopwords="auto"`` uses each
-    language's list (its own most frequent words where it has none); any other value (a list
+    language's list (English: ``"en_keyphrase"``, with the SMART list's vague words; a language
+    without a list: its own most frequent words); any other value (a list
     name, your words, ``None``) applies to every text. With a ``tagger`` (a spaCy pipeline name
     or a callable, see :mod:`salience.keywords.pos`), keyphrases are noun phrases: content
     words are the adjectives and nouns of phrases that contain a noun, and a boundary also
@@ -300,7 +301,7 @@ def _stem_and_stop(lowers: list[str], lower: np.ndarray, doc: np.ndarray, langua
         else:
             for m, word in zip(members.tolist(), stemmed):
                 stem_text[m] = word
-        stop_list = fixed_stop if fixed_stop is not None else stopwords_for(code)
+        stop_list = fixed_stop if fixed_stop is not None else stopwords_for(code, purpose="keyphrases")
         pair_stop[members] = _flags(stop_list.__contains__, words)
     pair_stem, stems = number_strings(stem_text)
     stop = pair_stop[pair]

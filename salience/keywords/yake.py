@@ -8,11 +8,11 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.scores import Scores
-from salience.keywords.candidates import Occurrences, surface_texts
+from salience.keywords.candidates import Occurrences
 from salience.keywords.words import Batch, _flags, capital_initials
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
-                                         texts_with_candidates)
-from salience.text.hashing import dense_ids, distinct_sorted, stable_argsort
+                                         ranked_per_text, texts_with_candidates)
+from salience.text.hashing import dense_ids, distinct_sorted
 
 __all__ = ["yake_scores", "yake_batch"]
 
@@ -111,11 +111,11 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
 
 def yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None, language: str = "auto",
                corpus: CorpusFrequency | None = None, own_corpus: bool = False, long_text_words: int = LONG_TEXT_WORDS,
-               position_prior: bool = True) -> list[Scores]:
+               position_prior: bool = True, stopwords="auto") -> list[Scores]:
     """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None).
     Candidates are weighted by their document frequency in ``corpus``, or with ``own_corpus``
     in these texts (see :func:`yake_scores`)."""
-    batch, occ, long_doc = batch_candidates(texts, candidates_from, tagger, language, long_text_words)
+    batch, occ, long_doc = batch_candidates(texts, candidates_from, tagger, language, long_text_words, stopwords)
     idf = None
     if corpus is not None or (own_corpus and len(texts) > 1):
         keys = candidate_keys(batch, occ)
@@ -126,18 +126,4 @@ def yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger
             _, index, df = np.unique(keys, return_inverse=True, return_counts=True)
             idf = np.log((n_texts + 1) / (df[index.ravel()] + 1.0)) + 1.0 if n_texts > 1 else None
     values = -yake_scores(batch, occ, long_doc, idf=idf, position_prior=position_prior)  # YAKE ranks by ascending S(kw): negate so that higher is better
-    # candidates are numbered by document, then first occurrence: the rank within a document
-    # sorts by value with ties kept in that order, as Scores.top_k does
-    by_value = np.argsort(-values, kind="stable")
-    order = by_value[stable_argsort(occ.cand_doc[by_value], len(texts))]
-    doc_first = np.searchsorted(occ.cand_doc[order], np.arange(len(texts) + 1))
-    if k is None:
-        chosen, bounds = np.arange(len(values)), doc_first  # all candidates, in order of first occurrence
-    else:
-        rank = np.arange(len(order)) - doc_first[occ.cand_doc[order]]
-        chosen = order[rank < k]
-        bounds = np.concatenate(([0], np.cumsum(np.minimum(np.diff(doc_first), k))))
-    ids = surface_texts(batch, occ, chosen)
-    chosen_values = values[chosen]
-    bounds = bounds.tolist()
-    return [Scores.unchecked(chosen_values[lo:hi], ids[lo:hi]) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    return ranked_per_text(batch, occ, values, k, len(texts))

@@ -129,10 +129,12 @@ def check_language(language: str) -> str:
     return resolve_language(language)
 
 
-def stopwords_for(code: str) -> frozenset[str]:
-    """The stop list of a language (empty for one without: see :func:`frequent_words`)."""
+def stopwords_for(code: str, purpose: str = "text") -> frozenset[str]:
+    """The stop list of a language (empty for one without: see :func:`frequent_words`).
+    ``purpose="keyphrases"``: English candidates also stop at the SMART list's vague words
+    (``"en_keyphrase"``)."""
     if code == "en":
-        return STOPWORDS["en_full"]
+        return STOPWORDS["en_keyphrase" if purpose == "keyphrases" else "en_full"]
     if code == UNDETERMINED:
         return frozenset()
     return _iso_lists().get(code, frozenset())

@@ -6,7 +6,8 @@ import pytest
 from salience import InvalidParameterError
 from salience.cli import main
 from salience.core.base import _method, create, method_names
-from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases, extract_keyphrases_batch, normalize_phrase
+from salience.keywords import (DocumentFrequency, evaluate_keyphrases, extract_keyphrases, extract_keyphrases_batch,
+                               normalize_phrase, score_candidates)
 from salience.keywords.candidates import analyze, candidates
 from salience.keywords.judged import JudgedKeyphrases
 from salience.keywords.evaluate import prf_at_k
@@ -363,3 +364,38 @@ def test_word_graphs_find_keyphrases_in_long_texts():
                                                                               phrase_score="sum")], texts, gold,
                                      ks=(10,))["F1@10"]
         assert summed < 0.02 and mean > 0.08, (method, summed, mean)
+
+
+def test_english_candidates_stop_at_the_smart_lists_vague_words():
+    from salience.text.stopwords import STOPWORDS
+
+    text = "We propose a novel method using several new sensor placement techniques for wireless networks."
+    default = score_candidates(text, language="en")
+    assert "novel" in STOPWORDS["en_keyphrase"] and "novel" not in STOPWORDS["en_full"]
+    assert not any(w in phrase.split() for phrase in default.ids for w in ("novel", "using", "several", "new"))
+    assert "sensor placement techniques" in default.ids
+    # the fuller function-word list alone, as before: one eight-word run is the candidate
+    full = score_candidates(text, language="en", stopwords="en_full")
+    assert "novel method using several new sensor placement techniques" in full.ids
+    own = score_candidates(text, language="en", stopwords=["we", "a", "for", "sensor"])
+    assert "placement techniques" in own.ids and not any("sensor" in p.split() for p in own.ids)
+    # French keeps its own list either way
+    french = "Les réseaux de capteurs sans fil sont utiles. Un réseau de capteurs a beaucoup de capteurs."
+    assert score_candidates(french, language="fr").ids == score_candidates(french, language="fr", stopwords="auto").ids
+    with pytest.raises(InvalidParameterError, match="en_keyphrase"):
+        create("keywords", "rake", stopwords="no_such_list")
+    with pytest.raises(InvalidParameterError, match="stopwords"):
+        create("keywords", "yake", stopwords=[1, 2])
+
+
+def test_stopwords_reach_every_method_and_the_cli(tmp_path, capsys):
+    text = "We propose a novel method using several new sensor placement techniques for wireless networks. " * 3
+    for method in ("yake", "rake", "tfidf", "positionrank", "multipartite"):
+        full = extract_keyphrases(text, k=20, method=method, language="en", stopwords="en_full")
+        default = extract_keyphrases(text, k=20, method=method, language="en")
+        assert any("novel" in p for p in full.ids) and not any("novel" in p for p in default.ids), method
+    doc = tmp_path / "doc.txt"
+    doc.write_text(text)
+    assert main(["keywords", "extract", str(doc), "-k", "20", "--language", "en", "--json",
+                 "--param", "stopwords=en_full"]) == 0
+    assert any("novel" in k["phrase"] for k in json.loads(capsys.readouterr().out)["keyphrases"])
