@@ -17,18 +17,19 @@ from text import KEYPHRASE_DATA, KEYPHRASE_SETS
 from salience.core.base import create
 from salience.exceptions import InvalidParameterError
 from salience.keywords import evaluate_keyphrases
-from salience.keywords.tiers import tier_method
+from salience.keywords.tiers import TIERS, tier_method
 
 K = 15
 LONG_SETS = ("semeval2010", "citeulike180", "fao30")
 SINGLE = ("yake", "rake", "tfidf", "textrank", "positionrank", "multipartite")
 NOUN_PHRASE_SINGLE = ("yake", "rake", "tfidf", "positionrank", "multipartite")
 COSTLY_SALIENCE = ("embed", "mderank", "samrank", "promptrank")
+FAST_LABEL = f"salience fast tier ({TIERS['fast'][0]})"
 
 
 def salience_systems(english: bool) -> dict:
     """label -> (method, params) of every salience row; English sets add the noun-phrase rows."""
-    out = {"salience fast tier (yake)": tier_method(None, "fast", {}), "salience best tier": tier_method(None, "best", {})}
+    out = {FAST_LABEL: tier_method(None, "fast", {}), "salience best tier": tier_method(None, "best", {})}
     out.update({f"salience {m}": (m, {}) for m in SINGLE + COSTLY_SALIENCE})
     if english:
         out.update({f"salience {m}, noun phrases": (m, {"candidates_from": "noun_phrases"}) for m in NOUN_PHRASE_SINGLE})
@@ -73,7 +74,7 @@ def run_test(args, scratch: Path) -> dict:
             if not english and label in ("salience embed", "salience mderank"):
                 continue  # all-MiniLM-L6-v2 is English
             scopes = [("subset", subset)] if _is_costly(label, name) else [("whole", docs)]
-            if label in ("salience fast tier (yake)", "salience best tier") or label.startswith("salience yake"):
+            if label in (FAST_LABEL, "salience best tier") or label.startswith("salience yake"):
                 scopes.append(("subset", subset))  # beside the costly rows, on their documents
             for scope, chosen in scopes:
                 predictions, seconds = fn(chosen, scratch)
@@ -163,7 +164,7 @@ def render_test(result: dict, command: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-LABELFREE_METHODS = ("salience fast tier (yake)", "salience best tier", "salience rake", "salience tfidf",
+LABELFREE_METHODS = (FAST_LABEL, "salience best tier", "salience rake", "salience tfidf",
                      "salience textrank", "salience positionrank", "salience multipartite")
 
 

@@ -382,14 +382,17 @@ def add_commands(domains) -> None:
     add_output_options(p)
     p.set_defaults(func=_cmd_sentences)
 
+    from salience.keywords.tiers import TIERS
+
     p = commands.add_parser("keyphrases", help="keyphrases: each document searched by its title in the collection "
                                                "(or embedded) as its top keyphrases are deleted, against random orders")
     p.add_argument("docs", help="the documents: jsonl with id and text (the collection each is searched in)")
     p.add_argument("--keyphrases", default=None,
                    help="the keyphrases verified: salience keywords extract DOCS.jsonl's output (default: extracted "
                         "here by --method)")
-    p.add_argument("--method", default="yake", choices=choices_of("keywords"),
-                   help="the extractor whose keyphrases are verified, without --keyphrases (default yake)")
+    p.add_argument("--method", default=TIERS["fast"][0], choices=choices_of("keywords"),
+                   help=f"the extractor whose keyphrases are verified, without --keyphrases (default "
+                        f"{TIERS['fast'][0]}, the fast tier's)")
     p.add_argument("-k", type=positive_int, default=20, help="keyphrases per document, without --keyphrases "
                                                              "(default 20)")
     p.add_argument("--outcome", default="search", choices=_keyphrase_outcomes(),

@@ -36,7 +36,7 @@ from salience.core.run import Run, as_run
 from salience.core.scores import Scores
 from salience.exceptions import IdMismatchError, InvalidParameterError
 
-__all__ = ["fuse", "FUSION_NORMS", "Fuser"]
+__all__ = ["fuse", "FUSION_NORMS", "Fuser", "reciprocal_rank"]
 
 FUSION_NORMS = ("minmax", "zscore", "sum", "max", "rank", "borda")
 
@@ -148,6 +148,12 @@ class Fuser(Scorer, abc.ABC):
         return Run(fused, name=name or registered_name(self, "fusion"))
 
 
+def reciprocal_rank(rank: np.ndarray, k: float, weight: float = 1.0) -> np.ndarray:
+    """RRF's contribution ``weight / (k + rank)`` of items at 1-based ``rank`` (Cormack et al.,
+    2009): what :class:`RRF` adds per run, for callers that rank many subjects at once."""
+    return weight / (k + rank)
+
+
 def _positions(r: Scores, index: dict) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, r.ids), dtype=np.int64, count=len(r))
 
@@ -165,7 +171,7 @@ class RRF(Fuser):
         index, total, k = dict(zip(candidates, range(len(candidates)))), np.zeros(len(candidates)), float(self.rrf_k)
         for weight, r in zip(w, ranked):
             contribution = np.zeros(len(candidates))
-            contribution[_positions(r, index)] = weight / (k + np.arange(1, len(r) + 1))
+            contribution[_positions(r, index)] = reciprocal_rank(np.arange(1, len(r) + 1), k, weight)
             total += contribution
         return Scores.unchecked(total, candidates).sorted()
 

@@ -36,7 +36,8 @@ class Occurrences:
     numbers the distinct (document, stems) keys in order of first occurrence, and
     ``cand_doc``, ``cand_first`` (index of the first occurrence), ``cand_frequency`` and
     ``cand_surface`` (an occurrence that shows the most frequent lower-case form, the shorter on
-    ties, then the earlier) describe each candidate.
+    ties, then the earlier) describe each candidate. ``base`` marks the occurrences found as
+    whole runs or n-grams, not added as a recurring sub-phrase (see :func:`occurrences`).
     """
 
     start: np.ndarray
@@ -46,6 +47,7 @@ class Occurrences:
     cand_first: np.ndarray
     cand_frequency: np.ndarray
     cand_surface: np.ndarray
+    base: np.ndarray
 
     def __len__(self) -> int:
         return len(self.cand_doc)
@@ -116,7 +118,7 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
         pairs = distinct_sorted(candidate * (len(cand_first) + 1) + context)
         contexts = np.bincount(pairs // (len(cand_first) + 1), minlength=len(cand_first))
         keep = ~extra | (contexts[candidate] >= 2)
-        start, length, doc = start[keep], length[keep], doc[keep]
+        start, length, doc, extra = start[keep], length[keep], doc[keep], extra[keep]
         candidate, cand_first = dense_ids(candidate[keep], len(cand_first))  # renumbered by first occurrence
     frequency = np.bincount(candidate, minlength=len(cand_first))
     # per candidate, the surface form seen most often, then the shorter, then the earlier; only
@@ -133,7 +135,7 @@ def occurrences(batch: Batch, max_words: int | np.ndarray = 3, maximal: bool | n
         is_first = np.ones(len(best), dtype=bool)
         is_first[1:] = surface_cand[best[1:]] != surface_cand[best[:-1]]
         cand_surface[surface_cand[best[is_first]]] = surface_occurrence[best[is_first]]
-    return Occurrences(start, length, candidate, doc[cand_first], cand_first, frequency, cand_surface)
+    return Occurrences(start, length, candidate, doc[cand_first], cand_first, frequency, cand_surface, ~extra)
 
 
 

@@ -18,7 +18,7 @@ from salience.text.hashing import distinct_sorted, stable_argsort, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
 
 __all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_candidates", "ranked_per_text",
-           "LONG_TEXT_WORDS"]
+           "ranks_per_text", "LONG_TEXT_WORDS"]
 
 #: texts with more words than this are "long": their candidates are n-grams of up to three
 #: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
@@ -98,14 +98,29 @@ def batch_candidates(texts: Sequence[str], candidates_from: str, tagger=None, la
     return batch, occurrences(batch, np.where(ngrams, 3, 8), ~ngrams, recurring=recurring), long_doc
 
 
+def _order_per_text(values: np.ndarray, cand_doc: np.ndarray, n_texts: int) -> tuple[np.ndarray, np.ndarray]:
+    """The candidates grouped by text, each text's best first (ties in order of first
+    occurrence, as candidates are numbered by text, then first occurrence), and where each
+    text's group starts."""
+    by_value = np.argsort(-values, kind="stable")
+    order = by_value[stable_argsort(cand_doc[by_value], n_texts)]
+    return order, np.searchsorted(cand_doc[order], np.arange(n_texts + 1))
+
+
+def ranks_per_text(values: np.ndarray, cand_doc: np.ndarray, n_texts: int) -> np.ndarray:
+    """Each candidate's 1-based rank within its text by ``values`` (higher first), ties in order
+    of first occurrence, as :func:`ranked_per_text` orders them."""
+    order, doc_first = _order_per_text(values, cand_doc, n_texts)
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = np.arange(1, len(order) + 1) - doc_first[cand_doc[order]]
+    return rank
+
+
 def ranked_per_text(batch: Batch, occ: Occurrences, values: np.ndarray, k: int | None, n_texts: int) -> list[Scores]:
     """Each text's candidates as :class:`Scores` (higher ``values`` better): its ``k`` best by
     value, ties in order of first occurrence as :meth:`Scores.top_k` breaks them, or all of
     them in order of first occurrence (``k`` None)."""
-    # candidates are numbered by document, then first occurrence
-    by_value = np.argsort(-values, kind="stable")
-    order = by_value[stable_argsort(occ.cand_doc[by_value], n_texts)]
-    doc_first = np.searchsorted(occ.cand_doc[order], np.arange(n_texts + 1))
+    order, doc_first = _order_per_text(values, occ.cand_doc, n_texts)
     if k is None:
         chosen, bounds = np.arange(len(values)), doc_first
     else:

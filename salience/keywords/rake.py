@@ -26,7 +26,9 @@ def rake_values(batch: Batch, occ: Occurrences, *, by_frequency: bool = True, de
     degree over its frequency in the text's maximal content runs (RAKE's phrases, whatever the
     candidates are), a candidate the sum of its words' scores, word by word from the first.
     ``degree_cap``: a run adds at most this many words to a word's degree (None: no cap);
-    ``by_frequency`` multiplies a candidate's score by its number of occurrences. Plain RAKE
+    ``by_frequency`` multiplies a candidate's score by its number of occurrences as a whole run
+    or n-gram (a recurring sub-phrase added to the candidates, see
+    :func:`~salience.keywords.candidates.occurrences`, is not one of RAKE's and scores 0). Plain RAKE
     (no cap, no frequency) ranks the one-off long runs of a long text first (reference lists,
     addresses); both rules were chosen on the keyphrase sets' dev splits, where they raise
     every set."""
@@ -47,7 +49,8 @@ def rake_values(batch: Batch, occ: Occurrences, *, by_frequency: bool = True, de
     for offset in range(1, int(length.max())):  # summed in the words' order, as a loop over them would
         longer = np.flatnonzero(length > offset)
         total[longer] += ratio[word[start[longer] + offset]]
-    return total * occ.cand_frequency if by_frequency else total
+    phrases = np.bincount(occ.candidate[occ.base], minlength=len(occ))  # occ.cand_frequency without sub-phrases
+    return total * phrases if by_frequency else np.where(phrases > 0, total, 0.0)
 
 
 def rake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None, language: str = "auto",

@@ -14,7 +14,7 @@ from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch
                                          ranked_per_text, texts_with_candidates)
 from salience.text.hashing import dense_ids, distinct_sorted
 
-__all__ = ["yake_scores", "yake_batch"]
+__all__ = ["yake_scores", "yake_values", "yake_batch"]
 
 
 def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: int = 2,
@@ -109,12 +109,13 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
 
 
-def yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None, language: str = "auto",
-               corpus: CorpusFrequency | None = None, own_corpus: bool = False, long_text_words: int = LONG_TEXT_WORDS,
-               position_prior: bool = True, stopwords="auto") -> list[Scores]:
-    """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None).
-    Candidates are weighted by their document frequency in ``corpus``, or with ``own_corpus``
-    in these texts (see :func:`yake_scores`)."""
+def yake_values(texts: Sequence[str], candidates_from: str, tagger=None, language: str = "auto",
+                corpus: CorpusFrequency | None = None, own_corpus: bool = False,
+                long_text_words: int = LONG_TEXT_WORDS, position_prior: bool = True,
+                stopwords="auto") -> tuple[Batch, Occurrences, np.ndarray]:
+    """The candidates of ``texts`` and YAKE's value of each (-S(kw): higher is better). Candidates
+    are weighted by their document frequency in ``corpus``, or with ``own_corpus`` in these
+    texts (see :func:`yake_scores`)."""
     batch, occ, long_doc = batch_candidates(texts, candidates_from, tagger, language, long_text_words, stopwords)
     idf = None
     if corpus is not None or (own_corpus and len(texts) > 1):
@@ -125,5 +126,15 @@ def yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger
             n_texts = texts_with_candidates(occ)
             _, index, df = np.unique(keys, return_inverse=True, return_counts=True)
             idf = np.log((n_texts + 1) / (df[index.ravel()] + 1.0)) + 1.0 if n_texts > 1 else None
-    values = -yake_scores(batch, occ, long_doc, idf=idf, position_prior=position_prior)  # YAKE ranks by ascending S(kw): negate so that higher is better
+    # YAKE ranks by ascending S(kw): negated so that higher is better
+    return batch, occ, -yake_scores(batch, occ, long_doc, idf=idf, position_prior=position_prior)
+
+
+def yake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger=None, language: str = "auto",
+               corpus: CorpusFrequency | None = None, own_corpus: bool = False, long_text_words: int = LONG_TEXT_WORDS,
+               position_prior: bool = True, stopwords="auto") -> list[Scores]:
+    """YAKE for many texts at once; the ``k`` best per text (all candidates when ``k`` is None)
+    (see :func:`yake_values`)."""
+    batch, occ, values = yake_values(texts, candidates_from, tagger, language, corpus, own_corpus, long_text_words,
+                                     position_prior, stopwords)
     return ranked_per_text(batch, occ, values, k, len(texts))

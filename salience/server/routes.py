@@ -298,12 +298,15 @@ def text_router(service):
             from salience.text.languages import detect_language
 
             language = detect_language(body.text) if body.language == "auto" else body.language
-            scores = extract_keyphrases(body.text, k=body.k, method=body.method or "yake", language=language)
+            from salience.keywords.tiers import TIERS
+
+            method = body.method or TIERS["fast"][0]
+            scores = extract_keyphrases(body.text, k=body.k, method=method, language=language)
             if not len(scores):
                 raise APIError(422, "invalid_field", "the text has no keyphrase candidate to verify.", "text")
             verifier = create("verify", "keyphrases", outcome=body.outcome, language=language, **options)
             result = verifier.verify(scores, document=body.text, title=body.title, collection=body.collection)
-            result.method = body.method or "yake"
+            result.method = method
             return result.to_dict()
 
         if body.unit in ("features", "passages"):

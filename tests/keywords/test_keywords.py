@@ -259,8 +259,8 @@ def test_corpus_document_frequency_weighs_common_candidates_down():
     assert corpus.idf(keys[at[:1]]).tolist() == [1.0]
     assert corpus.idf(keys[:1]).tolist() == [pytest.approx(np.log(2.0) + 1.0)]
     assert corpus.idf(np.array([12345], dtype=np.uint64)).tolist() == [pytest.approx(np.log(4.0) + 1.0)]
-    with_df = extract_keyphrases_batch(texts, k=20, language="en", corpus_df=True)
-    without = extract_keyphrases_batch(texts, k=20, language="en")
+    with_df = extract_keyphrases_batch(texts, k=20, method="yake", language="en", corpus_df=True)
+    without = extract_keyphrases_batch(texts, k=20, method="yake", language="en")
     for a, b in zip(with_df, without):
         before = dict(zip(b.ids, b.values.tolist()))
         for phrase, value in zip(a.ids, a.values.tolist()):
@@ -268,9 +268,10 @@ def test_corpus_document_frequency_weighs_common_candidates_down():
             factor = 1.0 if phrase == shared else 1.0 / np.sqrt(np.log(2.0) + 1.0)
             assert value == pytest.approx(before[phrase] * factor)
     # one text: nothing to compare with, so no weighting; many texts: the same whatever the batch size
-    assert extract_keyphrases_batch(texts[:1], language="en", corpus_df=True)[0].ids == extract_keyphrases_batch(
-        texts[:1], language="en")[0].ids
-    assert [s.ids for s in extract_keyphrases_batch(texts, k=20, language="en", batch_size=1, corpus_df=True)] == [
+    assert extract_keyphrases_batch(texts[:1], method="yake", language="en", corpus_df=True)[0].ids == \
+        extract_keyphrases_batch(texts[:1], method="yake", language="en")[0].ids
+    assert [s.ids for s in extract_keyphrases_batch(texts, k=20, method="yake", language="en", batch_size=1,
+                                                    corpus_df=True)] == [
         s.ids for s in with_df]
     # a fitted extractor applies its corpus to texts scored later, one by one or together
     from salience.keywords import Yake

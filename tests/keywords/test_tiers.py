@@ -20,7 +20,7 @@ ABSTRACT = ("Wireless sensor networks monitor large areas with many cheap sensor
 
 
 def test_tier_resolution():
-    assert tier_method(None, None, {}) == ("yake", {})  # the fast tier is the default
+    assert tier_method(None, None, {}) == ("yake_rake", {})  # the fast tier is the default
     assert tier_method("rake", None, {"k": 3}) == ("rake", {"k": 3})
     name, params = tier_method(None, "best", {"depth": 10})
     assert name == TIERS["best"][0] and params["depth"] == 10
@@ -122,3 +122,34 @@ def test_cli_and_service_take_a_tier(tmp_path, capsys):
     gold.write_text(json.dumps({"text": ABSTRACT, "keyphrases": ["wireless sensor network"]}) + "\n", encoding="utf-8")
     assert main(["keywords", "evaluate", str(gold), "--tier", "best", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["all_gold"]["F1@5"] > 0
+
+
+def test_yake_rake_is_rrf_of_yake_and_rake_by_hand():
+    from salience.keywords import score_candidates
+
+    # by hand: each method's ranking of the text's candidates (1-based, best first, ties by first
+    # occurrence), 1 / (20 + rank) from each method's best 30; RAKE ranks its own candidates (whole runs)
+    from salience.keywords.evaluate import normalize_phrase
+
+    def ranks(scores):  # keyed by stems: a candidate's surface may be another inflection in each method
+        order = sorted(range(len(scores)), key=lambda i: -scores.values[i])  # stable: ties by first occurrence
+        return {normalize_phrase(scores.ids[i]): r for r, i in enumerate(order, start=1)}
+
+    yake = ranks(score_candidates(ABSTRACT, method="yake", language="en"))
+    rake = ranks(score_candidates(ABSTRACT, method="rake", language="en"))
+    expected = {p: (1 / (20 + r) if r <= 30 else 0.0) + (1 / (20 + rake[p]) if rake.get(p, 99) <= 30 else 0.0)
+                for p, r in yake.items()}
+    assert set(rake) <= set(yake)  # RAKE's whole runs are among YAKE's candidates, with their sub-phrases
+    fused = score_candidates(ABSTRACT, method="yake_rake", language="en")
+    assert dict(zip(map(normalize_phrase, fused.ids), fused.values.tolist())) == pytest.approx(expected)
+    # the top: RRF's sum, not either method's alone
+    top = create("keywords", "yake_rake", k=3, language="en").score(ABSTRACT)
+    assert list(map(normalize_phrase, top.ids)) == sorted(expected, key=lambda p: (-expected[p], list(yake).index(p)))[:3]
+    # French texts: YAKE alone (RAKE lowered the French and Portuguese dev sets)
+    french = ("Les réseaux de capteurs sans fil surveillent de grandes zones. Le placement des capteurs décide de la "
+              "couverture du réseau de capteurs.")
+    assert score_candidates(french, method="yake_rake", language="fr").ids == score_candidates(
+        french, method="yake", language="fr").ids
+    assert score_candidates(french, method="yake_rake", language="fr", rake_languages=["en", "fr"]).values.max() < 1
+    with pytest.raises(InvalidParameterError, match="rake_languages"):
+        create("keywords", "yake_rake", rake_languages="en")

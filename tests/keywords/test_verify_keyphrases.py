@@ -111,7 +111,7 @@ def test_verify_keyphrases_from_the_command_line_and_after_keywords_extract(tmp_
                  "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     saved = json.loads(report.read_text())
-    assert printed["verdict"] == saved["verdict"] and saved["method"] == "yake" and saved["n_subjects"] == 3
+    assert printed["verdict"] == saved["verdict"] and saved["method"] == "yake_rake" and saved["n_subjects"] == 3
     assert [s["id"] for s in saved["subjects"]] == ["a", "b", "c"] and saved["format"] == "salience.verification"
     # the scoring command's output file, verified as it is
     assert main(["keywords", "extract", str(docs), "-k", "5", "--language", "en"]) == 0
