@@ -68,9 +68,9 @@ def test_each_command_passes_the_parameter_on(tmp_path, capsys):
     text = tmp_path / "t.txt"
     text.write_text("Sensor placement is hard in a wireless sensor network. Wireless sensor networks have many "
                     "sensors, and sensor placement is costly. Placement of sensors matters.")
-    assert main(["keywords", "extract", str(text), "-k", "3", "--param", "long_text_words=10", "--json"]) == 0
+    assert main(["keywords", "extract", str(text), "-k", "3", "--param", "rrf_k=5", "--json"]) == 0
     got = json.loads(capsys.readouterr().out)["keyphrases"]
-    expected = extract_keyphrases(text.read_text(), k=3, long_text_words=10)
+    expected = extract_keyphrases(text.read_text(), k=3, rrf_k=5)  # the default (the fast tier) is an RRF
     assert [g["phrase"] for g in got] == expected.ids
     assert [g["score"] for g in got] == pytest.approx(expected.values.tolist())
     assert expected.values.tolist() != pytest.approx(extract_keyphrases(text.read_text(), k=3).values.tolist())

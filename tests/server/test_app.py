@@ -479,7 +479,7 @@ def test_verify_keyphrases_over_http_match_the_library(client):
     body = answer.json()
     expected = create("verify", "keyphrases", language="en", n_random=5).verify(
         extract_keyphrases(text, k=5, language="en"), document=text, title=request["title"], collection=collection)
-    assert body["unit"] == "keyphrases" and body["method"] == "yake" and body["verdict"] == expected.verdict
+    assert body["unit"] == "keyphrases" and body["method"] == "yake_rake" and body["verdict"] == expected.verdict
     assert body["curves"]["scores"] == pytest.approx(expected.curves["scores"].tolist())
     _error(client.post("/verify", json={**request, "collection": None}), 400, "invalid_input")  # search needs one
     _error(client.post("/verify", json={**request, "outcome": "rouge"}), 400, "invalid_input")
