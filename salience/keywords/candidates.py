@@ -25,7 +25,7 @@ from salience.text.byte_tokens import byte_strings
 from salience.keywords.words import _IDEOGRAPH_SPACE, Batch, tokenize_batch
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "content_runs", "occurrences", "analyze",
-           "candidates"]
+           "candidates", "first_occurrence_values"]
 
 
 @dataclass
@@ -51,6 +51,20 @@ class Occurrences:
 
     def __len__(self) -> int:
         return len(self.cand_doc)
+
+
+def first_occurrence_values(occ: Occurrences, word: np.ndarray, value: np.ndarray):
+    """The per-word ``value`` along each candidate's first occurrence, word by word: yields
+    (the candidates that reach this word, their word's value), first ``slice(None)`` and every
+    candidate's first word, then each later position for the candidates long enough. ``word``
+    numbers the batch's words as ``value`` is indexed. A method folds them in the words' order
+    (a sum, a product), as a loop over each candidate's words would."""
+    first = occ.cand_first
+    start, length = occ.start[first], occ.length[first]
+    yield slice(None), value[word[start]]
+    for offset in range(1, int(length.max()) if len(length) else 0):
+        longer = np.flatnonzero(length > offset)
+        yield longer, value[word[start[longer] + offset]]
 
 
 def content_runs(batch: Batch) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -215,9 +215,34 @@ class _PerDocument(KeyphraseExtractor):
         """One score per candidate of the analysed text ``doc``."""
 
 
+class BatchedExtractor(KeyphraseExtractor):
+    """The methods scored with array operations over a batch of texts: :meth:`_batch` gives the
+    ``k`` best of each text (every candidate, in order of first occurrence, when ``k`` is None)."""
+
+    @abc.abstractmethod
+    def _batch(self, chunk: Sequence[str], k: int | None, language, context: dict) -> list[Scores]:
+        """The scores of each text of ``chunk``."""
+
+    def _one_text_context(self) -> dict:
+        """The context :meth:`score_candidates` scores one text with."""
+        return {}
+
+    def _top_chunk(self, chunk, language, context):
+        return self._batch(chunk, self.k, language, context)
+
+    def _all_chunk(self, chunk, language, context):
+        return self._batch(chunk, None, language, context)
+
+    def score_candidates(self, text: str, *, language=None) -> Scores:
+        if not isinstance(text, str):
+            raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
+        language = check_language(self.language if language is None else language)
+        return self._batch([text], None, language, self._one_text_context())[0]
+
+
 @register_method("keywords", "yake", "YAKE statistics: casing, position, frequency, context spread and sentence "
                                      "spread of words (Campos et al., 2020)")
-class Yake(KeyphraseExtractor):
+class Yake(BatchedExtractor):
     """YAKE, scored with array operations over ``batch_size`` texts at once. ``position_prior``:
     in long texts keyphrases show up early (title, abstract), so S(kw) is scaled by a
     first-occurrence prior there. ``corpus_df``: ``False`` scores each text on its own; ``True``
@@ -262,17 +287,8 @@ class Yake(KeyphraseExtractor):
                           long_text_words=self.long_text_words, position_prior=self.position_prior,
                           stopwords=self.stopwords)
 
-    def _top_chunk(self, chunk, language, context):
-        return self._batch(chunk, self.k, language, context)
-
-    def _all_chunk(self, chunk, language, context):
-        return self._batch(chunk, None, language, context)
-
-    def score_candidates(self, text: str, *, language=None) -> Scores:
-        if not isinstance(text, str):
-            raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-        language = check_language(self.language if language is None else language)
-        return self._batch([text], None, language, {"corpus": None, "own_corpus": False})[0]
+    def _one_text_context(self) -> dict:
+        return {"corpus": None, "own_corpus": False}
 
 
 @register_method("keywords", "tfidf", "candidate frequency times inverse document frequency (fit on a corpus, or the "

@@ -12,7 +12,8 @@ import numpy as np
 
 from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.core.scores import Scores
-from salience.keywords.candidates import Occurrences, analyze, candidates, occurrences, surface_texts
+from salience.keywords.candidates import (Occurrences, analyze, candidates, first_occurrence_values, occurrences,
+                                          surface_texts)
 from salience.keywords.words import Batch, tokenize_batch
 from salience.text.hashing import distinct_sorted, stable_argsort, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
@@ -137,15 +138,11 @@ def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
     """A 64-bit key per candidate from its stems, the same in every batch and process (each
     distinct stem hashed once, the words combined as a polynomial), for counting document
     frequencies over texts that are tokenised in several batches."""
-    stem_hash = string_hashes(batch.stems)
-    first = occ.cand_first
-    start, length = occ.start[first], occ.length[first]
-    key = np.zeros(len(first), dtype=np.uint64)
+    along = first_occurrence_values(occ, batch.stem, string_hashes(batch.stems))
+    key = next(along)[1]
     with np.errstate(over="ignore"):
-        for offset in range(int(length.max()) if len(length) else 0):
-            inside = length > offset
-            term = stem_hash[batch.stem[np.where(inside, start + offset, 0)]]
-            key = np.where(inside, key * np.uint64(1_000_003) + term, key)
+        for longer, term in along:
+            key[longer] = key[longer] * np.uint64(1_000_003) + term
     return key
 
 

@@ -10,13 +10,11 @@ import numpy as np
 from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.core.scores import Scores
-from salience.exceptions import InvalidParameterError
-from salience.keywords.candidates import Occurrences, content_runs
-from salience.keywords.extract import KeyphraseExtractor
+from salience.keywords.candidates import Occurrences, content_runs, first_occurrence_values
+from salience.keywords.extract import BatchedExtractor
 from salience.keywords.frequency import LONG_TEXT_WORDS, batch_candidates, ranked_per_text
 from salience.keywords.words import Batch
 from salience.text.hashing import dense_ids
-from salience.text.languages import check_language
 
 __all__ = ["Rake", "rake_values", "rake_batch"]
 
@@ -43,12 +41,10 @@ def rake_values(batch: Batch, occ: Occurrences, *, by_frequency: bool = True, de
     frequency = np.bincount(in_run, minlength=n_words).astype(np.float64)
     degree = np.bincount(in_run, added[run].astype(np.float64), minlength=n_words)
     ratio = degree / np.maximum(frequency, 1.0)  # a candidate's words are all in runs: frequency >= 1
-    first = occ.cand_first
-    start, length = occ.start[first], occ.length[first]
-    total = ratio[word[start]]
-    for offset in range(1, int(length.max())):  # summed in the words' order, as a loop over them would
-        longer = np.flatnonzero(length > offset)
-        total[longer] += ratio[word[start[longer] + offset]]
+    along = first_occurrence_values(occ, word, ratio)
+    total = next(along)[1]
+    for longer, following in along:
+        total[longer] += following
     phrases = np.bincount(occ.candidate[occ.base], minlength=len(occ))  # occ.cand_frequency without sub-phrases
     return total * phrases if by_frequency else np.where(phrases > 0, total, 0.0)
 
@@ -66,7 +62,7 @@ def rake_batch(texts: Sequence[str], k: int | None, candidates_from: str, tagger
 
 @register_method("keywords", "rake", "RAKE: word degree over frequency within stop-word-bounded phrases (Rose et al., "
                                      "2010)")
-class Rake(KeyphraseExtractor):
+class Rake(BatchedExtractor):
     """RAKE, scored with array operations over ``batch_size`` texts at once
     (:func:`~salience.keywords.rake.rake_values`). ``degree_cap``: a run adds at most this many
     words to a word's degree (None: no cap); ``by_frequency``: a candidate's score is multiplied
@@ -84,18 +80,6 @@ class Rake(KeyphraseExtractor):
                          batch_size=batch_size, language=language, long_text_words=long_text_words,
                          stopwords=stopwords)
 
-    def _batch(self, chunk, k, language) -> list[Scores]:
+    def _batch(self, chunk, k, language, context) -> list[Scores]:
         return rake_batch(chunk, k, self.candidates_from, self.tagger, language, self.long_text_words, self.stopwords,
                           by_frequency=self.by_frequency, degree_cap=self.degree_cap)
-
-    def _top_chunk(self, chunk, language, context):
-        return self._batch(chunk, self.k, language)
-
-    def _all_chunk(self, chunk, language, context):
-        return self._batch(chunk, None, language)
-
-    def score_candidates(self, text: str, *, language=None) -> Scores:
-        if not isinstance(text, str):
-            raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-        language = check_language(self.language if language is None else language)
-        return self._batch([text], None, language)[0]

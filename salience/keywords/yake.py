@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.core.scores import Scores
-from salience.keywords.candidates import Occurrences
+from salience.keywords.candidates import Occurrences, first_occurrence_values
 from salience.keywords.words import Batch, _flags, capital_initials
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
                                          ranked_per_text, texts_with_candidates)
@@ -87,13 +87,10 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
     t_diff = sentences_with / np.maximum(n_sentences[word_doc], 1)
     word_score = (t_rel * t_pos) / (t_case + t_freq / t_rel + t_diff / t_rel)
     # S(w) of the words of each candidate's first occurrence, multiplied and added word by word
-    first = occ.cand_first
-    start, length = occ.start[first], occ.length[first]
-    product = word_score[word[start]]
+    along = first_occurrence_values(occ, word, word_score)
+    product = next(along)[1]
     total = product.copy()
-    for offset in range(1, int(length.max())):
-        longer = np.flatnonzero(length > offset)
-        following = word_score[word[start[longer] + offset]]
+    for longer, following in along:
         product[longer] *= following
         total[longer] += following
     raw = product / (occ.cand_frequency * (1.0 + total))
@@ -105,7 +102,7 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
         return raw
     # in long documents keyphrases show up early (title, abstract): a first-occurrence prior,
     # as in KEA and PositionRank, scales S(kw) by log(2 + first word index / 100)
-    first_index = start - batch.doc_start[occ.cand_doc]
+    first_index = occ.start[occ.cand_first] - batch.doc_start[occ.cand_doc]
     return np.where(long_doc[occ.cand_doc], raw * np.log(2.0 + first_index / 100.0), raw)
 
 

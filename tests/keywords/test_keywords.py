@@ -65,6 +65,13 @@ def test_document_frequency_round_trip(tmp_path):
     model.save(tmp_path / "df.json")
     loaded = DocumentFrequency.load(tmp_path / "df.json")
     assert loaded.n_docs == 2 and loaded.df == model.df
+    # the user's own stop words (a set) are saved as a list and still stop candidates when loaded
+    own = DocumentFrequency(stopwords={"placement", "the", "of"}, language="en").fit([TEXT])
+    own.save(tmp_path / "own.json")
+    reloaded = DocumentFrequency.load(tmp_path / "own.json")
+    assert sorted(reloaded.stopwords) == ["of", "placement", "the"] and reloaded.df == own.df
+    assert not any(word.startswith("placem") for key in reloaded.df for word in key)
+    assert reloaded.fit(["placement data arrives"]).df == own.fit(["placement data arrives"]).df
     (tmp_path / "bad.json").write_text("{}")
     with pytest.raises(ValueError, match="not a salience document-frequency model"):
         DocumentFrequency.load(tmp_path / "bad.json")
