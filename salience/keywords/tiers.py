@@ -5,7 +5,7 @@ A user who does not know which method suits a collection picks a tier, not a met
 * ``fast`` (the default): ``yake_rake``, YAKE's and RAKE's rankings of one tokenisation fused
   by reciprocal rank (RAKE in English texts only; YAKE alone elsewhere), thousands of texts a
   second on one core;
-* ``best``: ``fused``, YAKE's and tf-idf's rankings combined by reciprocal rank fusion (k=5),
+* ``best``: ``fused``, YAKE's and tf-idf's rankings combined by reciprocal rank fusion (k=20),
   over noun-phrase candidates where a part-of-speech tagger is installed (short English texts;
   a long text, a text in another language, or every text where no tagger is installed, takes
   the usual candidates, the last with a warning naming the install); tf-idf's document
@@ -28,7 +28,7 @@ __all__ = ["TIERS", "tier_method"]
 #: tier -> (method, its parameters); a user's own parameters override these
 TIERS: dict[str, tuple[str, dict]] = {
     "fast": ("yake_rake", {}),
-    "best": ("fused", {"methods": ["yake", "tfidf"], "fusion_params": {"rrf_k": 5}, "candidates_from": "noun_phrases"}),
+    "best": ("fused", {"methods": ["yake", "tfidf"], "fusion_params": {"rrf_k": 20}, "candidates_from": "noun_phrases"}),
 }
 
 
