@@ -136,6 +136,36 @@ def one_standard_error_choice(rows: list[dict]) -> tuple[dict, float]:
     return min(near, key=lambda r: (len(r["members"]), -r["mean"])), error
 
 
+def switch_checks(rows: list[dict], chosen: dict, standard_error: float, keep_long: dict, english: dict) -> dict:
+    """Whether dev asks for a per-length or a per-language switch (issue 55 allows them only then):
+    the one-standard-error rule run on the long texts alone, and on the English and the other sets
+    apart; a switch is worth its complexity only where it beats the one setting by more than one
+    standard error."""
+    def on(keep):
+        scoped = []
+        for r in rows:
+            documents = {n: [r["per_document"][n][i] for i in idx] for n, idx in keep.items() if idx}
+            scoped.append({**r, "per_document": documents,
+                           "mean": float(np.mean([np.mean(v) for v in documents.values()]))})
+        pick, error = one_standard_error_choice(scoped)
+        mine = next(r for r in scoped if r["members"] == chosen["members"] and r["source"] == chosen["source"]
+                    and r["rrf_k"] == chosen["rrf_k"])
+        return {"pick": pick, "error": error, "best": max(r["mean"] for r in scoped), "chosen": mine["mean"],
+                "sets": [n for n, idx in keep.items() if idx], "documents": sum(map(len, keep.values()))}
+
+    long = on(keep_long)
+    every = {n: list(range(len(v))) for n, v in chosen["per_document"].items()}
+    by_language = {group: on({n: idx for n, idx in every.items() if english[n] == (group == "en")})
+                   for group in ("en", "other")}
+    switched = {}
+    for group, check in by_language.items():
+        for n in check["sets"]:
+            switched[n] = float(np.mean(check["pick"]["per_document"][n]))
+    switched_mean = float(np.mean(list(switched.values())))
+    return {"long": long, "by_language": by_language, "switched_mean": switched_mean,
+            "language_switch": switched_mean - chosen["mean"] > standard_error}
+
+
 def _gold_sets(docs) -> list[set[str]]:
     return [{g for g in map(normalize_phrase, d["keyphrases"]) if g} for d in docs]
 
@@ -211,6 +241,10 @@ def choose(args) -> dict:
     grid.sort(key=lambda r: -r["mean"])
     fast_enough = [r for r in grid if r["speed"] >= BEST_SPEED and len(r["members"]) > 1]
     chosen, standard_error = one_standard_error_choice(fast_enough)
+    keep_long = {name: [i for i, d in enumerate(docs) if len(d["text"].split()) > LONG_TEXT_WORDS]
+                 for name, docs in dev.items()}
+    switches = switch_checks(fast_enough, chosen, standard_error, keep_long,
+                             {name: _english(docs) for name, docs in dev.items()})
     # the judges beside the chosen fusion, on the judged documents only
     judged_rows = []
     base = (chosen["members"], chosen["source"], chosen["rrf_k"])
@@ -230,6 +264,7 @@ def choose(args) -> dict:
     for row in grid:
         row.pop("per_document")  # only the rule reads them
     return {"grid": grid, "chosen": chosen, "judged": judged_rows, "sizes": {n: len(d) for n, d in dev.items()},
+            "switches": switches,
             "standard_error": standard_error, "best_mean": fast_enough[0]["mean"],
             "judge_docs": args.judge_docs, "library": {"f1": library_f1, "speed": library_speed}}
 
@@ -259,6 +294,7 @@ def render_choice(result: dict, command: str) -> str:
     lib = result["library"]
     lines += ["", f"The library's `fused` method with the chosen setting on the Inspec dev split: F1@10 {lib['f1']:.3f} "
               f"(the grid's {chosen['per_set']['inspec']:.3f}), {lib['speed']:,.0f} documents/s.", "",
+              render_switches(result["switches"], result["standard_error"], chosen), "",
               f"The language-model judges on the first {result['judge_docs']} documents of each dev split (SmolLM2-135M "
               "for samrank and promptrank, all-MiniLM-L6-v2 for mderank; each judges the best 20 candidates of yake):", "",
               "| system | " + " | ".join(KEYPHRASE_SETS) + " | mean | docs/s |",
@@ -267,6 +303,33 @@ def render_choice(result: dict, command: str) -> str:
         lines.append(f"| {r['label']} | " + " | ".join(f"{r['per_set'][n]:.3f}" for n in KEYPHRASE_SETS)
                      + f" | {r['mean']:.4f} | {r['speed']:,.1f} |")
     return "\n".join(lines) + "\n"
+
+
+def _setting(row: dict, tagged: bool = True) -> str:
+    """A fusion's name; ``tagged=False`` where no text is tagged (long or non-English texts), so
+    that the candidate source makes no difference."""
+    source = f" over {row['source'].replace('_', ' ')}" if tagged else ""
+    return f"{' + '.join(row['members'])}{source}, RRF k {row['rrf_k']}"
+
+
+def render_switches(checks: dict, standard_error: float, chosen: dict) -> str:
+    long, languages = checks["long"], checks["by_language"]
+    english, other = languages["en"], languages["other"]
+    return (f"Switches, checked on dev (issue 55 allows a per-length or per-language switch only where dev asks for "
+            f"it). Long texts alone ({long['documents']} dev documents over {LONG_TEXT_WORDS} words, in "
+            f"{', '.join(long['sets'])}, none of them tagged): the same rule picks {_setting(long['pick'], False)} (mean {long['pick']['mean']:.4f}; "
+            f"the best {long['best']:.4f}, standard error {long['error']:.4f}), and the chosen setting scores "
+            f"{long['chosen']:.4f} there"
+            + (", within one standard error of the best: no switch for length. " if long["chosen"] >= long["best"] - long["error"]
+               else ", more than one standard error below the best: dev asks for a switch for length. ")
+            + f"By language: on the English sets alone the rule picks {_setting(english['pick'])} "
+            f"({english['pick']['mean']:.4f}; the chosen setting {english['chosen']:.4f}), on the others "
+            f"({', '.join(other['sets'])}, untagged) {_setting(other['pick'], False)} ({other['pick']['mean']:.4f}; the chosen setting "
+            f"{other['chosen']:.4f}); switching by language would give a pooled mean of {checks['switched_mean']:.4f} "
+            f"against the one setting's {chosen['mean']:.4f}, "
+            + ("more than one standard error ({:.4f}) higher: dev asks for the switch.".format(standard_error)
+               if checks["language_switch"] else
+               "a gain inside one standard error ({:.4f}): one setting for every language.".format(standard_error)))
 
 
 # ---------------------------------------------------------------------------------------------
