@@ -29,7 +29,7 @@ class YakeRake(Yake):
     """YAKE's ranking of a text's candidates and RAKE's of its whole runs (n-grams in long
     texts) combined by reciprocal rank fusion (the core's formula, ``rrf_k``), each method's
     best ``depth`` candidates counting, as the ``fused`` method combines any methods; here both
-    statistics come from one tokenisation of the batch, so it runs at about YAKE's speed.
+    statistics come from one tokenisation of the batch, so it costs little more than YAKE alone.
     RAKE takes part in the texts whose language is in ``rake_languages``: on the dev splits of
     the shared sets it raised every English set but KDD (Inspec F1@10 0.233 -> 0.266) and
     lowered the French and Portuguese ones, where YAKE ranks alone. The scores are the fused
