@@ -298,9 +298,9 @@ def text_router(service):
             from salience.text.languages import detect_language
 
             language = detect_language(body.text) if body.language == "auto" else body.language
-            from salience.keywords.tiers import TIERS
+            from salience.keywords.tiers import tier_method
 
-            method = body.method or TIERS["fast"][0]
+            method, _ = tier_method(body.method, None, {})  # no method: the fast tier's, as extract_keyphrases
             scores = extract_keyphrases(body.text, k=body.k, method=method, language=language)
             if not len(scores):
                 raise APIError(422, "invalid_field", "the text has no keyphrase candidate to verify.", "text")
