@@ -199,41 +199,67 @@ def top_k_queries(indptr, indices, data, query_indptr, query_terms, n_docs, k, m
         _write_row(q, size, heap_val, heap_idx, out_idx, out_val, out_count)
 
 
+#: postings a term decodes at a time before scoring them: the buffers stay in the L1 cache
+POSTING_BATCH = 1024
+
+
 @njit(inline="always")
-def _score_range(gaps, gap_at, tfs, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc, first,
-                 touched, n_touched, cap):
-    """A term's packed postings from its ``p``-th (the previous document ``doc``) up to document
-    ``limit``, decoded, scored and added to ``acc`` (indexed from document ``first``) in one
-    pass; the documents go to ``touched`` while it has room (``cap``). Each contribution is
-    ``bm25_formulas.tf_from_norm`` of the document's precomputed length norm, cast to float32 as
-    a saved score is, so it is bit for bit the vectorised path's. Returns ``(p, doc, n_touched)``
-    where the term stopped."""
-    while p < n:
-        following = doc + np.int64(gaps[gap_at + p])
+def _decode_range(gaps, gap_at, p, n, doc, limit, norms, first, docs, doc_norms, touched, n_touched, cap):
+    """Up to :data:`POSTING_BATCH` of a term's packed postings from its ``p``-th (the previous
+    document ``doc``) below document ``limit``: each document (less ``first``) into ``docs``
+    and its length norm into ``doc_norms``, and into ``touched`` while it has room (``cap``).
+    The gaps are a running sum, so this pass is serial; the scores are computed apart, in a
+    loop the compiler vectorises. Returns ``(count, doc, n_touched)``."""
+    count = 0
+    stop = min(n, p + POSTING_BATCH)
+    while p + count < stop:
+        following = doc + np.int64(gaps[gap_at + p + count])
         if following >= limit:
             break
         doc = following
-        tfc = tf_from_norm(np.float64(tfs[tf_at + p]), norms[doc], code, k1, delta)
-        acc[doc - first] += np.float64(np.float32(weight * (tfc - base)))
+        docs[count] = doc - first
+        doc_norms[count] = norms[doc]
         if cap > 0:  # loop-invariant: compiled as two loops, the second without the bookkeeping
             touched[min(n_touched, cap)] = doc  # past the room: overwritten, the chunk is scanned anyway
             n_touched += 1
-        p += 1
-    return p, doc, n_touched
+        count += 1
+    return count, doc, n_touched
+
+
+@njit(nogil=True, cache=True, error_model="numpy")
+def _posting_values(tfs, tf_at, count, doc_norms, weight, code, k1, delta, base, values):
+    """The contributions of ``count`` postings (term frequencies from ``tfs[tf_at]``, their
+    documents' norms in ``doc_norms``) into ``values``: ``bm25_formulas.tf_from_norm`` cast to
+    float32 as a saved score is, so each is bit for bit the vectorised path's. Its own function,
+    with numpy's division semantics (no zero check: every denominator is positive), so that
+    the compiler vectorises the division, the loop's cost."""
+    for r in range(count):
+        tfc = tf_from_norm(np.float64(tfs[tf_at + r]), doc_norms[r], code, k1, delta)
+        values[r] = np.float64(np.float32(weight * (tfc - base)))
 
 
 @njit(inline="always")
-def _score_range_tf(gaps, gap_at, tf_width, tf1, tf2, tf4, tf_at, p, n, doc, limit, norms, weight, code, k1, delta,
-                    base, acc, first, touched, n_touched, cap):
-    # one compiled loop per pair of widths: the width is not tested per posting
-    if tf_width == 1:
-        return _score_range(gaps, gap_at, tf1, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
-                            first, touched, n_touched, cap)
-    if tf_width == 2:
-        return _score_range(gaps, gap_at, tf2, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
-                            first, touched, n_touched, cap)
-    return _score_range(gaps, gap_at, tf4, tf_at, p, n, doc, limit, norms, weight, code, k1, delta, base, acc,
-                        first, touched, n_touched, cap)
+def _score_range(gaps, gap_at, tf_width, tf1, tf2, tf4, tf_at, p, n, doc, limit, norms, weight, code, k1, delta,
+                 base, acc, first, touched, n_touched, cap, docs, doc_norms, values):
+    """A term's packed postings from its ``p``-th (the previous document ``doc``) up to document
+    ``limit``, decoded, scored and added to ``acc`` (indexed from document ``first``), a batch
+    at a time; the documents go to ``touched`` while it has room (``cap``). Returns
+    ``(p, doc, n_touched)`` where the term stopped."""
+    while True:
+        count, doc, n_touched = _decode_range(gaps, gap_at, p, n, doc, limit, norms, first, docs, doc_norms, touched,
+                                              n_touched, cap)
+        # one compiled loop per width: the width is not tested per posting
+        if tf_width == 1:
+            _posting_values(tf1, tf_at + p, count, doc_norms, weight, code, k1, delta, base, values)
+        elif tf_width == 2:
+            _posting_values(tf2, tf_at + p, count, doc_norms, weight, code, k1, delta, base, values)
+        else:
+            _posting_values(tf4, tf_at + p, count, doc_norms, weight, code, k1, delta, base, values)
+        for r in range(count):
+            acc[docs[r]] += values[r]
+        p += count
+        if count < POSTING_BATCH or p == n:
+            return p, doc, n_touched
 
 
 @njit(inline="always")
@@ -259,9 +285,11 @@ def _offer_chunk(docs, count, first, acc, mask, k, heap_val, heap_idx, size):
 def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
                  norms, idf, code, k1, delta, base, query_indptr, query_terms, n_docs, k, mask,
                  out_idx, out_val, out_count, chunk):
-    """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`), each posting
-    decoded and scored as it is added (``norms``: each document's
-    ``bm25_formulas.length_norm``), so nothing but the query's postings is read.
+    """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`), scored as
+    they are read (``norms``: each document's ``bm25_formulas.length_norm``), so nothing but the
+    query's postings is read. A term's postings go :data:`POSTING_BATCH` at a time through three
+    loops: decoding (a serial running sum of gaps), scoring (vectorised: the division is most
+    of a posting's arithmetic) and adding to the accumulator.
 
     A query is scored ``chunk`` documents at a time: every term's postings in the chunk, in the
     query's order, then the chunk's top candidates offered to the heap. The accumulator and the
@@ -280,6 +308,9 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
     previous = np.zeros(longest, dtype=np.int64)  # ... and the document before it
     cap = chunk // 4  # a chunk with more postings than this is scanned whole
     touched = np.empty(cap + 1, dtype=np.int64)
+    docs = np.empty(POSTING_BATCH, dtype=np.int64)
+    doc_norms = np.empty(POSTING_BATCH, dtype=np.float64)
+    values = np.empty(POSTING_BATCH, dtype=np.float64)
     for q in range(len(query_indptr) - 1):
         lo = query_indptr[q]
         m = query_indptr[q + 1] - lo
@@ -301,17 +332,20 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
                     continue
                 width = gap_width[t]
                 if width == 1:
-                    position[j], previous[j], n_touched = _score_range_tf(
+                    position[j], previous[j], n_touched = _score_range(
                         gaps1, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
+                        doc_norms, values)
                 elif width == 2:
-                    position[j], previous[j], n_touched = _score_range_tf(
+                    position[j], previous[j], n_touched = _score_range(
                         gaps2, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
+                        doc_norms, values)
                 else:
-                    position[j], previous[j], n_touched = _score_range_tf(
+                    position[j], previous[j], n_touched = _score_range(
                         gaps4, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
+                        doc_norms, values)
             if room == 0 or n_touched > room:
                 size = _offer_chunk(None, limit - first, first, acc, mask, k, heap_val, heap_idx, size)
             elif n_touched:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from salience.search._numba_kernels import _offer, _write_row, length_norm, tf_from_norm
+from salience.search._numba_kernels import _offer, _posting_values, _write_row, length_norm, tf_from_norm
 from salience.search.block_bounds import BLOCK_SIZE
 
 _END = np.iinfo(np.int64).max  # the cursor of a term whose postings are exhausted
@@ -85,15 +85,15 @@ def _posting_value(t, j, doc, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_in
 
 
 @njit(inline="always")
-def _scored_block(tfs, at, n, i, weight, norms, code, k1, delta, base, buf_docs, buf_val):
+def _scored_block(tfs, at, n, i, weight, norms, code, k1, delta, base, buf_docs, buf_norms, buf_val):
     for r in range(n):
-        tfc = tf_from_norm(np.float64(tfs[at + r]), norms[buf_docs[i, r]], code, k1, delta)
-        buf_val[i, r] = np.float64(np.float32(weight * (tfc - base)))
+        buf_norms[r] = norms[buf_docs[i, r]]
+    _posting_values(tfs, at, n, buf_norms, weight, code, k1, delta, base, buf_val[i])
 
 
 @njit(inline="always")
 def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf,
-                  code, k1, delta, base, buf_docs, buf_val):
+                  code, k1, delta, base, buf_docs, buf_norms, buf_val):
     """The contributions of the ``n`` postings of block ``block`` of term ``t`` (its documents
     in row ``i`` of ``buf_docs``) into row ``i`` of ``buf_val``."""
     start = block * BLOCK_SIZE
@@ -105,11 +105,11 @@ def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, cs
     at = tf_offset[t] + start
     width = tf_width[t]
     if width == 1:
-        _scored_block(tf1, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+        _scored_block(tf1, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_norms, buf_val)
     elif width == 2:
-        _scored_block(tf2, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+        _scored_block(tf2, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_norms, buf_val)
     else:
-        _scored_block(tf4, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_val)
+        _scored_block(tf4, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_norms, buf_val)
 
 
 @njit(inline="always")
@@ -144,6 +144,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
         most_blocks = max(most_blocks, total)
     buf_docs = np.empty((longest, BLOCK_SIZE), dtype=np.int64)
     buf_val = np.empty((longest, BLOCK_SIZE), dtype=np.float64)
+    buf_norms = np.empty(BLOCK_SIZE, dtype=np.float64)  # the documents' norms of the block being scored
     bounds = np.empty(most_blocks, dtype=np.float64)  # every block's bound, term after term
     terms = np.empty(longest, dtype=np.int64)
     first = np.empty(longest, dtype=np.int64)  # each term's first block in the block arrays
@@ -234,7 +235,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     pos[i] = 0
                 if valued[i] != block[i]:  # an essential block adds every posting: all are scored
                     _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
-                                  csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs, buf_val)
+                                  csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs, buf_norms,
+                                  buf_val)
                     valued[i] = block[i]
                 while pos[i] < length[i] and buf_docs[i, pos[i]] < start:
                     pos[i] += 1

@@ -115,6 +115,31 @@ def test_the_packed_kernel_gives_the_same_top_k_whatever_documents_it_scores_at_
         assert packed.search(query, k=400, where=mask).ids == memory.search(query, k=400, where=mask).ids
 
 
+@pytest.mark.parametrize("variant", ["lucene", "bm25l", "tfidf"])
+def test_the_packed_kernel_scores_long_lists_a_batch_at_a_time_as_the_index_in_memory(tmp_path, monkeypatch, variant):
+    # a term in every document (many decoding batches of POSTING_BATCH postings, some frequencies
+    # past 255: two-byte widths), one every 300 documents (two-byte gaps), both in one query, and
+    # batches that end exactly at a chunk's end
+    pytest.importorskip("numba")
+    from salience.search import topk
+    from salience.search._numba_kernels import POSTING_BATCH
+
+    n = 3 * POSTING_BATCH + 5
+    docs = [{"_id": f"d{i}", "text": " ".join(["every"] * (1 + (i * 7) % 300) + ["rare"] * (i % 300 == 0)
+                                              + [f"w{i % 11}"])} for i in range(n)]
+    memory = BM25(variant=variant, fields=("text",), backend="numba").index(docs)
+    memory.save(tmp_path / "ix")
+    packed = BM25.load(tmp_path / "ix")
+    assert packed._packed is not None
+    for chunk in (POSTING_BATCH, 1 << 15):
+        monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True))  # (chunk, ordered)
+        for query in ("every", "every rare", "rare every w3", "w3 w4 every"):
+            for k in (1, 10, 200):
+                x, y = packed.search(query, k=k), memory.search(query, k=k)
+                assert x.ids == y.ids
+                np.testing.assert_array_equal(x.values, y.values)
+
+
 def test_packed_postings_are_smaller_than_unpacked(tmp_path):
     BM25().index(DOCS).save(tmp_path / "ix")
     folder = tmp_path / "ix" / "seg-000000"
