@@ -161,7 +161,8 @@ def run(args) -> dict:
     query_sets = {"scale": scale.synthetic_queries(vocabulary, probabilities),
                   "zipf": zipf_queries(vocabulary, probabilities), "mapped": mapped_queries(vocabulary)}
     all_queries = [q for qs in query_sets.values() for q in qs]
-    out = {"sizes": [], "read_gb_s": read_gb_s, "bm25s_max": args.bm25s_max, "maxscore_max": args.maxscore_max}
+    out = {"sizes": [], "read_gb_s": read_gb_s, "bm25s_max": args.bm25s_max, "maxscore_max": args.maxscore_max,
+           "section": args.section}
     for n in [int(s) for s in args.sizes.split(",")]:
         # the corpus is generated as a stream for each engine that reads it (10^7 documents as a
         # list would not fit in memory); bm25s alone is handed a list, up to --bm25s-max
@@ -192,7 +193,8 @@ def run(args) -> dict:
 
 
 def render(result: dict, command: str, seconds: float) -> str:
-    lines = ["## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`)", "",
+    label = f": {result['section']}" if result.get("section") else ""
+    lines = [f"## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`){label}", "",
              "The synthetic corpus of `bench/scale.py` (no split: the ground truth is the exhaustive search's own top "
              "10, which pruning must equal). Query sets: `scale` (scale.py's 3 words from below the 200 most "
              "frequent), `zipf` (1-5 words by frequency, common words included), `mapped` (the shared sets' queries of the "
@@ -292,10 +294,12 @@ def main(argv=None) -> int:
     parser.add_argument("--maxscore-max", type=int, default=1_000_000,
                         help="largest size where MaxScore is also forced on every query")
     parser.add_argument("--rows-file", type=Path, default=None, help="write the measurements here after each size")
+    parser.add_argument("--section", default="",
+                        help="a label for a section of its own beside the full run's (a rerun at some sizes)")
     if not scale.RAW.exists():
         print(f"skipping: {scale.RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
-    return run_benchmark("pruning.py", parser, run, render, argv)
+    return run_benchmark("pruning.py", parser, run, render, argv, variant=parser.parse_known_args(argv)[0].section)
 
 
 if __name__ == "__main__":
