@@ -334,18 +334,18 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
                 if width == 1:
                     position[j], previous[j], n_touched = _score_range(
                         gaps1, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
-                        doc_norms, values)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room,
+                        docs, doc_norms, values)
                 elif width == 2:
                     position[j], previous[j], n_touched = _score_range(
                         gaps2, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
-                        doc_norms, values)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room,
+                        docs, doc_norms, values)
                 else:
                     position[j], previous[j], n_touched = _score_range(
                         gaps4, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
-                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room, docs,
-                        doc_norms, values)
+                        previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room,
+                        docs, doc_norms, values)
             if room == 0 or n_touched > room:
                 size = _offer_chunk(None, limit - first, first, acc, mask, k, heap_val, heap_idx, size)
             elif n_touched:
