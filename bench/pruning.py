@@ -20,7 +20,8 @@ query parser, each index built once per size.
 
 Each size's corpus is generated as a stream for each engine (10^7 documents as a list would
 not fit in memory); bm25s, handed a list, runs up to ``--bm25s-max``. ``--rows-file`` keeps the
-measurements of each size as it finishes. The last section refits ``bench/scale.py``'s cost
+measurements of each size as it finishes; ``--section LABEL`` writes the run as a section of its own
+beside the full run's (a rerun at some sizes, after a change). The last section refits ``bench/scale.py``'s cost
 model for 10^8 and 10^9 documents on the pruned curve's two largest sizes.
 """
 
