@@ -20,9 +20,10 @@ query parser, each index built once per size.
 
 Each size's corpus is generated as a stream for each engine (10^7 documents as a list would
 not fit in memory); bm25s, handed a list, runs up to ``--bm25s-max``. ``--rows-file`` keeps the
-measurements of each size as it finishes; ``--section LABEL`` writes the run as a section of its own
-beside the full run's (a rerun at some sizes, after a change). The last section refits ``bench/scale.py``'s cost
-model for 10^8 and 10^9 documents on the pruned curve's two largest sizes.
+measurements of each size as it finishes; ``--section LABEL`` writes the run as a section of its
+own beside the full run's (a rerun at some sizes, after a change). The last section refits
+``bench/scale.py``'s cost model for 10^8 and 10^9 documents on the pruned curve's two largest
+sizes.
 """
 
 from __future__ import annotations
@@ -195,7 +196,8 @@ def run(args) -> dict:
 
 def render(result: dict, command: str, seconds: float) -> str:
     label = f": {result['section']}" if result.get("section") else ""
-    lines = [f"## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`){label}", "",
+    heading = "## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`)"
+    lines = [heading + label, "",
              "The synthetic corpus of `bench/scale.py` (no split: the ground truth is the exhaustive search's own top "
              "10, which pruning must equal). Query sets: `scale` (scale.py's 3 words from below the 200 most "
              "frequent), `zipf` (1-5 words by frequency, common words included), `mapped` (the shared sets' queries of the "
