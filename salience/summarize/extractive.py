@@ -29,6 +29,7 @@ from __future__ import annotations
 import abc
 import numbers
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -53,6 +54,10 @@ SIMILARITIES = ("bm25", "overlap")
 _MMR_POOL = 2000
 # A SentenceScorer's term cache starts afresh beyond this many distinct raw tokens.
 _MAX_CACHED_TERMS = 200_000
+# summarize() without a scorer reuses one per method and options, process-wide: at most this many
+_SHARED_SCORERS = 4
+_shared_scorers: "OrderedDict[tuple, SentenceScorer]" = OrderedDict()
+_shared_lock = threading.Lock()
 
 
 class SentenceScorer(Scorer, abc.ABC):
@@ -261,6 +266,30 @@ def score_sentences(sentences: Sequence[str], *, method: str = "lexrank", query:
                                                                                    encoder=encoder)
 
 
+def _shared_scorer(method: str, language: str, params: dict) -> SentenceScorer:
+    """The process's scorer for ``method`` with these options, made on first use: its term
+    cache stays warm from call to call, as an explicit scorer's does (its results do not depend
+    on the texts it saw before). The least recently used of more than ``_SHARED_SCORERS`` is
+    dropped."""
+    try:
+        key = (method, language, tuple(sorted(params.items())))
+        hash(key)
+    except TypeError:  # an option that cannot be a key: a scorer of its own
+        return create("summarize", method, language=language, **params)
+    with _shared_lock:
+        scorer = _shared_scorers.get(key)
+        if scorer is not None:
+            _shared_scorers.move_to_end(key)
+            return scorer
+    scorer = create("summarize", method, language=language, **params)  # refused here, never kept, when invalid
+    with _shared_lock:
+        scorer = _shared_scorers.setdefault(key, scorer)
+        _shared_scorers.move_to_end(key)
+        while len(_shared_scorers) > _SHARED_SCORERS:
+            _shared_scorers.popitem(last=False)
+    return scorer
+
+
 def _sentence_list(sentences) -> list[str]:
     if isinstance(sentences, Sequence) and all(isinstance(x, str) for x in sentences):
         return [x for x in sentences if x.strip()]
@@ -300,10 +329,11 @@ def summarize(
     ``text`` is a string (split with :func:`~salience.text.sentences.split_sentences`) or a
     list of sentences. ``diversity`` > 0 trades salience for novelty (MMR over sentence
     cosine similarity). Sentences come back in document order. ``method`` is built with
-    ``params`` (see :func:`score_sentences`). ``scorer``: a :class:`SentenceScorer` to score
-    with instead of ``method`` and its options (it keeps its term cache across calls, so
-    summarising many texts with one is faster). ``language``: ``"auto"`` (detected) or an ISO
-    639-1 code.
+    ``params`` (see :func:`score_sentences`) once per process: calls with the same method and
+    options share its term cache, so summarising many texts is faster from the second on (the
+    results are the same as a fresh scorer's). ``scorer``: a :class:`SentenceScorer` to score
+    with instead of ``method`` and its options (its own term cache). ``language``: ``"auto"``
+    (detected) or an ISO 639-1 code.
 
     >>> doc = ("The cat sat on the mat. Dogs bark at cats. The mat was red. "
     ...        "Cats like mats and cats like sun.")
@@ -324,7 +354,7 @@ def summarize(
         reject_options("scorer=...", {"method": method, "language": language, **params}, (),
                        {"method": "lexrank", "language": "auto"})
     else:
-        scorer = create("summarize", method, language=language, **params)
+        scorer = _shared_scorer(method, language, params)
     if sentences is not None and words is not None:
         raise InvalidParameterError("give sentences= or words=, not both.")
     if words is not None:

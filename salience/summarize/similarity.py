@@ -4,6 +4,7 @@ factored beyond), and a query's affinity to each sentence."""
 
 from __future__ import annotations
 
+from itertools import count
 from typing import Sequence
 
 import numpy as np
@@ -61,19 +62,24 @@ def text_language(sentences: Sequence[str], language: str) -> str:
 
 
 def term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
-    """Sentence x term counts over the terms of these sentences: a dense array, or a sparse CSR
-    matrix when it would hold more than ``DENSE_MAX_CELLS`` cells."""
+    """Sentence x term counts over the terms of these sentences (columns in order of first
+    appearance): a dense array, or a sparse CSR matrix when it would hold more than
+    ``DENSE_MAX_CELLS`` cells."""
     encoder = encoder or new_encoder()
     ids, rows = encoder.encode_tokens([encoder.tokenizer.split(s) for s in sentences], grow=True)
     n = len(sentences)
     if len(ids) == 0:
         return np.zeros((n, 0))
-    terms, local = np.unique(ids, return_inverse=True)
-    local = local.ravel()
-    if n * len(terms) <= DENSE_MAX_CELLS:
-        flat = np.bincount(rows * len(terms) + local, minlength=n * len(terms))
-        return flat.reshape(n, len(terms)).astype(np.float64)
-    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local)), shape=(n, len(terms)))
+    # a column per term in order of its first appearance here: the counts, and every score made
+    # from them to the last bit, do not depend on the ids the encoder gave terms of earlier texts
+    id_list = ids.tolist()
+    column_of = dict(zip(dict.fromkeys(id_list), count()))
+    local = np.fromiter(map(column_of.__getitem__, id_list), dtype=np.int64, count=len(id_list))
+    n_terms = len(column_of)
+    if n * n_terms <= DENSE_MAX_CELLS:
+        flat = np.bincount(rows * n_terms + local, minlength=n * n_terms)
+        return flat.reshape(n, n_terms).astype(np.float64)
+    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local)), shape=(n, n_terms))
     counts.sum_duplicates()
     return counts
 

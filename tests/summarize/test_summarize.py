@@ -132,6 +132,41 @@ def test_a_scorer_reuses_its_term_cache_and_keeps_the_results():
         summarize(DOC, scorer=scorer, method="centroid")
 
 
+
+@pytest.mark.parametrize("method", [m for m in method_names("summarize") if m != "lead"])
+def test_scores_do_not_depend_on_the_texts_a_scorer_saw_before(method):
+    # the counts' columns follow the text's own terms, not the ids an encoder gave earlier
+    # texts' terms: the same floating-point sums, to the last bit
+    from salience.core.base import create
+
+    # DOC's words met first in the reverse order: a fresh encoder would number them otherwise
+    others = [" ".join(reversed(DOC.split())), "Markets fell sharply as oil prices rose again."]
+    seasoned = create("summarize", method, language="en")
+    for text in others:
+        summarize(text, scorer=seasoned)
+    fresh = create("summarize", method, language="en").score(DOC)
+    assert np.array_equal(seasoned.score(DOC).values, fresh.values)
+
+
+def test_summarize_shares_one_scorer_per_method_and_options():
+    from salience.summarize import extractive
+
+    extractive._shared_scorers.clear()
+    first = summarize(DOC, sentences=2, method="lexrank", language="en")
+    assert len(extractive._shared_scorers) == 1
+    shared = next(iter(extractive._shared_scorers.values()))
+    assert shared._encoders["en"].cached_tokens > 0
+    again = summarize(DOC, sentences=2, method="lexrank", language="en")
+    assert again.indices == first.indices and np.array_equal(again.scores.values, first.scores.values)
+    assert next(iter(extractive._shared_scorers.values())) is shared  # the same scorer, warm
+    for threshold in (0.1, 0.2, 0.3, 0.4, 0.5):
+        summarize(DOC, method="lexrank", threshold=threshold)
+    assert len(extractive._shared_scorers) == extractive._SHARED_SCORERS  # the least recently used dropped
+    assert shared not in extractive._shared_scorers.values()
+    with pytest.raises(InvalidParameterError):
+        summarize(DOC, method="lexrank", damping=2.0)
+    assert all(s.damping != 2.0 for s in extractive._shared_scorers.values())  # a refused scorer is never kept
+
 FRENCH = ["Les chats et les chiens de la maison dorment dans le jardin.", "La réforme des retraites divise la France.",
           "Les syndicats contestent la réforme des retraites.", "De la pluie et du vent dans les rues de la ville.",
           "Le gouvernement défend sa réforme des retraites devant les députés."]
