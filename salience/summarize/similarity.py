@@ -4,7 +4,6 @@ factored beyond), and a query's affinity to each sentence."""
 
 from __future__ import annotations
 
-from itertools import count
 from typing import Sequence
 
 import numpy as np
@@ -13,6 +12,7 @@ from scipy import sparse
 from salience.core.graph import ProductGraph
 from salience.exceptions import InvalidParameterError
 from salience.text.byte_tokens import IDEOGRAPHS
+from salience.text.hashing import dense_ids, first_appearance
 from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
 
 __all__ = ["new_encoder", "check_language", "text_language", "term_counts", "tfidf", "unit_rows", "cosine",
@@ -72,10 +72,8 @@ def term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
         return np.zeros((n, 0))
     # a column per term in order of its first appearance here: the counts, and every score made
     # from them to the last bit, do not depend on the ids the encoder gave terms of earlier texts
-    id_list = ids.tolist()
-    column_of = dict(zip(dict.fromkeys(id_list), count()))
-    local = np.fromiter(map(column_of.__getitem__, id_list), dtype=np.int64, count=len(id_list))
-    n_terms = len(column_of)
+    local, first = first_appearance(*dense_ids(ids, len(encoder.terms)))
+    n_terms = len(first)
     if n * n_terms <= DENSE_MAX_CELLS:
         flat = np.bincount(rows * n_terms + local, minlength=n * n_terms)
         return flat.reshape(n, n_terms).astype(np.float64)
