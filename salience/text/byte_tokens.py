@@ -95,7 +95,7 @@ def byte_classes(texts: Sequence[str], raw: bytes, data: np.ndarray) -> np.ndarr
 
 # ASCII word bytes lower-cased and the joiners kept; every other ASCII byte a space
 _JOINED_TABLE = _ascii_table(True, (WORD, JOIN))
-_JOINER_RUN = re.compile(rb"[-']+")
+_JOINERS = b"-'"
 
 
 def ascii_joined_words(text: str) -> list[bytes] | None:
@@ -111,15 +111,34 @@ def ascii_joined_words(text: str) -> list[bytes] | None:
             return None
     data = text.encode("ascii").translate(_JOINED_TABLE)
     if b"-" in data or b"'" in data:
-        # a joiner joins only as a run of one with word bytes on both sides: blank the others (a
-        # regex with lookbehinds finding them is several times slower than this loop over the runs)
-        padded = bytearray(b" " + data + b" ")
-        for run in _JOINER_RUN.finditer(padded):
-            start, end = run.span()
-            if end - start > 1 or padded[start - 1] == 32 or padded[end] == 32:
-                padded[start:end] = b" " * (end - start)
-        data = bytes(padded)
+        data = _blank_loose_joiners(data)
     return data.split()
+
+
+def _blank_loose_joiners(data: bytes) -> bytes:
+    """``data`` (translated by ``_JOINED_TABLE``) with every joiner that does not join blanked:
+    a joiner joins only as a run of one with word bytes on both sides. The runs are walked from
+    the joiners ``find`` locates (a regex over every byte, even one finding only the runs, costs
+    several times more)."""
+    padded = bytearray(b" " + data + b" ")
+    joiners = []
+    for joiner in _JOINERS:
+        at = padded.find(joiner)
+        while at >= 0:
+            joiners.append(at)
+            at = padded.find(joiner, at + 1)
+    joiners.sort()
+    i = 0
+    while i < len(joiners):
+        start = end = joiners[i]
+        i += 1
+        while i < len(joiners) and joiners[i] == end + 1:  # the rest of the run
+            end = joiners[i]
+            i += 1
+        end += 1
+        if end - start > 1 or padded[start - 1] == 32 or padded[end] == 32:
+            padded[start:end] = b" " * (end - start)
+    return bytes(padded)
 
 
 def joined_word_tokens(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
