@@ -59,6 +59,8 @@ class Batch:
     byte_length: np.ndarray
     type_first: np.ndarray  # the first word of each type
     languages: list[str]
+    type_upper: np.ndarray  # each type's cased characters all upper case (str.isupper)
+    type_capital: np.ndarray  # each type begins with a capital letter
 
     @property
     def n_docs(self) -> int:
@@ -129,14 +131,17 @@ def tokenize_batch(texts: Sequence[str], stopwords: Iterable[str] | str | None =
     # a boundary precedes a word when it opens its document or a mark lies between it and the last word
     breaks = np.ones(len(position), dtype=bool)
     breaks[1:] = (np.diff(position) > 1) | (doc[1:] != doc[:-1])
-    breaks |= _unmarked_sentence_starts(types, lowers, data[byte_start[first]], type_lower, word_type, doc, breaks)
+    type_upper = _flags(str.isupper, types)
+    type_capital = capital_initials(types, data[byte_start[first]])
+    breaks |= _unmarked_sentence_starts(types, lowers, type_upper, type_capital, type_lower, word_type, doc, breaks)
     words_per_doc = np.bincount(doc, minlength=len(texts))
     marks_per_doc = np.concatenate(([0], marks))[token_start[1:]] - marks_before_doc
     if tagger is not None:
         content, breaks = _noun_phrases(data, starts, lengths, token_counts, position, tagger, content, breaks)
     return Batch(types, lowers, stems, lower_chars, type_lower, word_type, stem, stop, doc, sentence, breaks,
                  content, np.concatenate(([0], np.cumsum(words_per_doc))),
-                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, languages)
+                 np.where(words_per_doc > 0, marks_per_doc + 1, 0), data, byte_start, byte_length, first, languages,
+                 type_upper, type_capital)
 
 
 def capital_initials(types: list[str], initial_bytes: np.ndarray) -> np.ndarray:
@@ -148,11 +153,11 @@ def capital_initials(types: list[str], initial_bytes: np.ndarray) -> np.ndarray:
     return capital
 
 
-def _unmarked_sentence_starts(types, lowers, initial_bytes, type_lower, word_type, doc, breaks) -> np.ndarray:
+def _unmarked_sentence_starts(types, lowers, type_upper, type_capital, type_lower, word_type, doc, breaks) -> np.ndarray:
     """Words that open a sentence no mark ends, as when a title runs into its abstract: a
     capitalised word ("Opinion") right after a lower-case word, where the same document also
     writes it in lower case (so it is no name)."""
-    first_upper = capital_initials(types, initial_bytes) & ~_flags(str.isupper, types)
+    first_upper = type_capital & ~type_upper
     all_lower = np.fromiter(map(operator.eq, types, map(lowers.__getitem__, type_lower.tolist())), dtype=bool,
                             count=len(types))
     lower_word = all_lower[word_type]

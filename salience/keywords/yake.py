@@ -9,7 +9,7 @@ import numpy as np
 
 from salience.core.scores import Scores
 from salience.keywords.candidates import Occurrences, first_occurrence_values
-from salience.keywords.words import Batch, _flags, capital_initials
+from salience.keywords.words import Batch
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
                                          ranked_per_text, texts_with_candidates)
 from salience.text.hashing import dense_ids, distinct_sorted
@@ -39,11 +39,9 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
     word_doc = np.empty(V, dtype=np.int64)
     word_doc[word] = doc
     tf = np.bincount(word, minlength=V).astype(float)
-    spelled = batch.types
-    acronym_type = _flags(str.isupper, spelled) & (batch.lower_chars[batch.type_lower] > 1)
-    capital_type = capital_initials(spelled, batch.data[batch.byte_start[batch.type_first]])
+    acronym_type = batch.type_upper & (batch.lower_chars[batch.type_lower] > 1)
     acronym = acronym_type[batch.word_type]
-    capital = capital_type[batch.word_type] & ~acronym & ~batch.breaks  # not at a sentence or clause start
+    capital = batch.type_capital[batch.word_type] & ~acronym & ~batch.breaks  # not at a sentence or clause start
     t_case = np.maximum(np.bincount(word, capital, V), np.bincount(word, acronym, V)) / (1.0 + np.log(tf))
     # position: median sentence index of the occurrences
     sentence_bound = int(batch.n_sentences.max()) + 1
