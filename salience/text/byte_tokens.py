@@ -11,6 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from salience.text.hashing import group_rows, stable_argsort
+from salience.text.sentences import mark_positions
 
 # ----------------------------------------------------------------------------------------------
 # One byte-class table and the token rules built on it. Every byte of a non-ASCII character
@@ -121,13 +122,7 @@ def _blank_loose_joiners(data: bytes) -> bytes:
     the joiners ``find`` locates (a regex over every byte, even one finding only the runs, costs
     several times more)."""
     padded = bytearray(b" " + data + b" ")
-    joiners = []
-    for joiner in _JOINERS:
-        at = padded.find(joiner)
-        while at >= 0:
-            joiners.append(at)
-            at = padded.find(joiner, at + 1)
-    joiners.sort()
+    joiners = mark_positions(padded, _JOINERS)
     i = 0
     while i < len(joiners):
         start = end = joiners[i]

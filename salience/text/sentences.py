@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["Sentence", "split_sentences", "ABBREVIATIONS", "CLAUSE_END_MARKS"]
+__all__ = ["Sentence", "split_sentences", "mark_positions", "ABBREVIATIONS", "CLAUSE_END_MARKS"]
 
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof sr jr st vs etc e.g i.e cf al fig figs eq eqs no nos vol vols pp p ed eds inc ltd co corp
@@ -81,21 +81,28 @@ def _is_boundary(text: str, match: re.Match, reversed_text: str) -> bool:
     return True
 
 
+def mark_positions(text: str | bytes | bytearray, marks: str | bytes) -> list[int]:
+    """The positions in ``text`` of each of ``marks`` (its characters, or bytes), ascending.
+    ``find`` skips ahead in C: where marks are few, several times faster than a regex tried at
+    every character."""
+    positions = []
+    for mark in marks:
+        at = text.find(mark)
+        while at >= 0:
+            positions.append(at)
+            at = text.find(mark, at + 1)
+    positions.sort()
+    return positions
+
+
 def _boundaries(text: str):
     """The matches of ``_BOUNDARY.finditer(text)``, found several times faster: the regex is
     tried only where a terminal mark stands (located with ``str.find``, which skips ahead in C)
     rather than at every character. A match can only start on a mark, and a run of marks that
     fails at its first mark fails at every later one (marks are neither closers nor spaces), so
     trying each mark not inside an earlier match, in order, gives exactly the same matches."""
-    marks = []
-    for mark in _TERMINAL_MARKS:
-        at = text.find(mark)
-        while at >= 0:
-            marks.append(at)
-            at = text.find(mark, at + 1)
-    marks.sort()
     consumed = 0
-    for at in marks:
+    for at in mark_positions(text, _TERMINAL_MARKS):
         if at >= consumed:
             match = _BOUNDARY.match(text, at)
             if match is not None:
