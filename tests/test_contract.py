@@ -709,3 +709,32 @@ def _same(a, b) -> bool:
         return bool(same.all()) if hasattr(same, "all") else bool(same) and type(a) is type(b)
     except Exception:  # noqa: BLE001 - values without a usable ==
         return False
+
+
+def test_constructor_parameters_are_read_once_per_class_and_again_when_it_changes(monkeypatch):
+    import inspect
+
+    from salience.core.base import Scorer
+
+    class Probe(Scorer):
+        def __init__(self, *, alpha: float = 1.0):
+            self.alpha = alpha
+
+    reads = []
+    signature = inspect.signature
+    monkeypatch.setattr(inspect, "signature", lambda f, *a, **k: reads.append(f) or signature(f, *a, **k))
+    assert [p.name for p in Probe._init_parameters()] == ["alpha"]
+    assert Probe().get_params() == {"alpha": 1.0} and Probe(alpha=2.0).get_params() == {"alpha": 2.0}
+    assert len(reads) == 1  # one read for every construction after it
+
+    def changed(self, *, alpha: float = 1.0, beta: int = 3):
+        self.alpha, self.beta = alpha, beta
+
+    monkeypatch.setattr(Probe, "__init__", changed)
+    assert Probe().get_params() == {"alpha": 1.0, "beta": 3} and len(reads) == 2
+
+    class Child(Probe):  # a subclass reads its own constructor, not its parent's reading
+        def __init__(self, *, gamma: str = "x"):
+            self.gamma = gamma
+
+    assert Child().get_params() == {"gamma": "x"}

@@ -75,7 +75,23 @@ class Scorer:
 
     @classmethod
     def _init_parameters(cls) -> list[inspect.Parameter]:
-        """The constructor's parameters a user sets (``self`` and ``*args``/``**kwargs`` left out)."""
+        """The constructor's parameters a user sets (``self`` and ``*args``/``**kwargs`` left out),
+        read once per class and constructor: ``inspect.signature`` costs tens of microseconds, and
+        every construction validates its parameters."""
+        source = cls._parameter_source()
+        cached = cls.__dict__.get("_init_parameters_read")
+        if cached is None or cached[0] is not source:
+            cached = (source, tuple(cls._read_init_parameters()))
+            cls._init_parameters_read = cached
+        return list(cached[1])
+
+    @classmethod
+    def _parameter_source(cls) -> Callable[..., Any]:
+        """What the parameters are read from (re-read when it changes)."""
+        return cls.__init__
+
+    @classmethod
+    def _read_init_parameters(cls) -> list[inspect.Parameter]:
         return [p for name, p in inspect.signature(cls.__init__).parameters.items()
                 if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
 
@@ -171,7 +187,11 @@ class FunctionMethod(Scorer):
     per_call: tuple[str, ...] = ()
 
     @classmethod
-    def _init_parameters(cls) -> list[inspect.Parameter]:
+    def _parameter_source(cls) -> Callable[..., Any]:
+        return cls.function
+
+    @classmethod
+    def _read_init_parameters(cls) -> list[inspect.Parameter]:
         return [p.replace(kind=p.KEYWORD_ONLY) for p in inspect.signature(cls.function).parameters.values()
                 if p.kind == p.KEYWORD_ONLY and p.name not in cls.per_call]
 
