@@ -219,6 +219,8 @@ MIN_STOPWORD_SHARE = 0.10
 MIN_DETECT_TOKENS = 1
 #: the tokens of a text that vote: its first so many
 DETECT_TOKENS = 2000
+# (texts x listed words) counts up to this many cells are counted densely, beyond in a sparse matrix
+_DENSE_VOTE_CELLS = 1_000_000
 
 
 @lru_cache(maxsize=1)
@@ -317,11 +319,14 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     token_word = local[lower_of_token]
     listed = token_word >= 0
     n_listed = len(listed_words)
-    # sparse: a large batch of texts in many languages meets many listed words, few in each text;
-    # one entry per token (the tokens are in document order; the products add up repeated entries)
-    indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
-    counts = sparse.csr_matrix((np.ones(int(indptr[-1])), token_word[listed], indptr),
-                               shape=(n_docs, n_listed))
+    if n_docs * n_listed <= _DENSE_VOTE_CELLS:  # dense counts: no sparse matrix to build
+        cell = doc_of_token[listed] * n_listed + token_word[listed]
+        counts = np.bincount(cell, minlength=n_docs * n_listed).reshape(n_docs, n_listed).astype(np.float64)
+    else:
+        # sparse: a large batch of texts in many languages meets many listed words, few in each
+        # text; one entry per token (in document order; the products add up repeated entries)
+        indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
+        counts = sparse.csr_matrix((np.ones(int(indptr[-1])), token_word[listed], indptr), shape=(n_docs, n_listed))
     row = row_of_word[listed_words]
     n_langs = row_start[row + 1] - row_start[row]
     within = np.arange(int(n_langs.sum())) - np.repeat(np.cumsum(n_langs) - n_langs, n_langs)
