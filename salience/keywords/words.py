@@ -196,7 +196,11 @@ _ELISION_MAX = max(map(len, ELIDED))
 
 def _split_elisions(data, starts, lengths, is_word, token_counts):
     """Split word tokens such as "l'avion" into "l" and "avion" (the apostrophe, ' or ’, dropped)."""
-    apostrophes = np.flatnonzero((data == 39) | ((data == 0xE2) & (np.roll(data, -1) == 0x80) & (np.roll(data, -2) == 0x99)))
+    apostrophes = np.flatnonzero(data == 39)
+    wide = np.flatnonzero(data[:-2] == 0xE2)  # ’ is E2 80 99 in UTF-8
+    wide = wide[(data[wide + 1] == 0x80) & (data[wide + 2] == 0x99)]
+    if len(wide):
+        apostrophes = np.sort(np.concatenate((apostrophes, wide)))
     if not len(apostrophes) or not len(starts):
         return data, starts, lengths, is_word, token_counts
     token = np.searchsorted(starts, apostrophes, side="right") - 1
@@ -299,7 +303,8 @@ def _stem_and_stop(lowers: list[str], lower: np.ndarray, doc: np.ndarray, langua
     bounds = np.searchsorted(pair_code[order], np.arange(len(codes) + 1)).tolist()
     for c, code in enumerate(codes):
         members = order[bounds[c] : bounds[c + 1]]
-        words = list(map(lowers.__getitem__, pair_lower[members].tolist()))
+        # one language: its words are every distinct word, in order
+        words = lowers if len(codes) == 1 else list(map(lowers.__getitem__, pair_lower[members].tolist()))
         stemmed = stem_words(stemmer_for(code), words)
         if len(codes) == 1:
             stem_text = stemmed  # one language: its members are every pair, in order
