@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import abc
 import numbers
+import os
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -58,6 +59,17 @@ _MAX_CACHED_TERMS = 200_000
 _SHARED_SCORERS = 4
 _shared_scorers: "OrderedDict[tuple, SentenceScorer]" = OrderedDict()
 _shared_lock = threading.Lock()
+
+
+def _forget_shared_scorers() -> None:
+    """In a forked child: a lock another thread of the parent held would never be released."""
+    global _shared_lock
+    _shared_lock = threading.Lock()
+    _shared_scorers.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_shared_scorers)
 
 
 class SentenceScorer(Scorer, abc.ABC):

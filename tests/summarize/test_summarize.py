@@ -229,3 +229,21 @@ def test_evaluation_against_several_references(tmp_path):
     gold.write_text(json.dumps({"text": " ".join(sentences), "summaries": []}) + "\n")
     with pytest.raises(InputFormatError, match="gold.jsonl:1: record has no text field 'summary'"):
         evaluate_summaries(gold)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_starts_without_the_parents_shared_scorers():
+    import os
+
+    from salience.summarize import extractive
+
+    expected = summarize(DOC, sentences=2, method="lexrank", language="en").indices
+    assert extractive._shared_scorers
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no scorer, and a lock of its own; summarising still works
+        ok = not extractive._shared_scorers and summarize(DOC, sentences=2, language="en").indices == expected
+        os.write(write, b"1" if ok else b"0")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"
