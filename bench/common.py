@@ -76,10 +76,11 @@ def write_section(path: Path, section: str, marker: str = "bench/search.py") -> 
     atomic_write_text(path, text)
 
 
-def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, argv=None, *, variant: str = "") -> int:
+def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, argv=None, *, variant="") -> int:
     """``run(args) -> result`` then ``render(result, command, seconds) -> markdown``; the
     command line that reproduces it is part of the section (``variant``: a second section of
-    the same script, e.g. a configuration chosen on dev beside the defaults)."""
+    the same script, e.g. a configuration chosen on dev beside the defaults; a string, or a
+    function of the parsed arguments that gives it)."""
     parser.add_argument("--write", type=Path, default=None,
                         help="replace this benchmark's section of a markdown file (e.g. BENCHMARKS.md)")
     args = parser.parse_args(argv)
@@ -89,5 +90,6 @@ def run_benchmark(script: str, parser: argparse.ArgumentParser, run, render, arg
     section = render(result, command.strip(), time.perf_counter() - started)
     print(section)
     if args.write:
+        variant = variant(args) if callable(variant) else variant
         write_section(args.write, section, marker=f"bench/{script}" + (f" {variant}" if variant else ""))
     return 0

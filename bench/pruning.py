@@ -302,7 +302,7 @@ def main(argv=None) -> int:
     if not scale.RAW.exists():
         print(f"skipping: {scale.RAW} is absent (the shared evaluation data)", file=sys.stderr)
         return 0
-    return run_benchmark("pruning.py", parser, run, render, argv, variant=parser.parse_known_args(argv)[0].section)
+    return run_benchmark("pruning.py", parser, run, render, argv, variant=lambda args: args.section)
 
 
 if __name__ == "__main__":

@@ -140,10 +140,11 @@ def split_sentences(text: str) -> list[Sentence]:
         if stripped:
             offset = start + piece.index(stripped[0])
             collapse = not ascii_text and not stripped.isascii()
-            for space in breaks:
-                if collapse:
-                    break
-                collapse = space in stripped
+            if not collapse:
+                for space in breaks:
+                    if space in stripped:
+                        collapse = True
+                        break
             sentences.append(Sentence(" ".join(stripped.split()) if collapse else stripped, offset,
                                       offset + len(stripped)))
     return sentences
