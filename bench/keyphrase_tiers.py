@@ -50,9 +50,10 @@ from text import KEYPHRASE_DATA, KEYPHRASE_SETS  # noqa: E402
 
 from salience.core.base import create  # noqa: E402
 from salience.keywords.evaluate import evaluate_keyphrases, normalize_phrase  # noqa: E402
+from salience.keywords.extract import learns_document_frequency  # noqa: E402
 from salience.keywords.frequency import LONG_TEXT_WORDS  # noqa: E402
 
-CHEAP = ("yake", "rake", "tfidf", "positionrank", "multipartite", "embed")
+CHEAP = ("yake", "rake", "tfidf", "kpminer", "positionrank", "multipartite", "embed")
 JUDGES = ("promptrank", "samrank", "mderank")
 RRF_KS = (5, 20, 60)
 BEST_SPEED = 20.0  # documents/s on Inspec: the best tier's floor (issue 55)
@@ -70,11 +71,11 @@ def _source_params(source: str) -> dict:
 
 def ranked_keys(method: str, params: dict, docs: list[dict]) -> tuple[list[list[str]], list[dict], float]:
     """Each document's ``DEPTH`` best candidates by ``method`` as stemmed keys, best first, their
-    surfaces, and the seconds taken (``tfidf`` learns the documents' frequencies first)."""
+    surfaces, and the seconds taken (``tfidf`` and ``kpminer`` learn the documents' frequencies first)."""
     texts = [d["text"] for d in docs]
     start = time.perf_counter()
     scorer = create("keywords", method, k=DEPTH, **params)
-    if method == "tfidf":
+    if learns_document_frequency(method):
         scorer.fit(texts)
     found = scorer.score_batch(texts)
     seconds = time.perf_counter() - start

@@ -17,12 +17,13 @@ from text import KEYPHRASE_DATA, KEYPHRASE_SETS
 from salience.core.base import create
 from salience.exceptions import InvalidParameterError
 from salience.keywords import evaluate_keyphrases
+from salience.keywords.extract import learns_document_frequency
 from salience.keywords.tiers import TIERS, tier_method
 
 K = 15
 LONG_SETS = ("semeval2010", "citeulike180", "fao30")
-SINGLE = ("yake", "rake", "tfidf", "textrank", "positionrank", "multipartite")
-NOUN_PHRASE_SINGLE = ("yake", "rake", "tfidf", "positionrank", "multipartite")
+SINGLE = ("yake", "rake", "tfidf", "kpminer", "textrank", "positionrank", "multipartite")
+NOUN_PHRASE_SINGLE = ("yake", "rake", "tfidf", "kpminer", "positionrank", "multipartite")
 COSTLY_SALIENCE = ("embed", "mderank", "samrank", "promptrank")
 FAST_LABEL = f"salience fast tier ({TIERS['fast'][0]})"
 
@@ -41,7 +42,7 @@ def _salience_run(method: str, params: dict):
         texts = [d["text"] for d in docs]
         start = time.perf_counter()
         scorer = create("keywords", method, k=K, **params)
-        if method == "tfidf":
+        if learns_document_frequency(method):
             scorer.fit(texts)  # the evaluated texts' document frequencies, as keywords evaluate learns them
         predictions = [s.ids for s in scorer.score_batch(texts)]
         return predictions, time.perf_counter() - start
@@ -190,7 +191,7 @@ def labelfree(args) -> dict:
         for label in LABELFREE_METHODS:
             method, params = systems[label]
             scorer = create("keywords", method, k=20, **params)
-            if method == "tfidf":
+            if learns_document_frequency(method):
                 scorer.fit(texts)
             found = scorer.score_batch([texts[i] for i in subjects])
             kept = [i for i, s in zip(subjects, found) if len(s) >= 2]

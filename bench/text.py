@@ -70,6 +70,7 @@ print(json.dumps({"seconds": time.perf_counter() - start, "predictions": out, "v
 
 def keyphrase_systems(yake048_python: str | None):
     from salience.keywords import DocumentFrequency, extract_keyphrases_batch
+    from salience.keywords.extract import learns_document_frequency
     from salience.core.base import _method, method_names
 
     # the costly methods (the language-model judges, the fused best tier: 1-100 documents/s)
@@ -80,7 +81,7 @@ def keyphrase_systems(yake048_python: str | None):
     texts = lambda docs: [d["text"] for d in docs]  # noqa: E731
     for method in METHODS:
         label = f"salience {method}" + (" (default)" if method == DEFAULT else "")
-        if method == "tfidf":
+        if learns_document_frequency(method):
             def run(docs, method=method):
                 model = DocumentFrequency().fit(d["text"] for d in docs)  # unsupervised, on the evaluated texts
                 return [s.ids for s in extract_keyphrases_batch([d["text"] for d in docs], k=15, method=method, document_frequency=model)]

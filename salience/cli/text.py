@@ -101,12 +101,13 @@ def _keywords_of_records(args) -> int:
 def _cmd_keywords_evaluate(args) -> int:
     from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases_batch
     from salience.keywords.evaluate import read_gold
+    from salience.keywords.extract import learns_document_frequency
 
     ks = ks_list(args.k)
     records = read_gold(args.gold, args.on_error)
     texts = [r["text"] for r in records]
     method, options = _keyword_method(args)
-    if method == "tfidf" and "document_frequency" not in options:
+    if learns_document_frequency(method) and "document_frequency" not in options:
         # unsupervised: the evaluated texts' frequencies
         options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
     start = time.perf_counter()
@@ -218,7 +219,7 @@ def _keyword_method_options(p) -> None:
     method_option(p, "--method", "keywords", None, "keyphrase method (default: the --tier's)")
     p.add_argument("--tier", default=None, choices=tuple(TIERS),
                    help="fast (the default: yake) or best (several methods fused; slower); not with --method")
-    p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf")
+    p.add_argument("--df-model", default=None, help="document-frequency model (JSON) for tfidf and kpminer")
     p.add_argument("--rerank", default=None, choices=("semrerank",), help="revise the method's scores with SemRe-Rank")
     p.add_argument("--encoder", default=None,
                    help="sentence-transformers model name or folder for embed/semrerank (default: bundled all-MiniLM-L6-v2)")

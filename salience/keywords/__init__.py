@@ -20,6 +20,7 @@ from salience.keywords.extract import (
     score_candidates,
 )
 from salience.keywords.rake import Rake
+from salience.keywords.kpminer import KpMiner
 from salience.keywords.yake_rake import YakeRake
 from salience.keywords.samrank import SAMRank
 from salience.keywords.promptrank import PromptRank
@@ -28,4 +29,4 @@ from salience.keywords.fused import FusedKeyphrases
 
 __all__ = ["CorpusFrequency", "DocumentFrequency", "KeyphraseExtractor", "Yake", "Rake", "TfIdf", "TextRank", "SingleRank",
            "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank", "extract_keyphrases", "extract_keyphrases_batch",
-           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase", "KeyphraseVerifier", "SAMRank", "PromptRank", "MDERank", "FusedKeyphrases", "YakeRake"]
+           "extract_keyphrases_many", "score_candidates", "evaluate_keyphrases", "normalize_phrase", "KeyphraseVerifier", "SAMRank", "PromptRank", "MDERank", "FusedKeyphrases", "YakeRake", "KpMiner"]

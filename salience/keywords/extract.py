@@ -5,6 +5,8 @@ ties by first occurrence). Methods:
 
 * ``tfidf``: candidate frequency x inverse document frequency from a fitted
   :class:`DocumentFrequency` (frequency alone without one);
+* ``kpminer``: tf-idf of the candidates that occur early and often, multi-word ones boosted
+  (El-Beltagy and Rafea, 2009; :mod:`salience.keywords.kpminer`);
 * ``yake``: YAKE's statistical word features (casing, position, frequency, relatedness to
   context, spread over sentences) combined per candidate (Campos et al., 2020); in long texts
   with a first-occurrence prior (Witten et al., 1999 (KEA); Florescu and Caragea, 2017);
@@ -45,7 +47,7 @@ from salience.parallel import progress_bar
 from salience.text.languages import check_language, get_stopwords, warn_fallbacks
 
 __all__ = ["KeyphraseExtractor", "CorpusFrequency", "DocumentFrequency", "score_candidates", "extract_keyphrases",
-           "extract_keyphrases_batch", "extract_keyphrases_many", "RERANKERS", "Yake", "TfIdf", "TextRank",
+           "extract_keyphrases_batch", "extract_keyphrases_many", "learns_document_frequency", "RERANKERS", "Yake", "TfIdf", "TextRank",
            "SingleRank", "PositionRank", "TopicRank", "MultipartiteRank", "EmbedRank"]
 
 RERANKERS = ("semrerank",)
@@ -317,6 +319,16 @@ class TfIdf(_PerDocument):
         model = self.document_frequency or getattr(self, "document_frequency_", None)
         idf = model.idf if model is not None else (lambda key: 1.0)
         return [c.frequency * idf(c.key) for c in cands]
+
+
+def learns_document_frequency(method: str) -> bool:
+    """Whether keyword ``method`` weighs candidates by document frequencies (``tfidf`` and its
+    kin, such as ``kpminer``): unsupervised, they come from the texts given together unless a
+    fitted :class:`DocumentFrequency` is passed."""
+    from salience.core.base import method_factory
+
+    factory = method_factory("keywords", method)
+    return isinstance(factory, type) and issubclass(factory, TfIdf)
 
 
 #: how a word-graph method scores a phrase from its words' scores

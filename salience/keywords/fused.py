@@ -21,7 +21,7 @@ from salience.core.params import Check, Interval
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.evaluate import normalize_phrase
-from salience.keywords.extract import KeyphraseExtractor, TfIdf
+from salience.keywords.extract import KeyphraseExtractor, TfIdf, learns_document_frequency
 from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, DocumentFrequency
 from salience.keywords.pos import get_tagger
 
@@ -131,9 +131,10 @@ class FusedKeyphrases(KeyphraseExtractor):
                       **own)
 
     def _prepare(self, texts, language) -> dict:
-        """Document frequencies of the texts given together, for ``tfidf``."""
-        own = (self.method_params or {}).get("tfidf", {})
-        if "tfidf" in self.methods and own.get("document_frequency") is None:
+        """Document frequencies of the texts given together, for ``tfidf`` and its kin (those not
+        given their own)."""
+        if any(learns_document_frequency(name) and (self.method_params or {}).get(name, {}).get("document_frequency")
+               is None for name in self.methods):
             return {"document_frequency": DocumentFrequency(stopwords=self.stopwords,
                                                             language=language if isinstance(language, str) else "auto")
                     .fit(texts)}

@@ -8,6 +8,7 @@ from salience.cli import main
 from salience.core.base import _method, create, method_names
 from salience.keywords import (DocumentFrequency, evaluate_keyphrases, extract_keyphrases, extract_keyphrases_batch,
                                normalize_phrase, score_candidates)
+from salience.keywords.extract import learns_document_frequency
 from salience.keywords.candidates import analyze, candidates
 from salience.keywords.judged import JudgedKeyphrases
 from salience.keywords.evaluate import prf_at_k
@@ -42,7 +43,7 @@ def test_candidates_merge_inflections_and_respect_boundaries():
 @pytest.mark.parametrize("method", method_names("keywords"))
 def test_every_method_ranks_the_topic_first(method):
     options = {}
-    if method == "tfidf":
+    if learns_document_frequency(method):
         options["document_frequency"] = DocumentFrequency().fit([TEXT, "The weather was fine today.", "Fine weather again."])
     if method == "embed" or issubclass(_method("keywords", method).factory, JudgedKeyphrases):
         pytest.importorskip("transformers")  # an encoder or a language model reads the text
@@ -55,8 +56,8 @@ def test_every_method_ranks_the_topic_first(method):
     if graph:  # by the sum of its words' scores (the original methods'), the longest phrase leads
         assert extract_keyphrases(TEXT, k=1, method=method, phrase_score="sum").ids == ["wireless sensor network"]
     assert not {"the", "was", "has", "a"} & set(top)
-    if method != "tfidf":
-        with pytest.raises(InvalidParameterError, match="has no parameter 'document_frequency' \\(it is a parameter of tfidf\\)"):
+    if not learns_document_frequency(method):
+        with pytest.raises(InvalidParameterError, match="has no parameter 'document_frequency' \\(it is a parameter of tfidf, kpminer\\)"):
             extract_keyphrases(TEXT, k=3, method=method, document_frequency=DocumentFrequency().fit([TEXT]))
 
 

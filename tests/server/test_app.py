@@ -499,6 +499,13 @@ def test_a_methods_own_parameters_go_in_params(client):
     expected = extract_keyphrases(text, k=3, long_text_words=10)
     assert [p["phrase"] for p in reply.json()["keyphrases"]] == expected.ids
     assert expected.ids != extract_keyphrases(text, k=3).ids
+    reply = client.post("/keyphrases", json={"text": text, "k": 3, "method": "kpminer", "params": {"cutoff": 5}})
+    assert reply.status_code == 200, reply.text
+    expected = extract_keyphrases(text, k=3, method="kpminer", cutoff=5)
+    assert [(p["phrase"], p["score"]) for p in reply.json()["keyphrases"]] == list(zip(expected.ids, expected.values))
+    assert expected.ids != extract_keyphrases(text, k=3, method="kpminer").ids
+    _error(client.post("/keyphrases", json={"text": text, "method": "kpminer", "params": {"cutoff": 0}}), 400,
+           "invalid_input")
     assert "set k with the field k" in _error(client.post("/keyphrases", json={"text": text, "params": {"k": 2}}), 400,
                                               "invalid_input")["message"]
     assert "'long_text_word'" in _error(client.post("/keyphrases", json={"text": text, "params": {

@@ -1,0 +1,72 @@
+"""KP-Miner (El-Beltagy and Rafea, 2009): tf-idf over candidates filtered by where and how often
+they occur, with multi-word candidates boosted.
+
+Scientific papers and reports put their keyphrases early (title, abstract, introduction) and
+repeat them. KP-Miner keeps the candidates that first occur within the first ``cutoff`` words
+and, in a long text, occur at least ``min_frequency`` times; it weighs each by
+``frequency x idf``, with ``idf = log2(N / df)`` over a corpus of ``N`` texts, and multiplies the
+weight of a candidate of more than one word by the boost
+``B = min(N_d / (alpha x P_d), sigma)``, where ``N_d`` counts the occurrences of the text's kept
+candidates and ``P_d`` those of its multi-word ones: single words are frequent and would
+otherwise crowd out the phrases.
+
+A candidate that misses a filter is not dropped: it ranks after every kept one, by the same
+weight, so that a text whose candidates all fail the filters (a long text of one-off phrases)
+still has keyphrases.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+from salience.core.base import register_method
+from salience.core.params import Interval
+from salience.keywords.candidates import Candidate, Document
+from salience.keywords.extract import TfIdf
+from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, DocumentFrequency
+
+__all__ = ["KpMiner"]
+
+
+@register_method("keywords", "kpminer", "KP-Miner: tf-idf of candidates that occur early and often, multi-word ones "
+                                        "boosted (El-Beltagy and Rafea, 2009)")
+class KpMiner(TfIdf):
+    """KP-Miner's weights over the usual candidates, with document frequencies from
+    ``document_frequency`` (or those ``fit(texts)`` learns; frequency alone without either).
+    ``cutoff``: a candidate must first occur within this many words of the text (None: anywhere);
+    ``min_frequency``: the occurrences a candidate needs in a text of more than
+    ``long_text_words`` words (a short text's candidates rarely recur); ``alpha`` and ``sigma``
+    set the multi-word boost (the paper's 2.3 and 3.0)."""
+
+    _parameter_constraints = {"cutoff": [None, Interval("int", 1)], "min_frequency": [Interval("int", 1)],
+                              "alpha": [Interval("real", 0, None, closed="neither")],
+                              "sigma": [Interval("real", 1, None, closed="left")]}
+
+    def __init__(self, *, k: int = 10, candidates_from: str = "auto", tagger=None, rerank: str | None = None,
+                 encoder=None, batch_size: int = BATCH_SIZE, language="auto", long_text_words: int = LONG_TEXT_WORDS,
+                 stopwords="auto", document_frequency: DocumentFrequency | None = None, cutoff: int | None = 400,
+                 min_frequency: int = 3, alpha: float = 2.3, sigma: float = 3.0):
+        self.cutoff, self.min_frequency, self.alpha, self.sigma = cutoff, min_frequency, alpha, sigma
+        super().__init__(k=k, candidates_from=candidates_from, tagger=tagger, rerank=rerank, encoder=encoder,
+                         batch_size=batch_size, language=language, long_text_words=long_text_words,
+                         stopwords=stopwords, document_frequency=document_frequency)
+
+    def candidate_values(self, doc: Document, cands: Sequence[Candidate]) -> list[float]:
+        model = self.document_frequency or getattr(self, "document_frequency_", None)
+        least = self.min_frequency if len(doc.words) > self.long_text_words else 1
+        cutoff = math.inf if self.cutoff is None else self.cutoff
+        kept = [c.first < cutoff and c.frequency >= least for c in cands]
+        occurrences = sum(c.frequency for c, keep in zip(cands, kept) if keep)
+        phrases = sum(c.frequency for c, keep in zip(cands, kept) if keep and len(c.key) > 1)
+        boost = min(occurrences / (self.alpha * phrases), self.sigma) if phrases else 1.0
+        if model is not None:
+            # log2(N / df); the +1 keeps a candidate of every fitted text above zero
+            total = model.n_docs + 1
+            weights = [c.frequency * math.log2(total / max(model.df.get(c.key, 0), 1)) for c in cands]
+        else:
+            weights = [float(c.frequency) for c in cands]
+        weights = [w * boost if len(c.key) > 1 else w for c, w in zip(cands, weights)]
+        # the kept candidates first: each lifted above the best weight of those that missed a filter
+        lift = max((w for w, keep in zip(weights, kept) if not keep), default=0.0)
+        return [w + lift if keep else w for w, keep in zip(weights, kept)]
