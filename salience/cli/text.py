@@ -82,14 +82,18 @@ def _phrase_lines(method: str, phrases) -> str:
 
 def _keywords_of_records(args) -> int:
     """A jsonl file of records: one output line per record, ``{"id", "language", "keyphrases"}``.
-    The texts are extracted together, so (yake) they are one corpus for document frequencies."""
+    The texts are extracted together, so they are one corpus for document frequencies (yake's
+    ``corpus_df``; tfidf's and kpminer's, learned from them unless ``--df-model`` gives some)."""
     import json
 
-    from salience.keywords import extract_keyphrases_batch
+    from salience.keywords import DocumentFrequency, extract_keyphrases_batch
+    from salience.keywords.extract import learns_document_frequency
     from salience.text.languages import detect_languages
 
     ids, texts = _records(args)
     method, options = _keyword_method(args)
+    if learns_document_frequency(method) and "document_frequency" not in options:
+        options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
     results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), method=method, **options)
     languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
     for doc_id, language, phrases in zip(ids, languages, results):

@@ -96,6 +96,15 @@ def test_cli_sets_its_parameters_and_evaluate_learns_the_frequencies(tmp_path, c
          "sensor networks fail": boost})
     assert main(["keywords", "extract", str(doc), "--method", "kpminer", "--param", "cutoff=0"]) == 2
     assert "cutoff" in capsys.readouterr().err
+    # records are one corpus: their document frequencies, learned as fit() learns them
+    records = tmp_path / "docs.jsonl"
+    records.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate([TEXT] + OTHERS)))
+    assert main(["keywords", "extract", str(records), "--method", "kpminer", "--language", "en", "-k", "4"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    fitted = create("keywords", "kpminer", k=4, language="en").fit([TEXT] + OTHERS)
+    assert [[(p["phrase"], p["score"]) for p in r["keyphrases"]] for r in lines] == [
+        list(zip(s.ids, s.values.tolist())) for s in fitted.score_batch([TEXT] + OTHERS)]
+    assert lines[0]["keyphrases"][0] == {"phrase": "fast", "score": 2.0}  # log2(4 / 1), not frequency alone
     gold = tmp_path / "gold.jsonl"
     records = [{"text": TEXT, "keyphrases": ["sensor networks fail"]},
                {"text": OTHERS[0], "keyphrases": ["sensor networks"]}, {"text": OTHERS[1], "keyphrases": ["graph kernels"]}]
