@@ -4,7 +4,8 @@ they occur, with multi-word candidates boosted.
 Scientific papers and reports put their keyphrases early (title, abstract, introduction) and
 repeat them. KP-Miner keeps the candidates that first occur within the first ``cutoff`` words
 and, in a long text, occur at least ``min_frequency`` times; it weighs each by
-``frequency x idf``, with ``idf = log2(N / df)`` over a corpus of ``N`` texts, and multiplies the
+``frequency x idf``, with ``idf = log2((N + 1) / df)`` over a corpus of ``N`` texts (``df`` at
+least 1; the paper's ``log2(N / df)`` would zero a candidate of every text), and multiplies the
 weight of a candidate of more than one word by the boost
 ``B = min(N_d / (alpha x P_d), sigma)``, where ``N_d`` counts the occurrences of the text's kept
 candidates and ``P_d`` those of its multi-word ones: single words are frequent and would
@@ -61,7 +62,6 @@ class KpMiner(TfIdf):
         phrases = sum(c.frequency for c, keep in zip(cands, kept) if keep and len(c.key) > 1)
         boost = min(occurrences / (self.alpha * phrases), self.sigma) if phrases else 1.0
         if model is not None:
-            # log2(N / df); the +1 keeps a candidate of every fitted text above zero
             total = model.n_docs + 1
             weights = [c.frequency * math.log2(total / max(model.df.get(c.key, 0), 1)) for c in cands]
         else:
