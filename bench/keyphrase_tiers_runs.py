@@ -165,7 +165,7 @@ def render_test(result: dict, command: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
-LABELFREE_METHODS = (FAST_LABEL, "salience best tier", "salience rake", "salience tfidf",
+LABELFREE_METHODS = (FAST_LABEL, "salience best tier", "salience rake", "salience tfidf", "salience kpminer",
                      "salience textrank", "salience positionrank", "salience multipartite")
 
 
