@@ -80,20 +80,28 @@ def _phrase_lines(method: str, phrases) -> str:
     return "\n".join(lines)
 
 
+def _document_frequency(texts: list[str], language: str, options: dict):
+    """The texts' own document frequencies, over the candidates the method will find (its stop
+    words)."""
+    from salience.keywords import DocumentFrequency
+
+    return DocumentFrequency(stopwords=options.get("stopwords", "auto"), language=language).fit(texts)
+
+
 def _keywords_of_records(args) -> int:
     """A jsonl file of records: one output line per record, ``{"id", "language", "keyphrases"}``.
     The texts are extracted together, so they are one corpus for document frequencies (yake's
     ``corpus_df``; tfidf's and kpminer's, learned from them unless ``--df-model`` gives some)."""
     import json
 
-    from salience.keywords import DocumentFrequency, extract_keyphrases_batch
+    from salience.keywords import extract_keyphrases_batch
     from salience.keywords.extract import learns_document_frequency
     from salience.text.languages import detect_languages
 
     ids, texts = _records(args)
     method, options = _keyword_method(args)
     if learns_document_frequency(method) and "document_frequency" not in options:
-        options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
+        options["document_frequency"] = _document_frequency(texts, args.language, options)
     results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), method=method, **options)
     languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
     for doc_id, language, phrases in zip(ids, languages, results):
@@ -103,7 +111,7 @@ def _keywords_of_records(args) -> int:
 
 
 def _cmd_keywords_evaluate(args) -> int:
-    from salience.keywords import DocumentFrequency, evaluate_keyphrases, extract_keyphrases_batch
+    from salience.keywords import evaluate_keyphrases, extract_keyphrases_batch
     from salience.keywords.evaluate import read_gold
     from salience.keywords.extract import learns_document_frequency
 
@@ -113,7 +121,7 @@ def _cmd_keywords_evaluate(args) -> int:
     method, options = _keyword_method(args)
     if learns_document_frequency(method) and "document_frequency" not in options:
         # unsupervised: the evaluated texts' frequencies
-        options["document_frequency"] = DocumentFrequency(language=args.language).fit(texts)
+        options["document_frequency"] = _document_frequency(texts, args.language, options)
     start = time.perf_counter()
     predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), show_progress=show_progress(args),
                                                            method=method, **options)]

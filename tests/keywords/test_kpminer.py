@@ -132,3 +132,29 @@ def test_kpminer_on_long_scientific_papers(dataset):
                                                                                document_frequency=model)],
                                       texts, golds, ks=(10,))["F1@10"] for method in ("kpminer", "tfidf")}
     assert f1["kpminer"] > 0.18 and f1["kpminer"] > f1["tfidf"] + 0.05, f1
+
+
+@pytest.mark.parametrize("method", ["kpminer", "tfidf"])
+def test_the_clis_document_frequencies_use_the_methods_stop_words(tmp_path, capsys, method):
+    # with en_full, SMART's vague words ("novel", "using") stay in candidates: the frequencies the
+    # CLI learns must count those candidates, as fit() does with the same stop words
+    texts = ["We propose a novel method using new sensor placement. Novel method results.",
+             "A novel method for graph kernels.", "Sensor placement matters."]
+    records = tmp_path / "docs.jsonl"
+    records.write_text("".join(json.dumps({"id": str(i), "text": t}) + "\n" for i, t in enumerate(texts)))
+    argv = ["keywords", "extract", str(records), "--method", method, "--language", "en", "-k", "5",
+            "--param", "stopwords=en_full"]
+    assert main(argv) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    fitted = create("keywords", method, k=5, language="en", stopwords="en_full").fit(texts)
+    expected = [list(zip(s.ids, s.values.tolist())) for s in fitted.score_batch(texts)]
+    assert [[(p["phrase"], p["score"]) for p in r["keyphrases"]] for r in lines] == expected
+    assert any("novel" in phrase for phrase, _ in expected[0])
+    gold = tmp_path / "gold.jsonl"
+    gold.write_text("".join(json.dumps({"text": t, "keyphrases": ["novel method"]}) + "\n" for t in texts))
+    assert main(["keywords", "evaluate", str(gold), "--method", method, "--language", "en", "-k", "1", "--json",
+                 "--param", "stopwords=en_full"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    top = [s.ids[:1] for s in fitted.score_batch(texts)]
+    assert result["all_gold"]["F1@1"] == pytest.approx(
+        evaluate_keyphrases(top, texts, [["novel method"]] * 3, (1,))["F1@1"])
