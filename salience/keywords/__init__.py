@@ -5,7 +5,6 @@ from salience.keywords.verify_keyphrases import KeyphraseVerifier
 from salience.keywords.extract import (
     CorpusFrequency,
     DocumentFrequency,
-    EmbedRank,
     KeyphraseExtractor,
     MultipartiteRank,
     PositionRank,
@@ -19,6 +18,7 @@ from salience.keywords.extract import (
     extract_keyphrases_many,
     score_candidates,
 )
+from salience.keywords.embedrank import EmbedRank
 from salience.keywords.rake import Rake
 from salience.keywords.kpminer import KpMiner
 from salience.keywords.yake_rake import YakeRake
