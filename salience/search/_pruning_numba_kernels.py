@@ -40,6 +40,44 @@ def _cannot_enter(bound, theta):
 
 
 @njit(inline="always")
+def term_bounds(packed, t, first, n_blocks, bounds, at, frontier_end, frontier_tf, frontier_len, block_max, idf,
+                avg_len, code, k1, b, delta, base):
+    """The bound of each of term ``t``'s ``n_blocks`` blocks (its first ``first`` in the block
+    arrays) into ``bounds[at:]``: packed, the best contribution of the block's frontier
+    (widened against rounding); in memory, the block's largest saved score. Returns the
+    largest of them."""
+    largest = 0.0
+    for blk in range(n_blocks):
+        g = first + blk
+        if packed:
+            lo = frontier_end[g - 1] if g > 0 else 0
+            best = np.float32(0.0)
+            for p in range(lo, frontier_end[g]):
+                norm = length_norm(np.float64(frontier_len[p]), avg_len, code, b)
+                tfc = tf_from_norm(np.float64(frontier_tf[p]), norm, code, k1, delta)
+                best = max(best, np.float32(idf[t] * (tfc - base)))
+            bounds[at + blk] = np.float64(best) * (1.0 + _WIDEN)
+        else:
+            bounds[at + blk] = np.float64(block_max[g])
+        largest = max(largest, bounds[at + blk])
+    return largest
+
+
+@njit(inline="always")
+def query_shape(query_indptr, query_terms, first_blocks):
+    """(the most terms of a query, the most blocks a query's terms hold together)."""
+    longest, most_blocks = 1, 1
+    for q in range(len(query_indptr) - 1):
+        longest = max(longest, query_indptr[q + 1] - query_indptr[q])
+        total = 0
+        for j in range(query_indptr[q], query_indptr[q + 1]):
+            t = query_terms[j]
+            total += first_blocks[t + 1] - first_blocks[t]
+        most_blocks = max(most_blocks, total)
+    return longest, most_blocks
+
+
+@njit(inline="always")
 def _decode_docs(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, csr_indptr, csr_indices,
                  first_block, block_last, buf_docs):
     """The documents of block ``block`` of term ``t`` into row ``i`` of ``buf_docs``; its
@@ -134,14 +172,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
     postings decoded and the documents scored, for the benchmark's account of the pruning."""
     n_queries = len(query_indptr) - 1
     n_docs = len(mask)
-    longest, most_blocks = 1, 1
-    for q in range(n_queries):
-        longest = max(longest, query_indptr[q + 1] - query_indptr[q])
-        total = 0
-        for j in range(query_indptr[q], query_indptr[q + 1]):
-            t = query_terms[j]
-            total += first_blocks[t + 1] - first_blocks[t]
-        most_blocks = max(most_blocks, total)
+    longest, most_blocks = query_shape(query_indptr, query_terms, first_blocks)
     buf_docs = np.empty((longest, BLOCK_SIZE), dtype=np.int64)
     buf_val = np.empty((longest, BLOCK_SIZE), dtype=np.float64)
     buf_norms = np.empty(BLOCK_SIZE, dtype=np.float64)  # the documents' norms of the block being scored
@@ -172,18 +203,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
             first[i] = first_blocks[t]
             n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
             bound_at[i] = at
-            for blk in range(n_blocks[i]):
-                g = first[i] + blk
-                if packed:
-                    lo = frontier_end[g - 1] if g > 0 else 0
-                    best = np.float32(0.0)
-                    for p in range(lo, frontier_end[g]):
-                        norm = length_norm(np.float64(frontier_len[p]), avg_len, code, b)
-                        tfc = tf_from_norm(np.float64(frontier_tf[p]), norm, code, k1, delta)
-                        best = max(best, np.float32(idf[t] * (tfc - base)))
-                    bounds[at + blk] = np.float64(best) * (1.0 + _WIDEN)
-                else:
-                    bounds[at + blk] = np.float64(block_max[g])
+            term_bounds(packed, t, first[i], n_blocks[i], bounds, at, frontier_end, frontier_tf, frontier_len,
+                        block_max, idf, avg_len, code, k1, b, delta, base)
             at += n_blocks[i]
             block[i] = 0
             decoded[i] = -1

@@ -86,11 +86,12 @@ class BM25(SegmentedIndex, PostingScores):
     backend : {"auto", "numpy", "numba"}
         Query kernel. ``numba`` (used by ``auto`` when numba is installed) gives identical
         results faster; ``numpy`` needs nothing beyond numpy and scipy.
-    pruning : {"auto", "maxscore", "off"}
+    pruning : {"auto", "maxscore", "bmw", "off"}
         Dynamic pruning of the numba kernel (:mod:`salience.search.pruning`): block-max
-        MaxScore returns the exhaustive search's top k and scores, reading a fraction of the
-        postings; ``auto`` prunes the queries of at most 5 terms one of which holds at
-        least 16,384 postings and 95% of the query's, for cuts of at most 100 documents.
+        MaxScore (``maxscore``) or block-max WAND (``bmw``) returns the exhaustive search's
+        top k and scores, reading a fraction of the postings; ``auto`` prunes the queries of
+        at most 5 terms one of which holds at least 16,384 postings and 95% of the query's,
+        for cuts of at most 100 documents, with :data:`~salience.search.pruning.AUTO_STRATEGY`.
 
     Examples
     --------

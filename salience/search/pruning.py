@@ -1,7 +1,8 @@
 """Exact top-k search with dynamic pruning for :class:`~salience.search.BM25`: the compiled
-block-max MaxScore kernel (:mod:`salience.search._pruning_numba_kernels`) over the packed,
-memory-mapped postings of a saved index, or over the per-posting scores of an index held in
-memory. The top k and their scores are the exhaustive search's.
+block-max MaxScore kernel (:mod:`salience.search._pruning_numba_kernels`) and block-max WAND
+kernel (:mod:`salience.search._bmw_numba_kernels`), over the packed, memory-mapped postings of
+a saved index, or over the per-posting scores of an index held in memory. The top k and their
+scores are the exhaustive search's.
 
 When it runs (``BM25(pruning=...)``):
 
@@ -17,7 +18,8 @@ When it runs (``BM25(pruning=...)``):
   sets' **dev** queries moved onto it by frequency rank, each query timed both ways. The
   shared sets themselves are too small for any query to reach it, so they are searched
   exhaustively;
-* ``"maxscore"`` prunes whenever the bounds exist;
+* ``"maxscore"`` prunes every query with block-max MaxScore whenever the bounds exist;
+* ``"bmw"`` prunes every query with block-max WAND whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
 
 Every BM25 variant here (lucene, robertson, atire, BM25L, BM25+, tf-idf) is bounded.
@@ -36,9 +38,9 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 
-__all__ = ["PRUNING", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
+__all__ = ["PRUNING", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
-PRUNING = ("auto", "maxscore", "off")
+PRUNING = ("auto", "maxscore", "bmw", "off")
 #: ``pruning="auto"`` prunes cuts of at most this many documents
 AUTO_MAX_K = 100
 #: ... and queries one of whose terms holds at least this many postings ...
@@ -49,18 +51,24 @@ AUTO_MIN_SHARE = 0.95
 #: ... and of at most this many terms: with more, few terms are ever non-essential, and looking
 #: each candidate up in every one of them costs more than scoring every posting
 AUTO_MAX_TERMS = 5
+#: the kernel ``"auto"`` prunes its queries with
+AUTO_STRATEGY = "maxscore"
 
 
 class NoBlockBoundsWarning(UserWarning):
     """A saved index without block bounds (written before format 4) is searched exhaustively."""
 
 
-def _kernel():
+def _kernel(strategy: str = "maxscore"):
+    """The compiled kernel of a pruning strategy ("maxscore" or "bmw"), None without numba."""
     try:
-        from salience.search._pruning_numba_kernels import top_k_pruned
+        if strategy == "bmw":
+            from salience.search._bmw_numba_kernels import top_k_bmw as kernel
+        else:
+            from salience.search._pruning_numba_kernels import top_k_pruned as kernel
     except ImportError:
         return None
-    return top_k_pruned
+    return kernel
 
 
 def _memory_bounds(index) -> tuple:
@@ -126,12 +134,15 @@ def _posting_counts(index) -> tuple[np.ndarray, int]:
 
 
 def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | None, work: np.ndarray | None = None,
-                 ordered: bool = True):
+                 ordered: bool = True, strategy: str | None = None):
     """``(positions, scores, counts)`` of each query's top ``k`` found with pruning (rows as
     the exhaustive kernels write them, best first when ``ordered``; the index has bounds, see
-    :func:`queries_to_prune`). ``work``, when given, accumulates (postings decoded, documents
-    scored)."""
-    kernel = _kernel()
+    :func:`queries_to_prune`). ``strategy``: ``"maxscore"`` or ``"bmw"``; by default the
+    index's ``pruning`` (``auto``'s: :data:`AUTO_STRATEGY`). ``work``, when given, accumulates
+    (postings decoded, documents scored)."""
+    if strategy is None:
+        strategy = index.pruning if index.pruning in ("maxscore", "bmw") else AUTO_STRATEGY
+    kernel = _kernel(strategy)
     from salience.search.topk import _kernel_arrays, rank_rows
 
     packed = index._packed

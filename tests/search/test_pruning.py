@@ -1,4 +1,4 @@
-"""Dynamic pruning (block-max MaxScore) returns exactly the exhaustive search's top k and
+"""Dynamic pruning (block-max MaxScore and block-max WAND) returns exactly the exhaustive search's top k and
 scores: on every query of the shared sets, on synthetic corpora of several sizes and every
 BM25 variant, with filters and deletions, packed on disk and in memory; an index without
 block bounds is searched exhaustively and says so once; damaged bounds are refused by name."""
@@ -20,18 +20,20 @@ pytest.importorskip("numba")
 
 
 def _same(index, queries, k, where=None):
-    """Pruned and exhaustive searches of ``queries`` agree exactly; the work the pruned one did."""
+    """Pruned searches (block-max MaxScore and block-max WAND) and the exhaustive one agree
+    exactly on ``queries``; the work MaxScore did."""
     index.pruning = "off"
     expected = index.search_batch(queries, k=k, where=where)
-    index.pruning = "maxscore"
-    found = index.search_batch(queries, k=k, where=where)
-    for query, a, b in zip(queries, expected, found):
-        assert a.ids == b.ids, query
-        assert np.array_equal(a.values, b.values), query
-    work = np.zeros(2, dtype=np.int64)
     encoded = index._encode_queries(queries)
-    assert queries_to_prune(index, encoded, k) == list(range(len(queries)))
-    pruned_top_k(index, encoded, k, index._filter_mask(where), work)
+    for strategy in ("maxscore", "bmw"):
+        index.pruning = strategy
+        found = index.search_batch(queries, k=k, where=where)
+        for query, a, b in zip(queries, expected, found):
+            assert a.ids == b.ids, (strategy, query)
+            assert np.array_equal(a.values, b.values), (strategy, query)
+        assert queries_to_prune(index, encoded, k) == list(range(len(queries)))
+    work = np.zeros(2, dtype=np.int64)
+    pruned_top_k(index, encoded, k, index._filter_mask(where), work, strategy="maxscore")
     return expected, work
 
 
@@ -77,9 +79,10 @@ def test_every_query_of_the_shared_sets_gets_the_exhaustive_top_k(name, tmp_path
     index = packed
     encoded = index._encode_queries(queries)
     total = sum(int(index._packed.counts[q].sum()) for q in map(np.asarray, encoded) if len(q))
-    work = np.zeros(2, dtype=np.int64)
-    pruned_top_k(index, encoded, 10, None, work)
-    assert work[0] < total
+    for strategy in ("maxscore", "bmw"):
+        work = np.zeros(2, dtype=np.int64)
+        pruned_top_k(index, encoded, 10, None, work, strategy=strategy)
+        assert work[0] < total, strategy
 
 
 @pytest.mark.parametrize("variant", ["lucene", "robertson", "atire", "bm25l", "bm25+", "tfidf"])
@@ -170,6 +173,7 @@ def test_pruning_is_a_parameter_the_registry_checks():
     from salience.exceptions import InvalidParameterError
 
     assert create("search", "lucene", pruning="off").pruning == "off"
+    assert create("search", "lucene", pruning="bmw").pruning == "bmw"
     with pytest.raises(InvalidParameterError, match="pruning"):
         BM25(pruning="wand")
 
