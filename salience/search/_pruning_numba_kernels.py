@@ -270,9 +270,10 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                         n_touched += 1
                     acc[d] += buf_val[i, p]
                     p += 1
-            candidates = np.sort(touched[:n_touched])
+            touched[:n_touched].sort()  # in place: a window allocates nothing
             outside = upto[essential - 1] if essential > 0 else 0.0
-            for d in candidates:
+            for c in range(n_touched):
+                d = touched[c]
                 seen[d] = False
                 essential_sum = acc[d]
                 acc[d] = 0.0
@@ -296,8 +297,12 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
                         pos[i] += 1
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
-                        partial += _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset,
-                                             tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
+                        if valued[i] != block[i]:  # a block looked up in: its contributions computed whole, once
+                            _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
+                                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs,
+                                          buf_norms, buf_val)
+                            valued[i] = block[i]
+                        partial += buf_val[i, pos[i]]
                 if not enters:
                     continue
                 # the exact score: every term's contribution added in the query's order, as the
@@ -310,8 +315,12 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     while pos[i] < length[i] and buf_docs[i, pos[i]] < d:
                         pos[i] += 1
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
-                        score += _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset,
-                                           tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
+                        if valued[i] != block[i]:
+                            _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
+                                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs,
+                                          buf_norms, buf_val)
+                            valued[i] = block[i]
+                        score += buf_val[i, pos[i]]
                 if score > 0.0:
                     size = _offer(heap_val, heap_idx, size, k, score, d)
                     if size == k:
