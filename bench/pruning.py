@@ -1,4 +1,4 @@
-"""Dynamic pruning (block-max MaxScore) against exhaustive scoring of the same packed,
+"""Dynamic pruning (block-max MaxScore and block-max WAND) against exhaustive scoring of the same packed,
 memory-mapped index, beside bm25s (numba backend) and tantivy, in one run.
 
 Collections: the synthetic corpus of ``bench/scale.py`` (its Zipf vocabulary and lengths drawn
@@ -86,7 +86,8 @@ def timed(run, n: int, repeats: int = 3) -> tuple[float, object]:
 
 def salience_rows(corpus, query_sets: dict, work: Path, read_gb_s: float, forced: bool = True) -> tuple[list[dict], dict]:
     """Build the packed index from the stream ``corpus()`` in bounded memory (one process), then
-    time each query set exhaustively, with ``auto`` and (``forced``) with MaxScore forced."""
+    time each query set exhaustively, with ``auto`` and (``forced``) with MaxScore and with
+    block-max WAND forced on every query."""
     from salience.search import BM25
     from salience.search.pruning import pruned_top_k
 
@@ -98,7 +99,7 @@ def salience_rows(corpus, query_sets: dict, work: Path, read_gb_s: float, forced
     gc.collect()
     index = BM25.load(folder, verify=False)
     packed = index._packed
-    modes = ("off", "maxscore", "auto") if forced else ("off", "auto")
+    modes = ("off", "maxscore", "bmw", "auto") if forced else ("off", "auto")
     rows, all_queries = [], [q for qs in query_sets.values() for q in qs]
     for name, queries in [*query_sets.items(), ("all", all_queries)]:
         encoded = index._encode_queries(queries)
@@ -118,9 +119,13 @@ def salience_rows(corpus, query_sets: dict, work: Path, read_gb_s: float, forced
         row["roofline"] = row["exhaustive_gb_s"] / read_gb_s if read_gb_s else float("nan")
         if forced:
             counter = np.zeros(2, dtype=np.int64)
-            pruned_top_k(index, encoded, 10, None, counter)
+            pruned_top_k(index, encoded, 10, None, counter, strategy="maxscore")
             row.update(maxscore_qps=found["maxscore"][0], decoded=counter[0] / max(postings, 1),
                        scored_per_query=counter[1] / len(queries))
+            counter = np.zeros(2, dtype=np.int64)
+            pruned_top_k(index, encoded, 10, None, counter, strategy="bmw")
+            row.update(bmw_qps=found["bmw"][0], bmw_decoded=counter[0] / max(postings, 1),
+                       bmw_scored_per_query=counter[1] / len(queries))
         rows.append(row)
         print(f"    {name}: exhaustive {row['off_qps']:,.0f} q/s, auto {row['auto_qps']:,.0f} q/s", file=sys.stderr,
               flush=True)
@@ -196,7 +201,8 @@ def run(args) -> dict:
 
 def render(result: dict, command: str, seconds: float) -> str:
     label = f": {result['section']}" if result.get("section") else ""
-    heading = "## Dynamic pruning: block-max MaxScore against exhaustive scoring and the peers (`bench/pruning.py`)"
+    heading = ("## Dynamic pruning: block-max MaxScore and block-max WAND against exhaustive scoring and the peers "
+               "(`bench/pruning.py`)")
     lines = [heading + label, "",
              "The synthetic corpus of `bench/scale.py` (no split: the ground truth is the exhaustive search's own top "
              "10, which pruning must equal). Query sets: `scale` (scale.py's 3 words from below the 200 most "
@@ -208,16 +214,22 @@ def render(result: dict, command: str, seconds: float) -> str:
              "timed both ways, never on these rows. Exhaustive scoring goes a chunk of 32,768 documents at a time (their "
              "accumulator and length norms stay in the core's L2 cache). Top 10, one thread, best of 3 runs.", "",
              f"Command: `{command}` ({seconds:.0f} s)", "",
-             "| documents | queries | n | postings/query | exhaustive q/s | maxscore q/s | auto q/s | maxscore / "
-             "exhaustive | auto / exhaustive | postings decoded | documents scored/query | identical | exhaustive "
-             "GB/s of postings | of one core's read bandwidth |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
+             "| documents | queries | n | postings/query | exhaustive q/s | maxscore q/s | bmw q/s | auto q/s | "
+             "maxscore / exhaustive | bmw / exhaustive | auto / exhaustive | postings decoded (maxscore / bmw) | "
+             "documents scored/query (maxscore / bmw) | identical | exhaustive GB/s of postings | of one core's read "
+             "bandwidth |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for size in result["sizes"]:
         for row in size["rows"]:
             forced = "maxscore_qps" in row
-            maxscore = (f"{row['maxscore_qps']:,.0f} | " if forced else "— | ")
-            ratio = f"{row['maxscore_qps'] / row['off_qps']:.2f}x | " if forced else "— | "
-            work = f"{row['decoded']:.0%} | {row['scored_per_query']:,.0f} | " if forced else "— | — | "
+            both = "bmw_qps" in row  # runs before block-max WAND have MaxScore's columns alone
+            maxscore = (f"{row['maxscore_qps']:,.0f} | " if forced else "— | ") + \
+                (f"{row['bmw_qps']:,.0f} | " if both else "— | ")
+            ratio = (f"{row['maxscore_qps'] / row['off_qps']:.2f}x | " if forced else "— | ") + \
+                (f"{row['bmw_qps'] / row['off_qps']:.2f}x | " if both else "— | ")
+            work = (f"{row['decoded']:.0%} / {row['bmw_decoded']:.0%} | {row['scored_per_query']:,.0f} / "
+                    f"{row['bmw_scored_per_query']:,.0f} | " if both else
+                    f"{row['decoded']:.0%} | {row['scored_per_query']:,.0f} | " if forced else "— | — | ")
             lines.append(f"| {size['n']:,} | {row['set']} | {row['queries']} | {row['postings_per_query']:,.0f} | "
                          f"{row['off_qps']:,.0f} | {maxscore}{row['auto_qps']:,.0f} | "
                          f"{ratio}{row['auto_qps'] / row['off_qps']:.2f}x | {work}"

@@ -4,10 +4,11 @@ A synthetic collection of ``bench/scale.py``'s kind with its own seed (not the o
 ``bench/pruning.py`` judges on), with its own seeded queries (``scale`` and ``zipf`` kinds) and
 the shared sets' **dev** queries moved onto its vocabulary by frequency rank. Every query is
 timed both ways on the packed, memory-mapped index (pruned and exhaustive, top 10, one
-thread, each query repeated 5 times, best of 3). A rule prunes a query of at most 5 terms when
-its longest posting list holds at least P postings and at least a share S of the query's; each
-(P, S) is scored by the total time of all queries under it. The best is the library's default
-(:mod:`salience.search.pruning`).
+thread, each query repeated 5 times, best of 3), and pruned both ways: block-max MaxScore and
+block-max WAND. A rule prunes a query of at most 5 terms, with one of the two kernels, when its
+longest posting list holds at least P postings and at least a share S of the query's; each
+(kernel, P, S) is scored by the total time of all queries under it. The best is the library's
+default (:mod:`salience.search.pruning`).
 
     python bench/pruning_rule.py --write BENCHMARKS.md
 """
@@ -26,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pruning  # noqa: E402
 import scale  # noqa: E402
 
+STRATEGIES = ("maxscore", "bmw")
 MIN_POSTINGS = (1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17)
 SHARES = (0.0, 0.8, 0.9, 0.95, 0.98)
 
@@ -38,22 +40,24 @@ def per_query_times(index, queries: list[str], repeats: int = 5) -> list[dict]:
     rows = []
     for terms in (q for q in index._encode_queries(queries) if q):
         batch = [terms] * repeats
-        exhaustive = pruned = float("inf")
+        exhaustive = float("inf")
+        pruned = dict.fromkeys(STRATEGIES, float("inf"))
         for _ in range(3):
             started = time.perf_counter()
             top_k_packed_numba(packed, norms, index._idf, index.variant, index.k1, index.delta, batch, 10, None)
             exhaustive = min(exhaustive, time.perf_counter() - started)
-            started = time.perf_counter()
-            pruned_top_k(index, batch, 10, None)
-            pruned = min(pruned, time.perf_counter() - started)
+            for strategy in STRATEGIES:
+                started = time.perf_counter()
+                pruned_top_k(index, batch, 10, None, strategy=strategy)
+                pruned[strategy] = min(pruned[strategy], time.perf_counter() - started)
         held = packed.counts[terms]
         rows.append({"terms": len(terms), "postings": int(held.sum()), "longest": int(held.max()),
-                     "exhaustive": exhaustive / repeats, "pruned": pruned / repeats})
+                     "exhaustive": exhaustive / repeats, **{s: t / repeats for s, t in pruned.items()}})
     return rows
 
 
-def rule_time(rows: list[dict], min_postings: int, share: float) -> float:
-    return sum(r["pruned"] if r["terms"] <= 5 and r["longest"] >= min_postings and r["longest"] >= share * r["postings"]
+def rule_time(rows: list[dict], strategy: str, min_postings: int, share: float) -> float:
+    return sum(r[strategy] if r["terms"] <= 5 and r["longest"] >= min_postings and r["longest"] >= share * r["postings"]
                else r["exhaustive"] for r in rows)
 
 
@@ -69,35 +73,57 @@ def run(args) -> dict:
         BM25(fields=("text",), store_documents=False).build(({"id": i, "text": t} for i, t in docs), Path(tmp) / "ix")
         index = BM25.load(Path(tmp) / "ix", verify=False)
         rows = [row for queries in query_sets.values() for row in per_query_times(index, queries)]
-    grid = {(p, s): rule_time(rows, p, s) for p in MIN_POSTINGS for s in SHARES}
-    return {"size": args.size, "queries": len(rows), "grid": [[p, s, t] for (p, s), t in grid.items()],
-            "exhaustive": sum(r["exhaustive"] for r in rows), "pruned": sum(r["pruned"] for r in rows),
-            "oracle": sum(min(r["exhaustive"], r["pruned"]) for r in rows)}
+    grid = {(k, p, s): rule_time(rows, k, p, s) for k in STRATEGIES for p in MIN_POSTINGS for s in SHARES}
+    by_terms = {}
+    for r in rows:
+        cell = by_terms.setdefault(min(r["terms"], 6), {"queries": 0, "exhaustive": 0.0, **dict.fromkeys(STRATEGIES, 0.0)})
+        cell["queries"] += 1
+        for key in ("exhaustive", *STRATEGIES):
+            cell[key] += r[key]
+    return {"size": args.size, "queries": len(rows), "grid": [[k, p, s, t] for (k, p, s), t in grid.items()],
+            "exhaustive": sum(r["exhaustive"] for r in rows), "pruned": {k: sum(r[k] for r in rows) for k in STRATEGIES},
+            "fastest": {k: sum(1 for r in rows if r[k] < min(r[o] for o in ("exhaustive", *STRATEGIES) if o != k))
+                        for k in ("exhaustive", *STRATEGIES)},
+            "by_terms": {str(t): cell for t, cell in sorted(by_terms.items())},
+            "oracle": sum(min(r["exhaustive"], *(r[k] for k in STRATEGIES)) for r in rows)}
 
 
 def render(result: dict, command: str, seconds: float) -> str:
-    grid = sorted(result["grid"], key=lambda row: row[2])
+    from salience.search.pruning import AUTO_MIN_POSTINGS, AUTO_MIN_SHARE, AUTO_STRATEGY
+
+    grid = sorted(result["grid"], key=lambda row: row[3])
     best = grid[0]
+    pruned = result["pruned"]
+    fastest = result["fastest"]
     lines = ["## Dynamic pruning's `auto` rule, chosen on dev (`bench/pruning_rule.py`)", "",
              f"A synthetic collection of {result['size']:,} documents (seed 7; `bench/pruning.py` judges on seed 0) "
              f"and {result['queries']} dev queries (its own `scale` and `zipf` queries, seeds 11 and 12, and the shared "
-             "sets' **dev** queries moved onto it by frequency rank), each timed pruned and exhaustive on the packed, "
-             "memory-mapped index (top 10, one thread). A rule prunes a query of at most 5 terms whose longest list "
-             "holds >= P postings and >= S of the query's. Total seconds for all the queries:", "",
+             "sets' **dev** queries moved onto it by frequency rank), each timed exhaustive and pruned by block-max "
+             "MaxScore and by block-max WAND on the packed, memory-mapped index (top 10, one thread). A rule prunes a "
+             "query of at most 5 terms, with one of the two kernels, whose longest list holds >= P postings and >= S "
+             "of the query's. Total seconds for all the queries:", "",
              f"Command: `{command}` ({seconds:.0f} s)", "",
-             f"Every query exhaustive: {result['exhaustive']:.3f} s; every query pruned: {result['pruned']:.3f} s; "
-             f"the better of the two for each query (no rule can beat it): {result['oracle']:.3f} s.", "",
-             "| P (postings) | S (share) | seconds | against exhaustive |", "|---:|---:|---:|---:|"]
-    for p, s, t in grid[:10]:
-        lines.append(f"| {p:,} | {s:.2f} | {t:.3f} | {result['exhaustive'] / t:.3f}x |")
-    from salience.search.pruning import AUTO_MIN_POSTINGS, AUTO_MIN_SHARE
-
-    library = next(t for p, s, t in result["grid"] if p == AUTO_MIN_POSTINGS and s == AUTO_MIN_SHARE)
-    tied = [f"({p:,}, {s:.2f})" for p, s, t in grid if t <= best[2] * 1.005]
-    lines += ["", f"Best in this run: P = {best[0]:,}, S = {best[1]:.2f}; within 0.5% of it (timing noise): "
-                  f"{', '.join(tied)}. The library's rule (`AUTO_MIN_POSTINGS` = {AUTO_MIN_POSTINGS:,}, "
-                  f"`AUTO_MIN_SHARE` = {AUTO_MIN_SHARE:.2f}) takes {library:.3f} s, "
-                  f"{(library / best[2] - 1) * 100:.1f}% above this run's best.", ""]
+             f"Every query exhaustive: {result['exhaustive']:.3f} s; every query by block-max MaxScore: "
+             f"{pruned['maxscore']:.3f} s; by block-max WAND: {pruned['bmw']:.3f} s; the fastest of the three for each "
+             f"query (no rule can beat it): {result['oracle']:.3f} s. The fastest of the three: exhaustive on "
+             f"{fastest['exhaustive']} queries, MaxScore on {fastest['maxscore']}, WAND on {fastest['bmw']}.", "",
+             "By the query's number of terms (seconds, all the queries of that length):", "",
+             "| terms | queries | exhaustive | maxscore | bmw |", "|---:|---:|---:|---:|---:|"]
+    for terms, cell in result["by_terms"].items():
+        label = f"{terms}+" if terms == "6" else terms
+        lines.append(f"| {label} | {cell['queries']} | {cell['exhaustive']:.3f} | {cell['maxscore']:.3f} | "
+                     f"{cell['bmw']:.3f} |")
+    lines += ["", "The ten best rules:", "", "| kernel | P (postings) | S (share) | seconds | against exhaustive |",
+              "|---|---:|---:|---:|---:|"]
+    for strategy, p, s, t in grid[:10]:
+        lines.append(f"| {strategy} | {p:,} | {s:.2f} | {t:.3f} | {result['exhaustive'] / t:.3f}x |")
+    library = next(t for k, p, s, t in result["grid"]
+                   if k == AUTO_STRATEGY and p == AUTO_MIN_POSTINGS and s == AUTO_MIN_SHARE)
+    tied = [f"({k}, {p:,}, {s:.2f})" for k, p, s, t in grid if t <= best[3] * 1.005]
+    lines += ["", f"Best in this run: {best[0]}, P = {best[1]:,}, S = {best[2]:.2f}; within 0.5% of it (timing noise): "
+                  f"{', '.join(tied)}. The library's rule (`AUTO_STRATEGY` = \"{AUTO_STRATEGY}\", `AUTO_MIN_POSTINGS` = "
+                  f"{AUTO_MIN_POSTINGS:,}, `AUTO_MIN_SHARE` = {AUTO_MIN_SHARE:.2f}) takes {library:.3f} s, "
+                  f"{(library / best[3] - 1) * 100:.1f}% above this run's best.", ""]
     return "\n".join(lines)
 
 

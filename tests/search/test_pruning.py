@@ -13,7 +13,7 @@ import pytest
 from salience.exceptions import CorruptIndexError
 from salience.search import BM25
 from salience.search.block_bounds import BLOCK_SIZE, block_bound_files, block_frontiers, score_maxima
-from salience.search.pruning import AUTO_MIN_POSTINGS, AUTO_MIN_SHARE, NoBlockBoundsWarning, pruned_top_k, queries_to_prune
+from salience.search.pruning import AUTO_MIN_POSTINGS, AUTO_MIN_SHARE, AUTO_STRATEGY, NoBlockBoundsWarning, pruned_top_k, queries_to_prune
 from tests.conftest import data_path, read_jsonl
 
 pytest.importorskip("numba")
@@ -199,4 +199,4 @@ def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
     mixed = index.search_batch(queries, k=10)
     index.pruning = "off"
     assert [(r.ids, r.values.tolist()) for r in mixed] == [(r.ids, r.values.tolist()) for r in index.search_batch(queries, k=10)]
-    assert (AUTO_MIN_POSTINGS, AUTO_MIN_SHARE) == (1 << 14, 0.95)
+    assert (AUTO_STRATEGY, AUTO_MIN_POSTINGS, AUTO_MIN_SHARE) == ("bmw", 1 << 14, 0.95)  # chosen on dev
