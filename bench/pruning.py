@@ -208,10 +208,10 @@ def render(result: dict, command: str, seconds: float) -> str:
              "10, which pruning must equal). Query sets: `scale` (scale.py's 3 words from below the 200 most "
              "frequent), `zipf` (1-5 words by frequency, common words included), `mapped` (the shared sets' queries of the "
              f"{split_heading('test')}, each word moved to the synthetic word of the same frequency rank); `all` is the three "
-             "together. `auto`'s rule (prune a query of at most 5 terms when one term holds >= 16,384 postings and >= 95% "
-             "of the query's, k <= 100) was set on dev data: a separate synthetic collection of 10^6 documents (its own "
-             "seed) with its own seeded queries and the shared sets' **dev** queries moved onto it by rank, each query "
-             "timed both ways, never on these rows. Exhaustive scoring goes a chunk of 32,768 documents at a time (their "
+             "together. `auto`'s rule (prune a query of at most 5 terms, with block-max WAND, when one term holds >= 16,384 "
+             "postings and >= 95% of the query's, k <= 100) was set on dev data (`bench/pruning_rule.py`): a separate "
+             "synthetic collection of 10^6 documents (its own seed) with its own seeded queries and the shared sets' "
+             "**dev** queries moved onto it by rank, each query timed exhaustively and by both kernels, never on these rows. Exhaustive scoring goes a chunk of 32,768 documents at a time (their "
              "accumulator and length norms stay in the core's L2 cache). Top 10, one thread, best of 3 runs.", "",
              f"Command: `{command}` ({seconds:.0f} s)", "",
              "| documents | queries | n | postings/query | exhaustive q/s | maxscore q/s | bmw q/s | auto q/s | "
@@ -236,8 +236,8 @@ def render(result: dict, command: str, seconds: float) -> str:
                          f"{'yes' if row['identical'] else '**no**'} | {row['exhaustive_gb_s']:.2f} | "
                          f"{row['roofline']:.0%} |")
     if any("maxscore_qps" not in row for size in result["sizes"] for row in size["rows"]):
-        lines += ["", f"Past {result.get('maxscore_max', 0):,} documents MaxScore is not forced on every query (—): "
-                  "its column would take longer than the rest of the size together; `auto` still prunes the queries "
+        lines += ["", f"Past {result.get('maxscore_max', 0):,} documents MaxScore and WAND are not forced on every query (—): "
+                  "their columns would take longer than the rest of the size together; `auto` still prunes the queries "
                   "its rule picks, and its results are checked identical to exhaustive scoring."]
     lines += ["", "All queries together against the peers (the same queries, each system's own tokenizer):", "",
               "| documents | system | queries/s | p50 ms | p99 ms | salience (auto) / system | top-10 overlap with salience |",
