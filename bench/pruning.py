@@ -266,8 +266,8 @@ def render(result: dict, command: str, seconds: float) -> str:
                   f"({result['read_gb_s']:.1f} GB/s, `bench/limits.py`). The scan is not bound by reading the "
                   "postings: per posting it gathers the document's length norm, divides once (the BM25 formula) and "
                   "adds to the accumulator, both arrays held in L2 for the chunk. Pruning decodes fewer postings "
-                  "per query (the documents of a block are decoded to look one up; only the postings added are "
-                  "scored); the table gives the share decoded.", ""]
+                  "per query (a block is decoded, and its contributions computed, when a document is looked up in "
+                  "it); the table gives the share decoded.", ""]
     if result.get("bm25s_max") and any(size["n"] > result["bm25s_max"] for size in result["sizes"]):
         lines += [f"bm25s runs up to {result['bm25s_max']:,} documents: it is handed the corpus as a list and holds "
                   "its scores in memory (11.8 GB at 10^6 in `bench/scale.py`'s run 1), which 10^7 would not fit.", ""]

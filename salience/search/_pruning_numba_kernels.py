@@ -104,25 +104,6 @@ def _decode_docs(i, t, block, packed, counts, gap_width, gap_offset, gaps1, gaps
 
 
 @njit(inline="always")
-def _posting_value(t, j, doc, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf, code, k1,
-                   delta, base):
-    """The contribution of posting ``j`` of term ``t`` (to document ``doc``), computed as the
-    exhaustive kernels compute it (float64, cast to float32)."""
-    if not packed:
-        return np.float64(csr_scores[csr_indptr[t] + j])
-    at = tf_offset[t] + j
-    width = tf_width[t]
-    if width == 1:
-        tf = np.float64(tf1[at])
-    elif width == 2:
-        tf = np.float64(tf2[at])
-    else:
-        tf = np.float64(tf4[at])
-    tfc = tf_from_norm(tf, norms[doc], code, k1, delta)
-    return np.float64(np.float32(idf[t] * (tfc - base)))
-
-
-@njit(inline="always")
 def _scored_block(tfs, at, n, i, weight, norms, code, k1, delta, base, buf_docs, buf_norms, buf_val):
     for r in range(n):
         buf_norms[r] = norms[buf_docs[i, r]]
@@ -148,17 +129,6 @@ def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, cs
         _scored_block(tf2, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_norms, buf_val)
     else:
         _scored_block(tf4, at, n, i, idf[t], norms, code, k1, delta, base, buf_docs, buf_norms, buf_val)
-
-
-@njit(inline="always")
-def _value_at(i, d, terms, block, pos, valued, buf_val, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr,
-              csr_scores, norms, idf, code, k1, delta, base):
-    """The contribution of the posting of document ``d`` at ``pos[i]`` of term row ``i``'s
-    decoded block: read when the block was scored whole, else scored alone."""
-    if valued[i] == block[i]:
-        return buf_val[i, pos[i]]
-    return _posting_value(terms[i], block[i] * BLOCK_SIZE + pos[i], d, packed, tf_width, tf_offset, tf1, tf2, tf4,
-                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base)
 
 
 @njit(cache=True, nogil=True)
