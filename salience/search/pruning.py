@@ -11,16 +11,15 @@ When it runs (``BM25(pruning=...)``):
   :data:`AUTO_MIN_POSTINGS` postings (16,384) and at least :data:`AUTO_MIN_SHARE` (95%) of the
   query's postings, and the bounds exist, with block-max WAND (:data:`AUTO_STRATEGY`). Such a
   query's top k is decided by its few rare postings, and the long list's blocks are mostly
-  stepped over (WAND steps over them by their bounds without decoding them; MaxScore, whose
-  windows suit many terms, was 2% slower on these queries). Where the postings are spread
-  over several terms, the exhaustive kernel (scoring a cache-sized chunk of documents at a
-  time) is faster than pruning's bookkeeping. Deeper cuts keep the k-th score low, so few
+  stepped over (WAND steps over them by their bounds without decoding them; MaxScore's
+  windows suit queries of many terms). Where the postings are spread over several terms, the
+  exhaustive kernel (scoring a cache-sized chunk of documents at a time) is faster than
+  pruning's bookkeeping. Deeper cuts keep the k-th score low, so few
   documents can be skipped. The rule was chosen on dev data only: a synthetic Zipf
   collection of 10^6 documents (its own seed) with its own seeded queries and the shared
   sets' **dev** queries moved onto it by frequency rank, each query timed exhaustively and by
-  both kernels (``bench/pruning_rule.py``). The
-  shared sets themselves are too small for any query to reach it, so they are searched
-  exhaustively;
+  both kernels. The shared sets themselves are too small for any query to reach it, so they
+  are searched exhaustively;
 * ``"maxscore"`` prunes every query with block-max MaxScore whenever the bounds exist;
 * ``"bmw"`` prunes every query with block-max WAND whenever the bounds exist;
 * ``"off"`` always scores every posting of the query's terms.
