@@ -19,9 +19,9 @@ same arguments as MaxScore's: every contribution by the one formula, a document'
 in the query's order, ties to the earlier document, a document dropped only when a widened
 bound is at most the k-th score.
 
-The cursor moves are written out in the loop rather than called: numba counts references to
-every array an inlined helper takes, twice per call, and those atomic counts cost more than
-the move itself.
+The cursor moves (and the cursors' insertion sort) are written out in the loop rather than
+called: numba counts references to every array an inlined helper takes, twice per call, and
+those atomic counts cost more than the move itself.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from numba import njit
 
 from salience.search._numba_kernels import _offer, _write_row
 from salience.search._pruning_numba_kernels import (_END, _block_values, _cannot_enter, _decode_docs, query_shape,
-                                                   term_bounds)
+                                                   query_term_rows)
 from salience.search.block_bounds import BLOCK_SIZE
 
 
@@ -64,17 +64,10 @@ def top_k_bmw(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_wid
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
     for q in range(len(query_indptr) - 1):
-        m = query_indptr[q + 1] - query_indptr[q]
-        at = 0
+        m = query_term_rows(q, query_indptr, query_terms, first_blocks, terms, first, n_blocks, bound_at, largest,
+                            bounds, packed, frontier_end, frontier_tf, frontier_len, block_max, idf, avg_len, code, k1,
+                            b, delta, base)
         for i in range(m):
-            t = query_terms[query_indptr[q] + i]
-            terms[i] = t
-            first[i] = first_blocks[t]
-            n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
-            bound_at[i] = at
-            largest[i] = term_bounds(packed, t, first[i], n_blocks[i], bounds, at, frontier_end, frontier_tf,
-                                     frontier_len, block_max, idf, avg_len, code, k1, b, delta, base)
-            at += n_blocks[i]
             block[i] = 0
             decoded[i] = -1
             pos[i] = 0

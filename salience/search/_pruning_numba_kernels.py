@@ -64,6 +64,27 @@ def term_bounds(packed, t, first, n_blocks, bounds, at, frontier_end, frontier_t
 
 
 @njit(inline="always")
+def query_term_rows(q, query_indptr, query_terms, first_blocks, terms, first, n_blocks, bound_at, largest, bounds,
+                    packed, frontier_end, frontier_tf, frontier_len, block_max, idf, avg_len, code, k1, b, delta,
+                    base):
+    """Query ``q``'s terms into the per-term rows: the term, its first block, its number of
+    blocks, where its blocks' bounds start in ``bounds`` (filled) and its largest bound. Returns
+    the number of terms. Once a query: the reference counts of its arrays cost nothing here."""
+    m = query_indptr[q + 1] - query_indptr[q]
+    at = 0
+    for i in range(m):
+        t = query_terms[query_indptr[q] + i]
+        terms[i] = t
+        first[i] = first_blocks[t]
+        n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
+        bound_at[i] = at
+        largest[i] = term_bounds(packed, t, first[i], n_blocks[i], bounds, at, frontier_end, frontier_tf,
+                                 frontier_len, block_max, idf, avg_len, code, k1, b, delta, base)
+        at += n_blocks[i]
+    return m
+
+
+@njit(inline="always")
 def query_shape(query_indptr, query_terms, first_blocks):
     """(the most terms of a query, the most blocks a query's terms hold together)."""
     longest, most_blocks = 1, 1
@@ -151,6 +172,7 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
     first = np.empty(longest, dtype=np.int64)  # each term's first block in the block arrays
     n_blocks = np.empty(longest, dtype=np.int64)
     bound_at = np.empty(longest, dtype=np.int64)  # each term's first block in ``bounds``
+    largest = np.empty(longest, dtype=np.float64)
     block = np.empty(longest, dtype=np.int64)
     decoded = np.empty(longest, dtype=np.int64)  # the block whose documents are in buf_docs
     valued = np.empty(longest, dtype=np.int64)  # the block whose contributions are in buf_val
@@ -165,17 +187,10 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
     for q in range(n_queries):
-        m = query_indptr[q + 1] - query_indptr[q]
-        at = 0
+        m = query_term_rows(q, query_indptr, query_terms, first_blocks, terms, first, n_blocks, bound_at, largest,
+                            bounds, packed, frontier_end, frontier_tf, frontier_len, block_max, idf, avg_len, code, k1,
+                            b, delta, base)
         for i in range(m):
-            t = query_terms[query_indptr[q] + i]
-            terms[i] = t
-            first[i] = first_blocks[t]
-            n_blocks[i] = first_blocks[t + 1] - first_blocks[t]
-            bound_at[i] = at
-            term_bounds(packed, t, first[i], n_blocks[i], bounds, at, frontier_end, frontier_tf, frontier_len,
-                        block_max, idf, avg_len, code, k1, b, delta, base)
-            at += n_blocks[i]
             block[i] = 0
             decoded[i] = -1
             valued[i] = -1
