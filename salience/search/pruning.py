@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 from salience.core import bm25_formulas as scoring
+from salience.exceptions import InvalidParameterError
 
 __all__ = ["PRUNING", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
@@ -144,6 +145,8 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
     (postings decoded, documents scored)."""
     if strategy is None:
         strategy = index.pruning if index.pruning in ("maxscore", "bmw") else AUTO_STRATEGY
+    elif strategy not in ("maxscore", "bmw"):
+        raise InvalidParameterError(f"strategy={strategy!r}: the pruning kernels are 'maxscore' and 'bmw'.")
     kernel = _kernel(strategy)
     from salience.search.topk import _kernel_arrays, rank_rows
 

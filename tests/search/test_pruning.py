@@ -176,6 +176,10 @@ def test_pruning_is_a_parameter_the_registry_checks():
     assert create("search", "lucene", pruning="bmw").pruning == "bmw"
     with pytest.raises(InvalidParameterError, match="pruning"):
         BM25(pruning="wand")
+    docs, queries = _zipf_corpus(50)
+    index = BM25(fields=("text",)).fit(docs)
+    with pytest.raises(InvalidParameterError, match="'maxscore' and 'bmw'"):
+        pruned_top_k(index, index._encode_queries(queries[:2]), 10, None, strategy="wand")
 
 
 def test_auto_prunes_the_queries_of_long_posting_lists_only(monkeypatch):
