@@ -80,12 +80,12 @@ def _phrase_lines(method: str, phrases) -> str:
     return "\n".join(lines)
 
 
-def _document_frequency(texts: list[str], language: str, options: dict):
-    """The texts' own document frequencies, over the candidates the method will find (its stop
-    words)."""
-    from salience.keywords import DocumentFrequency
+def _document_frequency(method: str, texts: list[str], options: dict):
+    """The texts' own document frequencies, learned by the method's own ``fit`` (its stop words
+    and language)."""
+    from salience.core.base import create
 
-    return DocumentFrequency(stopwords=options.get("stopwords", "auto"), language=language).fit(texts)
+    return create("keywords", method, **options).fit(texts).document_frequency_
 
 
 def _keywords_of_records(args) -> int:
@@ -101,7 +101,7 @@ def _keywords_of_records(args) -> int:
     ids, texts = _records(args)
     method, options = _keyword_method(args)
     if learns_document_frequency(method) and "document_frequency" not in options:
-        options["document_frequency"] = _document_frequency(texts, args.language, options)
+        options["document_frequency"] = _document_frequency(method, texts, options)
     results = extract_keyphrases_batch(texts, k=args.k, show_progress=show_progress(args), method=method, **options)
     languages = detect_languages(texts) if args.language == "auto" else [args.language] * len(texts)
     for doc_id, language, phrases in zip(ids, languages, results):
@@ -121,7 +121,7 @@ def _cmd_keywords_evaluate(args) -> int:
     method, options = _keyword_method(args)
     if learns_document_frequency(method) and "document_frequency" not in options:
         # unsupervised: the evaluated texts' frequencies
-        options["document_frequency"] = _document_frequency(texts, args.language, options)
+        options["document_frequency"] = _document_frequency(method, texts, options)
     start = time.perf_counter()
     predictions = [s.ids for s in extract_keyphrases_batch(texts, k=max(ks), show_progress=show_progress(args),
                                                            method=method, **options)]
