@@ -27,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import pruning  # noqa: E402
 import scale  # noqa: E402
 
-STRATEGIES = ("maxscore", "bmw")
+from salience.search.pruning import KERNELS as STRATEGIES  # noqa: E402
+
 MIN_POSTINGS = (1 << 13, 1 << 14, 1 << 15, 1 << 16, 1 << 17)
 SHARES = (0.0, 0.8, 0.9, 0.95, 0.98)
 

@@ -41,9 +41,11 @@ import numpy as np
 from salience.core import bm25_formulas as scoring
 from salience.exceptions import InvalidParameterError
 
-__all__ = ["PRUNING", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
+__all__ = ["PRUNING", "KERNELS", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
-PRUNING = ("auto", "maxscore", "bmw", "off")
+#: the pruning kernels: block-max MaxScore and block-max WAND
+KERNELS = ("maxscore", "bmw")
+PRUNING = ("auto", *KERNELS, "off")
 #: ``pruning="auto"`` prunes cuts of at most this many documents
 AUTO_MAX_K = 100
 #: ... and queries one of whose terms holds at least this many postings ...
@@ -144,8 +146,8 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
     index's ``pruning`` (``auto``'s: :data:`AUTO_STRATEGY`). ``work``, when given, accumulates
     (postings decoded, documents scored)."""
     if strategy is None:
-        strategy = index.pruning if index.pruning in ("maxscore", "bmw") else AUTO_STRATEGY
-    elif strategy not in ("maxscore", "bmw"):
+        strategy = index.pruning if index.pruning in KERNELS else AUTO_STRATEGY
+    elif strategy not in KERNELS:
         raise InvalidParameterError(f"strategy={strategy!r}: the pruning kernels are 'maxscore' and 'bmw'.")
     kernel = _kernel(strategy)
     from salience.search.topk import _kernel_arrays, rank_rows
