@@ -263,6 +263,25 @@ def _score_range(gaps, gap_at, tf_width, tf1, tf2, tf4, tf_at, p, n, doc, limit,
 
 
 @njit(inline="always")
+def _add_cached(gaps, gap_at, cached, cached_at, p, n, doc, limit, acc, first, touched, n_touched, cap):
+    """:func:`_score_range` for a term whose contributions are precomputed
+    (:mod:`salience.search.score_cache`: ``cached[cached_at + p]`` is its ``p``-th posting's,
+    the value :func:`_posting_values` computes): one loop decodes each document and adds its
+    contribution, no length norm read and no division. Returns ``(p, doc, n_touched)``."""
+    while p < n:
+        following = doc + np.int64(gaps[gap_at + p])
+        if following >= limit:
+            break
+        doc = following
+        acc[doc - first] += np.float64(cached[cached_at + p])
+        if cap > 0:  # loop-invariant, as in _decode_range
+            touched[min(n_touched, cap)] = doc
+            n_touched += 1
+        p += 1
+    return p, doc, n_touched
+
+
+@njit(inline="always")
 def _offer_chunk(docs, count, first, acc, mask, k, heap_val, heap_idx, size):
     """Offer a chunk's documents with their accumulated scores to the bounded heap, each score
     cleared as it is read: those of ``docs[:count]`` (``docs`` None: the ``count`` documents
@@ -283,7 +302,7 @@ def _offer_chunk(docs, count, first, acc, mask, k, heap_val, heap_idx, size):
 
 @njit(cache=True, nogil=True)
 def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
-                 norms, idf, code, k1, delta, base, query_indptr, query_terms, n_docs, k, mask,
+                 norms, idf, code, k1, delta, base, cached_at, cached, query_indptr, query_terms, n_docs, k, mask,
                  out_idx, out_val, out_count, chunk):
     """:func:`top_k_queries` over packed postings (:mod:`salience.search.packed`), scored as
     they are read (``norms``: each document's ``bm25_formulas.length_norm``), so nothing but the
@@ -297,7 +316,11 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
     miss it on every posting; a document's terms are still added in the query's order, so its
     score is the same to the bit. A chunk's touched documents are listed so that a sparse chunk
     offers only those; a query whose postings would overflow every chunk's list skips the
-    listing and offers each chunk whole: for a long query the listing is pure overhead."""
+    listing and offers each chunk whole: for a long query the listing is pure overhead.
+
+    A term with ``cached_at[t] >= 0`` (``cached_at`` may be empty: none) has its contributions
+    precomputed in ``cached`` from there (:mod:`salience.search.score_cache`), read instead of
+    computed: the same values, so the same scores."""
     acc = np.zeros(chunk, dtype=np.float64)
     heap_val = np.empty(k, dtype=np.float64)
     heap_idx = np.empty(k, dtype=np.int64)
@@ -331,7 +354,21 @@ def top_k_packed(counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, t
                 if position[j] == counts[t]:
                     continue
                 width = gap_width[t]
-                if width == 1:
+                at = cached_at[t] if len(cached_at) else -1
+                if at >= 0:  # precomputed contributions: one loop per gap width, as below
+                    if width == 1:
+                        position[j], previous[j], n_touched = _add_cached(
+                            gaps1, gap_offset[t], cached, at, position[j], counts[t], previous[j], limit, acc, first,
+                            touched, n_touched, room)
+                    elif width == 2:
+                        position[j], previous[j], n_touched = _add_cached(
+                            gaps2, gap_offset[t], cached, at, position[j], counts[t], previous[j], limit, acc, first,
+                            touched, n_touched, room)
+                    else:
+                        position[j], previous[j], n_touched = _add_cached(
+                            gaps4, gap_offset[t], cached, at, position[j], counts[t], previous[j], limit, acc, first,
+                            touched, n_touched, room)
+                elif width == 1:
                     position[j], previous[j], n_touched = _score_range(
                         gaps1, gap_offset[t], tf_width[t], tf1, tf2, tf4, tf_offset[t], position[j], counts[t],
                         previous[j], limit, norms, idf[t], code, k1, delta, base, acc, first, touched, n_touched, room,

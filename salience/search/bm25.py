@@ -92,6 +92,11 @@ class BM25(SegmentedIndex, PostingScores):
         top k and scores, reading a fraction of the postings; ``auto`` prunes the queries of
         at most 5 terms one of which holds at least 16,384 postings and 95% of the query's,
         for cuts of at most 100 documents, with :data:`~salience.search.pruning.AUTO_STRATEGY`.
+    score_cache_mb : float
+        Memory (MiB) for the precomputed contributions of a saved (packed) index's longest
+        posting lists (:mod:`salience.search.score_cache`), 4 bytes a posting, filled as
+        queries first read them: a long query then reads its common terms' scores instead of
+        computing them, the same scores faster. 0: none.
 
     Examples
     --------
@@ -111,7 +116,8 @@ class BM25(SegmentedIndex, PostingScores):
                               "k1": [Interval("real", 0)],
                               "b": [Interval("real", 0, 1)], "delta": [Interval("real", 0)],
                               "backend": [Options(_BACKENDS)], "tokenizer": [None, Tokenizer],
-                              "store_documents": [bool], "pruning": [Options(PRUNING)]}
+                              "store_documents": [bool], "pruning": [Options(PRUNING)],
+                              "score_cache_mb": [Interval("real", 0)]}
 
     def __init__(
         self,
@@ -126,9 +132,10 @@ class BM25(SegmentedIndex, PostingScores):
         store_documents: bool = True,
         backend: str = "auto",
         pruning: str = "auto",
+        score_cache_mb: float = 512,
     ):
         self.variant, self.k1, self.b, self.delta, self.backend = variant, k1, b, delta, backend
-        self.pruning = pruning
+        self.pruning, self.score_cache_mb = pruning, score_cache_mb
         self.fields, self.field_weights, self.tokenizer, self.store_documents = fields, field_weights, tokenizer, store_documents
         # what the index computes with, derived from the parameters as given (a trailing underscore, as
         # scikit-learn names what it derives): get_params returns the parameters untouched
@@ -159,7 +166,8 @@ class BM25(SegmentedIndex, PostingScores):
         shard is built with."""
         return {"variant": self.variant, "k1": float(self.k1), "b": float(self.b), "delta": float(self.delta),
                 "fields": list(self.fields_), "field_weights": dict(self.field_weights_), "tokenizer": self.tokenizer_,
-                "store_documents": self.store_documents, "backend": self.backend, "pruning": self.pruning}
+                "store_documents": self.store_documents, "backend": self.backend, "pruning": self.pruning,
+                "score_cache_mb": self.score_cache_mb}
 
     def __repr__(self) -> str:
         state = f"{self.n_docs} documents" if self._has_data() else "not indexed"
@@ -287,7 +295,7 @@ class BM25(SegmentedIndex, PostingScores):
         kernel = self._kernel()
         if kernel is not None and self._packed is not None:  # decoded and scored inside the kernel
             return top_k_packed_numba(self._packed, self._length_norms(), self._idf, self.variant, self.k1,
-                                      self.delta, encoded, k, mask, ordered=ordered)
+                                      self.delta, encoded, k, mask, ordered=ordered, cache=self._score_cache())
         scores, rows = self._query_scores(encoded)
         if kernel is not None:
             return top_k_numba(kernel, scores, rows, k, mask, ordered)

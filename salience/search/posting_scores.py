@@ -70,6 +70,21 @@ class PostingScores:
             self._norms_cache = cached
         return cached[1]
 
+    def _score_cache(self):
+        """The :class:`~salience.search.score_cache.ScoreCache` of the packed postings under the
+        current statistics (a new one when they changed), or None with ``score_cache_mb=0``."""
+        from salience.search.score_cache import ScoreCache
+
+        budget = int(self.score_cache_mb * 2**20)
+        if budget <= 0 or self._packed is None:
+            return None
+        norms = self._length_norms()
+        cache = getattr(self, "_cache", None)
+        if cache is None or not cache.serves(self._packed, norms, self._idf, self.variant, self.k1, self.delta, budget):
+            cache = ScoreCache(self._packed, norms, self._idf, self.variant, self.k1, self.delta, budget)
+            self._cache = cache
+        return cache
+
     def collection_statistics(self) -> tuple[list[str], np.ndarray, int, float]:
         """(terms, each term's live document frequency, live documents, their total length):
         what a sharded index sums over its shards for global statistics."""

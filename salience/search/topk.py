@@ -144,15 +144,18 @@ def empty_rows(n_queries: int, k: int, n_total: int) -> tuple[np.ndarray, np.nda
 
 def top_k_packed_numba(packed, norms: np.ndarray, idf: np.ndarray, variant: str, k1: float, delta: float,
                        encoded: list[list[int]], k: int, mask: np.ndarray | None, chunk: int = SCORE_CHUNK,
-                       ordered: bool = True):
+                       ordered: bool = True, cache=None):
     """The compiled kernel's top ``k`` per query over packed postings (:mod:`salience.search.packed`),
     each posting scored as it is read, as :func:`~salience.search.scoring.posting_scores` does
-    (``norms``: each document's :func:`~salience.core.bm25_formulas.length_norm`); best first
-    (``ordered``) or in any order."""
+    (``norms``: each document's :func:`~salience.core.bm25_formulas.length_norm`), or read from
+    ``cache`` (a :class:`~salience.search.score_cache.ScoreCache` of these postings and
+    statistics); best first (``ordered``) or in any order."""
     from salience.core import bm25_formulas as scoring
     from salience.search._numba_kernels import top_k_packed
+    from salience.search.score_cache import NO_CACHE
 
     arrays = _kernel_arrays(encoded, k, len(norms), mask)
+    cached = cache.arrays(encoded) if cache is not None else NO_CACHE
     top_k_packed(*packed.kernel_arrays(), norms, idf, scoring.VARIANTS.index(variant), float(k1), float(delta),
-                 float(scoring.nonoccurrence_component(variant, k1, delta)), *arrays, int(chunk))
+                 float(scoring.nonoccurrence_component(variant, k1, delta)), *cached, *arrays, int(chunk))
     return rank_rows(*arrays[-3:]) if ordered else arrays[-3:]

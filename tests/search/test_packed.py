@@ -108,7 +108,7 @@ def test_the_packed_kernel_gives_the_same_top_k_whatever_documents_it_scores_at_
     memory = BM25(backend="numba").index(DOCS)
     memory.save(tmp_path / "ix")
     packed = BM25.load(tmp_path / "ix")
-    monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True))  # (chunk, ordered)
+    monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True, None))  # (chunk, ordered, cache)
     _equal_results(packed, memory)
     mask = {"year": {"<": 2000}}
     for query in QUERIES:
@@ -132,7 +132,7 @@ def test_the_packed_kernel_scores_long_lists_a_batch_at_a_time_as_the_index_in_m
     packed = BM25.load(tmp_path / "ix")
     assert packed._packed is not None
     for chunk in (POSTING_BATCH, 1 << 15):
-        monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True))  # (chunk, ordered)
+        monkeypatch.setattr(topk.top_k_packed_numba, "__defaults__", (chunk, True, None))  # (chunk, ordered, cache)
         for query in ("every", "every rare", "rare every w3", "w3 w4 every"):
             for k in (1, 10, 200):
                 x, y = packed.search(query, k=k), memory.search(query, k=k)
