@@ -38,7 +38,7 @@ from salience.search.block_bounds import BLOCK_SIZE
 @njit(cache=True, nogil=True)
 def top_k_bmw(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
               csr_indptr, csr_indices, csr_scores, first_blocks, block_last, frontier_end, frontier_tf,
-              frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base,
+              frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base, cached_at, cached,
               query_indptr, query_terms, k, mask, out_idx, out_val, out_count, work):
     """Each query's best ``k`` documents with a positive score, in heap order, into row ``q`` of
     the outputs: the arguments and rows of
@@ -132,8 +132,8 @@ def top_k_bmw(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_wid
                         length[i] = _decode_docs(i, terms[i], c, packed, counts, gap_width, gap_offset, gaps1, gaps2,
                                                  gaps4, csr_indptr, csr_indices, first[i], block_last, buf_docs)
                         _block_values(i, terms[i], c, length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
-                                      csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs, buf_norms,
-                                      buf_val)
+                                      csr_indptr, csr_scores, cached_at, cached, norms, idf, code, k1, delta, base,
+                                      buf_docs, buf_norms, buf_val)
                         work[0] += length[i]
                         decoded[i] = c
                         p = 0

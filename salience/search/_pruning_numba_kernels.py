@@ -132,15 +132,17 @@ def _scored_block(tfs, at, n, i, weight, norms, code, k1, delta, base, buf_docs,
 
 
 @njit(inline="always")
-def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, norms, idf,
-                  code, k1, delta, base, buf_docs, buf_norms, buf_val):
+def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, csr_indptr, csr_scores, cached_at,
+                  cached, norms, idf, code, k1, delta, base, buf_docs, buf_norms, buf_val):
     """The contributions of the ``n`` postings of block ``block`` of term ``t`` (its documents
-    in row ``i`` of ``buf_docs``) into row ``i`` of ``buf_val``."""
+    in row ``i`` of ``buf_docs``) into row ``i`` of ``buf_val``: precomputed (in memory, or a
+    packed term in the score cache, ``cached_at[t] >= 0``) or computed."""
     start = block * BLOCK_SIZE
-    if not packed:
-        at = csr_indptr[t] + start
+    if not packed or (len(cached_at) and cached_at[t] >= 0):
+        at = csr_indptr[t] + start if not packed else cached_at[t] + start
+        values = csr_scores if not packed else cached
         for r in range(n):
-            buf_val[i, r] = np.float64(csr_scores[at + r])
+            buf_val[i, r] = np.float64(values[at + r])
         return
     at = tf_offset[t] + start
     width = tf_width[t]
@@ -155,7 +157,7 @@ def _block_values(i, t, block, n, packed, tf_width, tf_offset, tf1, tf2, tf4, cs
 @njit(cache=True, nogil=True)
 def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_width, tf_offset, tf1, tf2, tf4,
                  csr_indptr, csr_indices, csr_scores, first_blocks, block_last, frontier_end, frontier_tf,
-                 frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base,
+                 frontier_len, block_max, norms, idf, avg_len, code, k1, b, delta, base, cached_at, cached,
                  query_indptr, query_terms, k, mask, out_idx, out_val, out_count, work):
     """Each query's best ``k`` documents with a positive score, in heap order, into row ``q`` of
     the outputs, as :func:`~salience.search._numba_kernels.top_k_packed` (``packed``) or
@@ -241,8 +243,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     pos[i] = 0
                 if valued[i] != block[i]:  # an essential block adds every posting: all are scored
                     _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
-                                  csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs, buf_norms,
-                                  buf_val)
+                                  csr_indptr, csr_scores, cached_at, cached, norms, idf, code, k1, delta, base,
+                                  buf_docs, buf_norms, buf_val)
                     valued[i] = block[i]
                 while pos[i] < length[i] and buf_docs[i, pos[i]] < start:
                     pos[i] += 1
@@ -284,8 +286,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
                         if valued[i] != block[i]:  # a block looked up in: its contributions computed whole, once
                             _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
-                                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs,
-                                          buf_norms, buf_val)
+                                          csr_indptr, csr_scores, cached_at, cached, norms, idf, code, k1, delta, base,
+                                          buf_docs, buf_norms, buf_val)
                             valued[i] = block[i]
                         partial += buf_val[i, pos[i]]
                 if not enters:
@@ -302,8 +304,8 @@ def top_k_pruned(packed, counts, gap_width, gap_offset, gaps1, gaps2, gaps4, tf_
                     if pos[i] < length[i] and buf_docs[i, pos[i]] == d:
                         if valued[i] != block[i]:
                             _block_values(i, terms[i], block[i], length[i], packed, tf_width, tf_offset, tf1, tf2, tf4,
-                                          csr_indptr, csr_scores, norms, idf, code, k1, delta, base, buf_docs,
-                                          buf_norms, buf_val)
+                                          csr_indptr, csr_scores, cached_at, cached, norms, idf, code, k1, delta, base,
+                                          buf_docs, buf_norms, buf_val)
                             valued[i] = block[i]
                         score += buf_val[i, pos[i]]
                 if score > 0.0:

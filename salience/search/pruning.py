@@ -40,6 +40,7 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 from salience.exceptions import InvalidParameterError
+from salience.search.score_cache import NO_CACHE
 
 __all__ = ["PRUNING", "KERNELS", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
@@ -160,6 +161,8 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
         csr = (_EMPTY_I, _EMPTY_I, _EMPTY_F)
         blocks = (bounds.starts, bounds.last, bounds.frontier_end, bounds.frontier_tf, bounds.frontier_len, _EMPTY_F)
         norms = index._length_norms()
+        cache = index._score_cache()  # the longest lists' contributions, read instead of computed
+        cached = cache.arrays(encoded) if cache is not None else NO_CACHE
     else:
         scores = index._scores_matrix
         starts, last, maxima = _memory_bounds(index)
@@ -172,12 +175,13 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
         csr = (scores.indptr.astype(np.int64, copy=False), scores.indices, scores.data)
         blocks = (starts, last, _EMPTY_I, _EMPTY_F, _EMPTY_F, maxima)
         norms = _EMPTY_F64  # the postings' scores are precomputed
+        cached = NO_CACHE
     arrays = _kernel_arrays(encoded, k, n_docs, mask)
     query_indptr, query_terms, _, k_used, mask_used = arrays[:5]
     out_idx, out_val, out_count = arrays[-3:]
     base = float(scoring.nonoccurrence_component(index.variant, index.k1, index.delta))
     kernel(packed is not None, counts, gap_width, gap_offset, g1, g2, g4, tf_width, tf_offset, t1, t2, t4, *csr,
            *blocks, norms, index._idf, float(index._avg_len), scoring.VARIANTS.index(index.variant),
-           float(index.k1), float(index.b), float(index.delta), base, query_indptr, query_terms, k_used, mask_used,
+           float(index.k1), float(index.b), float(index.delta), base, *cached, query_indptr, query_terms, k_used, mask_used,
            out_idx, out_val, out_count, work if work is not None else np.zeros(2, dtype=np.int64))
     return rank_rows(out_idx, out_val, out_count) if ordered else (out_idx, out_val, out_count)

@@ -111,6 +111,28 @@ def test_synthetic_corpora_every_variant_filters_and_deletions(variant, n, tmp_p
     _same(reopened, queries, 10)
 
 
+@pytest.mark.parametrize("variant", ["lucene", "bm25+", "tfidf"])
+def test_pruned_and_exhaustive_searches_read_the_score_cache_to_the_same_top_k(variant, tmp_path, monkeypatch):
+    # the longest lists' contributions precomputed (a budget for about half the postings: some
+    # query terms cached, some not), read by both kernels' blocks and by exhaustive scoring
+    from salience.search import score_cache
+
+    monkeypatch.setattr(score_cache, "MIN_POSTINGS", 1)
+    docs, queries = _zipf_corpus(4000, seed=5)
+    memory = BM25(variant=variant, fields=("text",)).fit(docs)
+    memory.save(tmp_path / "ix")
+    packed = BM25.load(tmp_path / "ix")
+    packed.score_cache_mb = 2.0 * int(packed._packed.counts.sum()) / 2**20
+    for k in (1, 10, 50):
+        expected, _ = _same(packed, queries, k)
+        for a, b in zip(expected, memory.search_batch(queries, k=k)):
+            assert a.ids == b.ids and np.array_equal(a.values, b.values)
+    _same(packed, queries, 10, where={"year": 2001})
+    cache = packed._score_cache()
+    cached = cache.offsets >= 0
+    assert cached.any() and (packed._packed.counts[~cached] > 0).any() and cache.nbytes <= packed.score_cache_mb * 2**20
+
+
 def test_a_query_whose_terms_are_all_absent_finds_nothing():
     docs, _ = _zipf_corpus(200)
     index = BM25(fields=("text",)).fit(docs)
