@@ -70,12 +70,16 @@ class PostingScores:
             self._norms_cache = cached
         return cached[1]
 
+    #: the part of ``score_cache_mb`` this index may use: a sharded index holding its shards in
+    #: one process gives each its part of the one budget
+    score_cache_share = 1.0
+
     def _score_cache(self):
         """The :class:`~salience.search.score_cache.ScoreCache` of the packed postings under the
         current statistics (a new one when they changed), or None with ``score_cache_mb=0``."""
         from salience.search.score_cache import ScoreCache
 
-        budget = int(self.score_cache_mb * 2**20)
+        budget = int(self.score_cache_mb * self.score_cache_share * 2**20)
         if budget <= 0 or self._packed is None:
             return None
         norms = self._length_norms()

@@ -121,9 +121,14 @@ class ShardedIndex(Index):
         return (self.shard if self.shard is not None else BM25()).resolved_params()
 
     def _attach(self, shards: list, params: dict, path: Path | None = None) -> "ShardedIndex":
-        """Hold ``shards`` (built or loaded with ``params``) and share their statistics."""
+        """Hold ``shards`` (built or loaded with ``params``) and share their statistics. The
+        shards held in this process share one score-cache budget (``score_cache_mb``): each
+        takes its part; a shard in a Ray actor keeps the whole budget in its own process."""
         self._shards, self._params, self._path = shards, dict(params), path
         self.n_shards = len(shards)
+        local = [shard for shard in shards if isinstance(shard, LocalShard)]
+        for shard in local:
+            shard.index.score_cache_share = 1.0 / len(local)
         self._share_statistics()
         return self
 

@@ -142,3 +142,27 @@ def test_threads_filling_the_cache_together_get_the_same_answers(tmp_path, small
 def test_a_negative_budget_is_refused_by_name():
     with pytest.raises(InvalidParameterError, match="score_cache_mb"):
         BM25(score_cache_mb=-1)
+
+
+def test_shards_held_in_one_process_share_one_budget_and_score_with_the_collection_statistics(tmp_path,
+                                                                                             small_lists_cached):
+    from salience.search.shards import ShardedIndex
+
+    docs = [dict(d) for d in DOCS]
+    ShardedIndex.build(docs, n_shards=4, out=tmp_path / "sharded", n_jobs=1)
+    loaded = ShardedIndex.load(tmp_path / "sharded")
+    single = BM25(backend="numba").index(docs)
+    for a, b in zip(single.search_batch(QUERIES, k=10), loaded.search_batch(QUERIES, k=10)):
+        np.testing.assert_allclose(a.values, b.values, rtol=1e-6)
+    budgets = []
+    for shard in loaded._shards:
+        cache = shard.index._score_cache()
+        assert cache is not None and cache.nbytes > 0  # filled with the shared statistics' contributions
+        assert cache.serves(shard.index._packed, shard.index._length_norms(), shard.index._idf, "lucene", 1.5, 0.5,
+                            cache.budget_bytes)
+        budgets.append(cache.budget_bytes)
+    assert budgets == [BM25().score_cache_mb * 2**20 / 4] * 4
+    # the share is the process's, not a parameter: a commit writes the shards as they were built
+    loaded.add([{"_id": "new", "text": "w1 w2"}]).commit()
+    reloaded = ShardedIndex.load(tmp_path / "sharded")
+    assert all(s.index.score_cache_mb == BM25().score_cache_mb for s in reloaded._shards)
