@@ -70,6 +70,10 @@ class PostingScores:
             self._norms_cache = cached
         return cached[1]
 
+    def __getstate__(self) -> dict:
+        # the score cache is memory for speed, refilled on use: never pickled (nor its lock)
+        return {k: v for k, v in self.__dict__.items() if k != "_cache"}
+
     #: the part of ``score_cache_mb`` this index may use: a sharded index holding its shards in
     #: one process gives each its part of the one budget
     score_cache_share = 1.0

@@ -166,3 +166,15 @@ def test_shards_held_in_one_process_share_one_budget_and_score_with_the_collecti
     loaded.add([{"_id": "new", "text": "w1 w2"}]).commit()
     reloaded = ShardedIndex.load(tmp_path / "sharded")
     assert all(s.index.score_cache_mb == BM25().score_cache_mb for s in reloaded._shards)
+
+
+def test_an_index_pickles_without_its_cache_and_fills_a_new_one(tmp_path, small_lists_cached):
+    import pickle
+
+    memory, packed = _saved(tmp_path, {})
+    packed.search_batch(QUERIES)
+    assert packed._score_cache().nbytes > 0
+    again = pickle.loads(pickle.dumps(packed))
+    assert "_cache" not in again.__dict__
+    _assert_same(again, memory)
+    assert again._score_cache().nbytes > 0
