@@ -265,6 +265,8 @@ def render(result: dict, command: str, seconds: float) -> str:
             name = PEER_NAMES.get(peer, peer)
             lines.append(f"| {size['n']:,} | {name} | {found['qps']:,.0f} | {found['p50_ms']:.2f} | "
                          f"{found['p99_ms']:.2f} | {ours['auto_qps'] / found['qps']:.2f}x | {found['overlap']:.3f} |")
+    if not _peers(result):  # no peer ran: the set rows above give salience's own figures
+        return "\n".join(lines + _roofline(result) + cost_model(result))
     lines += ["", "Each query set against the peers (queries/s; salience with `pruning=\"auto\"`, the default):", "",
               "| documents | queries | salience | " + " | ".join(PEER_NAMES.get(p, p) for p in _peers(result)) + " | "
               + " | ".join(f"salience / {PEER_NAMES.get(p, p)}" for p in _peers(result)) + " |",
@@ -287,7 +289,16 @@ def render(result: dict, command: str, seconds: float) -> str:
         lines.append(f"| {size['n']:,} | all, from the set passes | {ours_sets:,.0f} | "
                      + " | ".join(f"{q:,.0f}" if q == q else "—" for q in peers) + " | "
                      + " | ".join(f"{ours_sets / q:.2f}x" if q == q else "—" for q in peers) + " |")
-    lines += ["", f"The roofline: exhaustive scoring reads each query term's packed postings once (gaps and term "
+    lines += _roofline(result)
+    if result.get("bm25s_max") and any(size["n"] > result["bm25s_max"] for size in result["sizes"]):
+        lines += [f"bm25s runs up to {result['bm25s_max']:,} documents: it is handed the corpus as a list and holds "
+                  "its scores in memory (11.8 GB at 10^6 in `bench/scale.py`'s run 1), which 10^7 would not fit.", ""]
+    lines += cost_model(result)
+    return "\n".join(lines)
+
+
+def _roofline(result: dict) -> list[str]:
+    return ["", f"The roofline: exhaustive scoring reads each query term's packed postings once (gaps and term "
                   f"frequencies, 1-4 bytes each, or for a cached term its contributions, 4 bytes each). The share is "
                   f"of one core's measured read bandwidth ({result['read_gb_s']:.1f} GB/s, `bench/limits.py`). The "
                   "scan is not bound by reading the postings: per posting it decodes a gap (a serial running sum), "
@@ -295,11 +306,6 @@ def render(result: dict, command: str, seconds: float) -> str:
                   "then it adds to the accumulator, held in L2 for the chunk. Pruning decodes fewer postings "
                   "per query (a block is decoded, and its contributions computed, when a document is looked up in "
                   "it); the table gives the share decoded.", ""]
-    if result.get("bm25s_max") and any(size["n"] > result["bm25s_max"] for size in result["sizes"]):
-        lines += [f"bm25s runs up to {result['bm25s_max']:,} documents: it is handed the corpus as a list and holds "
-                  "its scores in memory (11.8 GB at 10^6 in `bench/scale.py`'s run 1), which 10^7 would not fit.", ""]
-    lines += cost_model(result)
-    return "\n".join(lines)
 
 
 def _cache_note(result: dict) -> list[str]:
