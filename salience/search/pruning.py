@@ -40,7 +40,7 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 from salience.exceptions import InvalidParameterError
-from salience.search.score_cache import NO_CACHE
+from salience.search.score_cache import NO_CACHE, kernel_cache
 
 __all__ = ["PRUNING", "KERNELS", "AUTO_STRATEGY", "AUTO_MAX_K", "AUTO_MIN_POSTINGS", "AUTO_MIN_SHARE", "AUTO_MAX_TERMS", "queries_to_prune", "pruned_top_k", "NoBlockBoundsWarning"]
 
@@ -161,8 +161,7 @@ def pruned_top_k(index, encoded: list[list[int]], k: int, mask: np.ndarray | Non
         csr = (_EMPTY_I, _EMPTY_I, _EMPTY_F)
         blocks = (bounds.starts, bounds.last, bounds.frontier_end, bounds.frontier_tf, bounds.frontier_len, _EMPTY_F)
         norms = index._length_norms()
-        cache = index._score_cache()  # the longest lists' contributions, read instead of computed
-        cached = cache.arrays(encoded) if cache is not None else NO_CACHE
+        cached = kernel_cache(index._score_cache(), encoded)  # the longest lists' contributions, read, not computed
     else:
         scores = index._scores_matrix
         starts, last, maxima = _memory_bounds(index)

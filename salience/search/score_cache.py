@@ -23,7 +23,7 @@ import numpy as np
 
 from salience.core import bm25_formulas as scoring
 
-__all__ = ["ScoreCache", "MIN_POSTINGS", "NO_CACHE"]
+__all__ = ["ScoreCache", "MIN_POSTINGS", "NO_CACHE", "kernel_cache"]
 
 #: a term is cached only from this many postings: below, computing as it is read is cheap
 #: and the Python work of filling the cache would not pay back
@@ -63,7 +63,7 @@ class ScoreCache:
             return int(counts.max(initial=0)) + 1  # nothing fits
         if fits < len(ordered) and ordered[fits] == ordered[fits - 1]:
             return int(ordered[fits - 1]) + 1  # a tie straddles the cut: all of it left out
-        return max(MIN_POSTINGS, int(ordered[fits - 1]))
+        return int(ordered[fits - 1])  # every list here holds MIN_POSTINGS or more
 
     def serves(self, packed, norms: np.ndarray, idf: np.ndarray, variant: str, k1: float, delta: float,
                budget_bytes: int) -> bool:
@@ -99,3 +99,8 @@ class ScoreCache:
     def nbytes(self) -> int:
         """Bytes of contributions held."""
         return self.used * 4
+
+
+def kernel_cache(cache: "ScoreCache | None", encoded: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+    """What a kernel takes for ``cache`` (None: nothing cached) and these queries."""
+    return cache.arrays(encoded) if cache is not None else NO_CACHE

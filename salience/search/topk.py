@@ -152,10 +152,10 @@ def top_k_packed_numba(packed, norms: np.ndarray, idf: np.ndarray, variant: str,
     statistics); best first (``ordered``) or in any order."""
     from salience.core import bm25_formulas as scoring
     from salience.search._numba_kernels import top_k_packed
-    from salience.search.score_cache import NO_CACHE
+    from salience.search.score_cache import kernel_cache
 
     arrays = _kernel_arrays(encoded, k, len(norms), mask)
-    cached = cache.arrays(encoded) if cache is not None else NO_CACHE
+    cached = kernel_cache(cache, encoded)
     top_k_packed(*packed.kernel_arrays(), norms, idf, scoring.VARIANTS.index(variant), float(k1), float(delta),
                  float(scoring.nonoccurrence_component(variant, k1, delta)), *cached, *arrays, int(chunk))
     return rank_rows(*arrays[-3:]) if ordered else arrays[-3:]
