@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 import warnings
-from collections import Counter
 from itertools import chain, repeat
 from dataclasses import dataclass
 from functools import lru_cache
@@ -284,6 +283,7 @@ _PREVALENCE = ("en", "ru", "es", "de", "fr", "ja", "pt", "it", "fa", "pl", "zh",
 
 
 @lru_cache(maxsize=1)
+@lru_cache(maxsize=1)
 def _tie_breaker() -> np.ndarray:
     codes = _detectable()
     rank = {code: i for i, code in enumerate(_PREVALENCE)}
@@ -387,28 +387,40 @@ def detect_language(text: str) -> str:
     head = text[:40 * DETECT_TOKENS]
     words = ascii_joined_words(head)
     if words is not None and (len(words) >= DETECT_TOKENS or len(head) == len(text)):
-        tokens, owners = words[:DETECT_TOKENS], _ascii_stopword_index()
+        tokens, (sets, weights, members) = words[:DETECT_TOKENS], _ascii_language_sets()
     else:
         tokens = _WORD.findall(head)
         if len(tokens) < DETECT_TOKENS and len(text) > len(head):
             tokens = _WORD.findall(text)  # very long words: read on
         tokens = "\n".join(tokens[:DETECT_TOKENS]).lower().split("\n") if tokens else []
-        owners = _stopword_index()
-    votes, coverage = [0.0] * len(_detectable()), [0.0] * len(_detectable())
-    for word, count in Counter(tokens).items():
-        langs = owners.get(word)
-        if langs is None:
-            continue
-        for i in langs:
-            votes[i] += count / len(langs)
-            coverage[i] += count
-    return _by_script(_decide(np.array([votes]), np.array([coverage]), np.array([len(tokens)])), [text])[0]
+        sets, weights, members = _language_sets()
+    # each listed token counted under the set of languages listing it, then one product per vote
+    of_token = np.fromiter(map(sets.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
+    counts = np.bincount(of_token[of_token >= 0], minlength=len(weights))
+    present = np.flatnonzero(counts)  # a text meets few of the sets: the products over those alone
+    counts = counts[present].astype(np.float64)
+    votes, coverage = counts @ weights[present], counts @ members[present]
+    return _by_script(_decide(votes[None], coverage[None], np.array([len(tokens)])), [text])[0]
 
 
 @lru_cache(maxsize=1)
-def _ascii_stopword_index() -> dict[bytes, tuple[int, ...]]:
-    """:func:`_stopword_index`'s ASCII words, as bytes (the tokens of :func:`ascii_joined_words`)."""
-    return {word.encode("ascii"): langs for word, langs in _stopword_index().items() if word.isascii()}
+def _language_sets() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Each stop word -> the index of the set of languages listing it; and per set, its vote for
+    each language (one over the set's size where listed) and its membership (1 where listed)."""
+    owners = _stopword_index()
+    distinct = {langs: i for i, langs in enumerate(dict.fromkeys(owners.values()))}
+    members = np.zeros((len(distinct), len(_detectable())))
+    for langs, i in distinct.items():
+        members[i, list(langs)] = 1.0
+    weights = members / members.sum(axis=1, keepdims=True)
+    return {word: distinct[langs] for word, langs in owners.items()}, weights, members
+
+
+@lru_cache(maxsize=1)
+def _ascii_language_sets() -> tuple[dict[bytes, int], np.ndarray, np.ndarray]:
+    """:func:`_language_sets` with its ASCII words as bytes (the tokens of :func:`ascii_joined_words`)."""
+    sets, weights, members = _language_sets()
+    return {word.encode("ascii"): i for word, i in sets.items() if word.isascii()}, weights, members
 
 
 def _number(values: list[str]) -> tuple[np.ndarray, list[str]]:
