@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from itertools import chain, repeat
+from itertools import repeat
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Sequence
@@ -242,14 +242,23 @@ def _stopword_index() -> dict[str, tuple[int, ...]]:
 
 
 @lru_cache(maxsize=1)
-def _stopword_rows() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
-    """:func:`_stopword_index` as arrays: (stop word -> row, each row's start in the languages,
-    the languages of every row one after another)."""
+def _language_sets() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
+    """Each stop word -> the index of the set of languages listing it; and per set, its vote for
+    each language (one over the set's size where listed) and its membership (1 where listed)."""
     owners = _stopword_index()
-    sizes = np.fromiter(map(len, owners.values()), dtype=np.int64, count=len(owners))
-    row_start = np.concatenate(([0], np.cumsum(sizes)))
-    row_langs = np.fromiter(chain.from_iterable(owners.values()), dtype=np.int64, count=int(row_start[-1]))
-    return {word: r for r, word in enumerate(owners)}, row_start, row_langs
+    distinct = {langs: i for i, langs in enumerate(dict.fromkeys(owners.values()))}
+    members = np.zeros((len(distinct), len(_detectable())))
+    for langs, i in distinct.items():
+        members[i, list(langs)] = 1.0
+    weights = members / members.sum(axis=1, keepdims=True)
+    return {word: distinct[langs] for word, langs in owners.items()}, weights, members
+
+
+@lru_cache(maxsize=1)
+def _ascii_language_sets() -> tuple[dict[bytes, int], np.ndarray, np.ndarray]:
+    """:func:`_language_sets` with its ASCII words as bytes (the tokens of :func:`ascii_joined_words`)."""
+    sets, weights, members = _language_sets()
+    return {word.encode("ascii"): i for word, i in sets.items() if word.isascii()}, weights, members
 
 
 # Scripts that a single supported language writes (or that tell it, like kana for Japanese):
@@ -298,8 +307,6 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     Given the ``texts``, those the vote leaves undetermined are told by their script."""
     from scipy import sparse
 
-    codes = _detectable()
-    n_lang = len(codes)
     # the first DETECT_TOKENS tokens of each document vote (enough, and bounded for huge texts)
     doc_start = np.searchsorted(doc_of_token, np.arange(n_docs + 1))
     tokens_per_doc = np.minimum(np.diff(doc_start), DETECT_TOKENS)
@@ -308,31 +315,28 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
         lower_of_token, doc_of_token = lower_of_token[keep], doc_of_token[keep]
     out = [UNDETERMINED] * n_docs
     # every token on some list votes for each language listing it, weighted by one over the
-    # lists its word is on: (documents x listed words) counts times (listed words x languages)
-    rows, row_start, row_langs = _stopword_rows()
-    row_of_word = np.fromiter(map(rows.get, lowers, repeat(-1)), dtype=np.int64, count=len(lowers))
-    listed_words = np.flatnonzero(row_of_word >= 0)
-    if not len(listed_words):
+    # lists its word is on. Words listed by the same languages vote alike: (documents x sets of
+    # languages met) counts times (sets x languages), a few dozen sets where words are hundreds
+    sets, set_weights, set_members = _language_sets()
+    set_of_word = np.fromiter(map(sets.get, lowers, repeat(-1)), dtype=np.int64, count=len(lowers))
+    token_set = set_of_word[lower_of_token]
+    listed = token_set >= 0
+    if not listed.any():
         return _by_script(out, texts)
-    local = np.full(len(lowers), -1, dtype=np.int64)
-    local[listed_words] = np.arange(len(listed_words))
-    token_word = local[lower_of_token]
-    listed = token_word >= 0
-    n_listed = len(listed_words)
-    if n_docs * n_listed <= _DENSE_VOTE_CELLS:  # dense counts: no sparse matrix to build
-        cell = doc_of_token[listed] * n_listed + token_word[listed]
-        counts = np.bincount(cell, minlength=n_docs * n_listed).reshape(n_docs, n_listed).astype(np.float64)
+    met = np.zeros(len(set_weights), dtype=bool)
+    met[token_set[listed]] = True
+    present = np.flatnonzero(met)
+    local = np.cumsum(met) - 1
+    token_local, n_present = local[token_set[listed]], len(present)
+    if n_docs * n_present <= _DENSE_VOTE_CELLS:  # dense counts: no sparse matrix to build
+        cell = doc_of_token[listed] * n_present + token_local
+        counts = np.bincount(cell, minlength=n_docs * n_present).reshape(n_docs, n_present).astype(np.float64)
     else:
-        # sparse: a large batch of texts in many languages meets many listed words, few in each
-        # text; one entry per token (in document order; the products add up repeated entries)
+        # sparse: a large batch of texts in many languages meets many sets, few in each text;
+        # one entry per token (in document order; the products add up repeated entries)
         indptr = np.concatenate(([0], np.cumsum(np.bincount(doc_of_token[listed], minlength=n_docs))))
-        counts = sparse.csr_matrix((np.ones(int(indptr[-1])), token_word[listed], indptr), shape=(n_docs, n_listed))
-    row = row_of_word[listed_words]
-    n_langs = row_start[row + 1] - row_start[row]
-    within = np.arange(int(n_langs.sum())) - np.repeat(np.cumsum(n_langs) - n_langs, n_langs)
-    members = np.zeros((n_listed, n_lang))
-    members[np.repeat(np.arange(n_listed), n_langs), row_langs[np.repeat(row_start[row], n_langs) + within]] = 1.0
-    weights = members / n_langs[:, None]
+        counts = sparse.csr_matrix((np.ones(int(indptr[-1])), token_local, indptr), shape=(n_docs, n_present))
+    weights, members = set_weights[present], set_members[present]
     return _by_script(_decide(counts @ weights, counts @ members, tokens_per_doc), texts)
 
 
@@ -401,26 +405,6 @@ def detect_language(text: str) -> str:
     counts = counts[present].astype(np.float64)
     votes, coverage = counts @ weights[present], counts @ members[present]
     return _by_script(_decide(votes[None], coverage[None], np.array([len(tokens)])), [text])[0]
-
-
-@lru_cache(maxsize=1)
-def _language_sets() -> tuple[dict[str, int], np.ndarray, np.ndarray]:
-    """Each stop word -> the index of the set of languages listing it; and per set, its vote for
-    each language (one over the set's size where listed) and its membership (1 where listed)."""
-    owners = _stopword_index()
-    distinct = {langs: i for i, langs in enumerate(dict.fromkeys(owners.values()))}
-    members = np.zeros((len(distinct), len(_detectable())))
-    for langs, i in distinct.items():
-        members[i, list(langs)] = 1.0
-    weights = members / members.sum(axis=1, keepdims=True)
-    return {word: distinct[langs] for word, langs in owners.items()}, weights, members
-
-
-@lru_cache(maxsize=1)
-def _ascii_language_sets() -> tuple[dict[bytes, int], np.ndarray, np.ndarray]:
-    """:func:`_language_sets` with its ASCII words as bytes (the tokens of :func:`ascii_joined_words`)."""
-    sets, weights, members = _language_sets()
-    return {word.encode("ascii"): i for word, i in sets.items() if word.isascii()}, weights, members
 
 
 def _number(values: list[str]) -> tuple[np.ndarray, list[str]]:
