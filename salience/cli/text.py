@@ -150,11 +150,15 @@ def _summary_options(args) -> dict:
             **given(args, "similarity", "threshold", "sentences", "words"), **method_params(args, "summarize", args.method)}
 
 
+#: records of a jsonl file summarised together (summarize_batch)
+_SUMMARY_BATCH = 256
+
+
 def _cmd_summarize_extract(args) -> int:
     import json
 
     from salience.core.base import create
-    from salience.summarize import summarize
+    from salience.summarize import summarize, summarize_batch
 
     if not _is_records(args.file):
         text = _nonempty_text(args)
@@ -169,11 +173,12 @@ def _cmd_summarize_extract(args) -> int:
     options = _summary_options(args)
     length = {key: options.pop(key) for key in ("sentences", "words", "diversity") if key in options}
     scorer = create("summarize", options.pop("method"), **options)  # one term cache for every record
-    for doc_id, text in zip(ids, texts):
-        summary = summarize(text, query=args.query, scorer=scorer, **length)
-        print(json.dumps({"id": doc_id, "summary": summary.text, "indices": summary.indices,
-                          "sentences": summary.sentences, "scores": [float(v) for v in summary.scores.values]},
-                         ensure_ascii=False))
+    for start in range(0, len(texts), _SUMMARY_BATCH):  # a batch at a time: output flows, memory stays bounded
+        summaries = summarize_batch(texts[start:start + _SUMMARY_BATCH], query=args.query, scorer=scorer, **length)
+        for doc_id, summary in zip(ids[start:start + _SUMMARY_BATCH], summaries):
+            print(json.dumps({"id": doc_id, "summary": summary.text, "indices": summary.indices,
+                              "sentences": summary.sentences, "scores": [float(v) for v in summary.scores.values]},
+                             ensure_ascii=False))
     return 0
 
 

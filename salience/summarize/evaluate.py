@@ -64,19 +64,19 @@ def evaluate_summaries(
     unless ``sentences`` or ``words`` is given. ``language``: as in :func:`summarize`; ``params``: the
     method's own (``threshold`` of ``lexrank``, ...)."""
     from salience.core.base import create
-    from salience.summarize.extractive import summarize
+    from salience.summarize.summaries import summarize_batch
 
     records = read_gold(path, on_error)
     scorer = rouge_scorer()
-    # one summariser for every text: its term cache (stemmed words) carries from text to text
+    # one summariser for every text, the texts summarised together (one term cache, each word stemmed once)
     summariser = create("summarize", method, language=language, **params)
-    outputs = []
+    if words is not None:
+        length = {"words": words}
+    else:
+        length = {"sentences": [sentences or max(round(_gold_sentences(record["references"])), 1) for record in records]}
     start = time.perf_counter()
-    for record in records:
-        references = record["references"]
-        gold_sentences = sum(sum(1 for line in r.splitlines() if line.strip()) for r in references) / len(references)
-        length = {"words": words} if words is not None else {"sentences": sentences or max(round(gold_sentences), 1)}
-        outputs.append(summarize(record["text"], scorer=summariser, diversity=diversity, **length).text)
+    outputs = [s.text for s in summarize_batch([r["text"] for r in records], scorer=summariser, diversity=diversity,
+                                               **length)]
     seconds = time.perf_counter() - start
     names = ("rouge1", "rouge2", "rougeL")
     per_doc = {}
@@ -93,3 +93,8 @@ def evaluate_summaries(
             "references": sum(len(r["references"]) for r in records),
             "docs_per_second": len(records) / seconds if seconds > 0 else float("inf")}
     return Report(means, per_doc, evaluated=len(records), matched=len(records), info=info)
+
+
+def _gold_sentences(references: list[str]) -> float:
+    """The references' mean number of sentences (one a line)."""
+    return sum(sum(1 for line in r.splitlines() if line.strip()) for r in references) / len(references)

@@ -1,5 +1,5 @@
-"""Extractive summarisation: score sentences, pick the best under a sentence or word budget,
-return them in document order.
+"""Extractive summarisation's sentence scorers (:mod:`salience.summarize.summaries` picks the
+best sentences under a budget and returns them in document order).
 
 Scorers (all return :class:`~salience.Scores` over the sentences):
 
@@ -27,49 +27,30 @@ Otterbacher, Erkan and Radev. Using random walks for question-focused sentence r
 from __future__ import annotations
 
 import abc
-import numbers
-import os
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
 
-from salience.core.base import Scorer, create, register_method, reject_options
+from salience.core.base import Scorer, create, register_method
 from salience.core.params import Interval, Options
 from salience.core.graph import ProductGraph, pagerank_scores
 from salience.core.scores import Scores
-from salience.core.checks import check_k
-from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder
-from salience.summarize.similarity import (new_encoder, check_language, text_language, term_counts, tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity, blocked_graph, query_affinity)
+from salience.summarize.similarity import (new_encoder, check_language, text_language, term_counts, term_counts_many,
+                                           tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity, blocked_graph,
+                                           query_affinity)
 
-__all__ = ["Summary", "SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences", "summarize"]
+__all__ = ["SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences"]
 
 SIMILARITIES = ("bm25", "overlap")
 
-# MMR considers at most this many of the best sentences (its cost is quadratic in the pool).
-_MMR_POOL = 2000
 # A SentenceScorer's term cache starts afresh beyond this many distinct raw tokens.
 _MAX_CACHED_TERMS = 200_000
-# summarize() without a scorer reuses one per method and options, process-wide: at most this many
-_SHARED_SCORERS = 4
-_shared_scorers: "OrderedDict[tuple, SentenceScorer]" = OrderedDict()
-_shared_lock = threading.Lock()
-
-
-def _forget_shared_scorers() -> None:
-    """In a forked child: a lock another thread of the parent held would never be released."""
-    global _shared_lock
-    _shared_lock = threading.Lock()
-    _shared_scorers.clear()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_shared_scorers)
+# score_many encodes at most this many texts' sentences at once (bounded memory for any batch)
+_MANY_TEXTS = 256
 
 
 class SentenceScorer(Scorer, abc.ABC):
@@ -131,7 +112,22 @@ class SentenceScorer(Scorer, abc.ABC):
             return self.score_sentences(units, query=query, encoder=encoder)
 
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
-        return [self.score(t, query=query) for t in texts]
+        if query is not None:
+            return [self.score(t, query=query) for t in texts]
+        units = [[u.text for u in split_sentences(t)] if isinstance(t, str) else _sentence_list(t) for t in texts]
+        scored = iter(self.score_many([u for u in units if u]))
+        return [next(scored)[0] if u else Scores([], ids=[]) for u in units]
+
+    def score_many(self, texts: Sequence[Sequence[str]], *, with_encoders: bool = False) -> list[tuple]:
+        """``(scores, encoder)`` for each text (a non-empty list of sentences), as
+        :meth:`score_sentences` gives them one by one: ``encoder`` is the term encoder of the
+        text's language (``None`` for a method that reads no terms, unless ``with_encoders``)."""
+        out = []
+        with self._lock:
+            for units in texts:
+                encoder = self.encoder_for(units) if self.uses_terms or with_encoders else None
+                out.append((self.score_sentences(units, encoder=encoder), encoder))
+        return out
 
     @abc.abstractmethod
     def score_sentences(self, sentences: Sequence[str], *, query: str | None = None,
@@ -160,6 +156,22 @@ class _TermScorer(SentenceScorer):
     @abc.abstractmethod
     def _scores(self, counts, affinity, n: int) -> Scores:
         """The sentences' scores from their term ``counts`` and the query ``affinity`` (or None)."""
+
+    def score_many(self, texts: Sequence[Sequence[str]], *, with_encoders: bool = False) -> list[tuple]:
+        """As :meth:`SentenceScorer.score_many`, the same scores, with the texts of each language
+        encoded together (:func:`~salience.summarize.similarity.term_counts_many`): a text then
+        costs little more than its graph."""
+        out: list = [None] * len(texts)
+        with self._lock:
+            codes = [text_language(units, self.language) for units in texts]
+            for code in dict.fromkeys(codes):
+                members = [i for i, c in enumerate(codes) if c == code]
+                for start in range(0, len(members), _MANY_TEXTS):
+                    chunk = members[start:start + _MANY_TEXTS]
+                    encoder = self._encoder(code)  # afresh when its cache has grown past the bound
+                    for i, counts in zip(chunk, term_counts_many([texts[i] for i in chunk], encoder)):
+                        out[i] = (self._scores(counts, None, len(texts[i])), encoder)
+        return out
 
 
 class _RandomWalk(_TermScorer):
@@ -278,127 +290,8 @@ def score_sentences(sentences: Sequence[str], *, method: str = "lexrank", query:
                                                                                    encoder=encoder)
 
 
-def _shared_scorer(method: str, language: str, params: dict) -> SentenceScorer:
-    """The process's scorer for ``method`` with these options, made on first use: its term
-    cache stays warm from call to call, as an explicit scorer's does (its results do not depend
-    on the texts it saw before). The least recently used of more than ``_SHARED_SCORERS`` is
-    dropped."""
-    try:
-        key = (method, language, tuple(sorted(params.items())))
-        hash(key)
-    except TypeError:  # an option that cannot be a key: a scorer of its own
-        return create("summarize", method, language=language, **params)
-    with _shared_lock:
-        scorer = _shared_scorers.get(key)
-        if scorer is not None:
-            _shared_scorers.move_to_end(key)
-            return scorer
-    scorer = create("summarize", method, language=language, **params)  # refused here, never kept, when invalid
-    with _shared_lock:
-        scorer = _shared_scorers.setdefault(key, scorer)
-        _shared_scorers.move_to_end(key)
-        while len(_shared_scorers) > _SHARED_SCORERS:
-            _shared_scorers.popitem(last=False)
-    return scorer
-
-
 def _sentence_list(sentences) -> list[str]:
     if isinstance(sentences, Sequence) and all(isinstance(x, str) for x in sentences):
         return [x for x in sentences if x.strip()]
     raise InvalidParameterError("sentences must be a str or a list of sentences (str).")
 
-
-@dataclass
-class Summary:
-    """The chosen sentences in document order, with their positions and salience."""
-
-    sentences: list[str]
-    indices: list[int]
-    scores: Scores = field(repr=False)
-
-    @property
-    def text(self) -> str:
-        return "\n".join(self.sentences)
-
-    def __str__(self) -> str:
-        return self.text
-
-
-def summarize(
-    text: str | Sequence[str],
-    *,
-    method: str = "lexrank",
-    sentences: int | None = None,
-    words: int | None = None,
-    query: str | None = None,
-    diversity: float = 0.0,
-    scorer: "SentenceScorer | None" = None,
-    language: str = "auto",
-    **params,
-) -> Summary:
-    """Extract a summary of ``sentences`` sentences (default 3) or at most ``words`` words.
-
-    ``text`` is a string (split with :func:`~salience.text.sentences.split_sentences`) or a
-    list of sentences. ``diversity`` > 0 trades salience for novelty (MMR over sentence
-    cosine similarity). Sentences come back in document order. ``method`` is built with
-    ``params`` (see :func:`score_sentences`) once per process: calls with the same method and
-    options share its term cache, so summarising many texts is faster from the second on (the
-    results are the same as a fresh scorer's). ``scorer``: a :class:`SentenceScorer` to score
-    with instead of ``method`` and its options (its own term cache). ``language``: ``"auto"``
-    (detected) or an ISO 639-1 code.
-
-    >>> doc = ("The cat sat on the mat. Dogs bark at cats. The mat was red. "
-    ...        "Cats like mats and cats like sun.")
-    >>> summarize(doc, sentences=2, method="lexrank").indices
-    [0, 3]
-    """
-    check_language(language)
-    if isinstance(text, str):
-        units = [s.text for s in split_sentences(text)]
-    elif isinstance(text, Sequence) and all(isinstance(s, str) for s in text):
-        units = [s for s in text if s.strip()]
-    else:
-        raise InvalidParameterError("text must be a str or a list of sentences (str).")
-    if scorer is not None:
-        if not isinstance(scorer, SentenceScorer):
-            raise InvalidParameterError(f"scorer must be a SentenceScorer; got {type(scorer).__name__}.")
-        # the scorer carries the method and its options: passing them here too would be ambiguous
-        reject_options("scorer=...", {"method": method, "language": language, **params}, (),
-                       {"method": "lexrank", "language": "auto"})
-    else:
-        scorer = _shared_scorer(method, language, params)
-    if sentences is not None and words is not None:
-        raise InvalidParameterError("give sentences= or words=, not both.")
-    if words is not None:
-        words = check_k(words, "words")
-    else:
-        sentences = check_k(3 if sentences is None else sentences, "sentences")
-    if not 0.0 <= diversity <= 1.0 or not isinstance(diversity, numbers.Real):
-        raise InvalidParameterError(f"diversity must be in [0, 1]; got {diversity!r}.")
-    if not units:
-        return Summary([], [], Scores([], ids=[]))
-    with scorer._lock:  # the language is told once, for scoring and for MMR alike
-        encoder = scorer.encoder_for(units) if scorer.uses_terms or diversity > 0 else None
-        scores = scorer.score_sentences(units, query=query, encoder=encoder)
-    if diversity > 0:
-        # MMR over the best sentences only: its similarity matrix is dense (pool x pool)
-        pool = np.sort(scores.order()[:_MMR_POOL])  # document order, as ties were broken before
-        similarity = cosine(tfidf(term_counts([units[i] for i in pool], encoder)))
-        similarity = similarity if isinstance(similarity, np.ndarray) else similarity.toarray()
-        picked = select_mmr(Scores(scores.values[pool], ids=pool.tolist()), similarity, k=len(pool),
-                            diversity=diversity, normalize="minmax")
-        order = [int(i) for i in picked.ids]
-    else:
-        order = [int(i) for i in scores.order()]
-    chosen: list[int] = []
-    if words is not None:
-        used = 0
-        for i in order:
-            length = len(units[i].split())
-            if used + length <= words:
-                chosen.append(i)
-                used += length
-    else:
-        chosen = order[:sentences]
-    chosen.sort()
-    return Summary([units[i] for i in chosen], chosen, scores)

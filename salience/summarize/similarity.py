@@ -15,7 +15,7 @@ from salience.text.byte_tokens import IDEOGRAPHS
 from salience.text.hashing import dense_ids, first_appearance
 from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
 
-__all__ = ["new_encoder", "check_language", "text_language", "term_counts", "tfidf", "unit_rows", "cosine",
+__all__ = ["new_encoder", "check_language", "text_language", "term_counts", "term_counts_many", "tfidf", "unit_rows", "cosine",
            "bm25_similarity", "overlap_similarity", "blocked_graph", "query_affinity", "GRAPH_MAX_EDGES"]
 
 # Counts with more cells than this (sentences x terms) are kept sparse, and so are the
@@ -77,9 +77,45 @@ def term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):
     if n * n_terms <= DENSE_MAX_CELLS:
         flat = np.bincount(rows * n_terms + local, minlength=n * n_terms)
         return flat.reshape(n, n_terms).astype(np.float64)
-    counts = sparse.csr_matrix((np.ones(len(ids)), (rows, local)), shape=(n, n_terms))
+    return _sparse_counts(rows, local, n, n_terms)
+
+
+def _sparse_counts(rows: np.ndarray, columns: np.ndarray, n: int, n_terms: int) -> sparse.csr_matrix:
+    counts = sparse.csr_matrix((np.ones(len(rows)), (rows, columns)), shape=(n, n_terms))
     counts.sum_duplicates()
     return counts
+
+
+def term_counts_many(texts: Sequence[Sequence[str]], encoder: TermEncoder) -> list:
+    """:func:`term_counts` of each text (a list of sentences), equal to it array for array, with
+    the sentences of every text encoded in one pass (the encoder's vectorised path for a large
+    batch) and every dense matrix counted by one ``bincount``: the per-text cost of a summary
+    batch is then its graph alone."""
+    per_text = np.fromiter(map(len, texts), dtype=np.int64, count=len(texts))
+    ids, rows = encoder.encode_batch([s for sentences in texts for s in sentences], grow=True)
+    sentence_start = np.concatenate(([0], np.cumsum(per_text)))
+    text = np.repeat(np.arange(len(texts)), per_text)[rows]
+    n_vocabulary = max(len(encoder.terms), 1)
+    # (text, term) groups, numbered by first appearance: within a text, its terms' first appearances
+    group, first = first_appearance(*dense_ids(text * n_vocabulary + ids, len(texts) * n_vocabulary))
+    n_terms = np.bincount(text[first], minlength=len(texts))
+    local = group - np.concatenate(([0], np.cumsum(n_terms)))[text]
+    row = rows - sentence_start[text]
+    cells = per_text * n_terms
+    dense = cells <= DENSE_MAX_CELLS
+    cell_start = np.concatenate(([0], np.cumsum(np.where(dense, cells, 0))))
+    in_dense = dense[text]
+    flat = np.bincount(cell_start[text[in_dense]] + row[in_dense] * n_terms[text[in_dense]] + local[in_dense],
+                       minlength=int(cell_start[-1])).astype(np.float64)
+    token_start = np.searchsorted(text, np.arange(len(texts) + 1))
+    out = []
+    for t, (n, m) in enumerate(zip(per_text.tolist(), n_terms.tolist())):
+        if dense[t]:
+            out.append(flat[cell_start[t]:cell_start[t + 1]].reshape(n, m))
+        else:
+            span = slice(token_start[t], token_start[t + 1])
+            out.append(_sparse_counts(row[span], local[span], n, m))
+    return out
 
 
 def tfidf(counts):

@@ -149,23 +149,23 @@ def test_scores_do_not_depend_on_the_texts_a_scorer_saw_before(method):
 
 
 def test_summarize_shares_one_scorer_per_method_and_options():
-    from salience.summarize import extractive
+    from salience.summarize import summaries
 
-    extractive._shared_scorers.clear()
+    summaries._shared_scorers.clear()
     first = summarize(DOC, sentences=2, method="lexrank", language="en")
-    assert len(extractive._shared_scorers) == 1
-    shared = next(iter(extractive._shared_scorers.values()))
+    assert len(summaries._shared_scorers) == 1
+    shared = next(iter(summaries._shared_scorers.values()))
     assert shared._encoders["en"].cached_tokens > 0
     again = summarize(DOC, sentences=2, method="lexrank", language="en")
     assert again.indices == first.indices and np.array_equal(again.scores.values, first.scores.values)
-    assert next(iter(extractive._shared_scorers.values())) is shared  # the same scorer, warm
+    assert next(iter(summaries._shared_scorers.values())) is shared  # the same scorer, warm
     for threshold in (0.1, 0.2, 0.3, 0.4, 0.5):
         summarize(DOC, method="lexrank", threshold=threshold)
-    assert len(extractive._shared_scorers) == extractive._SHARED_SCORERS  # the least recently used dropped
-    assert shared not in extractive._shared_scorers.values()
+    assert len(summaries._shared_scorers) == summaries._SHARED_SCORERS  # the least recently used dropped
+    assert shared not in summaries._shared_scorers.values()
     with pytest.raises(InvalidParameterError):
         summarize(DOC, method="lexrank", damping=2.0)
-    assert all(s.damping != 2.0 for s in extractive._shared_scorers.values())  # a refused scorer is never kept
+    assert all(s.damping != 2.0 for s in summaries._shared_scorers.values())  # a refused scorer is never kept
 
 FRENCH = ["Les chats et les chiens de la maison dorment dans le jardin.", "La réforme des retraites divise la France.",
           "Les syndicats contestent la réforme des retraites.", "De la pluie et du vent dans les rues de la ville.",
@@ -235,14 +235,14 @@ def test_evaluation_against_several_references(tmp_path):
 def test_a_forked_child_starts_without_the_parents_shared_scorers():
     import os
 
-    from salience.summarize import extractive
+    from salience.summarize import summaries
 
     expected = summarize(DOC, sentences=2, method="lexrank", language="en").indices
-    assert extractive._shared_scorers
+    assert summaries._shared_scorers
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: no scorer, and a lock of its own; summarising still works
-        ok = not extractive._shared_scorers and summarize(DOC, sentences=2, language="en").indices == expected
+        ok = not summaries._shared_scorers and summarize(DOC, sentences=2, language="en").indices == expected
         os.write(write, b"1" if ok else b"0")
         os._exit(0)
     os.waitpid(pid, 0)
