@@ -180,6 +180,8 @@ def _budget(sentences, words) -> tuple[int | None, int | None]:
 
 def _per_text(budget, name: str, n: int) -> list[int]:
     """One budget per text: ``budget`` for each, or its items (one per text)."""
+    if isinstance(budget, np.ndarray):
+        budget = budget.tolist() if budget.ndim == 1 else budget.item() if budget.ndim == 0 else budget
     if isinstance(budget, Sequence) and not isinstance(budget, str):
         if len(budget) != n:
             raise InvalidParameterError(f"{name} must be one number or one per text; got {len(budget)} for {n} texts.")

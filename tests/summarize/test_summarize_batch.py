@@ -106,6 +106,9 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(InvalidParameterError, match="unknown language"):
         summarize_batch([DOC], language="xx")
     assert summarize_batch([]) == [] and summarize_batch(["", "  "])[1].sentences == []
+    # budgets as a numpy array, one per text
+    assert [s.indices for s in summarize_batch([DOC, DOC], sentences=np.array([1, 2]))] == [
+        summarize(DOC, sentences=1).indices, summarize(DOC, sentences=2).indices]
     assert set(method_names("summarize")) == {"lexrank", "textrank", "centroid", "lead"}
 
 
