@@ -106,7 +106,7 @@ class SentenceScorer(Scorer, abc.ABC):
 
     def score(self, sentences: Sequence[str] | str, *, query: str | None = None) -> Scores:
         """Salience of each sentence of one text; with ``query``, query-focused."""
-        units = [u.text for u in split_sentences(sentences)] if isinstance(sentences, str) else _sentence_list(sentences)
+        units = text_units(sentences)
         with self._lock:
             encoder = self.encoder_for(units) if units else None
             return self.score_sentences(units, query=query, encoder=encoder)
@@ -114,7 +114,7 @@ class SentenceScorer(Scorer, abc.ABC):
     def score_batch(self, texts: Sequence[Sequence[str] | str], *, query: str | None = None) -> list[Scores]:
         if query is not None:
             return [self.score(t, query=query) for t in texts]
-        units = [[u.text for u in split_sentences(t)] if isinstance(t, str) else _sentence_list(t) for t in texts]
+        units = [text_units(t) for t in texts]
         scored = iter(self.score_many([u for u in units if u]))
         return [next(scored)[0] if u else Scores([], ids=[]) for u in units]
 
@@ -290,8 +290,11 @@ def score_sentences(sentences: Sequence[str], *, method: str = "lexrank", query:
                                                                                    encoder=encoder)
 
 
-def _sentence_list(sentences) -> list[str]:
-    if isinstance(sentences, Sequence) and all(isinstance(x, str) for x in sentences):
-        return [x for x in sentences if x.strip()]
-    raise InvalidParameterError("sentences must be a str or a list of sentences (str).")
-
+def text_units(text, what: str = "sentences") -> list[str]:
+    """A text's sentences: a str split (:func:`~salience.text.sentences.split_sentences`), or a
+    list of sentences with the blank ones dropped; anything else refused, naming ``what``."""
+    if isinstance(text, str):
+        return [u.text for u in split_sentences(text)]
+    if isinstance(text, Sequence) and all(isinstance(x, str) for x in text):
+        return [x for x in text if x.strip()]
+    raise InvalidParameterError(f"{what} must be a str or a list of sentences (str).")

@@ -17,9 +17,8 @@ from salience.core.checks import check_k
 from salience.core.scores import Scores
 from salience.core.select import select_mmr
 from salience.exceptions import InvalidParameterError
-from salience.summarize.extractive import SentenceScorer
+from salience.summarize.extractive import SentenceScorer, text_units
 from salience.summarize.similarity import check_language, cosine, term_counts, tfidf
-from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder
 
 __all__ = ["Summary", "summarize", "summarize_batch"]
@@ -30,8 +29,6 @@ _MMR_POOL = 2000
 _SHARED_SCORERS = 4
 _shared_scorers: "OrderedDict[tuple, SentenceScorer]" = OrderedDict()
 _shared_lock = threading.Lock()
-# summarize_batch scores at most this many texts at once (bounded memory for any stream)
-_BATCH_TEXTS = 1024
 
 
 def _forget_shared_scorers() -> None:
@@ -91,9 +88,9 @@ def summarize(
     [0, 3]
     """
     check_language(language)
-    units = _units(text)
+    units = text_units(text, "text")
     scorer = _scorer(scorer, method, language, params)
-    sentences, words = _budget(sentences, words)
+    sentences, words = _budgets(sentences, words)
     _check_diversity(diversity)
     if not units:
         return _empty_summary()
@@ -125,38 +122,24 @@ def summarize_batch(
     """
     check_language(language)
     texts = list(texts)
-    units = [_units(text, f"text {i}") for i, text in enumerate(texts)]
+    units = [text_units(text, f"text {i}") for i, text in enumerate(texts)]
     scorer = _scorer(scorer, method, language, params)
-    if sentences is not None and words is not None:
-        raise InvalidParameterError("give sentences= or words=, not both.")
-    if words is not None:
-        budgets = [(None, w) for w in _per_text(words, "words", len(texts))]
-    else:
-        budgets = [(s, None) for s in _per_text(3 if sentences is None else sentences, "sentences", len(texts))]
+    budgets = _budgets(sentences, words, len(texts))
     _check_diversity(diversity)
     if query is not None:
         return [summarize(u, query=query, diversity=diversity, scorer=scorer, sentences=s, words=w)
                 for u, (s, w) in zip(units, budgets)]
     out = [_empty_summary() for _ in texts]
     filled = [i for i, u in enumerate(units) if u]
-    for start in range(0, len(filled), _BATCH_TEXTS):
-        chunk = filled[start:start + _BATCH_TEXTS]
-        scored = scorer.score_many([units[i] for i in chunk], with_encoders=diversity > 0)
-        for i, (scores, encoder) in zip(chunk, scored):
-            out[i] = _choose(units[i], scores, encoder, *budgets[i], diversity)
+    # score_many encodes a bounded number of texts at a time
+    scored = scorer.score_many([units[i] for i in filled], with_encoders=diversity > 0)
+    for i, (scores, encoder) in zip(filled, scored):
+        out[i] = _choose(units[i], scores, encoder, *budgets[i], diversity)
     return out
 
 
 def _empty_summary() -> Summary:
     return Summary([], [], Scores([], ids=[]))
-
-
-def _units(text, what: str = "text") -> list[str]:
-    if isinstance(text, str):
-        return [s.text for s in split_sentences(text)]
-    if isinstance(text, Sequence) and all(isinstance(s, str) for s in text):
-        return [s for s in text if s.strip()]
-    raise InvalidParameterError(f"{what} must be a str or a list of sentences (str).")
 
 
 def _scorer(scorer, method: str, language: str, params: dict) -> SentenceScorer:
@@ -170,12 +153,17 @@ def _scorer(scorer, method: str, language: str, params: dict) -> SentenceScorer:
     return scorer
 
 
-def _budget(sentences, words) -> tuple[int | None, int | None]:
+def _budgets(sentences, words, n: int | None = None):
+    """``(sentences, words)``, one of them None (``sentences`` 3 when neither is given): checked
+    numbers for one text (``n`` None), or a list of such pairs for ``n`` texts, each budget then
+    one number for all or one per text."""
     if sentences is not None and words is not None:
         raise InvalidParameterError("give sentences= or words=, not both.")
-    if words is not None:
-        return None, check_k(words, "words")
-    return check_k(3 if sentences is None else sentences, "sentences"), None
+    name, budget = ("words", words) if words is not None else ("sentences", 3 if sentences is None else sentences)
+    if n is None:
+        each = check_k(budget, name)
+        return (None, each) if name == "words" else (each, None)
+    return [(None, b) if name == "words" else (b, None) for b in _per_text(budget, name, n)]
 
 
 def _per_text(budget, name: str, n: int) -> list[int]:

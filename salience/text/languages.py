@@ -292,7 +292,6 @@ _PREVALENCE = ("en", "ru", "es", "de", "fr", "ja", "pt", "it", "fa", "pl", "zh",
 
 
 @lru_cache(maxsize=1)
-@lru_cache(maxsize=1)
 def _tie_breaker() -> np.ndarray:
     codes = _detectable()
     rank = {code: i for i, code in enumerate(_PREVALENCE)}
