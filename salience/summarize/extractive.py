@@ -39,7 +39,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder
-from salience.summarize.similarity import (new_encoder, check_language, text_language, term_counts, term_counts_many,
+from salience.summarize.similarity import (new_encoder, check_language, text_language, text_languages, term_counts, term_counts_many,
                                            tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity, blocked_graph,
                                            query_affinity)
 
@@ -163,7 +163,7 @@ class _TermScorer(SentenceScorer):
         costs little more than its graph."""
         out: list = [None] * len(texts)
         with self._lock:
-            codes = [text_language(units, self.language) for units in texts]
+            codes = text_languages(texts, self.language)
             for code in dict.fromkeys(codes):
                 members = [i for i, c in enumerate(codes) if c == code]
                 for start in range(0, len(members), _MANY_TEXTS):

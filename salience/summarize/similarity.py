@@ -15,7 +15,7 @@ from salience.text.byte_tokens import IDEOGRAPHS
 from salience.text.hashing import dense_ids, first_appearance
 from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
 
-__all__ = ["new_encoder", "check_language", "text_language", "term_counts", "term_counts_many", "tfidf", "unit_rows", "cosine",
+__all__ = ["new_encoder", "check_language", "text_language", "text_languages", "term_counts", "term_counts_many", "tfidf", "unit_rows", "cosine",
            "bm25_similarity", "overlap_similarity", "blocked_graph", "query_affinity", "GRAPH_MAX_EDGES"]
 
 # Counts with more cells than this (sentences x terms) are kept sparse, and so are the
@@ -52,13 +52,23 @@ def check_language(language: str) -> str:
 def text_language(sentences: Sequence[str], language: str) -> str:
     """The language of a text given as sentences: ``language``, or with ``"auto"`` detected
     from its first sentences (a fallback language is named in a warning)."""
-    from salience.text.languages import check_language, detect_language, warn_fallbacks
+    return text_languages([sentences], language, stacklevel=5)[0]
+
+
+def text_languages(texts: Sequence[Sequence[str]], language: str, stacklevel: int = 4) -> list[str]:
+    """:func:`text_language` of each text (a list of sentences), the texts detected together
+    (``stacklevel``: the frame a fallback warning names)."""
+    from salience.text.languages import check_language, detect_language, detect_languages, warn_fallbacks
 
     code = check_language(language)
-    if code == "auto":
-        code = detect_language(" ".join(sentences[:200]))
-    warn_fallbacks([code], stacklevel=4)
-    return code
+    if code != "auto":
+        codes = [code] * len(texts)
+    elif len(texts) == 1:  # one text: the dictionary count is faster than the arrays
+        codes = [detect_language(" ".join(texts[0][:200]))]
+    else:
+        codes = detect_languages([" ".join(sentences[:200]) for sentences in texts])
+    warn_fallbacks(codes, stacklevel=stacklevel)
+    return codes
 
 
 def term_counts(sentences: Sequence[str], encoder: TermEncoder | None = None):

@@ -29,7 +29,6 @@ import numpy as np
 from salience.exceptions import InvalidParameterError, unknown_choice
 from salience.extras import require
 from salience.text.byte_tokens import JOINED_WORD, ascii_joined_words
-from salience.text.hashing import number_strings
 from salience.text.stemmers import thread_stemmer
 from salience.text.stopwords import STOPWORDS
 
@@ -304,24 +303,30 @@ def detect_from_tokens(lowers: Sequence[str], lower_of_token: np.ndarray, doc_of
     are the distinct words, ``lower_of_token`` and ``doc_of_token`` number each token's word and
     document. Array work over all documents at once; one dictionary lookup per distinct word.
     Given the ``texts``, those the vote leaves undetermined are told by their script."""
-    from scipy import sparse
-
     # the first DETECT_TOKENS tokens of each document vote (enough, and bounded for huge texts)
     doc_start = np.searchsorted(doc_of_token, np.arange(n_docs + 1))
     tokens_per_doc = np.minimum(np.diff(doc_start), DETECT_TOKENS)
     if tokens_per_doc.sum() < len(doc_of_token):
         keep = np.arange(len(doc_of_token)) - doc_start[doc_of_token] < DETECT_TOKENS
         lower_of_token, doc_of_token = lower_of_token[keep], doc_of_token[keep]
-    out = [UNDETERMINED] * n_docs
+    set_of_word = np.fromiter(map(_language_sets()[0].get, lowers, repeat(-1)), dtype=np.int64, count=len(lowers))
+    return _vote(set_of_word[lower_of_token], doc_of_token, tokens_per_doc, texts)
+
+
+def _vote(token_set: np.ndarray, doc_of_token: np.ndarray, tokens_per_doc: np.ndarray,
+          texts: Sequence[str] | None) -> list[str]:
+    """Each document's language from the set of languages listing each of its voting tokens
+    (``token_set``, -1 for a word on no list; ``doc_of_token`` numbers their documents)."""
+    from scipy import sparse
+
+    n_docs = len(tokens_per_doc)
     # every token on some list votes for each language listing it, weighted by one over the
     # lists its word is on. Words listed by the same languages vote alike: (documents x sets of
     # languages met) counts times (sets x languages), a few dozen sets where words are hundreds
-    sets, set_weights, set_members = _language_sets()
-    set_of_word = np.fromiter(map(sets.get, lowers, repeat(-1)), dtype=np.int64, count=len(lowers))
-    token_set = set_of_word[lower_of_token]
+    _, set_weights, set_members = _language_sets()
     listed = token_set >= 0
     if not listed.any():
-        return _by_script(out, texts)
+        return _by_script([UNDETERMINED] * n_docs, texts)
     met = np.zeros(len(set_weights), dtype=bool)
     met[token_set[listed]] = True
     present = np.flatnonzero(met)
@@ -362,41 +367,49 @@ def _by_script(codes: list[str], texts: Sequence[str] | None) -> list[str]:
 
 def detect_languages(texts: Sequence[str]) -> list[str]:
     """The ISO 639-1 code of each text's language, or ``"und"`` when it cannot be told (see the
-    module notes for the method).
+    module notes for the method). Each text's voting words are found as :func:`detect_language`
+    finds them; the votes of all texts are counted together.
 
     >>> detect_languages(["The cat sat on the mat and it was happy.", "Le chat est sur le tapis et il dort.", "42"])
     ['en', 'fr', 'und']
     """
-    from salience.text.byte_tokens import byte_strings, joined_word_tokens
-
     if isinstance(texts, str):
         raise InvalidParameterError("texts must be a sequence of str, not one str; use detect_language for one text.")
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
-    data, starts, lengths, is_word, counts = joined_word_tokens(texts)
-    doc = np.repeat(np.arange(len(texts)), counts)[is_word]
-    words = byte_strings(data, starts[is_word], lengths[is_word]).split("\n")[:-1]
-    lower_of_token, lowers = number_strings("\n".join(words).lower().split("\n") if words else [])
-    return detect_from_tokens(lowers, lower_of_token, doc, len(texts), texts)
+    sets, ascii_sets = _language_sets()[0], _ascii_language_sets()[0]
+    token_sets = []
+    for text in texts:
+        tokens, ascii_bytes = _detection_tokens(text)
+        lookup = (ascii_sets if ascii_bytes else sets).get
+        token_sets.append(np.fromiter(map(lookup, tokens, repeat(-1)), dtype=np.int64, count=len(tokens)))
+    tokens_per_doc = np.fromiter(map(len, token_sets), dtype=np.int64, count=len(token_sets))
+    token_set = np.concatenate(token_sets) if token_sets else np.zeros(0, dtype=np.int64)
+    return _vote(token_set, np.repeat(np.arange(len(texts)), tokens_per_doc), tokens_per_doc, texts)
+
+
+def _detection_tokens(text: str) -> tuple[list, bool]:
+    """The words of ``text`` that vote (its first ``DETECT_TOKENS``, lower-cased) and whether
+    they are ASCII bytes: text whose words are ASCII is split with a translation table
+    (:func:`ascii_joined_words`), the rest by the regex."""
+    head = text[:40 * DETECT_TOKENS]
+    words = ascii_joined_words(head)
+    if words is not None and (len(words) >= DETECT_TOKENS or len(head) == len(text)):
+        return words[:DETECT_TOKENS], True
+    tokens = _WORD.findall(head)
+    if len(tokens) < DETECT_TOKENS and len(text) > len(head):
+        tokens = _WORD.findall(text)  # very long words: read on
+    return ("\n".join(tokens[:DETECT_TOKENS]).lower().split("\n") if tokens else []), False
 
 
 def detect_language(text: str) -> str:
     """:func:`detect_languages` for one text (the same answer), counted with a dictionary
-    rather than arrays: the fast way for a single text, as a summary needs. Text whose words are
-    ASCII is split with a translation table (:func:`ascii_joined_words`), the rest by the regex."""
+    rather than arrays: the fast way for a single text, as a summary needs."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    head = text[:40 * DETECT_TOKENS]
-    words = ascii_joined_words(head)
-    if words is not None and (len(words) >= DETECT_TOKENS or len(head) == len(text)):
-        tokens, (sets, weights, members) = words[:DETECT_TOKENS], _ascii_language_sets()
-    else:
-        tokens = _WORD.findall(head)
-        if len(tokens) < DETECT_TOKENS and len(text) > len(head):
-            tokens = _WORD.findall(text)  # very long words: read on
-        tokens = "\n".join(tokens[:DETECT_TOKENS]).lower().split("\n") if tokens else []
-        sets, weights, members = _language_sets()
+    tokens, ascii_bytes = _detection_tokens(text)
+    sets, weights, members = _ascii_language_sets() if ascii_bytes else _language_sets()
     # each listed token counted under the set of languages listing it, then one product per vote
     of_token = np.fromiter(map(sets.get, tokens, repeat(-1)), dtype=np.int64, count=len(tokens))
     counts = np.bincount(of_token[of_token >= 0], minlength=len(weights))

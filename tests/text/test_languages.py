@@ -153,6 +153,18 @@ def test_one_text_is_detected_as_in_a_batch():
     assert [detect_language(t) for t in texts] == detect_languages(texts)
 
 
+def test_a_batch_detects_as_one_text_by_dense_or_sparse_votes(monkeypatch):
+    import salience.text.languages as languages
+
+    texts = list(SAMPLES.values()) + ["", "42", "l’avion d’un x-ray", "Zorblat quim vexo.", "日本語のテキストです。"]
+    texts += ["the " * 2500 + "der die das und " * 500, "x" * 90_000 + " le la les des", "Der Hund und die Katze. " * 120]
+    one = [detect_language(t) for t in texts]
+    assert detect_languages(texts) == one
+    assert [detect_languages([t])[0] for t in texts] == one
+    monkeypatch.setattr(languages, "_DENSE_VOTE_CELLS", 0)  # every batch counted in a sparse matrix
+    assert detect_languages(texts) == one
+
+
 def test_the_ascii_path_detects_as_the_regex(monkeypatch):
     import random
 
