@@ -12,7 +12,7 @@ from salience.keywords.candidates import Occurrences, first_occurrence_values
 from salience.keywords.words import Batch
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
                                          ranked_per_text, texts_with_candidates)
-from salience.text.hashing import dense_ids, distinct_sorted
+from salience.text.hashing import dense_ids, distinct_sorted, first_appearance
 
 __all__ = ["yake_scores", "yake_values", "yake_batch"]
 
@@ -33,8 +33,10 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
     lower = batch.lower
     doc = batch.doc
     n_docs = batch.n_docs
-    # number the (document, word) pairs
-    word, word_first = dense_ids(doc * len(batch.lowers) + lower, n_docs * len(batch.lowers))
+    # number the (document, word) pairs by first occurrence, so that the sums over a document's
+    # words below add in the same order whatever other texts share the batch (the same values,
+    # to the last bit, for a text alone or among others)
+    word, word_first = first_appearance(*dense_ids(doc * len(batch.lowers) + lower, n_docs * len(batch.lowers)))
     V = len(word_first)
     word_doc = np.empty(V, dtype=np.int64)
     word_doc[word] = doc

@@ -174,6 +174,35 @@ def test_batched_extraction_equals_one_by_one():
         extract_keyphrases_batch([TEXT, None])
 
 
+@pytest.mark.parametrize("method", ["yake", "yake_rake", "rake", "tfidf", "kpminer", "textrank", "positionrank",
+                                    "topicrank", "multipartite"])
+def test_a_texts_scores_do_not_depend_on_the_texts_batched_with_it(method):
+    # sums over a text's words must add in the text's own order: numbered by the batch (where a
+    # word was first seen in earlier texts) they rounded differently, and tied candidates swapped
+    import random
+
+    rng = random.Random(11)
+    vocabulary = ["".join(rng.choice("abcdefghiklmnoprstu") for _ in range(rng.randint(3, 9))) for _ in range(400)]
+    weights = [1.0 / (rank + 1) for rank in range(len(vocabulary))]
+
+    def sentence():
+        words = rng.choices(vocabulary, weights, k=rng.randint(6, 18)) + rng.choices(["of", "the", "and", "in"], k=3)
+        rng.shuffle(words)
+        return " ".join(words).capitalize() + "."
+
+    texts = [" ".join(sentence() for _ in range(rng.randint(4, 12))) for _ in range(40)]
+    scorer = create("keywords", method, k=10)
+    if learns_document_frequency(method):
+        scorer.fit(texts)
+    together = scorer.score_batch(texts)
+    for text, alone in zip(texts[::-1], scorer.score_batch(texts[::-1])):
+        expected = together[texts.index(text)]
+        assert alone.ids == expected.ids and alone.values.tolist() == expected.values.tolist()
+    for text, expected in zip(texts[:5], together):
+        alone = scorer.score_batch([text])[0]
+        assert alone.ids == expected.ids and alone.values.tolist() == expected.values.tolist()
+
+
 def test_byte_tokens_equal_the_regex():
     import random
     import re
