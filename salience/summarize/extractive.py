@@ -39,9 +39,9 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.text.sentences import split_sentences
 from salience.text.tokenize import TermEncoder
-from salience.summarize.similarity import (new_encoder, check_language, text_language, text_languages, term_counts, term_counts_many,
-                                           tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity, blocked_graph,
-                                           query_affinity)
+from salience.summarize.similarity import (new_encoder, check_language, text_language, text_languages, term_counts,
+                                           term_counts_many, tfidf, unit_rows, cosine, bm25_similarity, overlap_similarity,
+                                           blocked_graph, query_affinity)
 
 __all__ = ["SentenceScorer", "LexRank", "TextRank", "Centroid", "Lead", "score_sentences"]
 

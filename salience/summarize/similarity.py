@@ -15,8 +15,8 @@ from salience.text.byte_tokens import IDEOGRAPHS
 from salience.text.hashing import dense_ids, first_appearance
 from salience.text.tokenize import DEFAULT_PATTERN, TermEncoder, Tokenizer
 
-__all__ = ["new_encoder", "check_language", "text_language", "text_languages", "term_counts", "term_counts_many", "tfidf", "unit_rows", "cosine",
-           "bm25_similarity", "overlap_similarity", "blocked_graph", "query_affinity", "GRAPH_MAX_EDGES"]
+__all__ = ["new_encoder", "check_language", "text_language", "text_languages", "term_counts", "term_counts_many", "tfidf",
+           "unit_rows", "cosine", "bm25_similarity", "overlap_similarity", "blocked_graph", "query_affinity", "GRAPH_MAX_EDGES"]
 
 # Counts with more cells than this (sentences x terms) are kept sparse, and so are the
 # similarity graphs built from them, on which PageRank then iterates; smaller inputs use dense
