@@ -28,15 +28,18 @@ __all__ = ["QualityClassifier", "NgramPerplexity", "text_statistics", "per_docum
 
 def per_document_sums(values: np.ndarray, part_counts: np.ndarray) -> np.ndarray:
     """Sum ``values`` (aligned with n-grams laid out order by order, each order grouped by
-    document) per document; ``part_counts[o, d]`` = n-grams of order ``o`` in document ``d``."""
+    document) per document; ``part_counts[o, d]`` = n-grams of order ``o`` in document ``d``.
+    Each document's values are added in their order alone (a weighted ``bincount``), so its sum
+    does not depend on the documents before it, as a difference of running sums over the whole
+    batch would (off by up to 1e-7 over 10^7 values)."""
     part_counts = np.atleast_2d(part_counts)
-    out = np.zeros(part_counts.shape[1])
+    n_docs = part_counts.shape[1]
+    out = np.zeros(n_docs)
     position = 0
     for counts in part_counts:
         total = int(counts.sum())
-        cumulative = np.concatenate(([0.0], np.cumsum(values[position : position + total], dtype=np.float64)))
-        ends = np.cumsum(counts)
-        out += cumulative[ends] - cumulative[ends - counts]
+        document = np.repeat(np.arange(n_docs), counts)
+        out += np.bincount(document, weights=values[position : position + total], minlength=n_docs)
         position += total
     return out
 

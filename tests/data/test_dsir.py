@@ -289,3 +289,24 @@ def test_write_pass_uses_the_shards_kept_from_hashing(tmp_path, monkeypatch):
     assert len(reads) == 1
     assert (tmp_path / "kept.jsonl").read_bytes() == (tmp_path / "again.jsonl").read_bytes()
     assert kept.selected == again.selected == 40
+
+
+def test_a_documents_summed_weight_does_not_depend_on_the_documents_before_it():
+    # each document's n-gram values added in their own order: the same sum, to the bit, alone or
+    # after 10^5 other documents (a running sum over the batch was off by up to 1e-7 there)
+    from salience.data.scorers import per_document_sums
+
+    rng = np.random.default_rng(3)
+    counts = np.vstack([rng.integers(0, 60, 100_000), rng.integers(0, 60, 100_000)])
+    values = rng.normal(-3.0, 2.0, int(counts.sum()))
+    sums = per_document_sums(values, counts)
+    order_starts = np.concatenate(([0], np.cumsum(counts.sum(axis=1))))
+    for d in (0, 1, 50_000, 99_999):
+        parts = []
+        for o in range(2):
+            start = order_starts[o] + counts[o, :d].sum()
+            parts.append(values[start : start + counts[o, d]])
+        alone = per_document_sums(np.concatenate(parts), counts[:, d : d + 1])
+        expected = 0.0 + sum(parts[0].tolist(), 0.0) + sum(parts[1].tolist(), 0.0)  # each order added one by one
+        assert alone[0] == sums[d] == expected
+    assert per_document_sums(values[:0], np.zeros((2, 3), dtype=np.int64)).tolist() == [0.0, 0.0, 0.0]
