@@ -55,7 +55,9 @@ class Sentence(NamedTuple):
     end: int
 
 
-def _is_boundary(text: str, match: re.Match, reversed_text: str) -> bool:
+def _ends_sentence(text: str, match: re.Match, mark: str, reversed_text: str) -> bool:
+    """Whether the terminal ``mark`` run that ``match`` found ends a sentence (its next
+    character, where there is one, is not upper case: the caller checked)."""
     end = match.end()
     if end < len(text) and not text[end].isupper():  # the common case needs no regex
         opener = _OPENER.match(text, end)
@@ -64,7 +66,7 @@ def _is_boundary(text: str, match: re.Match, reversed_text: str) -> bool:
         first = opener.group(0)[-1]
         if first.isalpha() and first.islower():
             return False  # "e.g. the", "approx. three": a lower-case word continues the sentence
-    if match.group(1) != ".":
+    if mark != ".":
         return True
     # the word the period ends (letters, digits, inner dots; at most 40 characters), read
     # backwards with one regex match on the reversed text rather than a loop over characters
@@ -95,19 +97,31 @@ def mark_positions(text: str | bytes | bytearray, marks: str | bytes) -> list[in
     return positions
 
 
-def _boundaries(text: str):
-    """The matches of ``_BOUNDARY.finditer(text)``, found several times faster: the regex is
-    tried only where a terminal mark stands (located with ``str.find``, which skips ahead in C)
-    rather than at every character. A match can only start on a mark, and a run of marks that
-    fails at its first mark fails at every later one (marks are neither closers nor spaces), so
-    trying each mark not inside an earlier match, in order, gives exactly the same matches."""
+def _cuts(text: str) -> list[int]:
+    """Where the sentences of ``text`` begin and end, ascending (0 and ``len(text)`` included).
+
+    The matches of ``_BOUNDARY`` are found several times faster than by ``finditer``: the regex
+    is tried only where a terminal mark stands (located with ``str.find``, which skips ahead in
+    C) rather than at every character. A match can only start on a mark, and a run of marks
+    that fails at its first mark fails at every later one (marks are neither closers nor
+    spaces), so trying each mark not inside an earlier match, in order, gives exactly the same
+    matches."""
+    cuts = {0, len(text)}
+    for paragraph in _PARAGRAPH.finditer(text):
+        cuts.add(paragraph.start())
+    reversed_text = text[::-1]
     consumed = 0
+    boundary = _BOUNDARY.match
     for at in mark_positions(text, _TERMINAL_MARKS):
         if at >= consumed:
-            match = _BOUNDARY.match(text, at)
+            match = boundary(text, at)
             if match is not None:
                 consumed = match.end()
-                yield match
+                if _ends_sentence(text, match, match.group(1), reversed_text):
+                    cuts.add(match.end(2))
+    if not text.isascii() and any(mark in text for mark in _WIDE_MARKS):  # the regex scan only where one stands
+        cuts.update(match.end() for match in _WIDE_BOUNDARY.finditer(text))
+    return sorted(cuts)
 
 
 def split_sentences(text: str) -> list[Sentence]:
@@ -118,22 +132,14 @@ def split_sentences(text: str) -> list[Sentence]:
     """
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    cuts = {0, len(text)}
-    for paragraph in _PARAGRAPH.finditer(text):
-        cuts.add(paragraph.start())
-    reversed_text = text[::-1]
-    for match in _boundaries(text):
-        if _is_boundary(text, match, reversed_text):
-            cuts.add(match.end(2))
+    bounds = _cuts(text)
     ascii_text = text.isascii()
-    if not ascii_text and any(mark in text for mark in _WIDE_MARKS):  # the regex scan only where one stands
-        cuts.update(match.end() for match in _WIDE_BOUNDARY.finditer(text))
     # the whitespace that a sentence may need collapsed, looked for once in the whole text
     breaks = [space for space in _ASCII_BREAKS if space in text]
     if "  " in text:
         breaks.append("  ")
     sentences = []
-    bounds = sorted(cuts)
+    make = tuple.__new__  # a Sentence without its constructor's Python-level call
     for start, end in zip(bounds, bounds[1:]):
         piece = text[start:end]
         stripped = piece.strip()
@@ -145,8 +151,8 @@ def split_sentences(text: str) -> list[Sentence]:
                     if space in stripped:
                         collapse = True
                         break
-            sentences.append(Sentence(" ".join(stripped.split()) if collapse else stripped, offset,
-                                      offset + len(stripped)))
+            sentences.append(make(Sentence, (" ".join(stripped.split()) if collapse else stripped, offset,
+                                             offset + len(stripped))))
     return sentences
 
 
