@@ -58,13 +58,11 @@ def text_language(sentences: Sequence[str], language: str) -> str:
 def text_languages(texts: Sequence[Sequence[str]], language: str, stacklevel: int = 4) -> list[str]:
     """:func:`text_language` of each text (a list of sentences), the texts detected together
     (``stacklevel``: the frame a fallback warning names)."""
-    from salience.text.languages import check_language, detect_language, detect_languages, warn_fallbacks
+    from salience.text.languages import check_language, detect_languages, warn_fallbacks
 
     code = check_language(language)
     if code != "auto":
         codes = [code] * len(texts)
-    elif len(texts) == 1:  # one text: the dictionary count is faster than the arrays
-        codes = [detect_language(" ".join(texts[0][:200]))]
     else:
         codes = detect_languages([" ".join(sentences[:200]) for sentences in texts])
     warn_fallbacks(codes, stacklevel=stacklevel)

@@ -378,6 +378,8 @@ def detect_languages(texts: Sequence[str]) -> list[str]:
     for d, text in enumerate(texts):
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
+    if len(texts) == 1:  # one text: the dictionary count is faster than the arrays (the same answer)
+        return [detect_language(texts[0])]
     sets, ascii_sets = _language_sets()[0], _ascii_language_sets()[0]
     token_sets = []
     for text in texts:
