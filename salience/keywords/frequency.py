@@ -105,7 +105,12 @@ def _order_per_text(values: np.ndarray, cand_doc: np.ndarray, n_texts: int) -> t
     text's group starts."""
     # one packed sort by (text, rank of the value) instead of a stable sort of the floats (a few
     # times slower) and a second by text; equal values share a rank, so ties keep their order
-    _, rank = np.unique(-values, return_inverse=True)
+    descending = np.argsort(-values)  # need not be stable: equal values get one rank
+    ordered = values[descending]
+    new_value = np.ones(len(values), dtype=bool)
+    new_value[1:] = ordered[1:] != ordered[:-1]
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[descending] = np.cumsum(new_value) - 1
     n_ranks = int(rank.max()) + 1 if len(rank) else 1
     order = stable_argsort(cand_doc * n_ranks + rank, n_texts * n_ranks)
     return order, np.searchsorted(cand_doc[order], np.arange(n_texts + 1))

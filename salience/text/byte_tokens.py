@@ -10,7 +10,7 @@ from typing import Sequence
 
 import numpy as np
 
-from salience.text.hashing import group_rows, stable_argsort
+from salience.text.hashing import compiled_grouping, group_rows, group_spans, stable_argsort
 from salience.text.sentences import mark_positions
 
 # ----------------------------------------------------------------------------------------------
@@ -220,7 +220,10 @@ def byte_token_ids(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
     """Number the tokens ``data[starts[i] : starts[i] + lengths[i]]`` exactly, by first
     appearance: (id of each token, index of each id's first token). Tokens of up to 16 bytes
     are keyed by :func:`padded_byte_words` and their length, with no Python object per token;
-    longer ones (rare) by their bytes."""
+    longer ones (rare) by their bytes; where numba is installed, a large batch's tokens are
+    grouped by their bytes in one pass (:func:`~salience.text.hashing.group_spans`)."""
+    if compiled_grouping(len(starts)) is not None:
+        return group_spans(data, starts, lengths)
     w0, w1 = padded_byte_words(data, starts, lengths)
     long_tokens = np.flatnonzero(lengths > 16)
     if len(long_tokens):

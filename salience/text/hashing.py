@@ -5,14 +5,18 @@ a stable ``np.argsort``, so a code and its position are packed into one 64-bit i
 sorted together: the positions come out in a stable order at ``np.sort``'s speed. Rows (the
 words of an n-gram, the bytes of a token) are mixed into one 64-bit hash, grouped by it, and
 checked against the group's first row, so a hash collision never merges two different rows.
+Where numba is installed, large batches of spans are grouped in one pass over a hash table
+instead (:mod:`salience.text._numba_grouping`), with the same result.
 """
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "group_spans", "distinct_sorted",
-           "string_hashes", "number_strings"]
+__all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "group_spans", "compiled_grouping",
+           "distinct_sorted", "string_hashes", "number_strings"]
 
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _COLUMN = np.uint64(0x9E3779B97F4A7C15)
@@ -33,8 +37,10 @@ def mix64(h: np.ndarray) -> np.ndarray:
 
 def number_strings(values: list[str]) -> tuple[np.ndarray, list[str]]:
     """Number the distinct strings by first appearance: (number of each value, distinct values)."""
-    distinct = {v: i for i, v in enumerate(dict.fromkeys(values))}
-    return np.fromiter(map(distinct.__getitem__, values), dtype=np.int64, count=len(values)), list(distinct)
+    distinct: dict[str, int] = {}
+    # one dictionary pass: each string hashed once (len() is read before setdefault inserts)
+    numbers = [distinct.setdefault(v, len(distinct)) for v in values]
+    return np.array(numbers, dtype=np.int64), list(distinct)
 
 
 _BYTE_BASE = np.uint64(0x100000001B3)  # FNV's 64-bit prime, as the base of a polynomial over bytes
@@ -134,6 +140,28 @@ def group_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first_appearance(ids, first)
 
 
+#: Spans grouped at once from which numba's kernel is used where installed: below it, loading
+#: the compiled kernel into a fresh process (about 0.5 s with numba's import) costs more than
+#: the numpy path it saves (about 0.05 us a span).
+COMPILED_MIN_SPANS = 16_384
+
+
+@functools.cache
+def _compiled_grouping():
+    try:
+        from salience.text._numba_grouping import group_spans_table
+    except ImportError:
+        return None
+    return group_spans_table
+
+
+def compiled_grouping(n_spans: int):
+    """numba's hash-table kernel for grouping ``n_spans`` spans, or None (numba not installed,
+    or too few spans to pay for loading it)."""
+    # the kernel numbers groups in 32 bits
+    return _compiled_grouping() if COMPILED_MIN_SPANS <= n_spans < 2**31 else None
+
+
 def group_spans(values: np.ndarray, start: np.ndarray, length: np.ndarray,
                 keys: tuple[np.ndarray, ...] = ()) -> tuple[np.ndarray, np.ndarray]:
     """:func:`group_rows` for spans: rows are ``values[start[i] : start[i] + length[i]]`` (and
@@ -142,6 +170,12 @@ def group_spans(values: np.ndarray, start: np.ndarray, length: np.ndarray,
     n = len(start)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    kernel = compiled_grouping(n)
+    if kernel is not None:
+        key_rows = np.empty((n, len(keys)), dtype=np.int64)
+        for c, column in enumerate(keys):
+            key_rows[:, c] = column
+        return kernel(values, np.asarray(start, dtype=np.int64), np.asarray(length, dtype=np.int64), key_rows)
     h = np.zeros(n, dtype=np.uint64)
     for column in (*keys, length):
         h = mix64(h * _COLUMN + column.astype(np.uint64))

@@ -17,6 +17,19 @@ def _reference_groups(rows: list[tuple]) -> tuple[list[int], list[int]]:
     return ids, first
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def grouping_path(request, monkeypatch):
+    """Group spans on the numpy path, or on numba's hash-table kernel (forced even for a few)."""
+    if request.param == "numba":
+        pytest.importorskip("numba", reason="the compiled grouping needs numba")
+        monkeypatch.setattr(hashing, "COMPILED_MIN_SPANS", 0)
+        assert hashing.compiled_grouping(1) is not None
+    else:
+        monkeypatch.setattr(hashing, "COMPILED_MIN_SPANS", 2**62)
+        assert hashing.compiled_grouping(10**9) is None
+    return request.param
+
+
 def test_dense_ids_by_hand_and_both_sort_paths():
     codes = np.array([5, 3, 5, 0, 3, 9])
     ids, first = dense_ids(codes)
@@ -48,7 +61,7 @@ def test_group_rows_is_exact_even_when_the_hash_collides(monkeypatch, weak_hash)
 
 
 @pytest.mark.parametrize("weak_hash", [False, True])
-def test_group_spans_equals_grouping_the_spans(monkeypatch, weak_hash):
+def test_group_spans_equals_grouping_the_spans(monkeypatch, weak_hash, grouping_path):
     rng = np.random.default_rng(4)
     values = rng.integers(0, 3, 400)
     start = rng.integers(0, 390, 600)
@@ -71,7 +84,7 @@ def test_string_hashes_are_stable_and_distinct():
     assert string_hashes([]).size == 0
 
 
-def test_byte_token_ids_number_short_and_long_tokens_exactly():
+def test_byte_token_ids_number_short_and_long_tokens_exactly(grouping_path):
     from salience.text.byte_tokens import byte_token_ids
 
     tokens = [b"graph", b"x" * 20, b"graph", b"x" * 19 + b"y", b"", b"x" * 20, b"x" * 16, b"x" * 17, b"graphs"]
@@ -81,3 +94,28 @@ def test_byte_token_ids_number_short_and_long_tokens_exactly():
     ids, first = byte_token_ids(data, starts, lengths)
     expected_ids, expected_first = _reference_groups([(t,) for t in tokens])
     assert ids.tolist() == expected_ids and first.tolist() == expected_first
+
+
+def test_both_grouping_paths_agree_on_many_spans_and_bytes(monkeypatch):
+    """The compiled kernel against the numpy path where both run at their usual sizes: 60,000
+    spans of 1-8 words over a small vocabulary (many repeats, many probes) with two key
+    columns, and 50,000 byte tokens of 0-40 bytes (past the padded words' 16)."""
+    pytest.importorskip("numba", reason="the compiled grouping needs numba")
+    from salience.text.byte_tokens import byte_token_ids
+
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 6, 200_000)
+    start = rng.integers(0, 199_990, 60_000)
+    length = rng.integers(1, 9, 60_000)
+    keys = (rng.integers(0, 3, 60_000), rng.integers(0, 2, 60_000))
+    data = rng.integers(97, 100, 1_000_000).astype(np.uint8)
+    starts = np.sort(rng.choice(999_950, 50_000, replace=False))
+    lengths = np.minimum(rng.integers(0, 41, 50_000), np.diff(np.append(starts, 1_000_000)))
+    results = {}
+    for threshold in (0, 2**62):
+        monkeypatch.setattr(hashing, "COMPILED_MIN_SPANS", threshold)
+        results[threshold] = (group_spans(values, start, length, keys), byte_token_ids(data, starts, lengths))
+    (spans_a, bytes_a), (spans_b, bytes_b) = results.values()
+    for a, b in ((spans_a, spans_b), (bytes_a, bytes_b)):
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+    assert len(spans_a[1]) > 10_000 and len(bytes_a[1]) > 10_000  # many groups, many repeats
