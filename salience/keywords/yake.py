@@ -12,7 +12,7 @@ from salience.keywords.candidates import Occurrences, first_occurrence_values
 from salience.keywords.words import Batch
 from salience.keywords.frequency import (LONG_TEXT_WORDS, CorpusFrequency, batch_candidates, candidate_keys,
                                          ranked_per_text, texts_with_candidates)
-from salience.text.hashing import dense_ids, distinct_sorted, first_appearance
+from salience.text.hashing import dense_ids, distinct_sorted, first_appearance, sort_codes
 
 __all__ = ["yake_scores", "yake_values", "yake_batch"]
 
@@ -47,7 +47,7 @@ def yake_scores(batch: Batch, occ: Occurrences, long_doc: np.ndarray, window: in
     t_case = np.maximum(np.bincount(word, capital, V), np.bincount(word, acronym, V)) / (1.0 + np.log(tf))
     # position: median sentence index of the occurrences
     sentence_bound = int(batch.n_sentences.max()) + 1
-    word_sentences = np.sort(word * sentence_bound + batch.sentence)  # by word, then sentence
+    word_sentences = sort_codes(word * sentence_bound + batch.sentence)  # by word, then sentence
     sorted_sentence = word_sentences % sentence_bound
     starts = np.concatenate(([0], np.cumsum(tf.astype(np.int64))[:-1]))
     counts = tf.astype(np.int64)

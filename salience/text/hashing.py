@@ -16,7 +16,7 @@ import functools
 import numpy as np
 
 __all__ = ["mix64", "stable_argsort", "dense_ids", "first_appearance", "group_rows", "group_spans", "compiled_grouping",
-           "distinct_sorted", "string_hashes", "number_strings"]
+           "sort_codes", "distinct_sorted", "string_hashes", "number_strings"]
 
 _MIX1, _MIX2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _COLUMN = np.uint64(0x9E3779B97F4A7C15)
@@ -110,9 +110,17 @@ def first_appearance(ids: np.ndarray, first: np.ndarray) -> tuple[np.ndarray, np
     return rank[first][ids], np.flatnonzero(is_first)
 
 
+def sort_codes(codes: np.ndarray) -> np.ndarray:
+    """``np.sort`` of an integer array, sorted in 32 bits where every value fits (about twice as
+    fast as 64 bits); the result keeps the input's dtype."""
+    if codes.dtype.itemsize > 4 and len(codes) > 1024 and -(2**31) <= int(codes.min()) and int(codes.max()) < 2**31:
+        return np.sort(codes.astype(np.int32)).astype(codes.dtype)
+    return np.sort(codes)
+
+
 def distinct_sorted(codes: np.ndarray) -> np.ndarray:
     """The distinct values of an integer array, sorted."""
-    ordered = np.sort(codes)
+    ordered = sort_codes(codes)
     keep = np.ones(len(ordered), dtype=bool)
     keep[1:] = ordered[1:] != ordered[:-1]
     return ordered[keep]

@@ -119,3 +119,14 @@ def test_both_grouping_paths_agree_on_many_spans_and_bytes(monkeypatch):
     for a, b in ((spans_a, spans_b), (bytes_a, bytes_b)):
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
     assert len(spans_a[1]) > 10_000 and len(bytes_a[1]) > 10_000  # many groups, many repeats
+
+
+def test_sort_codes_sorts_in_32_bits_only_where_every_value_fits():
+    from salience.text.hashing import sort_codes
+
+    rng = np.random.default_rng(8)
+    for codes in (rng.integers(-(2**31), 2**31, 5000), rng.integers(0, 2**40, 5000), np.append(rng.integers(0, 9, 5000), 2**31),
+                  rng.integers(0, 9, 10)):
+        ordered = sort_codes(codes)
+        assert ordered.dtype == codes.dtype and np.array_equal(ordered, np.sort(codes))
+    assert distinct_sorted(np.array([2**31 + 1, 3, 2**31 + 1] * 1000)).tolist() == [3, 2**31 + 1]
