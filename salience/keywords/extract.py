@@ -33,15 +33,20 @@ it from the registry (``create("keywords", "yake", k=5)``). The statistics live 
 from __future__ import annotations
 
 import abc
+from itertools import repeat
 from typing import Iterable, Sequence
+
+import numpy as np
 
 from salience.core.base import Scorer, create, register_method
 from salience.core.params import Check, Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
-from salience.keywords.candidates import Candidate, Document, analyze, candidates
+from salience.keywords.candidates import Candidate, Document, Occurrences, analyze, candidates
 from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
-                                         check_languages, chunk_languages, tagger_for)
+                                         batch_candidates, candidate_stems, check_languages, chunk_languages,
+                                         ranked_per_text, tagger_for)
+from salience.keywords.words import Batch
 from salience.keywords.graphs import topic_scores, word_graph_scores
 from salience.keywords.yake import yake_batch
 from salience.parallel import progress_bar
@@ -293,9 +298,11 @@ class Yake(BatchedExtractor):
 
 @register_method("keywords", "tfidf", "candidate frequency times inverse document frequency (fit on a corpus, or the "
                                       "evaluated texts)")
-class TfIdf(_PerDocument):
+class TfIdf(BatchedExtractor):
     """Candidate frequency x inverse document frequency from ``document_frequency`` (or the
-    one ``fit(texts)`` learns); frequency alone without either."""
+    one ``fit(texts)`` learns); frequency alone without either. Scored with array operations
+    over ``batch_size`` texts at once (the usual candidates: whole runs of content words, or
+    n-grams in long texts)."""
 
     _parameter_constraints = {"document_frequency": [None, Check(lambda v: isinstance(v, DocumentFrequency),
                                                                  "a DocumentFrequency")]}
@@ -313,10 +320,35 @@ class TfIdf(_PerDocument):
             self.document_frequency_ = DocumentFrequency(stopwords=self.stopwords, language=self.language).fit(texts)
         return self
 
-    def candidate_values(self, doc, cands) -> list[float]:
-        model = self.document_frequency or getattr(self, "document_frequency_", None)
-        idf = model.idf if model is not None else (lambda key: 1.0)
-        return [c.frequency * idf(c.key) for c in cands]
+    def _model(self) -> DocumentFrequency | None:
+        return self.document_frequency or getattr(self, "document_frequency_", None)
+
+    def _batch(self, chunk, k, language, context) -> list[Scores]:
+        batch, occ, _ = batch_candidates(chunk, self.candidates_from, self.tagger, language, self.long_text_words,
+                                         self.stopwords, recurring=0)
+        return ranked_per_text(batch, occ, self.candidate_weights(batch, occ), k, len(chunk))
+
+    def candidate_weights(self, batch: Batch, occ: Occurrences) -> np.ndarray:
+        """The weight of every candidate of ``batch``: its frequency in its text x idf."""
+        frequency = occ.cand_frequency.astype(np.float64)
+        model = self._model()
+        if model is None:
+            return frequency
+        # the idf of each distinct document frequency, in Python floats as DocumentFrequency.idf
+        return frequency * per_distinct_value(candidate_document_frequencies(batch, occ, model), model.idf_of_count)
+
+
+def candidate_document_frequencies(batch: Batch, occ: Occurrences, model: DocumentFrequency) -> np.ndarray:
+    """How many of ``model``'s texts hold each candidate (by its stems)."""
+    key, keys = candidate_stems(batch, occ)
+    found = np.fromiter(map(model.df.get, keys, repeat(0)), dtype=np.int64, count=len(keys))
+    return found[key]
+
+
+def per_distinct_value(values: np.ndarray, function) -> np.ndarray:
+    """``function`` (a Python float function) of each of ``values``, called once per distinct value."""
+    distinct, index = np.unique(values, return_inverse=True)
+    return np.array([function(v) for v in distinct.tolist()], dtype=np.float64)[index.ravel()]
 
 
 def learns_document_frequency(method: str) -> bool:

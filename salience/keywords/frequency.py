@@ -12,14 +12,13 @@ import numpy as np
 
 from salience.exceptions import InputFormatError, InvalidParameterError
 from salience.core.scores import Scores
-from salience.keywords.candidates import (Occurrences, analyze, candidates, first_occurrence_values, occurrences,
-                                          surface_texts)
+from salience.keywords.candidates import Occurrences, first_occurrence_values, occurrences, surface_texts
 from salience.keywords.words import Batch, tokenize_batch
-from salience.text.hashing import distinct_sorted, stable_argsort, string_hashes
+from salience.text.hashing import distinct_sorted, group_spans, stable_argsort, string_hashes
 from salience.text.languages import check_language, warn_fallbacks
 
-__all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "batch_candidates", "ranked_per_text",
-           "ranks_per_text", "LONG_TEXT_WORDS"]
+__all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "candidate_stems", "batch_candidates",
+           "ranked_per_text", "ranks_per_text", "LONG_TEXT_WORDS"]
 
 #: texts with more words than this are "long": their candidates are n-grams of up to three
 #: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
@@ -46,15 +45,37 @@ class DocumentFrequency:
         self.n_docs = 0
         self.df: dict[tuple[str, ...], int] = {}
 
-    def fit(self, texts: Iterable[str]) -> "DocumentFrequency":
+    def fit(self, texts: Iterable[str], batch_size: int = BATCH_SIZE) -> "DocumentFrequency":
+        """Count the n-grams of up to ``max_words`` content words of each of ``texts`` (read
+        ``batch_size`` at a time): the texts containing each, keyed by their stems."""
+        if isinstance(texts, str):
+            raise InvalidParameterError("texts must be a sequence of str, not one str.")
+        chunk: list[str] = []
         for text in texts:
-            self.n_docs += 1
-            for key in candidates(analyze(text, self.stopwords, language=self.language), self.max_words):
-                self.df[key] = self.df.get(key, 0) + 1
+            chunk.append(text)
+            if len(chunk) == batch_size:
+                self._add(chunk)
+                chunk = []
+        if chunk:
+            self._add(chunk)
         return self
 
+    def _add(self, texts: list[str]) -> None:
+        batch = tokenize_batch(texts, self.stopwords, language=self.language)
+        occ = occurrences(batch, self.max_words)
+        # a candidate is one text's (stems): each counts one text for its stems
+        key, keys = candidate_stems(batch, occ)
+        df = self.df
+        for stems, n_texts in zip(keys, np.bincount(key, minlength=len(keys)).tolist()):
+            df[stems] = df.get(stems, 0) + n_texts
+        self.n_docs += len(texts)
+
     def idf(self, key: tuple[str, ...]) -> float:
-        return math.log((self.n_docs + 1) / (self.df.get(key, 0) + 1)) + 1.0
+        return self.idf_of_count(self.df.get(key, 0))
+
+    def idf_of_count(self, count: int) -> float:
+        """The idf of a candidate that ``count`` of the texts hold (smoothed, as scikit-learn)."""
+        return math.log((self.n_docs + 1) / (count + 1)) + 1.0
 
     def save(self, path: str | Path) -> None:
         from salience.io.files import atomic_write_text
@@ -152,6 +173,25 @@ def candidate_keys(batch: Batch, occ: Occurrences) -> np.ndarray:
         for longer, term in along:
             key[longer] = key[longer] * np.uint64(1_000_003) + term
     return key
+
+
+def candidate_stems(batch: Batch, occ: Occurrences) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """The stemmed words of each candidate as a tuple (:class:`DocumentFrequency`'s keys):
+    (the number of each candidate's tuple, the distinct tuples in order of first appearance).
+    The texts' candidates that share their stems share a tuple, made once."""
+    first = occ.cand_first
+    start, length = occ.start[first], occ.length[first]
+    key, key_first = group_spans(batch.stem, start, length)
+    start, length = start[key_first], length[key_first]
+    keys: list = [None] * len(key_first)
+    stems = batch.stems
+    for n in np.unique(length).tolist():
+        # the tuples of n words, zipped from their words' stems column by column
+        these = np.flatnonzero(length == n)
+        columns = [list(map(stems.__getitem__, batch.stem[start[these] + offset].tolist())) for offset in range(n)]
+        for k, stem_tuple in zip(these.tolist(), zip(*columns)):
+            keys[k] = stem_tuple
+    return key, keys
 
 
 def check_languages(language, n_texts: int):

@@ -19,13 +19,15 @@ still has keyphrases.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+
+import numpy as np
 
 from salience.core.base import register_method
 from salience.core.params import Interval
-from salience.keywords.candidates import Candidate, Document
-from salience.keywords.extract import TfIdf
+from salience.keywords.candidates import Occurrences
+from salience.keywords.extract import TfIdf, candidate_document_frequencies, per_distinct_value
 from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, DocumentFrequency
+from salience.keywords.words import Batch
 
 __all__ = ["KpMiner"]
 
@@ -53,20 +55,29 @@ class KpMiner(TfIdf):
                          batch_size=batch_size, language=language, long_text_words=long_text_words,
                          stopwords=stopwords, document_frequency=document_frequency)
 
-    def candidate_values(self, doc: Document, cands: Sequence[Candidate]) -> list[float]:
-        model = self.document_frequency or getattr(self, "document_frequency_", None)
-        least = self.min_frequency if len(doc.words) > self.long_text_words else 1
-        cutoff = math.inf if self.cutoff is None else self.cutoff
-        kept = [c.first < cutoff and c.frequency >= least for c in cands]
-        occurrences = sum(c.frequency for c, keep in zip(cands, kept) if keep)
-        phrases = sum(c.frequency for c, keep in zip(cands, kept) if keep and len(c.key) > 1)
-        boost = min(occurrences / (self.alpha * phrases), self.sigma) if phrases else 1.0
+    def candidate_weights(self, batch: Batch, occ: Occurrences) -> np.ndarray:
+        model = self._model()
+        doc = occ.cand_doc
+        frequency = occ.cand_frequency
+        words = np.diff(batch.doc_start)
+        least = np.where(words > self.long_text_words, self.min_frequency, 1)
+        first = occ.start[occ.cand_first] - batch.doc_start[doc]  # word index of the first occurrence in its text
+        kept = (frequency >= least[doc]) & (first < (np.inf if self.cutoff is None else self.cutoff))
+        phrase = occ.length[occ.cand_first] > 1
+        n_texts = batch.n_docs
+        occurrences = np.bincount(doc[kept], frequency[kept], n_texts)
+        phrases = np.bincount(doc[kept & phrase], frequency[kept & phrase], n_texts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            boost = np.where(phrases > 0, np.minimum(occurrences / (self.alpha * phrases), self.sigma), 1.0)
+        weights = frequency.astype(np.float64)
         if model is not None:
             total = model.n_docs + 1
-            weights = [c.frequency * math.log2(total / max(model.df.get(c.key, 0), 1)) for c in cands]
-        else:
-            weights = [float(c.frequency) for c in cands]
-        weights = [w * boost if len(c.key) > 1 else w for c, w in zip(cands, weights)]
+            # log2 in Python floats, once per distinct document frequency
+            weights = weights * per_distinct_value(candidate_document_frequencies(batch, occ, model),
+                                           lambda count: math.log2(total / max(count, 1)))
+        weights = np.where(phrase, weights * boost[doc], weights)
         # the kept candidates first: each lifted above the best weight of those that missed a filter
-        lift = max((w for w, keep in zip(weights, kept) if not keep), default=0.0)
-        return [w + lift if keep else w for w, keep in zip(weights, kept)]
+        lift = np.full(n_texts, -np.inf)
+        np.maximum.at(lift, doc[~kept], weights[~kept])
+        lift[lift == -np.inf] = 0.0  # a text whose candidates all passed
+        return np.where(kept, weights + lift[doc], weights)

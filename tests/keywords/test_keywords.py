@@ -437,3 +437,20 @@ def test_stopwords_reach_every_method_and_the_cli(tmp_path, capsys):
     assert main(["keywords", "extract", str(doc), "-k", "20", "--language", "en", "--json",
                  "--param", "stopwords=en_full"]) == 0
     assert any("novel" in k["phrase"] for k in json.loads(capsys.readouterr().out)["keyphrases"])
+
+
+def test_document_frequency_counts_each_texts_ngrams_once_whatever_the_batches():
+    from salience.keywords.candidates import analyze, candidates
+
+    texts = [TEXT, "", "Sensor networks sense the world. A sensor network has nodes and the nodes sense heat.",
+             "Die Sensornetze senden Daten, und die Daten sind gut.", TEXT.upper()]
+    expected: dict = {}
+    for text in texts:  # each text's distinct n-grams of up to three words, counted by hand
+        for key in candidates(analyze(text, language="auto"), 3):
+            expected[key] = expected.get(key, 0) + 1
+    for batch_size in (1, 2, 2000):
+        model = DocumentFrequency().fit((t for t in texts), batch_size=batch_size)  # any iterable of texts
+        assert model.n_docs == 5 and model.df == expected and list(model.df) == list(expected)
+    assert expected[("sensor", "network")] == 3  # inflections and case merge, once per text
+    with pytest.raises(InvalidParameterError, match="not one str"):
+        DocumentFrequency().fit(TEXT)
