@@ -164,3 +164,16 @@ def test_spans_point_at_the_words_of_each_term_and_filter_by_term(monkeypatch):
     assert tokenizer.spans(text) == spans and tokenizer.spans(text, {"run", "zoë"}) == [s for s in spans if s[2] in {"run", "zoë"}]
     copy = pickle.loads(pickle.dumps(tokenizer))
     assert Tokenizer().spans("the of and") == [] and copy._memo == {} and copy._span_memo == {}
+
+
+def test_non_ascii_patterns_match_their_plain_forms_on_every_code_point():
+    """The byte tokenizers' non-ASCII patterns open with a class the regex engine scans fast and
+    look back for the rest; they must match exactly what the plain classes match."""
+    import re
+
+    from salience.text.byte_tokens import _NON_ASCII_NONWORD, _NON_ASCII_SPECIAL, IDEOGRAPHS
+
+    every = "".join(chr(c) for c in range(0x80, 0x30000) if not 0xD800 <= c < 0xE000) + " a-b ’ x\n"
+    for fast, plain in ((_NON_ASCII_NONWORD, r"[^\w\x00-\x7f]"), (_NON_ASCII_SPECIAL, rf"[^\w\x00-\x7f]|[{IDEOGRAPHS}]")):
+        expected = [(m.start(), m[0]) for m in re.finditer(plain, every)]
+        assert [(m.start(), m[0]) for m in fast.finditer(every)] == expected and len(expected) > 5000
