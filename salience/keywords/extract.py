@@ -45,9 +45,9 @@ from salience.exceptions import InvalidParameterError
 from salience.keywords.candidates import Candidate, Document, Occurrences, analyze, candidates
 from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
                                          batch_candidates, candidate_stems, check_languages, chunk_languages,
-                                         ranked_per_text, tagger_for)
-from salience.keywords.words import Batch
+                                         one_batch, ranked_per_text, tagger_for, text_batches)
 from salience.keywords.graphs import topic_scores, word_graph_scores
+from salience.keywords.words import Batch, bounded_texts
 from salience.keywords.yake import yake_batch
 from salience.parallel import progress_bar
 from salience.text.languages import check_language, get_stopwords, warn_fallbacks
@@ -144,7 +144,8 @@ class KeyphraseExtractor(Scorer, abc.ABC):
         return self.score_batch([text])[0]
 
     def score_batch(self, texts: Iterable[str], *, show_progress: bool = False) -> list[Scores]:
-        """The ``k`` best keyphrases of each text, ``batch_size`` texts at a time (which changes
+        """The ``k`` best keyphrases of each text, ``batch_size`` texts (and at most
+        :data:`~salience.keywords.frequency.BATCH_CHARS` characters) at a time (which changes
         nothing but rounding: exact ties may swap). ``show_progress``: a bar over the texts'
         characters. A text is read up to
         :data:`~salience.keywords.words.MAX_TEXT_CHARS` characters (a warning names a cut)."""
@@ -156,12 +157,12 @@ class KeyphraseExtractor(Scorer, abc.ABC):
         for d, text in enumerate(texts):
             if not isinstance(text, str):
                 raise InvalidParameterError(f"text must be a str; got {type(text).__name__} (document {d}).")
+        texts = bounded_texts(texts)  # cut here, so that a warning names a text by its place in the call
         context = self._prepare(texts, language)
         out: list[Scores] = []
         with progress_bar(sum(map(len, texts)), "keyphrases", show_progress, unit="char") as bar:
-            for lo in range(0, len(texts), self.batch_size):
-                chunk = texts[lo : lo + self.batch_size]
-                out.extend(self._extract_chunk(chunk, chunk_languages(language, lo, len(chunk)), context))
+            for chunk in text_batches(texts, self.batch_size):
+                out.extend(self._extract_chunk(chunk, chunk_languages(language, len(out), len(chunk)), context))
                 bar.update(sum(map(len, chunk)))
         return out
 
@@ -254,9 +255,9 @@ class Yake(BatchedExtractor):
     takes the texts given together as a corpus, and candidates common to many of them weigh
     less (S(kw) / sqrt(idf)); it helps where the gold keyphrases are the authors' own and costs
     where they are topics shared across a collection, and does not raise the mean F1@10 of the
-    keyphrase sets' dev splits, so it is off by default. It has no effect
-    on one text, and past ``batch_size`` texts the frequencies take a first pass over all of
-    them (tokenising twice). A :class:`CorpusFrequency` applies frequencies fitted before, as
+    keyphrase sets' dev splits, so it is off by default. It has no effect on one text, and past
+    one batch (``batch_size`` texts or ``BATCH_CHARS`` characters) the frequencies take a first
+    pass over all of them (tokenising twice). A :class:`CorpusFrequency` applies frequencies fitted before, as
     ``fit(texts)`` does. ``batch_size`` is 500 here (2,000 for the other methods): the arrays of
     500 abstracts stay in the caches, about 10% faster on Inspec, with the same keyphrases on
     every dev split."""
@@ -281,7 +282,7 @@ class Yake(BatchedExtractor):
     def _prepare(self, texts, language) -> dict:
         corpus = self.corpus_df if isinstance(self.corpus_df, CorpusFrequency) else getattr(self, "corpus_frequency_", None)
         own_corpus = self.corpus_df is True
-        if own_corpus and len(texts) > self.batch_size:
+        if own_corpus and not one_batch(texts, self.batch_size):
             corpus = CorpusFrequency().fit(texts, candidates_from=self.candidates_from, tagger=self.tagger,
                                            language=language, batch_size=self.batch_size,
                                            long_text_words=self.long_text_words, stopwords=self.stopwords)

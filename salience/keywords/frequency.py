@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ from salience.text.hashing import distinct_sorted, group_spans, stable_argsort, 
 from salience.text.languages import check_language, warn_fallbacks
 
 __all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "candidate_stems", "batch_candidates",
-           "ranked_per_text", "ranks_per_text", "LONG_TEXT_WORDS"]
+           "ranked_per_text", "ranks_per_text", "text_batches", "one_batch", "LONG_TEXT_WORDS", "BATCH_CHARS"]
 
 #: texts with more words than this are "long": their candidates are n-grams of up to three
 #: words, whose counts are reliable; shorter texts use whole content runs of up to eight words
@@ -26,6 +26,32 @@ __all__ = ["DocumentFrequency", "CorpusFrequency", "candidate_keys", "candidate_
 LONG_TEXT_WORDS = 1000
 #: texts tokenised together by the keyword methods (every method's ``batch_size`` but yake's)
 BATCH_SIZE = 2000
+#: characters tokenised together at most: a batch closes at ``batch_size`` texts or before the
+#: text that would take it past this many characters (at about 45 bytes a character at peak,
+#: some 360 MB), so that memory is bounded however long the texts
+BATCH_CHARS = 8_000_000
+
+
+def text_batches(texts: Iterable[str], batch_size: int, max_chars: int | None = None) -> Iterator[list[str]]:
+    """Consecutive batches of ``texts`` (any iterable, read as it goes): at most ``batch_size``
+    texts and, past a batch's first text, ``max_chars`` characters (:data:`BATCH_CHARS`)."""
+    max_chars = BATCH_CHARS if max_chars is None else max_chars
+    chunk: list[str] = []
+    chars = 0
+    for text in texts:
+        size = len(text) if isinstance(text, str) else 0  # the tokenizer names a text that is not a str
+        if chunk and (len(chunk) >= batch_size or chars + size > max_chars):
+            yield chunk
+            chunk, chars = [], 0
+        chunk.append(text)
+        chars += size
+    if chunk:
+        yield chunk
+
+
+def one_batch(texts: Sequence[str], batch_size: int) -> bool:
+    """Whether :func:`text_batches` reads ``texts`` as one batch."""
+    return len(texts) <= 1 or (len(texts) <= batch_size and sum(map(len, texts)) <= BATCH_CHARS)
 
 
 class DocumentFrequency:
@@ -47,16 +73,13 @@ class DocumentFrequency:
 
     def fit(self, texts: Iterable[str], batch_size: int = BATCH_SIZE) -> "DocumentFrequency":
         """Count the n-grams of up to ``max_words`` content words of each of ``texts`` (read
-        ``batch_size`` at a time): the texts containing each, keyed by their stems."""
+        ``batch_size`` at a time, :func:`text_batches`): the texts containing each, keyed by their
+        stems."""
         if isinstance(texts, str):
             raise InvalidParameterError("texts must be a sequence of str, not one str.")
-        chunk: list[str] = []
-        for text in texts:
-            chunk.append(text)
-            if len(chunk) == batch_size:
-                self._add(chunk)
-                chunk = []
-        if chunk:
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidParameterError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        for chunk in text_batches(texts, batch_size):
             self._add(chunk)
         return self
 
@@ -234,11 +257,12 @@ class CorpusFrequency:
         """Count the candidates of ``texts`` (as ``extract_keyphrases_batch`` would find them)."""
         texts = list(texts)
         language = check_languages(language, len(texts))
-        for lo in range(0, len(texts), batch_size):
-            chunk = texts[lo : lo + batch_size]
+        lo = 0
+        for chunk in text_batches(texts, batch_size):
             batch, occ, _ = batch_candidates(chunk, candidates_from, tagger, chunk_languages(language, lo, len(chunk)),
                                              long_text_words, stopwords)
             self.add(candidate_keys(batch, occ), texts_with_candidates(occ))
+            lo += len(chunk)
         return self
 
     def add(self, keys: np.ndarray, n_docs: int) -> "CorpusFrequency":

@@ -74,7 +74,7 @@ class KpMiner(TfIdf):
             total = model.n_docs + 1
             # log2 in Python floats, once per distinct document frequency
             weights = weights * per_distinct_value(candidate_document_frequencies(batch, occ, model),
-                                           lambda count: math.log2(total / max(count, 1)))
+                                                   lambda count: math.log2(total / max(count, 1)))
         weights = np.where(phrase, weights * boost[doc], weights)
         # the kept candidates first: each lifted above the best weight of those that missed a filter
         lift = np.full(n_texts, -np.inf)

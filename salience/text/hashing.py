@@ -148,9 +148,9 @@ def group_rows(columns: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return first_appearance(ids, first)
 
 
-#: Spans grouped at once from which numba's kernel is used where installed: below it, loading
-#: the compiled kernel into a fresh process (about 0.5 s with numba's import) costs more than
-#: the numpy path it saves (about 0.05 us a span).
+#: Spans grouped at once from which numba's kernel is used where installed: a small call (one
+#: text, a few) never imports numba (about 0.5 s, once a process), while a large batch saves
+#: about 0.05 us a span (500 abstracts' 50,000 candidate spans: 3.7 -> 1.0 ms).
 COMPILED_MIN_SPANS = 16_384
 
 

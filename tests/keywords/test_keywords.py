@@ -454,3 +454,26 @@ def test_document_frequency_counts_each_texts_ngrams_once_whatever_the_batches()
     assert expected[("sensor", "network")] == 3  # inflections and case merge, once per text
     with pytest.raises(InvalidParameterError, match="not one str"):
         DocumentFrequency().fit(TEXT)
+    with pytest.raises(InvalidParameterError, match="batch_size must be a positive integer"):
+        DocumentFrequency().fit([TEXT], batch_size=0)
+
+
+def test_batches_are_bounded_by_characters_and_change_no_keyphrase(monkeypatch):
+    import salience.keywords.frequency as frequency
+    from salience.keywords.frequency import text_batches
+
+    assert list(text_batches(["ab", "cde", "f", "ghij", "k"], 10, max_chars=5)) == [["ab", "cde"], ["f", "ghij"], ["k"]]
+    assert list(text_batches(iter(["x" * 9, "y", "z"]), 2, max_chars=5)) == [["x" * 9], ["y", "z"]]  # a long text alone
+    assert list(text_batches([], 3)) == []
+    texts = [TEXT, "Graph kernels compare graphs. Graph kernels are fast.", TEXT.replace("sensor", "camera"), "",
+             "Cameras and sensors sense the world; sensor networks route data."] * 3
+    options = {"yake": {"corpus_df": True}, "tfidf": {}, "kpminer": {}, "yake_rake": {}}
+    whole = {m: [s.ids for s in extract_keyphrases_batch(texts, k=5, method=m, language="en", **o)]
+             for m, o in options.items()}
+    model = DocumentFrequency(language="en").fit(texts)
+    monkeypatch.setattr(frequency, "BATCH_CHARS", 150)  # about one text a batch
+    assert not frequency.one_batch(texts, 2000)
+    for m, o in options.items():
+        assert [s.ids for s in extract_keyphrases_batch(texts, k=5, method=m, language="en", **o)] == whole[m], m
+    refit = DocumentFrequency(language="en").fit(texts)
+    assert refit.df == model.df and list(refit.df) == list(model.df) and refit.n_docs == len(texts)
