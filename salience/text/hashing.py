@@ -6,7 +6,7 @@ sorted together: the positions come out in a stable order at ``np.sort``'s speed
 words of an n-gram, the bytes of a token) are mixed into one 64-bit hash, grouped by it, and
 checked against the group's first row, so a hash collision never merges two different rows.
 Where numba is installed, large batches of spans are grouped in one pass over a hash table
-instead (:mod:`salience.text._numba_grouping`), with the same result.
+instead (:mod:`salience.text._grouping_numba_kernels`), with the same result.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ COMPILED_MIN_SPANS = 16_384
 @functools.cache
 def _compiled_grouping():
     try:
-        from salience.text._numba_grouping import group_spans_table
+        from salience.text._grouping_numba_kernels import group_spans_table
     except ImportError:
         return None
     return group_spans_table
