@@ -25,7 +25,7 @@ from salience.text.byte_tokens import byte_strings
 from salience.keywords.words import _IDEOGRAPH_SPACE, Batch, tokenize_batch
 
 __all__ = ["Batch", "Occurrences", "Document", "Candidate", "tokenize_batch", "content_runs", "occurrences", "analyze",
-           "candidates", "first_occurrence_values"]
+           "documents", "candidates", "text_candidates", "first_occurrence_values"]
 
 
 @dataclass
@@ -202,25 +202,47 @@ def analyze(text: str, stopwords: Iterable[str] | str | None = "auto", tagger=No
     :func:`tokenize_batch` for ``stopwords``, ``tagger`` and ``language``)."""
     if not isinstance(text, str):
         raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-    b = tokenize_batch([text], stopwords, tagger, language)
-    return Document(b, [b.types[t] for t in b.word_type], [b.lowers[w] for w in b.lower], [b.stems[s] for s in b.stem],
-                    b.sentence, b.content, b.breaks, int(b.n_sentences[0]))
+    return documents(tokenize_batch([text], stopwords, tagger, language))[0]
+
+
+def documents(batch: Batch) -> list[Document]:
+    """Each text of ``batch`` as a :class:`Document` (its words as lists, its arrays as views)."""
+    words = list(map(batch.types.__getitem__, batch.word_type.tolist()))
+    lower = list(map(batch.lowers.__getitem__, batch.lower.tolist()))
+    stems = list(map(batch.stems.__getitem__, batch.stem.tolist()))
+    bounds = batch.doc_start.tolist()
+    return [Document(batch, words[lo:hi], lower[lo:hi], stems[lo:hi], batch.sentence[lo:hi], batch.content[lo:hi],
+                     batch.breaks[lo:hi], int(batch.n_sentences[d]))
+            for d, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
 
 def candidates(doc: Document, max_words: int = 3, maximal: bool = False) -> dict[tuple[str, ...], Candidate]:
-    """Candidates of one document keyed by stems, in order of first occurrence (see :func:`occurrences`)."""
+    """Candidates of one document (analysed alone: :func:`analyze`) keyed by stems, in order of
+    first occurrence (see :func:`occurrences`)."""
     if max_words < 1:
         raise InvalidParameterError(f"max_words must be >= 1; got {max_words}.")
-    b = doc.batch
-    occ = occurrences(b, max_words, maximal)
-    found: dict[tuple[str, ...], Candidate] = {}
-    surfaces = surface_texts(b, occ, np.arange(len(occ)))
-    for c, (s, n) in enumerate(zip(occ.start[occ.cand_first].tolist(), occ.length[occ.cand_first].tolist())):
-        key = tuple(doc.stems[s : s + n])
-        found[key] = Candidate(key, surfaces[c])
-    keys = list(found)
-    for start, cand in zip(occ.start.tolist(), occ.candidate.tolist()):
-        entry = found[keys[cand]]
-        entry.positions.append(start)
-        entry.sentences.append(int(doc.sentence[start]))
+    if doc.batch.n_docs != 1:
+        raise InvalidParameterError("candidates() reads a document analysed alone; for a batch use text_candidates().")
+    return text_candidates(doc.batch, occurrences(doc.batch, max_words, maximal))[0]
+
+
+def text_candidates(batch: Batch, occ: Occurrences) -> list[dict[tuple[str, ...], Candidate]]:
+    """Each text's candidates keyed by stems, in order of first occurrence, with the word index
+    (within its text) and sentence of each occurrence."""
+    found: list[dict[tuple[str, ...], Candidate]] = [{} for _ in range(batch.n_docs)]
+    n = len(occ)
+    if n == 0:
+        return found
+    surfaces = surface_texts(batch, occ, np.arange(n))
+    word_stems = list(map(batch.stems.__getitem__, batch.stem.tolist()))
+    # each candidate's occurrences together, in the order they occur
+    order = stable_argsort(occ.candidate, n)
+    positions = (occ.start - batch.doc_start[batch.doc[occ.start]])[order].tolist()
+    sentences = batch.sentence[occ.start][order].tolist()
+    bounds = np.concatenate(([0], np.cumsum(np.bincount(occ.candidate, minlength=n)))).tolist()
+    first = occ.cand_first
+    for c, (d, s, m) in enumerate(zip(occ.cand_doc.tolist(), occ.start[first].tolist(), occ.length[first].tolist())):
+        key = tuple(word_stems[s : s + m])
+        lo, hi = bounds[c], bounds[c + 1]
+        found[d][key] = Candidate(key, surfaces[c], positions[lo:hi], sentences[lo:hi])
     return found

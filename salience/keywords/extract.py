@@ -42,15 +42,15 @@ from salience.core.base import Scorer, create, register_method
 from salience.core.params import Check, Exempt, Interval, Options
 from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
-from salience.keywords.candidates import Candidate, Document, Occurrences, analyze, candidates
+from salience.keywords.candidates import Candidate, Document, Occurrences, documents, text_candidates
 from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
                                          batch_candidates, candidate_stems, check_languages, chunk_languages,
-                                         one_batch, ranked_per_text, tagger_for, text_batches)
+                                         one_batch, ranked_per_text, text_batches)
 from salience.keywords.graphs import topic_scores, word_graph_scores
 from salience.keywords.words import Batch, bounded_texts
 from salience.keywords.yake import yake_batch
 from salience.parallel import progress_bar
-from salience.text.languages import check_language, get_stopwords, warn_fallbacks
+from salience.text.languages import check_language, get_stopwords
 
 __all__ = ["KeyphraseExtractor", "CorpusFrequency", "DocumentFrequency", "score_candidates", "extract_keyphrases",
            "extract_keyphrases_batch", "extract_keyphrases_many", "learns_document_frequency", "RERANKERS", "Yake", "TfIdf", "TextRank",
@@ -199,22 +199,24 @@ class KeyphraseExtractor(Scorer, abc.ABC):
 
 class _PerDocument(KeyphraseExtractor):
     """The methods that score one analysed text at a time: the text's candidates found (runs
-    of content words, or n-grams in long texts), then :meth:`candidate_values` scores them."""
+    of content words, or n-grams in long texts; a batch of texts tokenised together), then
+    :meth:`candidate_values` scores them."""
 
     def score_candidates(self, text: str, *, language=None) -> Scores:
         language = check_language(self.language if language is None else language)
         if not isinstance(text, str):
             raise InvalidParameterError(f"text must be a str; got {type(text).__name__}.")
-        doc = analyze(text, self.stopwords, tagger=tagger_for(self.candidates_from, self.tagger), language=language)
-        warn_fallbacks(doc.batch.languages)
-        source = self.candidates_from
-        if source in ("auto", "noun_phrases"):
-            source = "ngrams" if len(doc.words) > self.long_text_words else "runs"
-        found = candidates(doc, 8, True) if source == "runs" else candidates(doc, 3, False)
-        cands = list(found.values())
-        if not cands:
-            return Scores([], ids=[])
-        return Scores(self.candidate_values(doc, cands), ids=[c.surface for c in cands])
+        return self._all_chunk([text], language, {})[0]
+
+    def _all_chunk(self, chunk, language, context) -> list[Scores]:
+        batch, occ, _ = batch_candidates(chunk, self.candidates_from, self.tagger, language, self.long_text_words,
+                                         self.stopwords, recurring=0)
+        out = []
+        for doc, found in zip(documents(batch), text_candidates(batch, occ)):
+            cands = list(found.values())
+            out.append(Scores(self.candidate_values(doc, cands), ids=[c.surface for c in cands]) if cands
+                       else Scores([], ids=[]))
+        return out
 
     @abc.abstractmethod
     def candidate_values(self, doc: Document, cands: list[Candidate]) -> list[float]:

@@ -477,3 +477,23 @@ def test_batches_are_bounded_by_characters_and_change_no_keyphrase(monkeypatch):
         assert [s.ids for s in extract_keyphrases_batch(texts, k=5, method=m, language="en", **o)] == whole[m], m
     refit = DocumentFrequency(language="en").fit(texts)
     assert refit.df == model.df and list(refit.df) == list(model.df) and refit.n_docs == len(texts)
+
+
+def test_text_candidates_of_a_batch_equal_each_text_analysed_alone():
+    from salience.keywords.candidates import documents, occurrences, text_candidates, tokenize_batch
+
+    texts = [TEXT, "", "Graph kernels compare graphs. Graph kernels are fast, and graphs are everywhere.",
+             "Les réseaux de capteurs sans fil sont utiles. Un réseau de capteurs a des nœuds."]
+    batch = tokenize_batch(texts, language="auto")
+    for max_words, maximal in ((8, True), (3, False)):
+        together = text_candidates(batch, occurrences(batch, max_words, maximal))
+        for text, found in zip(texts, together):
+            alone = candidates(analyze(text, language="auto"), max_words, maximal)
+            assert list(found) == list(alone)
+            assert [(c.surface, c.positions, c.sentences) for c in found.values()] == \
+                   [(c.surface, c.positions, c.sentences) for c in alone.values()]
+    docs = documents(batch)
+    assert [d.words for d in docs] == [analyze(t, language="auto").words for t in texts]
+    assert together[2][("graph", "kernel")].positions == [0, 4] and together[2][("graph", "kernel")].sentences == [0, 1]
+    with pytest.raises(InvalidParameterError, match="analysed alone"):
+        candidates(docs[0])
