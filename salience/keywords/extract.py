@@ -33,7 +33,6 @@ it from the registry (``create("keywords", "yake", k=5)``). The statistics live 
 from __future__ import annotations
 
 import abc
-from itertools import repeat
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -44,7 +43,7 @@ from salience.core.scores import Scores
 from salience.exceptions import InvalidParameterError
 from salience.keywords.candidates import Candidate, Document, Occurrences, documents, text_candidates
 from salience.keywords.frequency import (BATCH_SIZE, LONG_TEXT_WORDS, CorpusFrequency, DocumentFrequency,
-                                         batch_candidates, candidate_stems, check_languages, chunk_languages,
+                                         batch_candidates, check_languages, chunk_languages,
                                          one_batch, ranked_per_text, text_batches)
 from salience.keywords.graphs import topic_scores, word_graph_scores
 from salience.keywords.words import Batch, bounded_texts
@@ -338,14 +337,7 @@ class TfIdf(BatchedExtractor):
         if model is None:
             return frequency
         # the idf of each distinct document frequency, in Python floats as DocumentFrequency.idf
-        return frequency * per_distinct_value(candidate_document_frequencies(batch, occ, model), model.idf_of_count)
-
-
-def candidate_document_frequencies(batch: Batch, occ: Occurrences, model: DocumentFrequency) -> np.ndarray:
-    """How many of ``model``'s texts hold each candidate (by its stems)."""
-    key, keys = candidate_stems(batch, occ)
-    found = np.fromiter(map(model.df.get, keys, repeat(0)), dtype=np.int64, count=len(keys))
-    return found[key]
+        return frequency * per_distinct_value(model.candidate_counts(batch, occ), model.idf_of_count)
 
 
 def per_distinct_value(values: np.ndarray, function) -> np.ndarray:

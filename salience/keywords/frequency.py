@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from itertools import islice, repeat
 from pathlib import Path
 from typing import Iterable, Iterator, Sequence
 
@@ -50,8 +51,8 @@ def text_batches(texts: Iterable[str], batch_size: int, max_chars: int | None = 
 
 
 def one_batch(texts: Sequence[str], batch_size: int) -> bool:
-    """Whether :func:`text_batches` reads ``texts`` as one batch."""
-    return len(texts) <= 1 or (len(texts) <= batch_size and sum(map(len, texts)) <= BATCH_CHARS)
+    """Whether :func:`text_batches` reads ``texts`` as one batch (its rule, not a copy of it)."""
+    return sum(1 for _ in islice(text_batches(texts, batch_size), 2)) <= 1
 
 
 class DocumentFrequency:
@@ -92,6 +93,11 @@ class DocumentFrequency:
         for stems, n_texts in zip(keys, np.bincount(key, minlength=len(keys)).tolist()):
             df[stems] = df.get(stems, 0) + n_texts
         self.n_docs += len(texts)
+
+    def candidate_counts(self, batch: Batch, occ: Occurrences) -> np.ndarray:
+        """How many of the fitted texts hold each candidate of ``batch`` (by its stems)."""
+        key, keys = candidate_stems(batch, occ)
+        return np.fromiter(map(self.df.get, keys, repeat(0)), dtype=np.int64, count=len(keys))[key]
 
     def idf(self, key: tuple[str, ...]) -> float:
         return self.idf_of_count(self.df.get(key, 0))

@@ -25,7 +25,7 @@ import numpy as np
 from salience.core.base import register_method
 from salience.core.params import Interval
 from salience.keywords.candidates import Occurrences
-from salience.keywords.extract import TfIdf, candidate_document_frequencies, per_distinct_value
+from salience.keywords.extract import TfIdf, per_distinct_value
 from salience.keywords.frequency import BATCH_SIZE, LONG_TEXT_WORDS, DocumentFrequency
 from salience.keywords.words import Batch
 
@@ -73,7 +73,7 @@ class KpMiner(TfIdf):
         if model is not None:
             total = model.n_docs + 1
             # log2 in Python floats, once per distinct document frequency
-            weights = weights * per_distinct_value(candidate_document_frequencies(batch, occ, model),
+            weights = weights * per_distinct_value(model.candidate_counts(batch, occ),
                                                    lambda count: math.log2(total / max(count, 1)))
         weights = np.where(phrase, weights * boost[doc], weights)
         # the kept candidates first: each lifted above the best weight of those that missed a filter
